@@ -1,0 +1,147 @@
+/**
+ * An agent is a unit of work with an id: an `Effect` plus how to run it (timeout, retries, claims,
+ * dependencies). Agents are plain values; `Corral.run` runs them.
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Schedule from "effect/Schedule"
+import type * as Claims from "./Claims.ts"
+
+/**
+ * @since 0.1.0
+ * @category symbols
+ */
+export const TypeId = "~@corral/core/Agent" as const
+
+/**
+ * The results of an agent's dependencies, by agent id.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Deps = Readonly<Record<string, unknown>>
+
+/**
+ * An agent that succeeds with `A`, fails with `E` and needs the services `R`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Agent<out A, out E = never, out R = never> {
+  readonly [TypeId]: typeof TypeId
+  readonly id: string
+  readonly run: (deps: Deps) => Effect.Effect<A, E, R>
+  readonly timeout: Duration.Input | undefined
+  readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
+  readonly claims: Claims.Claims | undefined
+  readonly claimTimeout: Duration.Input | undefined
+  readonly dependsOn: ReadonlyArray<string>
+  readonly estimate: Duration.Input | undefined
+  readonly rateLimit: string | undefined
+  readonly idempotencyKey: string | undefined
+  readonly labels: Readonly<Record<string, string>>
+}
+
+/**
+ * Any agent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Any = Agent<any, any, any>
+
+/**
+ * @since 0.1.0
+ * @category type-level
+ */
+export type Success<T> = T extends Agent<infer A, infer _E, infer _R> ? A : never
+
+/**
+ * @since 0.1.0
+ * @category type-level
+ */
+export type Failure<T> = T extends Agent<infer _A, infer E, infer _R> ? E : never
+
+/**
+ * @since 0.1.0
+ * @category type-level
+ */
+export type Services<T> = T extends Agent<infer _A, infer _E, infer R> ? R : never
+
+/**
+ * How to run an agent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<A, E, R, D extends Deps = Deps> {
+  /** The work: an effect, or a function of the dependencies' results. */
+  readonly run: Effect.Effect<A, E, R> | ((deps: D) => Effect.Effect<A, E, R>)
+  /** Total time the agent may take, retries included. Exceeding it gives a `TimedOut` outcome. */
+  readonly timeout?: Duration.Input | undefined
+  /** A retry policy for typed failures; defects are never retried. */
+  readonly retry?: Schedule.Schedule<unknown, NoInfer<E>, never, any> | undefined
+  /** Keys read or written and pool amounts held while the agent runs. */
+  readonly claims?: Claims.Claims | undefined
+  /** How long the agent may wait for its claims before it ends with `ClaimTimedOut`. */
+  readonly claimTimeout?: Duration.Input | undefined
+  /** Agents that must succeed before this one starts; their values are passed to `run`. */
+  readonly dependsOn?: ReadonlyArray<string> | undefined
+  /** Expected duration, used to start agents on the critical path first. */
+  readonly estimate?: Duration.Input | undefined
+  /** A rate-limit bucket whose token the agent takes before it starts. */
+  readonly rateLimit?: string | undefined
+  /** Identifies the agent's work for cached reruns. */
+  readonly idempotencyKey?: string | undefined
+  /** Free-form labels, shown in events and reports. */
+  readonly labels?: Readonly<Record<string, string>> | undefined
+}
+
+/**
+ * Defines an agent. Nothing runs until the agent is passed to `Corral.run`, which validates it.
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@corral/core"
+ * import { Effect, Schedule } from "effect"
+ *
+ * const summarize = Agent.make("summarize", {
+ *   run: Effect.succeed("summary"),
+ *   timeout: "30 seconds",
+ *   retry: Schedule.exponential("100 millis").pipe(Schedule.upTo({ times: 3 })),
+ *   claims: { write: ["docs/summary.md"] }
+ * })
+ * ```
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <A, E = never, R = never, D extends Deps = Deps>(
+  id: string,
+  options: Options<A, E, R, D>
+): Agent<A, E, R> => {
+  const run = options.run
+  return {
+    [TypeId]: TypeId,
+    id,
+    run: Effect.isEffect(run) ? () => run : (deps) => Effect.suspend(() => run(deps as D)),
+    timeout: options.timeout,
+    retry: options.retry,
+    claims: options.claims,
+    claimTimeout: options.claimTimeout,
+    dependsOn: options.dependsOn ?? [],
+    estimate: options.estimate,
+    rateLimit: options.rateLimit,
+    idempotencyKey: options.idempotencyKey,
+    labels: options.labels ?? {}
+  }
+}
+
+/**
+ * `true` for values built with `Agent.make`.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isAgent = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u

@@ -1,0 +1,212 @@
+/**
+ * What an agent needs while it runs: shared (`read`) or exclusive (`write`) access to resource keys,
+ * and amounts from counted pools.
+ *
+ * Keys are relative paths (`src/parser.ts`, `src/` for a whole folder) or named resources
+ * (`db:users`, `file:summary.md`). Path keys are hierarchical: a claim on `src/` covers everything
+ * below it. Reads never conflict with reads.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import * as Result from "effect/Result"
+
+/**
+ * Claims declared on an agent.
+ *
+ * @example
+ * ```ts
+ * const claims: Claims.Claims = { write: ["src/parser.ts"], read: ["src/types.ts"], pools: { llm: 1 } }
+ * ```
+ * @since 0.1.0
+ * @category models
+ */
+export interface Claims {
+  readonly read?: ReadonlyArray<string> | undefined
+  readonly write?: ReadonlyArray<string> | undefined
+  readonly pools?: Readonly<Record<string, number>> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Mode = "read" | "write"
+
+/**
+ * A normalized key claim: `segments` locate the key in the resource tree.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeyClaim {
+  readonly key: string
+  readonly segments: ReadonlyArray<string>
+  readonly mode: Mode
+}
+
+/**
+ * A counted pool claim. The capacity travels with the request so that pools can be scoped to a run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PoolClaim {
+  readonly pool: string
+  readonly amount: number
+  readonly capacity: number
+}
+
+/**
+ * Claims after validation and normalization, ready for a lock layer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Request {
+  readonly keys: ReadonlyArray<KeyClaim>
+  readonly pools: ReadonlyArray<PoolClaim>
+}
+
+/**
+ * A claim that cannot be normalized: an empty key, an absolute path, a `..` escape, an unknown pool
+ * or an amount larger than the pool.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidClaim extends Data.TaggedError("InvalidClaim")<{
+  readonly key: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `invalid claim ${JSON.stringify(this.key)}: ${this.reason}`
+  }
+}
+
+const namedResource = /^[A-Za-z][A-Za-z0-9+._-]*:\S/
+const windowsAbsolute = /^[A-Za-z]:[\\/]/
+
+/**
+ * Normalizes one key: `./src//a.ts` becomes `src/a.ts`, `src` and `src/` address the same folder.
+ *
+ * @example
+ * ```ts
+ * Claims.normalizeKey("./src//parser.ts") // Result.succeed({ key: "src/parser.ts", segments: ["src", "parser.ts"] })
+ * ```
+ * @since 0.1.0
+ * @category normalization
+ */
+export const normalizeKey = (
+  raw: string
+): Result.Result<{ readonly key: string; readonly segments: ReadonlyArray<string> }, InvalidClaim> => {
+  const trimmed = raw.trim()
+  if (trimmed.length === 0) return Result.fail(new InvalidClaim({ key: raw, reason: "keys must not be empty" }))
+  if (trimmed.startsWith("/") || trimmed.startsWith("\\") || windowsAbsolute.test(trimmed)) {
+    return Result.fail(new InvalidClaim({ key: raw, reason: "absolute paths are not allowed; use a path relative to the repository" }))
+  }
+  if (namedResource.test(trimmed)) return Result.succeed({ key: trimmed, segments: [trimmed] })
+  const segments: Array<string> = []
+  for (const part of trimmed.split(/[\\/]+/)) {
+    if (part === "" || part === ".") continue
+    if (part === "..") {
+      if (segments.length === 0) {
+        return Result.fail(new InvalidClaim({ key: raw, reason: "the path escapes the repository with '..'" }))
+      }
+      segments.pop()
+      continue
+    }
+    segments.push(part)
+  }
+  if (segments.length === 0) {
+    return Result.fail(new InvalidClaim({ key: raw, reason: "the path names the repository root; claim a folder or file inside it" }))
+  }
+  const folder = trimmed.endsWith("/") || trimmed.endsWith("\\")
+  return Result.succeed({ key: segments.join("/") + (folder ? "/" : ""), segments })
+}
+
+/**
+ * Validates and normalizes declared claims against the pool capacities of a run.
+ * `scope` prefixes pool names so that pools of different runs never mix.
+ *
+ * @since 0.1.0
+ * @category normalization
+ */
+export const normalize = (
+  claims: Claims,
+  capacities: Readonly<Record<string, number>>,
+  scope = ""
+): Result.Result<Request, InvalidClaim> => {
+  const keys: Array<KeyClaim> = []
+  for (const mode of ["write", "read"] as const) {
+    for (const raw of claims[mode] ?? []) {
+      const normalized = normalizeKey(raw)
+      if (Result.isFailure(normalized)) return Result.fail(normalized.failure)
+      keys.push({ ...normalized.success, mode })
+    }
+  }
+  const pools: Array<PoolClaim> = []
+  for (const [pool, amount] of Object.entries(claims.pools ?? {})) {
+    const capacity = capacities[pool]
+    if (capacity === undefined) {
+      const known = Object.keys(capacities)
+      return Result.fail(
+        new InvalidClaim({
+          key: pool,
+          reason: `unknown pool; the run configures ${known.length ? known.map((k) => `"${k}"`).join(", ") : "no pools"}`
+        })
+      )
+    }
+    if (!Number.isInteger(amount) || amount < 1) {
+      return Result.fail(new InvalidClaim({ key: pool, reason: `pool amounts must be positive integers, got ${amount}` }))
+    }
+    if (amount > capacity) {
+      return Result.fail(new InvalidClaim({ key: pool, reason: `asks for ${amount} but the pool holds ${capacity}` }))
+    }
+    pools.push({ pool: scope + pool, amount, capacity })
+  }
+  return Result.succeed({ keys: dedupe(keys), pools })
+}
+
+const dedupe = (keys: ReadonlyArray<KeyClaim>): ReadonlyArray<KeyClaim> => {
+  const byKey = new Map<string, KeyClaim>()
+  for (const claim of keys) {
+    const id = claim.segments.join("\u0000")
+    const seen = byKey.get(id)
+    if (seen === undefined || (seen.mode === "read" && claim.mode === "write")) byKey.set(id, claim)
+  }
+  return [...byKey.values()]
+}
+
+/**
+ * `true` when the request asks for nothing.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isEmpty = (request: Request): boolean => request.keys.length === 0 && request.pools.length === 0
+
+const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/**
+ * Whether two requests can never hold at the same time: overlapping keys where at least one writes.
+ * Pools are ignored (they conflict only by capacity).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const conflicts = (a: Request, b: Request): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  for (const x of a.keys) {
+    for (const y of b.keys) {
+      if ((x.mode === "write" || y.mode === "write") && overlaps(x.segments, y.segments)) {
+        found.push(x.segments.length >= y.segments.length ? x.key : y.key)
+      }
+    }
+  }
+  return found
+}

@@ -1,0 +1,75 @@
+/**
+ * Runs a set of agents with bounded concurrency, resource claims, dependencies, timeouts, retries,
+ * budgets and progress events, and returns one outcome per agent.
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Agent from "./Agent.ts"
+import type { CorralEvent } from "./CorralEvent.ts"
+import type { InvalidRun } from "./CorralError.ts"
+import * as runner from "./internal/runner.ts"
+import type { RunResult } from "./RunResult.ts"
+
+/**
+ * Options of a run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Most agents running at once. Default 8. */
+  readonly concurrency?: number | undefined
+  /**
+   * `"settle"` (default): every agent runs to its own outcome; dependents of a failed agent are
+   * `Skipped`. `"fail-fast"`: the first failure interrupts running agents and cancels the rest.
+   */
+  readonly mode?: "settle" | "fail-fast" | undefined
+  /** Capacities of counted pools that agents claim amounts of, e.g. `{ llm: 3 }`. */
+  readonly pools?: Readonly<Record<string, number>> | undefined
+  /** Default claim timeout for agents that do not set their own. */
+  readonly claimTimeout?: Duration.Input | undefined
+  /** Stops the run (as `BudgetExceeded`) once reported usage passes a limit. */
+  readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
+  /**
+   * Receives every event in order, on its own fiber: a slow subscriber does not slow the agents
+   * and a failing one is detached without affecting the run.
+   */
+  readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
+  /** Names the run (holders of claims, events); generated when absent. */
+  readonly runId?: string | undefined
+  /**
+   * Fairness bound: an agent waiting for claims is overtaken by at most this many agents behind it
+   * in the queue whose claims conflict with its own; after that its keys are reserved for it.
+   * Default `max(8, concurrency)`.
+   */
+  readonly maxBypass?: number | undefined
+}
+
+/**
+ * Runs agents and returns a `RunResult` with one outcome per agent, in input order. Invalid agents
+ * or options fail with `InvalidRun` before anything starts. Interrupting the returned effect
+ * interrupts every agent and runs every finalizer before it completes.
+ *
+ * @example
+ * ```ts
+ * import { Agent, Corral } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const result = yield* Corral.run([
+ *     Agent.make("fetch", { run: Effect.succeed(42), timeout: "10 seconds" }),
+ *     Agent.make("edit-a", { run: Effect.void, claims: { write: ["src/a.ts"] } }),
+ *     Agent.make("edit-a-again", { run: Effect.void, claims: { write: ["src/a.ts"] } })
+ *   ], { concurrency: 2 })
+ *   return result.allSucceeded
+ * })
+ * ```
+ * @since 0.1.0
+ * @category running
+ */
+export const run: <A, E, R>(
+  agents: ReadonlyArray<Agent.Agent<A, E, R>>,
+  options?: Options
+) => Effect.Effect<RunResult<A, E>, InvalidRun, R> = runner.run

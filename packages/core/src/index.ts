@@ -1,0 +1,12 @@
+/**
+ * @since 0.1.0
+ */
+export * as Agent from "./Agent.ts"
+export * as Claims from "./Claims.ts"
+export * as Corral from "./Corral.ts"
+export * as CorralError from "./CorralError.ts"
+export * as CorralEvent from "./CorralEvent.ts"
+export * as Outcome from "./Outcome.ts"
+export * as ResourceLocks from "./ResourceLocks.ts"
+export * as RunResult from "./RunResult.ts"
+export * as Usage from "./Usage.ts"

@@ -1,0 +1,542 @@
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Queue from "effect/Queue"
+import * as Result from "effect/Result"
+import * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
+import type * as Agent from "../Agent.ts"
+import type { CorralEvent, Progress, StopReason } from "../CorralEvent.ts"
+import type { InvalidRun } from "../CorralError.ts"
+import * as Outcome from "../Outcome.ts"
+import * as ResourceLocks from "../ResourceLocks.ts"
+import { RunResult } from "../RunResult.ts"
+import * as Usage from "../Usage.ts"
+import { KeyTree } from "./keyTree.ts"
+import { Heap } from "./heap.ts"
+import { before, link, Node } from "./node.ts"
+import { type Spec, validate } from "./validate.ts"
+
+export interface RunOptions {
+  readonly concurrency?: number | undefined
+  readonly mode?: "settle" | "fail-fast" | undefined
+  readonly pools?: Readonly<Record<string, number>> | undefined
+  readonly claimTimeout?: import("effect/Duration").Input | undefined
+  readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
+  readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
+  readonly runId?: string | undefined
+  readonly maxBypass?: number | undefined
+}
+
+class AgentTimeout {
+  readonly afterMs: number
+  constructor(afterMs: number) {
+    this.afterMs = afterMs
+  }
+}
+
+let runCounter = 0
+const makeRunId = (now: number): string =>
+  `${new Date(now).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")}-${(++runCounter).toString(36)}${Math.random().toString(36).slice(2, 6)}`
+
+export const run = <A, E, R>(
+  agents: ReadonlyArray<Agent.Agent<A, E, R>>,
+  options: RunOptions = {}
+): Effect.Effect<RunResult<A, E>, InvalidRun, R> =>
+  Effect.gen(function*() {
+    const clock = yield* Clock.Clock
+    const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe())
+    const concurrency = options.concurrency ?? 8
+    const specs = validate(agents, {
+      concurrency,
+      pools: options.pools ?? {},
+      claimTimeout: options.claimTimeout,
+      poolScope: `${runId}/`
+    })
+    if (Result.isFailure(specs)) return yield* Effect.fail(specs.failure)
+    const locks = yield* ResourceLocks.current
+    const tracing = (yield* Tracer.Tracer) !== Tracer.nativeTracer
+    const execute = Effect.acquireUseRelease(
+      Scope.make(),
+      (scope) => new Runner<A, E, R>(specs.success, options, concurrency, runId, clock, locks, scope, tracing).run,
+      (scope, exit) => Scope.close(scope, exit)
+    )
+    return yield* tracing
+      ? Effect.withSpan(execute, "corral.run", { attributes: { "corral.run.id": runId, "corral.run.agents": agents.length } })
+      : execute
+  })
+
+class Runner<A, E, R> {
+  readonly nodes: ReadonlyArray<Node>
+  readonly ready = new Heap<Node>(before)
+  readonly intents = new KeyTree<Node>()
+  readonly parked = new Map<number, Set<Node>>()
+  readonly mode: "settle" | "fail-fast"
+  readonly maxBypass: number
+  readonly counts: Record<Outcome.Tag, number> = {
+    Succeeded: 0,
+    Failed: 0,
+    TimedOut: 0,
+    Interrupted: 0,
+    Cancelled: 0,
+    Skipped: 0,
+    ClaimTimedOut: 0
+  }
+  readonly stopSignal = Deferred.makeUnsafe<void>()
+  readonly events: Queue.Queue<CorralEvent, Cause.Done> | undefined
+  readonly options: RunOptions
+  readonly concurrency: number
+  readonly runId: string
+  readonly clock: Clock.Clock
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly scope: Scope.Closeable
+  readonly tracing: boolean
+  running = 0
+  done = 0
+  waiting = 0
+  idle = 0
+  releaseEpoch = 0
+  signal = Deferred.makeUnsafe<void>()
+  stopped: StopReason | undefined = undefined
+  spent = Usage.zero
+  startedAt = 0
+
+  constructor(
+    specs: ReadonlyArray<Spec>,
+    options: RunOptions,
+    concurrency: number,
+    runId: string,
+    clock: Clock.Clock,
+    locks: ResourceLocks.ResourceLocks["Service"],
+    scope: Scope.Closeable,
+    tracing: boolean
+  ) {
+    this.options = options
+    this.concurrency = concurrency
+    this.runId = runId
+    this.clock = clock
+    this.locks = locks
+    this.scope = scope
+    this.tracing = tracing
+    this.nodes = specs.map((spec) => new Node(spec))
+    link(this.nodes, specs)
+    this.mode = options.mode ?? "settle"
+    this.maxBypass = options.maxBypass ?? Math.max(8, concurrency)
+    this.events = options.onEvent === undefined ? undefined : Effect.runSync(Queue.unbounded<CorralEvent, Cause.Done>())
+  }
+
+  get run(): Effect.Effect<RunResult<A, E>, never, R> {
+    return Effect.gen({ self: this }, function*() {
+      this.startedAt = this.clock.currentTimeMillisUnsafe()
+      const consumer = this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
+      yield* this.locks.onRelease((lease) => this.onRelease(lease.id)).pipe(Scope.provide(this.scope))
+      this.enqueueRoots()
+      const workers = Math.min(this.concurrency, this.nodes.length)
+      if (workers > 0) {
+        yield* Effect.raceFirst(
+          Effect.all(Array.from({ length: workers }, () => this.worker), { concurrency: "unbounded", discard: true }),
+          Deferred.await(this.stopSignal)
+        )
+      }
+      this.cancelRest()
+      const endedAt = this.clock.currentTimeMillisUnsafe()
+      this.emit(() => ({ _tag: "RunFinished", ...this.base(), stopped: this.stopped }))
+      if (this.events !== undefined && consumer !== undefined) {
+        Queue.endUnsafe(this.events)
+        yield* Fiber.await(consumer)
+      }
+      return new RunResult<A, E>({
+        runId: this.runId,
+        outcomes: this.nodes.map((node) => node.outcome as Outcome.Outcome<A, E>),
+        startedAt: this.startedAt,
+        endedAt,
+        stopped: this.stopped
+      })
+    }) as Effect.Effect<RunResult<A, E>, never, R>
+  }
+
+  private enqueueRoots(): void {
+    this.emit(() => ({ _tag: "RunStarted", ...this.base(), concurrency: this.concurrency, mode: this.mode }))
+    for (const node of this.nodes) {
+      node.queuedAt = this.startedAt
+      this.emit(() => ({ _tag: "Queued", ...this.base(), agentId: node.id }))
+    }
+    for (const node of this.nodes) if (node.depsLeft === 0) this.makeReady(node)
+  }
+
+  private makeReady(node: Node): void {
+    node.state = "ready"
+    this.ready.push(node)
+  }
+
+  private get worker(): Effect.Effect<void> {
+    return Effect.gen({ self: this }, function*() {
+      while (this.stopped === undefined) {
+        const node = this.next()
+        if (node !== undefined) {
+          if (node.request !== undefined && !(yield* this.claim(node))) continue
+          yield* this.execute(node)
+          continue
+        }
+        if (this.done === this.nodes.length) return
+        yield* this.sleep
+      }
+    })
+  }
+
+  private next(): Node | undefined {
+    while (true) {
+      const node = this.ready.pop()
+      if (node === undefined || node.state === "ready") return node
+    }
+  }
+
+  private get sleep(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.ready.size > 0 || this.done === this.nodes.length || this.stopped !== undefined) return Effect.void
+      this.idle++
+      return Effect.map(Deferred.await(this.signal), () => {
+        this.idle--
+      })
+    })
+  }
+
+  private wake(): void {
+    if (this.idle === 0) return
+    const signal = this.signal
+    this.signal = Deferred.makeUnsafe<void>()
+    Deferred.doneUnsafe(signal, Effect.void)
+  }
+
+  private claim(node: Node): Effect.Effect<boolean> {
+    return Effect.gen({ self: this }, function*() {
+      const request = node.request!
+      while (true) {
+        const ahead = this.intents.size > 0 ? this.aheadOf(node) : []
+        const reserved = ahead.find((other) => other.reserved)
+        if (reserved !== undefined) {
+          this.park(node, [-1 - reserved.index], node.blockers)
+          return false
+        }
+        const epoch = this.releaseEpoch
+        const attempt = yield* this.locks.tryAcquire({ runId: this.runId, agentId: node.id }, request)
+        if (node.state !== "ready") {
+          if (attempt._tag === "Acquired") yield* this.locks.release(attempt.lease)
+          return false
+        }
+        if (attempt._tag === "Acquired") {
+          this.granted(node, attempt.lease, ahead)
+          return true
+        }
+        if (this.releaseEpoch !== epoch) continue
+        this.park(node, tokensOf(attempt.blockers), attempt.blockers)
+        if (node.claimTimeoutMs !== undefined && !node.timer) {
+          node.timer = true
+          yield* Effect.forkIn(this.claimTimer(node, node.claimTimeoutMs), this.scope)
+        }
+        return false
+      }
+    })
+  }
+
+  private aheadOf(node: Node): Array<Node> {
+    const ahead: Array<Node> = []
+    for (const hit of this.intents.conflicts(node.request!.keys, node)) {
+      if (before(hit.holder, node) && !ahead.includes(hit.holder)) ahead.push(hit.holder)
+    }
+    return ahead
+  }
+
+  private granted(node: Node, lease: ResourceLocks.Lease, ahead: ReadonlyArray<Node>): void {
+    node.lease = lease
+    for (const other of ahead) if (++other.bypassed >= this.maxBypass) other.reserved = true
+    this.dropIntent(node)
+    this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
+  }
+
+  private dropIntent(node: Node): void {
+    if (!node.intent) return
+    node.intent = false
+    this.intents.remove(node, node.request!.keys)
+    this.onRelease(-1 - node.index)
+  }
+
+  private park(node: Node, tokens: ReadonlyArray<number>, blockers: ReadonlyArray<ResourceLocks.Blocker>): void {
+    node.state = "parked"
+    for (const token of tokens) {
+      let set = this.parked.get(token)
+      if (set === undefined) this.parked.set(token, (set = new Set()))
+      set.add(node)
+    }
+    if (!node.intent) {
+      node.intent = true
+      this.intents.add(node, node.request!.keys)
+    }
+    if (!node.waitingForClaims) {
+      node.waitingForClaims = true
+      this.waiting++
+    }
+    const text = blockers.map(blockerKey).join(",")
+    if (text !== node.blockerText) {
+      node.blockers = blockers
+      node.blockerText = text
+      this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
+    }
+  }
+
+  private onRelease(token: number): void {
+    if (token > 0) this.releaseEpoch++
+    const set = this.parked.get(token)
+    if (set === undefined) return
+    this.parked.delete(token)
+    for (const node of set) if (node.state === "parked") this.makeReady(node)
+    this.wake()
+  }
+
+  private claimTimer(node: Node, ms: number): Effect.Effect<void> {
+    return Effect.sleep(ms).pipe(
+      Effect.andThen(
+        Effect.sync(() => {
+          if (node.state !== "parked" && node.state !== "ready") return
+          const blockers = node.blockers.flatMap((blocker) =>
+            blocker._tag === "Key"
+              ? [{ key: blocker.key, holder: blocker.holder.agentId }]
+              : blocker.holders.map((holder) => ({ key: `pool:${blocker.pool.slice(this.runId.length + 1)}`, holder: holder.agentId }))
+          )
+          this.dropIntent(node)
+          this.record(node, new Outcome.ClaimTimedOut({ ...this.common(node), afterMs: ms, blockers }, { disableChecks: true }))
+        })
+      )
+    )
+  }
+
+  private execute(node: Node): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      this.start(node)
+      let effect = this.attempts(node).pipe(Effect.onExit((exit) => this.finish(node, exit)))
+      if (this.tracing) {
+        effect = Effect.withSpan(effect, "corral.agent", {
+          attributes: { "corral.agent.id": node.id, "corral.run.id": this.runId }
+        })
+      }
+      return Effect.asVoid(Effect.exit(effect))
+    })
+  }
+
+  private start(node: Node): void {
+    node.state = "running"
+    node.startedAt = this.clock.currentTimeMillisUnsafe()
+    if (node.waitingForClaims) {
+      node.waitingForClaims = false
+      this.waiting--
+    }
+    this.running++
+    this.emit(() => ({ _tag: "Started", ...this.base(), agentId: node.id }))
+  }
+
+  private attempts(node: Node): Effect.Effect<unknown, unknown> {
+    const deps: Record<string, unknown> = {}
+    for (const dep of node.deps) deps[dep.id] = dep.value
+    let effect: Effect.Effect<unknown, unknown> = Effect.suspend(() => {
+      if (++node.attempts > 1) this.emit(() => ({ _tag: "Retrying", ...this.base(), agentId: node.id, attempt: node.attempts }))
+      return node.agent.run(deps) as Effect.Effect<unknown, unknown>
+    })
+    if (node.agent.retry !== undefined) effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
+    if (node.timeoutMs !== undefined) {
+      const afterMs = node.timeoutMs
+      effect = Effect.timeoutOrElse(effect, { duration: afterMs, orElse: () => Effect.fail(new AgentTimeout(afterMs)) })
+    }
+    return Effect.provideService(effect, Usage.Reporter, (usage) => this.report(node, usage))
+  }
+
+  private report(node: Node, usage: Partial<Usage.Usage>): void {
+    node.usage = Usage.add(node.usage, usage)
+    this.spent = Usage.add(this.spent, usage)
+    const budget = this.options.budget
+    if (budget === undefined || this.stopped !== undefined) return
+    if (budget.costUsd !== undefined && this.spent.costUsd > budget.costUsd) {
+      this.stop({ _tag: "BudgetExceeded", agentId: node.id, limit: "costUsd", spent: this.spent.costUsd, budget: budget.costUsd })
+    } else if (budget.tokens !== undefined && Usage.tokens(this.spent) > budget.tokens) {
+      this.stop({ _tag: "BudgetExceeded", agentId: node.id, limit: "tokens", spent: Usage.tokens(this.spent), budget: budget.tokens })
+    }
+  }
+
+  private finish(node: Node, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const lease = node.lease
+      node.lease = undefined
+      const outcome = this.classify(node, exit)
+      this.running--
+      const record = Effect.sync(() => this.record(node, outcome))
+      const annotated = this.tracing
+        ? Effect.andThen(Effect.annotateCurrentSpan({ "corral.agent.outcome": outcome._tag, "corral.agent.attempts": node.attempts }), record)
+        : record
+      return lease === undefined ? annotated : Effect.andThen(this.locks.release(lease), annotated)
+    })
+  }
+
+  private classify(node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome {
+    const common = this.common(node)
+    if (Exit.isSuccess(exit)) return new Outcome.Succeeded({ ...common, value: exit.value, cached: false }, { disableChecks: true })
+    const cause = exit.cause
+    if (Cause.hasInterruptsOnly(cause)) return new Outcome.Interrupted({ ...common, reason: this.stopText() }, { disableChecks: true })
+    const error = Cause.findErrorOption(cause)
+    if (error._tag === "Some") {
+      if (error.value instanceof AgentTimeout) {
+        return new Outcome.TimedOut({ ...common, afterMs: error.value.afterMs }, { disableChecks: true })
+      }
+      return new Outcome.Failed({ ...common, error: error.value, defect: false, message: messageOf(error.value) }, { disableChecks: true })
+    }
+    const defect = Cause.squash(cause)
+    return new Outcome.Failed({ ...common, error: defect, defect: true, message: messageOf(defect) }, { disableChecks: true }) as Outcome.Outcome
+  }
+
+  private common(node: Node) {
+    const endedAt = this.clock.currentTimeMillisUnsafe()
+    return {
+      agentId: node.id,
+      attempts: node.attempts,
+      queuedAt: node.queuedAt,
+      startedAt: node.startedAt ?? null,
+      endedAt,
+      waitedMs: (node.startedAt ?? endedAt) - node.queuedAt,
+      usage: node.usage
+    }
+  }
+
+  private record(node: Node, outcome: Outcome.Outcome): void {
+    if (node.waitingForClaims) {
+      node.waitingForClaims = false
+      this.waiting--
+    }
+    node.state = "done"
+    node.outcome = outcome
+    this.counts[outcome._tag]++
+    this.done++
+    this.emit(() => ({ _tag: "Finished", ...this.base(), agentId: node.id, outcome }))
+    if (outcome._tag === "Succeeded") {
+      node.value = outcome.value
+      this.release(node)
+    } else if (Outcome.isFailure(outcome)) {
+      if (this.mode === "fail-fast") this.stop({ _tag: "AgentFailed", agentId: node.id, outcome: outcome._tag })
+      else this.skipDependents(node, node, outcome._tag)
+    }
+    this.wake()
+  }
+
+  private release(node: Node): void {
+    for (const dependent of node.dependents) {
+      if (--dependent.depsLeft === 0 && dependent.state === "waiting-deps") {
+        dependent.queuedAt = this.clock.currentTimeMillisUnsafe()
+        this.makeReady(dependent)
+      }
+    }
+  }
+
+  private skipDependents(node: Node, root: Node, rootTag: Outcome.Tag): void {
+    for (const dependent of node.dependents) {
+      if (dependent.state !== "waiting-deps") continue
+      const common = this.common(dependent)
+      this.record(
+        dependent,
+        new Outcome.Skipped({ ...common, dependency: root.id, dependencyOutcome: rootTag }, { disableChecks: true })
+      )
+    }
+  }
+
+  private stop(reason: StopReason): void {
+    if (this.stopped !== undefined) return
+    this.stopped = reason
+    this.emit(() => ({ _tag: "Stopping", ...this.base(), reason }))
+    Deferred.doneUnsafe(this.stopSignal, Effect.void)
+  }
+
+  private stopText(): string {
+    const stopped = this.stopped
+    if (stopped === undefined) return "the run was interrupted"
+    return stopped._tag === "AgentFailed"
+      ? `the run stopped after agent ${JSON.stringify(stopped.agentId)} ended ${stopped.outcome}`
+      : `the run stopped: ${stopped.limit} budget of ${stopped.budget} exceeded (${stopped.spent}) by agent ${JSON.stringify(stopped.agentId)}`
+  }
+
+  private cancelRest(): void {
+    const reason = this.stopText()
+    for (const node of this.nodes) {
+      if (node.state === "done") continue
+      if (node.intent) this.dropIntent(node)
+      this.record(node, new Outcome.Cancelled({ ...this.common(node), reason }, { disableChecks: true }))
+    }
+  }
+
+  private emit(make: () => Omit<CorralEvent, never>): void {
+    if (this.events !== undefined) Queue.offerUnsafe(this.events, make() as CorralEvent)
+  }
+
+  private base(): { runId: string; at: number; progress: Progress } {
+    return { runId: this.runId, at: this.clock.currentTimeMillisUnsafe(), progress: this.progress() }
+  }
+
+  progress(): Progress {
+    const total = this.nodes.length
+    return {
+      total,
+      pending: total - this.running - this.done,
+      waiting: this.waiting,
+      running: this.running,
+      done: this.done,
+      succeeded: this.counts.Succeeded,
+      failed: this.counts.Failed + this.counts.ClaimTimedOut,
+      timedOut: this.counts.TimedOut,
+      interrupted: this.counts.Interrupted,
+      cancelled: this.counts.Cancelled,
+      skipped: this.counts.Skipped
+    }
+  }
+
+  private consume(events: Queue.Queue<CorralEvent, Cause.Done>): Effect.Effect<void> {
+    const onEvent = this.options.onEvent!
+    let broken = false
+    const deliver = (event: CorralEvent) =>
+      broken
+        ? Effect.void
+        : onEvent(event).pipe(
+            Effect.catchCause((cause) =>
+              Effect.suspend(() => {
+                broken = true
+                return Effect.logWarning("corral: the event subscriber failed and was detached", Cause.pretty(cause))
+              })
+            )
+          )
+    return Effect.forever(Effect.flatMap(Queue.take(events), deliver)).pipe(Effect.catchCause(() => Effect.void))
+  }
+}
+
+const tokensOf = (blockers: ReadonlyArray<ResourceLocks.Blocker>): Array<number> => {
+  const tokens = new Set<number>()
+  for (const blocker of blockers) {
+    if (blocker._tag === "Key") tokens.add(blocker.leaseId)
+    else for (const id of blocker.leaseIds) tokens.add(id)
+  }
+  return [...tokens]
+}
+
+const blockerKey = (blocker: ResourceLocks.Blocker): string =>
+  blocker._tag === "Key" ? `${blocker.key}@${blocker.leaseId}` : `${blocker.pool}@${blocker.leaseIds.join("+")}`
+
+const messageOf = (error: unknown): string => {
+  if (error instanceof Error) return error.message
+  if (typeof error === "object" && error !== null) {
+    const message = (error as { message?: unknown }).message
+    if (typeof message === "string" && message.length > 0) return message
+    const tag = (error as { _tag?: unknown })._tag
+    if (typeof tag === "string") return tag
+  }
+  try {
+    return typeof error === "string" ? error : JSON.stringify(error)
+  } catch {
+    return String(error)
+  }
+}

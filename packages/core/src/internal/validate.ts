@@ -1,0 +1,134 @@
+import * as Duration from "effect/Duration"
+import * as Result from "effect/Result"
+import * as Agent from "../Agent.ts"
+import * as Claims from "../Claims.ts"
+import { InvalidRun, type Issue } from "../CorralError.ts"
+
+export interface Spec {
+  readonly index: number
+  readonly agent: Agent.Any
+  readonly request: Claims.Request | undefined
+  readonly timeoutMs: number | undefined
+  readonly claimTimeoutMs: number | undefined
+  readonly estimateMs: number
+  readonly deps: ReadonlyArray<number>
+}
+
+export interface RunSettings {
+  readonly concurrency: number
+  readonly pools: Readonly<Record<string, number>>
+  readonly claimTimeout: Duration.Input | undefined
+  readonly poolScope: string
+}
+
+export const millis = (input: Duration.Input | undefined): Result.Result<number | undefined, string> => {
+  if (input === undefined) return Result.succeed(undefined)
+  if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
+  const duration = Duration.fromInput(input)
+  if (duration._tag === "None") return Result.fail(`expected a duration such as "30 seconds" or a number of milliseconds, got ${JSON.stringify(input)}`)
+  const ms = Duration.toMillis(duration.value)
+  if (Number.isNaN(ms) || ms < 0) return Result.fail(`must not be negative, got ${JSON.stringify(input)}`)
+  return Result.succeed(ms)
+}
+
+export const validate = (agents: ReadonlyArray<Agent.Any>, settings: RunSettings): Result.Result<ReadonlyArray<Spec>, InvalidRun> => {
+  const issues: Array<Issue> = []
+  checkSettings(settings, issues)
+  const ids = checkIds(agents, issues)
+  const specs: Array<Spec> = []
+  agents.forEach((agent, index) => {
+    if (!Agent.isAgent(agent)) return
+    const spec = checkAgent(agent, index, ids, settings, issues)
+    if (spec !== undefined) specs.push(spec)
+  })
+  if (issues.length === 0) checkCycles(specs, issues)
+  return issues.length > 0 ? Result.fail(new InvalidRun({ issues })) : Result.succeed(specs)
+}
+
+const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
+  if (!Number.isInteger(settings.concurrency) || settings.concurrency < 1) {
+    issues.push({ field: "concurrency", message: `must be an integer of at least 1, got ${settings.concurrency}` })
+  }
+  for (const [pool, capacity] of Object.entries(settings.pools)) {
+    if (!Number.isInteger(capacity) || capacity < 1) {
+      issues.push({ field: `pools.${pool}`, message: `capacity must be a positive integer, got ${capacity}` })
+    }
+  }
+  const claimTimeout = millis(settings.claimTimeout)
+  if (Result.isFailure(claimTimeout)) issues.push({ field: "claimTimeout", message: claimTimeout.failure })
+}
+
+const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<string, number> => {
+  const ids = new Map<string, number>()
+  agents.forEach((agent, index) => {
+    if (!Agent.isAgent(agent)) {
+      issues.push({ field: `agents[${index}]`, message: "expected an agent built with Agent.make" })
+      return
+    }
+    if (typeof agent.id !== "string" || agent.id.trim().length === 0) {
+      issues.push({ field: `agents[${index}].id`, message: "agent ids must not be blank" })
+      return
+    }
+    if (ids.has(agent.id)) {
+      issues.push({ agentId: agent.id, field: "id", message: `duplicate id (agents[${ids.get(agent.id)}] and agents[${index}])` })
+      return
+    }
+    ids.set(agent.id, index)
+  })
+  return ids
+}
+
+const checkAgent = (
+  agent: Agent.Any,
+  index: number,
+  ids: Map<string, number>,
+  settings: RunSettings,
+  issues: Array<Issue>
+): Spec | undefined => {
+  const before = issues.length
+  const report = (field: string, message: string) => issues.push({ agentId: agent.id, field, message })
+  const duration = (field: string, input: Duration.Input | undefined) => {
+    const result = millis(input)
+    if (Result.isFailure(result)) return void report(field, result.failure)
+    return result.success
+  }
+  const timeoutMs = duration("timeout", agent.timeout)
+  const claimTimeoutMs = duration("claimTimeout", agent.claimTimeout ?? settings.claimTimeout)
+  const estimateMs = duration("estimate", agent.estimate)
+  let request: Claims.Request | undefined
+  if (agent.claims !== undefined) {
+    const normalized = Claims.normalize(agent.claims, settings.pools, settings.poolScope)
+    if (Result.isFailure(normalized)) report("claims", normalized.failure.message)
+    else if (!Claims.isEmpty(normalized.success)) request = normalized.success
+  }
+  const deps: Array<number> = []
+  for (const dep of new Set(agent.dependsOn)) {
+    const target = ids.get(dep)
+    if (dep === agent.id) report("dependsOn", "an agent cannot depend on itself")
+    else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
+    else deps.push(target)
+  }
+  if (issues.length > before) return undefined
+  return { index, agent, request, timeoutMs, claimTimeoutMs, estimateMs: estimateMs ?? 1, deps }
+}
+
+const checkCycles = (specs: ReadonlyArray<Spec>, issues: Array<Issue>): void => {
+  const state = new Uint8Array(specs.length)
+  const stack: Array<number> = []
+  const visit = (i: number): boolean => {
+    state[i] = 1
+    stack.push(i)
+    for (const dep of specs[i]!.deps) {
+      if (state[dep] === 1) {
+        const cycle = [...stack.slice(stack.indexOf(dep)), dep].map((j) => specs[j]!.agent.id)
+        issues.push({ agentId: specs[dep]!.agent.id, field: "dependsOn", message: `dependency cycle: ${cycle.join(" -> ")}` })
+        return true
+      }
+      if (state[dep] === 0 && visit(dep)) return true
+    }
+    stack.pop()
+    state[i] = 2
+    return false
+  }
+  for (let i = 0; i < specs.length; i++) if (state[i] === 0 && visit(i)) return
+}
