@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Schema from "effect/Schema"
 import * as Usage from "./Usage.ts"
 
@@ -17,16 +18,28 @@ const common = {
 }
 
 /**
+ * Fields every outcome has. Times are epoch milliseconds from the run's `Clock`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Common {
+  readonly agentId: string
+  readonly attempts: number
+  readonly queuedAt: number
+  readonly startedAt: number | null
+  readonly endedAt: number
+  readonly waitedMs: number
+  readonly usage: Usage.Usage
+}
+
+/**
  * The agent finished with a value. `cached` marks a value taken from a ledger instead of a run.
  *
  * @since 0.1.0
  * @category models
  */
-export class Succeeded extends Schema.TaggedClass<Succeeded>()("Succeeded", {
-  ...common,
-  value: Schema.Unknown,
-  cached: Schema.Boolean
-}) {}
+export class Succeeded extends Data.TaggedClass("Succeeded")<Common & { readonly value: unknown; readonly cached: boolean }> {}
 
 /**
  * The agent failed with a typed error, or died with a defect (`defect: true`): a thrown exception
@@ -35,12 +48,9 @@ export class Succeeded extends Schema.TaggedClass<Succeeded>()("Succeeded", {
  * @since 0.1.0
  * @category models
  */
-export class Failed extends Schema.TaggedClass<Failed>()("Failed", {
-  ...common,
-  error: Schema.Unknown,
-  defect: Schema.Boolean,
-  message: Schema.String
-}) {}
+export class Failed extends Data.TaggedClass("Failed")<
+  Common & { readonly error: unknown; readonly defect: boolean; readonly message: string }
+> {}
 
 /**
  * The agent ran longer than its timeout and was interrupted.
@@ -48,10 +58,7 @@ export class Failed extends Schema.TaggedClass<Failed>()("Failed", {
  * @since 0.1.0
  * @category models
  */
-export class TimedOut extends Schema.TaggedClass<TimedOut>()("TimedOut", {
-  ...common,
-  afterMs: Schema.Number
-}) {}
+export class TimedOut extends Data.TaggedClass("TimedOut")<Common & { readonly afterMs: number }> {}
 
 /**
  * The agent was running when the run stopped (fail-fast, budget, or the run itself interrupted).
@@ -59,10 +66,7 @@ export class TimedOut extends Schema.TaggedClass<TimedOut>()("TimedOut", {
  * @since 0.1.0
  * @category models
  */
-export class Interrupted extends Schema.TaggedClass<Interrupted>()("Interrupted", {
-  ...common,
-  reason: Schema.String
-}) {}
+export class Interrupted extends Data.TaggedClass("Interrupted")<Common & { readonly reason: string }> {}
 
 /**
  * The agent never started because the run stopped first.
@@ -70,10 +74,7 @@ export class Interrupted extends Schema.TaggedClass<Interrupted>()("Interrupted"
  * @since 0.1.0
  * @category models
  */
-export class Cancelled extends Schema.TaggedClass<Cancelled>()("Cancelled", {
-  ...common,
-  reason: Schema.String
-}) {}
+export class Cancelled extends Data.TaggedClass("Cancelled")<Common & { readonly reason: string }> {}
 
 /**
  * The agent never started because a dependency did not succeed.
@@ -81,11 +82,9 @@ export class Cancelled extends Schema.TaggedClass<Cancelled>()("Cancelled", {
  * @since 0.1.0
  * @category models
  */
-export class Skipped extends Schema.TaggedClass<Skipped>()("Skipped", {
-  ...common,
-  dependency: Schema.String,
-  dependencyOutcome: Schema.String
-}) {}
+export class Skipped extends Data.TaggedClass("Skipped")<
+  Common & { readonly dependency: string; readonly dependencyOutcome: string }
+> {}
 
 /**
  * The agent waited longer than its claim timeout; `blockers` names the keys and their holders.
@@ -93,19 +92,49 @@ export class Skipped extends Schema.TaggedClass<Skipped>()("Skipped", {
  * @since 0.1.0
  * @category models
  */
-export class ClaimTimedOut extends Schema.TaggedClass<ClaimTimedOut>()("ClaimTimedOut", {
-  ...common,
-  afterMs: Schema.Number,
-  blockers: Schema.Array(Schema.Struct({ key: Schema.String, holder: Schema.String }))
-}) {}
+export class ClaimTimedOut extends Data.TaggedClass("ClaimTimedOut")<
+  Common & { readonly afterMs: number; readonly blockers: ReadonlyArray<{ readonly key: string; readonly holder: string }> }
+> {}
 
 /**
- * Every outcome, untyped: the form that is stored and sent.
+ * The serialized form of any outcome (values and errors as they are; encode them to JSON yourself
+ * when they are not JSON-safe). `fromEncoded` turns a decoded value back into an outcome class.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const Outcome = Schema.Union([Succeeded, Failed, TimedOut, Interrupted, Cancelled, Skipped, ClaimTimedOut])
+export const Encoded = Schema.Union([
+  Schema.TaggedStruct("Succeeded", { ...common, value: Schema.Unknown, cached: Schema.Boolean }),
+  Schema.TaggedStruct("Failed", { ...common, error: Schema.Unknown, defect: Schema.Boolean, message: Schema.String }),
+  Schema.TaggedStruct("TimedOut", { ...common, afterMs: Schema.Number }),
+  Schema.TaggedStruct("Interrupted", { ...common, reason: Schema.String }),
+  Schema.TaggedStruct("Cancelled", { ...common, reason: Schema.String }),
+  Schema.TaggedStruct("Skipped", { ...common, dependency: Schema.String, dependencyOutcome: Schema.String }),
+  Schema.TaggedStruct("ClaimTimedOut", {
+    ...common,
+    afterMs: Schema.Number,
+    blockers: Schema.Array(Schema.Struct({ key: Schema.String, holder: Schema.String }))
+  })
+])
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type Encoded = typeof Encoded.Type
+
+const classes = { Succeeded, Failed, TimedOut, Interrupted, Cancelled, Skipped, ClaimTimedOut } as const
+
+/**
+ * Rebuilds an outcome class from its decoded form.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromEncoded = (encoded: Encoded): Outcome => {
+  const { _tag, ...fields } = encoded
+  return new classes[_tag](fields as never) as Outcome
+}
 
 /**
  * An outcome whose value and error are typed by the agent.

@@ -23,6 +23,10 @@ export class Heap<T> {
     items[i] = item
   }
 
+  peek(): T | undefined {
+    return this.items[0]
+  }
+
   pop(): T | undefined {
     const items = this.items
     if (items.length === 0) return undefined

@@ -3,7 +3,7 @@ import type * as Claims from "../Claims.ts"
 import type * as Outcome from "../Outcome.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
-import type { Spec } from "./validate.ts"
+import { Heap } from "./heap.ts"
 
 export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "done"
 
@@ -14,12 +14,12 @@ export class Node {
   readonly request: Claims.Request | undefined
   readonly timeoutMs: number | undefined
   readonly claimTimeoutMs: number | undefined
-  readonly deps: Array<Node> = []
-  readonly dependents: Array<Node> = []
+  deps: Array<Node> = noNodes
+  dependents: Array<Node> = noNodes
   priority = 0
   depsLeft = 0
   state: NodeState = "waiting-deps"
-  queuedAt = 0
+  queuedAt = Number.NaN
   startedAt: number | undefined = undefined
   attempts = 0
   usage: Usage.Usage = Usage.zero
@@ -34,39 +34,96 @@ export class Node {
   blockers: ReadonlyArray<ResourceLocks.Blocker> = []
   blockerText = ""
 
-  constructor(spec: Spec) {
-    this.index = spec.index
-    this.agent = spec.agent
-    this.id = spec.agent.id
-    this.request = spec.request
-    this.timeoutMs = spec.timeoutMs
-    this.claimTimeoutMs = spec.claimTimeoutMs
-    this.priority = spec.estimateMs
+  readonly estimateMs: number
+  readonly depIndices: ReadonlyArray<number>
+
+  constructor(
+    index: number,
+    agent: Agent.Any,
+    request: Claims.Request | undefined,
+    timeoutMs: number | undefined,
+    claimTimeoutMs: number | undefined,
+    estimateMs: number,
+    depIndices: ReadonlyArray<number>
+  ) {
+    this.index = index
+    this.agent = agent
+    this.id = agent.id
+    this.request = request
+    this.timeoutMs = timeoutMs
+    this.claimTimeoutMs = claimTimeoutMs
+    this.estimateMs = estimateMs
+    this.depIndices = depIndices
   }
 }
 
 export const before = (a: Node, b: Node): boolean => a.priority > b.priority || (a.priority === b.priority && a.index < b.index)
 
-export const link = (nodes: ReadonlyArray<Node>, specs: ReadonlyArray<Spec>): void => {
-  for (const spec of specs) {
-    const node = nodes[spec.index]!
-    for (const dep of spec.deps) {
-      node.deps.push(nodes[dep]!)
-      nodes[dep]!.dependents.push(node)
+const noNodes: Array<Node> = []
+
+export const link = (nodes: ReadonlyArray<Node>): void => {
+  let graph = false
+  for (const node of nodes) {
+    if (node.depIndices.length === 0) continue
+    graph = true
+    for (const dep of node.depIndices) {
+      const target = nodes[dep]!
+      if (node.deps === noNodes) node.deps = []
+      if (target.dependents === noNodes) target.dependents = []
+      node.deps.push(target)
+      target.dependents.push(node)
     }
     node.depsLeft = node.deps.length
   }
-  prioritize(nodes, specs)
+  if (graph) prioritize(nodes)
+  else for (const node of nodes) node.priority = node.estimateMs
 }
 
-const prioritize = (nodes: ReadonlyArray<Node>, specs: ReadonlyArray<Spec>): void => {
+const prioritize = (nodes: ReadonlyArray<Node>): void => {
   const remaining = nodes.map((node) => node.dependents.length)
   const stack = nodes.filter((node) => node.dependents.length === 0)
   while (stack.length > 0) {
     const node = stack.pop()!
     let longest = 0
     for (const dependent of node.dependents) longest = Math.max(longest, dependent.priority)
-    node.priority = specs[node.index]!.estimateMs + longest
+    node.priority = node.estimateMs + longest
     for (const dep of node.deps) if (--remaining[dep.index]! === 0) stack.push(dep)
+  }
+}
+
+export class ReadyQueue {
+  private fifo: Array<Node> = []
+  private head = 0
+  private readonly heap = new Heap<Node>(before)
+
+  get size(): number {
+    return this.fifo.length - this.head + this.heap.size
+  }
+
+  seed(nodes: ReadonlyArray<Node>): void {
+    const roots = nodes.filter((node) => node.depsLeft === 0)
+    for (let i = 1; i < roots.length; i++) {
+      if (before(roots[i]!, roots[i - 1]!)) {
+        roots.sort((a, b) => (before(a, b) ? -1 : 1))
+        break
+      }
+    }
+    for (const node of roots) node.state = "ready"
+    this.fifo = roots
+  }
+
+  push(node: Node): void {
+    node.state = "ready"
+    this.heap.push(node)
+  }
+
+  pop(): Node | undefined {
+    const first = this.head < this.fifo.length ? this.fifo[this.head] : undefined
+    const top = this.heap.peek()
+    if (first !== undefined && (top === undefined || before(first, top))) {
+      this.fifo[this.head++] = undefined as never
+      return first
+    }
+    return this.heap.pop()
   }
 }

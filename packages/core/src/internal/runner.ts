@@ -16,9 +16,8 @@ import * as ResourceLocks from "../ResourceLocks.ts"
 import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { KeyTree } from "./keyTree.ts"
-import { Heap } from "./heap.ts"
-import { before, link, Node } from "./node.ts"
-import { type Spec, validate } from "./validate.ts"
+import { before, link, type Node, ReadyQueue } from "./node.ts"
+import { validate } from "./validate.ts"
 
 export interface RunOptions {
   readonly concurrency?: number | undefined
@@ -50,18 +49,18 @@ export const run = <A, E, R>(
     const clock = yield* Clock.Clock
     const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe())
     const concurrency = options.concurrency ?? 8
-    const specs = validate(agents, {
+    const nodes = validate(agents, {
       concurrency,
       pools: options.pools ?? {},
       claimTimeout: options.claimTimeout,
       poolScope: `${runId}/`
     })
-    if (Result.isFailure(specs)) return yield* Effect.fail(specs.failure)
+    if (Result.isFailure(nodes)) return yield* Effect.fail(nodes.failure)
     const locks = yield* ResourceLocks.current
     const tracing = (yield* Tracer.Tracer) !== Tracer.nativeTracer
     const execute = Effect.acquireUseRelease(
       Scope.make(),
-      (scope) => new Runner<A, E, R>(specs.success, options, concurrency, runId, clock, locks, scope, tracing).run,
+      (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, locks, scope, tracing).run,
       (scope, exit) => Scope.close(scope, exit)
     )
     return yield* tracing
@@ -71,7 +70,7 @@ export const run = <A, E, R>(
 
 class Runner<A, E, R> {
   readonly nodes: ReadonlyArray<Node>
-  readonly ready = new Heap<Node>(before)
+  readonly ready = new ReadyQueue()
   readonly intents = new KeyTree<Node>()
   readonly parked = new Map<number, Set<Node>>()
   readonly mode: "settle" | "fail-fast"
@@ -105,7 +104,7 @@ class Runner<A, E, R> {
   startedAt = 0
 
   constructor(
-    specs: ReadonlyArray<Spec>,
+    nodes: ReadonlyArray<Node>,
     options: RunOptions,
     concurrency: number,
     runId: string,
@@ -121,8 +120,8 @@ class Runner<A, E, R> {
     this.locks = locks
     this.scope = scope
     this.tracing = tracing
-    this.nodes = specs.map((spec) => new Node(spec))
-    link(this.nodes, specs)
+    this.nodes = nodes
+    link(nodes)
     this.mode = options.mode ?? "settle"
     this.maxBypass = options.maxBypass ?? Math.max(8, concurrency)
     this.events = options.onEvent === undefined ? undefined : Effect.runSync(Queue.unbounded<CorralEvent, Cause.Done>())
@@ -137,13 +136,14 @@ class Runner<A, E, R> {
       const workers = Math.min(this.concurrency, this.nodes.length)
       if (workers > 0) {
         yield* Effect.raceFirst(
-          Effect.all(Array.from({ length: workers }, () => this.worker), { concurrency: "unbounded", discard: true }),
+          Effect.all(Array.from({ length: workers }, () => this.worker()), { concurrency: "unbounded", discard: true }),
           Deferred.await(this.stopSignal)
-        )
+        ).pipe(Effect.onInterrupt(() => this.settleRunning))
       }
+      yield* this.settleRunning
       this.cancelRest()
       const endedAt = this.clock.currentTimeMillisUnsafe()
-      this.emit(() => ({ _tag: "RunFinished", ...this.base(), stopped: this.stopped }))
+      if (this.events !== undefined) this.emit(() => ({ _tag: "RunFinished", ...this.base(), stopped: this.stopped }))
       if (this.events !== undefined && consumer !== undefined) {
         Queue.endUnsafe(this.events)
         yield* Fiber.await(consumer)
@@ -159,31 +159,46 @@ class Runner<A, E, R> {
   }
 
   private enqueueRoots(): void {
-    this.emit(() => ({ _tag: "RunStarted", ...this.base(), concurrency: this.concurrency, mode: this.mode }))
-    for (const node of this.nodes) {
-      node.queuedAt = this.startedAt
-      this.emit(() => ({ _tag: "Queued", ...this.base(), agentId: node.id }))
+    const startedAt = this.startedAt
+    for (const node of this.nodes) node.queuedAt = startedAt
+    if (this.events !== undefined) {
+      this.emit(() => ({ _tag: "RunStarted", ...this.base(), concurrency: this.concurrency, mode: this.mode }))
+      for (const node of this.nodes) this.emit(() => ({ _tag: "Queued", ...this.base(), agentId: node.id }))
     }
-    for (const node of this.nodes) if (node.depsLeft === 0) this.makeReady(node)
+    this.ready.seed(this.nodes)
   }
 
   private makeReady(node: Node): void {
-    node.state = "ready"
     this.ready.push(node)
   }
 
-  private get worker(): Effect.Effect<void> {
-    return Effect.gen({ self: this }, function*() {
+  private get settleRunning(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const running = this.nodes.filter((node) => node.state === "running")
+      return Effect.forEach(running, (node) => this.finish(node, Exit.interrupt()), { discard: true })
+    })
+  }
+
+  private worker(): Effect.Effect<void> {
+    const slot: { node: Node | undefined } = { node: undefined }
+    const loop = Effect.gen({ self: this }, function*() {
       while (this.stopped === undefined) {
         const node = this.next()
         if (node !== undefined) {
           if (node.request !== undefined && !(yield* this.claim(node))) continue
-          yield* this.execute(node)
+          this.start(node)
+          slot.node = node
+          const exit = yield* Effect.exit(this.attempts(node))
+          slot.node = undefined
+          yield* this.finish(node, exit)
           continue
         }
         if (this.done === this.nodes.length) return
         yield* this.sleep
       }
+    })
+    return Effect.provideService(loop, Usage.Reporter, (usage) => {
+      if (slot.node !== undefined) this.report(slot.node, usage)
     })
   }
 
@@ -254,7 +269,7 @@ class Runner<A, E, R> {
     node.lease = lease
     for (const other of ahead) if (++other.bypassed >= this.maxBypass) other.reserved = true
     this.dropIntent(node)
-    this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
+    if (this.events !== undefined) this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
   }
 
   private dropIntent(node: Node): void {
@@ -283,7 +298,7 @@ class Runner<A, E, R> {
     if (text !== node.blockerText) {
       node.blockers = blockers
       node.blockerText = text
-      this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
+      if (this.events !== undefined) this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
     }
   }
 
@@ -307,23 +322,10 @@ class Runner<A, E, R> {
               : blocker.holders.map((holder) => ({ key: `pool:${blocker.pool.slice(this.runId.length + 1)}`, holder: holder.agentId }))
           )
           this.dropIntent(node)
-          this.record(node, new Outcome.ClaimTimedOut({ ...this.common(node), afterMs: ms, blockers }, { disableChecks: true }))
+          this.record(node, new Outcome.ClaimTimedOut({ ...this.common(node), afterMs: ms, blockers }))
         })
       )
     )
-  }
-
-  private execute(node: Node): Effect.Effect<void> {
-    return Effect.suspend(() => {
-      this.start(node)
-      let effect = this.attempts(node).pipe(Effect.onExit((exit) => this.finish(node, exit)))
-      if (this.tracing) {
-        effect = Effect.withSpan(effect, "corral.agent", {
-          attributes: { "corral.agent.id": node.id, "corral.run.id": this.runId }
-        })
-      }
-      return Effect.asVoid(Effect.exit(effect))
-    })
   }
 
   private start(node: Node): void {
@@ -334,22 +336,39 @@ class Runner<A, E, R> {
       this.waiting--
     }
     this.running++
-    this.emit(() => ({ _tag: "Started", ...this.base(), agentId: node.id }))
+    if (this.events !== undefined) this.emit(() => ({ _tag: "Started", ...this.base(), agentId: node.id }))
   }
 
   private attempts(node: Node): Effect.Effect<unknown, unknown> {
-    const deps: Record<string, unknown> = {}
+    const deps: Record<string, unknown> = node.deps.length === 0 ? noDeps : {}
     for (const dep of node.deps) deps[dep.id] = dep.value
-    let effect: Effect.Effect<unknown, unknown> = Effect.suspend(() => {
-      if (++node.attempts > 1) this.emit(() => ({ _tag: "Retrying", ...this.base(), agentId: node.id, attempt: node.attempts }))
-      return node.agent.run(deps) as Effect.Effect<unknown, unknown>
-    })
-    if (node.agent.retry !== undefined) effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
+    let effect: Effect.Effect<unknown, unknown>
+    if (node.agent.retry === undefined) {
+      node.attempts = 1
+      effect = node.agent.run(deps) as Effect.Effect<unknown, unknown>
+    } else {
+      effect = Effect.suspend(() => {
+        if (++node.attempts > 1 && this.events !== undefined) {
+          this.emit(() => ({ _tag: "Retrying", ...this.base(), agentId: node.id, attempt: node.attempts }))
+        }
+        return node.agent.run(deps) as Effect.Effect<unknown, unknown>
+      })
+      effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
+    }
     if (node.timeoutMs !== undefined) {
       const afterMs = node.timeoutMs
       effect = Effect.timeoutOrElse(effect, { duration: afterMs, orElse: () => Effect.fail(new AgentTimeout(afterMs)) })
     }
-    return Effect.provideService(effect, Usage.Reporter, (usage) => this.report(node, usage))
+    if (!this.tracing) return effect
+    return effect.pipe(
+      Effect.onExit((exit) =>
+        Effect.annotateCurrentSpan({
+          "corral.agent.outcome": this.classify(node, exit)._tag,
+          "corral.agent.attempts": node.attempts
+        })
+      ),
+      Effect.withSpan("corral.agent", { attributes: { "corral.agent.id": node.id, "corral.run.id": this.runId } })
+    )
   }
 
   private report(node: Node, usage: Partial<Usage.Usage>): void {
@@ -370,28 +389,28 @@ class Runner<A, E, R> {
       node.lease = undefined
       const outcome = this.classify(node, exit)
       this.running--
-      const record = Effect.sync(() => this.record(node, outcome))
-      const annotated = this.tracing
-        ? Effect.andThen(Effect.annotateCurrentSpan({ "corral.agent.outcome": outcome._tag, "corral.agent.attempts": node.attempts }), record)
-        : record
-      return lease === undefined ? annotated : Effect.andThen(this.locks.release(lease), annotated)
+      if (lease === undefined) {
+        this.record(node, outcome)
+        return Effect.void
+      }
+      return Effect.andThen(this.locks.release(lease), Effect.sync(() => this.record(node, outcome)))
     })
   }
 
   private classify(node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome {
     const common = this.common(node)
-    if (Exit.isSuccess(exit)) return new Outcome.Succeeded({ ...common, value: exit.value, cached: false }, { disableChecks: true })
+    if (Exit.isSuccess(exit)) return new Outcome.Succeeded({ ...common, value: exit.value, cached: false })
     const cause = exit.cause
-    if (Cause.hasInterruptsOnly(cause)) return new Outcome.Interrupted({ ...common, reason: this.stopText() }, { disableChecks: true })
+    if (Cause.hasInterruptsOnly(cause)) return new Outcome.Interrupted({ ...common, reason: this.stopText() })
     const error = Cause.findErrorOption(cause)
     if (error._tag === "Some") {
       if (error.value instanceof AgentTimeout) {
-        return new Outcome.TimedOut({ ...common, afterMs: error.value.afterMs }, { disableChecks: true })
+        return new Outcome.TimedOut({ ...common, afterMs: error.value.afterMs })
       }
-      return new Outcome.Failed({ ...common, error: error.value, defect: false, message: messageOf(error.value) }, { disableChecks: true })
+      return new Outcome.Failed({ ...common, error: error.value, defect: false, message: messageOf(error.value) })
     }
     const defect = Cause.squash(cause)
-    return new Outcome.Failed({ ...common, error: defect, defect: true, message: messageOf(defect) }, { disableChecks: true }) as Outcome.Outcome
+    return new Outcome.Failed({ ...common, error: defect, defect: true, message: messageOf(defect) }) as Outcome.Outcome
   }
 
   private common(node: Node) {
@@ -416,7 +435,7 @@ class Runner<A, E, R> {
     node.outcome = outcome
     this.counts[outcome._tag]++
     this.done++
-    this.emit(() => ({ _tag: "Finished", ...this.base(), agentId: node.id, outcome }))
+    if (this.events !== undefined) this.emit(() => ({ _tag: "Finished", ...this.base(), agentId: node.id, outcome }))
     if (outcome._tag === "Succeeded") {
       node.value = outcome.value
       this.release(node)
@@ -442,7 +461,7 @@ class Runner<A, E, R> {
       const common = this.common(dependent)
       this.record(
         dependent,
-        new Outcome.Skipped({ ...common, dependency: root.id, dependencyOutcome: rootTag }, { disableChecks: true })
+        new Outcome.Skipped({ ...common, dependency: root.id, dependencyOutcome: rootTag })
       )
     }
   }
@@ -450,7 +469,7 @@ class Runner<A, E, R> {
   private stop(reason: StopReason): void {
     if (this.stopped !== undefined) return
     this.stopped = reason
-    this.emit(() => ({ _tag: "Stopping", ...this.base(), reason }))
+    if (this.events !== undefined) this.emit(() => ({ _tag: "Stopping", ...this.base(), reason }))
     Deferred.doneUnsafe(this.stopSignal, Effect.void)
   }
 
@@ -467,12 +486,12 @@ class Runner<A, E, R> {
     for (const node of this.nodes) {
       if (node.state === "done") continue
       if (node.intent) this.dropIntent(node)
-      this.record(node, new Outcome.Cancelled({ ...this.common(node), reason }, { disableChecks: true }))
+      this.record(node, new Outcome.Cancelled({ ...this.common(node), reason }))
     }
   }
 
-  private emit(make: () => Omit<CorralEvent, never>): void {
-    if (this.events !== undefined) Queue.offerUnsafe(this.events, make() as CorralEvent)
+  private emit(make: () => CorralEvent): void {
+    Queue.offerUnsafe(this.events!, make())
   }
 
   private base(): { runId: string; at: number; progress: Progress } {
@@ -513,6 +532,8 @@ class Runner<A, E, R> {
     return Effect.forever(Effect.flatMap(Queue.take(events), deliver)).pipe(Effect.catchCause(() => Effect.void))
   }
 }
+
+const noDeps: Record<string, unknown> = Object.freeze({})
 
 const tokensOf = (blockers: ReadonlyArray<ResourceLocks.Blocker>): Array<number> => {
   const tokens = new Set<number>()

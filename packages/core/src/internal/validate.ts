@@ -3,16 +3,8 @@ import * as Result from "effect/Result"
 import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
+import { Node } from "./node.ts"
 
-export interface Spec {
-  readonly index: number
-  readonly agent: Agent.Any
-  readonly request: Claims.Request | undefined
-  readonly timeoutMs: number | undefined
-  readonly claimTimeoutMs: number | undefined
-  readonly estimateMs: number
-  readonly deps: ReadonlyArray<number>
-}
 
 export interface RunSettings {
   readonly concurrency: number
@@ -31,11 +23,11 @@ export const millis = (input: Duration.Input | undefined): Result.Result<number 
   return Result.succeed(ms)
 }
 
-export const validate = (agents: ReadonlyArray<Agent.Any>, settings: RunSettings): Result.Result<ReadonlyArray<Spec>, InvalidRun> => {
+export const validate = (agents: ReadonlyArray<Agent.Any>, settings: RunSettings): Result.Result<ReadonlyArray<Node>, InvalidRun> => {
   const issues: Array<Issue> = []
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
-  const specs: Array<Spec> = []
+  const specs: Array<Node> = []
   agents.forEach((agent, index) => {
     if (!Agent.isAgent(agent)) return
     const spec = checkAgent(agent, index, ids, settings, issues)
@@ -65,7 +57,7 @@ const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<s
       issues.push({ field: `agents[${index}]`, message: "expected an agent built with Agent.make" })
       return
     }
-    if (typeof agent.id !== "string" || agent.id.trim().length === 0) {
+    if (typeof agent.id !== "string" || isBlank(agent.id)) {
       issues.push({ field: `agents[${index}].id`, message: "agent ids must not be blank" })
       return
     }
@@ -78,13 +70,22 @@ const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<s
   return ids
 }
 
+const noIndices: ReadonlyArray<number> = []
+
+const isPlain = (agent: Agent.Any): boolean =>
+  agent.timeout === undefined && agent.claimTimeout === undefined && agent.estimate === undefined && agent.claims === undefined && agent.dependsOn.length === 0
+
+const isBlank = (id: string): boolean =>
+  id.length === 0 || ((id.charCodeAt(0) <= 32 || id.charCodeAt(id.length - 1) <= 32) && id.trim().length === 0)
+
 const checkAgent = (
   agent: Agent.Any,
   index: number,
   ids: Map<string, number>,
   settings: RunSettings,
   issues: Array<Issue>
-): Spec | undefined => {
+): Node | undefined => {
+  if (isPlain(agent)) return new Node(index, agent, undefined, undefined, undefined, 1, noIndices)
   const before = issues.length
   const report = (field: string, message: string) => issues.push({ agentId: agent.id, field, message })
   const duration = (field: string, input: Duration.Input | undefined) => {
@@ -102,23 +103,23 @@ const checkAgent = (
     else if (!Claims.isEmpty(normalized.success)) request = normalized.success
   }
   const deps: Array<number> = []
-  for (const dep of new Set(agent.dependsOn)) {
+  for (const dep of agent.dependsOn.length === 0 ? agent.dependsOn : new Set(agent.dependsOn)) {
     const target = ids.get(dep)
     if (dep === agent.id) report("dependsOn", "an agent cannot depend on itself")
     else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
     else deps.push(target)
   }
   if (issues.length > before) return undefined
-  return { index, agent, request, timeoutMs, claimTimeoutMs, estimateMs: estimateMs ?? 1, deps }
+  return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
 }
 
-const checkCycles = (specs: ReadonlyArray<Spec>, issues: Array<Issue>): void => {
+const checkCycles = (specs: ReadonlyArray<Node>, issues: Array<Issue>): void => {
   const state = new Uint8Array(specs.length)
   const stack: Array<number> = []
   const visit = (i: number): boolean => {
     state[i] = 1
     stack.push(i)
-    for (const dep of specs[i]!.deps) {
+    for (const dep of specs[i]!.depIndices) {
       if (state[dep] === 1) {
         const cycle = [...stack.slice(stack.indexOf(dep)), dep].map((j) => specs[j]!.agent.id)
         issues.push({ agentId: specs[dep]!.agent.id, field: "dependsOn", message: `dependency cycle: ${cycle.join(" -> ")}` })
