@@ -1,0 +1,179 @@
+import { mkdir, writeFile } from "node:fs/promises"
+import { duration, table } from "./format.ts"
+import { settle } from "./lib/heap.ts"
+import { machine } from "./machine.ts"
+import { median, medianMetrics, rotate } from "./stats.ts"
+import type {
+  Approach,
+  ApproachResult,
+  Case,
+  CaseResult,
+  Sample,
+  Scenario,
+  ScenarioResult,
+  SuiteOptions
+} from "./types.ts"
+
+const resultsDir = new URL("../bench-results/", import.meta.url)
+
+const message = (error: unknown): string => {
+  if (error instanceof Error) return error.message || error.name
+  if (typeof error === "object" && error !== null && "_tag" in error) return String((error as { _tag: unknown })._tag)
+  return String(error)
+}
+
+const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number): Promise<Sample> => {
+  const controller = new AbortController()
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort()
+      reject(new Error(`timed out after ${duration(timeoutMs)}`))
+    }, timeoutMs)
+  })
+  settle()
+  try {
+    return await Promise.race([approach.run(params, { signal: controller.signal }), timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+interface Tally {
+  readonly samples: Array<Sample>
+  error: string | undefined
+}
+
+const repetitions = <P>(scenario: Scenario<P>, item: Case<P>, options: SuiteOptions): number =>
+  options.reps ?? (options.quick ? Math.min(3, item.reps ?? scenario.reps ?? 5) : (item.reps ?? scenario.reps ?? 5))
+
+const measure = async <P>(
+  scenario: Scenario<P>,
+  item: Case<P>,
+  approaches: ReadonlyArray<Approach<P>>,
+  reps: number
+) => {
+  const tallies = new Map(approaches.map((a) => [a.name, { samples: [], error: undefined } as Tally]))
+  const timeoutMs = scenario.timeoutMs ?? 120_000
+  for (let rep = 0; rep < reps; rep++) {
+    for (const approach of rotate(approaches, rep)) {
+      const tally = tallies.get(approach.name)!
+      if (tally.error !== undefined) continue
+      try {
+        tally.samples.push(await attempt(approach, item.params, timeoutMs))
+      } catch (error) {
+        tally.error = message(error)
+      }
+    }
+  }
+  return tallies
+}
+
+const profile = async <P>(item: Case<P>, approach: Approach<P>, tally: Tally) => {
+  if (item.profile === undefined || tally.error !== undefined) return {}
+  try {
+    return (await attempt(approach, item.profile, 600_000)).metrics ?? {}
+  } catch (error) {
+    tally.error = `profile: ${message(error)}`
+    return {}
+  }
+}
+
+const summarize = (name: string, tally: Tally, extra: Readonly<Record<string, number>>): ApproachResult => {
+  const ms = tally.samples.map((s) => s.ms)
+  const ok = tally.error === undefined && ms.length > 0
+  return {
+    name,
+    samplesMs: ms,
+    medianMs: ok ? median(ms) : undefined,
+    minMs: ok ? Math.min(...ms) : undefined,
+    maxMs: ok ? Math.max(...ms) : undefined,
+    ratio: undefined,
+    metrics: { ...medianMetrics(tally.samples.map((s) => s.metrics ?? {})), ...extra },
+    error: tally.error
+  }
+}
+
+const withRatios = (
+  results: ReadonlyArray<ApproachResult>,
+  boundMs: number | undefined,
+  floorName: string | undefined
+): ReadonlyArray<ApproachResult> => {
+  const floor = boundMs ?? results.find((r) => r.name === floorName)?.medianMs
+  return results.map((r) => ({ ...r, ratio: floor && r.medianMs !== undefined ? r.medianMs / floor : undefined }))
+}
+
+const warmup = async <P>(scenario: Scenario<P>, item: Case<P>, approaches: ReadonlyArray<Approach<P>>) => {
+  for (const approach of approaches) await attempt(approach, item.params, scenario.timeoutMs ?? 120_000).catch(() => {})
+}
+
+const runCase = async <P>(
+  scenario: Scenario<P>,
+  item: Case<P>,
+  options: SuiteOptions,
+  first: boolean
+): Promise<CaseResult> => {
+  const approaches = item.approaches ?? scenario.approaches
+  const reps = repetitions(scenario, item, options)
+  if (first && scenario.warmup) await warmup(scenario, item, approaches)
+  const tallies = await measure(scenario, item, approaches, reps)
+  const results: Array<ApproachResult> = []
+  for (const approach of approaches) {
+    const tally = tallies.get(approach.name)!
+    const extra = await profile(item, approach, tally)
+    results.push(summarize(approach.name, tally, extra))
+  }
+  const floorApproach = item.boundMs === undefined ? scenario.floorApproach : undefined
+  return {
+    label: item.label,
+    reps,
+    boundMs: item.boundMs,
+    floorApproach,
+    notes: item.notes ?? [],
+    approaches: withRatios(results, item.boundMs, floorApproach)
+  }
+}
+
+const printHeader = (scenario: Scenario): void => {
+  console.log(`\n=== ${scenario.name} ===`)
+  console.log(scenario.description)
+  console.log(`floor: ${scenario.floor}`)
+  for (const target of scenario.targets ?? []) console.log(`target: ${target}`)
+}
+
+const printCase = (scenario: Scenario, result: CaseResult): void => {
+  const bound = result.boundMs === undefined ? "" : `, bound ${duration(result.boundMs)}`
+  console.log(`\n-- ${result.label} (${result.reps} reps, order rotated${bound}) --`)
+  for (const note of result.notes) console.log(`   ${note}`)
+  console.log(table(result, scenario.columns ?? []))
+}
+
+const save = async (result: ScenarioResult): Promise<string> => {
+  await mkdir(resultsDir, { recursive: true })
+  const file = new URL(`${result.scenario}.json`, resultsDir)
+  await writeFile(file, `${JSON.stringify(result, null, 2)}\n`)
+  return file.pathname
+}
+
+export const runScenario = async (scenario: Scenario, options: SuiteOptions): Promise<ScenarioResult> => {
+  const started = Date.now()
+  printHeader(scenario)
+  const cases: Array<CaseResult> = []
+  for (const item of await scenario.cases(options)) {
+    const result = await runCase(scenario, item, options, cases.length === 0)
+    printCase(scenario, result)
+    cases.push(result)
+  }
+  const result: ScenarioResult = {
+    scenario: scenario.name,
+    description: scenario.description,
+    floor: scenario.floor,
+    targets: scenario.targets ?? [],
+    startedAt: new Date(started).toISOString(),
+    elapsedMs: Date.now() - started,
+    machine: machine(),
+    cases
+  }
+  console.log(`\n(${duration(result.elapsedMs)}; saved ${await save(result)})`)
+  return result
+}

@@ -1,0 +1,50 @@
+import { spawnSync } from "node:child_process"
+import { type Args, parseArgs } from "./args.ts"
+import { runScenario } from "./harness.ts"
+import { hasGc } from "./lib/heap.ts"
+import { describeMachine } from "./machine.ts"
+import { registry } from "./registry.ts"
+
+const usage = (names: ReadonlyArray<string>): string =>
+  [
+    "usage: pnpm bench [scenario...] [--reps N] [--quick]",
+    `scenarios: ${names.join(", ")}`,
+    "  --reps N   repetitions per case (default 5; scheduling at 1M and ratelimit: 3)",
+    "  --quick    smaller sizes (scheduling up to 100k) and at most 3 repetitions"
+  ].join("\n")
+
+const respawnWithGc = (): never => {
+  const flags = ["--expose-gc", "--max-old-space-size=8192", ...process.execArgv]
+  const child = spawnSync(process.execPath, [...flags, import.meta.filename, ...process.argv.slice(2)], {
+    stdio: "inherit"
+  })
+  process.exit(child.status ?? 1)
+}
+
+const selected = (args: Args): ReadonlyArray<string> => {
+  const names = registry.map((entry) => entry.name)
+  const unknown = args.scenarios.filter((name) => !names.includes(name))
+  if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(", ")}\n${usage(names)}`)
+  return args.scenarios.length > 0 ? args.scenarios : names
+}
+
+const main = async (): Promise<void> => {
+  const args = parseArgs(process.argv.slice(2))
+  if (args.help) return console.log(usage(registry.map((entry) => entry.name)))
+  const names = selected(args)
+  const options = { quick: args.quick, reps: args.reps }
+  console.log(`corral bench — ${describeMachine()}${args.quick ? " — quick" : ""}`)
+  const started = Date.now()
+  for (const name of names) {
+    const scenario = await registry.find((entry) => entry.name === name)!.load(options)
+    if (typeof scenario === "string") console.log(`\n=== ${name} ===\n${scenario}`)
+    else await runScenario(scenario, options)
+  }
+  console.log(`\nall done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+}
+
+if (!hasGc()) respawnWithGc()
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error)
+  process.exit(1)
+})

@@ -1,0 +1,27 @@
+import { optionalScenario } from "./optional.ts"
+import { claims } from "./scenarios/claims.ts"
+import { dag } from "./scenarios/dag.ts"
+import { ioScaling } from "./scenarios/io-scaling.ts"
+import { ratelimit } from "./scenarios/ratelimit.ts"
+import { scheduling } from "./scenarios/scheduling.ts"
+import type { Scenario, SuiteOptions } from "./types.ts"
+
+export interface Entry {
+  readonly name: string
+  readonly load: (options: SuiteOptions) => Promise<Scenario | string>
+}
+
+const ready = (scenario: Scenario): Entry => ({ name: scenario.name, load: async () => scenario })
+
+const optional = (name: string): Entry => ({ name, load: (options) => optionalScenario(name, options) })
+
+export const registry: ReadonlyArray<Entry> = [
+  ready(scheduling),
+  ready(ioScaling),
+  ready(claims),
+  ready(dag),
+  ready(ratelimit),
+  optional("workspaces"),
+  optional("spawn"),
+  optional("ledger")
+]

@@ -1,0 +1,90 @@
+import * as Effect from "effect/Effect"
+import pLimit from "p-limit"
+import PQueue from "p-queue"
+import { runPool, sleep } from "../lib/async.ts"
+import { core, runAgents } from "../lib/core.ts"
+import type { Approach, Case, Sample, Scenario } from "../types.ts"
+
+interface Params {
+  readonly tasks: number
+  readonly sleepMs: number
+  readonly concurrency: number
+}
+
+const timed = async (body: () => Promise<unknown>): Promise<Sample> => {
+  const start = performance.now()
+  await body()
+  return { ms: performance.now() - start }
+}
+
+const indices = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)
+
+const pool: Approach<Params> = {
+  name: "hand-written pool",
+  run: (p) => timed(() => runPool(indices(p.tasks), p.concurrency, () => sleep(p.sleepMs)))
+}
+
+const plimit: Approach<Params> = {
+  name: "p-limit",
+  run: (p) =>
+    timed(() => {
+      const limit = pLimit(p.concurrency)
+      return Promise.all(indices(p.tasks).map(() => limit(() => sleep(p.sleepMs))))
+    })
+}
+
+const pqueue: Approach<Params> = {
+  name: "p-queue",
+  run: (p) =>
+    timed(() => {
+      const queue = new PQueue({ concurrency: p.concurrency })
+      return Promise.all(indices(p.tasks).map(() => queue.add(() => sleep(p.sleepMs))))
+    })
+}
+
+const forEach: Approach<Params> = {
+  name: "Effect.forEach",
+  run: (p, { signal }) =>
+    timed(() => {
+      const work = Effect.forEach(indices(p.tasks), () => Effect.sleep(p.sleepMs), {
+        concurrency: p.concurrency,
+        discard: true
+      })
+      return Effect.runPromise(work, { signal })
+    })
+}
+
+const corral: Approach<Params> = {
+  name: "corral",
+  run: async (p, { signal }) => {
+    const { Agent } = await core()
+    return timed(() => {
+      const agents = indices(p.tasks).map((i) => Agent.make(`io${i}`, { run: Effect.sleep(p.sleepMs) }))
+      return runAgents(agents, { concurrency: p.concurrency }, signal)
+    })
+  }
+}
+
+const waves = (p: Params): number => Math.ceil(p.tasks / p.concurrency)
+
+const item = (tasks: number, sleepMs: number, concurrency: number): Case<Params> => {
+  const params = { tasks, sleepMs, concurrency }
+  return {
+    label: `${tasks.toLocaleString("en-US")} × ${sleepMs} ms sleep at concurrency ${concurrency}`,
+    params,
+    boundMs: waves(params) * sleepMs,
+    notes: [`ideal = ceil(${tasks} / ${concurrency}) × ${sleepMs} ms = ${waves(params) * sleepMs} ms`]
+  }
+}
+
+export const ioScaling: Scenario<Params> = {
+  name: "io-scaling",
+  description:
+    "Waiting work (sleeps standing in for LLM calls): does the scheduler keep every slot busy? " +
+    "Makespan of the whole batch against the ideal schedule.",
+  floor: "ideal makespan = ceil(tasks / concurrency) × sleep; ratio = median makespan / ideal",
+  targets: ["corral ≤ 1.05× at 1,000 × 10 ms / 100", "corral ≤ 1.01× at 3 × 100 ms / 3"],
+  warmup: true,
+  approaches: [pool, plimit, pqueue, forEach, corral],
+  cases: () => [item(1000, 10, 100), item(3, 100, 3)]
+}

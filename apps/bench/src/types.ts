@@ -1,0 +1,79 @@
+export interface Sample {
+  readonly ms: number
+  readonly metrics?: Readonly<Record<string, number>>
+}
+
+export interface RunContext {
+  readonly signal: AbortSignal
+}
+
+export interface Approach<P> {
+  readonly name: string
+  readonly run: (params: P, context: RunContext) => Promise<Sample>
+}
+
+export interface Case<P> {
+  readonly label: string
+  readonly params: P
+  readonly reps?: number
+  readonly boundMs?: number
+  readonly approaches?: ReadonlyArray<Approach<P>>
+  readonly profile?: P
+  readonly notes?: ReadonlyArray<string>
+}
+
+export interface Column {
+  readonly key: string
+  readonly label: string
+  readonly format: (value: number) => string
+}
+
+export interface SuiteOptions {
+  readonly quick: boolean
+  readonly reps: number | undefined
+}
+
+export interface Scenario<P = any> {
+  readonly name: string
+  readonly description: string
+  readonly floor: string
+  readonly targets?: ReadonlyArray<string>
+  readonly reps?: number
+  readonly warmup?: boolean
+  readonly timeoutMs?: number
+  readonly floorApproach?: string
+  readonly columns?: ReadonlyArray<Column>
+  readonly approaches: ReadonlyArray<Approach<P>>
+  readonly cases: (options: SuiteOptions) => ReadonlyArray<Case<P>> | Promise<ReadonlyArray<Case<P>>>
+}
+
+export interface ApproachResult {
+  readonly name: string
+  readonly samplesMs: ReadonlyArray<number>
+  readonly medianMs: number | undefined
+  readonly minMs: number | undefined
+  readonly maxMs: number | undefined
+  readonly ratio: number | undefined
+  readonly metrics: Readonly<Record<string, number>>
+  readonly error: string | undefined
+}
+
+export interface CaseResult {
+  readonly label: string
+  readonly reps: number
+  readonly boundMs: number | undefined
+  readonly floorApproach: string | undefined
+  readonly notes: ReadonlyArray<string>
+  readonly approaches: ReadonlyArray<ApproachResult>
+}
+
+export interface ScenarioResult {
+  readonly scenario: string
+  readonly description: string
+  readonly floor: string
+  readonly targets: ReadonlyArray<string>
+  readonly startedAt: string
+  readonly elapsedMs: number
+  readonly machine: Readonly<Record<string, string | number>>
+  readonly cases: ReadonlyArray<CaseResult>
+}

@@ -1,0 +1,230 @@
+/**
+ * Loads a plan file: the YAML or JSON document that lists the agents of a `corral` run, their
+ * commands, claims, dependencies and limits.
+ *
+ * Decoding checks the shape (unknown fields are errors), then the plan as a whole (ids,
+ * dependencies, cycles, pools, rate limits), and reports every problem at once in one
+ * {@link PlanFileError}.
+ *
+ * @since 0.1.0
+ */
+import { Data, Effect, FileSystem, Result, Schema } from "effect"
+import type { PlatformError } from "effect/PlatformError"
+import { build } from "./internal/planFileBuild.ts"
+import { check, toIssue } from "./internal/planFileCheck.ts"
+import { fromSchemaIssue, withLine } from "./internal/planFileIssues.ts"
+import { PlanSchema } from "./internal/planFileSchema.ts"
+import { parse, type Source } from "./internal/planFileSource.ts"
+
+/**
+ * The syntax of a plan file, chosen by extension: `.yaml`/`.yml` or `.json`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Format = "yaml" | "json"
+
+/**
+ * One problem in a plan file. `path` locates it (`agents[3].claims.write[0]`, or `line 4, column 7`
+ * for a syntax error); `line` is the line of that path when it could be found.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanFileIssue {
+  readonly path: string
+  readonly message: string
+  readonly line?: number
+}
+
+/**
+ * A plan file that cannot be read or decoded. `issues` lists every problem found.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PlanFileError extends Data.TaggedError("PlanFileError")<{
+  readonly file: string
+  readonly issues: ReadonlyArray<PlanFileIssue>
+}> {
+  override get message(): string {
+    return this.issues.map((issue) => formatIssue(this.file, issue)).join("\n")
+  }
+}
+
+const formatIssue = (file: string, issue: PlanFileIssue): string => {
+  const at = issue.path.length > 0 ? `${issue.path}: ` : ""
+  const line = issue.line === undefined ? "" : ` (line ${issue.line})`
+  return `${file}: ${at}${issue.message}${line}`
+}
+
+/**
+ * Normalized claims of an agent: relative paths (`src/parser.ts`, `src/` for a folder) or named
+ * resources (`db:users`), and amounts taken from the plan's pools.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentClaims {
+  readonly read: ReadonlyArray<string>
+  readonly write: ReadonlyArray<string>
+  readonly pools: Readonly<Record<string, number>>
+}
+
+/**
+ * Resource limits of one agent's process.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentLimits {
+  readonly memoryMb: number | undefined
+  readonly cpuSeconds: number | undefined
+  readonly maxOutputBytes: number | undefined
+}
+
+/**
+ * A named rate limit bucket: at most `limit` starts per `intervalMs`, with an optional `burst`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RateLimit {
+  readonly limit: number
+  readonly intervalMs: number
+  readonly burst: number | undefined
+}
+
+/**
+ * Plan-wide defaults; already applied to every agent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Defaults {
+  readonly timeoutMs: number | undefined
+  readonly claimTimeoutMs: number | undefined
+  readonly retries: number
+}
+
+/**
+ * One agent of a plan, with defaults applied and durations in milliseconds. `hash` is the sha256
+ * of its canonical definition, stable across runs (for idempotency keys).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanAgent {
+  readonly id: string
+  readonly run: string
+  readonly claims: AgentClaims
+  readonly dependsOn: ReadonlyArray<string>
+  readonly timeoutMs: number | undefined
+  readonly claimTimeoutMs: number | undefined
+  readonly retries: number
+  readonly limits: AgentLimits
+  readonly env: Readonly<Record<string, string>>
+  readonly inputs: ReadonlyArray<string>
+  readonly rateLimit: string | undefined
+  readonly estimateMs: number | undefined
+  readonly labels: Readonly<Record<string, string>>
+  readonly hash: string
+}
+
+/**
+ * A decoded, checked plan. `hash` covers everything but `file`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Plan {
+  readonly file: string
+  readonly version: 1
+  readonly concurrency: number
+  readonly mode: "settle" | "fail-fast"
+  readonly isolation: "worktree" | "directory" | "none"
+  readonly merge: "auto" | "none"
+  readonly pools: Readonly<Record<string, number>>
+  readonly rateLimits: Readonly<Record<string, RateLimit>>
+  readonly defaults: Defaults
+  readonly agents: ReadonlyArray<PlanAgent>
+  readonly hash: string
+}
+
+/**
+ * The format implied by a file name, or `undefined` for an unsupported extension.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const formatOf = (path: string): Format | undefined => {
+  const lower = path.toLowerCase()
+  if (lower.endsWith(".yaml") || lower.endsWith(".yml")) return "yaml"
+  return lower.endsWith(".json") ? "json" : undefined
+}
+
+const decodeSource = (source: Source, file: string): Result.Result<Plan, ReadonlyArray<PlanFileIssue>> => {
+  const decoded = Schema.decodeUnknownResult(PlanSchema)(source.value, {
+    errors: "all",
+    onExcessProperty: "error",
+    reportInput: true
+  })
+  if (Result.isFailure(decoded)) return Result.fail(fromSchemaIssue(decoded.failure.issue, source.lineOf))
+  const findings = check(decoded.success)
+  if (findings.length > 0) {
+    return Result.fail(findings.map((finding) => withLine(toIssue(finding), source.lineOf(finding.path))))
+  }
+  return Result.succeed(build(decoded.success, file))
+}
+
+/**
+ * Decodes plan text without touching the file system. `path` names the file in errors and in
+ * `Plan.file`; `format` defaults to the one implied by `path`, else YAML.
+ *
+ * @example
+ * ```ts
+ * const plan = yield* PlanFile.decode("agents: [{ id: a, run: echo hi }]", { path: "plan.yaml" })
+ * ```
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decode = (
+  text: string,
+  options: { readonly path: string; readonly format?: Format | undefined }
+): Effect.Effect<Plan, PlanFileError> => {
+  const format = options.format ?? formatOf(options.path) ?? "yaml"
+  const result = Result.flatMap(parse(text, format), (source) => decodeSource(source, options.path))
+  return Effect.fromResult(Result.mapError(result, (issues) => new PlanFileError({ file: options.path, issues })))
+}
+
+const readIssue = (error: PlatformError): PlanFileIssue => {
+  const reason = error.reason
+  if (reason._tag === "NotFound") return { path: "", message: "file not found" }
+  if (reason._tag === "PermissionDenied") return { path: "", message: "permission denied" }
+  return { path: "", message: `cannot read the file: ${reason.message}` }
+}
+
+/**
+ * Reads and decodes a plan file (`.yaml`, `.yml` or `.json`).
+ *
+ * @example
+ * ```ts
+ * const plan = yield* PlanFile.load("plan.yaml").pipe(Effect.provide(NodeServices.layer))
+ * ```
+ * @since 0.1.0
+ * @category decoding
+ */
+export const load = Effect.fn("PlanFile.load")(function* (path: string) {
+  const format = formatOf(path)
+  if (format === undefined) {
+    return yield* new PlanFileError({
+      file: path,
+      issues: [{ path: "", message: "unsupported file extension; use .yaml, .yml or .json" }]
+    })
+  }
+  const fs = yield* FileSystem.FileSystem
+  const text = yield* fs
+    .readFileString(path)
+    .pipe(Effect.mapError((error) => new PlanFileError({ file: path, issues: [readIssue(error)] })))
+  return yield* decode(text, { path, format })
+})

@@ -1,0 +1,76 @@
+import { createHash } from "node:crypto"
+import type { Defaults, Plan, PlanAgent, RateLimit } from "../PlanFile.ts"
+import type { RawAgent, RawPlan } from "./planFileSchema.ts"
+
+const canonical = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(canonical)
+  if (typeof value !== "object" || value === null) return value
+  const entries = Object.entries(value)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return Object.fromEntries(entries.map(([k, v]) => [k, canonical(v)]))
+}
+
+/** sha256 (hex) of the canonical JSON of a value: object keys sorted, `undefined` fields dropped. */
+export const hashOf = (value: unknown): string =>
+  createHash("sha256")
+    .update(JSON.stringify(canonical(value)))
+    .digest("hex")
+
+const unique = (items: ReadonlyArray<string> | undefined): ReadonlyArray<string> => [...new Set(items ?? [])]
+
+const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
+  const definition: Omit<PlanAgent, "hash"> = {
+    id: agent.id,
+    run: agent.run,
+    claims: {
+      read: unique(agent.claims?.read),
+      write: unique(agent.claims?.write),
+      pools: { ...agent.claims?.pools }
+    },
+    dependsOn: unique(agent.dependsOn),
+    timeoutMs: agent.timeout ?? defaults.timeoutMs,
+    claimTimeoutMs: agent.claimTimeout ?? defaults.claimTimeoutMs,
+    retries: agent.retries ?? defaults.retries,
+    limits: {
+      memoryMb: agent.limits?.memoryMb,
+      cpuSeconds: agent.limits?.cpuSeconds,
+      maxOutputBytes: agent.limits?.maxOutputBytes
+    },
+    env: { ...agent.env },
+    inputs: unique(agent.inputs),
+    rateLimit: agent.rateLimit,
+    estimateMs: agent.estimate,
+    labels: { ...agent.labels }
+  }
+  return { ...definition, hash: hashOf(definition) }
+}
+
+const buildRateLimits = (plan: RawPlan): Readonly<Record<string, RateLimit>> =>
+  Object.fromEntries(
+    Object.entries(plan.rateLimits ?? {}).map(([name, limit]) => [
+      name,
+      { limit: limit.limit, intervalMs: limit.interval, burst: limit.burst }
+    ])
+  )
+
+/** Applies defaults and computes the agent and plan hashes. */
+export const build = (plan: RawPlan, file: string): Plan => {
+  const defaults: Defaults = {
+    timeoutMs: plan.defaults?.timeout,
+    claimTimeoutMs: plan.defaults?.claimTimeout,
+    retries: plan.defaults?.retries ?? 0
+  }
+  const definition: Omit<Plan, "file" | "hash"> = {
+    version: 1,
+    concurrency: plan.concurrency ?? 4,
+    mode: plan.mode ?? "settle",
+    isolation: plan.isolation ?? "worktree",
+    merge: plan.merge ?? "auto",
+    pools: { ...plan.pools },
+    rateLimits: buildRateLimits(plan),
+    defaults,
+    agents: plan.agents.map((agent) => buildAgent(agent, defaults))
+  }
+  return { file, ...definition, hash: hashOf(definition) }
+}

@@ -1,0 +1,198 @@
+import * as Claims from "@corral/core/Claims"
+import { Effect, Result, Schema, SchemaIssue, SchemaTransformation } from "effect"
+
+const units: ReadonlyArray<readonly [number, ReadonlyArray<string>]> = [
+  [1, ["ms", "milli", "millis", "millisecond", "milliseconds"]],
+  [1_000, ["s", "sec", "secs", "second", "seconds"]],
+  [60_000, ["m", "min", "mins", "minute", "minutes"]],
+  [3_600_000, ["h", "hr", "hrs", "hour", "hours"]],
+  [86_400_000, ["d", "day", "days"]]
+]
+
+const unitMillis = new Map(units.flatMap(([ms, names]) => names.map((name) => [name, ms] as const)))
+
+const durationText = /^(?:\d+(?:\.\d+)?\s*[a-z]+\s*)+$/
+const durationParts = /(\d+(?:\.\d+)?)\s*([a-z]+)/g
+
+const parseDurationString = (text: string): number | undefined => {
+  const trimmed = text.trim().toLowerCase()
+  if (/^\d+(?:\.\d+)?$/.test(trimmed)) return Number(trimmed)
+  if (!durationText.test(trimmed)) return undefined
+  let total = 0
+  for (const [, amount, unit] of trimmed.matchAll(durationParts)) {
+    const ms = unitMillis.get(unit!)
+    if (ms === undefined) return undefined
+    total += Number(amount) * ms
+  }
+  return total
+}
+
+/**
+ * Parses `10m`, `1 minute`, `90s`, `2h`, `500ms`, `1h 30m` or a number of milliseconds.
+ * Returns whole milliseconds, or `undefined` when the input is not a non-negative finite duration.
+ */
+export const parseDuration = (input: unknown): number | undefined => {
+  const ms = typeof input === "number" ? input : typeof input === "string" ? parseDurationString(input) : undefined
+  return ms !== undefined && Number.isFinite(ms) && ms >= 0 ? Math.round(ms) : undefined
+}
+
+const show = (input: unknown): string => (typeof input === "string" ? JSON.stringify(input) : String(input))
+
+const durationIssue = (input: unknown, positive: boolean): string | undefined => {
+  const ms = parseDuration(input)
+  if (ms === undefined) {
+    return typeof input === "number" && input < 0
+      ? `expected a duration that is not negative, got ${input}`
+      : `expected a duration like "90s", "10m", "1 minute" or a number of milliseconds, got ${show(input)}`
+  }
+  return positive && ms === 0 ? "expected a duration longer than zero, got 0" : undefined
+}
+
+const duration = (positive: boolean) =>
+  Schema.Unknown.pipe(
+    Schema.decodeTo(
+      Schema.Number,
+      SchemaTransformation.transformEffect({
+        decode: (input: unknown, options) => {
+          const message = durationIssue(input, positive)
+          return message === undefined
+            ? Effect.succeed(parseDuration(input)!)
+            : Effect.fail(new SchemaIssue.InvalidValue({ message }, input, options))
+        },
+        encode: (ms: number) => Effect.succeed<unknown>(ms)
+      })
+    )
+  )
+
+/** A duration that may be zero, decoded to milliseconds. */
+export const Duration = duration(false)
+
+/** A duration longer than zero, decoded to milliseconds. */
+export const PositiveDuration = duration(true)
+
+/** A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`). */
+export const ClaimKey = Schema.String.pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transformEffect({
+      decode: (raw: string, options) =>
+        Result.match(Claims.normalizeKey(raw), {
+          onSuccess: ({ key }) => Effect.succeed(key),
+          onFailure: (error) =>
+            Effect.fail(
+              new SchemaIssue.InvalidValue(
+                {
+                  message: `expected a relative path or a named resource like "db:users", got ${JSON.stringify(raw)}; ${error.reason}`
+                },
+                raw,
+                options
+              )
+            )
+        }),
+      encode: Effect.succeed
+    })
+  )
+)
+
+const relativePattern = Schema.String.check(
+  Schema.makeFilter((pattern: string) =>
+    pattern.trim().length === 0 || pattern.startsWith("/") || /^[A-Za-z]:[\\/]/.test(pattern)
+      ? `expected a relative glob pattern like "src/**/*.ts", got ${JSON.stringify(pattern)}`
+      : pattern.split(/[\\/]/).includes("..")
+        ? `expected a pattern inside the repository, got ${JSON.stringify(pattern)} (it escapes with "..")`
+        : undefined
+  )
+)
+
+const agentIdMessage = (id: string): string | undefined => {
+  if (id.trim().length === 0) return "an agent id must not be blank"
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id) || id.includes("..") || id.endsWith(".") || id.endsWith(".lock")) {
+    return `expected an id of letters, digits, ".", "_" and "-" that starts with a letter or digit (ids become git branch names), got ${JSON.stringify(id)}`
+  }
+  return undefined
+}
+
+const AgentId = Schema.String.check(Schema.makeFilter(agentIdMessage))
+
+const EnvValue = Schema.Union([Schema.String, Schema.Finite, Schema.Boolean]).pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform<string, string | number | boolean>({ decode: String, encode: (s) => s })
+  )
+)
+
+const envNameIssues = (env: Readonly<Record<string, string>>): Array<Schema.FilterIssue> =>
+  Object.keys(env)
+    .filter((name) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    .map((name) => ({
+      path: [name],
+      issue: `expected an environment variable name of letters, digits and "_", got ${JSON.stringify(name)}`
+    }))
+
+const Env = Schema.Record(Schema.String, EnvValue).check(Schema.makeFilter(envNameIssues))
+
+const Command = Schema.String.check(
+  Schema.makeFilter((run: string) => (run.trim().length === 0 ? "a command must not be blank" : undefined))
+)
+
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+const ClaimsSchema = Schema.Struct({
+  read: Schema.optionalKey(Schema.Array(ClaimKey)),
+  write: Schema.optionalKey(Schema.Array(ClaimKey)),
+  pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt))
+})
+
+const LimitsSchema = Schema.Struct({
+  memoryMb: Schema.optionalKey(PositiveInt),
+  cpuSeconds: Schema.optionalKey(PositiveInt),
+  maxOutputBytes: Schema.optionalKey(PositiveInt)
+})
+
+const AgentSchema = Schema.Struct({
+  id: AgentId,
+  run: Command,
+  claims: Schema.optionalKey(ClaimsSchema),
+  dependsOn: Schema.optionalKey(Schema.Array(Schema.String)),
+  timeout: Schema.optionalKey(PositiveDuration),
+  claimTimeout: Schema.optionalKey(PositiveDuration),
+  retries: Schema.optionalKey(Count),
+  limits: Schema.optionalKey(LimitsSchema),
+  env: Schema.optionalKey(Env),
+  inputs: Schema.optionalKey(Schema.Array(relativePattern)),
+  rateLimit: Schema.optionalKey(Schema.String),
+  estimate: Schema.optionalKey(Duration),
+  labels: Schema.optionalKey(Schema.Record(Schema.String, EnvValue))
+})
+
+const RateLimitSchema = Schema.Struct({
+  limit: PositiveInt,
+  interval: PositiveDuration,
+  burst: Schema.optionalKey(Count)
+})
+
+const DefaultsSchema = Schema.Struct({
+  timeout: Schema.optionalKey(PositiveDuration),
+  claimTimeout: Schema.optionalKey(PositiveDuration),
+  retries: Schema.optionalKey(Count)
+})
+
+/** The plan file as written, with durations in milliseconds and claim keys normalized. */
+export const PlanSchema = Schema.Struct({
+  version: Schema.optionalKey(Schema.Literal(1)),
+  concurrency: Schema.optionalKey(PositiveInt),
+  mode: Schema.optionalKey(Schema.Literals(["settle", "fail-fast"])),
+  isolation: Schema.optionalKey(Schema.Literals(["worktree", "directory", "none"])),
+  merge: Schema.optionalKey(Schema.Literals(["auto", "none"])),
+  pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt)),
+  rateLimits: Schema.optionalKey(Schema.Record(Schema.String, RateLimitSchema)),
+  defaults: Schema.optionalKey(DefaultsSchema),
+  agents: Schema.Array(AgentSchema).check(Schema.isMinLength(1, { message: "a plan needs at least one agent" }))
+})
+
+/** A decoded plan file before defaults and semantic checks. */
+export type RawPlan = typeof PlanSchema.Type
+
+/** One agent as written in a plan file. */
+export type RawAgent = RawPlan["agents"][number]

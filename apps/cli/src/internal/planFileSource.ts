@@ -1,0 +1,93 @@
+import { Result } from "effect"
+import { isMap, isPair, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLError } from "yaml"
+import type { Format, PlanFileIssue } from "../PlanFile.ts"
+
+/** A parsed plan file: its value and a way to find the line of a path in it. */
+export interface Source {
+  readonly value: unknown
+  readonly lineOf: (path: ReadonlyArray<PropertyKey>) => number | undefined
+}
+
+const positionPath = (line: number, column: number): string => `line ${line}, column ${column}`
+
+const childOf = (node: unknown, segment: PropertyKey): { readonly node: unknown; readonly at: unknown } | undefined => {
+  if (isSeq(node) && typeof segment === "number") {
+    const item = node.items[segment]
+    return item === undefined ? undefined : { node: item, at: item }
+  }
+  if (!isMap(node)) return undefined
+  const pair = node.items.find(
+    (item) => isPair(item) && isScalar(item.key) && String(item.key.value) === String(segment)
+  )
+  return pair === undefined ? undefined : { node: pair.value, at: pair.key }
+}
+
+const offsetOf = (node: unknown): number | undefined => (node as Node | null | undefined)?.range?.[0]
+
+const locate = (root: unknown, path: ReadonlyArray<PropertyKey>): number | undefined => {
+  let node = root
+  let offset = offsetOf(root)
+  for (const segment of path) {
+    const child = childOf(node, segment)
+    if (child === undefined) break
+    offset = offsetOf(child.at) ?? offset
+    node = child.node
+  }
+  return offset
+}
+
+const lineOfIn =
+  (contents: unknown, lines: LineCounter): Source["lineOf"] =>
+  (path) => {
+    const offset = locate(contents, path)
+    return offset === undefined ? undefined : lines.linePos(offset).line
+  }
+
+const yamlMessage = (message: string): string => message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")
+
+const syntaxIssue = (error: YAMLError): PlanFileIssue => {
+  const at = error.linePos?.[0]
+  return { path: at ? positionPath(at.line, at.col) : "", message: yamlMessage(error.message) }
+}
+
+const parseYaml = (text: string): Result.Result<Source, ReadonlyArray<PlanFileIssue>> => {
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { lineCounter: lines, merge: true })
+  if (doc.errors.length > 0) return Result.fail(doc.errors.map(syntaxIssue))
+  return Result.try({
+    try: () => ({ value: doc.toJS({ maxAliasCount: 100 }) as unknown, lineOf: lineOfIn(doc.contents, lines) }),
+    catch: (error) => [{ path: "", message: error instanceof Error ? error.message : String(error) }]
+  })
+}
+
+const endPosition = (text: string): string => {
+  const lines = text.split("\n")
+  return positionPath(lines.length, lines.at(-1)!.length + 1)
+}
+
+const jsonIssue = (text: string, error: unknown): PlanFileIssue => {
+  const message = error instanceof Error ? error.message : String(error)
+  const at = /\(line (\d+) column (\d+)\)$/.exec(message)
+  return {
+    path: at ? positionPath(Number(at[1]), Number(at[2])) : endPosition(text),
+    message: message.replace(/ in JSON at position \d+.*$/, "").replace(/ \(line \d+ column \d+\)$/, "")
+  }
+}
+
+const withJsonPositions = (text: string, value: unknown): Result.Result<Source, ReadonlyArray<PlanFileIssue>> => {
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { lineCounter: lines })
+  const duplicates = doc.errors.filter((error) => error.code === "DUPLICATE_KEY")
+  if (duplicates.length > 0) return Result.fail(duplicates.map(syntaxIssue))
+  return Result.succeed({ value, lineOf: lineOfIn(doc.contents, lines) })
+}
+
+const parseJson = (text: string): Result.Result<Source, ReadonlyArray<PlanFileIssue>> =>
+  Result.flatMap(
+    Result.try({ try: () => JSON.parse(text) as unknown, catch: (error) => [jsonIssue(text, error)] }),
+    (value) => withJsonPositions(text, value)
+  )
+
+/** Parses plan text as YAML or JSON. Syntax errors are issues whose path is `line L, column C`. */
+export const parse = (text: string, format: Format): Result.Result<Source, ReadonlyArray<PlanFileIssue>> =>
+  format === "json" ? parseJson(text) : parseYaml(text)

@@ -1,0 +1,302 @@
+import { Agent, Corral, CorralError, type CorralEvent, Outcome, ResourceLocks } from "@corral/core"
+import * as Testing from "@corral/core/Testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Schedule } from "effect"
+import { TestClock } from "effect/testing"
+
+const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
+  Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
+
+describe("Corral.run", () => {
+  it.effect("never runs more than `concurrency` agents and reaches the bound when work allows", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = Array.from({ length: 10 }, (_, i) => Testing.scripted(timeline, `a${i}`, { duration: "1 second", result: i }))
+      const { result, events } = yield* Testing.runScripted(agents, { concurrency: 3 })
+      assert.strictEqual(Testing.peakConcurrency(timeline), 3)
+      assert.deepStrictEqual(Testing.checkTimeline(timeline, 3), [])
+      assert.deepStrictEqual(Testing.checkRun(agents, { result, events }, 3), [])
+      assert.isTrue(result.allSucceeded)
+      assert.strictEqual(result.wallMs, 4000)
+      assert.deepStrictEqual(
+        result.succeeded.map((o) => o.value),
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+      )
+    }))
+
+  it.effect("settle: failures, defects, thrown exceptions and timeouts each get their own outcome", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "ok", { duration: "1 second", result: "fine" }),
+        Testing.scripted(timeline, "fails", { duration: "1 second", fail: { _tag: "Boom", message: "boom" } }),
+        Testing.scripted(timeline, "dies", { duration: "1 second", die: new Error("bug") }),
+        Agent.make("throws", {
+          run: Effect.sync(() => {
+            throw new Error("thrown")
+          })
+        }),
+        Testing.scripted(timeline, "slow", { duration: "1 hour" }, { timeout: "5 seconds" })
+      ]
+      const { result } = yield* Testing.runScripted(agents, { concurrency: 5 })
+      assert.deepStrictEqual(tags(result), { ok: "Succeeded", fails: "Failed", dies: "Failed", throws: "Failed", slow: "TimedOut" })
+      const fails = result.get("fails") as Outcome.Failed
+      assert.isFalse(fails.defect)
+      assert.strictEqual(fails.message, "boom")
+      const dies = result.get("dies") as Outcome.Failed
+      assert.isTrue(dies.defect)
+      assert.strictEqual(dies.message, "bug")
+      assert.isTrue((result.get("throws") as Outcome.Failed).defect)
+      const slow = result.get("slow") as Outcome.TimedOut
+      assert.strictEqual(slow.afterMs, 5000)
+      assert.strictEqual(slow.endedAt - (slow.startedAt ?? 0), 5000)
+      assert.include(timeline.finalized, "slow")
+      assert.strictEqual(result.failed.length, 4)
+      assert.isUndefined(result.stopped)
+    }))
+
+  it.effect("fail-fast: interrupts running siblings (finalizers run) and cancels the rest", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "quick", { duration: "1 second" }),
+        Testing.scripted(timeline, "breaks", { duration: "2 seconds", fail: "broken" }),
+        Testing.scripted(timeline, "long-1", { duration: "1 hour" }),
+        Testing.scripted(timeline, "long-2", { duration: "1 hour" }),
+        ...Array.from({ length: 4 }, (_, i) => Testing.scripted(timeline, `later-${i}`, { duration: "1 hour" }))
+      ]
+      const recorded = yield* Testing.runScripted(agents, { concurrency: 4, mode: "fail-fast" })
+      const { result } = recorded
+      assert.deepStrictEqual(tags(result), {
+        quick: "Succeeded",
+        breaks: "Failed",
+        "long-1": "Interrupted",
+        "long-2": "Interrupted",
+        "later-0": "Interrupted",
+        "later-1": "Cancelled",
+        "later-2": "Cancelled",
+        "later-3": "Cancelled"
+      })
+      assert.deepStrictEqual(result.stopped, { _tag: "AgentFailed", agentId: "breaks", outcome: "Failed" })
+      for (const id of ["long-1", "long-2", "later-0"]) assert.include(timeline.finalized, id)
+      assert.notInclude(timeline.finalized, "later-1")
+      assert.strictEqual(result.endedAt, 2000)
+      assert.include((result.get("later-1") as Outcome.Cancelled).reason, `agent "breaks"`)
+      assert.deepStrictEqual(Testing.checkRun(agents, recorded, 4), [])
+    }))
+
+  it.effect("interrupting the run interrupts every agent and runs every finalizer before it returns", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const locks = ResourceLocks.makeMemory()
+      const agents = Array.from({ length: 6 }, (_, i) =>
+        Testing.scripted(timeline, `a${i}`, { duration: "1 hour" }, { claims: { write: [`file-${i % 2}`] } })
+      )
+      const fiber = yield* Effect.forkChild(
+        Corral.run(agents, { concurrency: 4 }).pipe(Effect.provideService(ResourceLocks.ResourceLocks, locks)),
+        { startImmediately: true }
+      )
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual((yield* locks.snapshot).held.length, 2)
+      const exit = yield* Fiber.interrupt(fiber).pipe(Effect.andThen(Fiber.await(fiber)))
+      assert.isTrue(Exit.hasInterrupts(exit))
+      assert.deepStrictEqual(timeline.finalized.sort(), ["a0", "a1"])
+      assert.deepStrictEqual((yield* locks.snapshot).held, [])
+    }))
+
+  it.effect("retries with backoff under virtual time and reports every attempt", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agent = Testing.scripted(
+        timeline,
+        "flaky",
+        { duration: "1 second", fail: "transient", failTimes: 2, result: "ok" },
+        { retry: Schedule.exponential("1 second") }
+      )
+      const { result, events } = yield* Testing.runScripted([agent], { concurrency: 1 })
+      const outcome = result.get("flaky")!
+      assert.strictEqual(outcome._tag, "Succeeded")
+      assert.strictEqual(outcome.attempts, 3)
+      assert.strictEqual(outcome.endedAt, 3000 + 1000 + 2000)
+      assert.deepStrictEqual(
+        events.filter((e) => e._tag === "Retrying").map((e) => (e as { attempt: number }).attempt),
+        [2, 3]
+      )
+    }))
+
+  it.effect("a timeout covers every attempt", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agent = Testing.scripted(timeline, "slow-retries", { duration: "2 seconds", fail: "again" }, {
+        retry: Schedule.spaced("1 second"),
+        timeout: "7 seconds"
+      })
+      const { result } = yield* Testing.runScripted([agent])
+      const outcome = result.get("slow-retries")!
+      assert.strictEqual(outcome._tag, "TimedOut")
+      assert.strictEqual(outcome.attempts, 3)
+    }))
+
+  it.effect("validates everything before anything runs", () =>
+    Effect.gen(function*() {
+      let ran = 0
+      const run = Effect.sync(() => ran++)
+      const error = yield* Effect.flip(
+        Corral.run(
+          [
+            Agent.make("a", { run }),
+            Agent.make("a", { run }),
+            Agent.make(" ", { run }),
+            Agent.make("neg", { run, timeout: -5 }),
+            Agent.make("bad-duration", { run, timeout: "soon" as never }),
+            Agent.make("abs", { run, claims: { write: ["/etc/passwd"] } }),
+            Agent.make("escape", { run, claims: { read: ["../secrets"] } }),
+            Agent.make("empty", { run, claims: { write: [""] } }),
+            Agent.make("pool", { run, claims: { pools: { gpu: 1 } } }),
+            Agent.make("too-much", { run, claims: { pools: { llm: 5 } } }),
+            Agent.make("ghost", { run, dependsOn: ["nobody"] }),
+            Agent.make("self", { run, dependsOn: ["self"] })
+          ],
+          { concurrency: 0, pools: { llm: 2 } }
+        )
+      )
+      assert.instanceOf(error, CorralError.InvalidRun)
+      const messages = error.issues.map((i) => `${i.agentId ?? "-"}|${i.field}|${i.message}`)
+      const expect = [
+        "-|concurrency|must be an integer of at least 1, got 0",
+        "a|id|duplicate id (agents[0] and agents[1])",
+        "-|agents[2].id|agent ids must not be blank",
+        "neg|timeout|must not be negative",
+        "bad-duration|timeout|expected a duration",
+        'abs|claims|invalid claim "/etc/passwd": absolute paths are not allowed',
+        'escape|claims|invalid claim "../secrets": the path escapes the repository',
+        'empty|claims|invalid claim "": keys must not be empty',
+        'pool|claims|invalid claim "gpu": unknown pool; the run configures "llm"',
+        'too-much|claims|invalid claim "llm": asks for 5 but the pool holds 2',
+        "ghost|dependsOn|unknown agent \"nobody\"",
+        "self|dependsOn|an agent cannot depend on itself"
+      ]
+      assert.strictEqual(messages.length, expect.length, messages.join("\n"))
+      expect.forEach((e, i) => assert.include(messages[i], e))
+      assert.include(error.message, `agent "abs": claims: invalid claim "/etc/passwd"`)
+      assert.strictEqual(ran, 0)
+    }))
+
+  it.effect("reports dependency cycles with their path", () =>
+    Effect.gen(function*() {
+      const run = Effect.void
+      const error = yield* Effect.flip(
+        Corral.run([
+          Agent.make("a", { run, dependsOn: ["b"] }),
+          Agent.make("b", { run, dependsOn: ["c"] }),
+          Agent.make("c", { run, dependsOn: ["a"] }),
+          Agent.make("d", { run })
+        ])
+      )
+      assert.strictEqual(error.issues.length, 1)
+      assert.include(error.issues[0]!.message, "dependency cycle: a -> b -> c -> a")
+    }))
+
+  it.effect("an empty run succeeds with no outcomes", () =>
+    Effect.gen(function*() {
+      const result = yield* Corral.run([])
+      assert.deepStrictEqual(result.outcomes, [])
+      assert.isTrue(result.allSucceeded)
+    }))
+
+  it.effect("sums usage per agent and per run, and stops the run when the budget is exceeded", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "cheap", { duration: "1 second", usage: { inputTokens: 100, outputTokens: 10, costUsd: 0.5 } }),
+        Testing.scripted(timeline, "pricey", { duration: "2 seconds", usage: { inputTokens: 1000, costUsd: 2 } }),
+        Testing.scripted(timeline, "running", { duration: "1 hour" }),
+        Testing.scripted(timeline, "waiting", { duration: "1 second" }, { dependsOn: ["running"] })
+      ]
+      const { result, events } = yield* Testing.runScripted(agents, { concurrency: 3, budget: { costUsd: 2 } })
+      assert.deepStrictEqual(tags(result), {
+        cheap: "Succeeded",
+        pricey: "Interrupted",
+        running: "Interrupted",
+        waiting: "Cancelled"
+      })
+      assert.deepStrictEqual(result.stopped, { _tag: "BudgetExceeded", agentId: "pricey", limit: "costUsd", spent: 2.5, budget: 2 })
+      assert.deepStrictEqual(result.get("cheap")!.usage, { inputTokens: 100, outputTokens: 10, costUsd: 0.5 })
+      assert.deepStrictEqual(result.usage, { inputTokens: 1100, outputTokens: 10, costUsd: 2.5 })
+      assert.include((result.get("running") as Outcome.Interrupted).reason, "costUsd budget of 2 exceeded")
+      assert.isTrue(events.some((e) => e._tag === "Stopping"))
+    }))
+
+  it.effect("a slow subscriber does not slow the agents and a failing one does not break the run", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = Array.from({ length: 4 }, (_, i) => Testing.scripted(timeline, `a${i}`, { duration: "1 second" }))
+      const slow = yield* Effect.forkChild(
+        Corral.run(agents, { concurrency: 4, onEvent: () => Effect.sleep("1 minute") }),
+        { startImmediately: true }
+      )
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(timeline.intervals.length, 4)
+      assert.isTrue(timeline.intervals.every((i) => i.end === 1000))
+      yield* Testing.advanceUntilDone(slow, "1 minute")
+      assert.isTrue((yield* Fiber.join(slow)).allSucceeded)
+
+      let seen = 0
+      const failing = yield* Corral.run(
+        [Agent.make("x", { run: Effect.succeed(1) }), Agent.make("y", { run: Effect.succeed(2) })],
+        {
+          onEvent: () =>
+            Effect.sync(() => {
+              if (++seen === 2) throw new Error("subscriber bug")
+            })
+        }
+      )
+      assert.isTrue(failing.allSucceeded)
+      assert.strictEqual(seen, 2)
+    }))
+
+  it.effect("events arrive in order and carry consistent progress", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "a", { duration: "1 second" }, { claims: { write: ["x"] } }),
+        Testing.scripted(timeline, "b", { duration: "1 second" }, { claims: { write: ["x"] } }),
+        Testing.scripted(timeline, "c", { duration: "3 seconds", fail: "no" })
+      ]
+      const recorded = yield* Testing.runScripted(agents, { concurrency: 2 })
+      const seq = recorded.events.map((e: CorralEvent.CorralEvent) => ("agentId" in e ? `${e._tag}:${e.agentId}` : e._tag))
+      assert.deepStrictEqual(seq, [
+        "RunStarted",
+        "Queued:a",
+        "Queued:b",
+        "Queued:c",
+        "ClaimsAcquired:a",
+        "Started:a",
+        "WaitingForClaims:b",
+        "Started:c",
+        "Finished:a",
+        "ClaimsAcquired:b",
+        "Started:b",
+        "Finished:b",
+        "Finished:c",
+        "RunFinished"
+      ])
+      const last = recorded.events.at(-1)!
+      assert.deepStrictEqual(last.progress, {
+        total: 3,
+        pending: 0,
+        waiting: 0,
+        running: 0,
+        done: 3,
+        succeeded: 2,
+        failed: 1,
+        timedOut: 0,
+        interrupted: 0,
+        cancelled: 0,
+        skipped: 0
+      })
+      const waiting = recorded.events.find((e) => e._tag === "WaitingForClaims")!
+      assert.strictEqual(waiting.progress.waiting, 1)
+      assert.deepStrictEqual(Testing.checkRun(agents, recorded, 2), [])
+    }))
+})

@@ -1,0 +1,355 @@
+/**
+ * Isolated workspaces for agents: one git worktree (or folder copy) per agent, a private environment
+ * (port block, temp and cache folders, build namespace), merge-back into a per-run integration branch
+ * with conflict detection, early conflict warnings, and garbage collection of crashed runs.
+ *
+ * The user's checkout, index and current branch are never modified: merges run with
+ * `git merge-tree --write-tree`, `git commit-tree` and a compare-and-swap `git update-ref`.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as errors from "./internal/workspaceErrors.ts"
+import { makeWorkspace } from "./internal/workspaceService.ts"
+
+/**
+ * `worktree`: a git worktree on branch `corral/<runId>/<agentId>`. `directory`: a copy of the folder
+ * (`cp --reflink=auto -a`). `none`: the shared folder itself.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Strategy = "worktree" | "directory" | "none"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface AcquireOptions {
+  /** The user's repository (or folder for `directory` / `none`). */
+  readonly repo: string
+  readonly runId: string
+  readonly agentId: string
+  /** @default "worktree" */
+  readonly strategy?: Strategy | undefined
+  /** Commit to start from, usually `integration.head()`. @default "HEAD" */
+  readonly base?: string | undefined
+  /** Untracked files (relative paths such as `.env`) copied from the repository into the workspace. */
+  readonly copyFiles?: ReadonlyArray<string> | undefined
+  /** Folders to check out (cone-mode sparse checkout); everything when omitted. */
+  readonly sparse?: ReadonlyArray<string> | undefined
+  /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
+  readonly stateDir?: string | undefined
+  /** Called from the scope finalizer with what was removed or kept. */
+  readonly onRelease?: ((report: ReleaseReport) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * A live workspace. `env` is meant to be merged into the agent process environment.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkspaceHandle {
+  readonly repo: string
+  readonly runId: string
+  readonly agentId: string
+  readonly strategy: Strategy
+  readonly dir: string
+  readonly branch: string | undefined
+  readonly baseCommit: string | undefined
+  readonly namespace: string
+  readonly ports: { readonly first: number; readonly count: number }
+  readonly env: Readonly<Record<string, string>>
+  readonly warnings: ReadonlyArray<string>
+}
+
+/**
+ * What the release of a workspace did. Work is never destroyed: a dirty worktree or folder copy is
+ * kept, and a branch is deleted only when its commits are reachable from its base or integration branch.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReleaseReport {
+  readonly agentId: string
+  readonly dir: string
+  readonly workspace: "removed" | "kept" | "shared"
+  readonly branch: "deleted" | "kept" | "none"
+  readonly reasons: ReadonlyArray<string>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type MergeResult =
+  | { readonly _tag: "Merged"; readonly head: string; readonly fastForward: boolean }
+  | { readonly _tag: "UpToDate"; readonly head: string }
+  | {
+      readonly _tag: "Conflict"
+      readonly head: string
+      readonly agentId: string
+      readonly branch: string
+      readonly paths: ReadonlyArray<string>
+    }
+
+/**
+ * Files that two parties (agents, or an agent and `"integration"`) both changed incompatibly.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConflictPrediction {
+  readonly agents: readonly [string, string]
+  readonly paths: ReadonlyArray<string>
+}
+
+/**
+ * The result of {@link Integration.commitAll}: `commit` is the branch tip, `changed` whether a commit was made.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CommitResult {
+  readonly commit: string
+  readonly changed: boolean
+}
+
+/**
+ * The integration branch `corral/<runId>/integration` of one run. Merges are applied one at a time.
+ *
+ * @example
+ * ```ts
+ * const integration = yield* ws.integration({ repo, runId: "r1" })
+ * const handle = yield* ws.acquire({ repo, runId: "r1", agentId: "a", base: yield* integration.head() })
+ * yield* integration.commitAll(handle, "add parser")
+ * const result = yield* integration.merge(handle) // { _tag: "Merged" } or { _tag: "Conflict", paths }
+ * ```
+ * @since 0.1.0
+ * @category models
+ */
+export interface Integration {
+  readonly repo: string
+  readonly runId: string
+  readonly branch: string
+  readonly baseCommit: string
+  readonly head: () => Effect.Effect<string, WorkspaceError>
+  readonly commitAll: (handle: WorkspaceHandle, message: string) => Effect.Effect<CommitResult, WorkspaceError>
+  readonly merge: (handle: WorkspaceHandle) => Effect.Effect<MergeResult, WorkspaceError>
+  readonly predictConflicts: (
+    handle: WorkspaceHandle,
+    others: ReadonlyArray<WorkspaceHandle>
+  ) => Effect.Effect<ReadonlyArray<ConflictPrediction>, WorkspaceError>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface IntegrationOptions {
+  readonly repo: string
+  readonly runId: string
+  /** @default "HEAD" */
+  readonly base?: string | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface GcOptions {
+  readonly repo: string
+  /** Only runs whose lease (or folder) is at least this old are collected. @default 0 */
+  readonly olderThan?: Duration.Input | undefined
+  readonly dryRun?: boolean | undefined
+  /** @default "<repo>/.corral" */
+  readonly stateDir?: string | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface GcItem {
+  readonly kind: "worktree" | "branch" | "directory" | "lease"
+  readonly target: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface GcReport {
+  readonly removed: ReadonlyArray<GcItem>
+  readonly kept: ReadonlyArray<GcItem & { readonly reason: string }>
+}
+
+/**
+ * A run's liveness lease at `.corral/runs/<runId>.json`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunLease {
+  readonly runId: string
+  readonly path: string
+  readonly pid: number
+  readonly hostname: string
+  readonly startedAt: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Config {
+  /** First port of the first block. @default 20000 */
+  readonly portBase: number
+  /** Ports per agent. @default 10 */
+  readonly portsPerAgent: number
+  /** Number of blocks (live agents) available. @default 1000 */
+  readonly portBlocks: number
+  /** How often leases are refreshed. @default "10 seconds" */
+  readonly heartbeat: Duration.Input
+  /** A lease from another host whose heartbeat is older than this counts as dead. @default "5 minutes" */
+  readonly staleAfter: Duration.Input
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const NotAGitRepository = errors.NotAGitRepository
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type NotAGitRepository = errors.NotAGitRepository
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const BranchAlreadyExists = errors.BranchAlreadyExists
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type BranchAlreadyExists = errors.BranchAlreadyExists
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidWorkspaceId = errors.InvalidWorkspaceId
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidWorkspaceId = errors.InvalidWorkspaceId
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const WorkspaceIoError = errors.WorkspaceIoError
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type WorkspaceIoError = errors.WorkspaceIoError
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const PortsExhausted = errors.PortsExhausted
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type PortsExhausted = errors.PortsExhausted
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const IntegrationMoved = errors.IntegrationMoved
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type IntegrationMoved = errors.IntegrationMoved
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const UnsupportedStrategy = errors.UnsupportedStrategy
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type UnsupportedStrategy = errors.UnsupportedStrategy
+
+/**
+ * Every failure of this module, including git failures (`GitError`, `GitNotFound`, `DiskFull`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type WorkspaceError = errors.WorkspaceError
+
+/**
+ * Default {@link Config}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const defaultConfig: Config = {
+  portBase: 20000,
+  portsPerAgent: 10,
+  portBlocks: 1000,
+  heartbeat: "10 seconds",
+  staleAfter: "5 minutes"
+}
+
+/**
+ * Workspaces for agents. One instance per process: it serializes worktree changes per repository and
+ * hands out non-overlapping port blocks.
+ *
+ * @example
+ * ```ts
+ * const program = Effect.scoped(Effect.gen(function* () {
+ *   const ws = yield* Workspace
+ *   yield* ws.registerRun(repo, "r1")
+ *   const handle = yield* ws.acquire({ repo, runId: "r1", agentId: "a" })
+ *   // run the agent in handle.dir with handle.env
+ * })).pipe(Effect.provide(Workspace.layer))
+ * ```
+ * @since 0.1.0
+ * @category services
+ */
+export class Workspace extends Context.Service<
+  Workspace,
+  {
+    readonly acquire: (options: AcquireOptions) => Effect.Effect<WorkspaceHandle, WorkspaceError, Scope.Scope>
+    readonly integration: (options: IntegrationOptions) => Effect.Effect<Integration, WorkspaceError>
+    readonly registerRun: (repo: string, runId: string) => Effect.Effect<RunLease, WorkspaceError, Scope.Scope>
+    readonly gc: (options: GcOptions) => Effect.Effect<GcReport, WorkspaceError>
+  }
+>()("@corral/platform-node/Workspace") {
+  /**
+   * The service with {@link defaultConfig}.
+   *
+   * @since 0.1.0
+   */
+  static readonly layer: Layer.Layer<Workspace> = Layer.sync(Workspace, () => makeWorkspace(defaultConfig))
+
+  /**
+   * The service with some settings overridden, e.g. `Workspace.layerWith({ portBase: 30000 })`.
+   *
+   * @since 0.1.0
+   */
+  static readonly layerWith = (config: Partial<Config>): Layer.Layer<Workspace> =>
+    Layer.sync(Workspace, () => makeWorkspace({ ...defaultConfig, ...config }))
+}

@@ -1,0 +1,115 @@
+import { execFile } from "node:child_process"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+
+export class GitError extends Data.TaggedError("GitError")<{
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly exitCode: number
+  readonly stderr: string
+}> {
+  override get message() {
+    const detail = this.stderr.trim() || "no output"
+    return `git ${this.args.join(" ")} failed in ${this.cwd} (exit ${this.exitCode}): ${detail}`
+  }
+  get isLockContention(): boolean {
+    return lockPattern.test(this.stderr) && !this.stderr.includes("but expected")
+  }
+}
+
+export class GitNotFound extends Data.TaggedError("GitNotFound")<{ readonly cwd: string }> {
+  override get message() {
+    return `the git executable was not found on PATH (needed in ${this.cwd}); install git 2.38 or newer`
+  }
+}
+
+export class DiskFull extends Data.TaggedError("DiskFull")<{
+  readonly path: string
+  readonly detail: string
+}> {
+  override get message() {
+    return `no space left on the device holding ${this.path}: ${this.detail.trim()}`
+  }
+}
+
+export type GitFailure = GitError | GitNotFound | DiskFull
+
+export interface GitOptions {
+  readonly cwd: string
+  readonly env?: Readonly<Record<string, string>> | undefined
+  readonly okExitCodes?: ReadonlyArray<number> | undefined
+}
+
+export interface GitOutput {
+  readonly stdout: string
+  readonly stderr: string
+  readonly exitCode: number
+}
+
+const lockPattern =
+  /\.lock'?: File exists|Unable to create '.*\.lock'|cannot lock ref|could not lock config file|is locked/i
+const diskFullPattern = /No space left on device|ENOSPC|disk quota exceeded/i
+
+const redirectingVariables = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR"]
+
+const baseEnv = (): Record<string, string | undefined> => {
+  const env: Record<string, string | undefined> = { ...process.env, LC_ALL: "C", GIT_TERMINAL_PROMPT: "0" }
+  for (const name of redirectingVariables) delete env[name]
+  return env
+}
+
+export const corralIdentity = [
+  "-c",
+  "user.name=corral",
+  "-c",
+  "user.email=corral@localhost",
+  "-c",
+  "commit.gpgsign=false"
+] as const
+
+const globalArgs = ["-c", "gc.auto=0", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+
+const spawnGit = (args: ReadonlyArray<string>, options: GitOptions) =>
+  Effect.callback<GitOutput, GitNotFound>((resume, signal) => {
+    execFile(
+      "git",
+      [...globalArgs, ...args],
+      { cwd: options.cwd, env: { ...baseEnv(), ...options.env }, maxBuffer: 256 * 1024 * 1024, signal },
+      (error, stdout, stderr) => {
+        const code = (error as NodeJS.ErrnoException | null)?.code
+        if (code === "ENOENT" && stderr === "") return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
+        const exitCode = error === null ? 0 : typeof code === "number" ? code : -1
+        resume(Effect.succeed({ stdout, stderr, exitCode }))
+      }
+    )
+  })
+
+const classify = (
+  args: ReadonlyArray<string>,
+  options: GitOptions,
+  out: GitOutput
+): Effect.Effect<GitOutput, GitFailure> => {
+  if (out.exitCode === 0 || options.okExitCodes?.includes(out.exitCode)) return Effect.succeed(out)
+  if (diskFullPattern.test(out.stderr)) return Effect.fail(new DiskFull({ path: options.cwd, detail: out.stderr }))
+  return Effect.fail(new GitError({ args, cwd: options.cwd, exitCode: out.exitCode, stderr: out.stderr }))
+}
+
+const lockRetry = Schedule.exponential("25 millis", 1.6).pipe(Schedule.jittered, Schedule.upTo({ times: 12 }))
+
+/** Runs git and returns its full output; fails unless the exit code is 0 or listed in `okExitCodes`. */
+export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Effect.Effect<GitOutput, GitFailure> =>
+  spawnGit(args, options).pipe(
+    Effect.flatMap((out) => classify(args, options, out)),
+    Effect.retry({ schedule: lockRetry, while: (e) => e._tag === "GitError" && e.isLockContention })
+  )
+
+/** Runs git and returns stdout without the trailing newline. */
+export const git = (args: ReadonlyArray<string>, options: GitOptions): Effect.Effect<string, GitFailure> =>
+  gitOutput(args, options).pipe(Effect.map((out) => out.stdout.replace(/\n$/, "")))
+
+/** Runs git and reports whether it exited with 0 (any other listed exit code means `false`). */
+export const gitTest = (args: ReadonlyArray<string>, options: GitOptions): Effect.Effect<boolean, GitFailure> =>
+  gitOutput(args, { ...options, okExitCodes: [1] }).pipe(Effect.map((out) => out.exitCode === 0))
+
+export const lines = (text: string): Array<string> => text.split("\n").filter((line) => line.length > 0)

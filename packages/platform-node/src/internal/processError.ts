@@ -1,0 +1,83 @@
+import * as Data from "effect/Data"
+
+/**
+ * A limit a process can exceed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LimitName = "memoryMb" | "cpuSeconds" | "fileSizeMb" | "maxOutputBytes"
+
+/**
+ * Why a process failed: a non-zero `exit`, a `signal`, a `limit`, a `spawn` problem (bad command or cwd),
+ * or a missing or invalid `result` file.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FailureReason = "exit" | "signal" | "limit" | "spawn" | "result"
+
+/**
+ * A process run by `ProcessRunner.run` failed. `crashed` is true when the process died from a signal that
+ * points at a crash (SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP, or SIGKILL from outside,
+ * e.g. the kernel OOM killer). `tail` holds the last output lines, with secrets redacted.
+ *
+ * @example
+ * ```ts
+ * ProcessRunner.run({ command: "make" }).pipe(
+ *   Effect.catchTag("ProcessFailed", (e) => Effect.succeed(e.reason === "limit" ? e.limit : e.exitCode))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ProcessFailed extends Data.TaggedError("ProcessFailed")<{
+  readonly reason: FailureReason
+  readonly name: string
+  readonly command: string
+  readonly crashed: boolean
+  readonly tail: ReadonlyArray<string>
+  readonly durationMs: number
+  readonly exitCode?: number | undefined
+  readonly signal?: string | undefined
+  readonly limit?: LimitName | undefined
+  readonly limitValue?: number | undefined
+  readonly peakRssMb?: number | undefined
+  readonly detail?: string | undefined
+  readonly logPath?: string | undefined
+}> {
+  override get message(): string {
+    const head = `process ${JSON.stringify(this.name)}`
+    switch (this.reason) {
+      case "exit":
+        return `${head} exited with code ${this.exitCode}${lastLine(this.detail)}`
+      case "signal":
+        return `${head} was killed by ${this.signal}${this.crashed ? " (crashed)" : ""}${lastLine(this.detail)}`
+      case "limit":
+        return `${head} exceeded its ${describeLimit(this)}`
+      case "spawn":
+        return `${head} could not be started: ${this.detail}`
+      case "result":
+        return `${head} did not produce a valid result file: ${this.detail}`
+    }
+  }
+}
+
+const lastLine = (line: string | undefined): string => (line === undefined || line === "" ? "" : `: ${line}`)
+
+const describeLimit = (e: ProcessFailed): string => {
+  const by = e.signal === undefined ? "" : `, killed by ${e.signal}`
+  switch (e.limit) {
+    case "memoryMb":
+      return `memory limit (${e.limitValue} MB, peak ${e.peakRssMb} MB)`
+    case "cpuSeconds":
+      return `CPU time limit (${e.limitValue} s${by})`
+    case "fileSizeMb":
+      return `file size limit (${e.limitValue} MB${by})`
+    case "maxOutputBytes":
+      return `output limit (${e.limitValue} bytes)`
+    default:
+      return "limits"
+  }
+}

@@ -1,0 +1,156 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Duration from "effect/Duration"
+import type { ProcessLimits, ProcessSpec } from "../ProcessRunner.ts"
+
+export interface Plan {
+  readonly name: string
+  readonly display: string
+  readonly argv: readonly [string, ...Array<string>]
+  readonly cwd: string
+  readonly env: Record<string, string>
+  readonly secrets: ReadonlyArray<string>
+  readonly logPath: string | undefined
+  readonly resultPath: string | undefined
+  readonly killGraceMs: number
+}
+
+export interface Tools {
+  readonly prlimit: string | undefined
+  readonly nice: string | undefined
+}
+
+const inheritable = /^(PATH|HOME|LANG|LANGUAGE|LC_\w+|TERM|USER|LOGNAME|SHELL|TMPDIR|TZ|NODE_\w+)$/
+
+export const childEnv = (spec: ProcessSpec): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && (spec.inheritEnv === true || inheritable.test(key))) env[key] = value
+  }
+  for (const name of spec.secrets ?? []) {
+    const value = process.env[name]
+    if (value !== undefined) env[name] = value
+  }
+  return { ...env, ...spec.env }
+}
+
+export const secretValues = (spec: ProcessSpec, env: Record<string, string>): ReadonlyArray<string> =>
+  (spec.secrets ?? [])
+    .map((name) => env[name] ?? "")
+    .filter((value) => value.length > 0)
+    .sort((a, b) => b.length - a.length)
+
+export const redactWith =
+  (secrets: ReadonlyArray<string>) =>
+  (text: string): string => {
+    let out = text
+    for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join("***")
+    return out
+  }
+
+const isExecutable = (file: string): boolean => {
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+const isDirectory = (dir: string): boolean => {
+  try {
+    return fs.statSync(dir).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+export const findExecutable = (command: string, searchPath: string | undefined, cwd: string): string | undefined => {
+  if (command.includes("/")) {
+    const file = path.resolve(cwd, command)
+    return isExecutable(file) ? file : undefined
+  }
+  for (const dir of (searchPath ?? "").split(path.delimiter)) {
+    if (dir === "") continue
+    const file = path.join(dir, command)
+    if (isExecutable(file)) return file
+  }
+  return undefined
+}
+
+let cachedTools: Tools | undefined
+export const systemTools = (): Tools =>
+  (cachedTools ??= {
+    prlimit: findExecutable("prlimit", process.env.PATH, "/"),
+    nice: findExecutable("nice", process.env.PATH, "/")
+  })
+
+const hasRlimits = (limits: ProcessLimits): boolean =>
+  limits.cpuSeconds !== undefined || limits.fileSizeMb !== undefined || limits.maxProcesses !== undefined
+
+const prlimitArgs = (limits: ProcessLimits): Array<string> => {
+  const args: Array<string> = []
+  if (limits.cpuSeconds !== undefined) {
+    const soft = Math.max(1, Math.ceil(limits.cpuSeconds))
+    args.push(`--cpu=${soft}:${soft + 1}`)
+  }
+  if (limits.fileSizeMb !== undefined) args.push(`--fsize=${Math.ceil(limits.fileSizeMb * 1024 * 1024)}`)
+  if (limits.maxProcesses !== undefined) args.push(`--nproc=${limits.maxProcesses}`)
+  return args
+}
+
+const ulimitScript = (limits: ProcessLimits): string => {
+  const steps: Array<string> = []
+  if (limits.cpuSeconds !== undefined) {
+    const soft = Math.max(1, Math.ceil(limits.cpuSeconds))
+    steps.push(`ulimit -H -t ${soft + 1}`, `ulimit -S -t ${soft}`)
+  }
+  if (limits.fileSizeMb !== undefined) steps.push(`ulimit -f ${Math.ceil(limits.fileSizeMb * 2048)}`)
+  if (limits.maxProcesses !== undefined) steps.push(`ulimit -u ${limits.maxProcesses}`)
+  return [...steps, `exec "$@"`].join(" && ")
+}
+
+export const wrapArgv = (
+  base: readonly [string, ...Array<string>],
+  limits: ProcessLimits,
+  tools: Tools
+): readonly [string, ...Array<string>] => {
+  const niced: readonly [string, ...Array<string>] =
+    limits.nice !== undefined && tools.nice !== undefined ? [tools.nice, "-n", String(limits.nice), ...base] : base
+  if (!hasRlimits(limits)) return niced
+  if (tools.prlimit !== undefined) return [tools.prlimit, ...prlimitArgs(limits), "--", ...niced]
+  return ["/bin/sh", "-c", ulimitScript(limits), "corral-limits", ...niced]
+}
+
+const quote = (word: string): string => (/^[\w@%+=:,./-]+$/.test(word) ? word : JSON.stringify(word))
+
+const safeFileName = (name: string): string => name.replace(/[^\w.-]+/g, "_").slice(0, 120) || "process"
+
+export const defaultName = (spec: ProcessSpec): string =>
+  spec.name ?? (spec.shell === true ? "sh" : path.basename(spec.command))
+
+export type PlanResult = { readonly _tag: "Plan"; readonly plan: Plan } | { readonly _tag: "Invalid"; readonly detail: string }
+
+export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanResult => {
+  const cwd = path.resolve(spec.cwd ?? process.cwd())
+  if (!isDirectory(cwd)) return { _tag: "Invalid", detail: `working directory does not exist: ${cwd}` }
+  const env = childEnv(spec)
+  const secrets = secretValues(spec, env)
+  const executable = spec.shell === true ? "/bin/sh" : findExecutable(spec.command, env.PATH, cwd)
+  if (executable === undefined) return { _tag: "Invalid", detail: `command not found: ${spec.command}` }
+  const base: readonly [string, ...Array<string>] =
+    spec.shell === true ? [executable, "-c", spec.command] : [executable, ...(spec.args ?? [])]
+  const name = defaultName(spec)
+  const plan: Plan = {
+    name,
+    display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
+    argv: wrapArgv(base, spec.limits ?? {}, tools),
+    cwd,
+    env,
+    secrets,
+    logPath: spec.logDir === undefined ? undefined : path.resolve(cwd, spec.logDir, `${safeFileName(name)}.log`),
+    resultPath: spec.resultFile === undefined ? undefined : path.resolve(cwd, spec.resultFile),
+    killGraceMs: Duration.toMillis(spec.killGrace ?? "2 seconds")
+  }
+  return { _tag: "Plan", plan }
+}

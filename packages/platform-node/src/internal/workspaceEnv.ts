@@ -1,0 +1,107 @@
+import { createHash } from "node:crypto"
+import * as fs from "node:fs/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import { PortsExhausted } from "./workspaceErrors.ts"
+import { makeDir } from "./workspaceFs.ts"
+
+export const lockfileNames = ["pnpm-lock.yaml", "package-lock.json", "yarn.lock", "Cargo.lock", "uv.lock"] as const
+
+export interface PortConfig {
+  readonly base: number
+  readonly size: number
+  readonly blocks: number
+}
+
+export interface PortBlock {
+  readonly first: number
+  readonly count: number
+}
+
+export const lockfileHash = (dir: string) =>
+  Effect.promise(async () => {
+    const hash = createHash("sha256")
+    let found = false
+    for (const name of lockfileNames) {
+      const content = await fs.readFile(path.join(dir, name)).catch(() => undefined)
+      if (content === undefined) continue
+      found = true
+      hash.update(name).update("\0").update(content).update("\0")
+    }
+    return found ? hash.digest("hex") : "none"
+  })
+
+export const namespaceOf = (parts: { readonly lockHash: string; readonly agentId: string }): string =>
+  createHash("sha256")
+    .update(JSON.stringify([process.platform, process.arch, process.version, parts.lockHash, parts.agentId]))
+    .digest("hex")
+    .slice(0, 16)
+
+export const makePortAllocator = (config: PortConfig) => {
+  const used = new Set<number>()
+  const take = (agentId: string) =>
+    Effect.suspend(() => {
+      for (let index = 0; index < config.blocks; index++) {
+        if (used.has(index)) continue
+        used.add(index)
+        return Effect.succeed(index)
+      }
+      return Effect.fail(new PortsExhausted({ agentId, blocks: config.blocks }))
+    })
+  return (agentId: string): Effect.Effect<PortBlock, PortsExhausted, Scope.Scope> =>
+    Effect.acquireRelease(take(agentId), (index) => Effect.sync(() => used.delete(index))).pipe(
+      Effect.map((index) => ({ first: config.base + index * config.size, count: config.size }))
+    )
+}
+
+export interface AgentDirs {
+  readonly agentDir: string
+  readonly dataDir: string
+  readonly tmpDir: string
+  readonly cacheDir: string
+}
+
+export const agentDirs = (stateDir: string, runId: string, agentId: string, namespace: string): AgentDirs => {
+  const agentDir = path.join(stateDir, "agents", runId, agentId)
+  return {
+    agentDir,
+    dataDir: path.join(agentDir, "data"),
+    tmpDir: path.join(agentDir, "tmp"),
+    cacheDir: path.join(stateDir, "cache", namespace)
+  }
+}
+
+export const makeAgentDirs = (dirs: AgentDirs) =>
+  Effect.forEach(
+    [dirs.dataDir, dirs.tmpDir, path.join(dirs.cacheDir, "xdg"), path.join(dirs.cacheDir, "pycache")],
+    makeDir,
+    { discard: true }
+  )
+
+export const agentEnv = (input: {
+  readonly dirs: AgentDirs
+  readonly ports: PortBlock
+  readonly namespace: string
+  readonly runId: string
+  readonly agentId: string
+  readonly workspaceDir: string
+}): Record<string, string> => ({
+  PORT: String(input.ports.first),
+  CORRAL_PORT_BASE: String(input.ports.first),
+  CORRAL_PORT_COUNT: String(input.ports.count),
+  CORRAL_RUN_ID: input.runId,
+  CORRAL_AGENT_ID: input.agentId,
+  CORRAL_WORKSPACE: input.workspaceDir,
+  CORRAL_AGENT_DIR: input.dirs.dataDir,
+  CORRAL_NAMESPACE: input.namespace,
+  TMPDIR: input.dirs.tmpDir,
+  TMP: input.dirs.tmpDir,
+  TEMP: input.dirs.tmpDir,
+  CARGO_TARGET_DIR: path.join(input.dirs.cacheDir, "cargo-target"),
+  PYTHONPYCACHEPREFIX: path.join(input.dirs.cacheDir, "pycache"),
+  XDG_CACHE_HOME: path.join(input.dirs.cacheDir, "xdg")
+})
+
+export const hostname = (): string => os.hostname()

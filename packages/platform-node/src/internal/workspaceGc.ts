@@ -1,0 +1,214 @@
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { Config, GcItem, GcOptions, GcReport } from "../Workspace.ts"
+import { git, lines } from "./git.ts"
+import type { WorkspaceError } from "./workspaceErrors.ts"
+import { attempt, exists, listDir, removePath } from "./workspaceFs.ts"
+import { isLeaseAlive, type LeaseFile, leasePath, readLeases } from "./workspaceLease.ts"
+import {
+  branchPrefix,
+  integrationBranch,
+  integrationName,
+  isAncestor,
+  type RepoInfo,
+  type RepoLocks,
+  resolveRepo,
+  worktreeDirty
+} from "./workspaceRepo.ts"
+
+interface WorktreeEntry {
+  readonly path: string
+  readonly branch: string | undefined
+}
+
+interface Collector {
+  readonly removed: Array<GcItem>
+  readonly kept: Array<GcItem & { readonly reason: string }>
+  readonly dryRun: boolean
+  readonly keptBranches: Set<string>
+}
+
+const runOfBranch = (branch: string) => branch.slice(branchPrefix.length).split("/")[0]!
+
+const listWorktrees = (root: string) =>
+  git(["worktree", "list", "--porcelain"], { cwd: root }).pipe(
+    Effect.map((out) =>
+      out.split("\n\n").flatMap((block): Array<WorktreeEntry> => {
+        const fields = lines(block)
+        const worktree = fields.find((line) => line.startsWith("worktree "))
+        const branch = fields.find((line) => line.startsWith("branch refs/heads/"))
+        return worktree === undefined
+          ? []
+          : [{ path: worktree.slice(9), branch: branch?.slice("branch refs/heads/".length) }]
+      })
+    )
+  )
+
+const listCorralBranches = (root: string) =>
+  git(["for-each-ref", "--format=%(refname:short)", `refs/heads/${branchPrefix}`], { cwd: root }).pipe(
+    Effect.map(lines)
+  )
+
+const reachableOutsideCorral = (root: string, tip: string) =>
+  Effect.gen(function* () {
+    if (yield* isAncestor(root, tip, "HEAD")) return true
+    const containing = yield* git(
+      ["for-each-ref", "--contains", tip, "--format=%(refname)", "refs/heads", "refs/tags"],
+      {
+        cwd: root
+      }
+    )
+    return lines(containing).some((ref) => !ref.startsWith(`refs/heads/${branchPrefix}`))
+  })
+
+const act = (collector: Collector, item: GcItem, effect: Effect.Effect<unknown, WorkspaceError>) =>
+  (collector.dryRun ? Effect.void : effect).pipe(
+    Effect.andThen(Effect.sync(() => collector.removed.push(item))),
+    Effect.catch((error) =>
+      Effect.sync(() => collector.kept.push({ ...item, reason: `removal failed: ${error.message}` }))
+    )
+  )
+
+const keep = (collector: Collector, item: GcItem, reason: string) =>
+  Effect.sync(() => collector.kept.push({ ...item, reason }))
+
+const collectWorktree = (repo: RepoInfo, locks: RepoLocks, collector: Collector, entry: WorktreeEntry) =>
+  Effect.gen(function* () {
+    const item: GcItem = { kind: "worktree", target: entry.path }
+    if (!(yield* exists(entry.path))) return yield* act(collector, item, Effect.void)
+    const dirty = yield* worktreeDirty(entry.path).pipe(Effect.orElseSucceed(() => true))
+    if (dirty) {
+      if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
+      return yield* keep(collector, item, "the worktree has uncommitted changes")
+    }
+    const remove = git(["worktree", "remove", "--force", entry.path], { cwd: repo.root })
+    yield* act(collector, item, locks(repo.commonDir).withPermit(remove))
+  })
+
+const branchVerdict = (root: string, branch: string, branches: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const run = runOfBranch(branch)
+    const integration = integrationBranch(run)
+    if (yield* reachableOutsideCorral(root, branch)) return undefined
+    if (branch === integration) return `${branch} holds merged work that none of your branches contain yet`
+    if (branches.includes(integration) && (yield* isAncestor(root, branch, integration))) return undefined
+    return `${branch} has commits that are not merged into ${integration}`
+  })
+
+const collectBranch = (
+  repo: RepoInfo,
+  locks: RepoLocks,
+  collector: Collector,
+  branch: string,
+  all: ReadonlyArray<string>
+) =>
+  Effect.gen(function* () {
+    const item: GcItem = { kind: "branch", target: branch }
+    if (collector.keptBranches.has(branch)) return yield* keep(collector, item, "its worktree was kept")
+    const reason = yield* branchVerdict(repo.root, branch, all)
+    if (reason !== undefined) return yield* keep(collector, item, reason)
+    yield* act(
+      collector,
+      item,
+      locks(repo.commonDir).withPermit(git(["branch", "-D", "--quiet", branch], { cwd: repo.root }))
+    )
+  })
+
+const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: string, registered: ReadonlySet<string>) =>
+  Effect.gen(function* () {
+    const runDir = path.join(stateDir, "worktrees", runId)
+    for (const entry of yield* listDir(runDir)) {
+      const dir = path.join(runDir, entry.name)
+      if (registered.has(dir) || collector.kept.some((kept) => kept.target === dir)) continue
+      const item: GcItem = { kind: "directory", target: dir }
+      const empty = (yield* listDir(dir)).length === 0
+      if (empty) yield* act(collector, item, removePath(dir))
+      else
+        yield* keep(
+          collector,
+          item,
+          "not a registered git worktree (a folder copy or a crash leftover); remove it by hand"
+        )
+    }
+    const keptAgents = new Set(collector.kept.map((kept) => path.basename(kept.target)))
+    for (const entry of yield* listDir(path.join(stateDir, "agents", runId))) {
+      if (keptAgents.has(entry.name)) continue
+      if (!collector.dryRun) yield* removePath(path.join(stateDir, "agents", runId, entry.name)).pipe(Effect.ignore)
+    }
+    if (!collector.dryRun) {
+      for (const dir of [runDir, path.join(stateDir, "agents", runId)]) {
+        if ((yield* listDir(dir)).length === 0) yield* removePath(dir).pipe(Effect.ignore)
+      }
+    }
+  })
+
+const runAge = (stateDir: string, lease: LeaseFile | undefined, now: number) =>
+  lease !== undefined
+    ? Effect.succeed(now - lease.heartbeatAt)
+    : attempt("inspect", stateDir, () =>
+        fs.stat(stateDir).then(
+          (info) => now - info.mtimeMs,
+          () => Number.POSITIVE_INFINITY
+        )
+      )
+
+const deadRuns = (config: Config, options: GcOptions, stateDir: string, candidates: ReadonlySet<string>) =>
+  Effect.gen(function* () {
+    const leases = yield* readLeases(stateDir)
+    const now = yield* Clock.currentTimeMillis
+    const minAge = Duration.toMillis(Duration.fromInputUnsafe(options.olderThan ?? 0))
+    const dead = new Set<string>()
+    for (const runId of new Set([...candidates, ...leases.keys()])) {
+      const lease = leases.get(runId)
+      if (isLeaseAlive(lease, now, config.staleAfter)) continue
+      const age = yield* runAge(path.join(stateDir, "worktrees", runId), lease, now)
+      if (age >= minAge) dead.add(runId)
+    }
+    return { dead, leases }
+  })
+
+export const collectGarbage = (
+  config: Config,
+  locks: RepoLocks,
+  options: GcOptions
+): Effect.Effect<GcReport, WorkspaceError> =>
+  Effect.gen(function* () {
+    const repo = yield* resolveRepo(options.repo)
+    const stateDir = path.resolve(options.stateDir ?? path.join(repo.root, ".corral"))
+    const collector: Collector = { removed: [], kept: [], dryRun: options.dryRun ?? false, keptBranches: new Set() }
+    const worktrees = (yield* listWorktrees(repo.root)).filter(
+      (entry) =>
+        entry.branch?.startsWith(branchPrefix) || entry.path.startsWith(path.join(stateDir, "worktrees") + path.sep)
+    )
+    const branches = yield* listCorralBranches(repo.root)
+    const dirs = (yield* listDir(path.join(stateDir, "worktrees"))).map((entry) => entry.name)
+    const candidates = new Set([...branches.map(runOfBranch), ...dirs])
+    const { dead, leases } = yield* deadRuns(config, options, stateDir, candidates)
+    const runOfWorktree = (entry: WorktreeEntry) =>
+      entry.branch?.startsWith(branchPrefix) ? runOfBranch(entry.branch) : path.basename(path.dirname(entry.path))
+    for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {
+      yield* collectWorktree(repo, locks, collector, entry)
+    }
+    if (!collector.dryRun) yield* git(["worktree", "prune"], { cwd: repo.root })
+    const deadBranches = branches.filter((branch) => dead.has(runOfBranch(branch)))
+    const ordered = [
+      ...deadBranches.filter((b) => !b.endsWith(`/${integrationName}`)),
+      ...deadBranches.filter((b) => b.endsWith(`/${integrationName}`))
+    ]
+    for (const branch of ordered) yield* collectBranch(repo, locks, collector, branch, branches)
+    const registered = new Set(worktrees.map((entry) => entry.path))
+    for (const runId of dead) {
+      yield* collectLeftoverDirs(stateDir, collector, runId, registered)
+      if (leases.has(runId)) {
+        yield* act(
+          collector,
+          { kind: "lease", target: leasePath(stateDir, runId) },
+          removePath(leasePath(stateDir, runId))
+        )
+      }
+    }
+    return { removed: collector.removed, kept: collector.kept }
+  })

@@ -1,0 +1,96 @@
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import type { Config, RunLease } from "../Workspace.ts"
+import { hostname } from "./workspaceEnv.ts"
+import { InvalidWorkspaceId, type WorkspaceError } from "./workspaceErrors.ts"
+import { isPidAlive, listDir, readTextOrUndefined, removePath, writeText } from "./workspaceFs.ts"
+import { excludeStateDir, resolveRepo, validateId } from "./workspaceRepo.ts"
+
+export interface LeaseFile {
+  readonly pid: number
+  readonly hostname: string
+  readonly startedAt: number
+  readonly heartbeatAt: number
+}
+
+export const leasePath = (stateDir: string, runId: string) => path.join(stateDir, "runs", `${runId}.json`)
+
+const prepareStateDir = (repo: string) =>
+  resolveRepo(repo).pipe(
+    Effect.tap((info) => excludeStateDir(info, path.join(info.root, ".corral"))),
+    Effect.map((info) => path.join(info.root, ".corral")),
+    Effect.catchTag("NotAGitRepository", () => Effect.succeed(path.join(path.resolve(repo), ".corral")))
+  )
+
+const parseLease = (text: string | undefined): LeaseFile | undefined => {
+  if (text === undefined) return undefined
+  try {
+    const value = JSON.parse(text) as Partial<LeaseFile>
+    return typeof value.pid === "number" && typeof value.hostname === "string"
+      ? {
+          pid: value.pid,
+          hostname: value.hostname,
+          startedAt: value.startedAt ?? 0,
+          heartbeatAt: value.heartbeatAt ?? 0
+        }
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export const readLease = (stateDir: string, runId: string) =>
+  readTextOrUndefined(leasePath(stateDir, runId)).pipe(Effect.map(parseLease))
+
+export const readLeases = (stateDir: string) =>
+  listDir(path.join(stateDir, "runs")).pipe(
+    Effect.flatMap((entries) =>
+      Effect.forEach(
+        entries.filter((entry) => entry.name.endsWith(".json")).map((entry) => entry.name.slice(0, -5)),
+        (runId) => readLease(stateDir, runId).pipe(Effect.map((lease) => [runId, lease] as const))
+      )
+    ),
+    Effect.map((pairs) => new Map(pairs.filter((pair): pair is readonly [string, LeaseFile] => pair[1] !== undefined)))
+  )
+
+export const isLeaseAlive = (lease: LeaseFile | undefined, now: number, staleAfter: Duration.Input): boolean => {
+  if (lease === undefined) return false
+  if (lease.hostname === hostname()) return isPidAlive(lease.pid)
+  return now - lease.heartbeatAt < Duration.toMillis(Duration.fromInputUnsafe(staleAfter))
+}
+
+const writeLease = (file: string, lease: LeaseFile) => writeText(file, `${JSON.stringify(lease, null, 2)}\n`)
+
+export const registerRun = (
+  config: Config,
+  repo: string,
+  runId: string
+): Effect.Effect<RunLease, WorkspaceError, Scope.Scope> =>
+  Effect.gen(function* () {
+    yield* validateId("runId", runId)
+    const stateDir = yield* prepareStateDir(repo)
+    const file = leasePath(stateDir, runId)
+    const now = yield* Clock.currentTimeMillis
+    if (isLeaseAlive(yield* readLease(stateDir, runId), now, config.staleAfter)) {
+      return yield* new InvalidWorkspaceId({ field: "runId", value: runId, reason: `run is already live (${file})` })
+    }
+    const lease: LeaseFile = { pid: process.pid, hostname: hostname(), startedAt: now, heartbeatAt: now }
+    yield* Effect.acquireRelease(writeLease(file, lease), () => removePath(file).pipe(Effect.ignore))
+    const beat = Clock.currentTimeMillis.pipe(
+      Effect.flatMap((heartbeatAt) => writeLease(file, { ...lease, heartbeatAt })),
+      Effect.ignore,
+      Effect.uninterruptible
+    )
+    yield* Effect.forkScoped(
+      beat.pipe(Effect.repeat(Schedule.spaced(config.heartbeat)), Effect.delay(config.heartbeat))
+    )
+    return { runId, path: file, pid: lease.pid, hostname: lease.hostname, startedAt: lease.startedAt }
+  })
+
+export const removeLeaseFile = (stateDir: string, runId: string) =>
+  Effect.promise(() => fs.rm(leasePath(stateDir, runId), { force: true }))

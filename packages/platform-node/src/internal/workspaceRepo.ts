@@ -1,0 +1,90 @@
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import * as Effect from "effect/Effect"
+import * as Semaphore from "effect/Semaphore"
+import { type GitFailure, git, gitTest } from "./git.ts"
+import { InvalidWorkspaceId, NotAGitRepository } from "./workspaceErrors.ts"
+import { attempt, exists, type FsFailure } from "./workspaceFs.ts"
+
+export interface RepoInfo {
+  readonly root: string
+  readonly commonDir: string
+  readonly head: string
+}
+
+export const integrationName = "integration"
+export const branchPrefix = "corral/"
+export const agentBranch = (runId: string, agentId: string) => `${branchPrefix}${runId}/${agentId}`
+export const integrationBranch = (runId: string) => `${branchPrefix}${runId}/${integrationName}`
+
+const idPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+
+export const validateId = (field: "runId" | "agentId", value: string) => {
+  if (!idPattern.test(value) || value.endsWith(".lock") || value.includes("..")) {
+    const reason = "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    return Effect.fail(new InvalidWorkspaceId({ field, value, reason }))
+  }
+  if (field === "agentId" && value === integrationName) {
+    return Effect.fail(
+      new InvalidWorkspaceId({ field, value, reason: "the name is reserved for the integration branch" })
+    )
+  }
+  return Effect.void
+}
+
+export const resolveRepo = (repo: string): Effect.Effect<RepoInfo, NotAGitRepository | GitFailure | FsFailure> =>
+  Effect.gen(function* () {
+    const absolute = path.resolve(repo)
+    if (!(yield* exists(absolute))) return yield* new NotAGitRepository({ path: absolute })
+    const notRepo = () => Effect.fail(new NotAGitRepository({ path: absolute }))
+    const root = yield* git(["rev-parse", "--show-toplevel"], { cwd: absolute }).pipe(
+      Effect.catchTag("GitError", notRepo)
+    )
+    const commonDir = yield* git(["rev-parse", "--path-format=absolute", "--git-common-dir"], { cwd: root })
+    const head = yield* git(["rev-parse", "--verify", "HEAD^{commit}"], { cwd: root }).pipe(
+      Effect.catchTag("GitError", notRepo)
+    )
+    return { root, commonDir, head }
+  })
+
+export const resolveCommit = (repo: RepoInfo, rev: string) =>
+  git(["rev-parse", "--verify", `${rev}^{commit}`], { cwd: repo.root })
+
+export const branchExists = (cwd: string, branch: string) =>
+  gitTest(["show-ref", "--verify", "--quiet", `refs/heads/${branch}`], { cwd })
+
+export const isAncestor = (cwd: string, ancestor: string, descendant: string) =>
+  gitTest(["merge-base", "--is-ancestor", ancestor, descendant], { cwd })
+
+export const userCheckoutDirty = (root: string) =>
+  git(["status", "--porcelain", "--untracked-files=no"], { cwd: root }).pipe(Effect.map((out) => out.length > 0))
+
+export const worktreeDirty = (dir: string) =>
+  git(["status", "--porcelain", "--untracked-files=all"], { cwd: dir }).pipe(Effect.map((out) => out.length > 0))
+
+export const excludeStateDir = (repo: RepoInfo, stateDir: string) => {
+  const relative = path.relative(repo.root, stateDir)
+  if (relative.startsWith("..") || path.isAbsolute(relative)) return Effect.void
+  const pattern = `/${relative.split(path.sep).join("/")}/`
+  const file = path.join(repo.commonDir, "info", "exclude")
+  return attempt("update", file, async () => {
+    const current = await fs.readFile(file, "utf8").catch(() => "")
+    if (current.split("\n").includes(pattern)) return
+    await fs.mkdir(path.dirname(file), { recursive: true })
+    const separator = current.length === 0 || current.endsWith("\n") ? "" : "\n"
+    await fs.appendFile(file, `${separator}# corral workspaces\n${pattern}\n`)
+  })
+}
+
+export const makeRepoLocks = () => {
+  const locks = new Map<string, Semaphore.Semaphore>()
+  return (commonDir: string): Semaphore.Semaphore => {
+    const existing = locks.get(commonDir)
+    if (existing !== undefined) return existing
+    const created = Semaphore.makeUnsafe(1)
+    locks.set(commonDir, created)
+    return created
+  }
+}
+
+export type RepoLocks = ReturnType<typeof makeRepoLocks>

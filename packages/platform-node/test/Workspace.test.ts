@@ -1,0 +1,353 @@
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Scope from "effect/Scope"
+import { type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
+
+const sh = (cwd: string, ...args: Array<string>) =>
+  execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, LC_ALL: "C" } }).trim()
+
+const lines10 = (name: string) => `${Array.from({ length: 10 }, (_, i) => `${name} line ${i}`).join("\n")}\n`
+
+const makeRepo = Effect.acquireRelease(
+  Effect.sync(() => {
+    const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "corral-ws-")))
+    sh(root, "init", "--quiet", "--initial-branch=main")
+    for (const name of ["a", "b", "c", "d", "e", "shared"])
+      fs.writeFileSync(path.join(root, `${name}.txt`), lines10(name))
+    fs.writeFileSync(path.join(root, "pnpm-lock.yaml"), "lockfileVersion: '9.0'\n")
+    sh(root, "add", ".")
+    sh(root, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "initial")
+    return root
+  }),
+  (root) => Effect.sync(() => fs.rmSync(root, { recursive: true, force: true }))
+)
+
+const userState = (repo: string) => ({
+  status: sh(repo, "status", "--porcelain", "--untracked-files=all"),
+  head: sh(repo, "rev-parse", "HEAD"),
+  branch: sh(repo, "symbolic-ref", "HEAD")
+})
+
+const worktreeCount = (repo: string) => sh(repo, "worktree", "list", "--porcelain").split("\n\n").length
+
+const edit = (handle: WorkspaceHandle, file: string, text: string) =>
+  Effect.sync(() => fs.writeFileSync(path.join(handle.dir, file), text))
+
+const replaceLine = (text: string, index: number, line: string) =>
+  text
+    .split("\n")
+    .map((current, i) => (i === index ? line : current))
+    .join("\n")
+
+const provide = <A, E>(effect: Effect.Effect<A, E, Workspace | Scope.Scope>) =>
+  effect.pipe(Effect.provide(Workspace.layer))
+
+describe("Workspace", () => {
+  it.live("five concurrent agents merge into the integration branch and leave nothing behind", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const before = userState(repo)
+        const ws = yield* Workspace
+        const integration = yield* ws.integration({ repo, runId: "r5" })
+        const agent = (name: string) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const handle = yield* ws.acquire({ repo, runId: "r5", agentId: name, base: yield* integration.head() })
+              yield* edit(handle, `${name}.txt`, `${name} rewritten by agent\n`)
+              const commit = yield* integration.commitAll(handle, `agent ${name} edit`)
+              assert.isTrue(commit.changed)
+              return yield* integration.merge(handle)
+            })
+          )
+        const results = yield* Effect.all(["a", "b", "c", "d", "e"].map(agent), { concurrency: "unbounded" })
+        assert.deepStrictEqual(
+          results.map((r) => r._tag),
+          ["Merged", "Merged", "Merged", "Merged", "Merged"]
+        )
+        const head = yield* integration.head()
+        for (const name of ["a", "b", "c", "d", "e"]) {
+          assert.strictEqual(sh(repo, "show", `${head}:${name}.txt`), `${name} rewritten by agent`)
+        }
+        assert.strictEqual(worktreeCount(repo), 1)
+        assert.deepStrictEqual(sh(repo, "branch", "--list", "corral/r5/*").trim(), "corral/r5/integration")
+        assert.deepStrictEqual(userState(repo), before)
+        assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "r5")))
+        const log = sh(repo, "log", "-1", "--format=%an <%ae>", head)
+        assert.strictEqual(log, "corral <corral@localhost>")
+      })
+    )
+  )
+
+  it.live("a second agent editing the same lines gets a conflict and keeps its branch", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const before = userState(repo)
+        const ws = yield* Workspace
+        const integration = yield* ws.integration({ repo, runId: "rc" })
+        const base = yield* integration.head()
+        const original = fs.readFileSync(path.join(repo, "shared.txt"), "utf8")
+        const scope = yield* Scope.make()
+        const [one, two] = yield* Effect.all(
+          ["one", "two"].map((agentId) => ws.acquire({ repo, runId: "rc", agentId, base })),
+          { concurrency: "unbounded" }
+        ).pipe(Scope.provide(scope))
+        yield* edit(one!, "shared.txt", replaceLine(original, 3, "changed by one"))
+        yield* edit(two!, "shared.txt", replaceLine(original, 3, "changed by two"))
+        const predicted = yield* integration.predictConflicts(one!, [two!])
+        assert.deepStrictEqual(predicted, [{ agents: ["one", "two"], paths: ["shared.txt"] }])
+        assert.strictEqual(sh(one!.dir, "status", "--porcelain"), "M shared.txt")
+        yield* integration.commitAll(one!, "one edits shared")
+        yield* integration.commitAll(two!, "two edits shared")
+        const first = yield* integration.merge(one!)
+        assert.strictEqual(first._tag, "Merged")
+        const headAfterFirst = yield* integration.head()
+        const second = yield* integration.merge(two!)
+        assert.strictEqual(second._tag, "Conflict")
+        if (second._tag === "Conflict") assert.deepStrictEqual(second.paths, ["shared.txt"])
+        assert.strictEqual(yield* integration.head(), headAfterFirst)
+        yield* Scope.close(scope, Exit.void)
+        assert.match(sh(repo, "branch", "--list", "corral/rc/two"), /corral\/rc\/two/)
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/rc/one"), "")
+        assert.deepStrictEqual(userState(repo), before)
+      })
+    )
+  )
+
+  it.live("an agent acquired after another merged starts from the integration head", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const integration = yield* ws.integration({ repo, runId: "rs" })
+        const original = fs.readFileSync(path.join(repo, "shared.txt"), "utf8")
+        const step = (agentId: string, line: string) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const handle = yield* ws.acquire({ repo, runId: "rs", agentId, base: yield* integration.head() })
+              const current = fs.readFileSync(path.join(handle.dir, "shared.txt"), "utf8")
+              yield* edit(handle, "shared.txt", replaceLine(current, 3, line))
+              yield* integration.commitAll(handle, `${agentId} edits`)
+              return { seen: current, result: yield* integration.merge(handle) }
+            })
+          )
+        yield* step("first", "first was here")
+        const second = yield* step("second", "second was here")
+        assert.include(second.seen, "first was here")
+        assert.strictEqual(second.result._tag, "Merged")
+        const head = yield* integration.head()
+        assert.include(sh(repo, "show", `${head}:shared.txt`), "second was here")
+        assert.notInclude(fs.readFileSync(path.join(repo, "shared.txt"), "utf8"), "was here")
+        assert.notStrictEqual(original, "")
+      })
+    )
+  )
+
+  it.live("release removes a clean failed workspace and keeps an interrupted dirty one", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const failing = Effect.scoped(
+          Effect.gen(function* () {
+            yield* ws.acquire({ repo, runId: "rf", agentId: "clean", onRelease })
+            return yield* Effect.fail("agent crashed")
+          })
+        )
+        assert.isTrue(Exit.isFailure(yield* Effect.exit(failing)))
+        assert.deepStrictEqual(reports[0], {
+          agentId: "clean",
+          dir: path.join(repo, ".corral", "worktrees", "rf", "clean"),
+          workspace: "removed",
+          branch: "deleted",
+          reasons: []
+        })
+        const written = yield* Deferred.make<WorkspaceHandle>()
+        const fiber = yield* Effect.forkChild(
+          Effect.scoped(
+            Effect.gen(function* () {
+              const handle = yield* ws.acquire({ repo, runId: "rf", agentId: "dirty", onRelease })
+              yield* edit(handle, "a.txt", "half-done work\n")
+              yield* Deferred.succeed(written, handle)
+              yield* Effect.never
+            })
+          )
+        )
+        const handle = yield* Deferred.await(written)
+        yield* Fiber.interrupt(fiber)
+        assert.strictEqual(reports[1]?.workspace, "kept")
+        assert.deepStrictEqual(reports[1]?.reasons, ["the worktree has uncommitted changes"])
+        assert.strictEqual(fs.readFileSync(path.join(handle.dir, "a.txt"), "utf8"), "half-done work\n")
+        assert.match(sh(repo, "branch", "--list", "corral/rf/dirty"), /dirty/)
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/rf/clean"), "")
+        assert.strictEqual(worktreeCount(repo), 2)
+      })
+    )
+  )
+
+  it.live("agents cannot see each other's uncommitted files and get private ports and folders", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        fs.writeFileSync(path.join(repo, ".env"), "SECRET=1\n")
+        fs.writeFileSync(path.join(repo, "a.txt"), "user edit in progress\n")
+        const before = userState(repo)
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const scope = yield* Scope.make()
+        const copyFiles = [".env", "missing.env", "b.txt"]
+        const handles = yield* Effect.all(
+          ["p", "q", "r"].map((agentId) => ws.acquire({ repo, runId: "rv", agentId, copyFiles, onRelease })),
+          { concurrency: "unbounded" }
+        ).pipe(Scope.provide(scope))
+        const [p, q] = handles
+        yield* edit(p!, "secret.txt", "only p\n")
+        assert.isFalse(fs.existsSync(path.join(q!.dir, "secret.txt")))
+        assert.strictEqual(fs.readFileSync(path.join(q!.dir, ".env"), "utf8"), "SECRET=1\n")
+        assert.strictEqual(fs.readFileSync(path.join(q!.dir, "a.txt"), "utf8"), lines10("a"))
+        assert.isTrue(p!.warnings.some((w) => w.includes("uncommitted changes")))
+        assert.isTrue(p!.warnings.some((w) => w.includes("missing.env")))
+        const blocks = handles.map((h) => h.ports.first).sort()
+        assert.strictEqual(new Set(blocks).size, 3)
+        for (let i = 1; i < blocks.length; i++) assert.isAtLeast(blocks[i]! - blocks[i - 1]!, handles[0]!.ports.count)
+        for (const key of ["TMPDIR", "CORRAL_AGENT_DIR", "XDG_CACHE_HOME", "CARGO_TARGET_DIR", "CORRAL_NAMESPACE"]) {
+          assert.strictEqual(new Set(handles.map((h) => h.env[key])).size, 3, key)
+        }
+        assert.strictEqual(p!.env.PORT, String(p!.ports.first))
+        assert.isTrue(fs.statSync(p!.env.TMPDIR!).isDirectory())
+        assert.isTrue(p!.warnings.some((w) => w.includes("b.txt is tracked")))
+        yield* Scope.close(scope, Exit.void)
+        const outcome = Object.fromEntries(reports.map((r) => [r.agentId, r.workspace]))
+        assert.deepStrictEqual(outcome, { p: "kept", q: "removed", r: "removed" })
+        assert.isTrue(fs.existsSync(path.join(p!.dir, "secret.txt")))
+        assert.isFalse(fs.existsSync(p!.env.TMPDIR!))
+        assert.isTrue(fs.existsSync(p!.env.CORRAL_AGENT_DIR!))
+        assert.isFalse(fs.existsSync(q!.env.CORRAL_AGENT_DIR!))
+        assert.deepStrictEqual(userState(repo), before)
+      })
+    )
+  )
+
+  it.live("namespaces are deterministic and port blocks are reused after release", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const once = (runId: string, agentId: string) =>
+          Effect.scoped(
+            ws
+              .acquire({ repo, runId, agentId, strategy: "none" })
+              .pipe(Effect.map((h) => ({ namespace: h.namespace, port: h.ports.first, dir: h.dir })))
+          )
+        const first = yield* once("n1", "agent")
+        const second = yield* once("n2", "agent")
+        const other = yield* once("n3", "other")
+        assert.strictEqual(first.namespace, second.namespace)
+        assert.notStrictEqual(first.namespace, other.namespace)
+        assert.strictEqual(first.port, second.port)
+        assert.strictEqual(first.dir, repo)
+        assert.match(first.namespace, /^[0-9a-f]{16}$/)
+      })
+    )
+  )
+
+  it.live("the directory strategy copies the folder and keeps a changed copy", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const dir = yield* Effect.scoped(
+          ws.acquire({ repo, runId: "rd", agentId: "copy", strategy: "directory", onRelease }).pipe(
+            Effect.tap((h) =>
+              Effect.sync(() => assert.strictEqual(fs.readFileSync(path.join(h.dir, "b.txt"), "utf8"), lines10("b")))
+            ),
+            Effect.map((h) => h.dir)
+          )
+        )
+        assert.isFalse(fs.existsSync(dir))
+        yield* Effect.scoped(
+          ws
+            .acquire({ repo, runId: "rd", agentId: "copy2", strategy: "directory", onRelease })
+            .pipe(Effect.tap((h) => edit(h, "new.txt", "new\n")))
+        )
+        assert.deepStrictEqual(
+          reports.map((r) => r.workspace),
+          ["removed", "kept"]
+        )
+      })
+    )
+  )
+
+  it.live("sparse workspaces check out only the listed folders", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        fs.mkdirSync(path.join(repo, "pkg", "one"), { recursive: true })
+        fs.mkdirSync(path.join(repo, "pkg", "two"), { recursive: true })
+        fs.writeFileSync(path.join(repo, "pkg", "one", "x.ts"), "one\n")
+        fs.writeFileSync(path.join(repo, "pkg", "two", "y.ts"), "two\n")
+        sh(repo, "add", ".")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "packages")
+        const ws = yield* Workspace
+        const handle = yield* ws.acquire({ repo, runId: "sp", agentId: "narrow", sparse: ["pkg/one"] })
+        assert.isTrue(fs.existsSync(path.join(handle.dir, "pkg", "one", "x.ts")))
+        assert.isFalse(fs.existsSync(path.join(handle.dir, "pkg", "two", "y.ts")))
+        assert.isTrue(fs.existsSync(path.join(handle.dir, "a.txt")))
+        assert.strictEqual(sh(handle.dir, "status", "--porcelain"), "")
+      })
+    )
+  )
+
+  it.live("many agents starting and stopping at once do not trip over git locks", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const ids = Array.from({ length: 16 }, (_, i) => `w${i}`)
+        yield* Effect.forEach(ids, (agentId) => Effect.scoped(ws.acquire({ repo, runId: "many", agentId })), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(worktreeCount(repo), 1)
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+      })
+    )
+  )
+
+  it.live("errors name the repository, branch and agent", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const plain = fs.mkdtempSync(path.join(os.tmpdir(), "corral-plain-"))
+        const notRepo = yield* Effect.flip(Effect.scoped(ws.acquire({ repo: plain, runId: "re", agentId: "x" })))
+        fs.rmSync(plain, { recursive: true })
+        assert.strictEqual(notRepo._tag, "NotAGitRepository")
+        assert.include(notRepo.message, plain)
+        sh(repo, "branch", "corral/re/taken")
+        const taken = yield* Effect.flip(Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "taken" })))
+        assert.strictEqual(taken._tag, "BranchAlreadyExists")
+        assert.include(taken.message, "corral/re/taken")
+        assert.include(taken.message, repo)
+        const invalid = yield* Effect.flip(Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "../evil" })))
+        assert.strictEqual(invalid._tag, "InvalidWorkspaceId")
+        const none = yield* Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "shared", strategy: "none" }))
+        const integration = yield* ws.integration({ repo, runId: "re" })
+        const unsupported = yield* Effect.flip(integration.commitAll(none, "nope"))
+        assert.strictEqual(unsupported._tag, "UnsupportedStrategy")
+      })
+    )
+  )
+})
