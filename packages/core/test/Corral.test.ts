@@ -1,7 +1,7 @@
 import { Agent, Corral, CorralError, type CorralEvent, Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Schedule } from "effect"
+import { type Duration, Effect, Exit, Fiber, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
@@ -148,7 +148,7 @@ describe("Corral.run", () => {
             Agent.make("a", { run }),
             Agent.make(" ", { run }),
             Agent.make("neg", { run, timeout: -5 }),
-            Agent.make("bad-duration", { run, timeout: "soon" as never }),
+            Agent.make("bad-duration", { run, timeout: "soon" as unknown as Duration.Input }),
             Agent.make("abs", { run, claims: { write: ["/etc/passwd"] } }),
             Agent.make("escape", { run, claims: { read: ["../secrets"] } }),
             Agent.make("empty", { run, claims: { write: [""] } }),
@@ -199,7 +199,7 @@ describe("Corral.run", () => {
 
   it.effect("an empty run succeeds with no outcomes", () =>
     Effect.gen(function*() {
-      const result = yield* Corral.run([])
+      const result = yield* Corral.run<never, never, never>([])
       assert.deepStrictEqual(result.outcomes, [])
       assert.isTrue(result.allSucceeded)
     }))

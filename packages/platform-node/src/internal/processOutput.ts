@@ -95,7 +95,7 @@ export class LineCollector {
     try {
       onLine({ stream, text })
     } catch {
-      this.dropped += 0
+      return
     }
   }
 }
