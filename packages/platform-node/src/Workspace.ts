@@ -65,6 +65,8 @@ export interface WorkspaceHandle {
   readonly namespace: string
   readonly ports: { readonly first: number; readonly count: number }
   readonly env: Readonly<Record<string, string>>
+  /** Files copied by `copyFiles`; never committed, and removed at release when unchanged. */
+  readonly copiedFiles: ReadonlyArray<string>
   readonly warnings: ReadonlyArray<string>
 }
 

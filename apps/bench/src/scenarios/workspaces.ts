@@ -123,8 +123,8 @@ export async function measureWorkspaces(
       generateRepo(repo, options.files ?? 5000, options.bytesPerFile ?? 10_000)
       for (const agents of [1, 4, 8]) {
         results.push(await corralRow(base, repo, agents))
-        results.push(await plainWorktreeRow(location, repo, agents))
-        results.push(await copyRow(location, repo, agents))
+        results.push({ ...(await plainWorktreeRow(location, repo, agents)), location: base })
+        results.push({ ...(await copyRow(location, repo, agents)), location: base })
       }
     } finally {
       fs.rmSync(location, { recursive: true, force: true })

@@ -5,7 +5,7 @@ import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
 import { Heap } from "./heap.ts"
 
-export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "done"
+export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "finishing" | "done"
 
 export class Node {
   readonly index: number

@@ -185,12 +185,12 @@ class Runner<A, E, R> {
       while (this.stopped === undefined) {
         const node = this.next()
         if (node !== undefined) {
-          if (node.request !== undefined && !(yield* this.claim(node))) continue
-          this.start(node)
+          if (node.request === undefined) this.start(node)
+          else if (!(yield* this.claim(node))) continue
           slot.node = node
           const exit = yield* Effect.exit(this.attempts(node))
           slot.node = undefined
-          yield* this.finish(node, exit)
+          yield* Effect.uninterruptible(this.finish(node, exit))
           continue
         }
         if (this.done === this.nodes.length) return
@@ -237,15 +237,8 @@ class Runner<A, E, R> {
           return false
         }
         const epoch = this.releaseEpoch
-        const attempt = yield* this.locks.tryAcquire({ runId: this.runId, agentId: node.id }, request)
-        if (node.state !== "ready") {
-          if (attempt._tag === "Acquired") yield* this.locks.release(attempt.lease)
-          return false
-        }
-        if (attempt._tag === "Acquired") {
-          this.granted(node, attempt.lease, ahead)
-          return true
-        }
+        const attempt = yield* Effect.uninterruptible(this.acquire(node, request, ahead))
+        if (attempt === undefined) return node.state === "running"
         if (this.releaseEpoch !== epoch) continue
         this.park(node, tokensOf(attempt.blockers), attempt.blockers)
         if (node.claimTimeoutMs !== undefined && !node.timer) {
@@ -254,6 +247,20 @@ class Runner<A, E, R> {
         }
         return false
       }
+    })
+  }
+
+  private acquire(
+    node: Node,
+    request: NonNullable<Node["request"]>,
+    ahead: ReadonlyArray<Node>
+  ): Effect.Effect<Extract<ResourceLocks.Attempt, { _tag: "Blocked" }> | undefined> {
+    return Effect.flatMap(this.locks.tryAcquire({ runId: this.runId, agentId: node.id }, request), (attempt) => {
+      if (attempt._tag === "Blocked") return Effect.succeed(node.state === "ready" ? attempt : undefined)
+      if (node.state !== "ready") return Effect.as(this.locks.release(attempt.lease), undefined)
+      this.granted(node, attempt.lease, ahead)
+      this.start(node)
+      return Effect.succeed(undefined)
     })
   }
 
@@ -385,6 +392,8 @@ class Runner<A, E, R> {
 
   private finish(node: Node, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
     return Effect.suspend(() => {
+      if (node.state !== "running") return Effect.void
+      node.state = "finishing"
       const lease = node.lease
       node.lease = undefined
       const outcome = this.classify(node, exit)
@@ -459,10 +468,8 @@ class Runner<A, E, R> {
     for (const dependent of node.dependents) {
       if (dependent.state !== "waiting-deps") continue
       const common = this.common(dependent)
-      this.record(
-        dependent,
-        new Outcome.Skipped({ ...common, dependency: root.id, dependencyOutcome: rootTag })
-      )
+      this.record(dependent, new Outcome.Skipped({ ...common, dependency: root.id, dependencyOutcome: rootTag }))
+      this.skipDependents(dependent, root, rootTag)
     }
   }
 

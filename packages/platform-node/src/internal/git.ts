@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process"
+import { existsSync } from "node:fs"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -78,9 +79,12 @@ const spawnGit = (args: ReadonlyArray<string>, options: GitOptions) =>
       { cwd: options.cwd, env: { ...baseEnv(), ...options.env }, maxBuffer: 256 * 1024 * 1024, signal },
       (error, stdout, stderr) => {
         const code = (error as NodeJS.ErrnoException | null)?.code
-        if (code === "ENOENT" && stderr === "") return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
+        if (code === "ENOENT" && stderr === "" && existsSync(options.cwd)) {
+          return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
+        }
         const exitCode = error === null ? 0 : typeof code === "number" ? code : -1
-        resume(Effect.succeed({ stdout, stderr, exitCode }))
+        const detail = code === "ENOENT" ? `the folder ${options.cwd} does not exist` : stderr
+        resume(Effect.succeed({ stdout, stderr: detail, exitCode }))
       }
     )
   })

@@ -48,19 +48,23 @@ export class ProcessFailed extends Data.TaggedError("ProcessFailed")<{
   readonly logPath?: string | undefined
 }> {
   override get message(): string {
-    const head = `process ${JSON.stringify(this.name)}`
-    switch (this.reason) {
-      case "exit":
-        return `${head} exited with code ${this.exitCode}${lastLine(this.detail)}`
-      case "signal":
-        return `${head} was killed by ${this.signal}${this.crashed ? " (crashed)" : ""}${lastLine(this.detail)}`
-      case "limit":
-        return `${head} exceeded its ${describeLimit(this)}`
-      case "spawn":
-        return `${head} could not be started: ${this.detail}`
-      case "result":
-        return `${head} did not produce a valid result file: ${this.detail}`
-    }
+    return describe(this)
+  }
+}
+
+const describe = (e: ProcessFailed): string => {
+  const head = `process ${JSON.stringify(e.name)}`
+  switch (e.reason) {
+    case "exit":
+      return `${head} exited with code ${e.exitCode}${lastLine(e.detail)}`
+    case "signal":
+      return `${head} was killed by ${e.signal}${e.crashed ? " (crashed)" : ""}${lastLine(e.detail)}`
+    case "limit":
+      return `${head} exceeded its ${describeLimit(e)}`
+    case "spawn":
+      return `${head} could not be started: ${e.detail}`
+    case "result":
+      return `${head} did not produce a valid result file: ${e.detail}`
   }
 }
 

@@ -74,11 +74,24 @@ const limitFailure = (ended: Ended, breach: Breach, signal: string | undefined, 
     exitCode
   })
 
+const SHELL_SIGXCPU = 128 + 24
+const SHELL_SIGXFSZ = 128 + 25
+
+const exitCodeBreach = (ended: Ended, code: number): Breach | undefined => {
+  const { cpuSeconds, fileSizeMb } = ended.limits
+  if (cpuSeconds !== undefined && code === SHELL_SIGXCPU) return { limit: "cpuSeconds", value: cpuSeconds }
+  if (fileSizeMb === undefined) return undefined
+  const tooLarge = ended.output.tail.some((line) => /EFBIG|file too large/i.test(line))
+  return code === SHELL_SIGXFSZ || tooLarge ? { limit: "fileSizeMb", value: fileSizeMb } : undefined
+}
+
 export const classify = (ended: Ended): ProcessFailed | undefined => {
   const exit = ended.exit
   if (Exit.isSuccess(exit)) {
     if (ended.breach !== undefined) return limitFailure(ended, ended.breach, undefined, exit.value)
     if (exit.value === 0) return undefined
+    const breach = exitCodeBreach(ended, exit.value)
+    if (breach !== undefined) return limitFailure(ended, breach, undefined, exit.value)
     return new ProcessFailed({
       ...base(ended),
       reason: "exit",

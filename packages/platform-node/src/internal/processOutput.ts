@@ -29,8 +29,10 @@ export class LineCollector {
   private readonly partial = { stdout: "", stderr: "" }
   private tokens = ON_LINE_PER_SECOND
   private refilledAt: number
+  private readonly options: CollectorOptions
 
-  constructor(private readonly options: CollectorOptions) {
+  constructor(options: CollectorOptions) {
+    this.options = options
     this.refilledAt = options.now()
   }
 

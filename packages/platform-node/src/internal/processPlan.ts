@@ -103,10 +103,12 @@ const ulimitScript = (limits: ProcessLimits): string => {
   const steps: Array<string> = []
   if (limits.cpuSeconds !== undefined) {
     const soft = Math.max(1, Math.ceil(limits.cpuSeconds))
-    steps.push(`ulimit -H -t ${soft + 1}`, `ulimit -S -t ${soft}`)
+    steps.push(`ulimit -S -t ${soft}`, `ulimit -H -t ${soft + 1}`)
   }
   if (limits.fileSizeMb !== undefined) steps.push(`ulimit -f ${Math.ceil(limits.fileSizeMb * 2048)}`)
-  if (limits.maxProcesses !== undefined) steps.push(`ulimit -u ${limits.maxProcesses}`)
+  if (limits.maxProcesses !== undefined) {
+    steps.push(`{ ulimit -u ${limits.maxProcesses} 2>/dev/null || ulimit -p ${limits.maxProcesses}; }`)
+  }
   return [...steps, `exec "$@"`].join(" && ")
 }
 
@@ -129,7 +131,9 @@ const safeFileName = (name: string): string => name.replace(/[^\w.-]+/g, "_").sl
 export const defaultName = (spec: ProcessSpec): string =>
   spec.name ?? (spec.shell === true ? "sh" : path.basename(spec.command))
 
-export type PlanResult = { readonly _tag: "Plan"; readonly plan: Plan } | { readonly _tag: "Invalid"; readonly detail: string }
+export type PlanResult =
+  | { readonly _tag: "Plan"; readonly plan: Plan }
+  | { readonly _tag: "Invalid"; readonly detail: string }
 
 export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanResult => {
   const cwd = path.resolve(spec.cwd ?? process.cwd())

@@ -45,7 +45,7 @@ const addProcess = (groups: Map<number, MutableSample>, pid: number, stat: strin
   const utime = Number(fields[11]) + Number(fields[13])
   const stime = Number(fields[12]) + Number(fields[14])
   const group = groups.get(pgrp) ?? { members: 0, rssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 }
-  group.members += 1
+  if (fields[0] !== "Z" && fields[0] !== "X") group.members += 1
   group.rssBytes += Number(fields[21]) * bytesPerPage
   group.userMs += utime * TICK_MS
   group.systemMs += stime * TICK_MS
@@ -69,14 +69,15 @@ let snapshot: { readonly at: number; readonly groups: Map<number, MutableSample>
 
 const EMPTY: GroupSample = { members: 0, rssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 }
 
-export const sampleGroup = (pgid: number): GroupSample | undefined => {
+export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): GroupSample | undefined => {
   if (!procAvailable) return undefined
   const now = performance.now()
-  if (snapshot === undefined || now - snapshot.at > SNAPSHOT_MAX_AGE_MS) snapshot = { at: now, groups: scan() }
+  if (snapshot === undefined || now - snapshot.at > maxAgeMs) snapshot = { at: now, groups: scan() }
   return snapshot.groups.get(pgid) ?? EMPTY
 }
 
 export const isGroupAlive = (pgid: number): boolean => {
+  if (procAvailable) return (sampleGroup(pgid, 0)?.members ?? 0) > 0
   try {
     process.kill(-pgid, 0)
     return true

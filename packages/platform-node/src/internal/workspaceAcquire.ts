@@ -290,6 +290,7 @@ export const acquireWorkspace = (
       namespace,
       ports,
       env,
+      copiedFiles: placement.copied,
       warnings: placement.warnings
     }
   })

@@ -35,6 +35,14 @@ const requireWorktree = (handle: WorkspaceHandle, operation: string) =>
     ? Effect.succeed(handle.branch)
     : Effect.fail(new UnsupportedStrategy({ agentId: handle.agentId, strategy: handle.strategy, operation }))
 
+const addAll = (handle: WorkspaceHandle) => [
+  "add",
+  "--all",
+  "--",
+  ".",
+  ...handle.copiedFiles.map((file) => `:(exclude,literal)${file}`)
+]
+
 const trailer = (runId: string, agentId: string) => `\n\nCorral-Run: ${runId}\nCorral-Agent: ${agentId}`
 
 export const mergeTree = (cwd: string, ours: string, theirs: string): Effect.Effect<MergeTree, WorkspaceError> =>
@@ -52,7 +60,7 @@ const commitAll = (runId: string, handle: WorkspaceHandle, message: string) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
-    yield* git(["add", "--all"], { cwd })
+    yield* git(addAll(handle), { cwd })
     const staged = yield* gitOutput(["diff", "--cached", "--quiet"], { cwd, okExitCodes: [1] })
     if (staged.exitCode === 1) {
       const full = `${message}${trailer(runId, handle.agentId)}`
@@ -114,7 +122,7 @@ export const snapshot = (handle: WorkspaceHandle): Effect.Effect<string, Workspa
       const current = yield* git(["rev-parse", "--path-format=absolute", "--git-path", "index"], { cwd })
       yield* attempt("copy", current, () => fs.copyFile(current, indexFile).catch(() => undefined))
       const env = { GIT_INDEX_FILE: indexFile }
-      yield* git(["add", "--all"], { cwd, env })
+      yield* git(addAll(handle), { cwd, env })
       const tree = yield* git(["write-tree"], { cwd, env })
       const message = `corral: snapshot of ${handle.agentId}`
       return yield* git([...corralIdentity, "commit-tree", tree, "-p", "HEAD", "-m", message], { cwd })

@@ -1,0 +1,135 @@
+/**
+ * Run any command as a supervised child process: its own process group, a minimal environment, secret
+ * redaction, a log file, resource limits, and a typed `ProcessFailed` error. Interrupting the effect (or a
+ * timeout) terminates the whole process tree: SIGTERM to the group, SIGKILL after `killGrace`.
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+import type { ProcessFailed } from "./internal/processError.ts"
+import * as internal from "./internal/processRun.ts"
+
+export { type FailureReason, type LimitName, ProcessFailed } from "./internal/processError.ts"
+
+/**
+ * Resource limits of a process. `memoryMb` and `maxOutputBytes` are enforced by the runner for the whole
+ * process tree; `cpuSeconds`, `fileSizeMb` and `maxProcesses` are rlimits set on the child (inherited by
+ * its descendants, but counted per process; `maxProcesses` is RLIMIT_NPROC, which Linux counts per user
+ * and ignores for root).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessLimits {
+  /** Sum of the RSS of every process in the group, sampled every 100 ms; exceeding it kills the tree. */
+  readonly memoryMb?: number
+  /** RLIMIT_CPU (SIGXCPU at the limit, SIGKILL one second later). */
+  readonly cpuSeconds?: number
+  /** RLIMIT_FSIZE: largest file the process may write (SIGXFSZ). */
+  readonly fileSizeMb?: number
+  /** RLIMIT_NPROC: per user on Linux, not per process tree; ignored for root. */
+  readonly maxProcesses?: number
+  /** Scheduling priority, applied with `nice -n`. */
+  readonly nice?: number
+  /** Total stdout + stderr bytes; exceeding it stops capturing and terminates the tree. */
+  readonly maxOutputBytes?: number
+}
+
+/**
+ * One line of output, passed to `ProcessSpec.onLine`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OutputLine {
+  readonly stream: "stdout" | "stderr"
+  readonly text: string
+}
+
+/**
+ * What to run and how.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessSpec {
+  /** The executable (looked up in the child's PATH), or a shell script when `shell` is true. */
+  readonly command: string
+  readonly args?: ReadonlyArray<string>
+  /** Run `command` with `/bin/sh -c`. `args` are ignored. */
+  readonly shell?: boolean
+  readonly cwd?: string
+  /** Added to a minimal inherited environment (PATH, HOME, LANG, LC_*, TERM, USER, SHELL, TMPDIR, TZ, NODE_*). */
+  readonly env?: Record<string, string>
+  /** Pass the whole parent environment instead of the minimal one. @default false */
+  readonly inheritEnv?: boolean
+  /** Names of env vars whose values are replaced by `***` in every captured line; passed from the parent env if not in `env`. */
+  readonly secrets?: ReadonlyArray<string>
+  /** Write stdout and stderr, interleaved and marked `[out]`/`[err]`, to `<logDir>/<name>.log`. */
+  readonly logDir?: string
+  /** Used in messages and as the log file name. @default the command's base name */
+  readonly name?: string
+  readonly limits?: ProcessLimits
+  /** Time between SIGTERM and SIGKILL when the tree is terminated. @default "2 seconds" */
+  readonly killGrace?: Duration.Input
+  /** Called for output lines, at most 20 per second (burst 20); further lines are dropped and counted. */
+  readonly onLine?: (line: OutputLine) => void
+  /** A JSON file (relative to `cwd`) the command writes; parsed into `ProcessResult.result` on success. */
+  readonly resultFile?: string
+}
+
+/**
+ * CPU time and peak memory of the process tree, from /proc samples taken every 100 ms (zero where /proc is
+ * not available). CPU time includes reaped children and can miss up to one interval of CPU before exit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessUsage {
+  readonly cpuUserMs: number
+  readonly cpuSystemMs: number
+  readonly peakRssMb: number
+}
+
+/**
+ * A successful run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessResult {
+  readonly exitCode: 0
+  readonly durationMs: number
+  readonly logPath?: string
+  /** The last 50 output lines (stdout and stderr), secrets redacted. */
+  readonly tail: ReadonlyArray<string>
+  readonly result?: unknown
+  readonly usage: ProcessUsage
+  /** Lines not passed to `onLine` because of throttling. */
+  readonly droppedLines: number
+}
+
+/**
+ * Runs a process to completion. Succeeds when it exits with code 0; fails with `ProcessFailed` on a non-zero
+ * exit, a signal, an exceeded limit, a start problem or an invalid result file. Interruption kills the whole
+ * process tree. Needs a `ChildProcessSpawner` (`NodeServices.layer`) and the live clock.
+ *
+ * @example
+ * ```ts
+ * const build = ProcessRunner.run({
+ *   name: "build",
+ *   command: "pnpm",
+ *   args: ["build"],
+ *   logDir: ".corral/logs",
+ *   limits: { memoryMb: 2048, cpuSeconds: 600 }
+ * }).pipe(Effect.timeout("10 minutes"), Effect.provide(NodeServices.layer))
+ * ```
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run: (
+  spec: ProcessSpec
+) => Effect.Effect<ProcessResult, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner> = internal.run

@@ -1,0 +1,316 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { NodeServices } from "@effect/platform-node"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Cause, Deferred, type Duration, Effect, Exit, Fiber, Option } from "effect"
+import { wrapArgv } from "../src/internal/processPlan.ts"
+import * as ProcessRunner from "../src/ProcessRunner.ts"
+
+const NODE = process.execPath
+const dir = mkdtempSync(join(tmpdir(), "corral-process-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const run = (spec: ProcessRunner.ProcessSpec) => ProcessRunner.run(spec).pipe(Effect.provide(NodeServices.layer))
+const node = (script: string, spec: Partial<ProcessRunner.ProcessSpec> = {}) =>
+  run({ command: NODE, args: ["-e", script], ...spec })
+const sh = (script: string, spec: Partial<ProcessRunner.ProcessSpec> = {}) =>
+  run({ command: script, shell: true, ...spec })
+const failed = <A, R>(effect: Effect.Effect<A, ProcessRunner.ProcessFailed, R>) => Effect.flip(effect)
+
+const isAlive = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+const TREE = "sleep 1000 & echo $!; sleep 1000 & echo $!; wait"
+
+const spawnTree = (spec: Partial<ProcessRunner.ProcessSpec> & { readonly timeout?: Duration.Input } = {}) =>
+  Effect.gen(function* () {
+    const pids: Array<number> = []
+    const started = yield* Deferred.make<void>()
+    const fiber = yield* Effect.forkChild(
+      sh(spec.command ?? TREE, {
+        ...spec,
+        onLine: ({ text }) => {
+          pids.push(Number(text))
+          if (pids.length === 2) Deferred.doneUnsafe(started, Exit.void)
+        }
+      }).pipe(Effect.timeout(spec.timeout ?? "1 minute")),
+      { startImmediately: true }
+    )
+    yield* Deferred.await(started)
+    return { fiber, pids }
+  })
+
+describe("ProcessRunner", () => {
+  it.live("succeeds on exit 0 with tail and usage", () =>
+    Effect.gen(function* () {
+      const result = yield* node("console.log('one'); console.error('two'); console.log('three')")
+      assert.strictEqual(result.exitCode, 0)
+      assert.sameMembers([...result.tail], ["one", "two", "three"])
+      assert.isAtLeast(result.usage.cpuUserMs, 0)
+      assert.isAbove(result.durationMs, 0)
+    })
+  )
+
+  it.live("fails on a non-zero exit with the last stderr line in the message", () =>
+    Effect.gen(function* () {
+      const error = yield* failed(
+        node("console.log('compiling'); console.error('error TS2304: nope'); process.exit(2)", { name: "build" })
+      )
+      assert.strictEqual(error.reason, "exit")
+      assert.strictEqual(error.exitCode, 2)
+      assert.isFalse(error.crashed)
+      assert.deepStrictEqual(error.tail, ["compiling", "error TS2304: nope"])
+      assert.strictEqual(error.message, 'process "build" exited with code 2: error TS2304: nope')
+    })
+  )
+
+  it.live("reports a missing command as a spawn failure", () =>
+    Effect.gen(function* () {
+      const error = yield* failed(run({ command: "corral-no-such-command-xyz" }))
+      assert.strictEqual(error.reason, "spawn")
+      assert.include(error.message, "command not found")
+    })
+  )
+
+  it.live("a SIGSEGV or SIGKILL is a crash", () =>
+    Effect.gen(function* () {
+      const segv = yield* failed(sh("echo about to crash >&2; kill -SEGV $$"))
+      assert.strictEqual(segv.reason, "signal")
+      assert.strictEqual(segv.signal, "SIGSEGV")
+      assert.isTrue(segv.crashed)
+      assert.include(segv.message, "killed by SIGSEGV (crashed): about to crash")
+      const kill = yield* failed(node("process.kill(process.pid, 'SIGKILL')"))
+      assert.strictEqual(kill.signal, "SIGKILL")
+      assert.isTrue(kill.crashed)
+    })
+  )
+
+  it.live("a timeout terminates the whole tree", () =>
+    Effect.gen(function* () {
+      const { fiber, pids } = yield* spawnTree({ timeout: "300 millis" })
+      assert.isTrue(pids.every(isAlive))
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isFailure(exit) && Option.exists(Cause.findErrorOption(exit.cause), Cause.isTimeoutError))
+      assert.isFalse(pids.some(isAlive))
+    })
+  )
+
+  it.live("interruption kills grandchildren, escalating to SIGKILL after killGrace", () =>
+    Effect.gen(function* () {
+      const polite = yield* spawnTree()
+      let started = Date.now()
+      yield* Fiber.interrupt(polite.fiber)
+      const politeMs = Date.now() - started
+      assert.isFalse(polite.pids.some(isAlive))
+      const stubborn = yield* spawnTree({ command: `trap '' TERM; ${TREE}`, killGrace: "300 millis" })
+      started = Date.now()
+      yield* Fiber.interrupt(stubborn.fiber)
+      const stubbornMs = Date.now() - started
+      assert.isFalse(stubborn.pids.some(isAlive))
+      assert.isBelow(politeMs, 1000)
+      assert.isAtLeast(stubbornMs, 250)
+      assert.isBelow(stubbornMs, 2000)
+      yield* Effect.log(`tree kill: SIGTERM ${politeMs} ms, SIGTERM-ignoring tree ${stubbornMs} ms`)
+    })
+  )
+
+  it.live("cleans up background children left by a successful command", () =>
+    Effect.gen(function* () {
+      const result = yield* sh("sleep 1000 & echo $!; echo done")
+      const pid = Number(result.tail[0])
+      assert.strictEqual(result.tail[1], "done")
+      assert.isFalse(isAlive(pid))
+    })
+  )
+
+  it.live("enforces the memory limit over the tree", () =>
+    Effect.gen(function* () {
+      const started = Date.now()
+      const error = yield* failed(
+        node(
+          "const k=[]; let i=0; const t=setInterval(()=>{ k.push(Buffer.alloc(20*1024*1024, 1)); if(++i===15) clearInterval(t) }, 20); setTimeout(()=>{}, 10000)",
+          { name: "hog", limits: { memoryMb: 100 } }
+        )
+      )
+      assert.strictEqual(error.reason, "limit")
+      assert.strictEqual(error.limit, "memoryMb")
+      assert.isAbove(error.peakRssMb ?? 0, 100)
+      assert.match(error.message, /^process "hog" exceeded its memory limit \(100 MB, peak \d+(\.\d)? MB\)$/)
+      assert.isBelow(Date.now() - started, 3000)
+    })
+  )
+
+  it.live("enforces cpuSeconds with RLIMIT_CPU", () =>
+    Effect.gen(function* () {
+      const error = yield* failed(node("for(;;){}", { limits: { cpuSeconds: 1 } }))
+      assert.strictEqual(error.limit, "cpuSeconds")
+      assert.include(["SIGXCPU", "SIGKILL"], error.signal)
+      assert.include(error.message, "CPU time limit (1 s")
+    })
+  )
+
+  it.live("enforces fileSizeMb with RLIMIT_FSIZE (signal, shell status or EFBIG)", () =>
+    Effect.gen(function* () {
+      const limits = { fileSizeMb: 1 }
+      const direct = yield* failed(sh("exec head -c 3000000 /dev/zero > big.direct.bin", { cwd: dir, limits }))
+      assert.strictEqual(direct.signal, "SIGXFSZ")
+      const viaShell = yield* failed(sh("head -c 3000000 /dev/zero > big.sh.bin", { cwd: dir, limits }))
+      const viaNode = yield* failed(
+        node("require('fs').writeFileSync('big.node.bin', Buffer.alloc(3*1024*1024))", { cwd: dir, limits })
+      )
+      for (const error of [direct, viaShell, viaNode]) {
+        assert.strictEqual(error.limit, "fileSizeMb")
+        assert.include(error.message, "file size limit (1 MB")
+      }
+    })
+  )
+
+  it.live("applies rlimits and nice with prlimit and with the sh ulimit fallback", () =>
+    Effect.gen(function* () {
+      const limits = { cpuSeconds: 5, fileSizeMb: 2, maxProcesses: 500, nice: 5 }
+      const viaPrlimit = yield* run({
+        command: "sh",
+        args: ["-c", "cat /proc/self/limits; cut -d' ' -f19 /proc/self/stat"],
+        limits
+      })
+      const [cmd, ...args] = wrapArgv(
+        ["/bin/sh", "-c", "cat /proc/self/limits; cut -d' ' -f19 /proc/self/stat"],
+        limits,
+        {
+          prlimit: undefined,
+          nice: "/usr/bin/nice"
+        }
+      )
+      const viaUlimit = yield* run({ command: cmd, args })
+      for (const result of [viaPrlimit, viaUlimit]) {
+        const text = result.tail.join("\n")
+        assert.match(text, /Max cpu time\s+5\s+6\s+seconds/)
+        assert.match(text, /Max file size\s+2097152\s+2097152\s+bytes/)
+        assert.match(text, /Max processes\s+500\s+500\s+processes/)
+        assert.strictEqual(result.tail.at(-1), "5")
+      }
+    })
+  )
+
+  it.live("enforces maxOutputBytes", () =>
+    Effect.gen(function* () {
+      const error = yield* failed(
+        node("setInterval(() => console.log('x'.repeat(1000)), 1)", { limits: { maxOutputBytes: 20_000 } })
+      )
+      assert.strictEqual(error.limit, "maxOutputBytes")
+      assert.include(error.message, "output limit (20000 bytes)")
+      assert.isAtMost(error.tail.join("\n").length, 20_000)
+    })
+  )
+
+  it.live("captures 200k lines to the log file without loss", () =>
+    Effect.gen(function* () {
+      const logDir = join(dir, "logs")
+      const result = yield* node(
+        "let s=''; for (let i=0;i<200000;i++){ s+='line '+i+'\\n'; if (s.length>65536){ process.stdout.write(s); s='' } } process.stdout.write(s); console.error('bye')",
+        { name: "loud/one", logDir }
+      )
+      assert.strictEqual(result.logPath, join(logDir, "loud_one.log"))
+      const lines = readFileSync(result.logPath!, "utf8").split("\n")
+      const out = lines.filter((l) => l.startsWith("[out] "))
+      assert.strictEqual(out.length, 200_000)
+      assert.strictEqual(out[199_999], "[out] line 199999")
+      assert.include(lines, "[err] bye")
+      assert.match(lines[0]!, /^\[corral\] \$ /)
+      assert.strictEqual(result.tail.length, 50)
+    })
+  )
+
+  it.live("redacts secret values in tail, message and log", () =>
+    Effect.gen(function* () {
+      const error = yield* failed(
+        node(
+          "console.log('token=' + process.env.API_TOKEN); console.error('bad ' + process.env.API_TOKEN); process.exit(1)",
+          {
+            env: { API_TOKEN: "s3cr3t-V4lue" },
+            secrets: ["API_TOKEN"],
+            logDir: join(dir, "logs"),
+            name: "secret"
+          }
+        )
+      )
+      assert.deepStrictEqual(error.tail, ["token=***", "bad ***"])
+      assert.include(error.message, "bad ***")
+      const log = readFileSync(join(dir, "logs", "secret.log"), "utf8")
+      assert.notInclude(log, "s3cr3t")
+      assert.include(log, "[err] bad ***")
+    })
+  )
+
+  it.live("throttles onLine to about 20 lines per second", () =>
+    Effect.gen(function* () {
+      const seen: Array<string> = []
+      const result = yield* node("for (let i=0;i<1000;i++) console.log(i)", { onLine: (l) => seen.push(l.text) })
+      assert.isAtLeast(seen.length, 20)
+      assert.isAtMost(seen.length, 30)
+      assert.strictEqual(seen.length + result.droppedLines, 1000)
+      assert.strictEqual(seen[0], "0")
+    })
+  )
+
+  it.live("passes a minimal environment unless inheritEnv", () =>
+    Effect.gen(function* () {
+      process.env.CORRAL_UNRELATED = "leak"
+      const script = "console.log(process.env.CORRAL_UNRELATED ?? 'absent', process.env.MINE, typeof process.env.PATH)"
+      const hygienic = yield* node(script, { env: { MINE: "declared" } })
+      const inherited = yield* node(script, { env: { MINE: "declared" }, inheritEnv: true })
+      delete process.env.CORRAL_UNRELATED
+      assert.deepStrictEqual(hygienic.tail, ["absent declared string"])
+      assert.deepStrictEqual(inherited.tail, ["leak declared string"])
+    })
+  )
+
+  it.live("parses the result file on success and fails on an invalid one", () =>
+    Effect.gen(function* () {
+      const ok = yield* node("require('fs').writeFileSync('out.json', JSON.stringify({ answer: 42 }))", {
+        cwd: dir,
+        resultFile: "out.json"
+      })
+      assert.deepStrictEqual(ok.result, { answer: 42 })
+      const bad = yield* failed(
+        node("require('fs').writeFileSync('bad.json', '{nope')", { cwd: dir, resultFile: "bad.json" })
+      )
+      assert.strictEqual(bad.reason, "result")
+      assert.include(bad.message, "bad.json")
+    })
+  )
+
+  it.live("isolates crashes: a SIGKILL and a memory breach do not affect the other processes", () =>
+    Effect.gen(function* () {
+      const exits = yield* Effect.all(
+        [
+          node("setTimeout(() => console.log('a'), 300)"),
+          node("setTimeout(() => process.kill(process.pid, 'SIGKILL'), 100)"),
+          node("const k=[]; setInterval(() => k.push(Buffer.alloc(30*1024*1024, 1)), 20)", {
+            limits: { memoryMb: 100 }
+          }),
+          sh("sleep 0.3; echo c"),
+          node("let x=0; for (let i=0;i<3e7;i++) x+=i; console.log('d')")
+        ].map(Effect.exit),
+        { concurrency: "unbounded" }
+      )
+      const reasons = exits.map((exit) =>
+        Exit.isSuccess(exit)
+          ? "ok"
+          : Option.match(Cause.findErrorOption(exit.cause), {
+              onNone: () => "other",
+              onSome: (e) => e.limit ?? e.signal ?? e.reason
+            })
+      )
+      assert.deepStrictEqual(reasons, ["ok", "SIGKILL", "memoryMb", "ok", "ok"])
+      assert.isFalse(existsSync(join(dir, "never")))
+    })
+  )
+})
