@@ -59,3 +59,14 @@ export const table = (result: CaseResult, columns: ReadonlyArray<Column>): strin
   const rule = "-".repeat(sizes.reduce((sum, size) => sum + size + 2, -2))
   return [line(header, sizes), rule, ...body].join("\n")
 }
+
+const cell = (value: unknown): string =>
+  typeof value === "number" ? value.toLocaleString("en-US", { maximumFractionDigits: 2 }) : String(value)
+
+export const recordsTable = (rows: ReadonlyArray<Readonly<Record<string, unknown>>>): string => {
+  const header = [...new Set(rows.flatMap((row) => Object.keys(row)))]
+  const body = rows.map((row) => header.map((key) => cell(row[key])))
+  const sizes = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)))
+  const rule = "-".repeat(sizes.reduce((sum, size) => sum + size + 2, -2))
+  return [line(header, sizes), rule, ...body.map((r) => line(r, sizes))].join("\n")
+}

@@ -8,6 +8,7 @@ import type {
   ApproachResult,
   Case,
   CaseResult,
+  Report,
   Sample,
   Scenario,
   ScenarioResult,
@@ -148,11 +149,17 @@ const printCase = (scenario: Scenario, result: CaseResult): void => {
   console.log(table(result, scenario.columns ?? []))
 }
 
-const save = async (result: ScenarioResult): Promise<string> => {
+const save = async (name: string, data: unknown): Promise<string> => {
   await mkdir(resultsDir, { recursive: true })
-  const file = new URL(`${result.scenario}.json`, resultsDir)
-  await writeFile(file, `${JSON.stringify(result, null, 2)}\n`)
+  const file = new URL(`${name}.json`, resultsDir)
+  await writeFile(file, `${JSON.stringify(data, null, 2)}\n`)
   return file.pathname
+}
+
+export const printReport = async (report: Report, elapsedMs: number): Promise<void> => {
+  console.log(`\n=== ${report.name} ===\n${report.text}`)
+  const saved = { scenario: report.name, elapsedMs, machine: machine(), data: report.data }
+  console.log(`\n(${duration(elapsedMs)}; saved ${await save(report.name, saved)})`)
 }
 
 export const runScenario = async (scenario: Scenario, options: SuiteOptions): Promise<ScenarioResult> => {
@@ -174,6 +181,6 @@ export const runScenario = async (scenario: Scenario, options: SuiteOptions): Pr
     machine: machine(),
     cases
   }
-  console.log(`\n(${duration(result.elapsedMs)}; saved ${await save(result)})`)
+  console.log(`\n(${duration(result.elapsedMs)}; saved ${await save(result.scenario, result)})`)
   return result
 }

@@ -1,9 +1,10 @@
 import { spawnSync } from "node:child_process"
 import { type Args, parseArgs } from "./args.ts"
-import { runScenario } from "./harness.ts"
+import { printReport, runScenario } from "./harness.ts"
 import { hasGc } from "./lib/heap.ts"
 import { describeMachine } from "./machine.ts"
 import { registry } from "./registry.ts"
+import type { SuiteOptions } from "./types.ts"
 
 const usage = (names: ReadonlyArray<string>): string =>
   [
@@ -28,6 +29,14 @@ const selected = (args: Args): ReadonlyArray<string> => {
   return args.scenarios.length > 0 ? args.scenarios : names
 }
 
+const runOne = async (name: string, options: SuiteOptions): Promise<void> => {
+  const started = Date.now()
+  const loaded = await registry.find((entry) => entry.name === name)!.load(options)
+  if (typeof loaded === "string") console.log(`\n=== ${name} ===\n${loaded}`)
+  else if ("text" in loaded) await printReport(loaded, Date.now() - started)
+  else await runScenario(loaded, options)
+}
+
 const main = async (): Promise<void> => {
   const args = parseArgs(process.argv.slice(2))
   if (args.help) return console.log(usage(registry.map((entry) => entry.name)))
@@ -35,11 +44,7 @@ const main = async (): Promise<void> => {
   const options = { quick: args.quick, reps: args.reps }
   console.log(`corral bench — ${describeMachine()}${args.quick ? " — quick" : ""}`)
   const started = Date.now()
-  for (const name of names) {
-    const scenario = await registry.find((entry) => entry.name === name)!.load(options)
-    if (typeof scenario === "string") console.log(`\n=== ${name} ===\n${scenario}`)
-    else await runScenario(scenario, options)
-  }
+  for (const name of names) await runOne(name, options)
   console.log(`\nall done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
 }
 

@@ -1,4 +1,5 @@
-import type { Scenario, SuiteOptions } from "./types.ts"
+import { recordsTable } from "./format.ts"
+import type { Report, Scenario, SuiteOptions } from "./types.ts"
 
 const isScenario = (value: unknown): value is Scenario =>
   typeof value === "object" &&
@@ -24,11 +25,19 @@ const fromModule = async (mod: Record<string, unknown>, name: string, options: S
   const fn = candidates.find((value) => typeof value === "function") as ((options: SuiteOptions) => unknown) | undefined
   if (!fn) return `${name}: the module exports neither a Scenario nor a function`
   const out = await fn(options)
-  if (isScenario(out)) return out
-  return typeof out === "string" ? out : Array.isArray(out) ? out.join("\n") : `${name}: done`
+  return isScenario(out) ? out : report(name, out)
 }
 
-export const optionalScenario = async (name: string, options: SuiteOptions): Promise<Scenario | string> => {
+const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const report = (name: string, out: unknown): Report => {
+  if (Array.isArray(out) && out.length > 0 && out.every(isRecord)) return { name, text: recordsTable(out), data: out }
+  if (typeof out === "string") return { name, text: out, data: out }
+  return { name, text: `${name}: ${JSON.stringify(out) ?? "done"}`, data: out ?? null }
+}
+
+export const optionalScenario = async (name: string, options: SuiteOptions): Promise<Scenario | Report | string> => {
   const file = new URL(`./scenarios/${name}.ts`, import.meta.url)
   let mod: Record<string, unknown>
   try {

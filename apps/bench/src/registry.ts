@@ -4,11 +4,11 @@ import { dag } from "./scenarios/dag.ts"
 import { ioScaling } from "./scenarios/io-scaling.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
-import type { Scenario, SuiteOptions } from "./types.ts"
+import type { Report, Scenario, SuiteOptions } from "./types.ts"
 
 export interface Entry {
   readonly name: string
-  readonly load: (options: SuiteOptions) => Promise<Scenario | string>
+  readonly load: (options: SuiteOptions) => Promise<Scenario | Report | string>
 }
 
 const ready = (scenario: Scenario): Entry => ({ name: scenario.name, load: async () => scenario })

@@ -77,3 +77,9 @@ export interface ScenarioResult {
   readonly machine: Readonly<Record<string, string | number>>
   readonly cases: ReadonlyArray<CaseResult>
 }
+
+export interface Report {
+  readonly name: string
+  readonly text: string
+  readonly data: unknown
+}

@@ -142,7 +142,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   yield* log.write(`[corral] $ ${plan.display}\n`)
   const handle = yield* spawn(plan).pipe(
     Effect.tap((handle) => Effect.addFinalizer(() => reapGroup(handle.pid, plan.killGraceMs))),
-    Effect.tap((handle) => handle.unref),
+    Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
   const breach = yield* Deferred.make<Breach>()

@@ -1,0 +1,71 @@
+/**
+ * Agents that run a command: `ProcessRunner.run` wrapped in a core `Agent`, so a process gets the agent's
+ * timeout, retries, claims and dependencies from `Corral.run`.
+ *
+ * @since 0.1.0
+ */
+import * as Agent from "@corral/core/Agent"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+import * as ProcessRunner from "./ProcessRunner.ts"
+
+/**
+ * The fields of a `ProcessSpec` plus the agent options (`timeout`, `retry`, `claims`, `dependsOn`, `labels`, ...).
+ * The process `name` defaults to the agent id.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Options = ProcessRunner.ProcessSpec &
+  Omit<
+    Agent.Options<ProcessRunner.ProcessResult, ProcessRunner.ProcessFailed, ChildProcessSpawner.ChildProcessSpawner>,
+    "run"
+  >
+
+/**
+ * An agent whose work is a process.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ProcessAgent = Agent.Agent<
+  ProcessRunner.ProcessResult,
+  ProcessRunner.ProcessFailed,
+  ChildProcessSpawner.ChildProcessSpawner
+>
+
+/**
+ * Defines an agent that runs a command. A timeout or interruption kills the whole process tree; a crash or
+ * an exceeded limit fails only this agent, with `ProcessFailed`.
+ *
+ * @example
+ * ```ts
+ * const test = ProcessAgent.make("test", {
+ *   command: "pnpm",
+ *   args: ["test"],
+ *   logDir: ".corral/logs",
+ *   limits: { memoryMb: 4096 },
+ *   timeout: "15 minutes",
+ *   dependsOn: ["build"]
+ * })
+ * Corral.run([build, test]).pipe(Effect.provide(NodeServices.layer))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (id: string, options: Options): ProcessAgent => {
+  const { timeout, retry, claims, claimTimeout, dependsOn, estimate, rateLimit, idempotencyKey, labels, ...spec } =
+    options
+  return Agent.make(id, {
+    run: ProcessRunner.run({ name: id, ...spec }),
+    timeout,
+    retry,
+    claims,
+    claimTimeout,
+    dependsOn,
+    estimate,
+    rateLimit,
+    idempotencyKey,
+    labels
+  })
+}
