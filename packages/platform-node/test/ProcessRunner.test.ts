@@ -58,6 +58,20 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live("measures CPU time and peak RSS of the tree from /proc samples", () =>
+    Effect.gen(function* () {
+      const result = yield* sh(
+        `${NODE} -e "const b = Buffer.alloc(80*1024*1024, 1); const end = Date.now() + 700; while (Date.now() < end) {}"; echo done`
+      )
+      const { cpuUserMs, cpuSystemMs, peakRssMb } = result.usage
+      yield* Effect.log(
+        `usage: user ${cpuUserMs} ms, system ${cpuSystemMs} ms, peak ${peakRssMb} MB, ${result.durationMs} ms`
+      )
+      assert.isAtLeast(cpuUserMs + cpuSystemMs, 500)
+      assert.isAtLeast(peakRssMb, 80)
+    })
+  )
+
   it.live("fails on a non-zero exit with the last stderr line in the message", () =>
     Effect.gen(function* () {
       const error = yield* failed(

@@ -1,0 +1,58 @@
+import { readFileSync } from "node:fs"
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Corral } from "@corral/core"
+import { Effect } from "effect"
+import * as ProcessAgent from "../src/ProcessAgent.ts"
+import * as ProcessRunner from "../src/ProcessRunner.ts"
+
+const isAlive = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat[stat.lastIndexOf(")") + 2] !== "Z"
+  } catch {
+    return false
+  }
+}
+
+describe("ProcessAgent", () => {
+  it("passes the agent options through and names the process after the agent", () => {
+    const agent = ProcessAgent.make("lint", {
+      command: "true",
+      timeout: "1 minute",
+      dependsOn: ["build"],
+      labels: { kind: "check" },
+      claims: { read: ["src"] }
+    })
+    assert.strictEqual(agent.id, "lint")
+    assert.strictEqual(agent.timeout, "1 minute")
+    assert.deepStrictEqual(agent.dependsOn, ["build"])
+    assert.deepStrictEqual(agent.labels, { kind: "check" })
+  })
+
+  it.live("runs processes as agents: success, crash and timeout are separate outcomes", () =>
+    Effect.gen(function* () {
+      const pids: Array<number> = []
+      const result = yield* Corral.run([
+        ProcessAgent.make("ok", { command: process.execPath, args: ["-e", "console.log('fine')"] }),
+        ProcessAgent.make("crash", { command: "kill -SEGV $$", shell: true }),
+        ProcessAgent.make("slow", {
+          command: "sleep 1000 & echo $!; wait",
+          shell: true,
+          timeout: "500 millis",
+          onLine: ({ text }) => pids.push(Number(text))
+        })
+      ])
+      const [ok, crash, slow] = result.outcomes
+      assert.strictEqual(ok?._tag, "Succeeded")
+      assert.strictEqual(ok?._tag === "Succeeded" && (ok.value as ProcessRunner.ProcessResult).tail[0], "fine")
+      assert.strictEqual(crash?._tag, "Failed")
+      assert.isTrue(
+        crash?._tag === "Failed" && crash.error instanceof ProcessRunner.ProcessFailed && crash.error.crashed
+      )
+      assert.strictEqual(slow?._tag, "TimedOut")
+      assert.lengthOf(pids, 1)
+      assert.isFalse(isAlive(pids[0]!))
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+})
