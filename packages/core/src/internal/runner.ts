@@ -398,11 +398,8 @@ class Runner<A, E, R> {
       node.lease = undefined
       const outcome = this.classify(node, exit)
       this.running--
-      if (lease === undefined) {
-        this.record(node, outcome)
-        return Effect.void
-      }
-      return Effect.andThen(this.locks.release(lease), Effect.sync(() => this.record(node, outcome)))
+      this.record(node, outcome)
+      return lease === undefined ? Effect.void : this.locks.release(lease)
     })
   }
 
