@@ -45,6 +45,12 @@ export interface Options {
    * Default `max(8, concurrency)`.
    */
   readonly maxBypass?: number | undefined
+  /**
+   * When this effect completes, the run stops as in fail-fast mode (running agents `Interrupted`,
+   * the rest `Cancelled`) and still returns its result; the effect's value is the reason given.
+   * Commands use it to turn Ctrl-C into a summarized stop.
+   */
+  readonly stopOn?: Effect.Effect<string> | undefined
 }
 
 /**

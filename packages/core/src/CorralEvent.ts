@@ -43,6 +43,7 @@ interface Base {
 export type StopReason =
   | { readonly _tag: "AgentFailed"; readonly agentId: string; readonly outcome: Outcome.Tag }
   | { readonly _tag: "BudgetExceeded"; readonly agentId: string; readonly limit: string; readonly spent: number; readonly budget: number }
+  | { readonly _tag: "Stopped"; readonly reason: string }
 
 /**
  * @since 0.1.0

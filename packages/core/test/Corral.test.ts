@@ -300,3 +300,20 @@ describe("Corral.run", () => {
       assert.deepStrictEqual(Testing.checkRun(agents, recorded, 2), [])
     }))
 })
+
+describe("Corral.run stopOn", () => {
+  it.effect("stops the run when the effect completes and still returns every outcome", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "done", { duration: "1 second" }),
+        Testing.scripted(timeline, "running", { duration: "1 hour" }),
+        Testing.scripted(timeline, "queued", { duration: "1 second" }, { dependsOn: ["running"] })
+      ]
+      const { result } = yield* Testing.runScripted(agents, { stopOn: Effect.as(Effect.sleep("5 seconds"), "Ctrl-C") })
+      assert.deepStrictEqual(tags(result), { done: "Succeeded", running: "Interrupted", queued: "Cancelled" })
+      assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "Ctrl-C" })
+      assert.strictEqual(result.endedAt, 5000)
+      assert.include(timeline.finalized, "running")
+    }))
+})

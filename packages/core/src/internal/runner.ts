@@ -28,6 +28,7 @@ export interface RunOptions {
   readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
   readonly runId?: string | undefined
   readonly maxBypass?: number | undefined
+  readonly stopOn?: Effect.Effect<string> | undefined
 }
 
 class AgentTimeout {
@@ -133,6 +134,10 @@ class Runner<A, E, R> {
       const consumer = this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
       yield* this.locks.onRelease((lease) => this.onRelease(lease.id)).pipe(Scope.provide(this.scope))
       this.enqueueRoots()
+      if (this.options.stopOn !== undefined) {
+        const stopOn = this.options.stopOn
+        yield* Effect.forkIn(Effect.flatMap(stopOn, (reason) => Effect.sync(() => this.stop({ _tag: "Stopped", reason }))), this.scope)
+      }
       const workers = Math.min(this.concurrency, this.nodes.length)
       if (workers > 0) {
         yield* Effect.raceFirst(
@@ -480,9 +485,14 @@ class Runner<A, E, R> {
   private stopText(): string {
     const stopped = this.stopped
     if (stopped === undefined) return "the run was interrupted"
-    return stopped._tag === "AgentFailed"
-      ? `the run stopped after agent ${JSON.stringify(stopped.agentId)} ended ${stopped.outcome}`
-      : `the run stopped: ${stopped.limit} budget of ${stopped.budget} exceeded (${stopped.spent}) by agent ${JSON.stringify(stopped.agentId)}`
+    switch (stopped._tag) {
+      case "AgentFailed":
+        return `the run stopped after agent ${JSON.stringify(stopped.agentId)} ended ${stopped.outcome}`
+      case "BudgetExceeded":
+        return `the run stopped: ${stopped.limit} budget of ${stopped.budget} exceeded (${stopped.spent}) by agent ${JSON.stringify(stopped.agentId)}`
+      case "Stopped":
+        return `the run was stopped: ${stopped.reason}`
+    }
   }
 
   private cancelRest(): void {
