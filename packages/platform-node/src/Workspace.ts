@@ -44,6 +44,8 @@ export interface AcquireOptions {
   readonly sparse?: ReadonlyArray<string> | undefined
   /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
+  /** Keep the workspace (and its branch) at release instead of removing it. @default false */
+  readonly keep?: boolean | undefined
   /** Called from the scope finalizer with what was removed or kept. */
   readonly onRelease?: ((report: ReleaseReport) => Effect.Effect<void>) | undefined
 }

@@ -11,6 +11,7 @@ export interface CollectorOptions {
   readonly redact: (text: string) => string
   readonly onLine: ((line: OutputLine) => void) | undefined
   readonly maxOutputBytes: number | undefined
+  readonly logging: boolean
   readonly now: () => number
 }
 
@@ -67,7 +68,7 @@ export class LineCollector {
     let log = ""
     for (const line of raw) {
       const text = this.options.redact(line.endsWith("\r") ? line.slice(0, -1) : line)
-      log += `${mark[stream]}${text}\n`
+      if (this.options.logging) log += `${mark[stream]}${text}\n`
       this.remember(stream, text)
       this.forward(stream, text)
     }

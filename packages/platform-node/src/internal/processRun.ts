@@ -13,7 +13,7 @@ import { ProcessFailed } from "./processError.ts"
 import { type Breach, classify, describeEnd, type Ended, type Measured, toMb } from "./processExit.ts"
 import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
-import { defaultName, makePlan, type Plan, redactWith } from "./processPlan.ts"
+import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import { isGroupAlive, procAvailable, sampleGroup, signalGroup } from "./processWatch.ts"
 
 const SAMPLE_INTERVAL = Duration.millis(100)
@@ -137,6 +137,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     redact: redactWith(plan.secrets),
     onLine: spec.onLine,
     maxOutputBytes: limits.maxOutputBytes,
+    logging: plan.logPath !== undefined,
     now: () => clock.currentTimeMillisUnsafe()
   })
   yield* log.write(`[corral] $ ${plan.display}\n`)
@@ -194,7 +195,8 @@ export const run = (
   Effect.suspend(() => {
     const planned = makePlan(spec)
     if (planned._tag === "Invalid") {
-      return Effect.fail(startFailure(spec, defaultName(spec), planned.detail))
+      const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
+      return Effect.fail(startFailure({ ...spec, command }, defaultName(spec), planned.detail))
     }
     return Effect.scoped(supervise(spec, planned.plan))
   })

@@ -128,6 +128,9 @@ const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, place
     )
   )
 
+const keptByRequest = (branch: "kept" | "none") =>
+  Effect.succeed({ workspace: "kept", branch, reasons: ["kept on request (--keep-workspaces)"] } as const)
+
 const releaseCopy = (dir: string, before: { readonly files: number; readonly newestMtimeMs: number }): Release =>
   Effect.gen(function* () {
     const after = yield* stampTree(dir)
@@ -156,7 +159,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       copied: []
     }
     yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(addWorktree(repo, options, placement)), () =>
-      releaseWorktree(deps, repo, options.runId, placement).pipe(Effect.flatMap(finish))
+      (options.keep === true ? keptByRequest("kept") : releaseWorktree(deps, repo, options.runId, placement)).pipe(
+        Effect.flatMap(finish)
+      )
     )
     yield* applySparse(placement.dir, options.sparse)
     const copies = yield* copyDeclaredFiles(repo.root, placement.dir, options.copyFiles)
@@ -171,7 +176,7 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
     const dir = workspaceDir(stateDir, options.runId, options.agentId)
     const skip = path.dirname(stateDir) === root ? [path.basename(stateDir)] : []
     yield* Effect.acquireRelease(copyTree(root, dir, skip).pipe(Effect.andThen(stampTree(dir))), (before) =>
-      releaseCopy(dir, before).pipe(Effect.flatMap(finish))
+      (options.keep === true ? keptByRequest("none") : releaseCopy(dir, before)).pipe(Effect.flatMap(finish))
     )
     const placement: Placement = {
       root,

@@ -1,0 +1,235 @@
+/**
+ * The live view of a run: a model updated by events, rendered as rows on a terminal or as plain
+ * lines when output is not a terminal. Rendering is pure, so it is tested without a terminal.
+ *
+ * @since 0.1.0
+ */
+import { CorralEvent, type Outcome } from "@corral/core"
+import type { RunEvent } from "./RunEvent.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Row {
+  readonly id: string
+  state: string
+  startedAt: number | undefined
+  endedAt: number | undefined
+  attempt: number
+  waitingFor: string | undefined
+  lastLine: string | undefined
+  dependsOn: ReadonlyArray<string>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export class ViewState {
+  readonly rows = new Map<string, Row>()
+  progress: CorralEvent.Progress | undefined = undefined
+  startedAt: number | undefined = undefined
+  costUsd = 0
+  readonly notices: Array<string> = []
+
+  constructor(agents: ReadonlyArray<{ readonly id: string; readonly dependsOn: ReadonlyArray<string> }>) {
+    for (const agent of agents) {
+      this.rows.set(agent.id, {
+        id: agent.id,
+        state: "pending",
+        startedAt: undefined,
+        endedAt: undefined,
+        attempt: 0,
+        waitingFor: agent.dependsOn.length > 0 ? `after ${agent.dependsOn.join(", ")}` : undefined,
+        lastLine: undefined,
+        dependsOn: agent.dependsOn
+      })
+    }
+  }
+
+  apply(event: RunEvent): void {
+    if ("progress" in event) this.progress = event.progress
+    const row = "agentId" in event ? this.rows.get(event.agentId) : undefined
+    switch (event._tag) {
+      case "RunStarted":
+        this.startedAt = event.at
+        return
+      case "WaitingForClaims":
+        if (row === undefined) return
+        row.state = "waiting"
+        row.waitingFor = `for ${event.blockers.map(CorralEvent.formatBlocker).join(", ")}`
+        return
+      case "Started":
+        if (row === undefined) return
+        row.state = "running"
+        row.startedAt = event.at
+        row.attempt = Math.max(row.attempt, 1)
+        row.waitingFor = undefined
+        return
+      case "Retrying":
+        if (row !== undefined) row.attempt = event.attempt
+        return
+      case "Finished":
+        if (row === undefined) return
+        row.state = outcomeState(event.outcome)
+        row.endedAt = event.at
+        row.waitingFor = undefined
+        this.costUsd += event.outcome.usage.costUsd
+        return
+      case "Output":
+        if (row !== undefined && event.text.trim().length > 0) row.lastLine = event.text.trim()
+        return
+      case "MergeConflict":
+        if (row !== undefined) row.lastLine = `merge conflict in ${event.paths.join(", ")}`
+        this.notices.push(`${event.agentId}: merge conflict in ${event.paths.join(", ")} (branch ${event.branch} kept)`)
+        return
+      case "ConflictPredicted":
+        this.notices.push(`predicted conflict between ${event.agents.join(" and ")} in ${event.paths.join(", ")}`)
+        return
+      case "Notice":
+        this.notices.push(event.message)
+        return
+      default:
+        return
+    }
+  }
+}
+
+const outcomeState = (outcome: Outcome.Outcome): string =>
+  outcome._tag === "Succeeded" && outcome.cached ? "cached" : outcome._tag.toLowerCase()
+
+const symbols: Record<string, string> = {
+  pending: "·",
+  waiting: "⏸",
+  running: "▶",
+  succeeded: "✓",
+  cached: "✓",
+  failed: "✗",
+  timedout: "⏱",
+  claimtimedout: "⏱",
+  interrupted: "■",
+  cancelled: "○",
+  skipped: "↷"
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`
+
+const elapsed = (row: Row, now: number): string => {
+  if (row.startedAt === undefined) return ""
+  return seconds((row.endedAt ?? now) - row.startedAt)
+}
+
+const fit = (text: string, width: number): string => (text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`)
+
+/**
+ * Renders the rows and a summary line for a terminal `columns` wide.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderTty = (view: ViewState, now: number, columns: number): string => {
+  const idWidth = Math.min(24, Math.max(5, ...[...view.rows.keys()].map((id) => id.length)))
+  const lines: Array<string> = []
+  for (const row of view.rows.values()) {
+    const head = `${symbols[row.state] ?? "?"} ${row.id.padEnd(idWidth)} ${row.state.padEnd(13)} ${elapsed(row, now).padStart(7)}${row.attempt > 1 ? ` #${row.attempt}` : "   "}`
+    const detail = row.state === "waiting" || row.state === "pending" ? (row.waitingFor ?? "") : (row.lastLine ?? "")
+    lines.push(fit(detail.length > 0 ? `${head}  ${detail}` : head, columns))
+  }
+  lines.push("")
+  lines.push(fit(summaryLine(view, now), columns))
+  for (const notice of view.notices.slice(-3)) lines.push(fit(`! ${notice}`, columns))
+  return lines.join("\n")
+}
+
+/**
+ * `3 running · 2 waiting · 4 pending · 5/14 done · 12.4s · $0.031`
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const summaryLine = (view: ViewState, now: number): string => {
+  const p = view.progress
+  if (p === undefined) return "starting…"
+  const parts = [
+    `${p.running} running`,
+    `${p.waiting} waiting`,
+    `${p.pending - p.waiting} pending`,
+    `${p.done}/${p.total} done`,
+    view.startedAt === undefined ? "" : seconds(now - view.startedAt),
+    view.costUsd > 0 ? `$${view.costUsd.toFixed(3)}` : ""
+  ]
+  return parts.filter((part) => part.length > 0).join(" · ")
+}
+
+/**
+ * The line printed for an event when output is not a terminal, or `undefined` for events that
+ * change no state worth a line.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const plainLine = (event: RunEvent, startedAt: number): string | undefined => {
+  const t = `[${seconds(event.at - startedAt).padStart(7)}]`
+  switch (event._tag) {
+    case "Started":
+      return `${t} ${event.agentId}: started`
+    case "WaitingForClaims":
+      return `${t} ${event.agentId}: waiting for ${event.blockers.map(CorralEvent.formatBlocker).join(", ")}`
+    case "Retrying":
+      return `${t} ${event.agentId}: retrying (attempt ${event.attempt})`
+    case "Finished":
+      return `${t} ${event.agentId}: ${outcomeState(event.outcome)}${detailOf(event.outcome)}`
+    case "Merged":
+      return `${t} ${event.agentId}: merged (${event.commit.slice(0, 10)})`
+    case "MergeConflict":
+      return `${t} ${event.agentId}: merge conflict in ${event.paths.join(", ")}; branch ${event.branch} kept`
+    case "ConflictPredicted":
+      return `${t} warning: ${event.agents.join(" and ")} are likely to conflict in ${event.paths.join(", ")}`
+    case "WorkspaceKept":
+      return `${t} ${event.agentId}: workspace kept at ${event.path} (${event.reason})`
+    case "Stopping":
+      return `${t} stopping: ${stopText(event.reason)}`
+    case "Notice":
+      return `${t} ${event.message}`
+    default:
+      return undefined
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const detailOf = (outcome: Outcome.Outcome): string => {
+  switch (outcome._tag) {
+    case "Failed":
+      return `: ${outcome.message}`
+    case "TimedOut":
+      return ` after ${seconds(outcome.afterMs)}`
+    case "Skipped":
+      return ` (${outcome.dependency} ${outcome.dependencyOutcome.toLowerCase()})`
+    case "ClaimTimedOut":
+      return ` after ${seconds(outcome.afterMs)} waiting for ${outcome.blockers.map((b) => `${b.key} held by ${b.holder}`).join(", ")}`
+    case "Interrupted":
+    case "Cancelled":
+      return ` (${outcome.reason})`
+    default:
+      return ""
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const stopText = (reason: CorralEvent.StopReason): string => {
+  switch (reason._tag) {
+    case "AgentFailed":
+      return `${reason.agentId} ended ${reason.outcome.toLowerCase()} (fail-fast)`
+    case "BudgetExceeded":
+      return `${reason.limit} budget ${reason.budget} exceeded by ${reason.agentId}`
+    case "Stopped":
+      return reason.reason
+  }
+}

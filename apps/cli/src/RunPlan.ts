@@ -1,0 +1,229 @@
+/**
+ * Runs a plan: every agent's command in its own workspace, under the plan's concurrency, claims,
+ * dependencies and limits; each successful agent's work is committed and merged into the run's
+ * integration branch, one merge at a time, while its claims are still held.
+ *
+ * @since 0.1.0
+ */
+import { Agent, Corral, type RunResult } from "@corral/core"
+import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
+import { Workspace } from "@corral/platform-node/Workspace"
+import type * as WorkspaceModule from "@corral/platform-node/Workspace"
+import { Data, Effect, Schedule, type Scope } from "effect"
+import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
+import * as NodePath from "node:path"
+import type { Plan, PlanAgent } from "./PlanFile.ts"
+import type { RunEvent } from "./RunEvent.ts"
+
+/**
+ * The agent's work could not be merged: `paths` conflict with what is already on the integration
+ * branch. The agent's branch is kept for review.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MergeConflict extends Data.TaggedError("MergeConflict")<{
+  readonly agentId: string
+  readonly branch: string
+  readonly paths: ReadonlyArray<string>
+}> {
+  override get message() {
+    return `merge conflict in ${this.paths.join(", ")}; branch ${this.branch} kept for review`
+  }
+}
+
+/**
+ * What a successful agent produced.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentResult {
+  readonly process: ProcessRunner.ProcessResult
+  readonly merge: "merged" | "nothing to merge" | "not merged"
+  readonly commit: string | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly plan: Plan
+  readonly repo: string
+  readonly stateDir: string
+  readonly runId: string
+  readonly concurrency?: number | undefined
+  readonly mode?: "settle" | "fail-fast" | undefined
+  readonly isolation?: WorkspaceModule.Strategy | undefined
+  readonly merge?: "auto" | "none" | undefined
+  readonly keepWorkspaces?: boolean | undefined
+  readonly onEvent: (event: RunEvent) => void
+  readonly stopOn?: Effect.Effect<string> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Report {
+  readonly runId: string
+  readonly result: RunResult.RunResult<AgentResult, unknown>
+  readonly integrationBranch: string | undefined
+  readonly integrationHead: string | undefined
+  readonly logDir: string
+  readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
+}
+
+interface Context {
+  readonly options: Options
+  readonly workspace: Workspace["Service"]
+  readonly integration: WorkspaceModule.Integration | undefined
+  readonly isolation: WorkspaceModule.Strategy
+  readonly logDir: string
+  readonly live: Set<WorkspaceModule.WorkspaceHandle>
+  readonly kept: Array<WorkspaceModule.ReleaseReport>
+}
+
+/**
+ * Runs the plan. Fails with a workspace error before anything starts when the repository is not
+ * usable (for example not a git repository with `isolation: worktree`).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = (
+  options: Options
+): Effect.Effect<Report, WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun, Workspace | ChildProcessSpawner | Scope.Scope> =>
+  Effect.gen(function*() {
+    const workspace = yield* Workspace
+    const isolation = options.isolation ?? options.plan.isolation
+    const merge = options.merge ?? options.plan.merge
+    yield* workspace.registerRun(options.repo, options.runId)
+    const integration =
+      isolation === "worktree" && merge === "auto"
+        ? yield* workspace.integration({ repo: options.repo, runId: options.runId })
+        : undefined
+    const ctx: Context = {
+      options,
+      workspace,
+      integration,
+      isolation,
+      logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
+      live: new Set(),
+      kept: []
+    }
+    const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
+    const result = yield* Corral.run(agents, {
+      runId: options.runId,
+      concurrency: options.concurrency ?? options.plan.concurrency,
+      mode: options.mode ?? options.plan.mode,
+      pools: options.plan.pools,
+      onEvent: (event) => Effect.sync(() => options.onEvent(event)),
+      stopOn: options.stopOn
+    })
+    return {
+      runId: options.runId,
+      result,
+      integrationBranch: integration?.branch,
+      integrationHead: integration === undefined ? undefined : yield* integration.head(),
+      logDir: ctx.logDir,
+      keptWorkspaces: ctx.kept
+    }
+  })
+
+const toAgent = (ctx: Context, agent: PlanAgent) => {
+  const pools = { ...agent.claims.pools }
+  if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined) pools.memoryMb = agent.limits.memoryMb
+  return Agent.make(agent.id, {
+    run: Effect.scoped(runAgent(ctx, agent)),
+    timeout: agent.timeoutMs,
+    retry:
+      agent.retries > 0
+        ? Schedule.recurs(agent.retries).pipe(Schedule.while((meta) => !(meta.input instanceof MergeConflict)))
+        : undefined,
+    claims: { read: agent.claims.read, write: agent.claims.write, pools },
+    claimTimeout: agent.claimTimeoutMs,
+    dependsOn: agent.dependsOn,
+    estimate: agent.estimateMs,
+    labels: agent.labels
+  })
+}
+
+const runAgent = (ctx: Context, agent: PlanAgent) =>
+  Effect.gen(function*() {
+    const { options } = ctx
+    const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
+    const handle = yield* ctx.workspace.acquire({
+      repo: options.repo,
+      runId: options.runId,
+      agentId: agent.id,
+      strategy: ctx.isolation,
+      base,
+      stateDir: options.stateDir,
+      keep: options.keepWorkspaces,
+      onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
+    })
+    ctx.live.add(handle)
+    yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
+    for (const warning of handle.warnings) options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
+    const process = yield* ProcessRunner.run({
+      name: agent.id,
+      command: agent.run,
+      shell: true,
+      cwd: handle.dir,
+      env: { ...handle.env, ...agent.env, CORRAL_RUN_ID: options.runId, CORRAL_AGENT_ID: agent.id },
+      logDir: ctx.logDir,
+      limits: limitsOf(agent),
+      onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line })
+    })
+    return yield* mergeBack(ctx, agent, handle, process)
+  })
+
+const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
+  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {}
+  if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
+  if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
+  if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
+  return limits
+}
+
+const mergeBack = (
+  ctx: Context,
+  agent: PlanAgent,
+  handle: WorkspaceModule.WorkspaceHandle,
+  process: ProcessRunner.ProcessResult
+) =>
+  Effect.gen(function*() {
+    const integration = ctx.integration
+    if (integration === undefined) return { process, merge: "not merged", commit: undefined } satisfies AgentResult
+    const emit = ctx.options.onEvent
+    const commit = yield* integration.commitAll(handle, `corral ${ctx.options.runId}: ${agent.id}`)
+    if (!commit.changed) {
+      emit({ _tag: "NothingToMerge", at: Date.now(), agentId: agent.id })
+      return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
+    }
+    const others = [...ctx.live].filter((other) => other !== handle)
+    for (const prediction of yield* integration.predictConflicts(handle, others)) {
+      emit({ _tag: "ConflictPredicted", at: Date.now(), agents: prediction.agents, paths: prediction.paths })
+    }
+    const merged = yield* integration.merge(handle)
+    if (merged._tag === "Conflict") {
+      emit({ _tag: "MergeConflict", at: Date.now(), agentId: agent.id, branch: merged.branch, paths: merged.paths })
+      return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
+    }
+    emit({ _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head })
+    return { process, merge: "merged", commit: merged.head } satisfies AgentResult
+  })
+
+const onRelease = (ctx: Context, report: WorkspaceModule.ReleaseReport): void => {
+  if (report.workspace !== "kept") return
+  ctx.kept.push(report)
+  ctx.options.onEvent({
+    _tag: "WorkspaceKept",
+    at: Date.now(),
+    agentId: report.agentId,
+    path: report.dir,
+    reason: report.reasons.join("; ")
+  })
+}

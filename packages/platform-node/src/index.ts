@@ -1,0 +1,8 @@
+/**
+ * @since 0.1.0
+ */
+export * as Git from "./Git.ts"
+export * as ProcessAgent from "./ProcessAgent.ts"
+export * as ProcessRunner from "./ProcessRunner.ts"
+export * as SqliteClient from "./SqliteClient.ts"
+export * as Workspace from "./Workspace.ts"
