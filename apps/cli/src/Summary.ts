@@ -37,6 +37,7 @@ export const render = (report: Report, options: { readonly color: boolean }): st
     head: ["agent", "outcome", "time", "tries", "cost", "merge", "detail"],
     style: { head: options.color ? ["cyan"] : [], border: options.color ? ["grey"] : [] },
     wordWrap: true,
+    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
     colWidths: [null, null, null, null, null, null, 60] as never
   })
   for (const outcome of report.result.outcomes) {

@@ -1,0 +1,49 @@
+import { Workspace } from "@corral/platform-node/Workspace"
+import { Console, Duration, Effect, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import { invalidInput } from "../CliExit.ts"
+import { resolve } from "../Paths.ts"
+
+const parseAge = (text: string) => {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
+  if (match === null) return undefined
+  const units = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
+  return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
+}
+
+/**
+ * `corral gc`: removes what dead runs left behind.
+ *
+ * @since 0.1.0
+ */
+export const gc = Command.make(
+  "gc",
+  {
+    olderThan: Flag.String("older-than").pipe(Flag.optional, Flag.withDescription("Only runs at least this old (e.g. 7d, 12h)")),
+    dryRun: Flag.Boolean("dry-run").pipe(Flag.withDefault(false), Flag.withDescription("List what would be removed")),
+    repo: Flag.String("repo").pipe(Flag.optional, Flag.withDescription("The target repository (default: current directory)")),
+    stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory"))
+  },
+  (flags) =>
+    Effect.gen(function*() {
+      const paths = yield* resolve(flags.repo, flags.stateDir)
+      const olderThan = Option.isSome(flags.olderThan) ? parseAge(flags.olderThan.value) : undefined
+      if (Option.isSome(flags.olderThan) && olderThan === undefined) {
+        return yield* invalidInput(`--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`)
+      }
+      const workspace = yield* Workspace
+      const report = yield* workspace
+        .gc({ repo: paths.repo, stateDir: paths.stateDir, dryRun: flags.dryRun, olderThan })
+        .pipe(Effect.catchTag("NotAGitRepository", (error) => invalidInput(error.message)))
+      const verb = flags.dryRun ? "would remove" : "removed"
+      for (const item of report.removed) yield* Console.log(`${verb} ${item.kind} ${item.target}`)
+      for (const item of report.kept) yield* Console.log(`kept ${item.kind} ${item.target}: ${item.reason}`)
+      yield* Console.log(`${report.removed.length} ${verb}, ${report.kept.length} kept`)
+    })
+).pipe(
+  Command.withDescription("Remove worktrees, branches and folders left by runs that are no longer alive (never unmerged work)"),
+  Command.withExamples([
+    { command: "corral gc --dry-run", description: "list leftovers" },
+    { command: "corral gc --older-than 7d", description: "remove leftovers of runs older than a week" }
+  ])
+)
