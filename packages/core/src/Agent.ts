@@ -41,6 +41,8 @@ export interface Agent<out A, out E = never, out R = never> {
   readonly estimate: Duration.Input | undefined
   readonly rateLimit: string | undefined
   readonly idempotencyKey: string | undefined
+  readonly idempotencyKeyOf: ((deps: Deps) => string) | undefined
+  readonly inputs: ReadonlyArray<string> | undefined
   readonly labels: Readonly<Record<string, string>>
 }
 
@@ -93,8 +95,15 @@ export interface Options<A, E, R, D extends Deps = Deps> {
   readonly estimate?: Duration.Input | undefined
   /** A rate-limit bucket whose token the agent takes before it starts. */
   readonly rateLimit?: string | undefined
-  /** Identifies the agent's work for cached reruns. */
+  /**
+   * Identifies the agent's work for cached reruns with a `Ledger`. Default: a hash of the id, the
+   * `inputs` and the dependencies' results.
+   */
   readonly idempotencyKey?: string | undefined
+  /** Computes the idempotency key from the dependencies' results (instead of `idempotencyKey`). */
+  readonly idempotencyKeyOf?: ((deps: D) => string) | undefined
+  /** What else the agent's work depends on (file digests, model names, prompts), for the default key. */
+  readonly inputs?: ReadonlyArray<string> | undefined
   /** Free-form labels, shown in events and reports. */
   readonly labels?: Readonly<Record<string, string>> | undefined
 }
@@ -134,6 +143,8 @@ export const make = <A, E = never, R = never, D extends Deps = Deps>(
     estimate: options.estimate,
     rateLimit: options.rateLimit,
     idempotencyKey: options.idempotencyKey,
+    idempotencyKeyOf: options.idempotencyKeyOf as ((deps: Deps) => string) | undefined,
+    inputs: options.inputs,
     labels: options.labels ?? {}
   }
 }

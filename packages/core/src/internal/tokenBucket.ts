@@ -53,6 +53,7 @@ export class TokenBucket {
 
   pause(ms: number, now: number): void {
     this.refill(now)
+    this.tokens = Math.min(this.tokens, 0)
     this.pausedUntil = Math.max(this.pausedUntil, now + ms)
   }
 }

@@ -1,0 +1,169 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { branches, git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+
+const planOf = (agents: string) => `version: 1\nconcurrency: 3\nagents:\n${agents}`
+
+describe("corral run (end to end)", () => {
+  it("exits 0 when every agent succeeded and merged; the user's checkout is untouched", async () => {
+    const repo = makeRepo({ "README.md": "# test\n", "src/a.ts": "a\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: one
+    run: echo one > one.txt
+  - id: two
+    run: echo two > two.txt
+  - id: three
+    run: cat one.txt > three.txt
+    dependsOn: [one]
+`)
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toContain("3 succeeded")
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:three.txt`)).toBe("one\n")
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(git(repo, "status", "--porcelain")).toBe("")
+    expect(git(repo, "branch", "--show-current").trim()).toBe("main")
+  })
+
+  it("exits 1 when an agent fails, and 1 when a merge conflicts", async () => {
+    const repo = makeRepo({ "config.txt": "workers=2\n" })
+    const dir = tempDir("plan-")
+    const failing = await runCli(["run", writePlan(dir, "fail.yaml", planOf("  - id: bad\n    run: exit 3\n"))], { cwd: repo })
+    expect(failing.code).toBe(1)
+    expect(failing.stdout).toContain('process "bad" exited with code 3')
+    const conflicting = await runCli(
+      [
+        "run",
+        writePlan(
+          dir,
+          "conflict.yaml",
+          planOf(`  - id: up
+    run: sleep 0.5 && sed -i s/=2/=8/ config.txt
+  - id: down
+    run: sleep 0.5 && sed -i s/=2/=1/ config.txt
+`)
+        )
+      ],
+      { cwd: repo }
+    )
+    expect(conflicting.code).toBe(1)
+    expect(conflicting.stdout).toMatch(/merge conflict in config.txt/)
+    expect(branches(repo).some((b) => /\/(up|down)$/.test(b))).toBe(true)
+  })
+
+  it.each([
+    ["bad YAML", "agents: [\n  - id: a\n", "line"],
+    ["an unknown field", planOf("  - id: a\n    run: echo\n    colour: red\n"), "agents[0].colour"],
+    ["an unknown dependency", planOf("  - id: a\n    run: echo\n    dependsOn: [ghost]\n"), "agents[0].dependsOn[0]"],
+    ["a cycle", planOf("  - id: a\n    run: echo\n    dependsOn: [b]\n  - id: b\n    run: echo\n    dependsOn: [a]\n"), "a -> b -> a"],
+    ["an invalid claim", planOf("  - id: a\n    run: echo\n    claims: { write: [/etc/passwd] }\n"), "agents[0].claims.write[0]"],
+    ["a negative timeout", planOf("  - id: a\n    run: echo\n    timeout: -5s\n"), "agents[0].timeout"]
+  ])("exits 2 for %s, names the location and starts nothing", async (_name, text, location) => {
+    const repo = makeRepo()
+    const marker = NodePath.join(repo, "ran.txt")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", text.replace(/run: echo\n/g, `run: echo > ${marker}\n`))
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain(plan)
+    expect(result.stderr).toContain(location)
+    expect(NodeFs.existsSync(marker)).toBe(false)
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral"))).toBe(false)
+    expect(branches(repo)).toEqual(["main"])
+  })
+
+  it("exits 2 for a missing plan file and for a folder that is not a git repository", async () => {
+    const repo = makeRepo()
+    const missing = await runCli(["run", "/nonexistent/plan.yaml"], { cwd: repo })
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toContain("/nonexistent/plan.yaml")
+    const plain = tempDir("not-git-")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo hi\n"))
+    const notGit = await runCli(["run", plan, "--repo", plain], { cwd: repo })
+    expect(notGit.code).toBe(2)
+    expect(notGit.stderr).toMatch(/not inside a git repository/i)
+    const flags = await runCli(["run", plan, "--mode", "sometimes"], { cwd: repo })
+    expect(flags.code).toBe(2)
+  })
+
+  it("--json prints parseable events whose progress always adds up", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: a
+    run: echo a > a.txt
+    claims: { write: [shared.txt] }
+  - id: b
+    run: echo b > b.txt
+    claims: { write: [shared.txt] }
+  - id: c
+    run: exit 1
+`)
+    )
+    const result = await runCli(["run", plan, "--json"], { cwd: repo })
+    expect(result.code).toBe(1)
+    const events = result.stdout.trim().split("\n").map((line) => JSON.parse(line))
+    const types = events.map((e) => e.type)
+    expect(types[0]).toBe("RunStarted")
+    expect(types.at(-1)).toBe("RunFinished")
+    expect(types).toContain("WaitingForClaims")
+    for (const event of events.filter((e) => e.progress !== undefined)) {
+      const p = event.progress
+      expect(p.pending + p.running + p.done).toBe(p.total)
+      expect(p.running).toBeLessThanOrEqual(3)
+    }
+    const finished = events.filter((e) => e.type === "Finished")
+    expect(finished.map((e) => `${e.agentId}:${e.outcome.message ?? ""}`).join("\n")).not.toContain("a:process")
+    expect(finished.map((e) => `${e.agentId}:${e.outcome.type}`).sort()).toEqual(["a:Succeeded", "b:Succeeded", "c:Failed"])
+    expect(result.stderr).toContain("run ")
+  })
+
+  it("Ctrl-C stops every agent, removes the workspaces, prints the summary and exits 130", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("pids-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        [0, 1, 2, 3]
+          .map((i) => `  - id: sleeper-${i}\n    run: sh -c 'echo $$ > ${pids}/${i}; sleep 300 & wait'\n`)
+          .join("")
+      )
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => NodeFs.readdirSync(pids).length === 3, 20_000, "three agents to start")
+    const started = NodeFs.readdirSync(pids).map((f) => Number(NodeFs.readFileSync(NodePath.join(pids, f), "utf8")))
+    cli.signal("SIGINT")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(result.stdout).toMatch(/Interrupted/)
+    expect(result.stdout).toMatch(/Cancelled/)
+    expect(result.stdout).toMatch(/interrupted \(Ctrl-C\)/)
+    for (const pid of started) expect(isAlive(pid), `pid ${pid}`).toBe(false)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
+  })
+
+  it("a second Ctrl-C during cleanup says cleanup is in progress", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("pids-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: stubborn\n    run: sh -c 'trap "" TERM; echo $$ > ${pids}/pid; sleep 3'\n`)
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => NodeFs.readdirSync(pids).length === 1, 20_000, "the agent to start")
+    cli.signal("SIGINT")
+    await waitFor(() => cli.output().includes("stopping agents"), 10_000, "the stop notice")
+    cli.signal("SIGINT")
+    const result = await cli.done
+    expect(result.code).toBe(130)
+    expect(result.stdout + result.stderr).toContain("cleanup in progress")
+  })
+})
