@@ -32,13 +32,15 @@ export const exitCode = (report: Report): 0 | 1 => (report.result.allSucceeded ?
  * @since 0.1.0
  * @category summary
  */
-export const render = (report: Report, options: { readonly color: boolean }): string => {
+export const render = (report: Report, options: { readonly color: boolean; readonly columns?: number | undefined }): string => {
+  const idWidth = Math.max(7, ...report.result.outcomes.map((o) => o.agentId.length + 2))
+  const detailWidth = Math.max(24, Math.min(80, (options.columns ?? 120) - idWidth - 60))
   const table = new Table({
     head: ["agent", "outcome", "time", "tries", "cost", "merge", "detail"],
     style: { head: options.color ? ["cyan"] : [], border: options.color ? ["grey"] : [] },
     wordWrap: true,
     chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
-    colWidths: [null, null, null, null, null, null, 60] as never
+    colWidths: [null, null, null, null, null, null, detailWidth] as never
   })
   for (const outcome of report.result.outcomes) {
     table.push([

@@ -10,6 +10,7 @@ import type * as Agent from "./Agent.ts"
 import type { CorralEvent } from "./CorralEvent.ts"
 import type { InvalidRun } from "./CorralError.ts"
 import * as runner from "./internal/runner.ts"
+import type * as RateLimiter from "./RateLimiter.ts"
 import type { RunResult } from "./RunResult.ts"
 
 /**
@@ -51,6 +52,19 @@ export interface Options {
    * Commands use it to turn Ctrl-C into a summarized stop.
    */
   readonly stopOn?: Effect.Effect<string> | undefined
+  /**
+   * Rate-limit buckets for agents with a `rateLimit`, e.g.
+   * `{ openai: { limit: 60, interval: "1 minute", burst: 10 } }`. The run builds its own limiter from
+   * them and provides it to its agents as the `RateLimiter` service (so `Llm` calls share the
+   * buckets). Without this option the run uses the `RateLimiter` service from the context, if any.
+   *
+   * An agent with a `rateLimit` takes one token before it starts; while it waits it holds no
+   * concurrency slot (it is `waiting`, with a `WaitingForRateLimit` event). When the run has a
+   * limiter, an agent without a `retry` policy that fails with a retryable rate-limit error
+   * (`RateLimited`, or any error with a `retryAfter`) is retried up to 5 attempts in all: the
+   * error's key (else the agent's `rateLimit`) is paused for every agent for `retryAfter`.
+   */
+  readonly rateLimits?: RateLimiter.Buckets | undefined
 }
 
 /**

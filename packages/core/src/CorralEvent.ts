@@ -8,7 +8,7 @@ import type * as Outcome from "./Outcome.ts"
 import type * as ResourceLocks from "./ResourceLocks.ts"
 
 /**
- * Counts of agents by state. `waiting` (agents blocked on claims) is part of `pending`; an agent
+ * Counts of agents by state. `waiting` (agents blocked on claims or rate limits) is part of `pending`; an agent
  * counts as `running` only once it holds a concurrency slot.
  *
  * @since 0.1.0
@@ -57,6 +57,7 @@ export type CorralEvent =
       readonly agentId: string
       readonly blockers: ReadonlyArray<ResourceLocks.Blocker>
     })
+  | (Base & { readonly _tag: "WaitingForRateLimit"; readonly agentId: string; readonly key: string; readonly ms: number })
   | (Base & { readonly _tag: "ClaimsAcquired"; readonly agentId: string; readonly fencingToken: number })
   | (Base & { readonly _tag: "Started"; readonly agentId: string })
   | (Base & { readonly _tag: "Retrying"; readonly agentId: string; readonly attempt: number })

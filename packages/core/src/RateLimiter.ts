@@ -148,24 +148,28 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
   for (const [key, bucket] of Object.entries(buckets)) table.set(key, new TokenBucket(configOf(bucket), now))
   const get = (key: string): TokenBucket => {
     const bucket = table.get(key)
-    if (bucket === undefined) throw new Error(`unknown rate limit ${JSON.stringify(key)} (known: ${[...table.keys()].join(", ")})`)
+    if (bucket === undefined)
+      throw new Error(`unknown rate limit ${JSON.stringify(key)} (known: ${[...table.keys()].join(", ")})`)
     return bucket
   }
   const awaitPause = (bucket: TokenBucket): Effect.Effect<void> =>
-    Effect.flatMap(withNow((now) => bucket.pausedUntil - now), (ms) =>
-      ms > 0 ? Effect.andThen(Effect.sleep(ms), awaitPause(bucket)) : Effect.void
+    Effect.flatMap(
+      withNow((now) => bucket.pausedUntil - now),
+      (ms) => (ms > 0 ? Effect.andThen(Effect.sleep(ms), awaitPause(bucket)) : Effect.void)
     )
   return {
     keys: [...table.keys()],
     tryTake: (key, tokens = 1) => withNow((now) => get(key).tryTake(tokens, now)),
     take: (key, tokens = 1) =>
-      Effect.flatMap(withNow((now) => get(key).reserve(tokens, now)), (wait) =>
-        wait === 0
-          ? Effect.void
-          : Effect.sleep(wait).pipe(
-              Effect.andThen(awaitPause(get(key))),
-              Effect.onInterrupt(() => withNow((now) => get(key).settle(tokens, now)))
-            )
+      Effect.flatMap(
+        withNow((now) => get(key).reserve(tokens, now)),
+        (wait) =>
+          wait === 0
+            ? Effect.void
+            : Effect.sleep(wait).pipe(
+                Effect.andThen(awaitPause(get(key))),
+                Effect.onInterrupt(() => withNow((now) => get(key).settle(tokens, now)))
+              )
       ),
     settle: (key, estimated, actual) => withNow((now) => get(key).settle(estimated - actual, now)),
     pause: (key, retryAfter) => withNow((now) => get(key).pause(Duration.toMillis(retryAfter), now))
@@ -201,7 +205,8 @@ export const make = (buckets: Buckets): Effect.Effect<Service, InvalidRun> => {
  * @since 0.1.0
  * @category layers
  */
-export const layer = (buckets: Buckets): Layer.Layer<RateLimiter, InvalidRun> => Layer.effect(RateLimiter, make(buckets))
+export const layer = (buckets: Buckets): Layer.Layer<RateLimiter, InvalidRun> =>
+  Layer.effect(RateLimiter, make(buckets))
 
 /**
  * Takes `tokens` (default 1) from `key` before running `effect`.

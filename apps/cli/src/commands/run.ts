@@ -85,7 +85,7 @@ const execute = (flags: Flags) =>
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
-    const summary = Summary.render(report, { color: mode === "tty" })
+    const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
     return Summary.exitCode(report)

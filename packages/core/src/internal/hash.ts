@@ -31,7 +31,8 @@ const canonicalObject = (object: object, seen: Set<object>): string => {
   const fields: Array<string> = []
   for (const key of keys) {
     const field = (object as Record<string, unknown>)[key]
-    if (field !== undefined && typeof field !== "function") fields.push(`${JSON.stringify(key)}:${canonical(field, seen)}`)
+    if (field !== undefined && typeof field !== "function")
+      fields.push(`${JSON.stringify(key)}:${canonical(field, seen)}`)
   }
   return `{${fields.join(",")}}`
 }

@@ -29,7 +29,9 @@ export class Node {
   bypassed = 0
   reserved = false
   intent = false
-  waitingForClaims = false
+  waiting = false
+  rateTaken = false
+  ledgerKey: string | undefined = undefined
   timer = false
   blockers: ReadonlyArray<ResourceLocks.Blocker> = []
   blockerText = ""
@@ -57,7 +59,8 @@ export class Node {
   }
 }
 
-export const before = (a: Node, b: Node): boolean => a.priority > b.priority || (a.priority === b.priority && a.index < b.index)
+export const before = (a: Node, b: Node): boolean =>
+  a.priority > b.priority || (a.priority === b.priority && a.index < b.index)
 
 const noNodes: Array<Node> = []
 

@@ -4,18 +4,22 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import type * as Agent from "../Agent.ts"
 import type { CorralEvent, Progress, StopReason } from "../CorralEvent.ts"
-import type { InvalidRun } from "../CorralError.ts"
+import type { InvalidRun, Issue } from "../CorralError.ts"
+import * as Ledger from "../Ledger.ts"
 import * as Outcome from "../Outcome.ts"
+import * as RateLimiter from "../RateLimiter.ts"
 import * as ResourceLocks from "../ResourceLocks.ts"
 import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { KeyTree } from "./keyTree.ts"
+import { Heap } from "./heap.ts"
 import { before, link, type Node, ReadyQueue } from "./node.ts"
 import { validate } from "./validate.ts"
 
@@ -29,6 +33,22 @@ export interface RunOptions {
   readonly runId?: string | undefined
   readonly maxBypass?: number | undefined
   readonly stopOn?: Effect.Effect<string> | undefined
+  readonly rateLimits?: RateLimiter.Buckets | undefined
+}
+
+export const maxRateLimitedAttempts = 5
+
+interface Services {
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly limiter: RateLimiter.Service | undefined
+  readonly localLimiter: boolean
+  readonly ledger: Ledger.Service | undefined
+  readonly tracing: boolean
+}
+
+interface RateQueue {
+  readonly heap: Heap<Node>
+  armed: boolean
 }
 
 class AgentTimeout {
@@ -46,26 +66,37 @@ export const run = <A, E, R>(
   agents: ReadonlyArray<Agent.Agent<A, E, R>>,
   options: RunOptions = {}
 ): Effect.Effect<RunResult<A, E>, InvalidRun, R> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const clock = yield* Clock.Clock
     const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe())
     const concurrency = options.concurrency ?? 8
+    const limits = yield* limiterOf(options, clock)
     const nodes = validate(agents, {
       concurrency,
       pools: options.pools ?? {},
       claimTimeout: options.claimTimeout,
-      poolScope: `${runId}/`
+      poolScope: `${runId}/`,
+      rateLimits: limits.keys,
+      issues: limits.issues
     })
     if (Result.isFailure(nodes)) return yield* Effect.fail(nodes.failure)
-    const locks = yield* ResourceLocks.current
-    const tracing = (yield* Tracer.Tracer) !== Tracer.nativeTracer
+    const services: Services = {
+      locks: yield* ResourceLocks.current,
+      limiter: limits.limiter,
+      localLimiter: options.rateLimits !== undefined,
+      ledger: Option.getOrUndefined(yield* Effect.serviceOption(Ledger.Ledger)),
+      tracing: (yield* Tracer.Tracer) !== Tracer.nativeTracer
+    }
+    const tracing = services.tracing
     const execute = Effect.acquireUseRelease(
       Scope.make(),
-      (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, locks, scope, tracing).run,
+      (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, services, scope).run,
       (scope, exit) => Scope.close(scope, exit)
     )
     return yield* tracing
-      ? Effect.withSpan(execute, "corral.run", { attributes: { "corral.run.id": runId, "corral.run.agents": agents.length } })
+      ? Effect.withSpan(execute, "corral.run", {
+          attributes: { "corral.run.id": runId, "corral.run.agents": agents.length }
+        })
       : execute
   })
 
@@ -92,6 +123,10 @@ class Runner<A, E, R> {
   readonly runId: string
   readonly clock: Clock.Clock
   readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly limiter: RateLimiter.Service | undefined
+  readonly ledger: Ledger.Service | undefined
+  readonly services: Services
+  readonly rateQueues = new Map<string, RateQueue>()
   readonly scope: Scope.Closeable
   readonly tracing: boolean
   running = 0
@@ -110,17 +145,19 @@ class Runner<A, E, R> {
     concurrency: number,
     runId: string,
     clock: Clock.Clock,
-    locks: ResourceLocks.ResourceLocks["Service"],
-    scope: Scope.Closeable,
-    tracing: boolean
+    services: Services,
+    scope: Scope.Closeable
   ) {
     this.options = options
     this.concurrency = concurrency
     this.runId = runId
     this.clock = clock
-    this.locks = locks
+    this.services = services
+    this.locks = services.locks
+    this.limiter = services.limiter
+    this.ledger = services.ledger
     this.scope = scope
-    this.tracing = tracing
+    this.tracing = services.tracing
     this.nodes = nodes
     link(nodes)
     this.mode = options.mode ?? "settle"
@@ -129,19 +166,26 @@ class Runner<A, E, R> {
   }
 
   get run(): Effect.Effect<RunResult<A, E>, never, R> {
-    return Effect.gen({ self: this }, function*() {
+    return Effect.gen({ self: this }, function* () {
       this.startedAt = this.clock.currentTimeMillisUnsafe()
-      const consumer = this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
+      const consumer =
+        this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
       yield* this.locks.onRelease((lease) => this.onRelease(lease.id)).pipe(Scope.provide(this.scope))
       this.enqueueRoots()
       if (this.options.stopOn !== undefined) {
         const stopOn = this.options.stopOn
-        yield* Effect.forkIn(Effect.flatMap(stopOn, (reason) => Effect.sync(() => this.stop({ _tag: "Stopped", reason }))), this.scope)
+        yield* Effect.forkIn(
+          Effect.flatMap(stopOn, (reason) => Effect.sync(() => this.stop({ _tag: "Stopped", reason }))),
+          this.scope
+        )
       }
       const workers = Math.min(this.concurrency, this.nodes.length)
       if (workers > 0) {
         yield* Effect.raceFirst(
-          Effect.all(Array.from({ length: workers }, () => this.worker()), { concurrency: "unbounded", discard: true }),
+          Effect.all(
+            Array.from({ length: workers }, () => this.worker()),
+            { concurrency: "unbounded", discard: true }
+          ),
           Deferred.await(this.stopSignal)
         ).pipe(Effect.onInterrupt(() => this.settleRunning))
       }
@@ -186,10 +230,12 @@ class Runner<A, E, R> {
 
   private worker(): Effect.Effect<void> {
     const slot: { node: Node | undefined } = { node: undefined }
-    const loop = Effect.gen({ self: this }, function*() {
+    const loop = Effect.gen({ self: this }, function* () {
       while (this.stopped === undefined) {
         const node = this.next()
         if (node !== undefined) {
+          if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
+          if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
           if (node.request === undefined) this.start(node)
           else if (!(yield* this.claim(node))) continue
           slot.node = node
@@ -202,8 +248,73 @@ class Runner<A, E, R> {
         yield* this.sleep
       }
     })
-    return Effect.provideService(loop, Usage.Reporter, (usage) => {
+    const reporting = Effect.provideService(loop, Usage.Reporter, (usage) => {
       if (slot.node !== undefined) this.report(slot.node, usage)
+    })
+    return this.services.localLimiter
+      ? Effect.provideService(reporting, RateLimiter.RateLimiter, this.limiter!)
+      : reporting
+  }
+
+  private cached(node: Node): Effect.Effect<boolean> {
+    const key = keyOf(node, this.depsOf(node))
+    node.ledgerKey = key ?? ""
+    if (key === undefined) return Effect.succeed(false)
+    return this.ledger!.lookup(key).pipe(
+      Effect.catch(() => Effect.succeed(Option.none<Ledger.Entry>())),
+      Effect.map((entry) => {
+        if (node.state !== "ready") return true
+        if (Option.isNone(entry)) return false
+        this.record(node, new Outcome.Succeeded({ ...this.common(node), value: entry.value.value, cached: true }))
+        return true
+      })
+    )
+  }
+
+  private takeRate(node: Node): Effect.Effect<boolean> {
+    const key = node.agent.rateLimit!
+    return Effect.flatMap(this.limiter!.tryTake(key, 1), (probe) => {
+      if (node.state !== "ready") return Effect.succeed(false)
+      if (probe._tag === "Taken") return Effect.succeed((node.rateTaken = true))
+      return Effect.as(this.parkForRate(node, key, probe.ms), false)
+    })
+  }
+
+  private parkForRate(node: Node, key: string, ms: number): Effect.Effect<void> {
+    node.state = "parked"
+    if (!node.waiting) {
+      node.waiting = true
+      this.waiting++
+    }
+    let queue = this.rateQueues.get(key)
+    if (queue === undefined) this.rateQueues.set(key, (queue = { heap: new Heap<Node>(before), armed: false }))
+    queue.heap.push(node)
+    if (this.events !== undefined)
+      this.emit(() => ({ _tag: "WaitingForRateLimit", ...this.base(), agentId: node.id, key, ms }))
+    return queue.armed ? Effect.void : this.armRate(queue, key, ms)
+  }
+
+  private armRate(queue: RateQueue, key: string, ms: number): Effect.Effect<void> {
+    queue.armed = true
+    return Effect.asVoid(Effect.forkIn(Effect.andThen(Effect.sleep(ms), this.wakeRate(queue, key)), this.scope))
+  }
+
+  private wakeRate(queue: RateQueue, key: string): Effect.Effect<void> {
+    return Effect.gen({ self: this }, function* () {
+      queue.armed = false
+      while (queue.heap.size > 0) {
+        const node = queue.heap.peek()!
+        if (node.state !== "parked") {
+          queue.heap.pop()
+          continue
+        }
+        const probe = yield* this.limiter!.tryTake(key, 1)
+        if (probe._tag === "Wait") return yield* this.armRate(queue, key, probe.ms)
+        queue.heap.pop()
+        node.rateTaken = true
+        this.makeReady(node)
+        this.wake()
+      }
     })
   }
 
@@ -232,7 +343,7 @@ class Runner<A, E, R> {
   }
 
   private claim(node: Node): Effect.Effect<boolean> {
-    return Effect.gen({ self: this }, function*() {
+    return Effect.gen({ self: this }, function* () {
       const request = node.request!
       while (true) {
         const ahead = this.intents.size > 0 ? this.aheadOf(node) : []
@@ -281,7 +392,8 @@ class Runner<A, E, R> {
     node.lease = lease
     for (const other of ahead) if (++other.bypassed >= this.maxBypass) other.reserved = true
     this.dropIntent(node)
-    if (this.events !== undefined) this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
+    if (this.events !== undefined)
+      this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
   }
 
   private dropIntent(node: Node): void {
@@ -302,15 +414,16 @@ class Runner<A, E, R> {
       node.intent = true
       this.intents.add(node, node.request!.keys)
     }
-    if (!node.waitingForClaims) {
-      node.waitingForClaims = true
+    if (!node.waiting) {
+      node.waiting = true
       this.waiting++
     }
     const text = blockers.map(blockerKey).join(",")
     if (text !== node.blockerText) {
       node.blockers = blockers
       node.blockerText = text
-      if (this.events !== undefined) this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
+      if (this.events !== undefined)
+        this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
     }
   }
 
@@ -331,7 +444,10 @@ class Runner<A, E, R> {
           const blockers = node.blockers.flatMap((blocker) =>
             blocker._tag === "Key"
               ? [{ key: blocker.key, holder: blocker.holder.agentId }]
-              : blocker.holders.map((holder) => ({ key: `pool:${blocker.pool.slice(this.runId.length + 1)}`, holder: holder.agentId }))
+              : blocker.holders.map((holder) => ({
+                  key: `pool:${blocker.pool.slice(this.runId.length + 1)}`,
+                  holder: holder.agentId
+                }))
           )
           this.dropIntent(node)
           this.record(node, new Outcome.ClaimTimedOut({ ...this.common(node), afterMs: ms, blockers }))
@@ -343,21 +459,27 @@ class Runner<A, E, R> {
   private start(node: Node): void {
     node.state = "running"
     node.startedAt = this.clock.currentTimeMillisUnsafe()
-    if (node.waitingForClaims) {
-      node.waitingForClaims = false
+    if (node.waiting) {
+      node.waiting = false
       this.waiting--
     }
     this.running++
     if (this.events !== undefined) this.emit(() => ({ _tag: "Started", ...this.base(), agentId: node.id }))
   }
 
-  private attempts(node: Node): Effect.Effect<unknown, unknown> {
+  private depsOf(node: Node): Record<string, unknown> {
     const deps: Record<string, unknown> = node.deps.length === 0 ? noDeps : {}
     for (const dep of node.deps) deps[dep.id] = dep.value
+    return deps
+  }
+
+  private attempts(node: Node): Effect.Effect<unknown, unknown> {
+    const deps = this.depsOf(node)
     let effect: Effect.Effect<unknown, unknown>
     if (node.agent.retry === undefined) {
       node.attempts = 1
       effect = node.agent.run(deps) as Effect.Effect<unknown, unknown>
+      if (this.limiter !== undefined) effect = this.retryRateLimited(node, effect, this.limiter)
     } else {
       effect = Effect.suspend(() => {
         if (++node.attempts > 1 && this.events !== undefined) {
@@ -383,15 +505,48 @@ class Runner<A, E, R> {
     )
   }
 
+  private retryRateLimited(
+    node: Node,
+    effect: Effect.Effect<unknown, unknown>,
+    limiter: RateLimiter.Service
+  ): Effect.Effect<unknown, unknown> {
+    const attempt: Effect.Effect<unknown, unknown> = Effect.catch(effect, (error) => {
+      const retryAfter = RateLimiter.retryAfterOf(error)
+      if (retryAfter === undefined || node.attempts >= maxRateLimitedAttempts) return Effect.fail(error)
+      node.attempts++
+      if (this.events !== undefined)
+        this.emit(() => ({ _tag: "Retrying", ...this.base(), agentId: node.id, attempt: node.attempts }))
+      const key = keyOfError(error, limiter) ?? node.agent.rateLimit
+      const wait =
+        key === undefined
+          ? Effect.sleep(retryAfter)
+          : Effect.andThen(limiter.pause(key, retryAfter), limiter.take(key, 1))
+      return Effect.andThen(wait, attempt)
+    })
+    return attempt
+  }
+
   private report(node: Node, usage: Partial<Usage.Usage>): void {
     node.usage = Usage.add(node.usage, usage)
     this.spent = Usage.add(this.spent, usage)
     const budget = this.options.budget
     if (budget === undefined || this.stopped !== undefined) return
     if (budget.costUsd !== undefined && this.spent.costUsd > budget.costUsd) {
-      this.stop({ _tag: "BudgetExceeded", agentId: node.id, limit: "costUsd", spent: this.spent.costUsd, budget: budget.costUsd })
+      this.stop({
+        _tag: "BudgetExceeded",
+        agentId: node.id,
+        limit: "costUsd",
+        spent: this.spent.costUsd,
+        budget: budget.costUsd
+      })
     } else if (budget.tokens !== undefined && Usage.tokens(this.spent) > budget.tokens) {
-      this.stop({ _tag: "BudgetExceeded", agentId: node.id, limit: "tokens", spent: Usage.tokens(this.spent), budget: budget.tokens })
+      this.stop({
+        _tag: "BudgetExceeded",
+        agentId: node.id,
+        limit: "tokens",
+        spent: Usage.tokens(this.spent),
+        budget: budget.tokens
+      })
     }
   }
 
@@ -404,8 +559,21 @@ class Runner<A, E, R> {
       const outcome = this.classify(node, exit)
       this.running--
       this.record(node, outcome)
-      return lease === undefined ? Effect.void : this.locks.release(lease)
+      const release = lease === undefined ? Effect.void : this.locks.release(lease)
+      return this.ledger === undefined || outcome._tag !== "Succeeded"
+        ? release
+        : Effect.andThen(release, this.remember(node, outcome))
     })
+  }
+
+  private remember(node: Node, outcome: Outcome.Succeeded): Effect.Effect<void> {
+    const key = node.ledgerKey
+    if (key === undefined || key === "") return Effect.void
+    return this.ledger!.record(key, outcome).pipe(
+      Effect.catch((error) =>
+        Effect.logWarning(`corral: could not record agent ${JSON.stringify(node.id)} in the ledger`, error.message)
+      )
+    )
   }
 
   private classify(node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome {
@@ -438,8 +606,8 @@ class Runner<A, E, R> {
   }
 
   private record(node: Node, outcome: Outcome.Outcome): void {
-    if (node.waitingForClaims) {
-      node.waitingForClaims = false
+    if (node.waiting) {
+      node.waiting = false
       this.waiting--
     }
     node.state = "done"
@@ -548,6 +716,39 @@ class Runner<A, E, R> {
 }
 
 const noDeps: Record<string, unknown> = Object.freeze({})
+
+const limiterOf = (
+  options: RunOptions,
+  clock: Clock.Clock
+): Effect.Effect<{
+  limiter: RateLimiter.Service | undefined
+  keys: ReadonlyArray<string> | undefined
+  issues: ReadonlyArray<Issue>
+}> => {
+  const buckets = options.rateLimits
+  if (buckets !== undefined) {
+    const issues = RateLimiter.validateBuckets(buckets)
+    const limiter = issues.length > 0 ? undefined : RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
+    return Effect.succeed({ limiter, keys: Object.keys(buckets), issues })
+  }
+  return Effect.map(Effect.serviceOption(RateLimiter.RateLimiter), (service) => {
+    const limiter = Option.getOrUndefined(service)
+    return { limiter, keys: limiter?.keys, issues: [] }
+  })
+}
+
+const keyOf = (node: Node, deps: Agent.Deps): string | undefined => {
+  try {
+    return Ledger.keyOf(node.agent, deps)
+  } catch {
+    return undefined
+  }
+}
+
+const keyOfError = (error: unknown, limiter: RateLimiter.Service): string | undefined => {
+  const key = typeof error === "object" && error !== null && "key" in error ? error.key : undefined
+  return typeof key === "string" && limiter.keys.includes(key) ? key : undefined
+}
 
 const tokensOf = (blockers: ReadonlyArray<ResourceLocks.Blocker>): Array<number> => {
   const tokens = new Set<number>()

@@ -5,26 +5,33 @@ import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
 import { Node } from "./node.ts"
 
-
 export interface RunSettings {
   readonly concurrency: number
   readonly pools: Readonly<Record<string, number>>
   readonly claimTimeout: Duration.Input | undefined
   readonly poolScope: string
+  readonly rateLimits?: ReadonlyArray<string> | undefined
+  readonly issues?: ReadonlyArray<Issue> | undefined
 }
 
 export const millis = (input: Duration.Input | undefined): Result.Result<number | undefined, string> => {
   if (input === undefined) return Result.succeed(undefined)
   if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
   const duration = Duration.fromInput(input)
-  if (duration._tag === "None") return Result.fail(`expected a duration such as "30 seconds" or a number of milliseconds, got ${JSON.stringify(input)}`)
+  if (duration._tag === "None")
+    return Result.fail(
+      `expected a duration such as "30 seconds" or a number of milliseconds, got ${JSON.stringify(input)}`
+    )
   const ms = Duration.toMillis(duration.value)
   if (Number.isNaN(ms) || ms < 0) return Result.fail(`must not be negative, got ${JSON.stringify(input)}`)
   return Result.succeed(ms)
 }
 
-export const validate = (agents: ReadonlyArray<Agent.Any>, settings: RunSettings): Result.Result<ReadonlyArray<Node>, InvalidRun> => {
-  const issues: Array<Issue> = []
+export const validate = (
+  agents: ReadonlyArray<Agent.Any>,
+  settings: RunSettings
+): Result.Result<ReadonlyArray<Node>, InvalidRun> => {
+  const issues: Array<Issue> = [...(settings.issues ?? [])]
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
   const specs: Array<Node> = []
@@ -62,7 +69,11 @@ const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<s
       return
     }
     if (ids.has(agent.id)) {
-      issues.push({ agentId: agent.id, field: "id", message: `duplicate id (agents[${ids.get(agent.id)}] and agents[${index}])` })
+      issues.push({
+        agentId: agent.id,
+        field: "id",
+        message: `duplicate id (agents[${ids.get(agent.id)}] and agents[${index}])`
+      })
       return
     }
     ids.set(agent.id, index)
@@ -73,7 +84,12 @@ const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<s
 const noIndices: ReadonlyArray<number> = []
 
 const isPlain = (agent: Agent.Any): boolean =>
-  agent.timeout === undefined && agent.claimTimeout === undefined && agent.estimate === undefined && agent.claims === undefined && agent.dependsOn.length === 0
+  agent.timeout === undefined &&
+  agent.claimTimeout === undefined &&
+  agent.estimate === undefined &&
+  agent.claims === undefined &&
+  agent.dependsOn.length === 0 &&
+  agent.rateLimit === undefined
 
 const isBlank = (id: string): boolean =>
   id.length === 0 || ((id.charCodeAt(0) <= 32 || id.charCodeAt(id.length - 1) <= 32) && id.trim().length === 0)
@@ -109,8 +125,24 @@ const checkAgent = (
     else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
     else deps.push(target)
   }
+  if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, report)
   if (issues.length > before) return undefined
   return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
+}
+
+const checkRateLimit = (
+  key: string,
+  known: ReadonlyArray<string> | undefined,
+  report: (field: string, message: string) => void
+) => {
+  if (known === undefined) {
+    report("rateLimit", `no rate limits are configured: set the run's rateLimits option or provide a RateLimiter`)
+  } else if (!known.includes(key)) {
+    report(
+      "rateLimit",
+      `unknown rate limit ${JSON.stringify(key)}${known.length === 0 ? "" : ` (known: ${known.join(", ")})`}`
+    )
+  }
 }
 
 const checkCycles = (specs: ReadonlyArray<Node>, issues: Array<Issue>): void => {
@@ -122,7 +154,11 @@ const checkCycles = (specs: ReadonlyArray<Node>, issues: Array<Issue>): void => 
     for (const dep of specs[i]!.depIndices) {
       if (state[dep] === 1) {
         const cycle = [...stack.slice(stack.indexOf(dep)), dep].map((j) => specs[j]!.agent.id)
-        issues.push({ agentId: specs[dep]!.agent.id, field: "dependsOn", message: `dependency cycle: ${cycle.join(" -> ")}` })
+        issues.push({
+          agentId: specs[dep]!.agent.id,
+          field: "dependsOn",
+          message: `dependency cycle: ${cycle.join(" -> ")}`
+        })
         return true
       }
       if (state[dep] === 0 && visit(dep)) return true

@@ -1,0 +1,112 @@
+import { Agent, Corral, CorralError, Outcome, RateLimiter } from "@corral/core"
+import * as Testing from "@corral/core/Testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+
+const starts = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
+  Object.fromEntries(result.outcomes.map((o) => [o.agentId, o.startedAt]))
+
+describe("Corral.run with rate limits", () => {
+  it.effect("starts rate-limited agents at the bucket's rate", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = Array.from({ length: 5 }, (_, i) => Testing.scripted(timeline, `a${i}`, {}, { rateLimit: "api" }))
+      const { result, events } = yield* Testing.runScripted(agents, {
+        concurrency: 5,
+        rateLimits: { api: { limit: 1, interval: "1 second", burst: 1 } }
+      })
+      assert.deepStrictEqual(starts(result), { a0: 0, a1: 1000, a2: 2000, a3: 3000, a4: 4000 })
+      assert.deepStrictEqual(Testing.checkRun(agents, { result, events }, 5), [])
+      const waits = events.filter((e) => e._tag === "WaitingForRateLimit")
+      assert.deepStrictEqual(
+        waits.map((e) => [e.agentId, e.key, e.ms]),
+        [
+          ["a1", "api", 1000],
+          ["a2", "api", 1000],
+          ["a3", "api", 1000],
+          ["a4", "api", 1000]
+        ]
+      )
+      assert.strictEqual(waits[3]!.progress.waiting, 4)
+    }))
+
+  it.effect("an agent waiting for a token holds no slot", () =>
+    Effect.gen(function*() {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "call-1", { duration: "1 second" }, { rateLimit: "api" }),
+        Testing.scripted(timeline, "call-2", { duration: "1 second" }, { rateLimit: "api" }),
+        Testing.scripted(timeline, "local", { duration: "1 second" })
+      ]
+      const { result } = yield* Testing.runScripted(agents, {
+        concurrency: 1,
+        rateLimits: { api: { limit: 1, interval: "10 seconds", burst: 1 } }
+      })
+      assert.deepStrictEqual(starts(result), { "call-1": 0, local: 1000, "call-2": 10_000 })
+      assert.deepStrictEqual(Testing.checkTimeline(timeline, 1), [])
+    }))
+
+  it.effect("a RateLimited failure pauses the key for every agent and is retried after retryAfter", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const agents = [
+        Agent.make("flaky", {
+          rateLimit: "api",
+          run: Effect.suspend(() =>
+            ++calls === 1 ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 })) : Effect.succeed("ok")
+          )
+        }),
+        Agent.make("starter", { run: Effect.sleep("1 second") }),
+        Agent.make("b", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void }),
+        Agent.make("c", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void })
+      ]
+      const { result } = yield* Testing.runScripted(agents, {
+        concurrency: 4,
+        rateLimits: { api: { limit: 100, interval: "1 second" } }
+      })
+      const flaky = result.get("flaky")!
+      assert.strictEqual(flaky._tag, "Succeeded")
+      assert.strictEqual(flaky.attempts, 2)
+      assert.strictEqual(flaky.endedAt, 30_010)
+      assert.isAtLeast(result.get("b")!.startedAt!, 30_000)
+      assert.isAtLeast(result.get("c")!.startedAt!, 30_000)
+    }))
+
+  it.effect("retries a rate-limited agent at most 5 attempts in all", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make("always", {
+        rateLimit: "api",
+        run: Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 1000 }))
+      })
+      const { result } = yield* Testing.runScripted([agent], { rateLimits: { api: { limit: 10, interval: "1 second" } } })
+      const outcome = result.get("always") as Outcome.Failed
+      assert.strictEqual(outcome._tag, "Failed")
+      assert.strictEqual(outcome.attempts, 5)
+      assert.strictEqual(outcome.message, 'rate limited on "api": retry after 1000 ms')
+    }))
+
+  it.effect("uses the RateLimiter service from the context and provides the run's own limiter to agents", () =>
+    Effect.gen(function*() {
+      const fromContext = yield* Testing.runScripted(
+        Array.from({ length: 3 }, (_, i) => Agent.make(`a${i}`, { rateLimit: "svc", run: Effect.void }))
+      ).pipe(Effect.provide(RateLimiter.layer({ svc: { limit: 1, interval: "1 second", burst: 1 } })))
+      assert.deepStrictEqual(starts(fromContext.result), { a0: 0, a1: 1000, a2: 2000 })
+      const inner = Agent.make("inner", {
+        run: RateLimiter.RateLimiter.use((limiter) => limiter.tryTake("own"))
+      })
+      const own = yield* Corral.run([inner], { rateLimits: { own: { limit: 1, interval: "1 second" } } })
+      assert.deepStrictEqual(own.get("inner")!._tag === "Succeeded" && own.get("inner")!.value, { _tag: "Taken" })
+    }))
+
+  it.effect("unknown or unconfigured rate limits and invalid buckets are InvalidRun issues", () =>
+    Effect.gen(function*() {
+      const agents = [Agent.make("a", { rateLimit: "nope", run: Effect.void })]
+      const unknown = yield* Effect.flip(Corral.run(agents, { rateLimits: { api: { limit: 1, interval: "1 second" } } }))
+      assert.instanceOf(unknown, CorralError.InvalidRun)
+      assert.deepStrictEqual(unknown.issues, [{ agentId: "a", field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }])
+      const none = yield* Effect.flip(Corral.run(agents))
+      assert.include(none.issues[0]!.message, "no rate limits are configured")
+      const bad = yield* Effect.flip(Corral.run([], { rateLimits: { api: { limit: -1, interval: "1 second" } } }))
+      assert.deepStrictEqual(bad.issues.map((issue) => issue.field), ["rateLimits.api.limit"])
+    }))
+})

@@ -1,0 +1,75 @@
+/**
+ * The read model of a recorded run: what a ledger returns for `corral status`, `corral report`
+ * and resume. Every time is epoch milliseconds.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * What an agent was doing during a stretch of time.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SpanKind = "waiting-deps" | "waiting-claims" | "waiting-rate-limit" | "queued" | "running" | "merging"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Span {
+  readonly kind: SpanKind
+  readonly start: number
+  readonly end: number
+  /** e.g. "src/parser.ts held by parser" for waiting-claims, "attempt 2" for running */
+  readonly note?: string | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentRecord {
+  readonly agentId: string
+  readonly dependsOn: ReadonlyArray<string>
+  /** Outcome tag (`Succeeded`, `Failed`, ...), `Cached` for a success reused from an earlier run, or null while unfinished. */
+  readonly outcome: string | null
+  readonly detail: string
+  readonly attempts: number
+  readonly queuedAt: number | null
+  readonly startedAt: number | null
+  readonly endedAt: number | null
+  readonly costUsd: number
+  readonly tokens: number
+  readonly idempotencyKey: string | null
+  readonly branch: string | null
+  readonly merge: string | null
+  readonly logPath: string | null
+  /** Failed attempts (retries) with their time and message. */
+  readonly failures: ReadonlyArray<{ readonly at: number; readonly attempt: number; readonly message: string }>
+  readonly spans: ReadonlyArray<Span>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunStatus = "running" | "succeeded" | "failed" | "interrupted" | "crashed"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunRecord {
+  readonly runId: string
+  readonly planFile: string
+  readonly planHash: string
+  readonly status: RunStatus
+  readonly pid: number
+  readonly hostname: string
+  readonly startedAt: number
+  readonly endedAt: number | null
+  /** Agent ids on the critical path (longest chain of dependent agents by measured duration). */
+  readonly criticalPath: ReadonlyArray<string>
+  readonly agents: ReadonlyArray<AgentRecord>
+}
