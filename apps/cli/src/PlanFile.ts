@@ -124,6 +124,12 @@ export interface PlanAgent {
   readonly retries: number
   readonly limits: AgentLimits
   readonly env: Readonly<Record<string, string>>
+  /** Variables passed from corral's own environment (for example `OPENAI_BASE_URL`). */
+  readonly passEnv: ReadonlyArray<string>
+  /** Variables passed from corral's environment whose values are redacted in logs and events. */
+  readonly secrets: ReadonlyArray<string>
+  /** Pass corral's whole environment instead of a minimal one. */
+  readonly inheritEnv: boolean
   readonly inputs: ReadonlyArray<string>
   readonly rateLimit: string | undefined
   readonly estimateMs: number | undefined

@@ -172,13 +172,18 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       command: agent.run,
       shell: true,
       cwd: handle.dir,
-      env: { ...handle.env, ...agent.env, CORRAL_RUN_ID: options.runId, CORRAL_AGENT_ID: agent.id },
+      env: { ...passed(agent), ...handle.env, ...agent.env, CORRAL_RUN_ID: options.runId, CORRAL_AGENT_ID: agent.id },
+      secrets: agent.secrets,
+      inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line })
     })
     return yield* mergeBack(ctx, agent, handle, process)
   })
+
+const passed = (agent: PlanAgent): Record<string, string> =>
+  Object.fromEntries(agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])))
 
 const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
   const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {}

@@ -38,6 +38,9 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
       maxOutputBytes: agent.limits?.maxOutputBytes
     },
     env: { ...agent.env },
+    passEnv: unique(agent.passEnv),
+    secrets: unique(agent.secrets),
+    inheritEnv: agent.inheritEnv ?? false,
     inputs: unique(agent.inputs),
     rateLimit: agent.rateLimit,
     estimateMs: agent.estimate,

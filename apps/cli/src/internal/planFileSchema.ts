@@ -131,6 +131,14 @@ const envNameIssues = (env: Readonly<Record<string, string>>): Array<Schema.Filt
 
 const Env = Schema.Record(Schema.String, EnvValue).check(Schema.makeFilter(envNameIssues))
 
+const EnvName = Schema.String.check(
+  Schema.makeFilter((name: string) =>
+    /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)
+      ? undefined
+      : `expected an environment variable name of letters, digits and "_", got ${JSON.stringify(name)}`
+  )
+)
+
 const Command = Schema.String.check(
   Schema.makeFilter((run: string) => (run.trim().length === 0 ? "a command must not be blank" : undefined))
 )
@@ -160,6 +168,9 @@ const AgentSchema = Schema.Struct({
   retries: Schema.optionalKey(Count),
   limits: Schema.optionalKey(LimitsSchema),
   env: Schema.optionalKey(Env),
+  passEnv: Schema.optionalKey(Schema.Array(EnvName)),
+  secrets: Schema.optionalKey(Schema.Array(EnvName)),
+  inheritEnv: Schema.optionalKey(Schema.Boolean),
   inputs: Schema.optionalKey(Schema.Array(relativePattern)),
   rateLimit: Schema.optionalKey(Schema.String),
   estimate: Schema.optionalKey(Duration),
