@@ -76,14 +76,18 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
   return snapshot.groups.get(pgid) ?? EMPTY
 }
 
-export const isGroupAlive = (pgid: number): boolean => {
-  if (procAvailable) return (sampleGroup(pgid, 0)?.members ?? 0) > 0
+const groupExists = (pgid: number): boolean => {
   try {
     process.kill(-pgid, 0)
     return true
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM"
   }
+}
+
+export const isGroupAlive = (pgid: number): boolean => {
+  if (!groupExists(pgid)) return false
+  return procAvailable ? (sampleGroup(pgid, 0)?.members ?? 0) > 0 : true
 }
 
 export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {

@@ -1,0 +1,68 @@
+import { spawn as spawnChild } from "node:child_process"
+import * as ProcessAgent from "@corral/platform-node/ProcessAgent"
+import { NodeServices } from "@effect/platform-node"
+import * as Effect from "effect/Effect"
+import { core } from "../lib/core.ts"
+import type { Approach, Sample, Scenario } from "../types.ts"
+
+interface Params {
+  readonly processes: number
+  readonly concurrency: number
+}
+
+const timed = async (body: () => Promise<unknown>): Promise<Sample> => {
+  const start = performance.now()
+  await body()
+  return { ms: performance.now() - start }
+}
+
+const runTrue = () =>
+  new Promise<void>((resolve, reject) => {
+    const child = spawnChild("true", [], { stdio: ["ignore", "pipe", "pipe"], detached: true })
+    child.on("error", reject)
+    child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`true exited with ${code}`))))
+  })
+
+const plainSpawn: Approach<Params> = {
+  name: "child_process.spawn pool",
+  run: (p) =>
+    timed(async () => {
+      let next = 0
+      const worker = async () => {
+        while (next < p.processes) {
+          next++
+          await runTrue()
+        }
+      }
+      await Promise.all(Array.from({ length: p.concurrency }, worker))
+    })
+}
+
+const corral: Approach<Params> = {
+  name: "corral ProcessAgent",
+  run: async (p) => {
+    const { Corral } = await core()
+    return timed(async () => {
+      const agents = Array.from({ length: p.processes }, (_, i) => ProcessAgent.make(`true-${i}`, { command: "true" }))
+      const result = await Effect.runPromise(
+        Corral.run(agents, { concurrency: p.concurrency }).pipe(Effect.provide(NodeServices.layer))
+      )
+      if (!result.allSucceeded) throw new Error(`${result.failed.length} process agents failed`)
+    })
+  }
+}
+
+export const spawn: Scenario<Params> = {
+  name: "spawn",
+  description: "process agents: spawn, watch and reap 200 runs of `true` at concurrency 8",
+  floor: "a plain child_process.spawn loop with the same concurrency, measured in the same run",
+  targets: ["corral ≤ 1.2× the plain spawn loop"],
+  floorApproach: "child_process.spawn pool",
+  approaches: [plainSpawn, corral],
+  cases: (options) => [
+    {
+      label: `${options.quick ? 50 : 200} × true at concurrency 8`,
+      params: { processes: options.quick ? 50 : 200, concurrency: 8 }
+    }
+  ]
+}
