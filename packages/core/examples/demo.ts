@@ -2,7 +2,7 @@ import { Agent, Corral, CorralEvent, type Outcome, Usage } from "@corral/core"
 import { Console, Effect } from "effect"
 
 const work = (ms: number, costUsd = 0) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     yield* Effect.sleep(ms)
     if (costUsd > 0) yield* Usage.report({ inputTokens: Math.round(costUsd * 100_000), outputTokens: 800, costUsd })
   })
@@ -16,7 +16,9 @@ const agents = [
   Agent.make("edit-parser", { run: work(400), claims: { write: ["src/parser.ts"] } }),
   Agent.make("parser-tests", { run: work(300), claims: { write: ["src/parser.ts"], read: ["src/types.ts"] } }),
   Agent.make("lint", { run: work(250), claims: { read: ["src/"] } }),
-  Agent.make("flaky-api", { run: Effect.andThen(work(100), Effect.fail({ _tag: "HttpError", message: "502 from upstream" })) }),
+  Agent.make("flaky-api", {
+    run: Effect.andThen(work(100), Effect.fail({ _tag: "HttpError", message: "502 from upstream" }))
+  }),
   Agent.make("hung-call", { run: work(60_000), timeout: "800 millis" }),
   Agent.make("buggy", {
     run: Effect.sync(() => {
@@ -48,7 +50,9 @@ const onEvent = (event: CorralEvent.CorralEvent) => {
     case "Started":
       return Console.log(`${clock}  started   ${event.agentId}  (${event.progress.running} running)`)
     case "WaitingForClaims":
-      return Console.log(`${clock}  waiting   ${event.agentId} for ${event.blockers.map(CorralEvent.formatBlocker).join(", ")}`)
+      return Console.log(
+        `${clock}  waiting   ${event.agentId} for ${event.blockers.map(CorralEvent.formatBlocker).join(", ")}`
+      )
     case "Finished":
       return Console.log(`${clock}  ${event.outcome._tag.toLowerCase().padEnd(9)} ${event.agentId}`)
     default:
@@ -57,7 +61,7 @@ const onEvent = (event: CorralEvent.CorralEvent) => {
 }
 
 const start = Date.now()
-const program = Effect.gen(function*() {
+const program = Effect.gen(function* () {
   yield* Console.log("corral demo: 8 agents, at most 3 at a time\n")
   const result = yield* Corral.run(agents, { concurrency: 3, onEvent })
   yield* Console.log("\nagent          outcome      attempts  waited   ran     detail")

@@ -103,7 +103,9 @@ export const normalizeKey = (
   const trimmed = raw.trim()
   if (trimmed.length === 0) return Result.fail(new InvalidClaim({ key: raw, reason: "keys must not be empty" }))
   if (trimmed.startsWith("/") || trimmed.startsWith("\\") || windowsAbsolute.test(trimmed)) {
-    return Result.fail(new InvalidClaim({ key: raw, reason: "absolute paths are not allowed; use a path relative to the repository" }))
+    return Result.fail(
+      new InvalidClaim({ key: raw, reason: "absolute paths are not allowed; use a path relative to the repository" })
+    )
   }
   if (namedResource.test(trimmed)) return Result.succeed({ key: trimmed, segments: [trimmed] })
   const segments: Array<string> = []
@@ -119,7 +121,9 @@ export const normalizeKey = (
     segments.push(part)
   }
   if (segments.length === 0) {
-    return Result.fail(new InvalidClaim({ key: raw, reason: "the path names the repository root; claim a folder or file inside it" }))
+    return Result.fail(
+      new InvalidClaim({ key: raw, reason: "the path names the repository root; claim a folder or file inside it" })
+    )
   }
   const folder = trimmed.endsWith("/") || trimmed.endsWith("\\")
   return Result.succeed({ key: segments.join("/") + (folder ? "/" : ""), segments })
@@ -158,7 +162,9 @@ export const normalize = (
       )
     }
     if (!Number.isInteger(amount) || amount < 1) {
-      return Result.fail(new InvalidClaim({ key: pool, reason: `pool amounts must be positive integers, got ${amount}` }))
+      return Result.fail(
+        new InvalidClaim({ key: pool, reason: `pool amounts must be positive integers, got ${amount}` })
+      )
     }
     if (amount > capacity) {
       return Result.fail(new InvalidClaim({ key: pool, reason: `asks for ${amount} but the pool holds ${capacity}` }))

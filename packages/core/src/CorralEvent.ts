@@ -42,7 +42,13 @@ interface Base {
  */
 export type StopReason =
   | { readonly _tag: "AgentFailed"; readonly agentId: string; readonly outcome: Outcome.Tag }
-  | { readonly _tag: "BudgetExceeded"; readonly agentId: string; readonly limit: string; readonly spent: number; readonly budget: number }
+  | {
+      readonly _tag: "BudgetExceeded"
+      readonly agentId: string
+      readonly limit: string
+      readonly spent: number
+      readonly budget: number
+    }
   | { readonly _tag: "Stopped"; readonly reason: string }
 
 /**
@@ -57,7 +63,12 @@ export type CorralEvent =
       readonly agentId: string
       readonly blockers: ReadonlyArray<ResourceLocks.Blocker>
     })
-  | (Base & { readonly _tag: "WaitingForRateLimit"; readonly agentId: string; readonly key: string; readonly ms: number })
+  | (Base & {
+      readonly _tag: "WaitingForRateLimit"
+      readonly agentId: string
+      readonly key: string
+      readonly ms: number
+    })
   | (Base & { readonly _tag: "ClaimsAcquired"; readonly agentId: string; readonly fencingToken: number })
   | (Base & { readonly _tag: "Started"; readonly agentId: string })
   | (Base & { readonly _tag: "Retrying"; readonly agentId: string; readonly attempt: number })

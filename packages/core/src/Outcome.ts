@@ -39,7 +39,9 @@ export interface Common {
  * @since 0.1.0
  * @category models
  */
-export class Succeeded extends Data.TaggedClass("Succeeded")<Common & { readonly value: unknown; readonly cached: boolean }> {}
+export class Succeeded extends Data.TaggedClass("Succeeded")<
+  Common & { readonly value: unknown; readonly cached: boolean }
+> {}
 
 /**
  * The agent failed with a typed error, or died with a defect (`defect: true`): a thrown exception
@@ -93,7 +95,10 @@ export class Skipped extends Data.TaggedClass("Skipped")<
  * @category models
  */
 export class ClaimTimedOut extends Data.TaggedClass("ClaimTimedOut")<
-  Common & { readonly afterMs: number; readonly blockers: ReadonlyArray<{ readonly key: string; readonly holder: string }> }
+  Common & {
+    readonly afterMs: number
+    readonly blockers: ReadonlyArray<{ readonly key: string; readonly holder: string }>
+  }
 > {}
 
 /**
@@ -171,5 +176,7 @@ export const isSucceeded = <A, E>(outcome: Outcome<A, E>): outcome is Succeeded 
  * @since 0.1.0
  * @category guards
  */
-export const isFailure = <A, E>(outcome: Outcome<A, E>): outcome is Extract<Outcome<A, E>, { _tag: "Failed" | "TimedOut" | "ClaimTimedOut" }> =>
+export const isFailure = <A, E>(
+  outcome: Outcome<A, E>
+): outcome is Extract<Outcome<A, E>, { _tag: "Failed" | "TimedOut" | "ClaimTimedOut" }> =>
   outcome._tag === "Failed" || outcome._tag === "TimedOut" || outcome._tag === "ClaimTimedOut"

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
@@ -78,14 +78,20 @@ export const scripted = <A = unknown>(
   options: Omit<Agent.Options<A, unknown, never>, "run"> = {}
 ): Agent.Agent<A, unknown> => {
   let attempt = 0
-  const run = Effect.gen(function*() {
+  const run = Effect.gen(function* () {
     attempt++
     const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     let completed = false
     yield* Effect.addFinalizer(() =>
       Effect.clockWith((clock) =>
         Effect.sync(() => {
-          timeline.intervals.push({ agentId: id, start, end: clock.currentTimeMillisUnsafe(), claims: options.claims, completed })
+          timeline.intervals.push({
+            agentId: id,
+            start,
+            end: clock.currentTimeMillisUnsafe(),
+            claims: options.claims,
+            completed
+          })
           timeline.finalized.push(id)
         })
       )
@@ -124,7 +130,7 @@ export const runScripted = <A, E, R>(
   agents: ReadonlyArray<Agent.Agent<A, E, R>>,
   options: Corral.Options = {}
 ): Effect.Effect<Recorded<A, E>, InvalidRun, R> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const events: Array<CorralEvent> = []
     const fiber = yield* Effect.forkChild(
       Corral.run(agents, { ...options, onEvent: (event) => Effect.sync(() => events.push(event)) }),
@@ -141,8 +147,11 @@ export const runScripted = <A, E, R>(
  * @since 0.1.0
  * @category running
  */
-export const advanceUntilDone = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.Input = "1 second"): Effect.Effect<void> =>
-  Effect.gen(function*() {
+export const advanceUntilDone = <A, E>(
+  fiber: Fiber.Fiber<A, E>,
+  step: Duration.Input = "1 second"
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
     yield* Effect.yieldNow
     while (fiber.pollUnsafe() === undefined) {
       yield* TestClock.adjust(step)
@@ -183,14 +192,20 @@ export const checkRun = (
   for (const event of recorded.events) {
     const p = event.progress
     if (p.pending + p.running + p.done !== p.total || p.pending < 0 || p.running < 0) {
-      violations.push({ invariant: "pending + running + done === total", detail: `${event._tag}: ${JSON.stringify(p)}` })
+      violations.push({
+        invariant: "pending + running + done === total",
+        detail: `${event._tag}: ${JSON.stringify(p)}`
+      })
     }
-    if (p.running > concurrency) violations.push({ invariant: "running <= concurrency", detail: `${event._tag}: ${p.running}` })
-    if (p.waiting > p.pending) violations.push({ invariant: "waiting <= pending", detail: `${event._tag}: ${JSON.stringify(p)}` })
+    if (p.running > concurrency)
+      violations.push({ invariant: "running <= concurrency", detail: `${event._tag}: ${p.running}` })
+    if (p.waiting > p.pending)
+      violations.push({ invariant: "waiting <= pending", detail: `${event._tag}: ${JSON.stringify(p)}` })
     if (event._tag === "Finished") finished.set(event.agentId, (finished.get(event.agentId) ?? 0) + 1)
   }
   for (const id of ids) {
-    if (finished.get(id) !== 1) violations.push({ invariant: "one Finished event per agent", detail: `${id}: ${finished.get(id) ?? 0}` })
+    if (finished.get(id) !== 1)
+      violations.push({ invariant: "one Finished event per agent", detail: `${id}: ${finished.get(id) ?? 0}` })
   }
   return violations
 }

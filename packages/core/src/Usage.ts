@@ -54,9 +54,12 @@ export const tokens = (usage: Usage): number => usage.inputTokens + usage.output
  * @since 0.1.0
  * @category references
  */
-export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | undefined>("@corral/core/Usage/Reporter", {
-  defaultValue: () => undefined
-})
+export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | undefined>(
+  "@corral/core/Usage/Reporter",
+  {
+    defaultValue: () => undefined
+  }
+)
 
 /**
  * Reports usage for the running agent. Outside a run it does nothing.

@@ -11,7 +11,10 @@ describe("Claims", () => {
       segments: ["src", "parser.ts"]
     })
     assert.deepStrictEqual(Result.getOrThrow(Claims.normalizeKey("src/")), { key: "src/", segments: ["src"] })
-    assert.deepStrictEqual(Result.getOrThrow(Claims.normalizeKey("src/a/../b.ts")), { key: "src/b.ts", segments: ["src", "b.ts"] })
+    assert.deepStrictEqual(Result.getOrThrow(Claims.normalizeKey("src/a/../b.ts")), {
+      key: "src/b.ts",
+      segments: ["src", "b.ts"]
+    })
     assert.deepStrictEqual(Result.getOrThrow(Claims.normalizeKey("file:docs/summary.md")), {
       key: "file:docs/summary.md",
       segments: ["file:docs/summary.md"]
@@ -43,7 +46,9 @@ describe("Claims", () => {
     assert.deepStrictEqual(Claims.conflicts(request({ read: ["src/"] }), request({ read: ["src/parser.ts"] })), [])
     assert.deepStrictEqual(Claims.conflicts(request({ write: ["src/a.ts"] }), request({ write: ["src/b.ts"] })), [])
     assert.deepStrictEqual(Claims.conflicts(request({ write: ["src"] }), request({ write: ["srcx/a.ts"] })), [])
-    assert.deepStrictEqual(Claims.conflicts(request({ write: ["db:users"] }), request({ read: ["db:users"] })), ["db:users"])
+    assert.deepStrictEqual(Claims.conflicts(request({ write: ["db:users"] }), request({ read: ["db:users"] })), [
+      "db:users"
+    ])
   })
 
   it("checks pools against the run's capacities and scopes them", () => {

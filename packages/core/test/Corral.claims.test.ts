@@ -1,4 +1,4 @@
-import { Agent, Claims, Corral, CorralEvent, Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Claims, Corral, CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Result } from "effect"
@@ -6,7 +6,7 @@ import { TestClock } from "effect/testing"
 
 describe("Corral.run with claims", () => {
   it.effect("two writers of one file serialize while a third agent runs beside them", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "parser", { duration: "2 seconds" }, { claims: { write: ["src/parser.ts"] } }),
@@ -21,14 +21,20 @@ describe("Corral.run with claims", () => {
       assert.isDefined(waiting)
       if (waiting?._tag === "WaitingForClaims") {
         assert.strictEqual(waiting.agentId, "parser-tests")
-        assert.deepStrictEqual(waiting.blockers.map(CorralEvent.formatBlocker), ["src/parser.ts (write, held by parser)"])
-        assert.deepStrictEqual([waiting.progress.running, waiting.progress.waiting, waiting.progress.pending], [1, 1, 2])
+        assert.deepStrictEqual(waiting.blockers.map(CorralEvent.formatBlocker), [
+          "src/parser.ts (write, held by parser)"
+        ])
+        assert.deepStrictEqual(
+          [waiting.progress.running, waiting.progress.waiting, waiting.progress.pending],
+          [1, 1, 2]
+        )
       }
       assert.strictEqual(result.get("parser-tests")!.waitedMs, 2000)
-    }))
+    })
+  )
 
   it.effect("an agent waiting for claims does not hold a slot: later agents run meanwhile", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "holder", { duration: "10 seconds" }, { claims: { write: ["k"] } }),
@@ -41,42 +47,60 @@ describe("Corral.run with claims", () => {
         [0, 1000, 2000, 3000]
       )
       assert.strictEqual(result.get("blocked")!.startedAt, 10000)
-    }))
+    })
+  )
 
   it.effect("a writer behind a stream of readers is overtaken at most `maxBypass` times", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const readers = (from: number, to: number) =>
         Array.from({ length: to - from }, (_, i) =>
-          Testing.scripted(timeline, `reader-${from + i}`, { duration: "2 seconds" }, { claims: { read: ["index.db"] } })
+          Testing.scripted(
+            timeline,
+            `reader-${from + i}`,
+            { duration: "2 seconds" },
+            { claims: { read: ["index.db"] } }
+          )
         )
       const writer = Testing.scripted(timeline, "writer", { duration: "1 second" }, { claims: { write: ["index.db"] } })
       const agents = [...readers(0, 5), writer, ...readers(5, 50)]
       const { result } = yield* Testing.runScripted(agents, { concurrency: 10, maxBypass: 3 })
       const writerStart = result.get("writer")!.startedAt!
       assert.strictEqual(writerStart, 2000)
-      const overtook = result.outcomes.filter((o) => o.agentId.startsWith("reader-") && Number(o.agentId.slice(7)) >= 5 && o.startedAt! < writerStart)
+      const overtook = result.outcomes.filter(
+        (o) => o.agentId.startsWith("reader-") && Number(o.agentId.slice(7)) >= 5 && o.startedAt! < writerStart
+      )
       assert.strictEqual(overtook.length, 3)
       assert.deepStrictEqual(Testing.checkTimeline(timeline, 10), [])
 
       const unfair = new Testing.Timeline()
       const again = [
-        ...Array.from({ length: 5 }, (_, i) => Testing.scripted(unfair, `r${i}`, { duration: "2 seconds" }, { claims: { read: ["index.db"] } })),
+        ...Array.from({ length: 5 }, (_, i) =>
+          Testing.scripted(unfair, `r${i}`, { duration: "2 seconds" }, { claims: { read: ["index.db"] } })
+        ),
         Testing.scripted(unfair, "writer", { duration: "1 second" }, { claims: { write: ["index.db"] } }),
-        ...Array.from({ length: 45 }, (_, i) => Testing.scripted(unfair, `r${i + 5}`, { duration: "2 seconds" }, { claims: { read: ["index.db"] } }))
+        ...Array.from({ length: 45 }, (_, i) =>
+          Testing.scripted(unfair, `r${i + 5}`, { duration: "2 seconds" }, { claims: { read: ["index.db"] } })
+        )
       ]
       const greedy = yield* Testing.runScripted(again, { concurrency: 10, maxBypass: 1_000 })
       assert.isAbove(greedy.result.get("writer")!.startedAt!, 8000, "without the bound the writer starves")
-    }))
+    })
+  )
 
   it.effect("claimTimeout reports a lock held outside the run, naming the key and its holder", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()
       const request = Result.getOrThrow(Claims.normalize({ write: ["db:users"] }, {}))
       yield* locks.acquire({ runId: "other-process", agentId: "migrator" }, request)
       const timeline = new Testing.Timeline()
       const agents = [
-        Testing.scripted(timeline, "reporting", { duration: "1 second" }, { claims: { read: ["db:users"] }, claimTimeout: "5 seconds" }),
+        Testing.scripted(
+          timeline,
+          "reporting",
+          { duration: "1 second" },
+          { claims: { read: ["db:users"] }, claimTimeout: "5 seconds" }
+        ),
         Testing.scripted(timeline, "after", { duration: "1 second" }, { dependsOn: ["reporting"] }),
         Testing.scripted(timeline, "other", { duration: "1 second" })
       ]
@@ -90,30 +114,36 @@ describe("Corral.run with claims", () => {
       assert.strictEqual(result.get("after")!._tag, "Skipped")
       assert.strictEqual(result.get("other")!._tag, "Succeeded")
       assert.strictEqual((yield* locks.snapshot).held.length, 1)
-    }))
+    })
+  )
 
   it.effect("two runs in one process serialize on a shared key and never release each other's claims", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()
       const timeline = new Testing.Timeline()
       const make = (runId: string) =>
-        Corral.run([Testing.scripted(timeline, "writer", { duration: "2 seconds" }, { claims: { write: ["shared.txt"] } })], { runId }).pipe(
-          Effect.provideService(ResourceLocks.ResourceLocks, locks)
-        )
+        Corral.run(
+          [Testing.scripted(timeline, "writer", { duration: "2 seconds" }, { claims: { write: ["shared.txt"] } })],
+          { runId }
+        ).pipe(Effect.provideService(ResourceLocks.ResourceLocks, locks))
       const one = yield* Effect.forkChild(make("run-1"), { startImmediately: true })
       const two = yield* Effect.forkChild(make("run-2"), { startImmediately: true })
       yield* TestClock.adjust("1 second")
-      assert.deepStrictEqual((yield* locks.snapshot).held.map((h) => h.holder), [{ runId: "run-1", agentId: "writer" }])
+      assert.deepStrictEqual(
+        (yield* locks.snapshot).held.map((h) => h.holder),
+        [{ runId: "run-1", agentId: "writer" }]
+      )
       yield* Testing.advanceUntilDone(two)
       const [a, b] = [yield* Fiber.join(one), yield* Fiber.join(two)]
       assert.strictEqual(a.get("writer")!.startedAt, 0)
       assert.strictEqual(b.get("writer")!.startedAt, 2000)
       assert.deepStrictEqual(Testing.checkTimeline(timeline, 2), [])
       assert.deepStrictEqual((yield* locks.snapshot).held, [])
-    }))
+    })
+  )
 
   it.effect("pools cap how many agents use a resource at once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = Array.from({ length: 6 }, (_, i) =>
         Testing.scripted(timeline, `llm-${i}`, { duration: "1 second" }, { claims: { pools: { llm: 1 } } })
@@ -121,10 +151,11 @@ describe("Corral.run with claims", () => {
       const { result } = yield* Testing.runScripted(agents, { concurrency: 6, pools: { llm: 2 } })
       assert.strictEqual(Testing.peakConcurrency(timeline), 2)
       assert.strictEqual(result.wallMs, 3000)
-    }))
+    })
+  )
 
   it.effect("every lock is free after a fail-fast stop", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()
       const timeline = new Testing.Timeline()
       const agents = [
@@ -138,6 +169,9 @@ describe("Corral.run with claims", () => {
       assert.deepStrictEqual(Object.values(result.counts), [1, 1, 1])
       assert.deepStrictEqual((yield* locks.snapshot).held, [])
       const agent = Agent.make("probe", { run: Effect.void, claims: { write: ["x", "y"] } })
-      assert.isTrue((yield* Corral.run([agent]).pipe(Effect.provideService(ResourceLocks.ResourceLocks, locks))).allSucceeded)
-    }))
+      assert.isTrue(
+        (yield* Corral.run([agent]).pipe(Effect.provideService(ResourceLocks.ResourceLocks, locks))).allSucceeded
+      )
+    })
+  )
 })

@@ -5,7 +5,7 @@ import { Effect } from "effect"
 
 describe("Corral.run with dependencies", () => {
   it.effect("runs greedily: a fast branch's dependent starts before its slow sibling finishes", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "research", { duration: "1 second", result: "notes" }),
@@ -19,10 +19,11 @@ describe("Corral.run with dependencies", () => {
       assert.strictEqual(start("intro"), 2000)
       assert.strictEqual(start("draft"), 6000)
       assert.strictEqual(result.wallMs, 7000)
-    }))
+    })
+  )
 
   it.effect("passes dependency results downstream", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const result = yield* Corral.run([
         Agent.make("a", { run: Effect.succeed(20) }),
         Agent.make("b", { run: Effect.succeed(22) }),
@@ -33,10 +34,11 @@ describe("Corral.run with dependencies", () => {
       ])
       const sum = result.get("sum")!
       assert.strictEqual(sum._tag === "Succeeded" ? sum.value : undefined, 42)
-    }))
+    })
+  )
 
   it.effect("skips every transitive dependent of a failed agent, naming the failed dependency", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "a", { duration: "1 second", fail: "bad" }),
@@ -46,14 +48,19 @@ describe("Corral.run with dependencies", () => {
       ]
       const { result } = yield* Testing.runScripted(agents)
       assert.deepStrictEqual(
-        result.outcomes.map((o) => (o._tag === "Skipped" ? `${o.agentId}:skipped(${o.dependency} ${o.dependencyOutcome})` : `${o.agentId}:${o._tag}`)),
+        result.outcomes.map((o) =>
+          o._tag === "Skipped"
+            ? `${o.agentId}:skipped(${o.dependency} ${o.dependencyOutcome})`
+            : `${o.agentId}:${o._tag}`
+        ),
         ["a:Failed", "b:skipped(a Failed)", "c:skipped(a Failed)", "d:Succeeded"]
       )
       assert.deepStrictEqual(timeline.intervals.map((i) => i.agentId).sort(), ["a", "d"])
-    }))
+    })
+  )
 
   it.effect("starts the agent with the longest remaining path first", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "short", { duration: "1 second" }, { estimate: "1 second" }),
@@ -65,5 +72,6 @@ describe("Corral.run with dependencies", () => {
         [...result.outcomes].sort((a, b) => a.startedAt! - b.startedAt!).map((o) => o.agentId),
         ["head", "tail", "short"]
       )
-    }))
+    })
+  )
 })

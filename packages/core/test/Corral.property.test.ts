@@ -1,4 +1,4 @@
-import { Agent, Corral, Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Corral, type Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
@@ -55,7 +55,7 @@ const build = (c: RunCase, observed: Array<Observed>) =>
     const deps = i === 0 ? [] : [...new Set(a.deps.map((d) => `n${d % i}`))]
     return Agent.make(id, {
       run: (values: Record<string, unknown>) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
           const record: Observed = { id, start, end: Number.POSITIVE_INFINITY, deps: values, pool: a.pool ?? 0 }
           observed.push(record)
@@ -74,7 +74,7 @@ const build = (c: RunCase, observed: Array<Observed>) =>
   })
 
 const check = (c: RunCase) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const observed: Array<Observed> = []
     const agents = build(c, observed)
     const locks = ResourceLocks.makeMemory()
@@ -108,7 +108,13 @@ const checkOverlaps = (c: RunCase, observed: ReadonlyArray<Observed>) => {
   const timeline = new Testing.Timeline()
   for (const o of observed) {
     const a = c.agents[Number(o.id.slice(1))]!
-    timeline.intervals.push({ agentId: o.id, start: o.start, end: o.end, claims: { write: a.write, read: a.read }, completed: true })
+    timeline.intervals.push({
+      agentId: o.id,
+      start: o.start,
+      end: o.end,
+      claims: { write: a.write, read: a.read },
+      completed: true
+    })
   }
   assert.deepStrictEqual(Testing.checkTimeline(timeline, c.concurrency), [])
   const points = observed.flatMap((o) => [
@@ -154,5 +160,6 @@ describe("Corral.run properties", () => {
         fc.asyncProperty(runCase, (c) => Effect.runPromise(check(c).pipe(Effect.provide(TestClock.layer())))),
         { seed: 20261125, numRuns: 300 }
       )
-    ))
+    )
+  )
 })

@@ -1,4 +1,4 @@
-import { Agent, Corral, CorralError, Outcome, RateLimiter } from "@corral/core"
+import { Agent, Corral, CorralError, type Outcome, RateLimiter } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -8,7 +8,7 @@ const starts = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unkno
 
 describe("Corral.run with rate limits", () => {
   it.effect("starts rate-limited agents at the bucket's rate", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = Array.from({ length: 5 }, (_, i) => Testing.scripted(timeline, `a${i}`, {}, { rateLimit: "api" }))
       const { result, events } = yield* Testing.runScripted(agents, {
@@ -28,10 +28,11 @@ describe("Corral.run with rate limits", () => {
         ]
       )
       assert.strictEqual(waits[3]!.progress.waiting, 4)
-    }))
+    })
+  )
 
   it.effect("an agent waiting for a token holds no slot", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "call-1", { duration: "1 second" }, { rateLimit: "api" }),
@@ -44,16 +45,19 @@ describe("Corral.run with rate limits", () => {
       })
       assert.deepStrictEqual(starts(result), { "call-1": 0, local: 1000, "call-2": 10_000 })
       assert.deepStrictEqual(Testing.checkTimeline(timeline, 1), [])
-    }))
+    })
+  )
 
   it.effect("a RateLimited failure pauses the key for every agent and is retried after retryAfter", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       let calls = 0
       const agents = [
         Agent.make("flaky", {
           rateLimit: "api",
           run: Effect.suspend(() =>
-            ++calls === 1 ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 })) : Effect.succeed("ok")
+            ++calls === 1
+              ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 }))
+              : Effect.succeed("ok")
           )
         }),
         Agent.make("starter", { run: Effect.sleep("1 second") }),
@@ -70,23 +74,27 @@ describe("Corral.run with rate limits", () => {
       assert.strictEqual(flaky.endedAt, 30_010)
       assert.isAtLeast(result.get("b")!.startedAt!, 30_000)
       assert.isAtLeast(result.get("c")!.startedAt!, 30_000)
-    }))
+    })
+  )
 
   it.effect("retries a rate-limited agent at most 5 attempts in all", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const agent = Agent.make("always", {
         rateLimit: "api",
         run: Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 1000 }))
       })
-      const { result } = yield* Testing.runScripted([agent], { rateLimits: { api: { limit: 10, interval: "1 second" } } })
+      const { result } = yield* Testing.runScripted([agent], {
+        rateLimits: { api: { limit: 10, interval: "1 second" } }
+      })
       const outcome = result.get("always") as Outcome.Failed
       assert.strictEqual(outcome._tag, "Failed")
       assert.strictEqual(outcome.attempts, 5)
       assert.strictEqual(outcome.message, 'rate limited on "api": retry after 1000 ms')
-    }))
+    })
+  )
 
   it.effect("uses the RateLimiter service from the context and provides the run's own limiter to agents", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fromContext = yield* Testing.runScripted(
         Array.from({ length: 3 }, (_, i) => Agent.make(`a${i}`, { rateLimit: "svc", run: Effect.void }))
       ).pipe(Effect.provide(RateLimiter.layer({ svc: { limit: 1, interval: "1 second", burst: 1 } })))
@@ -94,19 +102,32 @@ describe("Corral.run with rate limits", () => {
       const inner = Agent.make("inner", {
         run: RateLimiter.RateLimiter.use((limiter) => limiter.tryTake("own"))
       })
-      const own = yield* Corral.run([inner], { rateLimits: { own: { limit: 1, interval: "1 second" } } })
-      assert.deepStrictEqual(own.get("inner")!._tag === "Succeeded" && own.get("inner")!.value, { _tag: "Taken" })
-    }))
+      const own = yield* Corral.run([inner], { rateLimits: { own: { limit: 1, interval: "1 second" } } }).pipe(
+        Effect.provide(RateLimiter.layer({ other: { limit: 1, interval: "1 second" } }))
+      )
+      assert.deepStrictEqual(own.succeeded[0]!.value, { _tag: "Taken" })
+    })
+  )
 
   it.effect("unknown or unconfigured rate limits and invalid buckets are InvalidRun issues", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const agents = [Agent.make("a", { rateLimit: "nope", run: Effect.void })]
-      const unknown = yield* Effect.flip(Corral.run(agents, { rateLimits: { api: { limit: 1, interval: "1 second" } } }))
+      const unknown = yield* Effect.flip(
+        Corral.run(agents, { rateLimits: { api: { limit: 1, interval: "1 second" } } })
+      )
       assert.instanceOf(unknown, CorralError.InvalidRun)
-      assert.deepStrictEqual(unknown.issues, [{ agentId: "a", field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }])
+      assert.deepStrictEqual(unknown.issues, [
+        { agentId: "a", field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }
+      ])
       const none = yield* Effect.flip(Corral.run(agents))
       assert.include(none.issues[0]!.message, "no rate limits are configured")
-      const bad = yield* Effect.flip(Corral.run([], { rateLimits: { api: { limit: -1, interval: "1 second" } } }))
-      assert.deepStrictEqual(bad.issues.map((issue) => issue.field), ["rateLimits.api.limit"])
-    }))
+      const bad = yield* Effect.flip(
+        Corral.run([] as ReadonlyArray<Agent.Agent<void>>, { rateLimits: { api: { limit: -1, interval: "1 second" } } })
+      )
+      assert.deepStrictEqual(
+        bad.issues.map((issue) => issue.field),
+        ["rateLimits.api.limit"]
+      )
+    })
+  )
 })

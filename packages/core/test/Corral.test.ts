@@ -1,4 +1,4 @@
-import { Agent, Corral, CorralError, type CorralEvent, Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
 import { type Duration, Effect, Exit, Fiber, Schedule } from "effect"
@@ -9,9 +9,11 @@ const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown
 
 describe("Corral.run", () => {
   it.effect("never runs more than `concurrency` agents and reaches the bound when work allows", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
-      const agents = Array.from({ length: 10 }, (_, i) => Testing.scripted(timeline, `a${i}`, { duration: "1 second", result: i }))
+      const agents = Array.from({ length: 10 }, (_, i) =>
+        Testing.scripted(timeline, `a${i}`, { duration: "1 second", result: i })
+      )
       const { result, events } = yield* Testing.runScripted(agents, { concurrency: 3 })
       assert.strictEqual(Testing.peakConcurrency(timeline), 3)
       assert.deepStrictEqual(Testing.checkTimeline(timeline, 3), [])
@@ -22,10 +24,11 @@ describe("Corral.run", () => {
         result.succeeded.map((o) => o.value),
         [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
       )
-    }))
+    })
+  )
 
   it.effect("settle: failures, defects, thrown exceptions and timeouts each get their own outcome", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "ok", { duration: "1 second", result: "fine" }),
@@ -39,7 +42,13 @@ describe("Corral.run", () => {
         Testing.scripted(timeline, "slow", { duration: "1 hour" }, { timeout: "5 seconds" })
       ]
       const { result } = yield* Testing.runScripted(agents, { concurrency: 5 })
-      assert.deepStrictEqual(tags(result), { ok: "Succeeded", fails: "Failed", dies: "Failed", throws: "Failed", slow: "TimedOut" })
+      assert.deepStrictEqual(tags(result), {
+        ok: "Succeeded",
+        fails: "Failed",
+        dies: "Failed",
+        throws: "Failed",
+        slow: "TimedOut"
+      })
       const fails = result.get("fails") as Outcome.Failed
       assert.isFalse(fails.defect)
       assert.strictEqual(fails.message, "boom")
@@ -53,10 +62,11 @@ describe("Corral.run", () => {
       assert.include(timeline.finalized, "slow")
       assert.strictEqual(result.failed.length, 4)
       assert.isUndefined(result.stopped)
-    }))
+    })
+  )
 
   it.effect("fail-fast: interrupts running siblings (finalizers run) and cancels the rest", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "quick", { duration: "1 second" }),
@@ -83,10 +93,11 @@ describe("Corral.run", () => {
       assert.strictEqual(result.endedAt, 2000)
       assert.include((result.get("later-1") as Outcome.Cancelled).reason, `agent "breaks"`)
       assert.deepStrictEqual(Testing.checkRun(agents, recorded, 4), [])
-    }))
+    })
+  )
 
   it.effect("interrupting the run interrupts every agent and runs every finalizer before it returns", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const locks = ResourceLocks.makeMemory()
       const agents = Array.from({ length: 6 }, (_, i) =>
@@ -102,10 +113,11 @@ describe("Corral.run", () => {
       assert.isTrue(Exit.hasInterrupts(exit))
       assert.deepStrictEqual(timeline.finalized.sort(), ["a0", "a1"])
       assert.deepStrictEqual((yield* locks.snapshot).held, [])
-    }))
+    })
+  )
 
   it.effect("retries with backoff under virtual time and reports every attempt", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agent = Testing.scripted(
         timeline,
@@ -122,23 +134,30 @@ describe("Corral.run", () => {
         events.filter((e) => e._tag === "Retrying").map((e) => (e as { attempt: number }).attempt),
         [2, 3]
       )
-    }))
+    })
+  )
 
   it.effect("a timeout covers every attempt", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
-      const agent = Testing.scripted(timeline, "slow-retries", { duration: "2 seconds", fail: "again" }, {
-        retry: Schedule.spaced("1 second"),
-        timeout: "7 seconds"
-      })
+      const agent = Testing.scripted(
+        timeline,
+        "slow-retries",
+        { duration: "2 seconds", fail: "again" },
+        {
+          retry: Schedule.spaced("1 second"),
+          timeout: "7 seconds"
+        }
+      )
       const { result } = yield* Testing.runScripted([agent])
       const outcome = result.get("slow-retries")!
       assert.strictEqual(outcome._tag, "TimedOut")
       assert.strictEqual(outcome.attempts, 3)
-    }))
+    })
+  )
 
   it.effect("validates everything before anything runs", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       let ran = 0
       const run = Effect.sync(() => ran++)
       const error = yield* Effect.flip(
@@ -173,17 +192,20 @@ describe("Corral.run", () => {
         'empty|claims|invalid claim "": keys must not be empty',
         'pool|claims|invalid claim "gpu": unknown pool; the run configures "llm"',
         'too-much|claims|invalid claim "llm": asks for 5 but the pool holds 2',
-        "ghost|dependsOn|unknown agent \"nobody\"",
+        'ghost|dependsOn|unknown agent "nobody"',
         "self|dependsOn|an agent cannot depend on itself"
       ]
       assert.strictEqual(messages.length, expect.length, messages.join("\n"))
-      expect.forEach((e, i) => assert.include(messages[i], e))
+      expect.forEach((e, i) => {
+        assert.include(messages[i], e)
+      })
       assert.include(error.message, `agent "abs": claims: invalid claim "/etc/passwd"`)
       assert.strictEqual(ran, 0)
-    }))
+    })
+  )
 
   it.effect("reports dependency cycles with their path", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const run = Effect.void
       const error = yield* Effect.flip(
         Corral.run([
@@ -195,20 +217,25 @@ describe("Corral.run", () => {
       )
       assert.strictEqual(error.issues.length, 1)
       assert.include(error.issues[0]!.message, "dependency cycle: a -> b -> c -> a")
-    }))
+    })
+  )
 
   it.effect("an empty run succeeds with no outcomes", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const result = yield* Corral.run<never, never, never>([])
       assert.deepStrictEqual(result.outcomes, [])
       assert.isTrue(result.allSucceeded)
-    }))
+    })
+  )
 
   it.effect("sums usage per agent and per run, and stops the run when the budget is exceeded", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
-        Testing.scripted(timeline, "cheap", { duration: "1 second", usage: { inputTokens: 100, outputTokens: 10, costUsd: 0.5 } }),
+        Testing.scripted(timeline, "cheap", {
+          duration: "1 second",
+          usage: { inputTokens: 100, outputTokens: 10, costUsd: 0.5 }
+        }),
         Testing.scripted(timeline, "pricey", { duration: "2 seconds", usage: { inputTokens: 1000, costUsd: 2 } }),
         Testing.scripted(timeline, "running", { duration: "1 hour" }),
         Testing.scripted(timeline, "waiting", { duration: "1 second" }, { dependsOn: ["running"] })
@@ -220,15 +247,22 @@ describe("Corral.run", () => {
         running: "Interrupted",
         waiting: "Cancelled"
       })
-      assert.deepStrictEqual(result.stopped, { _tag: "BudgetExceeded", agentId: "pricey", limit: "costUsd", spent: 2.5, budget: 2 })
+      assert.deepStrictEqual(result.stopped, {
+        _tag: "BudgetExceeded",
+        agentId: "pricey",
+        limit: "costUsd",
+        spent: 2.5,
+        budget: 2
+      })
       assert.deepStrictEqual(result.get("cheap")!.usage, { inputTokens: 100, outputTokens: 10, costUsd: 0.5 })
       assert.deepStrictEqual(result.usage, { inputTokens: 1100, outputTokens: 10, costUsd: 2.5 })
       assert.include((result.get("running") as Outcome.Interrupted).reason, "costUsd budget of 2 exceeded")
       assert.isTrue(events.some((e) => e._tag === "Stopping"))
-    }))
+    })
+  )
 
   it.effect("a slow subscriber does not slow the agents and a failing one does not break the run", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = Array.from({ length: 4 }, (_, i) => Testing.scripted(timeline, `a${i}`, { duration: "1 second" }))
       const slow = yield* Effect.forkChild(
@@ -253,10 +287,11 @@ describe("Corral.run", () => {
       )
       assert.isTrue(failing.allSucceeded)
       assert.strictEqual(seen, 2)
-    }))
+    })
+  )
 
   it.effect("events arrive in order and carry consistent progress", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "a", { duration: "1 second" }, { claims: { write: ["x"] } }),
@@ -264,7 +299,9 @@ describe("Corral.run", () => {
         Testing.scripted(timeline, "c", { duration: "3 seconds", fail: "no" })
       ]
       const recorded = yield* Testing.runScripted(agents, { concurrency: 2 })
-      const seq = recorded.events.map((e: CorralEvent.CorralEvent) => ("agentId" in e ? `${e._tag}:${e.agentId}` : e._tag))
+      const seq = recorded.events.map((e: CorralEvent.CorralEvent) =>
+        "agentId" in e ? `${e._tag}:${e.agentId}` : e._tag
+      )
       assert.deepStrictEqual(seq, [
         "RunStarted",
         "Queued:a",
@@ -298,12 +335,13 @@ describe("Corral.run", () => {
       const waiting = recorded.events.find((e) => e._tag === "WaitingForClaims")!
       assert.strictEqual(waiting.progress.waiting, 1)
       assert.deepStrictEqual(Testing.checkRun(agents, recorded, 2), [])
-    }))
+    })
+  )
 })
 
 describe("Corral.run stopOn", () => {
   it.effect("stops the run when the effect completes and still returns every outcome", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const timeline = new Testing.Timeline()
       const agents = [
         Testing.scripted(timeline, "done", { duration: "1 second" }),
@@ -315,5 +353,6 @@ describe("Corral.run stopOn", () => {
       assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "Ctrl-C" })
       assert.strictEqual(result.endedAt, 5000)
       assert.include(timeline.finalized, "running")
-    }))
+    })
+  )
 })

@@ -7,34 +7,46 @@ const now = Effect.clockWith((clock) => clock.currentTimeMillis)
 
 describe("RateLimiter", () => {
   it.effect("releases tokens at limit / interval after a burst of `burst`", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const limiter = yield* RateLimiter.make({ openai: { limit: 60, interval: "1 minute", burst: 10 } })
       const times: Array<number> = []
       const fiber = yield* Effect.forkChild(
-        Effect.forEach(Array.from({ length: 30 }), () => Effect.flatMap(limiter.take("openai"), () => Effect.map(now, (t) => times.push(t))), {
-          concurrency: "unbounded",
-          discard: true
-        }),
+        Effect.forEach(
+          Array.from({ length: 30 }),
+          () => Effect.flatMap(limiter.take("openai"), () => Effect.map(now, (t) => times.push(t))),
+          {
+            concurrency: "unbounded",
+            discard: true
+          }
+        ),
         { startImmediately: true }
       )
       yield* TestClock.adjust("30 seconds")
       yield* Fiber.join(fiber)
-      assert.deepStrictEqual(times.slice(0, 10), Array.from({ length: 10 }, () => 0))
-      assert.deepStrictEqual(times.slice(10), Array.from({ length: 20 }, (_, i) => (i + 1) * 1000))
-    }))
+      assert.deepStrictEqual(
+        times.slice(0, 10),
+        Array.from({ length: 10 }, () => 0)
+      )
+      assert.deepStrictEqual(
+        times.slice(10),
+        Array.from({ length: 20 }, (_, i) => (i + 1) * 1000)
+      )
+    })
+  )
 
   it.effect("tryTake never waits and says how long to wait", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const limiter = yield* RateLimiter.make({ api: { limit: 2, interval: "1 second" } })
       assert.deepStrictEqual(yield* limiter.tryTake("api"), { _tag: "Taken" })
       assert.deepStrictEqual(yield* limiter.tryTake("api"), { _tag: "Taken" })
       assert.deepStrictEqual(yield* limiter.tryTake("api"), { _tag: "Wait", ms: 500 })
       yield* TestClock.adjust("500 millis")
       assert.deepStrictEqual(yield* limiter.tryTake("api"), { _tag: "Taken" })
-    }))
+    })
+  )
 
   it.effect("weighted takes are corrected by settle", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const limiter = yield* RateLimiter.make({ tpm: { limit: 1000, interval: "1 minute" } })
       yield* limiter.take("tpm", 800)
       assert.deepStrictEqual(yield* limiter.tryTake("tpm", 300), { _tag: "Wait", ms: 6000 })
@@ -42,10 +54,11 @@ describe("RateLimiter", () => {
       assert.deepStrictEqual(yield* limiter.tryTake("tpm", 300), { _tag: "Taken" })
       yield* limiter.settle("tpm", 300, 900)
       assert.deepStrictEqual(yield* limiter.tryTake("tpm", 1), { _tag: "Wait", ms: 24_060 })
-    }))
+    })
+  )
 
   it.effect("a pause holds every caller until retryAfter, then the bucket restarts empty", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const limiter = yield* RateLimiter.make({ api: { limit: 10, interval: "1 second" } })
       yield* limiter.pause("api", "30 seconds")
       assert.deepStrictEqual(yield* limiter.tryTake("api"), { _tag: "Wait", ms: 30_000 })
@@ -64,10 +77,11 @@ describe("RateLimiter", () => {
       yield* TestClock.adjust("1 second")
       yield* Fiber.join(fiber)
       assert.deepStrictEqual(times, [30_100, 30_200])
-    }))
+    })
+  )
 
   it.effect("withToken takes a token from the service before the effect", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fiber = yield* Effect.forkChild(
         Effect.forEach([1, 2, 3], () => now.pipe(RateLimiter.withToken("api")), { concurrency: "unbounded" }),
         { startImmediately: true }
@@ -75,16 +89,26 @@ describe("RateLimiter", () => {
       yield* TestClock.adjust("10 seconds")
       const times = yield* Fiber.join(fiber)
       assert.deepStrictEqual(times, [0, 0, 1000])
-    }).pipe(Effect.provide(RateLimiter.layer({ api: { limit: 1, interval: "1 second", burst: 2 } }))))
+    }).pipe(Effect.provide(RateLimiter.layer({ api: { limit: 1, interval: "1 second", burst: 2 } })))
+  )
 
   it.effect("invalid buckets fail with InvalidRun naming each field", () =>
-    Effect.gen(function*() {
-      const exit = yield* Effect.exit(RateLimiter.make({ a: { limit: 0, interval: "1 second" }, b: { limit: 1, interval: "soon", burst: 0 } }))
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(
+        RateLimiter.make({
+          a: { limit: 0, interval: "1 second" },
+          b: { limit: 1, interval: "soon" as never, burst: 0 }
+        })
+      )
       assert.isTrue(Exit.isFailure(exit))
       const error = yield* Effect.flip(RateLimiter.make({ a: { limit: 0, interval: "1 second" } }))
       assert.instanceOf(error, CorralError.InvalidRun)
-      assert.deepStrictEqual(error.issues.map((issue) => issue.field), ["rateLimits.a.limit"])
-    }))
+      assert.deepStrictEqual(
+        error.issues.map((issue) => issue.field),
+        ["rateLimits.a.limit"]
+      )
+    })
+  )
 
   it("RateLimited is a readable, retryable error with its retryAfter", () => {
     const error = new RateLimiter.RateLimited({ key: "openai", retryAfter: 30_000 })

@@ -22,7 +22,7 @@ export const topologicalOrder = (nodes: ReadonlyArray<Node>): Array<number> => {
     for (const dep of node.depIndices) dependents[dep]!.push(i)
   })
   const ready = new Heap<number>((a, b) => a < b)
-  left.forEach((n, i) => n === 0 && ready.push(i))
+  for (let i = 0; i < left.length; i++) if (left[i] === 0) ready.push(i)
   const order: Array<number> = []
   for (let i = ready.pop(); i !== undefined; i = ready.pop()) {
     order.push(i)
@@ -46,7 +46,12 @@ const schedule = (nodes: ReadonlyArray<Node>, order: ReadonlyArray<number>, dura
   return { start, previous }
 }
 
-const criticalPath = (nodes: ReadonlyArray<Node>, start: ReadonlyArray<number>, previous: ReadonlyArray<number>, durations: ReadonlyArray<number>) => {
+const criticalPath = (
+  nodes: ReadonlyArray<Node>,
+  start: ReadonlyArray<number>,
+  previous: ReadonlyArray<number>,
+  durations: ReadonlyArray<number>
+) => {
   let last = -1
   let totalMs = 0
   nodes.forEach((_, i) => {

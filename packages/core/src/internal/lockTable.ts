@@ -86,7 +86,9 @@ export class LockTable {
   }
 
   held(): Array<HeldClaim> {
-    const out: Array<HeldClaim> = this.keys.entries().map((hit) => ({ holder: hit.holder.holder, key: hit.key, mode: hit.mode }))
+    const out: Array<HeldClaim> = this.keys
+      .entries()
+      .map((hit) => ({ holder: hit.holder.holder, key: hit.key, mode: hit.mode }))
     for (const [pool, state] of this.pools) {
       for (const lease of state.holders) {
         const amount = lease.request.pools.find((claim) => claim.pool === pool)?.amount ?? 0

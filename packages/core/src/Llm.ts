@@ -1,0 +1,271 @@
+/**
+ * Language models under a run's limits. `Llm.layer` wraps effect/ai's `LanguageModel` so every call
+ * takes a request token and its estimated tokens from the `RateLimiter` in context (the run's own
+ * when it has `rateLimits`), settles the estimate with the real count, reports usage and cost with
+ * `Usage.report`, and after a 429 pauses the buckets for every caller and retries honouring
+ * `Retry-After`. `Llm.scripted` is a deterministic `LanguageModel` for tests under `TestClock`.
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as RateLimiter from "./RateLimiter.ts"
+import * as Usage from "./Usage.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Bucket taking one token per call, e.g. requests per minute. */
+  readonly requests?: string | undefined
+  /** Bucket taking the call's estimated tokens up front, settled with the real count after. */
+  readonly tokens?: string | undefined
+  /** Estimated tokens of a call. Default: a quarter of the prompt's JSON length plus 256. */
+  readonly estimateTokens?: ((prompt: Prompt.RawInput) => number) | undefined
+  /** Prices in USD per 1,000 tokens, for the reported `costUsd`. */
+  readonly price?: { readonly inputPer1k: number; readonly outputPer1k: number } | undefined
+  /** Attempts per call when the provider answers 429. Default 5. */
+  readonly maxAttempts?: number | undefined
+  /** Wait after a 429 without `Retry-After`. Default 1 second. */
+  readonly defaultRetryAfter?: Duration.Input | undefined
+}
+
+const defaultEstimate = (prompt: Prompt.RawInput): number => {
+  const text = typeof prompt === "string" ? prompt : JSON.stringify(prompt)
+  return Math.ceil((text?.length ?? 0) / 4) + 256
+}
+
+/**
+ * The `RateLimited` error for a provider's 429 (`AiError` with a `RateLimitError` reason), else
+ * `undefined`.
+ *
+ * @example
+ * ```ts
+ * const limited = Llm.toRateLimited(error, "openai")
+ * if (limited !== undefined) yield* Effect.sleep(limited.retryAfter)
+ * ```
+ * @since 0.1.0
+ * @category errors
+ */
+export const toRateLimited = (
+  error: unknown,
+  key: string,
+  defaultRetryAfter: Duration.Input = "1 second"
+): RateLimiter.RateLimited | undefined => {
+  if (!AiError.isAiError(error) || error.reason._tag !== "RateLimitError") return undefined
+  const retryAfter =
+    error.retryAfter === undefined ? Duration.toMillis(defaultRetryAfter) : Duration.toMillis(error.retryAfter)
+  return new RateLimiter.RateLimited({ key, retryAfter })
+}
+
+const usageOf = (usage: Response.Usage, options: Options): Usage.Usage => {
+  const inputTokens = usage.inputTokens.total ?? 0
+  const outputTokens = usage.outputTokens.total ?? 0
+  const price = options.price
+  const costUsd = price === undefined ? 0 : (inputTokens * price.inputPer1k + outputTokens * price.outputPer1k) / 1000
+  return { inputTokens, outputTokens, costUsd }
+}
+
+interface Budget {
+  readonly limiter: RateLimiter.Service | undefined
+  readonly estimate: number
+}
+
+const takeBudget = (prompt: Prompt.RawInput, options: Options): Effect.Effect<Budget> =>
+  Effect.gen(function* () {
+    const limiter = Option.getOrUndefined(yield* Effect.serviceOption(RateLimiter.RateLimiter))
+    const estimate = (options.estimateTokens ?? defaultEstimate)(prompt)
+    if (limiter !== undefined && options.requests !== undefined) yield* limiter.take(options.requests, 1)
+    if (limiter !== undefined && options.tokens !== undefined) yield* limiter.take(options.tokens, estimate)
+    return { limiter, estimate }
+  })
+
+const settle = (budget: Budget, options: Options, actual: number): Effect.Effect<void> =>
+  budget.limiter === undefined || options.tokens === undefined
+    ? Effect.void
+    : budget.limiter.settle(options.tokens, budget.estimate, actual)
+
+const pauseAll = (budget: Budget, options: Options, limited: RateLimiter.RateLimited): Effect.Effect<void> => {
+  const limiter = budget.limiter
+  if (limiter === undefined) return Effect.sleep(limited.retryAfter)
+  const keys = [options.requests, options.tokens].filter((key): key is string => key !== undefined)
+  if (keys.length === 0) return Effect.sleep(limited.retryAfter)
+  return Effect.andThen(
+    settle(budget, options, 0),
+    Effect.forEach(keys, (key) => limiter.pause(key, limited.retryAfter), { discard: true })
+  )
+}
+
+const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
+  prompt: Prompt.RawInput,
+  call: Effect.Effect<A, E, R>,
+  options: Options
+): Effect.Effect<A, E, R> => {
+  const maxAttempts = options.maxAttempts ?? 5
+  const attempt = (n: number): Effect.Effect<A, E, R> =>
+    Effect.flatMap(takeBudget(prompt, options), (budget) =>
+      call.pipe(
+        Effect.tap((response) => {
+          const usage = usageOf(response.usage, options)
+          return Effect.andThen(settle(budget, options, Usage.tokens(usage)), Usage.report(usage))
+        }),
+        Effect.catch((error) => {
+          const limited = toRateLimited(error, options.requests ?? options.tokens ?? "llm", options.defaultRetryAfter)
+          if (limited === undefined || n >= maxAttempts)
+            return Effect.andThen(settle(budget, options, 0), Effect.fail(error))
+          return Effect.andThen(pauseAll(budget, options, limited), attempt(n + 1))
+        })
+      )
+    )
+  return attempt(1)
+}
+
+/**
+ * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. Streaming
+ * calls take their budget up front but are neither settled nor retried.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const wrap = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => ({
+  ...model,
+  generateText: ((request: LanguageModel.GenerateTextOptions<any>) =>
+    guarded(
+      request.prompt,
+      model.generateText(request as never),
+      options
+    )) as unknown as LanguageModel.LanguageModel["generateText"],
+  generateObject: ((request: LanguageModel.GenerateObjectOptions<any, any>) =>
+    guarded(
+      request.prompt,
+      model.generateObject(request as never),
+      options
+    )) as unknown as LanguageModel.LanguageModel["generateObject"],
+  streamText: ((request: LanguageModel.GenerateTextOptions<any>) =>
+    Stream.unwrap(
+      Effect.as(takeBudget(request.prompt, options), model.streamText(request as never))
+    )) as unknown as LanguageModel.LanguageModel["streamText"]
+})
+
+/**
+ * A layer replacing the `LanguageModel` in context with one under the run's limits.
+ *
+ * @example
+ * ```ts
+ * import { Corral, Llm } from "@corral/core"
+ * import { LanguageModel } from "effect/ai"
+ *
+ * const llm = Llm.layer({ requests: "openai-rpm", tokens: "openai-tpm", price: { inputPer1k: 0.002, outputPer1k: 0.008 } })
+ * const agent = Agent.make("summarize", {
+ *   rateLimit: "openai-rpm",
+ *   run: LanguageModel.generateText({ prompt: "Summarize ..." }).pipe(Effect.map((r) => r.text))
+ * })
+ * Corral.run([agent], { rateLimits: { "openai-rpm": { limit: 60, interval: "1 minute" },
+ *   "openai-tpm": { limit: 90_000, interval: "1 minute" } } }).pipe(Effect.provide(llm.pipe(Layer.provide(providerLayer))))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, LanguageModel.LanguageModel> =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    LanguageModel.LanguageModel.useSync((model) => wrap(model, options))
+  )
+
+/**
+ * One scripted reply: after `latency` of (virtual) time, `text` with the given token counts, or a
+ * 429 (`rateLimited`) with an optional `retryAfter`.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export interface Reply {
+  readonly text?: string | undefined
+  readonly inputTokens?: number | undefined
+  readonly outputTokens?: number | undefined
+  readonly latency?: Duration.Input | undefined
+  readonly rateLimited?: { readonly retryAfter?: Duration.Input | undefined } | undefined
+}
+
+/**
+ * Replies in order (the last one repeats), or a function of the prompt and the call number (from 1).
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export type Script = ReadonlyArray<Reply> | ((prompt: Prompt.Prompt, call: number) => Reply)
+
+const replyOf = (script: Script, prompt: Prompt.Prompt, call: number): Reply =>
+  typeof script === "function" ? script(prompt, call) : (script[Math.min(call, script.length) - 1] ?? {})
+
+const partsOf = (reply: Reply): Array<Response.PartEncoded> => [
+  { type: "text", text: reply.text ?? "" },
+  {
+    type: "finish",
+    reason: "stop",
+    usage: { inputTokens: { total: reply.inputTokens ?? 0 }, outputTokens: { total: reply.outputTokens ?? 0 } }
+  }
+]
+
+const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt) =>
+  Effect.gen(function* () {
+    const reply = replyOf(script, prompt, ++counter.calls)
+    if (reply.latency !== undefined) yield* Effect.sleep(reply.latency)
+    if (reply.rateLimited !== undefined) {
+      const retryAfter = reply.rateLimited.retryAfter
+      return yield* AiError.make({
+        module: "Llm",
+        method: "scripted",
+        reason: new AiError.RateLimitError(
+          retryAfter === undefined ? {} : { retryAfter: Duration.fromInputUnsafe(retryAfter) }
+        )
+      })
+    }
+    return reply
+  })
+
+/**
+ * A real `LanguageModel` that plays a script: replies, token counts, latencies and 429s given by
+ * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`.
+ *
+ * @example
+ * ```ts
+ * const model = Llm.scripted([
+ *   { rateLimited: { retryAfter: "30 seconds" } },
+ *   { text: "summary", inputTokens: 1200, outputTokens: 300, latency: "2 seconds" }
+ * ])
+ * const program = LanguageModel.generateText({ prompt: "..." }).pipe(Effect.provide(model))
+ * ```
+ * @since 0.1.0
+ * @category testing
+ */
+export const scripted = (script: Script): Layer.Layer<LanguageModel.LanguageModel> => {
+  const counter = { calls: 0 }
+  return Layer.effect(
+    LanguageModel.LanguageModel,
+    LanguageModel.make({
+      generateText: (options) => Effect.map(play(script, counter, options.prompt), partsOf),
+      streamText: (options) =>
+        Stream.unwrap(
+          Effect.map(
+            play(script, counter, options.prompt),
+            (reply): Stream.Stream<Response.StreamPartEncoded> =>
+              Stream.fromIterable([
+                { type: "text-start", id: "0" },
+                { type: "text-delta", id: "0", delta: reply.text ?? "" },
+                { type: "text-end", id: "0" },
+                partsOf(reply)[1] as Response.StreamPartEncoded
+              ])
+          )
+        )
+    })
+  )
+}

@@ -1,0 +1,97 @@
+import { Agent, Llm, RateLimiter } from "@corral/core"
+import * as Testing from "@corral/core/Testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { AiError, LanguageModel } from "effect/ai"
+
+const price = { inputPer1k: 0.002, outputPer1k: 0.008 }
+
+describe("Llm", () => {
+  it.effect("a scripted model replies with text and usage after its latency under TestClock", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.forkChild(LanguageModel.generateText({ prompt: "hi" }), { startImmediately: true })
+      yield* TestClock.adjust("1999 millis")
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust("1 milli")
+      const response = yield* Fiber.join(fiber)
+      assert.strictEqual(response.text, "hello")
+      assert.deepStrictEqual([response.usage.inputTokens.total, response.usage.outputTokens.total], [3, 1])
+    }).pipe(Effect.provide(Llm.scripted([{ text: "hello", inputTokens: 3, outputTokens: 1, latency: "2 seconds" }])))
+  )
+
+  it.effect("takes request and token budgets, settles them with the real count and reports usage", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter.RateLimiter
+      const response = yield* LanguageModel.generateText({ prompt: "summarize" })
+      assert.strictEqual(response.text, "summary")
+      assert.deepStrictEqual(yield* limiter.tryTake("tpm", 8800), { _tag: "Taken" })
+      assert.deepStrictEqual(yield* limiter.tryTake("rpm", 1), { _tag: "Wait", ms: 1000 })
+    }).pipe(
+      Effect.provide(
+        Llm.layer({ requests: "rpm", tokens: "tpm", estimateTokens: () => 5000, price }).pipe(
+          Layer.provide(Llm.scripted([{ text: "summary", inputTokens: 1000, outputTokens: 200 }]))
+        )
+      ),
+      Effect.provide(
+        RateLimiter.layer({
+          rpm: { limit: 1, interval: "1 second", burst: 1 },
+          tpm: { limit: 10_000, interval: "1 minute" }
+        })
+      )
+    )
+  )
+
+  it.effect(
+    "a 429 pauses the buckets for every agent, is retried after Retry-After and usage is reported per agent",
+    () =>
+      Effect.gen(function* () {
+        const ask = (id: string, options: Partial<Agent.Options<string, unknown, LanguageModel.LanguageModel>> = {}) =>
+          Agent.make(id, {
+            ...options,
+            run: Effect.map(LanguageModel.generateText({ prompt: id }), (response) => response.text)
+          })
+        const agents = [
+          ask("a"),
+          Agent.make("starter", { run: Effect.sleep("1 second").pipe(Effect.as("go")) }),
+          ask("b", { dependsOn: ["starter"] })
+        ]
+        const { result } = yield* Testing.runScripted(agents, {
+          concurrency: 3,
+          rateLimits: { rpm: { limit: 60, interval: "1 minute", burst: 10 } }
+        })
+        assert.isTrue(result.allSucceeded)
+        const a = result.get("a")!
+        const b = result.get("b")!
+        assert.strictEqual(a.endedAt, 31_000 + 2000)
+        assert.strictEqual(b.endedAt, 32_000 + 2000)
+        assert.deepStrictEqual(b.usage, { inputTokens: 1000, outputTokens: 200, costUsd: 0.0036 })
+        assert.deepStrictEqual(result.usage.inputTokens, 2000)
+      }).pipe(
+        Effect.provide(
+          Llm.layer({ requests: "rpm", price }).pipe(
+            Layer.provide(
+              Llm.scripted((_, call) =>
+                call === 1
+                  ? { rateLimited: { retryAfter: "30 seconds" } }
+                  : { text: "ok", inputTokens: 1000, outputTokens: 200, latency: "2 seconds" }
+              )
+            )
+          )
+        )
+      )
+  )
+
+  it("maps a provider 429 to RateLimited", () => {
+    const error = AiError.make({
+      module: "OpenAI",
+      method: "generateText",
+      reason: new AiError.RateLimitError({ retryAfter: Duration.seconds(30) })
+    })
+    assert.deepStrictEqual(
+      Llm.toRateLimited(error, "openai"),
+      new RateLimiter.RateLimited({ key: "openai", retryAfter: 30_000 })
+    )
+    assert.isUndefined(Llm.toRateLimited(new Error("x"), "k"))
+  })
+})

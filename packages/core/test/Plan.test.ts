@@ -1,0 +1,112 @@
+import { Agent, Plan } from "@corral/core"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
+import { Effect, Result } from "effect"
+
+const plan = Plan.make()
+  .agent("research", { run: Effect.succeed({ notes: "a\nb" }) })
+  .agent("count", { run: Effect.succeed(2) })
+  .agent("outline", {
+    dependsOn: ["research", "count"],
+    run: ({ research, count }) => Effect.succeed(research.notes.split("\n").slice(0, count))
+  })
+
+describe("Plan", () => {
+  it("types each dependency by the agent that produces it", () => {
+    Plan.make()
+      .agent("research", { run: Effect.succeed({ notes: "" }) })
+      .agent("outline", {
+        dependsOn: ["research"],
+        run: (deps) => {
+          expectTypeOf(deps).toEqualTypeOf<{ readonly research: { notes: string } }>()
+          return Effect.succeed(deps.research.notes.length)
+        }
+      })
+    expectTypeOf<Plan.Results<typeof plan>>().toEqualTypeOf<
+      { readonly research: { notes: string } } & { readonly count: number } & { readonly outline: Array<string> }
+    >()
+  })
+
+  it("rejects unlisted, unknown and mistyped dependencies and duplicate ids at compile time", () => {
+    const base = Plan.make().agent("research", { run: Effect.succeed({ notes: "" }) })
+    base.agent("a", {
+      run: (deps) =>
+        // @ts-expect-error research is not listed in dependsOn
+        Effect.succeed(deps.research)
+    })
+    // @ts-expect-error "nope" is not an agent of the plan
+    base.agent("b", { dependsOn: ["nope"], run: Effect.void })
+    base.agent("c", {
+      dependsOn: ["research"],
+      // @ts-expect-error research is an object, not a number
+      run: ({ research }: { research: number }) => Effect.succeed(research + 1)
+    })
+    // @ts-expect-error the id is already in the plan
+    base.agent("research", { run: Effect.void })
+  })
+
+  it.effect("runs with the dependencies' results passed downstream", () =>
+    Effect.gen(function* () {
+      const result = yield* Plan.run(plan)
+      assert.isTrue(result.allSucceeded)
+      const outline = result.get("outline")!
+      assert.deepStrictEqual(outline._tag === "Succeeded" ? outline.value : undefined, ["a", "b"])
+      assert.deepStrictEqual(
+        plan.agents.map((agent) => [agent.id, agent.dependsOn]),
+        [
+          ["research", []],
+          ["count", []],
+          ["outline", ["research", "count"]]
+        ]
+      )
+    })
+  )
+})
+
+describe("Plan.analyze", () => {
+  const agents = [
+    Agent.make("research", { run: Effect.void, estimate: "10 seconds", claims: { write: ["notes.md"] } }),
+    Agent.make("examples", { run: Effect.void, estimate: "30 seconds", claims: { write: ["src/"] } }),
+    Agent.make("outline", {
+      run: Effect.void,
+      dependsOn: ["research"],
+      claims: { read: ["notes.md"], write: ["src/outline.ts"] }
+    }),
+    Agent.make("intro", { run: Effect.void, dependsOn: ["outline"] }),
+    Agent.make("draft", {
+      run: Effect.void,
+      dependsOn: ["outline", "examples"],
+      estimate: "5 seconds",
+      claims: { write: ["src/"] }
+    }),
+    Agent.make("lint", { run: Effect.void, claims: { read: ["src/x.ts"] } })
+  ]
+
+  it("gives a topological order, the critical path, the parallelism and the conflicts", () => {
+    const analysis = Plan.analyze(agents, { durations: { outline: 5000, intro: 1000, lint: 2000 } })
+    assert.isTrue(Result.isSuccess(analysis))
+    const { order, criticalPath, maxParallelism, conflicts } = Result.getOrThrow(analysis)
+    assert.deepStrictEqual(order, ["research", "examples", "outline", "intro", "draft", "lint"])
+    assert.deepStrictEqual(criticalPath, { ids: ["examples", "draft"], totalMs: 35_000 })
+    assert.strictEqual(maxParallelism, 3)
+    assert.deepStrictEqual(conflicts, [
+      { a: "examples", b: "outline", keys: ["src/outline.ts"] },
+      { a: "examples", b: "lint", keys: ["src/x.ts"] },
+      { a: "draft", b: "lint", keys: ["src/x.ts"] }
+    ])
+  })
+
+  it("reports invalid graphs as InvalidRun", () => {
+    const cyclic = [
+      Agent.make("a", { run: Effect.void, dependsOn: ["b"] }),
+      Agent.make("b", { run: Effect.void, dependsOn: ["a"] })
+    ]
+    const analysis = Plan.analyze(cyclic)
+    assert.isTrue(Result.isFailure(analysis))
+  })
+
+  it("accepts a plan", () => {
+    const analysis = Result.getOrThrow(Plan.analyze(plan))
+    assert.deepStrictEqual(analysis.criticalPath, { ids: ["research", "outline"], totalMs: 2 })
+    assert.strictEqual(analysis.maxParallelism, 2)
+  })
+})

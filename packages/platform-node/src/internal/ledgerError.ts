@@ -1,0 +1,21 @@
+import { Schema } from "effect"
+
+/**
+ * The run ledger could not read or write its store (or was asked about a run it never started).
+ *
+ * @example
+ * ```ts
+ * ledger.getRun("r1").pipe(Effect.catchTag("RunLedgerError", (e) => Console.error(e.message)))
+ * ```
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunLedgerError extends Schema.TaggedError<RunLedgerError>()("RunLedgerError", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+export const ledgerError =
+  (operation: string) =>
+  (cause: { readonly message: string }): RunLedgerError =>
+    new RunLedgerError({ operation, message: cause.message })

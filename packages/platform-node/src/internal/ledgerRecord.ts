@@ -1,0 +1,173 @@
+import type * as RunRecord from "../RunRecord.ts"
+import type { AgentRow, RunRow, TransitionRow } from "./ledgerModel.ts"
+
+type Span = RunRecord.Span
+type Failure = RunRecord.AgentRecord["failures"][number]
+
+const failedOutcomes = new Set(["Failed", "TimedOut", "ClaimTimedOut"])
+const endsWaiting = new Set(["ClaimsAcquired", "Started", "Finished", "WaitingForClaims", "WaitingForRateLimit"])
+const endsRunning = new Set(["Retrying", "Finished"])
+
+const dataField = (row: TransitionRow, field: string): unknown => {
+  if (row.data === null) return undefined
+  try {
+    return (JSON.parse(row.data) as Record<string, unknown>)[field]
+  } catch {
+    return undefined
+  }
+}
+
+const nextAt = (rows: ReadonlyArray<TransitionRow>, from: number, tags: ReadonlySet<string>, horizon: number) => {
+  for (let i = from + 1; i < rows.length; i++) if (tags.has(rows[i]!.tag)) return rows[i]!.at
+  return horizon
+}
+
+const span = (kind: RunRecord.SpanKind, start: number, end: number, note?: string | null): Span =>
+  note === undefined || note === null ? { kind, start, end } : { kind, start, end, note }
+
+const activitySpans = (rows: ReadonlyArray<TransitionRow>, horizon: number): Array<Span> => {
+  const spans: Array<Span> = []
+  let attempt = 1
+  rows.forEach((row, i) => {
+    if (row.tag === "WaitingForClaims") spans.push(span("waiting-claims", row.at, nextAt(rows, i, endsWaiting, horizon), row.note))
+    if (row.tag === "WaitingForRateLimit") {
+      const ms = dataField(row, "ms")
+      const end = nextAt(rows, i, endsWaiting, typeof ms === "number" ? Math.min(horizon, row.at + ms) : horizon)
+      spans.push(span("waiting-rate-limit", row.at, end, row.note))
+    }
+    if (row.tag === "Retrying") attempt = Number(dataField(row, "attempt") ?? attempt + 1)
+    if (row.tag === "Started" || row.tag === "Retrying") {
+      spans.push(span("running", row.at, nextAt(rows, i, endsRunning, horizon), `attempt ${attempt}`))
+    }
+  })
+  return spans
+}
+
+const queueSpans = (agent: AgentRow, rows: ReadonlyArray<TransitionRow>, depsDone: number | null, horizon: number) => {
+  if (agent.queuedAt === null) return []
+  const firstActivity = rows.find((row) => endsWaiting.has(row.tag))?.at ?? horizon
+  const ready = depsDone === null ? (JSON.parse(agent.dependsOn).length > 0 ? firstActivity : agent.queuedAt) : depsDone
+  const spans: Array<Span> = []
+  if (ready > agent.queuedAt) spans.push(span("waiting-deps", agent.queuedAt, Math.min(ready, firstActivity)))
+  const queuedFrom = Math.max(agent.queuedAt, Math.min(ready, firstActivity))
+  if (firstActivity > queuedFrom) spans.push(span("queued", queuedFrom, firstActivity))
+  return spans
+}
+
+const failuresOf = (agent: AgentRow, rows: ReadonlyArray<TransitionRow>): Array<Failure> => {
+  const failures: Array<Failure> = rows
+    .filter((row) => row.tag === "Retrying")
+    .map((row) => {
+      const attempt = Number(dataField(row, "attempt") ?? 2)
+      const message = dataField(row, "message")
+      return { at: row.at, attempt: attempt - 1, message: typeof message === "string" ? message : "attempt failed" }
+    })
+  if (agent.outcome !== null && failedOutcomes.has(agent.outcome)) {
+    failures.push({ at: agent.endedAt ?? 0, attempt: agent.attempts, message: agent.detail })
+  }
+  return failures
+}
+
+const depsDoneAt = (agent: AgentRow, byId: ReadonlyMap<string, AgentRow>): number | null => {
+  const deps = JSON.parse(agent.dependsOn) as Array<string>
+  let latest: number | null = null
+  for (const dep of deps) {
+    const endedAt = byId.get(dep)?.endedAt ?? null
+    if (endedAt === null) return null
+    latest = Math.max(latest ?? endedAt, endedAt)
+  }
+  return latest
+}
+
+const agentRecord = (
+  agent: AgentRow,
+  rows: ReadonlyArray<TransitionRow>,
+  byId: ReadonlyMap<string, AgentRow>,
+  horizon: number
+): RunRecord.AgentRecord => {
+  const end = agent.endedAt ?? horizon
+  const spans = [...queueSpans(agent, rows, depsDoneAt(agent, byId), end), ...activitySpans(rows, end)]
+  return {
+    agentId: agent.agentId,
+    dependsOn: JSON.parse(agent.dependsOn) as Array<string>,
+    outcome: agent.outcome,
+    detail: agent.detail,
+    attempts: agent.attempts,
+    queuedAt: agent.queuedAt,
+    startedAt: agent.startedAt,
+    endedAt: agent.endedAt,
+    costUsd: agent.costUsd,
+    tokens: agent.tokens,
+    idempotencyKey: agent.idempotencyKey,
+    branch: agent.branch,
+    merge: agent.merge,
+    logPath: agent.logPath,
+    failures: failuresOf(agent, rows),
+    spans: spans.sort((a, b) => a.start - b.start)
+  }
+}
+
+const measured = (agent: RunRecord.AgentRecord): number =>
+  agent.spans.reduce((sum, s) => (s.kind === "running" ? sum + (s.end - s.start) : sum), 0)
+
+/** The longest chain of dependent agents by the time they spent running. */
+export const criticalPath = (agents: ReadonlyArray<RunRecord.AgentRecord>): Array<string> => {
+  const byId = new Map(agents.map((agent) => [agent.agentId, agent]))
+  const best = new Map<string, { readonly total: number; readonly path: Array<string> }>()
+  const visit = (id: string, trail: ReadonlySet<string>): { readonly total: number; readonly path: Array<string> } => {
+    const known = best.get(id)
+    if (known !== undefined) return known
+    const agent = byId.get(id)
+    if (agent === undefined || trail.has(id)) return { total: 0, path: [] }
+    const inner = new Set(trail).add(id)
+    let head = { total: 0, path: [] as Array<string> }
+    for (const dep of agent.dependsOn) {
+      const candidate = visit(dep, inner)
+      if (candidate.total > head.total || head.path.length === 0) head = candidate
+    }
+    const result = { total: head.total + measured(agent), path: [...head.path, id] }
+    best.set(id, result)
+    return result
+  }
+  let winner = { total: -1, path: [] as Array<string> }
+  for (const agent of agents) {
+    const candidate = visit(agent.agentId, new Set())
+    if (candidate.total > winner.total) winner = candidate
+  }
+  return winner.path
+}
+
+const horizonOf = (run: RunRow, transitions: ReadonlyArray<TransitionRow>): number =>
+  run.endedAt ?? transitions.reduce((latest, row) => Math.max(latest, row.at), Math.max(run.heartbeatAt, run.startedAt))
+
+/** Derives the read model from the stored rows of one run. */
+export const buildRunRecord = (
+  run: RunRow,
+  agents: ReadonlyArray<AgentRow>,
+  transitions: ReadonlyArray<TransitionRow>
+): RunRecord.RunRecord => {
+  const byId = new Map(agents.map((agent) => [agent.agentId, agent]))
+  const perAgent = new Map<string, Array<TransitionRow>>()
+  for (const row of transitions) {
+    if (row.agentId === null) continue
+    const list = perAgent.get(row.agentId)
+    if (list === undefined) perAgent.set(row.agentId, [row])
+    else list.push(row)
+  }
+  const horizon = horizonOf(run, transitions)
+  const records = [...agents]
+    .sort((a, b) => a.position - b.position)
+    .map((agent) => agentRecord(agent, perAgent.get(agent.agentId) ?? [], byId, horizon))
+  return {
+    runId: run.runId,
+    planFile: run.planFile,
+    planHash: run.planHash,
+    status: run.status,
+    pid: run.pid,
+    hostname: run.hostname,
+    startedAt: run.startedAt,
+    endedAt: run.endedAt,
+    criticalPath: criticalPath(records),
+    agents: records
+  }
+}
