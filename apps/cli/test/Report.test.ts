@@ -37,7 +37,10 @@ const fieldViolations = (event: Event, index: number): ReadonlyArray<string> => 
     .filter((f) => event[f] !== undefined && !isNonNegative(event[f]))
     .map((f) => `#${index}: ${f} is not a number >= 0`)
   const scope = event.ph === "i" && !["g", "p", "t"].includes(String(event.s)) ? [`#${index}: bad scope`] : []
-  const name = event.ph === "M" && typeof (event.args as Event | undefined)?.name !== "string" && event.name !== "thread_sort_index"
+  const name =
+    event.ph === "M" &&
+    typeof (event.args as Event | undefined)?.name !== "string" &&
+    event.name !== "thread_sort_index"
   return [...missing, ...numbers, ...scope, ...(name ? [`#${index}: metadata without args.name`] : [])]
 }
 
@@ -51,7 +54,7 @@ const namingViolations = (events: ReadonlyArray<Event>): ReadonlyArray<string> =
 }
 
 const nestingViolations = (events: ReadonlyArray<Event>): ReadonlyArray<string> => {
-  const slices = events.filter((e) => e.ph === "X") as ReadonlyArray<Event & { ts: number; dur: number }>
+  const slices = events.filter((e): e is Event & { ts: number; dur: number } => e.ph === "X")
   return slices.flatMap((a, i) =>
     slices
       .slice(i + 1)
@@ -62,17 +65,12 @@ const nestingViolations = (events: ReadonlyArray<Event>): ReadonlyArray<string> 
   )
 }
 
-const validateTrace = (file: unknown): ReadonlyArray<string> => {
+const validateTrace = (file: unknown): Array<string> => {
   const { traceEvents, displayTimeUnit } = file as { traceEvents?: unknown; displayTimeUnit?: unknown }
   if (!Array.isArray(traceEvents)) return ["traceEvents is not an array"]
   const unit = displayTimeUnit === "ms" || displayTimeUnit === "ns" ? [] : ["displayTimeUnit must be ms or ns"]
   const events = traceEvents as ReadonlyArray<Event>
-  return [
-    ...unit,
-    ...events.flatMap(fieldViolations),
-    ...namingViolations(events),
-    ...nestingViolations(events)
-  ]
+  return [...unit, ...events.flatMap(fieldViolations), ...namingViolations(events), ...nestingViolations(events)]
 }
 
 describe("Report.html", () => {
@@ -117,15 +115,30 @@ describe("Report.html", () => {
   it("escapes agent ids inside attributes", () => {
     const odd = { ...agent("schema"), agentId: `a"b<c>&'d` }
     const found = bars(Report.html(withAgents([odd], { criticalPath: [odd.agentId] })))
-    assert.deepStrictEqual(found, [{ classes: "bar outcome-Succeeded critical", agent: "a&quot;b&lt;c&gt;&amp;&#39;d" }])
+    assert.deepStrictEqual(found, [
+      { classes: "bar outcome-Succeeded critical", agent: "a&quot;b&lt;c&gt;&amp;&#39;d" }
+    ])
   })
 
   it("contains the header, the legend and the outcome table", () => {
-    for (const text of ["r-20260101-1000", "plans/release.yaml", "failed", "2m39s", "$5.43", "4 Succeeded", "1 TimedOut"]) {
+    for (const text of [
+      "r-20260101-1000",
+      "plans/release.yaml",
+      "failed",
+      "2m39s",
+      "$5.43",
+      "4 Succeeded",
+      "1 TimedOut"
+    ]) {
       expect(html).toContain(text)
     }
     expect(html).toContain(`<div class="legend">`)
-    for (const label of ["waiting for dependencies", "waiting for claims", "waiting for a rate limit", "failed attempt"]) {
+    for (const label of [
+      "waiting for dependencies",
+      "waiting for claims",
+      "waiting for a rate limit",
+      "failed attempt"
+    ]) {
       expect(html).toContain(label)
     }
     expect(html).toContain("critical path (schema → api → e2e-tests)")
@@ -157,7 +170,11 @@ describe("Report.trace", () => {
       displayTimeUnit: "ms",
       traceEvents: [
         { ph: "X", name: "a", cat: "running", pid: 1, tid: 9, ts: -1 },
-        { ph: "i", name: "b", pid: 1, tid: 9, ts: 1, s: "x" }
+        { ph: "i", name: "b", pid: 1, tid: 9, ts: 1, s: "x" },
+        { ph: "M", name: "thread_name", pid: 1, tid: 2, args: { name: "t" } },
+        { ph: "X", name: "c", cat: "running", pid: 1, tid: 2, ts: 0, dur: 10 },
+        { ph: "X", name: "d", cat: "merging", pid: 1, tid: 2, ts: 5, dur: 10 },
+        { ph: "B", name: "e", pid: 1, tid: 2, ts: 0 }
       ]
     }
     assert.sameMembers(validateTrace(broken), [
@@ -165,13 +182,18 @@ describe("Report.trace", () => {
       "#0: ts is not a number >= 0",
       "#1: bad scope",
       "X a on thread 1/9 has no thread_name",
-      "i b on thread 1/9 has no thread_name"
+      "i b on thread 1/9 has no thread_name",
+      "#5: unknown ph B",
+      "c and d overlap without nesting on 1/2"
     ])
   })
 
   it("names one thread per agent and emits one slice per span plus one per agent", () => {
     const threads = events.filter((e) => e.ph === "M" && e.name === "thread_name").map((e) => e.args.name)
-    assert.sameMembers(threads, run.agents.map((a) => a.agentId))
+    assert.sameMembers(
+      threads,
+      run.agents.map((a) => a.agentId)
+    )
     const spans = run.agents.reduce((n, a) => n + a.spans.length, 0)
     assert.strictEqual(events.filter((e) => e.ph === "X").length, spans + run.agents.length)
   })

@@ -20,7 +20,10 @@ export const formatMs = (ms: number): string => {
 }
 
 export const formatUtc = (ms: number): string =>
-  new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC")
+  new Date(ms)
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$/, " UTC")
 
 export const formatCost = (usd: number): string => (usd > 0 ? `$${usd.toFixed(usd < 1 ? 3 : 2)}` : "")
 

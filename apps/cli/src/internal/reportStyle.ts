@@ -46,7 +46,7 @@ header .meta>div>span:first-child{color:#6b7280;margin-right:6px}
 .legend .swatch.cp{background:#fff;outline:2px solid #db2777;outline-offset:0}
 .legend .swatch.failmark{width:3px;height:14px;background:#b91c1c}
 .timeline{border:1px solid #e5e7eb;border-radius:6px;padding:6px 0}
-.row{display:grid;grid-template-columns:200px 1fr 150px;align-items:center;height:28px}
+.row{display:grid;grid-template-columns:200px 1fr 170px;align-items:center;height:28px}
 .row:not(.axis-row):hover{background:#f9fafb}
 .row .label{padding:0 12px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 .row.critical .label{font-weight:700}
@@ -68,7 +68,8 @@ table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:5px 10px;border-bottom:1px solid #eef0f3;vertical-align:top}
 th{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:#6b7280;border-bottom:1px solid #d1d5db}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
-td.detail{max-width:520px;overflow-wrap:anywhere}
+td{white-space:nowrap}
+td.detail{white-space:normal;min-width:240px;max-width:520px;overflow-wrap:anywhere}
 .failures{margin:4px 0 0;padding-left:16px;color:#991b1b;font-size:12px}
 `
 

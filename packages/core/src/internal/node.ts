@@ -33,8 +33,9 @@ export class Node {
   rateTaken = false
   ledgerKey: string | undefined = undefined
   timer = false
-  blockers: ReadonlyArray<ResourceLocks.Blocker> = []
-  blockerText = ""
+  blockingTokens: Set<number> | undefined = undefined
+  tokenKey = ""
+  describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
 
   readonly estimateMs: number
   readonly depIndices: ReadonlyArray<number>

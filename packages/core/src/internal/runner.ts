@@ -18,7 +18,7 @@ import * as RateLimiter from "../RateLimiter.ts"
 import * as ResourceLocks from "../ResourceLocks.ts"
 import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
-import { KeyTree } from "./keyTree.ts"
+import { ClaimGate } from "./claimGate.ts"
 import { Heap } from "./heap.ts"
 import { before, link, type Node, ReadyQueue } from "./node.ts"
 import { validate } from "./validate.ts"
@@ -103,8 +103,7 @@ export const run = <A, E, R>(
 class Runner<A, E, R> {
   readonly nodes: ReadonlyArray<Node>
   readonly ready = new ReadyQueue()
-  readonly intents = new KeyTree<Node>()
-  readonly parked = new Map<number, Set<Node>>()
+  readonly gate: ClaimGate
   readonly mode: "settle" | "fail-fast"
   readonly maxBypass: number
   readonly counts: Record<Outcome.Tag, number> = {
@@ -133,7 +132,6 @@ class Runner<A, E, R> {
   done = 0
   waiting = 0
   idle = 0
-  releaseEpoch = 0
   signal = Deferred.makeUnsafe<void>()
   stopped: StopReason | undefined = undefined
   spent = Usage.zero
@@ -161,7 +159,16 @@ class Runner<A, E, R> {
     this.nodes = nodes
     link(nodes)
     this.mode = options.mode ?? "settle"
-    this.maxBypass = options.maxBypass ?? Math.max(8, concurrency)
+    this.maxBypass = options.maxBypass ?? Math.max(32, 4 * concurrency)
+    this.gate = new ClaimGate({
+      runId,
+      locks: services.locks,
+      maxBypass: this.maxBypass,
+      makeReady: (node) => this.makeReady(node),
+      wake: () => this.wake(),
+      parked: (node, changed) => this.parked(node, changed),
+      granted: (node, lease) => this.granted(node, lease)
+    })
     this.events = options.onEvent === undefined ? undefined : Effect.runSync(Queue.unbounded<CorralEvent, Cause.Done>())
   }
 
@@ -170,7 +177,7 @@ class Runner<A, E, R> {
       this.startedAt = this.clock.currentTimeMillisUnsafe()
       const consumer =
         this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
-      yield* this.locks.onRelease((lease) => this.onRelease(lease.id)).pipe(Scope.provide(this.scope))
+      yield* this.locks.onRelease((lease) => this.gate.onRelease(lease.id)).pipe(Scope.provide(this.scope))
       this.enqueueRoots()
       if (this.options.stopOn !== undefined) {
         const stopOn = this.options.stopOn
@@ -237,7 +244,10 @@ class Runner<A, E, R> {
           if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
           if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
           if (node.request === undefined) this.start(node)
-          else if (!(yield* this.claim(node))) continue
+          else if (!this.gate.check(node) || !(yield* this.gate.acquire(node))) {
+            yield* this.armClaimTimer(node)
+            continue
+          }
           slot.node = node
           const exit = yield* Effect.exit(this.attempts(node))
           slot.node = undefined
@@ -342,98 +352,27 @@ class Runner<A, E, R> {
     Deferred.doneUnsafe(signal, Effect.void)
   }
 
-  private claim(node: Node): Effect.Effect<boolean> {
-    return Effect.gen({ self: this }, function* () {
-      const request = node.request!
-      while (true) {
-        const ahead = this.intents.size > 0 ? this.aheadOf(node) : []
-        const reserved = ahead.find((other) => other.reserved)
-        if (reserved !== undefined) {
-          this.park(node, [-1 - reserved.index], node.blockers)
-          return false
-        }
-        const epoch = this.releaseEpoch
-        const attempt = yield* Effect.uninterruptible(this.acquire(node, request, ahead))
-        if (attempt === undefined) return node.state === "running"
-        if (this.releaseEpoch !== epoch) continue
-        this.park(node, tokensOf(attempt.blockers), attempt.blockers)
-        if (node.claimTimeoutMs !== undefined && !node.timer) {
-          node.timer = true
-          yield* Effect.forkIn(this.claimTimer(node, node.claimTimeoutMs), this.scope)
-        }
-        return false
-      }
-    })
-  }
-
-  private acquire(
-    node: Node,
-    request: NonNullable<Node["request"]>,
-    ahead: ReadonlyArray<Node>
-  ): Effect.Effect<Extract<ResourceLocks.Attempt, { _tag: "Blocked" }> | undefined> {
-    return Effect.flatMap(this.locks.tryAcquire({ runId: this.runId, agentId: node.id }, request), (attempt) => {
-      if (attempt._tag === "Blocked") return Effect.succeed(node.state === "ready" ? attempt : undefined)
-      if (node.state !== "ready") return Effect.as(this.locks.release(attempt.lease), undefined)
-      this.granted(node, attempt.lease, ahead)
-      this.start(node)
-      return Effect.succeed(undefined)
-    })
-  }
-
-  private aheadOf(node: Node): Array<Node> {
-    const ahead: Array<Node> = []
-    for (const hit of this.intents.conflicts(node.request!.keys, node)) {
-      if (before(hit.holder, node) && !ahead.includes(hit.holder)) ahead.push(hit.holder)
-    }
-    return ahead
-  }
-
-  private granted(node: Node, lease: ResourceLocks.Lease, ahead: ReadonlyArray<Node>): void {
-    node.lease = lease
-    for (const other of ahead) if (++other.bypassed >= this.maxBypass) other.reserved = true
-    this.dropIntent(node)
+  private granted(node: Node, lease: ResourceLocks.Lease): void {
     if (this.events !== undefined)
       this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
+    this.start(node)
   }
 
-  private dropIntent(node: Node): void {
-    if (!node.intent) return
-    node.intent = false
-    this.intents.remove(node, node.request!.keys)
-    this.onRelease(-1 - node.index)
-  }
-
-  private park(node: Node, tokens: ReadonlyArray<number>, blockers: ReadonlyArray<ResourceLocks.Blocker>): void {
-    node.state = "parked"
-    for (const token of tokens) {
-      let set = this.parked.get(token)
-      if (set === undefined) this.parked.set(token, (set = new Set()))
-      set.add(node)
-    }
-    if (!node.intent) {
-      node.intent = true
-      this.intents.add(node, node.request!.keys)
-    }
+  private parked(node: Node, changed: boolean): void {
     if (!node.waiting) {
       node.waiting = true
       this.waiting++
     }
-    const text = blockers.map(blockerKey).join(",")
-    if (text !== node.blockerText) {
-      node.blockers = blockers
-      node.blockerText = text
-      if (this.events !== undefined)
-        this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
+    if (changed && this.events !== undefined) {
+      const blockers = node.describeBlockers?.() ?? []
+      this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
     }
   }
 
-  private onRelease(token: number): void {
-    if (token > 0) this.releaseEpoch++
-    const set = this.parked.get(token)
-    if (set === undefined) return
-    this.parked.delete(token)
-    for (const node of set) if (node.state === "parked") this.makeReady(node)
-    this.wake()
+  private armClaimTimer(node: Node): Effect.Effect<void> {
+    if (node.claimTimeoutMs === undefined || node.timer || node.state !== "parked") return Effect.void
+    node.timer = true
+    return Effect.asVoid(Effect.forkIn(this.claimTimer(node, node.claimTimeoutMs), this.scope))
   }
 
   private claimTimer(node: Node, ms: number): Effect.Effect<void> {
@@ -441,7 +380,7 @@ class Runner<A, E, R> {
       Effect.andThen(
         Effect.sync(() => {
           if (node.state !== "parked" && node.state !== "ready") return
-          const blockers = node.blockers.flatMap((blocker) =>
+          const blockers = (node.describeBlockers?.() ?? []).flatMap((blocker) =>
             blocker._tag === "Key"
               ? [{ key: blocker.key, holder: blocker.holder.agentId }]
               : blocker.holders.map((holder) => ({
@@ -449,7 +388,7 @@ class Runner<A, E, R> {
                   holder: holder.agentId
                 }))
           )
-          this.dropIntent(node)
+          this.gate.dropIntent(node)
           this.record(node, new Outcome.ClaimTimedOut({ ...this.common(node), afterMs: ms, blockers }))
         })
       )
@@ -555,6 +494,7 @@ class Runner<A, E, R> {
       if (node.state !== "running") return Effect.void
       node.state = "finishing"
       const lease = node.lease
+      if (lease !== undefined) this.gate.releaseLocal(node)
       node.lease = undefined
       const outcome = this.classify(node, exit)
       this.running--
@@ -667,7 +607,7 @@ class Runner<A, E, R> {
     const reason = this.stopText()
     for (const node of this.nodes) {
       if (node.state === "done") continue
-      if (node.intent) this.dropIntent(node)
+      if (node.intent) this.gate.dropIntent(node)
       this.record(node, new Outcome.Cancelled({ ...this.common(node), reason }))
     }
   }
@@ -749,18 +689,6 @@ const keyOfError = (error: unknown, limiter: RateLimiter.Service): string | unde
   const key = typeof error === "object" && error !== null && "key" in error ? error.key : undefined
   return typeof key === "string" && limiter.keys.includes(key) ? key : undefined
 }
-
-const tokensOf = (blockers: ReadonlyArray<ResourceLocks.Blocker>): Array<number> => {
-  const tokens = new Set<number>()
-  for (const blocker of blockers) {
-    if (blocker._tag === "Key") tokens.add(blocker.leaseId)
-    else for (const id of blocker.leaseIds) tokens.add(id)
-  }
-  return [...tokens]
-}
-
-const blockerKey = (blocker: ResourceLocks.Blocker): string =>
-  blocker._tag === "Key" ? `${blocker.key}@${blocker.leaseId}` : `${blocker.pool}@${blocker.leaseIds.join("+")}`
 
 const messageOf = (error: unknown): string => {
   if (error instanceof Error) return error.message

@@ -1,7 +1,7 @@
 import { CorralEvent, type Outcome } from "@corral/core"
 import type { LedgerEvent } from "../RunLedger.ts"
 import type * as RunRecord from "../RunRecord.ts"
-import { type AgentRow, encodeValue, type RunUpdate, type SuccessRow, type TransitionRow } from "./ledgerModel.ts"
+import { type AgentRow, encodeValue, field, type RunUpdate, type SuccessRow, type TransitionRow } from "./ledgerModel.ts"
 
 export interface Folded {
   readonly agent: AgentRow | undefined
@@ -12,6 +12,11 @@ export interface Folded {
 
 type Known = CorralEvent.CorralEvent
 type AgentEvent = Extract<Known, { readonly agentId: string }>
+
+const stringField = (event: LedgerEvent, name: string): string | undefined => {
+  const value = field(event, name)
+  return typeof value === "string" ? value : undefined
+}
 
 const mergeTags: Readonly<Record<string, string>> = {
   Merged: "merged",
@@ -109,7 +114,7 @@ const noteOf = (event: LedgerEvent): string | null => {
     case "Stopping":
       return e.reason._tag
     default:
-      return typeof event.message === "string" ? event.message : null
+      return stringField(event, "message") ?? null
   }
 }
 
@@ -132,8 +137,8 @@ const isKnownAgentEvent = (event: LedgerEvent): event is AgentEvent =>
 
 const annotate = (agent: AgentRow, event: LedgerEvent): AgentRow => {
   const merge = mergeTags[event._tag]
-  const branch = typeof event.branch === "string" ? event.branch : agent.branch
-  const logPath = typeof event.logPath === "string" ? event.logPath : agent.logPath
+  const branch = stringField(event, "branch") ?? agent.branch
+  const logPath = stringField(event, "logPath") ?? agent.logPath
   return { ...agent, branch, logPath, merge: merge ?? agent.merge }
 }
 
@@ -165,7 +170,7 @@ const successOf = (runId: string, event: LedgerEvent, agent: AgentRow | undefine
 export const foldEvent = (runId: string, agent: AgentRow | undefined, event: LedgerEvent): Folded => {
   const next =
     agent === undefined ? undefined : isKnownAgentEvent(event) ? stepAgent(agent, event) : annotate(agent, event)
-  const agentId = typeof event.agentId === "string" ? event.agentId : null
+  const agentId = stringField(event, "agentId") ?? null
   return {
     agent: next,
     transition: { runId, agentId, at: event.at, tag: event._tag, note: noteOf(event), data: dataOf(event) },

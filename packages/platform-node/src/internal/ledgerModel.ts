@@ -1,4 +1,3 @@
-import { CorralEvent } from "@corral/core"
 import type * as RunRecord from "../RunRecord.ts"
 
 export type AgentState = "pending" | "queued" | "waiting" | "running" | "done"
@@ -117,3 +116,5 @@ export const encodeValue = (value: unknown): string | null =>
   value === undefined ? "{}" : isJsonData(value, 0) ? JSON.stringify({ value }) : null
 
 export const decodeValue = (json: string): unknown => (JSON.parse(json) as { readonly value?: unknown }).value
+
+export const field = (event: object, name: string): unknown => (event as Record<string, unknown>)[name]

@@ -4,7 +4,7 @@ import type { CachedSuccess, LedgerEvent, RunStart, RunSummary, Service } from "
 import type * as RunRecord from "../RunRecord.ts"
 import { ledgerError, RunLedgerError } from "./ledgerError.ts"
 import { foldEvent, newAgentRow } from "./ledgerFold.ts"
-import { type AgentRow, agentKey, type Batch, decodeValue, encodeValue, mergeRunUpdate, type RunRow } from "./ledgerModel.ts"
+import { type AgentRow, agentKey, type Batch, decodeValue, encodeValue, field, mergeRunUpdate, type RunRow } from "./ledgerModel.ts"
 import { buildRunRecord } from "./ledgerRecord.ts"
 import type { WriteStats } from "./ledgerSql.ts"
 import type { LedgerStore, RunSummaryRow } from "./ledgerStore.ts"
@@ -98,9 +98,9 @@ export const makeLedger = (
     const record = (runId: string, event: LedgerEvent) =>
       Effect.gen(function* () {
         const agents = yield* agentsOf(runId)
-        const agentId = typeof event.agentId === "string" ? event.agentId : undefined
+        const agentId = field(event, "agentId")
         const current =
-          agentId === undefined ? undefined : (agents.get(agentId) ?? newAgentRow(runId, agentId, agents.size))
+          typeof agentId !== "string" ? undefined : (agents.get(agentId) ?? newAgentRow(runId, agentId, agents.size))
         const folded = foldEvent(runId, current, event)
         if (folded.agent !== undefined) agents.set(folded.agent.agentId, folded.agent)
         yield* fail("record")(

@@ -1,5 +1,5 @@
 import { Effect, String as Str } from "effect"
-import { Migrator, SqlClient } from "effect/sql"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import type { AgentRow, Batch, RunRow, SuccessRow, TransitionRow } from "./ledgerModel.ts"
 import type { LedgerStore, RunSummaryRow } from "./ledgerStore.ts"
 
@@ -111,11 +111,16 @@ const successUpsert = `ON CONFLICT (idempotency_key) DO UPDATE SET run_id = excl
   agent_id = excluded.agent_id, value_json = excluded.value_json, recorded_at = excluded.recorded_at
   WHERE excluded.recorded_at >= successes.recorded_at`
 
-const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
-  const out: Array<ReadonlyArray<A>> = []
-  for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size))
+type Rows<A> = readonly [A, ...Array<A>]
+
+const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<Rows<A>> => {
+  const out: Array<Rows<A>> = []
+  for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size) as unknown as Rows<A>)
   return out
 }
+
+const snakeRows = <A extends object>(rows: Rows<A>): Rows<Record<string, unknown>> =>
+  rows.map(snake) as unknown as Rows<Record<string, unknown>>
 
 /** Counts what a store wrote: rows and statements, for overhead reports. */
 export interface WriteStats {
@@ -125,23 +130,26 @@ export interface WriteStats {
 }
 
 export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats): LedgerStore => {
-  const write = <A extends object>(rows: ReadonlyArray<A>, size: number, statement: (rows: ReadonlyArray<A>) => Effect.Effect<unknown, any>) =>
+  const write = <A extends object>(rows: ReadonlyArray<A>, size: number, statement: (rows: Rows<A>) => Effect.Effect<unknown, SqlError.SqlError>) =>
     Effect.forEach(
       chunks(rows, size),
       (chunk) =>
-        Effect.tap(statement(chunk), () => {
-          stats.statements++
-          stats.rows += chunk.length
-        }),
+        Effect.tap(
+          statement(chunk),
+          Effect.sync(() => {
+            stats.statements++
+            stats.rows += chunk.length
+          })
+        ),
       { discard: true }
     )
 
   const applyUpdates = (batch: Batch) =>
     write([...batch.runUpdates.values()], 1, ([update]) =>
-      sql`UPDATE runs SET status = COALESCE(${update!.status ?? null}, status),
-        ended_at = COALESCE(${update!.endedAt ?? null}, ended_at),
-        heartbeat_at = COALESCE(${update!.heartbeatAt ?? null}, heartbeat_at)
-        WHERE run_id = ${update!.runId}`
+      sql`UPDATE runs SET status = COALESCE(${update.status ?? null}, status),
+        ended_at = COALESCE(${update.endedAt ?? null}, ended_at),
+        heartbeat_at = COALESCE(${update.heartbeatAt ?? null}, heartbeat_at)
+        WHERE run_id = ${update.runId}`
     )
 
   const apply = (batch: Batch) =>
@@ -149,20 +157,20 @@ export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats): Ledge
       .withTransaction(
         Effect.all(
           [
-            write(batch.runs, 200, (rows) => sql`INSERT INTO runs ${sql.insert(rows.map(snake))}`),
+            write(batch.runs, 200, (rows) => sql`INSERT INTO runs ${sql.insert(snakeRows(rows))}`),
             applyUpdates(batch),
             write([...batch.agents.values()], 400, (rows) =>
-              sql`INSERT INTO agents ${sql.insert(rows.map(snake))} ${sql.literal(agentUpsert)}`
+              sql`INSERT INTO agents ${sql.insert(snakeRows(rows))} ${sql.literal(agentUpsert)}`
             ),
-            write(batch.transitions, 1000, (rows) => sql`INSERT INTO transitions ${sql.insert(rows.map(snake))}`),
+            write(batch.transitions, 1000, (rows) => sql`INSERT INTO transitions ${sql.insert(snakeRows(rows))}`),
             write([...batch.successes.values()], 400, (rows) =>
-              sql`INSERT INTO successes ${sql.insert(rows.map(snake))} ${sql.literal(successUpsert)}`
+              sql`INSERT INTO successes ${sql.insert(snakeRows(rows))} ${sql.literal(successUpsert)}`
             )
           ],
           { discard: true }
         )
       )
-      .pipe(Effect.tap(() => Effect.sync(() => stats.transactions++)))
+      .pipe(Effect.tap(Effect.sync(() => stats.transactions++)))
 
   const one = <A>(rows: ReadonlyArray<Record<string, unknown>>): A | undefined =>
     rows[0] === undefined ? undefined : decode<A>(rows[0])

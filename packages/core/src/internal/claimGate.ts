@@ -1,0 +1,233 @@
+import * as Effect from "effect/Effect"
+import * as Claims from "../Claims.ts"
+import type * as ResourceLocks from "../ResourceLocks.ts"
+import { type Hit, KeyTree } from "./keyTree.ts"
+import { before, type Node } from "./node.ts"
+
+export interface GateHost {
+  readonly runId: string
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly maxBypass: number
+  readonly makeReady: (node: Node) => void
+  readonly wake: () => void
+  readonly parked: (node: Node, changed: boolean) => void
+  readonly granted: (node: Node, lease: ResourceLocks.Lease) => void
+}
+
+interface PoolUse {
+  used: number
+  readonly holders: Set<Node>
+}
+
+/**
+ * Decides when an agent with claims may start. Its own view of the run's leases (`held`, `pools`)
+ * answers most checks synchronously; only a locally free request is sent to the lock service, which
+ * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
+ * is released, and agents queued behind it may overtake it at most `maxBypass` times.
+ */
+export class ClaimGate {
+  private readonly held = new KeyTree<Node>()
+  private readonly pools = new Map<string, PoolUse>()
+  private readonly intents = new KeyTree<Node>()
+  private readonly reserved = new KeyTree<Node>()
+  private readonly parkedOn = new Map<number, Set<Node>>()
+  private releaseEpoch = 0
+  private readonly host: GateHost
+
+  constructor(host: GateHost) {
+    this.host = host
+  }
+
+  check(node: Node): boolean {
+    const request = node.request!
+    const reserved = this.reservedAhead(node, request)
+    if (reserved !== undefined) {
+      this.park(node, [reservedToken(reserved)], () => this.reservedBy(node, reserved))
+      return false
+    }
+    const keyHits = this.held.size > 0 ? this.held.conflicts(request.keys) : []
+    const poolHits = request.pools.length > 0 ? this.poolHits(request) : []
+    if (keyHits.length === 0 && poolHits.length === 0) return true
+    this.park(node, localTokens(keyHits, poolHits), () => this.describe(keyHits, poolHits))
+    return false
+  }
+
+  acquire(node: Node): Effect.Effect<boolean> {
+    const holder = { runId: this.host.runId, agentId: node.id }
+    const attempt = (): Effect.Effect<boolean> => {
+      const epoch = this.releaseEpoch
+      return Effect.flatMap(this.host.locks.tryAcquire(holder, node.request!), (result) => {
+        if (node.state !== "ready") {
+          return result._tag === "Acquired"
+            ? Effect.as(this.host.locks.release(result.lease), false)
+            : Effect.succeed(false)
+        }
+        if (result._tag === "Acquired") {
+          this.grant(node, result.lease)
+          return Effect.succeed(true)
+        }
+        if (this.releaseEpoch !== epoch) return attempt()
+        this.park(node, serviceTokens(result.blockers), () => result.blockers)
+        return Effect.succeed(false)
+      })
+    }
+    return Effect.uninterruptible(Effect.suspend(attempt))
+  }
+
+  releaseLocal(node: Node): void {
+    const request = node.request!
+    this.held.remove(node, request.keys)
+    for (const claim of request.pools) {
+      const use = this.pools.get(claim.pool)
+      if (use === undefined) continue
+      use.used -= claim.amount
+      use.holders.delete(node)
+    }
+  }
+
+  onRelease(token: number): void {
+    if (token > 0) this.releaseEpoch++
+    const set = this.parkedOn.get(token)
+    if (set === undefined) return
+    this.parkedOn.delete(token)
+    let woke = false
+    for (const node of set) {
+      node.blockingTokens?.delete(token)
+      if (node.state === "parked" && (node.blockingTokens?.size ?? 0) === 0) {
+        this.host.makeReady(node)
+        woke = true
+      }
+    }
+    if (woke) this.host.wake()
+  }
+
+  dropIntent(node: Node): void {
+    if (!node.intent) return
+    node.intent = false
+    this.intents.remove(node, node.request!.keys)
+    if (node.reserved) this.reserved.remove(node, node.request!.keys)
+    this.onRelease(reservedToken(node))
+  }
+
+  private grant(node: Node, lease: ResourceLocks.Lease): void {
+    node.lease = lease
+    const request = node.request!
+    this.held.add(node, request.keys)
+    for (const claim of request.pools) {
+      let use = this.pools.get(claim.pool)
+      if (use === undefined) this.pools.set(claim.pool, (use = { used: 0, holders: new Set() }))
+      use.used += claim.amount
+      use.holders.add(node)
+    }
+    this.dropIntent(node)
+    if (this.intents.size > 0) this.bypass(node, request)
+    this.host.granted(node, lease)
+  }
+
+  private park(node: Node, tokens: ReadonlyArray<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
+    node.state = "parked"
+    node.blockingTokens = new Set(tokens)
+    for (const token of tokens) {
+      let set = this.parkedOn.get(token)
+      if (set === undefined) this.parkedOn.set(token, (set = new Set()))
+      set.add(node)
+    }
+    if (!node.intent) {
+      node.intent = true
+      this.intents.add(node, node.request!.keys)
+    }
+    const key = tokens.join(",")
+    const changed = key !== node.tokenKey
+    node.tokenKey = key
+    node.describeBlockers = describe
+    this.host.parked(node, changed)
+  }
+
+  private reservedAhead(node: Node, request: Claims.Request): Node | undefined {
+    if (this.reserved.size === 0) return undefined
+    for (const hit of this.reserved.conflicts(request.keys, node)) if (before(hit.holder, node)) return hit.holder
+    return undefined
+  }
+
+  private bypass(node: Node, request: Claims.Request): void {
+    const seen = new Set<Node>()
+    for (const hit of this.intents.conflicts(request.keys, node)) {
+      const other = hit.holder
+      if (seen.has(other) || !before(other, node)) continue
+      seen.add(other)
+      if (++other.bypassed >= this.host.maxBypass && !other.reserved) {
+        other.reserved = true
+        this.reserved.add(other, other.request!.keys)
+      }
+    }
+  }
+
+  private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
+    return Claims.conflicts(node.request!, other.request!).map((key) => ({
+      _tag: "Key",
+      key,
+      mode: "write",
+      holder: { runId: this.host.runId, agentId: `${other.id} (reserved: waiting longest)` },
+      leaseId: reservedToken(other)
+    }))
+  }
+
+  private poolHits(
+    request: Claims.Request
+  ): Array<{ readonly claim: Claims.PoolClaim; readonly holders: ReadonlyArray<Node> }> {
+    const hits: Array<{ readonly claim: Claims.PoolClaim; readonly holders: ReadonlyArray<Node> }> = []
+    for (const claim of request.pools) {
+      const use = this.pools.get(claim.pool)
+      if (use !== undefined && use.used + claim.amount > claim.capacity) hits.push({ claim, holders: [...use.holders] })
+    }
+    return hits
+  }
+
+  private describe(
+    keyHits: ReadonlyArray<Hit<Node>>,
+    poolHits: ReadonlyArray<{ readonly claim: Claims.PoolClaim; readonly holders: ReadonlyArray<Node> }>
+  ): ReadonlyArray<ResourceLocks.Blocker> {
+    const holder = (node: Node) => ({ runId: this.host.runId, agentId: node.id })
+    return [
+      ...keyHits.map(
+        (hit): ResourceLocks.Blocker => ({
+          _tag: "Key",
+          key: hit.key,
+          mode: hit.mode,
+          holder: holder(hit.holder),
+          leaseId: hit.holder.lease?.id ?? 0
+        })
+      ),
+      ...poolHits.map(
+        ({ claim, holders }): ResourceLocks.Blocker => ({
+          _tag: "Pool",
+          pool: claim.pool,
+          holders: holders.map(holder),
+          leaseIds: holders.map((node) => node.lease?.id ?? 0)
+        })
+      )
+    ]
+  }
+}
+
+const reservedToken = (node: Node): number => -1 - node.index
+
+const localTokens = (
+  keyHits: ReadonlyArray<Hit<Node>>,
+  poolHits: ReadonlyArray<{ readonly holders: ReadonlyArray<Node> }>
+): Array<number> => {
+  const tokens = new Set<number>()
+  for (const hit of keyHits) if (hit.holder.lease !== undefined) tokens.add(hit.holder.lease.id)
+  for (const { holders } of poolHits)
+    for (const node of holders) if (node.lease !== undefined) tokens.add(node.lease.id)
+  return [...tokens]
+}
+
+const serviceTokens = (blockers: ReadonlyArray<ResourceLocks.Blocker>): Array<number> => {
+  const tokens = new Set<number>()
+  for (const blocker of blockers) {
+    if (blocker._tag === "Key") tokens.add(blocker.leaseId)
+    else for (const id of blocker.leaseIds) tokens.add(id)
+  }
+  return [...tokens]
+}

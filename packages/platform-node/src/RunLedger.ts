@@ -1,0 +1,293 @@
+/**
+ * A durable record of runs: every agent's state transitions with timestamps, its current state
+ * and outcome, and the values of successes for cached reruns. `corral status`, `corral report`
+ * and resume after a crash read it back as {@link RunRecord.RunRecord}.
+ *
+ * Writes are buffered in memory and committed in one transaction every `flushEvery` (50 ms), when
+ * `maxBuffered` writes are waiting, on `Finished`/`RunFinished`, on `finishRun` and when the layer
+ * closes. Each flush is one transaction, so a process killed at any instant leaves every agent in
+ * the state of the last committed flush.
+ *
+ * @since 0.1.0
+ */
+import { type CorralEvent, Ledger } from "@corral/core"
+import { Context, type Duration, Effect, Layer, Option } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient } from "effect/sql"
+import { RunLedgerError } from "./internal/ledgerError.ts"
+import { makeLedger } from "./internal/ledgerService.ts"
+import { makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
+import { makeMemoryStore } from "./internal/ledgerStore.ts"
+import type * as RunRecord from "./RunRecord.ts"
+import * as SqliteClient from "./SqliteClient.ts"
+
+export { RunLedgerError } from "./internal/ledgerError.ts"
+export type { WriteStats } from "./internal/ledgerSql.ts"
+
+/**
+ * An agent of a plan as the ledger first records it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlannedAgent {
+  readonly agentId: string
+  readonly dependsOn: ReadonlyArray<string>
+  readonly idempotencyKey?: string | null | undefined
+}
+
+/**
+ * What a run records when it starts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunStart {
+  readonly runId: string
+  readonly planFile: string
+  readonly planHash: string
+  /** Any JSON-encodable value: the options the run was started with. */
+  readonly options: unknown
+  readonly pid: number
+  readonly hostname: string
+  readonly startedAt: number
+  readonly agents: ReadonlyArray<PlannedAgent>
+}
+
+/**
+ * Events of the command around a run: the result of merging an agent's branch.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MergeEvent {
+  readonly _tag: "Merged" | "MergeConflict" | "NothingToMerge"
+  readonly agentId: string
+  readonly at: number
+  readonly branch?: string | undefined
+  readonly message?: string | undefined
+  readonly [field: string]: unknown
+}
+
+/**
+ * Any other event: stored as a transition with its fields as JSON. A string `branch` or `logPath`
+ * field updates the agent's row, e.g. `{ _tag: "WorkspaceReady", agentId, at, branch, logPath }`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OtherEvent {
+  readonly _tag: string
+  readonly at: number
+  readonly agentId?: string | undefined
+  readonly [field: string]: unknown
+}
+
+/**
+ * What `record` accepts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LedgerEvent = CorralEvent.CorralEvent | MergeEvent | OtherEvent
+
+/**
+ * One line of `listRuns`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunSummary {
+  readonly runId: string
+  readonly planFile: string
+  readonly planHash: string
+  readonly options: unknown
+  readonly status: RunRecord.RunStatus
+  readonly pid: number
+  readonly hostname: string
+  readonly startedAt: number
+  readonly endedAt: number | null
+  readonly heartbeatAt: number
+  readonly total: number
+  readonly done: number
+  readonly succeeded: number
+  readonly failed: number
+}
+
+/**
+ * A recorded success that a rerun can reuse.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CachedSuccess {
+  readonly value: unknown
+  /** The run that produced the value; `""` when it was recorded through the core `Ledger` only. */
+  readonly runId: string
+  readonly agentId: string
+  readonly recordedAt: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  /** Records a run and its agents (state `pending`); committed before it returns. */
+  readonly startRun: (start: RunStart) => Effect.Effect<void, RunLedgerError>
+  /** Buffers an event; `Finished` and `RunFinished` are committed before it returns. */
+  readonly record: (runId: string, event: LedgerEvent) => Effect.Effect<void, RunLedgerError>
+  readonly heartbeat: (runId: string) => Effect.Effect<void, RunLedgerError>
+  /** Sets the final status (overriding the one derived from `RunFinished`); committed before it returns. */
+  readonly finishRun: (runId: string, status: RunRecord.RunStatus, endedAt: number) => Effect.Effect<void, RunLedgerError>
+  readonly flush: Effect.Effect<void, RunLedgerError>
+  /** Every run, newest first. */
+  readonly listRuns: () => Effect.Effect<ReadonlyArray<RunSummary>, RunLedgerError>
+  readonly getRun: (runId: string) => Effect.Effect<Option.Option<RunRecord.RunRecord>, RunLedgerError>
+  /** The newest run of the plan when it is `running`, `crashed` or `interrupted`. */
+  readonly latestUnfinished: (planHash: string) => Effect.Effect<Option.Option<RunSummary>, RunLedgerError>
+  /**
+   * Marks `running` runs whose process is gone as `crashed`, and their unfinished agents as
+   * `Interrupted` with detail `crashed`. Returns the ids of the runs it marked.
+   */
+  readonly markCrashed: (
+    isAlive: (pid: number, hostname: string) => boolean
+  ) => Effect.Effect<ReadonlyArray<string>, RunLedgerError>
+  /** The latest success recorded with this idempotency key, in any run. */
+  readonly cachedSuccess: (idempotencyKey: string) => Effect.Effect<Option.Option<CachedSuccess>, RunLedgerError>
+  /** Records a success by key outside of events (values that are not plain JSON data are skipped). */
+  readonly recordSuccess: (
+    idempotencyKey: string,
+    agentId: string,
+    value: unknown,
+    recordedAt: number
+  ) => Effect.Effect<void, RunLedgerError>
+  /** What the store has written so far (SQL stores only; zeros in memory). */
+  readonly stats: Effect.Effect<WriteStats>
+}
+
+/**
+ * Options of the buffered writer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WriterOptions {
+  /** @default "50 millis" */
+  readonly flushEvery?: Duration.Input | undefined
+  /** Writes buffered before a flush is forced. @default 1000 */
+  readonly maxBuffered?: number | undefined
+}
+
+const writerOptions = (options: WriterOptions | undefined) => ({
+  flushEvery: options?.flushEvery ?? "50 millis",
+  maxBuffered: options?.maxBuffered ?? 1000
+})
+
+const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
+
+/**
+ * The run ledger service.
+ *
+ * @example
+ * ```ts
+ * const program = Effect.gen(function*() {
+ *   const ledger = yield* RunLedger.RunLedger
+ *   yield* ledger.startRun({ runId: "r1", planFile: "plan.yaml", planHash: "h", options: {}, pid: process.pid,
+ *     hostname: os.hostname(), startedAt: Date.now(), agents: [{ agentId: "a", dependsOn: [] }] })
+ *   yield* Corral.run(agents, { runId: "r1", onEvent: (event) => ledger.record("r1", event) })
+ *   return yield* ledger.getRun("r1")
+ * }).pipe(Effect.provide(RunLedger.layerSqlite(".corral/state.db")))
+ * ```
+ * @since 0.1.0
+ * @category services
+ */
+export class RunLedger extends Context.Service<RunLedger, Service>()("@corral/platform-node/RunLedger") {}
+
+/**
+ * A ledger over the `SqlClient` in context. Runs the ledger's migrations (table
+ * `corral_ledger_migrations`) first, so any number of processes can open the same database.
+ *
+ * @example
+ * ```ts
+ * const ledger = RunLedger.layerSql().pipe(Layer.provide(SqliteClient.layer({ filename: "state.db" })))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSql = (options?: WriterOptions): Layer.Layer<RunLedger, RunLedgerError, SqlClient.SqlClient> =>
+  Layer.effect(RunLedger, Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => fromSql(sql, options)))
+
+const fromSql = (sql: SqlClient.SqlClient, options: WriterOptions | undefined) =>
+  Effect.gen(function* () {
+    yield* migrate.pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.mapError((error) => new RunLedgerError({ operation: "migrate", message: error.message }))
+    )
+    const stats = newStats()
+    return yield* makeLedger(makeSqlStore(sql, stats), writerOptions(options), stats)
+  })
+
+/**
+ * A ledger in a SQLite file (WAL), opened with our `SqliteClient` and closed with the layer.
+ *
+ * @example
+ * ```ts
+ * Effect.provide(program, RunLedger.layerSqlite(".corral/state.db"))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlite = (filename: string, options?: WriterOptions): Layer.Layer<RunLedger, RunLedgerError> =>
+  Layer.effect(
+    RunLedger,
+    SqliteClient.make({ filename }).pipe(
+      Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message })),
+      Effect.flatMap((sql) => fromSql(sql, options)),
+      Effect.provide(Reactivity.layer)
+    )
+  )
+
+/**
+ * A ledger that lives as long as the layer; same behaviour as the SQL one, nothing on disk.
+ *
+ * @example
+ * ```ts
+ * Effect.provide(program, RunLedger.layerMemory)
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<RunLedger> = Layer.effect(
+  RunLedger,
+  Effect.suspend(() => makeLedger(makeMemoryStore(), writerOptions(undefined), newStats()))
+)
+
+/**
+ * Core's idempotency `Ledger` backed by the run ledger: lookups read `cachedSuccess`, records
+ * buffer a success row (committed with the next flush).
+ *
+ * @example
+ * ```ts
+ * const layers = RunLedger.asCoreLedger.pipe(Layer.provideMerge(RunLedger.layerSqlite("state.db")))
+ * Corral.run(agents).pipe(Effect.provide(layers)) // agents that succeeded before are not run again
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const asCoreLedger: Layer.Layer<Ledger.Ledger, never, RunLedger> = Layer.effect(
+  Ledger.Ledger,
+  Effect.map(Effect.service(RunLedger), (ledger) =>
+    Ledger.Ledger.of({
+      lookup: (key) =>
+        ledger.cachedSuccess(key).pipe(
+          Effect.map(Option.map((hit) => ({ agentId: hit.agentId, value: hit.value, recordedAt: hit.recordedAt }))),
+          Effect.mapError((error) => new Ledger.LedgerError({ operation: "lookup", key, message: error.message }))
+        ),
+      record: (key, outcome) =>
+        ledger
+          .recordSuccess(key, outcome.agentId, outcome.value, outcome.endedAt)
+          .pipe(Effect.mapError((error) => new Ledger.LedgerError({ operation: "record", key, message: error.message })))
+    })
+  )
+)
