@@ -131,8 +131,7 @@ class Runner<A, E, R> {
   running = 0
   done = 0
   waiting = 0
-  idle = 0
-  signal = Deferred.makeUnsafe<void>()
+  readonly idle: Array<Deferred.Deferred<void>> = []
   stopped: StopReason | undefined = undefined
   spent = Usage.zero
   startedAt = 0
@@ -241,6 +240,7 @@ class Runner<A, E, R> {
       while (this.stopped === undefined) {
         const node = this.next()
         if (node !== undefined) {
+          if (this.ready.size > 0) this.wake()
           if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
           if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
           if (node.request === undefined) this.start(node)
@@ -338,18 +338,19 @@ class Runner<A, E, R> {
   private get sleep(): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (this.ready.size > 0 || this.done === this.nodes.length || this.stopped !== undefined) return Effect.void
-      this.idle++
-      return Effect.map(Deferred.await(this.signal), () => {
-        this.idle--
-      })
+      const signal = Deferred.makeUnsafe<void>()
+      this.idle.push(signal)
+      return Deferred.await(signal)
     })
   }
 
   private wake(): void {
-    if (this.idle === 0) return
-    const signal = this.signal
-    this.signal = Deferred.makeUnsafe<void>()
-    Deferred.doneUnsafe(signal, Effect.void)
+    if (this.idle.length === 0) return
+    if (this.done === this.nodes.length) {
+      for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
+    } else if (this.ready.size > 0) {
+      Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
+    }
   }
 
   private granted(node: Node, lease: ResourceLocks.Lease): void {
