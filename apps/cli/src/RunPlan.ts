@@ -119,6 +119,7 @@ export const run = (
       concurrency: options.concurrency ?? options.plan.concurrency,
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
+      rateLimits: rateLimitsOf(options.plan),
       onEvent: (event) => Effect.sync(() => options.onEvent(event)),
       stopOn: options.stopOn
     })
@@ -146,9 +147,46 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
     claimTimeout: agent.claimTimeoutMs,
     dependsOn: agent.dependsOn,
     estimate: agent.estimateMs,
+    rateLimit: agent.rateLimit,
     labels: agent.labels
   })
 }
+
+/**
+ * The plan's rate-limit buckets in the form `Corral.run` takes, or `undefined` when it has none.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const rateLimitsOf = (plan: Plan): Record<string, { limit: number; interval: number; burst?: number }> | undefined => {
+  const entries = Object.entries(plan.rateLimits)
+  if (entries.length === 0) return undefined
+  return Object.fromEntries(
+    entries.map(([name, bucket]) => [
+      name,
+      bucket.burst === undefined
+        ? { limit: bucket.limit, interval: bucket.intervalMs }
+        : { limit: bucket.limit, interval: bucket.intervalMs, burst: bucket.burst }
+    ])
+  )
+}
+
+/**
+ * The plan's agents as core agents that do nothing, for analysis (`corral validate`).
+ *
+ * @since 0.1.0
+ * @category analysis
+ */
+export const shapeOf = (plan: Plan) =>
+  plan.agents.map((agent) =>
+    Agent.make(agent.id, {
+      run: Effect.void,
+      claims: { read: agent.claims.read, write: agent.claims.write, pools: agent.claims.pools },
+      dependsOn: agent.dependsOn,
+      estimate: agent.estimateMs,
+      rateLimit: agent.rateLimit
+    })
+  )
 
 const runAgent = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function*() {

@@ -1,7 +1,31 @@
-import { Console, Effect } from "effect"
+import { Plan } from "@corral/core"
+import { Console, Effect, Result } from "effect"
 import { Argument, Command } from "effect/cli"
 import { invalidInput } from "../CliExit.ts"
 import * as PlanFile from "../PlanFile.ts"
+import { shapeOf } from "../RunPlan.ts"
+
+const seconds = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)}s` : `${ms}ms`)
+
+/**
+ * The text `corral validate` prints for a valid plan.
+ *
+ * @since 0.1.0
+ */
+export const describe = (plan: PlanFile.Plan, analysis: Plan.Analysis): string => {
+  const estimated = plan.agents.some((agent) => agent.estimateMs !== undefined)
+  const lines = [
+    `${plan.file}: valid — ${plan.agents.length} agents, concurrency ${plan.concurrency}, mode ${plan.mode}, isolation ${plan.isolation}`,
+    `order: ${analysis.order.join(", ")}`,
+    `critical path: ${analysis.criticalPath.ids.join(" -> ")}${estimated ? ` (${seconds(analysis.criticalPath.totalMs)} estimated)` : ""}`,
+    `most agents that can run at once: ${analysis.maxParallelism}`
+  ]
+  if (analysis.conflicts.length === 0) lines.push("claims: no two agents that may run together conflict")
+  for (const conflict of analysis.conflicts) {
+    lines.push(`serialized by claims: ${conflict.a} and ${conflict.b} (${conflict.keys.join(", ")})`)
+  }
+  return lines.join("\n")
+}
 
 /**
  * `corral validate <plan>`.
@@ -16,7 +40,9 @@ export const validate = Command.make(
       const loaded = yield* PlanFile.load(plan).pipe(
         Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
       )
-      yield* Console.log(`${plan}: valid, ${loaded.agents.length} agents`)
+      const analysis = Plan.analyze(shapeOf(loaded), { pools: loaded.pools })
+      if (Result.isFailure(analysis)) return yield* invalidInput(`invalid plan ${plan}\n${analysis.failure.message}`)
+      yield* Console.log(describe(loaded, analysis.success))
     })
 ).pipe(
   Command.withDescription("Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path"),

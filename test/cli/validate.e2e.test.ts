@@ -1,0 +1,60 @@
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { root, runCli, tempDir, writePlan } from "../helpers.ts"
+
+describe("corral validate (end to end)", () => {
+  it("prints the order, the critical path, the parallelism and the claim conflicts of a known plan", async () => {
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 2
+agents:
+  - id: fetch
+    run: echo fetch
+    estimate: 2s
+  - id: parse
+    run: echo parse
+    dependsOn: [fetch]
+    estimate: 3s
+    claims: { write: [data/parsed.json] }
+  - id: lint
+    run: echo lint
+    estimate: 1s
+    claims: { read: [data/] }
+  - id: report
+    run: echo report
+    dependsOn: [parse, lint]
+    estimate: 1s
+`
+    )
+    const result = await runCli(["validate", plan], { cwd: root })
+    expect(result.code).toBe(0)
+    expect(result.stdout.trim().split("\n")).toEqual([
+      `${plan}: valid — 4 agents, concurrency 2, mode settle, isolation worktree`,
+      "order: fetch, parse, lint, report",
+      "critical path: fetch -> parse -> report (6s estimated)",
+      "most agents that can run at once: 2",
+      "serialized by claims: parse and lint (data/parsed.json)"
+    ])
+  })
+
+  it("exits 2 and names the file and the cycle for an invalid plan", async () => {
+    const plan = writePlan(
+      tempDir("plan-"),
+      "cycle.json",
+      JSON.stringify({ version: 1, agents: [{ id: "a", run: "x", dependsOn: ["b"] }, { id: "b", run: "y", dependsOn: ["a"] }] })
+    )
+    const result = await runCli(["validate", plan], { cwd: root })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain(plan)
+    expect(result.stderr).toMatch(/a -> b -> a/)
+  })
+
+  it("every shipped example plan is valid", async () => {
+    for (const name of ["independent", "claims", "pipeline", "fan-out-fan-in", "llm-rate-limited", "demo"]) {
+      const result = await runCli(["validate", NodePath.join(root, "apps/cli/examples", `${name}.yaml`)], { cwd: root })
+      expect(result.code, `${name}: ${result.stderr}`).toBe(0)
+    }
+  })
+})
