@@ -25,7 +25,7 @@ export interface Paths {
  * @category resolving
  */
 export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<string>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const root = NodePath.resolve(Option.getOrElse(repo, () => process.cwd()))
     if (!NodeFs.existsSync(root) || !NodeFs.statSync(root).isDirectory()) {
       return yield* invalidInput(`--repo ${root}: not a directory`)

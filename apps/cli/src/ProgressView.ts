@@ -120,7 +120,8 @@ const elapsed = (row: Row, now: number): string => {
   return seconds((row.endedAt ?? now) - row.startedAt)
 }
 
-const fit = (text: string, width: number): string => (text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`)
+const fit = (text: string, width: number): string =>
+  text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`
 
 /**
  * Renders the rows and a summary line for a terminal `columns` wide.

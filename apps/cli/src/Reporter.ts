@@ -28,7 +28,8 @@ export type Mode = "tty" | "plain" | "json"
  * @since 0.1.0
  * @category constructors
  */
-export const modeFor = (json: boolean, stream: NodeJS.WriteStream): Mode => (json ? "json" : stream.isTTY ? "tty" : "plain")
+export const modeFor = (json: boolean, stream: NodeJS.WriteStream): Mode =>
+  json ? "json" : stream.isTTY ? "tty" : "plain"
 
 /**
  * @since 0.1.0

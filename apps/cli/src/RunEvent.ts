@@ -11,7 +11,13 @@ import type { CorralEvent } from "@corral/core"
  * @category models
  */
 export type CommandEvent =
-  | { readonly _tag: "Output"; readonly at: number; readonly agentId: string; readonly stream: "stdout" | "stderr"; readonly text: string }
+  | {
+      readonly _tag: "Output"
+      readonly at: number
+      readonly agentId: string
+      readonly stream: "stdout" | "stderr"
+      readonly text: string
+    }
   | { readonly _tag: "Merged"; readonly at: number; readonly agentId: string; readonly commit: string }
   | { readonly _tag: "NothingToMerge"; readonly at: number; readonly agentId: string }
   | {
@@ -27,7 +33,13 @@ export type CommandEvent =
       readonly agents: ReadonlyArray<string>
       readonly paths: ReadonlyArray<string>
     }
-  | { readonly _tag: "WorkspaceKept"; readonly at: number; readonly agentId: string; readonly path: string; readonly reason: string }
+  | {
+      readonly _tag: "WorkspaceKept"
+      readonly at: number
+      readonly agentId: string
+      readonly path: string
+      readonly reason: string
+    }
   | { readonly _tag: "Notice"; readonly at: number; readonly message: string }
 
 /**

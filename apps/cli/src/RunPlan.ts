@@ -94,8 +94,12 @@ interface Context {
  */
 export const run = (
   options: Options
-): Effect.Effect<Report, WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun, Workspace | ChildProcessSpawner | Scope.Scope> =>
-  Effect.gen(function*() {
+): Effect.Effect<
+  Report,
+  WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun,
+  Workspace | ChildProcessSpawner | Scope.Scope
+> =>
+  Effect.gen(function* () {
     const workspace = yield* Workspace
     const isolation = options.isolation ?? options.plan.isolation
     const merge = options.merge ?? options.plan.merge
@@ -135,7 +139,8 @@ export const run = (
 
 const toAgent = (ctx: Context, agent: PlanAgent) => {
   const pools = { ...agent.claims.pools }
-  if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined) pools.memoryMb = agent.limits.memoryMb
+  if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined)
+    pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
     run: Effect.scoped(runAgent(ctx, agent)),
     timeout: agent.timeoutMs,
@@ -158,7 +163,9 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
  * @since 0.1.0
  * @category running
  */
-export const rateLimitsOf = (plan: Plan): Record<string, { limit: number; interval: number; burst?: number }> | undefined => {
+export const rateLimitsOf = (
+  plan: Plan
+): Record<string, { limit: number; interval: number; burst?: number }> | undefined => {
   const entries = Object.entries(plan.rateLimits)
   if (entries.length === 0) return undefined
   return Object.fromEntries(
@@ -189,7 +196,7 @@ export const shapeOf = (plan: Plan) =>
   )
 
 const runAgent = (ctx: Context, agent: PlanAgent) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
     const handle = yield* ctx.workspace.acquire({
@@ -204,13 +211,23 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
     })
     ctx.live.add(handle)
     yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
-    for (const warning of handle.warnings) options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
+    for (const warning of handle.warnings)
+      options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
+    const me = yield* Agent.current
+    const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const process = yield* ProcessRunner.run({
       name: agent.id,
       command: agent.run,
       shell: true,
       cwd: handle.dir,
-      env: { ...passed(agent), ...handle.env, ...agent.env, CORRAL_RUN_ID: options.runId, CORRAL_AGENT_ID: agent.id },
+      env: {
+        ...passed(agent),
+        ...handle.env,
+        ...agent.env,
+        ...fencing,
+        CORRAL_RUN_ID: options.runId,
+        CORRAL_AGENT_ID: agent.id
+      },
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
@@ -221,7 +238,9 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
   })
 
 const passed = (agent: PlanAgent): Record<string, string> =>
-  Object.fromEntries(agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])))
+  Object.fromEntries(
+    agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
+  )
 
 const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
   const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {}
@@ -237,7 +256,7 @@ const mergeBack = (
   handle: WorkspaceModule.WorkspaceHandle,
   process: ProcessRunner.ProcessResult
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const integration = ctx.integration
     if (integration === undefined) return { process, merge: "not merged", commit: undefined } satisfies AgentResult
     const emit = ctx.options.onEvent

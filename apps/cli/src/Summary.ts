@@ -14,7 +14,8 @@ const duration = (outcome: Outcome.Outcome): string =>
 
 const mergeOf = (outcome: Outcome.Outcome): string => {
   if (outcome._tag === "Succeeded") return (outcome.value as AgentResult | undefined)?.merge ?? ""
-  if (outcome._tag === "Failed" && (outcome.error as { _tag?: string } | undefined)?._tag === "MergeConflict") return "conflict"
+  if (outcome._tag === "Failed" && (outcome.error as { _tag?: string } | undefined)?._tag === "MergeConflict")
+    return "conflict"
   return ""
 }
 
@@ -32,7 +33,10 @@ export const exitCode = (report: Report): 0 | 1 => (report.result.allSucceeded ?
  * @since 0.1.0
  * @category summary
  */
-export const render = (report: Report, options: { readonly color: boolean; readonly columns?: number | undefined }): string => {
+export const render = (
+  report: Report,
+  options: { readonly color: boolean; readonly columns?: number | undefined }
+): string => {
   const idWidth = Math.max(7, ...report.result.outcomes.map((o) => o.agentId.length + 2))
   const detailWidth = Math.max(24, Math.min(80, (options.columns ?? 120) - idWidth - 60))
   const table = new Table({
@@ -61,7 +65,9 @@ export const render = (report: Report, options: { readonly color: boolean; reado
   if (result.usage.costUsd > 0) lines.push(`cost: $${result.usage.costUsd.toFixed(3)}`)
   for (const kept of report.keptWorkspaces) lines.push(`kept workspace ${kept.dir}: ${kept.reasons.join("; ")}`)
   if (report.integrationBranch !== undefined) {
-    lines.push(`merged work: branch ${report.integrationBranch} (${report.integrationHead?.slice(0, 10)}); take it with: git merge ${report.integrationBranch}`)
+    lines.push(
+      `merged work: branch ${report.integrationBranch} (${report.integrationHead?.slice(0, 10)}); take it with: git merge ${report.integrationBranch}`
+    )
   }
   lines.push(`logs: ${report.logDir}`)
   return lines.join("\n")

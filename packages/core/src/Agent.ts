@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Schedule from "effect/Schedule"
@@ -156,3 +157,42 @@ export const make = <A, E = never, R = never, D extends Deps = Deps>(
  * @category guards
  */
 export const isAgent = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u
+
+/**
+ * What a running agent knows about itself: its run, id, attempt and the fencing token of its
+ * claims (when it has claims), to pass on to systems that must reject stale writers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Current {
+  readonly runId: string
+  readonly agentId: string
+  readonly attempt: number
+  readonly fencingToken: number | undefined
+}
+
+/**
+ * Set by the run for its agents.
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const CurrentRef = Context.Reference<() => Current | undefined>("@corral/core/Agent/Current", {
+  defaultValue: () => () => undefined
+})
+
+/**
+ * The running agent, or `undefined` outside a run.
+ *
+ * @example
+ * ```ts
+ * const write = Effect.gen(function*() {
+ *   const me = yield* Agent.current
+ *   return `written by ${me?.agentId} with token ${me?.fencingToken}`
+ * })
+ * ```
+ * @since 0.1.0
+ * @category accessors
+ */
+export const current: Effect.Effect<Current | undefined> = Effect.map(CurrentRef, (get) => get())

@@ -175,3 +175,28 @@ describe("Corral.run with claims", () => {
     })
   )
 })
+
+describe("Agent.current", () => {
+  it.effect("gives a running agent its id, attempt and the fencing token of its claims", () =>
+    Effect.gen(function* () {
+      const seen: Array<Agent.Current | undefined> = []
+      const probe = Effect.flatMap(Agent.current, (me) => Effect.sync(() => seen.push(me)))
+      yield* Corral.run(
+        [
+          Agent.make("a", { run: probe, claims: { write: ["k"] } }),
+          Agent.make("b", { run: probe, claims: { write: ["k"] } })
+        ],
+        { runId: "r", concurrency: 1 }
+      ).pipe(Effect.provideService(ResourceLocks.ResourceLocks, ResourceLocks.makeMemory()))
+      assert.deepStrictEqual(
+        seen.map((s) => [s?.runId, s?.agentId, s?.attempt]),
+        [
+          ["r", "a", 1],
+          ["r", "b", 1]
+        ]
+      )
+      assert.isTrue(seen[1]!.fencingToken! > seen[0]!.fencingToken!)
+      assert.isUndefined(yield* Agent.current)
+    })
+  )
+})

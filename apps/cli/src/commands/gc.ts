@@ -19,17 +19,25 @@ const parseAge = (text: string) => {
 export const gc = Command.make(
   "gc",
   {
-    olderThan: Flag.String("older-than").pipe(Flag.optional, Flag.withDescription("Only runs at least this old (e.g. 7d, 12h)")),
+    olderThan: Flag.String("older-than").pipe(
+      Flag.optional,
+      Flag.withDescription("Only runs at least this old (e.g. 7d, 12h)")
+    ),
     dryRun: Flag.Boolean("dry-run").pipe(Flag.withDefault(false), Flag.withDescription("List what would be removed")),
-    repo: Flag.String("repo").pipe(Flag.optional, Flag.withDescription("The target repository (default: current directory)")),
+    repo: Flag.String("repo").pipe(
+      Flag.optional,
+      Flag.withDescription("The target repository (default: current directory)")
+    ),
     stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory"))
   },
   (flags) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const paths = yield* resolve(flags.repo, flags.stateDir)
       const olderThan = Option.isSome(flags.olderThan) ? parseAge(flags.olderThan.value) : undefined
       if (Option.isSome(flags.olderThan) && olderThan === undefined) {
-        return yield* invalidInput(`--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`)
+        return yield* invalidInput(
+          `--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`
+        )
       }
       const workspace = yield* Workspace
       const report = yield* workspace
@@ -41,7 +49,9 @@ export const gc = Command.make(
       yield* Console.log(`${report.removed.length} ${verb}, ${report.kept.length} kept`)
     })
 ).pipe(
-  Command.withDescription("Remove worktrees, branches and folders left by runs that are no longer alive (never unmerged work)"),
+  Command.withDescription(
+    "Remove worktrees, branches and folders left by runs that are no longer alive (never unmerged work)"
+  ),
   Command.withExamples([
     { command: "corral gc --dry-run", description: "list leftovers" },
     { command: "corral gc --older-than 7d", description: "remove leftovers of runs older than a week" }

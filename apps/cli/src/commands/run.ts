@@ -9,13 +9,31 @@ import * as Summary from "../Summary.ts"
 
 const flags = {
   plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")),
-  concurrency: Flag.Int("concurrency").pipe(Flag.optional, Flag.withDescription("Most agents running at once (overrides the plan)")),
-  mode: Flag.Literals("mode", ["settle", "fail-fast"]).pipe(Flag.optional, Flag.withDescription("settle: run everything; fail-fast: stop at the first failure")),
-  isolation: Flag.Literals("isolation", ["worktree", "directory", "none"]).pipe(Flag.optional, Flag.withDescription("Where each agent runs")),
+  concurrency: Flag.Int("concurrency").pipe(
+    Flag.optional,
+    Flag.withDescription("Most agents running at once (overrides the plan)")
+  ),
+  mode: Flag.Literals("mode", ["settle", "fail-fast"]).pipe(
+    Flag.optional,
+    Flag.withDescription("settle: run everything; fail-fast: stop at the first failure")
+  ),
+  isolation: Flag.Literals("isolation", ["worktree", "directory", "none"]).pipe(
+    Flag.optional,
+    Flag.withDescription("Where each agent runs")
+  ),
   json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("Print newline-delimited JSON events")),
-  keepWorkspaces: Flag.Boolean("keep-workspaces").pipe(Flag.withDefault(false), Flag.withDescription("Keep every workspace for inspection")),
-  repo: Flag.String("repo").pipe(Flag.optional, Flag.withDescription("The target repository (default: current directory)")),
-  stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("Where corral keeps its state (default: <repo>/.corral or $CORRAL_HOME)"))
+  keepWorkspaces: Flag.Boolean("keep-workspaces").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Keep every workspace for inspection")
+  ),
+  repo: Flag.String("repo").pipe(
+    Flag.optional,
+    Flag.withDescription("The target repository (default: current directory)")
+  ),
+  stateDir: Flag.String("state-dir").pipe(
+    Flag.optional,
+    Flag.withDescription("Where corral keeps its state (default: <repo>/.corral or $CORRAL_HOME)")
+  )
 }
 
 type Flags = {
@@ -57,7 +75,7 @@ const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Repor
   )
 
 const execute = (flags: Flags) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
@@ -81,7 +99,8 @@ const execute = (flags: Flags) =>
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
         InvalidRun: (error) => invalidInput(error.message),
-        NotAGitRepository: (error) => invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
+        NotAGitRepository: (error) =>
+          invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
@@ -97,7 +116,7 @@ const execute = (flags: Flags) =>
  * @since 0.1.0
  */
 export const run = Command.make("run", flags, (flags) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const fiber = yield* Effect.forkDetach(execute(flags))
     const code = yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.await(fiber)))
     if (code !== 0) return yield* new CliExit({ code })
@@ -106,7 +125,10 @@ export const run = Command.make("run", flags, (flags) =>
   Command.withDescription("Run the agents of a plan, each in its own workspace, and merge their work"),
   Command.withExamples([
     { command: "corral run plan.yaml", description: "run a plan in the current repository" },
-    { command: "corral run plan.yaml --concurrency 2 --mode fail-fast", description: "at most 2 agents, stop at the first failure" },
+    {
+      command: "corral run plan.yaml --concurrency 2 --mode fail-fast",
+      description: "at most 2 agents, stop at the first failure"
+    },
     { command: "corral run plan.yaml --json > events.ndjson", description: "machine-readable events" }
   ])
 )

@@ -36,7 +36,7 @@ export const validate = Command.make(
   "validate",
   { plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")) },
   ({ plan }) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const loaded = yield* PlanFile.load(plan).pipe(
         Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
       )
@@ -45,6 +45,8 @@ export const validate = Command.make(
       yield* Console.log(describe(loaded, analysis.success))
     })
 ).pipe(
-  Command.withDescription("Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path"),
+  Command.withDescription(
+    "Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path"
+  ),
   Command.withExamples([{ command: "corral validate plan.yaml", description: "check a plan without running it" }])
 )

@@ -10,6 +10,7 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import type * as Agent from "../Agent.ts"
+import * as AgentModule from "../Agent.ts"
 import type { CorralEvent, Progress, StopReason } from "../CorralEvent.ts"
 import type { InvalidRun, Issue } from "../CorralError.ts"
 import * as Ledger from "../Ledger.ts"
@@ -258,9 +259,16 @@ class Runner<A, E, R> {
         yield* this.sleep
       }
     })
-    const reporting = Effect.provideService(loop, Usage.Reporter, (usage) => {
-      if (slot.node !== undefined) this.report(slot.node, usage)
-    })
+    const reporting = loop.pipe(
+      Effect.provideService(Usage.Reporter, (usage) => {
+        if (slot.node !== undefined) this.report(slot.node, usage)
+      }),
+      Effect.provideService(AgentModule.CurrentRef, () => {
+        const node = slot.node
+        if (node === undefined) return undefined
+        return { runId: this.runId, agentId: node.id, attempt: node.attempts, fencingToken: node.lease?.fencingToken }
+      })
+    )
     return this.services.localLimiter
       ? Effect.provideService(reporting, RateLimiter.RateLimiter, this.limiter!)
       : reporting
