@@ -9,7 +9,9 @@ import { Agent, Corral, type RunResult } from "@corral/core"
 import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
+import type * as RunLedger from "@corral/platform-node/RunLedger"
 import { Data, Effect, Schedule, type Scope } from "effect"
+import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
@@ -60,6 +62,14 @@ export interface Options {
   readonly keepWorkspaces?: boolean | undefined
   readonly onEvent: (event: RunEvent) => void
   readonly stopOn?: Effect.Effect<string> | undefined
+  /** Records the run; with it, successes are cached by idempotency key. */
+  readonly ledger?: RunLedger.Service | undefined
+  /** Caching scope for agents without `inputs`: a resumed run reuses its original run's lineage. */
+  readonly lineage?: string | undefined
+  /** Start the integration branch from this commit or branch (a resumed run's integration head). */
+  readonly base?: string | undefined
+  /** Content hashes of each agent's declared `inputs` at the base commit. */
+  readonly inputsHash?: Readonly<Record<string, string>> | undefined
 }
 
 /**
@@ -96,7 +106,7 @@ export const run = (
   options: Options
 ): Effect.Effect<
   Report,
-  WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun,
+  WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun | RunLedger.RunLedgerError,
   Workspace | ChildProcessSpawner | Scope.Scope
 > =>
   Effect.gen(function* () {
@@ -106,7 +116,7 @@ export const run = (
     yield* workspace.registerRun(options.repo, options.runId)
     const integration =
       isolation === "worktree" && merge === "auto"
-        ? yield* workspace.integration({ repo: options.repo, runId: options.runId })
+        ? yield* workspace.integration({ repo: options.repo, runId: options.runId, base: options.base })
         : undefined
     const ctx: Context = {
       options,
@@ -118,13 +128,18 @@ export const run = (
       kept: []
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
+    if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
+    const ledger = options.ledger
     const result = yield* Corral.run(agents, {
       runId: options.runId,
       concurrency: options.concurrency ?? options.plan.concurrency,
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
       rateLimits: rateLimitsOf(options.plan),
-      onEvent: (event) => Effect.sync(() => options.onEvent(event)),
+      onEvent: (event) =>
+        ledger === undefined
+          ? Effect.sync(() => options.onEvent(event))
+          : Effect.andThen(Effect.sync(() => options.onEvent(event)), Effect.ignore(ledger.record(options.runId, event))),
       stopOn: options.stopOn
     })
     return {
@@ -143,6 +158,7 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
     pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
     run: Effect.scoped(runAgent(ctx, agent)),
+    idempotencyKey: ctx.options.ledger === undefined ? undefined : idempotencyKeyOf(ctx.options, agent),
     timeout: agent.timeoutMs,
     retry:
       agent.retries > 0
@@ -194,6 +210,29 @@ export const shapeOf = (plan: Plan) =>
       rateLimit: agent.rateLimit
     })
   )
+
+/**
+ * The key under which an agent's success is cached: its definition's hash, plus the hash of its
+ * declared inputs at the base commit when it has any (then a later run with unchanged inputs reuses
+ * it), else the run's lineage (so only a resumed run reuses it).
+ *
+ * @since 0.1.0
+ * @category caching
+ */
+export const idempotencyKeyOf = (options: Options, agent: PlanAgent): string =>
+  agent.inputs.length > 0 ? `${agent.hash}:inputs:${options.inputsHash?.[agent.id] ?? ""}` : `${agent.hash}:run:${options.lineage ?? options.runId}`
+
+const startRecord = (options: Options, ledger: RunLedger.Service, agents: ReadonlyArray<Agent.Any>) =>
+  ledger.startRun({
+    runId: options.runId,
+    planFile: options.plan.file,
+    planHash: options.plan.hash,
+    options: { lineage: options.lineage ?? options.runId, base: options.base ?? null, isolation: options.isolation ?? null },
+    pid: process.pid,
+    hostname: NodeOs.hostname(),
+    startedAt: Date.now(),
+    agents: agents.map((agent) => ({ agentId: agent.id, dependsOn: agent.dependsOn, idempotencyKey: agent.idempotencyKey ?? null }))
+  })
 
 const runAgent = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function* () {
@@ -250,6 +289,11 @@ const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
   return limits
 }
 
+const recordMerge = (ctx: Context, event: RunEvent) =>
+  ctx.options.ledger === undefined
+    ? Effect.void
+    : Effect.ignore(ctx.options.ledger.record(ctx.options.runId, event as RunLedger.LedgerEvent))
+
 const mergeBack = (
   ctx: Context,
   agent: PlanAgent,
@@ -262,7 +306,9 @@ const mergeBack = (
     const emit = ctx.options.onEvent
     const commit = yield* integration.commitAll(handle, `corral ${ctx.options.runId}: ${agent.id}`)
     if (!commit.changed) {
-      emit({ _tag: "NothingToMerge", at: Date.now(), agentId: agent.id })
+      const event: RunEvent = { _tag: "NothingToMerge", at: Date.now(), agentId: agent.id }
+      emit(event)
+      yield* recordMerge(ctx, event)
       return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
     }
     const others = [...ctx.live].filter((other) => other !== handle)
@@ -271,10 +317,14 @@ const mergeBack = (
     }
     const merged = yield* integration.merge(handle)
     if (merged._tag === "Conflict") {
-      emit({ _tag: "MergeConflict", at: Date.now(), agentId: agent.id, branch: merged.branch, paths: merged.paths })
+      const event: RunEvent = { _tag: "MergeConflict", at: Date.now(), agentId: agent.id, branch: merged.branch, paths: merged.paths }
+      emit(event)
+      yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
-    emit({ _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head })
+    const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
+    emit(event)
+    yield* recordMerge(ctx, event)
     return { process, merge: "merged", commit: merged.head } satisfies AgentResult
   })
 

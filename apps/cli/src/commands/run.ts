@@ -1,6 +1,14 @@
-import { Deferred, Effect, Fiber, Option } from "effect"
+import * as Git from "@corral/platform-node/Git"
+import * as RunLedger from "@corral/platform-node/RunLedger"
+import type { RunStatus } from "@corral/platform-node/RunRecord"
+import { Deferred, Effect, Fiber, Option, Schedule } from "effect"
+import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
+import * as NodePath from "node:path"
 import { Argument, Command, Flag } from "effect/cli"
 import { CliExit, invalidInput } from "../CliExit.ts"
+import * as Inputs from "../Inputs.ts"
+import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
 import * as Reporter from "../Reporter.ts"
@@ -33,7 +41,13 @@ const flags = {
   stateDir: Flag.String("state-dir").pipe(
     Flag.optional,
     Flag.withDescription("Where corral keeps its state (default: <repo>/.corral or $CORRAL_HOME)")
-  )
+  ),
+  resume: Flag.Boolean("resume").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Resume the latest unfinished run of this plan: recorded successes are not run again")
+  ),
+  resumeFrom: Flag.String("resume-from").pipe(Flag.optional, Flag.withDescription("Resume the run with this id")),
+  report: Flag.Boolean("report").pipe(Flag.withDefault(false), Flag.withDescription("Write report.html and trace.json"))
 }
 
 type Flags = {
@@ -45,6 +59,9 @@ type Flags = {
   readonly keepWorkspaces: boolean
   readonly repo: Option.Option<string>
   readonly stateDir: Option.Option<string>
+  readonly resume: boolean
+  readonly resumeFrom: Option.Option<string>
+  readonly report: boolean
 }
 
 const loadPlan = (file: string) =>
@@ -74,39 +91,114 @@ const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Repor
       })
   )
 
+const isAlive = (pid: number, hostname: string): boolean => {
+  if (hostname !== NodeOs.hostname()) return true
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
+  Effect.gen(function*() {
+    if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
+    const ledger = yield* RunLedger.RunLedger
+    const previous = Option.isSome(flags.resumeFrom)
+      ? (yield* ledger.listRuns()).find((run) => Option.contains(flags.resumeFrom, run.runId))
+      : Option.getOrUndefined(yield* ledger.latestUnfinished(plan.hash))
+    if (previous === undefined) {
+      return yield* invalidInput(
+        Option.isSome(flags.resumeFrom) ? `no recorded run ${flags.resumeFrom.value}` : `no unfinished run of ${plan.file} to resume`
+      )
+    }
+    const lineage = (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId
+    const branch = `corral/${previous.runId}/integration`
+    const exists = yield* Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`], { cwd: repo }).pipe(
+      Effect.orElseSucceed(() => false)
+    )
+    return { runId: previous.runId, lineage, base: exists ? branch : undefined }
+  })
+
+const statusOf = (report: RunPlan.Report): RunStatus =>
+  report.result.stopped?._tag === "Stopped" ? "interrupted" : report.result.allSucceeded ? "succeeded" : "failed"
+
+const writeReport = (stateDir: string, runId: string) =>
+  Effect.gen(function*() {
+    const ledger = yield* RunLedger.RunLedger
+    yield* ledger.flush
+    const run = yield* ledger.getRun(runId)
+    if (Option.isNone(run)) return undefined
+    const dir = NodePath.join(stateDir, "runs", runId)
+    NodeFs.mkdirSync(dir, { recursive: true })
+    NodeFs.writeFileSync(NodePath.join(dir, "report.html"), Report.html(run.value))
+    NodeFs.writeFileSync(NodePath.join(dir, "trace.json"), JSON.stringify(Report.trace(run.value)))
+    return dir
+  })
+
 const execute = (flags: Flags) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }
+    NodeFs.mkdirSync(paths.stateDir, { recursive: true })
+    return yield* recorded(flags, paths, plan).pipe(
+      Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"))),
+      Effect.catchTag("RunLedgerError", (error) =>
+        Effect.andThen(
+          Effect.sync(() => process.stderr.write(`corral: the run ledger failed: ${error.message}\n`)),
+          Effect.succeed(1)
+        )
+      )
+    )
+  })
+
+const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDir: string }, plan: PlanFile.Plan) =>
+  Effect.gen(function*() {
+    const ledger = yield* RunLedger.RunLedger
+    yield* ledger.markCrashed(isAlive)
+    const resumed = yield* resumeTarget(flags, plan, paths.repo)
+    const runId = newRunId()
+    const inputsHash = plan.agents.some((agent) => agent.inputs.length > 0)
+      ? yield* Inputs.hashes(paths.repo, resumed?.base ?? "HEAD", plan).pipe(Effect.orElseSucceed(() => ({})))
+      : {}
     const mode = Reporter.modeFor(flags.json, process.stdout)
     const reporter = Reporter.make(mode, plan.agents)
+    if (resumed !== undefined) reporter.note(`resuming run ${resumed.runId}: recorded successes are reused`)
     const stop = yield* Deferred.make<string>()
     yield* interruptions(stop, reporter)
+    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
     const report = yield* RunPlan.run({
       plan,
       ...paths,
-      runId: newRunId(),
+      runId,
       concurrency: Option.getOrUndefined(flags.concurrency),
       mode: Option.getOrUndefined(flags.mode),
       isolation: Option.getOrUndefined(flags.isolation),
       keepWorkspaces: flags.keepWorkspaces,
       onEvent: reporter.onEvent,
-      stopOn: Deferred.await(stop)
+      stopOn: Deferred.await(stop),
+      ledger,
+      lineage: resumed?.lineage,
+      base: resumed?.base,
+      inputsHash
     }).pipe(
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
         InvalidRun: (error) => invalidInput(error.message),
-        NotAGitRepository: (error) =>
-          invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
+        NotAGitRepository: (error) => invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
+    yield* ledger.finishRun(runId, statusOf(report), report.result.endedAt)
     const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
-    if (mode === "json") process.stderr.write(`${summary}\n`)
-    else process.stdout.write(`\n${summary}\n`)
+    const reportDir = flags.report ? yield* writeReport(paths.stateDir, runId) : undefined
+    const text = reportDir === undefined ? summary : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
+    if (mode === "json") process.stderr.write(`${text}\n`)
+    else process.stdout.write(`\n${text}\n`)
     return Summary.exitCode(report)
   }).pipe(Effect.scoped)
 
