@@ -10,6 +10,7 @@ import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
+import * as RunLedgerModule from "@corral/platform-node/RunLedger"
 import { Data, Effect, Schedule, type Scope } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
@@ -141,7 +142,12 @@ export const run = (
           ? Effect.sync(() => options.onEvent(event))
           : Effect.andThen(Effect.sync(() => options.onEvent(event)), Effect.ignore(ledger.record(options.runId, event))),
       stopOn: options.stopOn
-    })
+    }).pipe(
+      ledger === undefined
+        ? (effect) => effect
+        : (effect) =>
+            effect.pipe(Effect.provide(RunLedgerModule.asCoreLedger), Effect.provideService(RunLedgerModule.RunLedger, ledger))
+    )
     return {
       runId: options.runId,
       result,

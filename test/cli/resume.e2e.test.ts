@@ -1,0 +1,56 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { branches, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+
+const lines = (file: string): Array<string> =>
+  NodeFs.existsSync(file) ? NodeFs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0) : []
+
+describe("crash and resume (end to end)", () => {
+  it("after kill -9, --resume runs exactly the agents without a recorded success", async () => {
+    const repo = makeRepo()
+    const side = NodePath.join(tempDir("side-"), "effects.txt")
+    const agents = Array.from({ length: 10 }, (_, i) => `  - id: agent-${i}
+    run: echo "$CORRAL_AGENT_ID" >> ${side} && sleep ${i < 4 ? "0.2" : "2"}
+`).join("")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", `version: 1\nconcurrency: 4\nagents:\n${agents}`)
+    const first = startCli(["run", plan, "--json"], { cwd: repo })
+    const succeeded = () =>
+      first
+        .output()
+        .split("\n")
+        .filter((line) => line.includes('"type":"Finished"') && line.includes('"Succeeded"')).length
+    await waitFor(() => succeeded() >= 4, 30_000, "four agents to succeed")
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    first.signal("SIGKILL")
+    await first.done
+    const finishedFirst = first
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"type":"Finished"') && line.includes('"Succeeded"'))
+      .map((line) => JSON.parse(line).agentId as string)
+    await waitFor(() => !isAlive(first.pid), 5_000, "the first run to die")
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    const before = lines(side)
+
+    const resumed = await runCli(["run", plan, "--resume"], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
+    expect(resumed.stdout).toMatch(/resuming run/)
+    const after = lines(side)
+    const rerun = after.slice(before.length)
+    for (const id of finishedFirst) expect(rerun, `${id} ran again`).not.toContain(id)
+    const expected = Array.from({ length: 10 }, (_, i) => `agent-${i}`).filter((id) => !finishedFirst.includes(id))
+    expect([...rerun].sort()).toEqual(expected.sort())
+    expect(resumed.stdout).toMatch(/Cached/)
+
+    const runs = await runCli(["runs"], { cwd: repo })
+    const statuses = runs.stdout.trim().split("\n").map((line) => line.split(/\s+/)[1])
+    expect(statuses).toEqual(["succeeded", "crashed"])
+
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    const crashedRun = runs.stdout.trim().split("\n")[1]!.split(/\s+/)[0]!
+    expect(branches(repo).filter((b) => b.includes(crashedRun) && !b.endsWith("/integration"))).toEqual([])
+  })
+})
