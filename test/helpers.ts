@@ -9,7 +9,10 @@ export const corralBin = NodePath.join(root, "apps/cli/bin/corral")
 export const tempDir = (prefix: string): string => NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), prefix))
 
 export const git = (repo: string, ...args: Array<string>): string =>
-  execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@localhost", ...args], { cwd: repo, encoding: "utf8" })
+  execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@localhost", ...args], {
+    cwd: repo,
+    encoding: "utf8"
+  })
 
 export const makeRepo = (files: Record<string, string> = { "README.md": "# test\n" }): string => {
   const repo = tempDir("corral-e2e-")
@@ -43,8 +46,15 @@ export interface RunningCli {
   readonly signal: (signal: NodeJS.Signals) => void
 }
 
-export const startCli = (args: ReadonlyArray<string>, options: { readonly cwd: string; readonly env?: Record<string, string> }): RunningCli => {
-  const child = spawn(corralBin, [...args], { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] })
+export const startCli = (
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly env?: Record<string, string> }
+): RunningCli => {
+  const child = spawn(corralBin, [...args], {
+    cwd: options.cwd,
+    env: { ...process.env, ...options.env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   let stdout = ""
   let stderr = ""
   child.stdout.on("data", (chunk) => (stdout += chunk))
@@ -55,8 +65,10 @@ export const startCli = (args: ReadonlyArray<string>, options: { readonly cwd: s
   return { pid: child.pid!, output: () => stdout + stderr, done, signal: (s) => child.kill(s) }
 }
 
-export const runCli = (args: ReadonlyArray<string>, options: { readonly cwd: string; readonly env?: Record<string, string> }) =>
-  startCli(args, options).done
+export const runCli = (
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly env?: Record<string, string> }
+) => startCli(args, options).done
 
 export const waitFor = async (check: () => boolean, timeoutMs = 20_000, what = "condition"): Promise<void> => {
   const deadline = Date.now() + timeoutMs
@@ -83,4 +95,6 @@ export const worktrees = (repo: string): Array<string> =>
     .map((line) => line.slice("worktree ".length))
 
 export const branches = (repo: string): Array<string> =>
-  git(repo, "branch", "--format=%(refname:short)").split("\n").filter((b) => b.length > 0)
+  git(repo, "branch", "--format=%(refname:short)")
+    .split("\n")
+    .filter((b) => b.length > 0)

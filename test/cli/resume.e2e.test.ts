@@ -4,15 +4,22 @@ import { describe, expect, it } from "vitest"
 import { branches, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
 
 const lines = (file: string): Array<string> =>
-  NodeFs.existsSync(file) ? NodeFs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0) : []
+  NodeFs.existsSync(file)
+    ? NodeFs.readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => l.length > 0)
+    : []
 
 describe("crash and resume (end to end)", () => {
   it("after kill -9, --resume runs exactly the agents without a recorded success", async () => {
     const repo = makeRepo()
     const side = NodePath.join(tempDir("side-"), "effects.txt")
-    const agents = Array.from({ length: 10 }, (_, i) => `  - id: agent-${i}
+    const agents = Array.from(
+      { length: 10 },
+      (_, i) => `  - id: agent-${i}
     run: echo "$CORRAL_AGENT_ID" >> ${side} && sleep ${i < 4 ? "0.2" : "2"}
-`).join("")
+`
+    ).join("")
     const plan = writePlan(tempDir("plan-"), "plan.yaml", `version: 1\nconcurrency: 4\nagents:\n${agents}`)
     const first = startCli(["run", plan, "--json"], { cwd: repo })
     const succeeded = () =>
@@ -44,7 +51,10 @@ describe("crash and resume (end to end)", () => {
     expect(resumed.stdout).toMatch(/Cached/)
 
     const runs = await runCli(["runs"], { cwd: repo })
-    const statuses = runs.stdout.trim().split("\n").map((line) => line.split(/\s+/)[1])
+    const statuses = runs.stdout
+      .trim()
+      .split("\n")
+      .map((line) => line.split(/\s+/)[1])
     expect(statuses).toEqual(["succeeded", "crashed"])
 
     const gc = await runCli(["gc"], { cwd: repo })

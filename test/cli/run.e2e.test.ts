@@ -1,7 +1,18 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { branches, git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  git,
+  isAlive,
+  makeRepo,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 const planOf = (agents: string) => `version: 1\nconcurrency: 3\nagents:\n${agents}`
 
@@ -33,7 +44,9 @@ describe("corral run (end to end)", () => {
   it("exits 1 when an agent fails, and 1 when a merge conflicts", async () => {
     const repo = makeRepo({ "config.txt": "workers=2\n" })
     const dir = tempDir("plan-")
-    const failing = await runCli(["run", writePlan(dir, "fail.yaml", planOf("  - id: bad\n    run: exit 3\n"))], { cwd: repo })
+    const failing = await runCli(["run", writePlan(dir, "fail.yaml", planOf("  - id: bad\n    run: exit 3\n"))], {
+      cwd: repo
+    })
     expect(failing.code).toBe(1)
     expect(failing.stdout).toContain('process "bad" exited with code 3')
     const conflicting = await runCli(
@@ -60,8 +73,16 @@ describe("corral run (end to end)", () => {
     ["bad YAML", "agents: [\n  - id: a\n", "line"],
     ["an unknown field", planOf("  - id: a\n    run: echo\n    colour: red\n"), "agents[0].colour"],
     ["an unknown dependency", planOf("  - id: a\n    run: echo\n    dependsOn: [ghost]\n"), "agents[0].dependsOn[0]"],
-    ["a cycle", planOf("  - id: a\n    run: echo\n    dependsOn: [b]\n  - id: b\n    run: echo\n    dependsOn: [a]\n"), "a -> b -> a"],
-    ["an invalid claim", planOf("  - id: a\n    run: echo\n    claims: { write: [/etc/passwd] }\n"), "agents[0].claims.write[0]"],
+    [
+      "a cycle",
+      planOf("  - id: a\n    run: echo\n    dependsOn: [b]\n  - id: b\n    run: echo\n    dependsOn: [a]\n"),
+      "a -> b -> a"
+    ],
+    [
+      "an invalid claim",
+      planOf("  - id: a\n    run: echo\n    claims: { write: [/etc/passwd] }\n"),
+      "agents[0].claims.write[0]"
+    ],
     ["a negative timeout", planOf("  - id: a\n    run: echo\n    timeout: -5s\n"), "agents[0].timeout"]
   ])("exits 2 for %s, names the location and starts nothing", async (_name, text, location) => {
     const repo = makeRepo()
@@ -107,7 +128,10 @@ describe("corral run (end to end)", () => {
     )
     const result = await runCli(["run", plan, "--json"], { cwd: repo })
     expect(result.code).toBe(1)
-    const events = result.stdout.trim().split("\n").map((line) => JSON.parse(line))
+    const events = result.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
     const types = events.map((e) => e.type)
     expect(types[0]).toBe("RunStarted")
     expect(types.at(-1)).toBe("RunFinished")
@@ -119,7 +143,11 @@ describe("corral run (end to end)", () => {
     }
     const finished = events.filter((e) => e.type === "Finished")
     expect(finished.map((e) => `${e.agentId}:${e.outcome.message ?? ""}`).join("\n")).not.toContain("a:process")
-    expect(finished.map((e) => `${e.agentId}:${e.outcome.type}`).sort()).toEqual(["a:Succeeded", "b:Succeeded", "c:Failed"])
+    expect(finished.map((e) => `${e.agentId}:${e.outcome.type}`).sort()).toEqual([
+      "a:Succeeded",
+      "b:Succeeded",
+      "c:Failed"
+    ])
     expect(result.stderr).toContain("run ")
   })
 

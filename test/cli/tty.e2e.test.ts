@@ -35,7 +35,17 @@ agents:
     )
     const session = `corral-tty-${process.pid}-${Date.now()}`
     const exitFile = NodePath.join(tempDir("tty-"), "exit")
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", `cd ${repo} && ${corralBin} run ${plan}; echo $? > ${exitFile}; sleep 30`)
+    tmux(
+      "new-session",
+      "-d",
+      "-s",
+      session,
+      "-x",
+      "120",
+      "-y",
+      "40",
+      `cd ${repo} && ${corralBin} run ${plan}; echo $? > ${exitFile}; sleep 30`
+    )
     const screen = () => tmux("capture-pane", "-p", "-t", session)
     try {
       await waitFor(() => /▶ alpha\s+running/.test(screen()), 20_000, "alpha running")
@@ -48,13 +58,17 @@ agents:
       expect(final).toMatch(/✓ alpha\s+succeeded/)
       expect(final).toMatch(/✓ beta\s+succeeded/)
       expect(final).toMatch(/│ gamma\s+│ Succeeded/)
-      await waitFor(() => {
-        try {
-          return execFileSync("cat", [exitFile], { encoding: "utf8" }).trim() === "0"
-        } catch {
-          return false
-        }
-      }, 10_000, "exit code 0")
+      await waitFor(
+        () => {
+          try {
+            return execFileSync("cat", [exitFile], { encoding: "utf8" }).trim() === "0"
+          } catch {
+            return false
+          }
+        },
+        10_000,
+        "exit code 0"
+      )
     } finally {
       tmux("kill-session", "-t", session)
     }

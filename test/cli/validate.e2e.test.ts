@@ -43,7 +43,13 @@ agents:
     const plan = writePlan(
       tempDir("plan-"),
       "cycle.json",
-      JSON.stringify({ version: 1, agents: [{ id: "a", run: "x", dependsOn: ["b"] }, { id: "b", run: "y", dependsOn: ["a"] }] })
+      JSON.stringify({
+        version: 1,
+        agents: [
+          { id: "a", run: "x", dependsOn: ["b"] },
+          { id: "b", run: "y", dependsOn: ["a"] }
+        ]
+      })
     )
     const result = await runCli(["validate", plan], { cwd: root })
     expect(result.code).toBe(2)

@@ -17,13 +17,16 @@ import type { Plan } from "./PlanFile.ts"
  * @category hashing
  */
 export const hashes = (repo: string, commit: string, plan: Plan) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const out: Record<string, string> = {}
     for (const agent of plan.agents) {
       if (agent.inputs.length === 0) continue
-      const listing = yield* Git.run(["ls-tree", "-r", "--full-tree", commit, "--", ...agent.inputs.map((p) => `:(glob)${p}`)], {
-        cwd: repo
-      })
+      const listing = yield* Git.run(
+        ["ls-tree", "-r", "--full-tree", commit, "--", ...agent.inputs.map((p) => `:(glob)${p}`)],
+        {
+          cwd: repo
+        }
+      )
       out[agent.id] = NodeCrypto.createHash("sha256").update(listing).digest("hex").slice(0, 16)
     }
     return out

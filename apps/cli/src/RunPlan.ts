@@ -140,13 +140,19 @@ export const run = (
       onEvent: (event) =>
         ledger === undefined
           ? Effect.sync(() => options.onEvent(event))
-          : Effect.andThen(Effect.sync(() => options.onEvent(event)), Effect.ignore(ledger.record(options.runId, event))),
+          : Effect.andThen(
+              Effect.sync(() => options.onEvent(event)),
+              Effect.ignore(ledger.record(options.runId, event))
+            ),
       stopOn: options.stopOn
     }).pipe(
       ledger === undefined
         ? (effect) => effect
         : (effect) =>
-            effect.pipe(Effect.provide(RunLedgerModule.asCoreLedger), Effect.provideService(RunLedgerModule.RunLedger, ledger))
+            effect.pipe(
+              Effect.provide(RunLedgerModule.asCoreLedger),
+              Effect.provideService(RunLedgerModule.RunLedger, ledger)
+            )
     )
     return {
       runId: options.runId,
@@ -226,18 +232,28 @@ export const shapeOf = (plan: Plan) =>
  * @category caching
  */
 export const idempotencyKeyOf = (options: Options, agent: PlanAgent): string =>
-  agent.inputs.length > 0 ? `${agent.hash}:inputs:${options.inputsHash?.[agent.id] ?? ""}` : `${agent.hash}:run:${options.lineage ?? options.runId}`
+  agent.inputs.length > 0
+    ? `${agent.hash}:inputs:${options.inputsHash?.[agent.id] ?? ""}`
+    : `${agent.hash}:run:${options.lineage ?? options.runId}`
 
 const startRecord = (options: Options, ledger: RunLedger.Service, agents: ReadonlyArray<Agent.Any>) =>
   ledger.startRun({
     runId: options.runId,
     planFile: options.plan.file,
     planHash: options.plan.hash,
-    options: { lineage: options.lineage ?? options.runId, base: options.base ?? null, isolation: options.isolation ?? null },
+    options: {
+      lineage: options.lineage ?? options.runId,
+      base: options.base ?? null,
+      isolation: options.isolation ?? null
+    },
     pid: process.pid,
     hostname: NodeOs.hostname(),
     startedAt: Date.now(),
-    agents: agents.map((agent) => ({ agentId: agent.id, dependsOn: agent.dependsOn, idempotencyKey: agent.idempotencyKey ?? null }))
+    agents: agents.map((agent) => ({
+      agentId: agent.id,
+      dependsOn: agent.dependsOn,
+      idempotencyKey: agent.idempotencyKey ?? null
+    }))
   })
 
 const runAgent = (ctx: Context, agent: PlanAgent) =>
@@ -323,7 +339,13 @@ const mergeBack = (
     }
     const merged = yield* integration.merge(handle)
     if (merged._tag === "Conflict") {
-      const event: RunEvent = { _tag: "MergeConflict", at: Date.now(), agentId: agent.id, branch: merged.branch, paths: merged.paths }
+      const event: RunEvent = {
+        _tag: "MergeConflict",
+        at: Date.now(),
+        agentId: agent.id,
+        branch: merged.branch,
+        paths: merged.paths
+      }
       emit(event)
       yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })

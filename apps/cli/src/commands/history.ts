@@ -9,7 +9,10 @@ import { resolve } from "../Paths.ts"
 import * as Report from "../Report.ts"
 
 const location = {
-  repo: Flag.String("repo").pipe(Flag.optional, Flag.withDescription("The target repository (default: current directory)")),
+  repo: Flag.String("repo").pipe(
+    Flag.optional,
+    Flag.withDescription("The target repository (default: current directory)")
+  ),
   stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory"))
 }
 
@@ -17,11 +20,11 @@ const withLedger = <A>(
   flags: { readonly repo: Option.Option<string>; readonly stateDir: Option.Option<string> },
   f: (ledger: RunLedger.Service, stateDir: string) => Effect.Effect<A, CliExit | RunLedger.RunLedgerError>
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const file = NodePath.join(paths.stateDir, "ledger.db")
     if (!NodeFs.existsSync(file)) return yield* invalidInput(`no runs recorded in ${paths.stateDir}`)
-    const use = Effect.gen(function*() {
+    const use = Effect.gen(function* () {
       return yield* f(yield* RunLedger.RunLedger, paths.stateDir)
     })
     return yield* use.pipe(
@@ -33,7 +36,7 @@ const withLedger = <A>(
   })
 
 const findRun = (ledger: RunLedger.Service, runId: Option.Option<string>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const id = Option.isSome(runId) ? runId.value : (yield* ledger.listRuns())[0]?.runId
     if (id === undefined) return yield* invalidInput("no runs recorded yet")
     const run = yield* ledger.getRun(id)
@@ -52,7 +55,7 @@ const duration = (from: number | null, to: number | null) =>
  */
 export const runs = Command.make("runs", location, (flags) =>
   withLedger(flags, (ledger) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       for (const run of yield* ledger.listRuns()) {
         yield* Console.log(
           `${run.runId}  ${run.status.padEnd(11)} ${time(run.startedAt)}  ${duration(run.startedAt, run.endedAt).padStart(7)}  ${run.succeeded}/${run.total} succeeded  ${run.planFile}`
@@ -63,7 +66,9 @@ export const runs = Command.make("runs", location, (flags) =>
 ).pipe(Command.withDescription("List recorded runs, newest first"))
 
 const statusText = (run: RunRecord): string => {
-  const lines = [`run ${run.runId}: ${run.status}, plan ${run.planFile}, started ${time(run.startedAt)}, ${duration(run.startedAt, run.endedAt)}`]
+  const lines = [
+    `run ${run.runId}: ${run.status}, plan ${run.planFile}, started ${time(run.startedAt)}, ${duration(run.startedAt, run.endedAt)}`
+  ]
   for (const agent of run.agents) {
     lines.push(
       `  ${agent.agentId.padEnd(20)} ${(agent.outcome ?? "pending").padEnd(13)} ${duration(agent.startedAt, agent.endedAt).padStart(7)}  ${agent.attempts} attempt(s)  ${agent.detail}`
@@ -80,7 +85,8 @@ const statusText = (run: RunRecord): string => {
 export const status = Command.make(
   "status",
   { ...location, runId: Argument.String("run-id").pipe(Argument.optional) },
-  (flags) => withLedger(flags, (ledger) => Effect.flatMap(findRun(ledger, flags.runId), (run) => Console.log(statusText(run))))
+  (flags) =>
+    withLedger(flags, (ledger) => Effect.flatMap(findRun(ledger, flags.runId), (run) => Console.log(statusText(run))))
 ).pipe(Command.withDescription("Show one run (default: the latest) agent by agent"))
 
 /**
@@ -93,9 +99,10 @@ export const logs = Command.make(
   { ...location, runId: Argument.String("run-id"), agent: Argument.String("agent") },
   (flags) =>
     withLedger(flags, (_ledger, stateDir) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const file = NodePath.join(stateDir, "runs", flags.runId, "logs", `${flags.agent}.log`)
-        if (!NodeFs.existsSync(file)) return yield* invalidInput(`no log for agent ${flags.agent} of run ${flags.runId} (${file})`)
+        if (!NodeFs.existsSync(file))
+          return yield* invalidInput(`no log for agent ${flags.agent} of run ${flags.runId} (${file})`)
         process.stdout.write(NodeFs.readFileSync(file, "utf8"))
       })
     )
@@ -112,12 +119,16 @@ export const report = Command.make(
     ...location,
     runId: Argument.String("run-id").pipe(Argument.optional),
     html: Flag.String("html").pipe(Flag.optional, Flag.withDescription("Write a self-contained HTML timeline here")),
-    trace: Flag.String("trace").pipe(Flag.optional, Flag.withDescription("Write Chrome trace-event JSON here (Perfetto, chrome://tracing)"))
+    trace: Flag.String("trace").pipe(
+      Flag.optional,
+      Flag.withDescription("Write Chrome trace-event JSON here (Perfetto, chrome://tracing)")
+    )
   },
   (flags) =>
     withLedger(flags, (ledger) =>
-      Effect.gen(function*() {
-        if (Option.isNone(flags.html) && Option.isNone(flags.trace)) return yield* invalidInput("give --html FILE, --trace FILE or both")
+      Effect.gen(function* () {
+        if (Option.isNone(flags.html) && Option.isNone(flags.trace))
+          return yield* invalidInput("give --html FILE, --trace FILE or both")
         const run = yield* findRun(ledger, flags.runId)
         if (Option.isSome(flags.html)) {
           NodeFs.writeFileSync(flags.html.value, Report.html(run))
@@ -131,5 +142,7 @@ export const report = Command.make(
     )
 ).pipe(
   Command.withDescription("Write a run's timeline as HTML and as a Chrome trace"),
-  Command.withExamples([{ command: "corral report --html report.html --trace trace.json", description: "the latest run" }])
+  Command.withExamples([
+    { command: "corral report --html report.html --trace trace.json", description: "the latest run" }
+  ])
 )

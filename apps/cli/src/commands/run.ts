@@ -102,7 +102,7 @@ const isAlive = (pid: number, hostname: string): boolean => {
 }
 
 const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
     const ledger = yield* RunLedger.RunLedger
     const previous = Option.isSome(flags.resumeFrom)
@@ -110,7 +110,9 @@ const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
       : Option.getOrUndefined(yield* ledger.latestUnfinished(plan.hash))
     if (previous === undefined) {
       return yield* invalidInput(
-        Option.isSome(flags.resumeFrom) ? `no recorded run ${flags.resumeFrom.value}` : `no unfinished run of ${plan.file} to resume`
+        Option.isSome(flags.resumeFrom)
+          ? `no recorded run ${flags.resumeFrom.value}`
+          : `no unfinished run of ${plan.file} to resume`
       )
     }
     const lineage = (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId
@@ -125,7 +127,7 @@ const statusOf = (report: RunPlan.Report): RunStatus =>
   report.result.stopped?._tag === "Stopped" ? "interrupted" : report.result.allSucceeded ? "succeeded" : "failed"
 
 const writeReport = (stateDir: string, runId: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
     yield* ledger.flush
     const run = yield* ledger.getRun(runId)
@@ -138,7 +140,7 @@ const writeReport = (stateDir: string, runId: string) =>
   })
 
 const execute = (flags: Flags) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
@@ -157,7 +159,7 @@ const execute = (flags: Flags) =>
   })
 
 const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDir: string }, plan: PlanFile.Plan) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
     yield* ledger.markCrashed(isAlive)
     const resumed = yield* resumeTarget(flags, plan, paths.repo)
@@ -189,14 +191,18 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
         InvalidRun: (error) => invalidInput(error.message),
-        NotAGitRepository: (error) => invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
+        NotAGitRepository: (error) =>
+          invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
     yield* ledger.finishRun(runId, statusOf(report), report.result.endedAt)
     const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const reportDir = flags.report ? yield* writeReport(paths.stateDir, runId) : undefined
-    const text = reportDir === undefined ? summary : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
+    const text =
+      reportDir === undefined
+        ? summary
+        : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${text}\n`)
     else process.stdout.write(`\n${text}\n`)
     return Summary.exitCode(report)
