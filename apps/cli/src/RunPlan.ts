@@ -334,7 +334,10 @@ const mergeBack = (
       return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
     }
     const others = [...ctx.live].filter((other) => other !== handle)
-    for (const prediction of yield* integration.predictConflicts(handle, others)) {
+    const predictions = yield* integration
+      .predictConflicts(handle, others)
+      .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
+    for (const prediction of predictions) {
       emit({ _tag: "ConflictPredicted", at: Date.now(), agents: prediction.agents, paths: prediction.paths })
     }
     const merged = yield* integration.merge(handle)

@@ -48,7 +48,10 @@ const receiver = Effect.acquireRelease(
       })
     }
   ),
-  ({ server }) => Effect.callback<void>((resume) => server.close(() => resume(Effect.void)))
+  ({ server }) =>
+    Effect.callback<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
 )
 
 const attribute = (attributes: ReadonlyArray<OtlpAttribute>, key: string) => {

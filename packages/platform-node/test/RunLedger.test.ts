@@ -6,6 +6,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as RunLedger from "../src/RunLedger.ts"
+import type * as RunRecord from "../src/RunRecord.ts"
 import * as SqliteClient from "../src/SqliteClient.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-ledger-"))
@@ -87,7 +88,7 @@ const syntheticRun = (runId: string): ReadonlyArray<RunLedger.LedgerEvent> => [
 const recordAll = (ledger: RunLedger.Service, runId: string, events: ReadonlyArray<RunLedger.LedgerEvent>) =>
   Effect.forEach(events, (event) => ledger.record(runId, event), { discard: true })
 
-const spans = (agent: { readonly spans: ReadonlyArray<{ kind: string; start: number; end: number; note?: string }> }) =>
+const spans = (agent: RunRecord.AgentRecord) =>
   agent.spans.map((s) => `${s.kind} ${s.start}-${s.end}${s.note === undefined ? "" : ` ${s.note}`}`)
 
 const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunLedger, RunLedger.RunLedgerError>) =>
@@ -124,16 +125,14 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
               ["d", "Failed", 1, "boom"]
             ]
           )
-          assert.deepStrictEqual([a!.branch, a!.merge, b!.logPath, a!.tokens, a!.costUsd], [
-            "corral/a",
-            "merged",
-            "/logs/b.log",
-            15,
-            0.01
-          ])
+          assert.deepStrictEqual(
+            [a!.branch, a!.merge, b!.logPath, a!.tokens, a!.costUsd],
+            ["corral/a", "merged", "/logs/b.log", 15, 0.01]
+          )
           assert.deepStrictEqual([d!.dependsOn, a!.idempotencyKey, d!.idempotencyKey], [["b", "c"], "ka", null])
         })
-      ))
+      )
+    )
 
     it.effect("lists runs newest first and finds the latest unfinished run of a plan", () =>
       withLedger((ledger) =>
@@ -156,7 +155,8 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
           assert.strictEqual(Option.getOrThrow(yield* ledger.latestUnfinished("h1")).runId, "r2")
           assert.isTrue(Option.isNone(yield* ledger.latestUnfinished("other")))
         })
-      ))
+      )
+    )
 
     it.effect("returns the latest success by idempotency key, from any run", () =>
       withLedger((ledger) =>
@@ -168,17 +168,31 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
           assert.deepStrictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("kb")).value, [1, 2])
           assert.isTrue(Option.isNone(yield* ledger.cachedSuccess("missing")))
           yield* ledger.startRun(start("r2", 200))
-          yield* ledger.record("r2", ev("r2", 210, { _tag: "Finished", agentId: "a", outcome: succeeded("a", 0, 210, "x", 1, true) }))
-          yield* ledger.record("r2", ev("r2", 220, { _tag: "Finished", agentId: "b", outcome: succeeded("b", 0, 220, undefined) }))
-          yield* ledger.record("r2", ev("r2", 230, { _tag: "Finished", agentId: "c", outcome: succeeded("c", 0, 230, new Map()) }))
-          assert.strictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("ka")).runId, "r1", "cached reuse is not a new success")
+          yield* ledger.record(
+            "r2",
+            ev("r2", 210, { _tag: "Finished", agentId: "a", outcome: succeeded("a", 0, 210, "x", 1, true) })
+          )
+          yield* ledger.record(
+            "r2",
+            ev("r2", 220, { _tag: "Finished", agentId: "b", outcome: succeeded("b", 0, 220, undefined) })
+          )
+          yield* ledger.record(
+            "r2",
+            ev("r2", 230, { _tag: "Finished", agentId: "c", outcome: succeeded("c", 0, 230, new Map()) })
+          )
+          assert.strictEqual(
+            Option.getOrThrow(yield* ledger.cachedSuccess("ka")).runId,
+            "r1",
+            "cached reuse is not a new success"
+          )
           const b = Option.getOrThrow(yield* ledger.cachedSuccess("kb"))
           assert.deepStrictEqual([b.runId, b.value], ["r2", undefined])
           assert.strictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("kc")).value, "c", "a Map is not JSON data")
           const r2 = Option.getOrThrow(yield* ledger.getRun("r2"))
           assert.strictEqual(r2.agents[0]!.outcome, "Cached")
         })
-      ))
+      )
+    )
 
     it.effect("marks runs of dead processes as crashed and their running agents as interrupted", () =>
       withLedger((ledger) =>
@@ -187,7 +201,10 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
           yield* recordAll(ledger, "r1", syntheticRun("r1"))
           yield* ledger.startRun(start("dead", 100, 999_999))
           yield* ledger.record("dead", ev("dead", 101, { _tag: "Started", agentId: "a" }))
-          yield* ledger.record("dead", ev("dead", 102, { _tag: "Finished", agentId: "a", outcome: succeeded("a", 101, 102, 1) }))
+          yield* ledger.record(
+            "dead",
+            ev("dead", 102, { _tag: "Finished", agentId: "a", outcome: succeeded("a", 101, 102, 1) })
+          )
           yield* ledger.record("dead", ev("dead", 103, { _tag: "Started", agentId: "b" }))
           yield* ledger.startRun(start("alive", 100))
           const crashed = yield* ledger.markCrashed((pid) => pid !== 999_999)
@@ -207,7 +224,8 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
           assert.strictEqual(Option.getOrThrow(yield* ledger.getRun("r1")).status, "failed")
           assert.deepStrictEqual(yield* ledger.markCrashed(() => false), ["alive"])
         })
-      ))
+      )
+    )
 
     it.effect("rejects unknown and duplicate runs", () =>
       withLedger((ledger) =>
@@ -219,7 +237,8 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
           assert.match(twice.message, /already recorded/)
           assert.isTrue(Option.isNone(yield* ledger.getRun("nope")))
         })
-      ))
+      )
+    )
 
     it.effect("serves core's idempotency Ledger", () =>
       Effect.gen(function* () {
@@ -228,7 +247,8 @@ const runLedgerContract = (name: string, layer: () => Layer.Layer<RunLedger.RunL
         const entry = Option.getOrThrow(yield* ledger.lookup("k1"))
         assert.deepStrictEqual(entry, { agentId: "a", value: { ok: true }, recordedAt: 5 })
         assert.isTrue(Option.isNone(yield* ledger.lookup("k2")))
-      }).pipe(Effect.provide(RunLedger.asCoreLedger.pipe(Layer.provide(layer())), { local: true })))
+      }).pipe(Effect.provide(RunLedger.asCoreLedger.pipe(Layer.provide(layer())), { local: true }))
+    )
   })
 
 runLedgerContract("memory", () => RunLedger.layerMemory)

@@ -4,7 +4,9 @@ import * as path from "node:path"
 import { Agent, Corral } from "@corral/core"
 import { RunLedger } from "@corral/platform-node"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Context from "effect/Context"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 
 export interface LedgerMeasurement {
   readonly ledger: "none" | "memory" | "sqlite"
@@ -20,7 +22,8 @@ const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math
 
 const agentsOf = (n: number) => Array.from({ length: n }, (_, i) => Agent.make(`a${i}`, { run: Effect.void }))
 
-const planned = (n: number) => Array.from({ length: n }, (_, i) => ({ agentId: `a${i}`, dependsOn: [], idempotencyKey: `k${i}` }))
+const planned = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({ agentId: `a${i}`, dependsOn: [], idempotencyKey: `k${i}` }))
 
 const oneRun = (n: number, rep: number, ledger: RunLedger.Service | undefined) =>
   Effect.gen(function* () {
@@ -47,21 +50,58 @@ const oneRun = (n: number, rep: number, ledger: RunLedger.Service | undefined) =
     return performance.now() - started
   })
 
-const measure = (n: number, reps: number, layer: Layer.Layer<RunLedger.RunLedger, RunLedger.RunLedgerError> | undefined) =>
-  Effect.gen(function* () {
-    const ledger = layer === undefined ? undefined : yield* RunLedger.RunLedger
-    yield* oneRun(n, -1, ledger)
-    const before = ledger === undefined ? undefined : yield* ledger.stats
-    const times: Array<number> = []
-    for (let rep = 0; rep < reps; rep++) times.push(yield* oneRun(n, rep, ledger))
-    const after = ledger === undefined ? undefined : yield* ledger.stats
-    const delta = (key: "transactions" | "statements" | "rows") =>
-      before === undefined || after === undefined ? 0 : (after[key] - before[key]) / reps
-    return { ms: median(times), transactions: delta("transactions"), statements: delta("statements"), rows: delta("rows") }
-  }).pipe(layer === undefined ? (e) => e : Effect.provide(layer)) as Effect.Effect<
-    { ms: number; transactions: number; statements: number; rows: number },
-    RunLedger.RunLedgerError
-  >
+interface Measured {
+  readonly ms: number
+  readonly transactions: number
+  readonly statements: number
+  readonly rows: number
+}
+
+type Name = LedgerMeasurement["ledger"]
+type Stats = RunLedger.WriteStats
+
+const names: ReadonlyArray<Name> = ["none", "memory", "sqlite"]
+
+const build = (
+  name: Name,
+  dir: string
+): Effect.Effect<RunLedger.Service | undefined, RunLedger.RunLedgerError, Scope.Scope> => {
+  if (name === "none") return Effect.succeed(undefined)
+  const layer = name === "memory" ? RunLedger.layerMemory : RunLedger.layerSqlite(path.join(dir, "ledger.db"))
+  return Effect.map(Layer.build(layer), (context) => Context.get(context, RunLedger.RunLedger))
+}
+
+const statsOf = (ledger: RunLedger.Service | undefined): Effect.Effect<Stats> =>
+  ledger === undefined ? Effect.succeed({ transactions: 0, statements: 0, rows: 0 }) : ledger.stats
+
+const measureAll = (n: number, reps: number, dir: string): Effect.Effect<Map<Name, Measured>, unknown> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const ledgers = new Map<Name, RunLedger.Service | undefined>()
+      for (const name of names) ledgers.set(name, yield* build(name, dir))
+      const times = new Map<Name, Array<number>>(names.map((name) => [name, []]))
+      const before = new Map<Name, Stats>()
+      for (const name of names) {
+        yield* oneRun(n, -1, ledgers.get(name))
+        before.set(name, yield* statsOf(ledgers.get(name)))
+      }
+      for (let rep = 0; rep < reps; rep++) {
+        for (const name of names) times.get(name)!.push(yield* oneRun(n, rep, ledgers.get(name)))
+      }
+      const out = new Map<Name, Measured>()
+      for (const name of names) {
+        const after = yield* statsOf(ledgers.get(name))
+        const delta = (key: keyof Stats) => (after[key] - before.get(name)![key]) / reps
+        out.set(name, {
+          ms: median(times.get(name)!),
+          transactions: delta("transactions"),
+          statements: delta("statements"),
+          rows: delta("rows")
+        })
+      }
+      return out
+    })
+  )
 
 /**
  * Wall time of a run of no-op agents with no ledger, the in-memory ledger and the SQLite ledger
@@ -76,13 +116,12 @@ export async function measureLedger(
   options: { readonly agents?: number; readonly reps?: number; readonly quick?: boolean } = {}
 ): Promise<Array<LedgerMeasurement>> {
   const n = options.agents ?? 1000
-  const reps = options.reps ?? (options.quick ? 3 : 7)
+  const reps = options.reps ?? (options.quick ? 5 : 15)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-ledger-bench-"))
   try {
-    const none = await Effect.runPromise(measure(n, reps, undefined))
-    const memory = await Effect.runPromise(measure(n, reps, RunLedger.layerMemory))
-    const sqlite = await Effect.runPromise(measure(n, reps, RunLedger.layerSqlite(path.join(dir, "ledger.db"))))
-    const row = (ledger: LedgerMeasurement["ledger"], m: typeof none): LedgerMeasurement => ({
+    const results = await Effect.runPromise(measureAll(n, reps, dir))
+    const memory = results.get("memory")!
+    const row = (ledger: LedgerMeasurement["ledger"], m: Measured): LedgerMeasurement => ({
       ledger,
       agents: n,
       medianMs: Math.round(m.ms * 10) / 10,
@@ -91,7 +130,7 @@ export async function measureLedger(
       statementsPerAgent: Math.round((m.statements / n) * 1000) / 1000,
       rowsPerAgent: Math.round((m.rows / n) * 100) / 100
     })
-    return [row("none", none), row("memory", memory), row("sqlite", sqlite)]
+    return names.map((name) => row(name, results.get(name)!))
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }

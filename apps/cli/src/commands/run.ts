@@ -14,6 +14,7 @@ import * as PlanFile from "../PlanFile.ts"
 import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
+import * as Telemetry from "../Telemetry.ts"
 
 const flags = {
   plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")),
@@ -47,7 +48,11 @@ const flags = {
     Flag.withDescription("Resume the latest unfinished run of this plan: recorded successes are not run again")
   ),
   resumeFrom: Flag.String("resume-from").pipe(Flag.optional, Flag.withDescription("Resume the run with this id")),
-  report: Flag.Boolean("report").pipe(Flag.withDefault(false), Flag.withDescription("Write report.html and trace.json"))
+  report: Flag.Boolean("report").pipe(Flag.withDefault(false), Flag.withDescription("Write report.html and trace.json")),
+  otlpEndpoint: Flag.String("otlp-endpoint").pipe(
+    Flag.optional,
+    Flag.withDescription("Send traces to this OTLP/HTTP collector (default: $OTEL_EXPORTER_OTLP_ENDPOINT; off when unset)")
+  )
 }
 
 type Flags = {
@@ -62,6 +67,7 @@ type Flags = {
   readonly resume: boolean
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
+  readonly otlpEndpoint: Option.Option<string>
 }
 
 const loadPlan = (file: string) =>
@@ -188,6 +194,9 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       base: resumed?.base,
       inputsHash
     }).pipe(
+      Effect.provide(
+        Telemetry.layer(Telemetry.endpointFrom(flags.otlpEndpoint, process.env), { serviceName: "corral", runId })
+      ),
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
         InvalidRun: (error) => invalidInput(error.message),

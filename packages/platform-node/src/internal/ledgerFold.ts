@@ -1,7 +1,14 @@
 import { CorralEvent, type Outcome } from "@corral/core"
 import type { LedgerEvent } from "../RunLedger.ts"
 import type * as RunRecord from "../RunRecord.ts"
-import { type AgentRow, encodeValue, field, type RunUpdate, type SuccessRow, type TransitionRow } from "./ledgerModel.ts"
+import {
+  type AgentRow,
+  encodeValue,
+  field,
+  type RunUpdate,
+  type SuccessRow,
+  type TransitionRow
+} from "./ledgerModel.ts"
 
 export interface Folded {
   readonly agent: AgentRow | undefined

@@ -29,7 +29,8 @@ const activitySpans = (rows: ReadonlyArray<TransitionRow>, horizon: number): Arr
   const spans: Array<Span> = []
   let attempt = 1
   rows.forEach((row, i) => {
-    if (row.tag === "WaitingForClaims") spans.push(span("waiting-claims", row.at, nextAt(rows, i, endsWaiting, horizon), row.note))
+    if (row.tag === "WaitingForClaims")
+      spans.push(span("waiting-claims", row.at, nextAt(rows, i, endsWaiting, horizon), row.note))
     if (row.tag === "WaitingForRateLimit") {
       const ms = dataField(row, "ms")
       const end = nextAt(rows, i, endsWaiting, typeof ms === "number" ? Math.min(horizon, row.at + ms) : horizon)
@@ -80,12 +81,13 @@ const depsDoneAt = (agent: AgentRow, byId: ReadonlyMap<string, AgentRow>): numbe
 }
 
 const agentRecord = (
-  agent: AgentRow,
+  row: AgentRow,
   rows: ReadonlyArray<TransitionRow>,
   byId: ReadonlyMap<string, AgentRow>,
   horizon: number
 ): RunRecord.AgentRecord => {
-  const end = agent.endedAt ?? horizon
+  const end = row.endedAt ?? horizon
+  const agent = { ...row, queuedAt: row.queuedAt ?? rows.find((t) => t.tag === "Queued")?.at ?? null }
   const spans = [...queueSpans(agent, rows, depsDoneAt(agent, byId), end), ...activitySpans(rows, end)]
   return {
     agentId: agent.agentId,

@@ -4,7 +4,16 @@ import type { CachedSuccess, LedgerEvent, RunStart, RunSummary, Service } from "
 import type * as RunRecord from "../RunRecord.ts"
 import { ledgerError, RunLedgerError } from "./ledgerError.ts"
 import { foldEvent, newAgentRow } from "./ledgerFold.ts"
-import { type AgentRow, agentKey, type Batch, decodeValue, encodeValue, field, mergeRunUpdate, type RunRow } from "./ledgerModel.ts"
+import {
+  type AgentRow,
+  agentKey,
+  type Batch,
+  decodeValue,
+  encodeValue,
+  field,
+  mergeRunUpdate,
+  type RunRow
+} from "./ledgerModel.ts"
 import { buildRunRecord } from "./ledgerRecord.ts"
 import type { WriteStats } from "./ledgerSql.ts"
 import type { LedgerStore, RunSummaryRow } from "./ledgerStore.ts"
@@ -32,8 +41,10 @@ const runRow = (start: RunStart): RunRow => ({
   heartbeatAt: start.startedAt
 })
 
+const key = (row: AgentRow): string => agentKey(row.runId, row.agentId)
+
 const putAgent = (batch: Batch, row: AgentRow): void => {
-  batch.agents.set(agentKey(row.runId, row.agentId), row)
+  batch.agents.set(key(row), row)
 }
 
 const crashedBatch = (run: RunRow, agents: ReadonlyArray<AgentRow>, batch: Batch): void => {
@@ -43,16 +54,21 @@ const crashedBatch = (run: RunRow, agents: ReadonlyArray<AgentRow>, batch: Batch
     if (agent.state === "done") continue
     const endedAt = Math.max(at, agent.startedAt ?? 0, agent.queuedAt ?? 0)
     putAgent(batch, { ...agent, state: "done", outcome: "Interrupted", detail: "crashed", endedAt })
-    batch.transitions.push({ runId: run.runId, agentId: agent.agentId, at: endedAt, tag: "Crashed", note: null, data: null })
+    batch.transitions.push({
+      runId: run.runId,
+      agentId: agent.agentId,
+      at: endedAt,
+      tag: "Crashed",
+      note: null,
+      data: null
+    })
   }
 }
-
-const syncTags = new Set(["Finished", "RunFinished"])
 
 /** The ledger over a store: events fold into agent rows in memory and reach the store in batches. */
 export const makeLedger = (
   store: LedgerStore,
-  options: WriterOptions,
+  options: WriterOptions & { readonly commitEachFinished: boolean },
   stats: WriteStats
 ): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -84,7 +100,9 @@ export const makeLedger = (
         if (runs.has(start.runId) || (yield* read("startRun", store.run(start.runId))) !== undefined) {
           return yield* new RunLedgerError({ operation: "startRun", message: `run ${start.runId} is already recorded` })
         }
-        const rows = start.agents.map((a, i) => newAgentRow(start.runId, a.agentId, i, a.dependsOn, a.idempotencyKey ?? null))
+        const rows = start.agents.map((a, i) =>
+          newAgentRow(start.runId, a.agentId, i, a.dependsOn, a.idempotencyKey ?? null)
+        )
         runs.set(start.runId, new Map(rows.map((row) => [row.agentId, row])))
         yield* fail("startRun")(
           writer.add((batch) => {
@@ -105,17 +123,23 @@ export const makeLedger = (
         if (folded.agent !== undefined) agents.set(folded.agent.agentId, folded.agent)
         yield* fail("record")(
           writer.add((batch) => {
-            if (folded.agent !== undefined) putAgent(batch, folded.agent)
+            if (folded.agent !== undefined && (event._tag !== "Queued" || batch.agents.has(key(folded.agent)))) {
+              putAgent(batch, folded.agent)
+            }
             batch.transitions.push(folded.transition)
             if (folded.success !== undefined) batch.successes.set(folded.success.idempotencyKey, folded.success)
             if (folded.run !== undefined) mergeRunUpdate(batch, folded.run)
           })
         )
-        if (syncTags.has(event._tag)) yield* flush
+        if (event._tag === "RunFinished" || (event._tag === "Finished" && options.commitEachFinished)) yield* flush
+        else if (event._tag === "Finished") yield* writer.flushSoon
       })
 
     const update = (operation: string, runId: string, fields: Omit<Parameters<typeof mergeRunUpdate>[1], "runId">) =>
-      Effect.andThen(agentsOf(runId), fail(operation)(writer.add((batch) => mergeRunUpdate(batch, { runId, ...fields }))))
+      Effect.andThen(
+        agentsOf(runId),
+        fail(operation)(writer.add((batch) => mergeRunUpdate(batch, { runId, ...fields })))
+      )
 
     const getRun = (runId: string) =>
       Effect.gen(function* () {
@@ -151,7 +175,12 @@ export const makeLedger = (
       Effect.map(read("cachedSuccess", store.success(key)), (row) =>
         row === undefined
           ? Option.none<CachedSuccess>()
-          : Option.some({ value: decodeValue(row.valueJson), runId: row.runId, agentId: row.agentId, recordedAt: row.recordedAt })
+          : Option.some({
+              value: decodeValue(row.valueJson),
+              runId: row.runId,
+              agentId: row.agentId,
+              recordedAt: row.recordedAt
+            })
       )
 
     const recordSuccess = (key: string, agentId: string, value: unknown, recordedAt: number) => {

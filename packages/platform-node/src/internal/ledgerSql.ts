@@ -15,24 +15,27 @@ const createRuns = Effect.gen(function* () {
   yield* sql`CREATE INDEX runs_status ON runs (status)`
 })
 
+const withoutRowid = (sql: SqlClient.SqlClient): string =>
+  sql.onDialectOrElse({ sqlite: () => " WITHOUT ROWID", orElse: () => "" })
+
 const createAgents = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE agents (
-    run_id TEXT NOT NULL REFERENCES runs (run_id), agent_id TEXT NOT NULL, position INTEGER NOT NULL,
+    run_id TEXT NOT NULL, agent_id TEXT NOT NULL, position INTEGER NOT NULL,
     depends_on TEXT NOT NULL, idempotency_key TEXT,
     state TEXT NOT NULL CHECK (state IN (${sql.literal(states)})),
     attempts INTEGER NOT NULL, outcome TEXT, detail TEXT NOT NULL,
     queued_at BIGINT, started_at BIGINT, ended_at BIGINT, cost_usd REAL NOT NULL, tokens BIGINT NOT NULL,
     branch TEXT, merge TEXT, log_path TEXT, value_json TEXT,
     PRIMARY KEY (run_id, agent_id),
-    CHECK ((state = 'done') = (outcome IS NOT NULL)))`
+    CHECK ((state = 'done') = (outcome IS NOT NULL)))${sql.literal(withoutRowid(sql))}`
 })
 
 const createTransitions = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const id = sql.onDialectOrElse({ pg: () => "BIGSERIAL PRIMARY KEY", orElse: () => "INTEGER PRIMARY KEY" })
   yield* sql`CREATE TABLE transitions (
-    id ${sql.literal(id)}, run_id TEXT NOT NULL REFERENCES runs (run_id), agent_id TEXT,
+    id ${sql.literal(id)}, run_id TEXT NOT NULL, agent_id TEXT,
     at BIGINT NOT NULL, tag TEXT NOT NULL, note TEXT, data TEXT)`
   yield* sql`CREATE INDEX transitions_run ON transitions (run_id, id)`
 })
@@ -41,7 +44,7 @@ const createSuccesses = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE successes (
     idempotency_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent_id TEXT NOT NULL,
-    value_json TEXT NOT NULL, recorded_at BIGINT NOT NULL)`
+    value_json TEXT NOT NULL, recorded_at BIGINT NOT NULL)${sql.literal(withoutRowid(sql))}`
 })
 
 /** The ledger's versioned schema, tracked in its own migrations table. */
@@ -55,8 +58,18 @@ export const migrate = Migrator.make({})({
   })
 })
 
-const snake = (row: object): Record<string, unknown> =>
-  Object.fromEntries(Object.entries(row).map(([key, value]) => [Str.camelToSnake(key), value]))
+const snakeNames = new Map<string, string>()
+const snakeName = (key: string): string => {
+  let name = snakeNames.get(key)
+  if (name === undefined) snakeNames.set(key, (name = Str.camelToSnake(key)))
+  return name
+}
+
+const snake = (row: object): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const key in row) out[snakeName(key)] = (row as Record<string, unknown>)[key]
+  return out
+}
 
 const camel = (row: Record<string, unknown>): Record<string, unknown> =>
   Object.fromEntries(Object.entries(row).map(([key, value]) => [Str.snakeToCamel(key), value]))
@@ -100,10 +113,7 @@ const agentColumns = [
   "branch",
   "merge",
   "log_path",
-  "value_json",
-  "depends_on",
-  "idempotency_key",
-  "position"
+  "value_json"
 ]
 const agentUpsert = `ON CONFLICT (run_id, agent_id) DO UPDATE SET ${agentColumns.map((c) => `${c} = excluded.${c}`).join(", ")}`
 
@@ -130,7 +140,11 @@ export interface WriteStats {
 }
 
 export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats): LedgerStore => {
-  const write = <A extends object>(rows: ReadonlyArray<A>, size: number, statement: (rows: Rows<A>) => Effect.Effect<unknown, SqlError.SqlError>) =>
+  const write = <A extends object>(
+    rows: ReadonlyArray<A>,
+    size: number,
+    statement: (rows: Rows<A>) => Effect.Effect<unknown, SqlError.SqlError>
+  ) =>
     Effect.forEach(
       chunks(rows, size),
       (chunk) =>
@@ -145,8 +159,11 @@ export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats): Ledge
     )
 
   const applyUpdates = (batch: Batch) =>
-    write([...batch.runUpdates.values()], 1, ([update]) =>
-      sql`UPDATE runs SET status = COALESCE(${update.status ?? null}, status),
+    write(
+      [...batch.runUpdates.values()],
+      1,
+      ([update]) =>
+        sql`UPDATE runs SET status = COALESCE(${update.status ?? null}, status),
         ended_at = COALESCE(${update.endedAt ?? null}, ended_at),
         heartbeat_at = COALESCE(${update.heartbeatAt ?? null}, heartbeat_at)
         WHERE run_id = ${update.runId}`
@@ -159,12 +176,16 @@ export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats): Ledge
           [
             write(batch.runs, 200, (rows) => sql`INSERT INTO runs ${sql.insert(snakeRows(rows))}`),
             applyUpdates(batch),
-            write([...batch.agents.values()], 400, (rows) =>
-              sql`INSERT INTO agents ${sql.insert(snakeRows(rows))} ${sql.literal(agentUpsert)}`
+            write(
+              [...batch.agents.values()],
+              400,
+              (rows) => sql`INSERT INTO agents ${sql.insert(snakeRows(rows))} ${sql.literal(agentUpsert)}`
             ),
             write(batch.transitions, 1000, (rows) => sql`INSERT INTO transitions ${sql.insert(snakeRows(rows))}`),
-            write([...batch.successes.values()], 400, (rows) =>
-              sql`INSERT INTO successes ${sql.insert(snakeRows(rows))} ${sql.literal(successUpsert)}`
+            write(
+              [...batch.successes.values()],
+              400,
+              (rows) => sql`INSERT INTO successes ${sql.insert(snakeRows(rows))} ${sql.literal(successUpsert)}`
             )
           ],
           { discard: true }
@@ -198,10 +219,7 @@ export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats): Ledge
         (rows) => rows.map((row) => decode<TransitionRow>(row))
       ),
     success: (key) =>
-      Effect.map(
-        sql<Record<string, unknown>>`SELECT * FROM successes WHERE idempotency_key = ${key}`,
-        one<SuccessRow>
-      ),
+      Effect.map(sql<Record<string, unknown>>`SELECT * FROM successes WHERE idempotency_key = ${key}`, one<SuccessRow>),
     running: Effect.map(sql<Record<string, unknown>>`SELECT * FROM runs WHERE status = 'running'`, (rows) =>
       rows.map((row) => decode<RunRow>(row))
     )

@@ -1,0 +1,253 @@
+/**
+ * Resource claims shared by every process that opens the same database: a `ResourceLocks`
+ * implementation over a SQLite lease table.
+ *
+ * A grant checks conflicts against unexpired leases and inserts the lease with the next fencing
+ * token in one `BEGIN IMMEDIATE` transaction. A background fiber renews this process's leases
+ * every `renewEvery`; a lease whose process died expires after `ttl`. Releases in this process
+ * notify `onRelease` listeners and waiters at once; releases and expiries in other processes are
+ * noticed by polling every `pollEvery`, only while a lease of another process blocks someone here.
+ *
+ * @since 0.1.0
+ */
+import { hostname } from "node:os"
+import { type Claims, ResourceLocks } from "@corral/core"
+import { Clock, Deferred, Duration, Effect, Layer, type Scope } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { type Migrator, SqlClient, type SqlError } from "effect/sql"
+import { blockersOf, heldClaims } from "./internal/sqliteLocksConflict.ts"
+import { type LeaseTable, makeLeaseTable, migrate, type StoredLease } from "./internal/sqliteLocksTable.ts"
+import * as SqliteClient from "./SqliteClient.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** How long a lease outlives its last renewal. @default "30 seconds" */
+  readonly ttl?: Duration.Input | undefined
+  /** How often held leases are renewed; keep it well below `ttl`. @default "10 seconds" */
+  readonly renewEvery?: Duration.Input | undefined
+  /** How often releases by other processes are looked for while they block someone. @default "100 millis" */
+  readonly pollEvery?: Duration.Input | undefined
+}
+
+/**
+ * Opening the database or migrating the lease table failed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type LocksError = SqlError.SqlError | Migrator.MigrationError
+
+interface Waiter {
+  readonly holder: ResourceLocks.Holder
+  readonly request: Claims.Request
+}
+
+type Lease = ResourceLocks.Lease
+
+const die = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> => Effect.orDie(effect)
+
+class State {
+  readonly local = new Map<number, Lease>()
+  readonly watched = new Map<number, Lease>()
+  readonly waiters = new Set<Waiter>()
+  readonly listeners = new Set<(lease: Lease) => void>()
+  signal = Deferred.makeUnsafe<void>()
+
+  released(lease: Lease): void {
+    this.watched.delete(lease.id)
+    for (const listener of this.listeners) listener(lease)
+    const signal = this.signal
+    this.signal = Deferred.makeUnsafe<void>()
+    Deferred.doneUnsafe(signal, Effect.void)
+  }
+
+  /** Watched leases that are gone from `held` were released by their process. */
+  forget(held: ReadonlyArray<StoredLease>): void {
+    if (this.watched.size === 0) return
+    const present = new Set(held.map((stored) => stored.lease.id))
+    for (const lease of [...this.watched.values()]) if (!present.has(lease.id)) this.released(lease)
+  }
+
+  watch(held: ReadonlyArray<StoredLease>, owner: string, blockers: ReadonlyArray<ResourceLocks.Blocker>): void {
+    const ids = new Set(blockers.flatMap((b) => (b._tag === "Key" ? [b.leaseId] : b.leaseIds)))
+    for (const stored of held) {
+      if (stored.owner !== owner && ids.has(stored.lease.id)) this.watched.set(stored.lease.id, stored.lease)
+    }
+  }
+}
+
+const blockersOfHeld = (request: Claims.Request, held: ReadonlyArray<StoredLease>) =>
+  blockersOf(
+    request,
+    held.map((stored) => stored.lease)
+  )
+
+const makeService = (table: LeaseTable, owner: string, ttlMillis: number, pollEvery: Duration.Input, state: State) => {
+  const fallback = Duration.times(Duration.fromInputUnsafe(pollEvery), 10)
+  const tryAcquire = (holder: ResourceLocks.Holder, request: Claims.Request, onGrant: (lease: Lease) => void) =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const { granted, expired, held } = yield* die(table.tryInsert(holder, request, now, now + ttlMillis))
+      for (const stored of expired) if (stored.owner !== owner) state.released(stored.lease)
+      state.forget(held)
+      if (granted._tag === "Blocked") {
+        state.watch(held, owner, granted.blockers)
+        return { _tag: "Blocked", blockers: granted.blockers } as const
+      }
+      state.local.set(granted.lease.id, granted.lease)
+      onGrant(granted.lease)
+      return granted
+    }).pipe(Effect.uninterruptible)
+
+  const release = (lease: Lease) =>
+    Effect.suspend(() => {
+      if (!state.local.delete(lease.id)) return Effect.void
+      return Effect.ensuring(
+        die(table.remove(lease.id)),
+        Effect.sync(() => state.released(lease))
+      )
+    }).pipe(Effect.uninterruptible)
+
+  const waitFor = (holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<Lease> =>
+    Effect.suspend(() => {
+      const waiter: Waiter = { holder, request }
+      let granted: Lease | undefined
+      const attempt: Effect.Effect<Lease> = Effect.suspend(() => {
+        const signal = state.signal
+        return Effect.flatMap(
+          tryAcquire(holder, request, (lease) => (granted = lease)),
+          (result): Effect.Effect<Lease> =>
+            result._tag === "Acquired"
+              ? Effect.succeed(result.lease)
+              : Effect.andThen(Effect.raceFirst(Deferred.await(signal), Effect.sleep(fallback)), attempt)
+        )
+      })
+      state.waiters.add(waiter)
+      return attempt.pipe(
+        Effect.ensuring(Effect.sync(() => state.waiters.delete(waiter))),
+        Effect.onInterrupt(() => (granted === undefined ? Effect.void : release(granted)))
+      )
+    })
+
+  const live = Effect.flatMap(Clock.currentTimeMillis, (now) => die(table.live(now)))
+
+  return ResourceLocks.ResourceLocks.of({
+    tryAcquire: (holder, request) => tryAcquire(holder, request, () => {}),
+    acquire: (holder, request) => Effect.acquireRelease(waitFor(holder, request), release, { interruptible: true }),
+    release,
+    blockers: (request) =>
+      Effect.map(live, (held) => {
+        state.forget(held)
+        const blockers = blockersOfHeld(request, held)
+        state.watch(held, owner, blockers)
+        return blockers
+      }),
+    snapshot: Effect.map(live, (held) => ({
+      held: held.flatMap((stored) => heldClaims(stored.lease)),
+      waiting: [...state.waiters]
+    })),
+    onRelease: (listener) =>
+      Effect.asVoid(
+        Effect.acquireRelease(
+          Effect.sync(() => state.listeners.add(listener)),
+          () => Effect.sync(() => state.listeners.delete(listener))
+        )
+      )
+  })
+}
+
+const poll = (table: LeaseTable, state: State) =>
+  Effect.gen(function* () {
+    if (state.watched.size === 0 || (state.waiters.size === 0 && state.listeners.size === 0)) return
+    const now = yield* Clock.currentTimeMillis
+    const present = yield* table.present([...state.watched.keys()], now)
+    for (const [id, lease] of [...state.watched]) if (!present.has(id)) state.released(lease)
+  })
+
+const renew = (table: LeaseTable, state: State, ttlMillis: number) =>
+  Effect.gen(function* () {
+    if (state.local.size === 0) return
+    const now = yield* Clock.currentTimeMillis
+    yield* table.renew(now + ttlMillis)
+  })
+
+const every = (interval: Duration.Input, effect: Effect.Effect<void, SqlError.SqlError>) =>
+  Effect.forkScoped(
+    Effect.forever(
+      Effect.andThen(
+        Effect.sleep(interval),
+        Effect.catch(effect, (error) =>
+          Effect.logWarning("corral: the lease table could not be read or renewed", error.message)
+        )
+      )
+    )
+  )
+
+/**
+ * Builds the service over the `SqlClient` in context (running the lease table's migrations) with
+ * its renewal and polling fibers in the current scope. Leases still held when the scope closes are
+ * released.
+ *
+ * @example
+ * ```ts
+ * const locks = yield* SqliteLocks.make({ ttl: "30 seconds" })
+ * ```
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<ResourceLocks.ResourceLocks["Service"], LocksError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* migrate
+    const owner = { id: crypto.randomUUID(), pid: process.pid, hostname: hostname() }
+    const table = makeLeaseTable(sql, owner)
+    const ttlMillis = Duration.toMillis(options.ttl ?? "30 seconds")
+    const state = new State()
+    yield* every(options.renewEvery ?? "10 seconds", renew(table, state, ttlMillis))
+    yield* every(options.pollEvery ?? "100 millis", poll(table, state))
+    const service = makeService(table, owner.id, ttlMillis, options.pollEvery ?? "100 millis", state)
+    yield* Effect.addFinalizer(() => Effect.forEach([...state.local.values()], service.release, { discard: true }))
+    return service
+  })
+
+/**
+ * The lock service over the `SqlClient` in context.
+ *
+ * @example
+ * ```ts
+ * SqliteLocks.layerSql().pipe(Layer.provide(SqliteClient.layer({ filename: ".corral/locks.db" })))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSql = (
+  options: Options = {}
+): Layer.Layer<ResourceLocks.ResourceLocks, LocksError, SqlClient.SqlClient> =>
+  Layer.effect(ResourceLocks.ResourceLocks, make(options))
+
+/**
+ * The lock service in a SQLite file (WAL) shared by every process that opens it.
+ *
+ * @example
+ * ```ts
+ * const program = Effect.gen(function*() {
+ *   const locks = yield* ResourceLocks.ResourceLocks
+ *   const request = Result.getOrThrow(Claims.normalize({ write: ["src/"] }, {}))
+ *   yield* locks.acquire({ runId: "r1", agentId: "a" }, request) // waits for other processes too
+ * }).pipe(Effect.scoped, Effect.provide(SqliteLocks.layer(".corral/locks.db", { ttl: "30 seconds", renewEvery: "10 seconds" })))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (filename: string, options: Options = {}): Layer.Layer<ResourceLocks.ResourceLocks, LocksError> =>
+  Layer.effect(
+    ResourceLocks.ResourceLocks,
+    Effect.flatMap(SqliteClient.make({ filename }), (sql) =>
+      Effect.provideService(make(options), SqlClient.SqlClient, sql)
+    ).pipe(Effect.provide(Reactivity.layer))
+  )

@@ -1,0 +1,184 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { Claims, ResourceLocks } from "@corral/core"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Result } from "effect"
+import * as SqliteLocks from "../src/SqliteLocks.ts"
+import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
+
+const dir = mkdtempSync(join(tmpdir(), "corral-locks-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+let files = 0
+const freshFile = (): string => join(dir, `locks-${files++}.db`)
+
+resourceLocksContract("sqlite (:memory:)", Layer.orDie(SqliteLocks.layer(":memory:")))
+resourceLocksContract("sqlite (file)", Layer.orDie(SqliteLocks.layer(freshFile())))
+
+const req = (claims: Claims.Claims) => Result.getOrThrow(Claims.normalize(claims, {}))
+
+describe("SqliteLocks in one process", () => {
+  it.live("two services on one file exclude each other and see remote releases by polling", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const options = { pollEvery: "20 millis" } as const
+      const open = Effect.map(Layer.build(Layer.fresh(SqliteLocks.layer(filename, options))), (context) =>
+        Context.get(context, ResourceLocks.ResourceLocks)
+      )
+      const a = yield* open
+      const b = yield* open
+      const held = yield* a.tryAcquire({ runId: "r1", agentId: "x" }, req({ write: ["src/"] }))
+      assert.strictEqual(held._tag, "Acquired")
+      const blocked = yield* b.tryAcquire({ runId: "r2", agentId: "y" }, req({ read: ["src/a.ts"] }))
+      assert.strictEqual(blocked._tag, "Blocked")
+      const released: Array<number> = []
+      yield* b.onRelease((lease) => released.push(lease.id))
+      if (held._tag === "Acquired") {
+        yield* Effect.sleep("50 millis").pipe(Effect.andThen(a.release(held.lease)), Effect.forkChild)
+      }
+      const lease = yield* b.acquire({ runId: "r2", agentId: "y" }, req({ read: ["src/a.ts"] }))
+      assert.deepStrictEqual(lease.holder, { runId: "r2", agentId: "y" })
+      assert.deepStrictEqual(released, held._tag === "Acquired" ? [held.lease.id] : [])
+      if (held._tag === "Acquired") assert.isAbove(lease.fencingToken, held.lease.fencingToken)
+    })
+  )
+})
+
+const moduleUrl = (specifier: string): string => pathToFileURL(createRequire(import.meta.url).resolve(specifier)).href
+const locksUrl = pathToFileURL(fileURLToPath(new URL("../src/SqliteLocks.ts", import.meta.url))).href
+const coreUrl = pathToFileURL(fileURLToPath(new URL("../../core/src/index.ts", import.meta.url))).href
+
+const workerScript = `
+import { Effect, Result } from ${JSON.stringify(moduleUrl("effect"))}
+import { Claims, ResourceLocks } from ${JSON.stringify(coreUrl)}
+import * as SqliteLocks from ${JSON.stringify(locksUrl)}
+
+import { readdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+
+const [filename, worker, mode, count, key, barrier] = process.argv.slice(2)
+const waitForBoth = Effect.gen(function*() {
+  writeFileSync(join(barrier, worker), "")
+  while (readdirSync(barrier).length < 2) yield* Effect.sleep("2 millis")
+})
+const request = Result.getOrThrow(Claims.normalize({ write: [key] }, {}))
+const options = { ttl: "1 second", renewEvery: "200 millis", pollEvery: "20 millis" }
+
+const section = (i) => Effect.scoped(Effect.gen(function*() {
+  const locks = yield* ResourceLocks.ResourceLocks
+  const lease = yield* locks.acquire({ runId: worker, agentId: "agent-" + i }, request)
+  const start = Date.now()
+  yield* Effect.sleep("15 millis")
+  return { start, end: Date.now(), token: lease.fencingToken }
+}))
+const critical = (i) => Effect.tap(section(i), () => Effect.sleep("10 millis"))
+
+const contend = Effect.andThen(waitForBoth, Effect.forEach(Array.from({ length: Number(count) }, (_, i) => i), critical))
+
+const hold = Effect.gen(function*() {
+  const locks = yield* ResourceLocks.ResourceLocks
+  yield* locks.acquire({ runId: worker, agentId: "holder" }, request)
+  console.log("held")
+  return yield* Effect.never
+}).pipe(Effect.scoped)
+
+Effect.runPromise((mode === "hold" ? hold : contend).pipe(Effect.provide(SqliteLocks.layer(filename, options)))).then(
+  (result) => console.log(JSON.stringify(result)),
+  (error) => { console.error(String(error)); process.exit(1) }
+)
+`
+
+interface Interval {
+  readonly start: number
+  readonly end: number
+  readonly token: number
+}
+
+const scriptFile = (): string => {
+  const script = join(dir, "locks-worker.mjs")
+  writeFileSync(script, workerScript)
+  return script
+}
+
+const collect = (child: ChildProcess) =>
+  Effect.callback<{ code: number | null; stdout: string; stderr: string }>((resume) => {
+    let stdout = ""
+    let stderr = ""
+    child.stdout!.on("data", (chunk) => (stdout += chunk))
+    child.stderr!.on("data", (chunk) => (stderr += chunk))
+    child.on("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+const run = (args: ReadonlyArray<string>) =>
+  collect(spawn(process.execPath, [scriptFile(), ...args], { stdio: ["ignore", "pipe", "pipe"] }))
+
+const overlapping = (a: ReadonlyArray<Interval>, b: ReadonlyArray<Interval>): number =>
+  a.filter((x) => b.some((y) => x.start < y.end && y.start < x.end)).length
+
+describe("SqliteLocks across processes", () => {
+  it.live(
+    "two processes contending for overlapping write claims never overlap and both finish",
+    () =>
+      Effect.gen(function* () {
+        const filename = freshFile()
+        const barrier = mkdtempSync(join(dir, "barrier-"))
+        const [one, two] = yield* Effect.all(
+          [
+            run([filename, "p1", "contend", "20", "src/", barrier]),
+            run([filename, "p2", "contend", "20", "src/parser.ts", barrier])
+          ],
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(one!.code, 0, one!.stderr)
+        assert.strictEqual(two!.code, 0, two!.stderr)
+        const a = JSON.parse(one!.stdout) as Array<Interval>
+        const b = JSON.parse(two!.stdout) as Array<Interval>
+        assert.strictEqual(a.length + b.length, 40)
+        assert.strictEqual(overlapping(a, b), 0, "critical sections of the two processes overlapped")
+        const tokens = [...a, ...b].sort((x, y) => x.start - y.start).map((x) => x.token)
+        assert.deepStrictEqual(
+          tokens,
+          [...tokens].sort((x, y) => x - y),
+          "fencing tokens follow grant order"
+        )
+        assert.isBelow(
+          Math.max(a[0]!.start, b[0]!.start),
+          Math.min(a.at(-1)!.end, b.at(-1)!.end),
+          "the two processes ran at the same time"
+        )
+      }),
+    60_000
+  )
+
+  it.live(
+    "a lease of a process killed with SIGKILL expires after the TTL and the other process acquires",
+    () =>
+      Effect.gen(function* () {
+        const filename = freshFile()
+        const child = spawn(process.execPath, [scriptFile(), filename, "victim", "hold", "1", "src/"], {
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        yield* Effect.callback<void>((resume) => {
+          child.stdout!.on("data", (chunk) => String(chunk).includes("held") && resume(Effect.void))
+          child.on("close", () => resume(Effect.void))
+        })
+        child.kill("SIGKILL")
+        const killedAt = Date.now()
+        const lease = yield* Effect.gen(function* () {
+          const locks = yield* ResourceLocks.ResourceLocks
+          const blocked = yield* locks.tryAcquire({ runId: "survivor", agentId: "a" }, req({ write: ["src/x.ts"] }))
+          assert.strictEqual(blocked._tag, "Blocked")
+          return yield* locks.acquire({ runId: "survivor", agentId: "a" }, req({ write: ["src/x.ts"] }))
+        }).pipe(Effect.scoped, Effect.provide(SqliteLocks.layer(filename, { pollEvery: "20 millis" }), { local: true }))
+        const waited = Date.now() - killedAt
+        assert.strictEqual(lease.holder.runId, "survivor")
+        assert.isAtLeast(waited, 500, "the dead holder's lease outlived it until the TTL")
+        assert.isBelow(waited, 5_000)
+      }),
+    30_000
+  )
+})
