@@ -1,5 +1,6 @@
 import * as Git from "@corral/platform-node/Git"
 import * as RunLedger from "@corral/platform-node/RunLedger"
+import * as SqliteLocks from "@corral/platform-node/SqliteLocks"
 import type { RunStatus } from "@corral/platform-node/RunRecord"
 import { Deferred, Effect, Fiber, Option, Schedule } from "effect"
 import * as NodeFs from "node:fs"
@@ -48,10 +49,15 @@ const flags = {
     Flag.withDescription("Resume the latest unfinished run of this plan: recorded successes are not run again")
   ),
   resumeFrom: Flag.String("resume-from").pipe(Flag.optional, Flag.withDescription("Resume the run with this id")),
-  report: Flag.Boolean("report").pipe(Flag.withDefault(false), Flag.withDescription("Write report.html and trace.json")),
+  report: Flag.Boolean("report").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Write report.html and trace.json")
+  ),
   otlpEndpoint: Flag.String("otlp-endpoint").pipe(
     Flag.optional,
-    Flag.withDescription("Send traces to this OTLP/HTTP collector (default: $OTEL_EXPORTER_OTLP_ENDPOINT; off when unset)")
+    Flag.withDescription(
+      "Send traces to this OTLP/HTTP collector (default: $OTEL_EXPORTER_OTLP_ENDPOINT; off when unset)"
+    )
   )
 }
 
@@ -145,6 +151,12 @@ const writeReport = (stateDir: string, runId: string) =>
     return dir
   })
 
+const storeFailed = (what: string, message: string) =>
+  Effect.andThen(
+    Effect.sync(() => process.stderr.write(`corral: the ${what} failed: ${message}\n`)),
+    Effect.succeed(1)
+  )
+
 const execute = (flags: Flags) =>
   Effect.gen(function* () {
     const paths = yield* resolve(flags.repo, flags.stateDir)
@@ -155,6 +167,11 @@ const execute = (flags: Flags) =>
     NodeFs.mkdirSync(paths.stateDir, { recursive: true })
     return yield* recorded(flags, paths, plan).pipe(
       Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"))),
+      Effect.provide(SqliteLocks.layer(NodePath.join(paths.stateDir, "locks.db"))),
+      Effect.catchTags({
+        SqlError: (error) => storeFailed("claim table", error.message),
+        MigrationError: (error) => storeFailed("claim table", error.message)
+      }),
       Effect.catchTag("RunLedgerError", (error) =>
         Effect.andThen(
           Effect.sync(() => process.stderr.write(`corral: the run ledger failed: ${error.message}\n`)),
