@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { RateLimiter } from "effect/persistence"
 import PQueue from "p-queue"
-import { core } from "../lib/core.ts"
+import { core, runAgents } from "../lib/core.ts"
 import type { Approach, Sample, Scenario } from "../types.ts"
 
 interface Params {
@@ -61,12 +61,30 @@ const pqueue = (intervalCap: number, interval: number): Approach<Params> => ({
     })
 })
 
-const corral: Approach<Params> = {
-  name: "corral RateLimiter",
-  run: async () => {
-    const mod: Record<string, unknown> = await core()
-    if (!("RateLimiter" in mod)) throw new Error("n/a (@corral/core exports no RateLimiter)")
-    throw new Error("n/a (corral RateLimiter found but its API is not wired into this benchmark)")
+const buckets = (p: Params) => ({ bench: { limit: p.perSecond, interval: "1 second" as const, burst: p.burst } })
+
+const corralWithToken: Approach<Params> = {
+  name: "corral RateLimiter.withToken",
+  run: async (p, { signal }) => {
+    const { RateLimiter: Limiter } = await core()
+    return timed((stamp) => {
+      const calls = Array.from({ length: p.calls }, () => Limiter.withToken("bench")(Effect.sync(stamp)))
+      const program = Effect.all(calls, { concurrency: "unbounded", discard: true })
+      return Effect.runPromise(Effect.provide(program, Limiter.layer(buckets(p))), { signal })
+    })
+  }
+}
+
+const corralAgents: Approach<Params> = {
+  name: "corral agents with rateLimit",
+  run: async (p, { signal }) => {
+    const { Agent } = await core()
+    return timed((stamp) => {
+      const agents = Array.from({ length: p.calls }, (_, i) =>
+        Agent.make(`call-${i}`, { run: Effect.sync(stamp), rateLimit: "bench" })
+      )
+      return runAgents(agents, { concurrency: 64, rateLimits: buckets(p) }, signal)
+    })
   }
 }
 
@@ -85,7 +103,7 @@ export const ratelimit: Scenario<Params> = {
     { key: "maxPerSecond", label: "max/1 s", format: (v) => v.toFixed(0) },
     { key: "maxPer200ms", label: "max/200 ms", format: (v) => v.toFixed(0) }
   ],
-  approaches: [effectLimiter, pqueue(50, 1000), pqueue(10, 200), corral],
+  approaches: [effectLimiter, pqueue(50, 1000), pqueue(10, 200), corralWithToken, corralAgents],
   cases: () => [
     {
       label: "300 calls, 50/s, burst 10",
