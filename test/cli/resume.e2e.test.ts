@@ -64,3 +64,25 @@ describe("crash and resume (end to end)", () => {
     expect(branches(repo).filter((b) => b.includes(crashedRun) && !b.endsWith("/integration"))).toEqual([])
   })
 })
+
+describe("orphans of a crashed run (end to end)", () => {
+  it("the next corral command stops the process groups a killed run left running", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("orphans-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1\nagents:\n  - id: long\n    run: sh -c 'echo $$ > ${pids}/pid; sleep 300 & wait'\n`
+    )
+    const first = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => NodeFs.existsSync(NodePath.join(pids, "pid")), 20_000, "the agent to start")
+    const pid = Number(NodeFs.readFileSync(NodePath.join(pids, "pid"), "utf8"))
+    first.signal("SIGKILL")
+    await first.done
+    expect(isAlive(pid), "the agent outlives its killed orchestrator").toBe(true)
+    const quick = writePlan(tempDir("plan-"), "quick.yaml", "version: 1\nagents:\n  - id: quick\n    run: echo hi\n")
+    const next = await runCli(["run", quick], { cwd: repo })
+    expect(next.code, next.stdout + next.stderr).toBe(0)
+    await waitFor(() => !isAlive(pid), 5_000, "the orphan to be stopped")
+  })
+})

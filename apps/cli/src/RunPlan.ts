@@ -15,6 +15,7 @@ import { Data, Effect, Schedule, type Scope } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
+import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
 
@@ -293,7 +294,8 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
       limits: limitsOf(agent),
-      onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line })
+      onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
+      onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
     })
     return yield* mergeBack(ctx, agent, handle, process)
   })

@@ -76,6 +76,8 @@ export interface ProcessSpec {
   readonly killGrace?: Duration.Input
   /** Called for output lines, at most 20 per second (burst 20); further lines are dropped and counted. */
   readonly onLine?: (line: OutputLine) => void
+  /** Called with the process (and process group) id once it started, and again with `undefined` once it is gone. */
+  readonly onProcess?: (pid: number | undefined) => void
   /** A JSON file (relative to `cwd`) the command writes; parsed into `ProcessResult.result` on success. */
   readonly resultFile?: string
 }

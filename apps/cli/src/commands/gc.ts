@@ -1,14 +1,31 @@
+import * as RunLedger from "@corral/platform-node/RunLedger"
 import { Workspace } from "@corral/platform-node/Workspace"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import { Console, Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { invalidInput } from "../CliExit.ts"
+import * as Orphans from "../Orphans.ts"
 import { resolve } from "../Paths.ts"
+import { isAlive } from "./run.ts"
 
 const parseAge = (text: string) => {
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
   if (match === null) return undefined
   const units = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
   return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
+}
+
+const reapCrashed = (stateDir: string) => {
+  const file = NodePath.join(stateDir, "ledger.db")
+  if (!NodeFs.existsSync(file)) return Effect.succeed<ReadonlyArray<number>>([])
+  return Effect.gen(function* () {
+    const ledger = yield* RunLedger.RunLedger
+    return yield* Orphans.reap(stateDir, yield* ledger.markCrashed(isAlive))
+  }).pipe(
+    Effect.provide(RunLedger.layerSqlite(file)),
+    Effect.orElseSucceed((): ReadonlyArray<number> => [])
+  )
 }
 
 /**
@@ -39,6 +56,8 @@ export const gc = Command.make(
           `--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`
         )
       }
+      const stopped = yield* reapCrashed(paths.stateDir)
+      for (const pid of stopped) yield* Console.log(`stopped process group ${pid} of a crashed run`)
       const workspace = yield* Workspace
       const report = yield* workspace
         .gc({ repo: paths.repo, stateDir: paths.stateDir, dryRun: flags.dryRun, olderThan })

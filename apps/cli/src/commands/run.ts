@@ -9,6 +9,7 @@ import * as NodePath from "node:path"
 import { Argument, Command, Flag } from "effect/cli"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
+import * as Orphans from "../Orphans.ts"
 import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
@@ -103,7 +104,12 @@ const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Repor
       })
   )
 
-const isAlive = (pid: number, hostname: string): boolean => {
+/**
+ * Whether a recorded run's process is alive (processes on other hosts are assumed alive).
+ *
+ * @since 0.1.0
+ */
+export const isAlive = (pid: number, hostname: string): boolean => {
   if (hostname !== NodeOs.hostname()) return true
   try {
     process.kill(pid, 0)
@@ -184,7 +190,8 @@ const execute = (flags: Flags) =>
 const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDir: string }, plan: PlanFile.Plan) =>
   Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
-    yield* ledger.markCrashed(isAlive)
+    const crashed = yield* ledger.markCrashed(isAlive)
+    yield* Orphans.reap(paths.stateDir, crashed)
     const resumed = yield* resumeTarget(flags, plan, paths.repo)
     const runId = newRunId()
     const inputsHash = plan.agents.some((agent) => agent.inputs.length > 0)

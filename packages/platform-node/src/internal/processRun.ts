@@ -142,7 +142,15 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   })
   yield* log.write(`[corral] $ ${plan.display}\n`)
   const handle = yield* spawn(plan).pipe(
-    Effect.tap((handle) => Effect.addFinalizer(() => reapGroup(handle.pid, plan.killGraceMs))),
+    Effect.tap((handle) =>
+      Effect.addFinalizer(() =>
+        Effect.ensuring(
+          reapGroup(handle.pid, plan.killGraceMs),
+          Effect.sync(() => spec.onProcess?.(undefined))
+        )
+      )
+    ),
+    Effect.tap((handle) => Effect.sync(() => spec.onProcess?.(handle.pid))),
     Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
