@@ -55,8 +55,18 @@ const workspaceDir = (stateDir: string, runId: string, agentId: string) =>
 const stateDirOf = (options: AcquireOptions, root: string) =>
   path.resolve(options.stateDir ?? path.join(root, ".corral"))
 
+const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: boolean }>()
+const DIRTY_CHECK_TTL_MS = 5_000
+
+const checkoutDirty = (root: string) =>
+  Effect.suspend(() => {
+    const cached = dirtyChecks.get(root)
+    if (cached !== undefined && Date.now() - cached.at < DIRTY_CHECK_TTL_MS) return Effect.succeed(cached.dirty)
+    return Effect.tap(userCheckoutDirty(root), (dirty) => Effect.sync(() => dirtyChecks.set(root, { at: Date.now(), dirty })))
+  })
+
 const dirtyWarning = (repo: RepoInfo) =>
-  userCheckoutDirty(repo.root).pipe(
+  checkoutDirty(repo.root).pipe(
     Effect.map((dirty) =>
       dirty
         ? [`${repo.root} has uncommitted changes; workspaces start from commit ${repo.head} and do not include them`]
