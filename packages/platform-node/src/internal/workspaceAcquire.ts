@@ -62,7 +62,9 @@ const checkoutDirty = (root: string) =>
   Effect.suspend(() => {
     const cached = dirtyChecks.get(root)
     if (cached !== undefined && Date.now() - cached.at < DIRTY_CHECK_TTL_MS) return Effect.succeed(cached.dirty)
-    return Effect.tap(userCheckoutDirty(root), (dirty) => Effect.sync(() => dirtyChecks.set(root, { at: Date.now(), dirty })))
+    return Effect.tap(userCheckoutDirty(root), (dirty) =>
+      Effect.sync(() => dirtyChecks.set(root, { at: Date.now(), dirty }))
+    )
   })
 
 const dirtyWarning = (repo: RepoInfo) =>
