@@ -47,7 +47,10 @@ export class ClaimGate {
     }
     const keyHits = this.held.size > 0 ? this.held.conflicts(request.keys) : []
     const poolHits = request.pools.length > 0 ? this.poolHits(request) : []
-    if (keyHits.length === 0 && poolHits.length === 0) return true
+    if (keyHits.length === 0 && poolHits.length === 0) {
+      this.hold(node, request)
+      return true
+    }
     this.park(node, localTokens(keyHits, poolHits), () => this.describe(keyHits, poolHits))
     return false
   }
@@ -58,6 +61,7 @@ export class ClaimGate {
       const epoch = this.releaseEpoch
       return Effect.flatMap(this.host.locks.tryAcquire(holder, node.request!), (result) => {
         if (node.state !== "ready") {
+          this.unhold(node)
           return result._tag === "Acquired"
             ? Effect.as(this.host.locks.release(result.lease), false)
             : Effect.succeed(false)
@@ -67,6 +71,7 @@ export class ClaimGate {
           return Effect.succeed(true)
         }
         if (this.releaseEpoch !== epoch) return attempt()
+        this.unhold(node)
         this.park(node, serviceTokens(result.blockers), () => result.blockers)
         return Effect.succeed(false)
       })
@@ -109,9 +114,7 @@ export class ClaimGate {
     this.onRelease(reservedToken(node))
   }
 
-  private grant(node: Node, lease: ResourceLocks.Lease): void {
-    node.lease = lease
-    const request = node.request!
+  private hold(node: Node, request: Claims.Request): void {
     this.held.add(node, request.keys)
     for (const claim of request.pools) {
       let use = this.pools.get(claim.pool)
@@ -119,6 +122,16 @@ export class ClaimGate {
       use.used += claim.amount
       use.holders.add(node)
     }
+  }
+
+  private unhold(node: Node): void {
+    this.releaseLocal(node)
+    this.onRelease(reservedToken(node))
+  }
+
+  private grant(node: Node, lease: ResourceLocks.Lease): void {
+    node.lease = lease
+    const request = node.request!
     this.dropIntent(node)
     if (this.intents.size > 0) this.bypass(node, request)
     this.host.granted(node, lease)
@@ -212,14 +225,15 @@ export class ClaimGate {
 
 const reservedToken = (node: Node): number => -1 - node.index
 
+const holderToken = (node: Node): number => (node.lease === undefined ? reservedToken(node) : node.lease.id)
+
 const localTokens = (
   keyHits: ReadonlyArray<Hit<Node>>,
   poolHits: ReadonlyArray<{ readonly holders: ReadonlyArray<Node> }>
 ): Array<number> => {
   const tokens = new Set<number>()
-  for (const hit of keyHits) if (hit.holder.lease !== undefined) tokens.add(hit.holder.lease.id)
-  for (const { holders } of poolHits)
-    for (const node of holders) if (node.lease !== undefined) tokens.add(node.lease.id)
+  for (const hit of keyHits) tokens.add(holderToken(hit.holder))
+  for (const { holders } of poolHits) for (const node of holders) tokens.add(holderToken(node))
   return [...tokens]
 }
 

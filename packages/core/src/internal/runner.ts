@@ -241,7 +241,6 @@ class Runner<A, E, R> {
       while (this.stopped === undefined) {
         const node = this.next()
         if (node !== undefined) {
-          if (this.ready.size > 0) this.wake()
           if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
           if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
           if (node.request === undefined) this.start(node)
@@ -249,6 +248,7 @@ class Runner<A, E, R> {
             yield* this.armClaimTimer(node)
             continue
           }
+          if (this.ready.size > 0) this.wake()
           slot.node = node
           const exit = yield* Effect.exit(this.attempts(node))
           slot.node = undefined

@@ -1,0 +1,55 @@
+/**
+ * Runs a batch of tool calls the way a careful agent loop should: every call declares what it
+ * reads and writes, so read-only calls run concurrently and calls that write the same resource run
+ * one after the other — through the same lock layer and scheduler as agents, not a second mechanism.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Agent from "./Agent.ts"
+import type * as Claims from "./Claims.ts"
+import * as Corral from "./Corral.ts"
+import type { InvalidRun } from "./CorralError.ts"
+import type * as Outcome from "./Outcome.ts"
+
+/**
+ * One tool call: `read` and `write` name the resources it touches (paths or `scheme:name` keys).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCall<A, E, R> {
+  readonly name: string
+  readonly read?: ReadonlyArray<string> | undefined
+  readonly write?: ReadonlyArray<string> | undefined
+  readonly run: Effect.Effect<A, E, R>
+}
+
+/**
+ * Runs the calls (at most `concurrency` at once, 8 by default) and returns one outcome per call,
+ * in order. Calls are named `<index>:<name>` so the same tool may be called twice.
+ *
+ * @example
+ * ```ts
+ * const outcomes = yield* ToolCalls.run([
+ *   { name: "read_file", read: ["src/a.ts"], run: readFile("src/a.ts") },
+ *   { name: "search", read: ["src/"], run: search("parse") },
+ *   { name: "write_file", write: ["src/a.ts"], run: writeFile("src/a.ts", text) }
+ * ])
+ * ```
+ * @since 0.1.0
+ * @category running
+ */
+export const run = <A, E, R>(
+  calls: ReadonlyArray<ToolCall<A, E, R>>,
+  options: { readonly concurrency?: number | undefined } = {}
+): Effect.Effect<ReadonlyArray<Outcome.Outcome<A, E>>, InvalidRun, R> =>
+  Effect.map(
+    Corral.run(
+      calls.map((call, i) => Agent.make(`${i}:${call.name}`, { run: call.run, claims: claimsOf(call) })),
+      { concurrency: options.concurrency ?? 8 }
+    ),
+    (result) => result.outcomes
+  )
+
+const claimsOf = (call: ToolCall<unknown, unknown, unknown>): Claims.Claims => ({ read: call.read, write: call.write })
