@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type Hit, KeyTree } from "./keyTree.ts"
-import { before, type Node } from "./node.ts"
+import { before, type Node, waitOf } from "./node.ts"
 
 export interface GateHost {
   readonly runId: string
@@ -97,8 +97,8 @@ export class ClaimGate {
     this.parkedOn.delete(token)
     let woke = false
     for (const node of set) {
-      node.blockingTokens?.delete(token)
-      if (node.state === "parked" && (node.blockingTokens?.size ?? 0) === 0) {
+      node.wait?.blockingTokens?.delete(token)
+      if (node.state === "parked" && (node.wait?.blockingTokens?.size ?? 0) === 0) {
         this.host.makeReady(node)
         woke = true
       }
@@ -107,10 +107,11 @@ export class ClaimGate {
   }
 
   dropIntent(node: Node): void {
-    if (!node.intent) return
-    node.intent = false
+    const wait = node.wait
+    if (wait === undefined || !wait.intent) return
+    wait.intent = false
     this.intents.remove(node, node.request!.keys)
-    if (node.reserved) this.reserved.remove(node, node.request!.keys)
+    if (wait.reserved) this.reserved.remove(node, node.request!.keys)
     this.onRelease(reservedToken(node))
   }
 
@@ -139,20 +140,21 @@ export class ClaimGate {
 
   private park(node: Node, tokens: ReadonlyArray<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
     node.state = "parked"
-    node.blockingTokens = new Set(tokens)
+    const wait = waitOf(node)
+    wait.blockingTokens = new Set(tokens)
     for (const token of tokens) {
       let set = this.parkedOn.get(token)
       if (set === undefined) this.parkedOn.set(token, (set = new Set()))
       set.add(node)
     }
-    if (!node.intent) {
-      node.intent = true
+    if (!wait.intent) {
+      wait.intent = true
       this.intents.add(node, node.request!.keys)
     }
     const key = tokens.join(",")
-    const changed = key !== node.tokenKey
-    node.tokenKey = key
-    node.describeBlockers = describe
+    const changed = key !== wait.tokenKey
+    wait.tokenKey = key
+    wait.describeBlockers = describe
     this.host.parked(node, changed)
   }
 
@@ -168,8 +170,9 @@ export class ClaimGate {
       const other = hit.holder
       if (seen.has(other) || !before(other, node)) continue
       seen.add(other)
-      if (++other.bypassed >= this.host.maxBypass && !other.reserved) {
-        other.reserved = true
+      const wait = waitOf(other)
+      if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
+        wait.reserved = true
         this.reserved.add(other, other.request!.keys)
       }
     }

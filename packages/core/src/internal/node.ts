@@ -7,6 +7,19 @@ import { Heap } from "./heap.ts"
 
 export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "finishing" | "done"
 
+/** State of an agent that waits for claims; allocated only for agents that ever wait. */
+export class WaitState {
+  bypassed = 0
+  reserved = false
+  intent = false
+  timer = false
+  blockingTokens: Set<number> | undefined = undefined
+  tokenKey = ""
+  describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
+}
+
+export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())
+
 export class Node {
   readonly index: number
   readonly agent: Agent.Any
@@ -26,16 +39,10 @@ export class Node {
   lease: ResourceLocks.Lease | undefined = undefined
   value: unknown = undefined
   outcome: Outcome.Outcome | undefined = undefined
-  bypassed = 0
-  reserved = false
-  intent = false
   waiting = false
   rateTaken = false
   ledgerKey: string | undefined = undefined
-  timer = false
-  blockingTokens: Set<number> | undefined = undefined
-  tokenKey = ""
-  describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
+  wait: WaitState | undefined = undefined
 
   readonly estimateMs: number
   readonly depIndices: ReadonlyArray<number>

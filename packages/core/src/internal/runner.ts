@@ -21,7 +21,7 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
 import { Heap } from "./heap.ts"
-import { before, link, type Node, ReadyQueue } from "./node.ts"
+import { before, link, type Node, ReadyQueue, waitOf } from "./node.ts"
 import { validate } from "./validate.ts"
 
 export interface RunOptions {
@@ -373,14 +373,14 @@ class Runner<A, E, R> {
       this.waiting++
     }
     if (changed && this.events !== undefined) {
-      const blockers = node.describeBlockers?.() ?? []
+      const blockers = node.wait?.describeBlockers?.() ?? []
       this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
     }
   }
 
   private armClaimTimer(node: Node): Effect.Effect<void> {
-    if (node.claimTimeoutMs === undefined || node.timer || node.state !== "parked") return Effect.void
-    node.timer = true
+    if (node.claimTimeoutMs === undefined || node.wait?.timer === true || node.state !== "parked") return Effect.void
+    waitOf(node).timer = true
     return Effect.asVoid(Effect.forkIn(this.claimTimer(node, node.claimTimeoutMs), this.scope))
   }
 
@@ -389,7 +389,7 @@ class Runner<A, E, R> {
       Effect.andThen(
         Effect.sync(() => {
           if (node.state !== "parked" && node.state !== "ready") return
-          const blockers = (node.describeBlockers?.() ?? []).flatMap((blocker) =>
+          const blockers = (node.wait?.describeBlockers?.() ?? []).flatMap((blocker) =>
             blocker._tag === "Key"
               ? [{ key: blocker.key, holder: blocker.holder.agentId }]
               : blocker.holders.map((holder) => ({
@@ -526,8 +526,21 @@ class Runner<A, E, R> {
   }
 
   private classify(node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome {
+    if (Exit.isSuccess(exit)) {
+      const endedAt = this.clock.currentTimeMillisUnsafe()
+      return new Outcome.Succeeded({
+        agentId: node.id,
+        attempts: node.attempts,
+        queuedAt: node.queuedAt,
+        startedAt: node.startedAt ?? null,
+        endedAt,
+        waitedMs: (node.startedAt ?? endedAt) - node.queuedAt,
+        usage: node.usage,
+        value: exit.value,
+        cached: false
+      })
+    }
     const common = this.common(node)
-    if (Exit.isSuccess(exit)) return new Outcome.Succeeded({ ...common, value: exit.value, cached: false })
     const cause = exit.cause
     if (Cause.hasInterruptsOnly(cause)) return new Outcome.Interrupted({ ...common, reason: this.stopText() })
     const error = Cause.findErrorOption(cause)
@@ -616,7 +629,7 @@ class Runner<A, E, R> {
     const reason = this.stopText()
     for (const node of this.nodes) {
       if (node.state === "done") continue
-      if (node.intent) this.gate.dropIntent(node)
+      if (node.wait?.intent === true) this.gate.dropIntent(node)
       this.record(node, new Outcome.Cancelled({ ...this.common(node), reason }))
     }
   }

@@ -34,14 +34,18 @@ export const validate = (
   const issues: Array<Issue> = [...(settings.issues ?? [])]
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
-  const specs: Array<Node> = []
-  agents.forEach((agent, index) => {
-    if (!Agent.isAgent(agent)) return
-    const spec = checkAgent(agent, index, ids, settings, issues)
-    if (spec !== undefined) specs.push(spec)
-  })
-  if (issues.length === 0) checkCycles(specs, issues)
-  return issues.length > 0 ? Result.fail(new InvalidRun({ issues })) : Result.succeed(specs)
+  const nodes: Array<Node> = []
+  let graph = false
+  for (let index = 0; index < agents.length; index++) {
+    const agent = agents[index]!
+    if (!Agent.isAgent(agent)) continue
+    const node = checkAgent(agent, index, ids, settings, issues)
+    if (node === undefined) continue
+    nodes.push(node)
+    if (node.depIndices.length > 0) graph = true
+  }
+  if (issues.length === 0 && graph) checkCycles(nodes, issues)
+  return issues.length > 0 ? Result.fail(new InvalidRun({ issues })) : Result.succeed(nodes)
 }
 
 const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
@@ -59,26 +63,34 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
 
 const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<string, number> => {
   const ids = new Map<string, number>()
-  agents.forEach((agent, index) => {
+  for (let index = 0; index < agents.length; index++) {
+    const agent = agents[index]!
     if (!Agent.isAgent(agent)) {
       issues.push({ field: `agents[${index}]`, message: "expected an agent built with Agent.make" })
-      return
+      continue
     }
-    if (typeof agent.id !== "string" || isBlank(agent.id)) {
+    const id = agent.id
+    if (typeof id !== "string" || isBlank(id)) {
       issues.push({ field: `agents[${index}].id`, message: "agent ids must not be blank" })
-      return
+      continue
     }
-    if (ids.has(agent.id)) {
-      issues.push({
-        agentId: agent.id,
-        field: "id",
-        message: `duplicate id (agents[${ids.get(agent.id)}] and agents[${index}])`
-      })
-      return
-    }
-    ids.set(agent.id, index)
-  })
+    const size = ids.size
+    ids.set(id, index)
+    if (ids.size === size) duplicate(agents, ids, id, index, issues)
+  }
   return ids
+}
+
+const duplicate = (
+  agents: ReadonlyArray<Agent.Any>,
+  ids: Map<string, number>,
+  id: string,
+  index: number,
+  issues: Array<Issue>
+): void => {
+  const first = agents.findIndex((agent) => Agent.isAgent(agent) && agent.id === id)
+  ids.set(id, first)
+  issues.push({ agentId: id, field: "id", message: `duplicate id (agents[${first}] and agents[${index}])` })
 }
 
 const noIndices: ReadonlyArray<number> = []
