@@ -195,3 +195,25 @@ describe("corral run (end to end)", () => {
     expect(result.stdout + result.stderr).toContain("cleanup in progress")
   })
 })
+
+describe("sparse workspaces (end to end)", () => {
+  it("an agent with sparse: true sees only the folders it claims, and its work still merges", async () => {
+    const repo = makeRepo({ "README.md": "# r\n", "pkg1/a.txt": "a\n", "pkg2/b.txt": "b\n", "pkg3/c.txt": "c\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+agents:
+  - id: narrow
+    sparse: true
+    claims: { write: [pkg1/out.txt] }
+    run: test -e pkg1/a.txt && test ! -e pkg2/b.txt && test -e README.md && echo done > pkg1/out.txt
+`
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:pkg1/out.txt`)).toBe("done\n")
+    expect(git(repo, "show", `${integration}:pkg2/b.txt`)).toBe("b\n")
+  })
+})

@@ -130,6 +130,8 @@ export interface PlanAgent {
   readonly secrets: ReadonlyArray<string>
   /** Pass corral's whole environment instead of a minimal one. */
   readonly inheritEnv: boolean
+  /** Check out only the folders the agent claims or declares as inputs (plus top-level files). */
+  readonly sparse: boolean
   readonly inputs: ReadonlyArray<string>
   readonly rateLimit: string | undefined
   readonly estimateMs: number | undefined

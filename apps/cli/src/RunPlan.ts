@@ -268,6 +268,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       strategy: ctx.isolation,
       base,
       stateDir: options.stateDir,
+      sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
       onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
     })
@@ -299,6 +300,29 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
     })
     return yield* mergeBack(ctx, agent, handle, process)
   })
+
+/**
+ * The folders a sparse workspace checks out: each claimed path's folder and each input pattern's
+ * fixed prefix; named resources (`db:users`) take none.
+ *
+ * @since 0.1.0
+ * @category workspaces
+ */
+export const sparseFolders = (agent: PlanAgent): ReadonlyArray<string> | undefined => {
+  const folders = new Set<string>()
+  for (const key of [...agent.claims.read, ...agent.claims.write]) {
+    if (/^[A-Za-z][A-Za-z0-9+._-]*:/.test(key)) continue
+    const folder = key.endsWith("/") ? key.slice(0, -1) : NodePath.posix.dirname(key)
+    if (folder !== "." && folder !== "") folders.add(folder)
+  }
+  for (const pattern of agent.inputs) {
+    const parts = pattern.split("/")
+    const prefix: Array<string> = []
+    for (let i = 0; i < parts.length - 1 && !/[*?[{]/.test(parts[i]!); i++) prefix.push(parts[i]!)
+    if (prefix.length > 0) folders.add(prefix.join("/"))
+  }
+  return folders.size === 0 ? undefined : [...folders]
+}
 
 const passed = (agent: PlanAgent): Record<string, string> =>
   Object.fromEntries(

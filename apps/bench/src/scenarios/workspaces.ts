@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 
 export interface WorkspaceMeasurement {
   readonly location: string
-  readonly method: "corral" | "git worktree add" | "cp -r"
+  readonly method: "corral" | "corral sparse (1/10)" | "git worktree add" | "cp -r"
   readonly agents: number
   readonly createMs: number
   readonly perWorkspaceMs: number
@@ -38,14 +38,20 @@ const timed = async (run: () => Promise<unknown> | unknown) => {
   return performance.now() - start
 }
 
-const corralRow = async (location: string, repo: string, agents: number): Promise<WorkspaceMeasurement> => {
+const corralRow = async (
+  location: string,
+  repo: string,
+  agents: number,
+  sparse?: ReadonlyArray<string>
+): Promise<WorkspaceMeasurement> => {
   const ids = Array.from({ length: agents }, (_, i) => `a${i}`)
   const measured = { createMs: 0, kb: 0, duMs: 0 }
   const started = performance.now()
   await Effect.runPromise(
     Effect.gen(function* () {
       const ws = yield* Workspace
-      const handles = yield* Effect.forEach(ids, (agentId) => ws.acquire({ repo, runId: `bench${agents}`, agentId }), {
+      const runId = `bench${agents}${sparse === undefined ? "" : "s"}`
+      const handles = yield* Effect.forEach(ids, (agentId) => ws.acquire({ repo, runId, agentId, sparse }), {
         concurrency: "unbounded"
       })
       measured.createMs = performance.now() - started
@@ -55,7 +61,14 @@ const corralRow = async (location: string, repo: string, agents: number): Promis
     }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
   )
   const removeMs = performance.now() - started - measured.createMs - measured.duMs
-  return row(location, "corral", agents, measured.createMs, removeMs, measured.kb)
+  return row(
+    location,
+    sparse === undefined ? "corral" : "corral sparse (1/10)",
+    agents,
+    measured.createMs,
+    removeMs,
+    measured.kb
+  )
 }
 
 const row = (
@@ -123,6 +136,7 @@ export async function measureWorkspaces(
       generateRepo(repo, options.files ?? 5000, options.bytesPerFile ?? 10_000)
       for (const agents of [1, 4, 8]) {
         results.push(await corralRow(base, repo, agents))
+        results.push(await corralRow(base, repo, agents, ["pkg0", "pkg1", "pkg2", "pkg3", "pkg4"]))
         results.push({ ...(await plainWorktreeRow(location, repo, agents)), location: base })
         results.push({ ...(await copyRow(location, repo, agents)), location: base })
       }

@@ -41,6 +41,7 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     passEnv: unique(agent.passEnv),
     secrets: unique(agent.secrets),
     inheritEnv: agent.inheritEnv ?? false,
+    sparse: agent.sparse ?? false,
     inputs: unique(agent.inputs),
     rateLimit: agent.rateLimit,
     estimateMs: agent.estimate,

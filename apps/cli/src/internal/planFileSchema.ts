@@ -171,6 +171,7 @@ const AgentSchema = Schema.Struct({
   passEnv: Schema.optionalKey(Schema.Array(EnvName)),
   secrets: Schema.optionalKey(Schema.Array(EnvName)),
   inheritEnv: Schema.optionalKey(Schema.Boolean),
+  sparse: Schema.optionalKey(Schema.Boolean),
   inputs: Schema.optionalKey(Schema.Array(relativePattern)),
   rateLimit: Schema.optionalKey(Schema.String),
   estimate: Schema.optionalKey(Duration),
