@@ -26,7 +26,8 @@ export class LineCollector {
   bytes = 0
   dropped = 0
   overLimit = false
-  private readonly decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() }
+  /** Created on the first chunk of each stream: most short commands write nothing to one of them. */
+  private readonly decoders: Record<StreamName, TextDecoder | undefined> = { stdout: undefined, stderr: undefined }
   private readonly partial = { stdout: "", stderr: "" }
   private tokens = ON_LINE_PER_SECOND
   private refilledAt: number
@@ -46,7 +47,8 @@ export class LineCollector {
       this.overLimit = true
     }
     this.bytes += bytes.byteLength
-    const text = this.partial[stream] + this.decoders[stream].decode(bytes, { stream: true })
+    const decoder = (this.decoders[stream] ??= new TextDecoder())
+    const text = this.partial[stream] + decoder.decode(bytes, { stream: true })
     const lines = text.split("\n")
     const rest = lines.pop() ?? ""
     if (rest.length > MAX_LINE_CHARS) lines.push(rest)
@@ -55,7 +57,7 @@ export class LineCollector {
   }
 
   flush(stream: StreamName): string {
-    const rest = this.partial[stream] + this.decoders[stream].decode()
+    const rest = this.partial[stream] + (this.decoders[stream]?.decode() ?? "")
     this.partial[stream] = ""
     return rest === "" ? "" : this.emit(stream, [rest])
   }

@@ -24,8 +24,12 @@ const inheritable = /^(PATH|HOME|LANG|LANGUAGE|LC_\w+|TERM|USER|LOGNAME|SHELL|TM
 
 export const childEnv = (spec: ProcessSpec): Record<string, string> => {
   const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && (spec.inheritEnv === true || inheritable.test(key))) env[key] = value
+  const parent = process.env
+  // Read only the values that are passed on: each read of `process.env` is a native call.
+  for (const key of Object.keys(parent)) {
+    if (spec.inheritEnv !== true && !inheritable.test(key)) continue
+    const value = parent[key]
+    if (value !== undefined) env[key] = value
   }
   for (const name of spec.secrets ?? []) {
     const value = process.env[name]
@@ -49,6 +53,9 @@ export const redactWith =
   }
 
 const isExecutable = (file: string): boolean => {
+  // `existsSync` does not throw: most PATH entries do not hold the command, and a failing `accessSync`
+  // costs an exception with a stack trace.
+  if (!fs.existsSync(file)) return false
   try {
     fs.accessSync(file, fs.constants.X_OK)
     return fs.statSync(file).isFile()
@@ -131,6 +138,9 @@ const safeFileName = (name: string): string => name.replace(/[^\w.-]+/g, "_").sl
 export const defaultName = (spec: ProcessSpec): string =>
   spec.name ?? (spec.shell === true ? "sh" : path.basename(spec.command))
 
+/** The default `killGrace`, 2 seconds (a number, so that a run does not parse a duration string). */
+const DEFAULT_KILL_GRACE_MS = 2000
+
 export type PlanResult =
   | { readonly _tag: "Plan"; readonly plan: Plan }
   | { readonly _tag: "Invalid"; readonly detail: string }
@@ -154,7 +164,7 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
     secrets,
     logPath: spec.logDir === undefined ? undefined : path.resolve(cwd, spec.logDir, `${safeFileName(name)}.log`),
     resultPath: spec.resultFile === undefined ? undefined : path.resolve(cwd, spec.resultFile),
-    killGraceMs: Duration.toMillis(spec.killGrace ?? "2 seconds")
+    killGraceMs: spec.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : Duration.toMillis(spec.killGrace)
   }
   return { _tag: "Plan", plan }
 }

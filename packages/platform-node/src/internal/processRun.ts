@@ -1,12 +1,11 @@
 import * as fsp from "node:fs/promises"
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
+import type * as Fiber from "effect/Fiber"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { ProcessLimits, ProcessResult, ProcessSpec } from "../ProcessRunner.ts"
 import { ProcessFailed } from "./processError.ts"
@@ -14,7 +13,14 @@ import { type Breach, classify, describeEnd, type Ended, type Measured, toMb } f
 import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
-import { isGroupAlive, procAvailable, sampleGroup, signalGroup } from "./processWatch.ts"
+import {
+  type GroupSample,
+  isGroupAlive,
+  procAvailable,
+  sampleGroup,
+  sampleLeader,
+  signalGroup
+} from "./processWatch.ts"
 
 const SAMPLE_INTERVAL = Duration.millis(100)
 const POLL_INTERVAL = Duration.millis(20)
@@ -28,7 +34,9 @@ const spawn = (
   plan: Plan
 ): Effect.Effect<Handle, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner | Scope.Scope> =>
   ChildProcess.make(plan.argv[0], plan.argv.slice(1), {
-    cwd: plan.cwd,
+    // `makePlan` checked the directory; the spawner would check it again, asynchronously, for every run.
+    // Without `cwd` the child starts in ours, so leave it out when that is the same directory.
+    ...(plan.cwd === process.cwd() ? {} : { cwd: plan.cwd }),
     env: plan.env,
     extendEnv: false,
     detached: true,
@@ -41,8 +49,16 @@ const spawn = (
     )
   )
 
-const sample = (pid: number, limits: ProcessLimits, measured: Measured): Breach | undefined => {
-  const group = sampleGroup(pid)
+/** Mutable state shared by the watchdog, the output pumps and the supervisor of one process. */
+interface Watch {
+  readonly measured: Measured
+  /** The first exceeded limit; only the first one is enforced and reported. */
+  breach: Breach | undefined
+  /** Set once the process group has been seen empty: it cannot come back, so there is nothing left to reap. */
+  gone: boolean
+}
+
+const record = (group: GroupSample | undefined, limits: ProcessLimits, measured: Measured): Breach | undefined => {
   if (group === undefined || group.members === 0) return undefined
   measured.peakRssBytes = Math.max(measured.peakRssBytes, group.rssBytes)
   measured.userMs = Math.max(measured.userMs, group.userMs)
@@ -54,51 +70,105 @@ const sample = (pid: number, limits: ProcessLimits, measured: Measured): Breach 
     : undefined
 }
 
-const watchdog = (pid: number, limits: ProcessLimits, measured: Measured, breach: Deferred.Deferred<Breach>) =>
-  Effect.gen(function* () {
-    const over = sample(pid, limits, measured)
-    if (over !== undefined) yield* Deferred.succeed(breach, over)
-    yield* Effect.sleep(SAMPLE_INTERVAL)
-  }).pipe(Effect.forever)
+/**
+ * Samples the group every 100 ms. The first sample, taken right after the start, reads only the leader;
+ * the following ones scan /proc for the whole group (one scan shared by all processes sampled within
+ * 40 ms). A memory breach kills the group at once.
+ */
+const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effect<never> => {
+  const check = (group: GroupSample | undefined) => {
+    const over = record(group, limits, watch.measured)
+    if (over !== undefined && watch.breach === undefined) {
+      watch.breach = over
+      signalGroup(pid, "SIGKILL")
+    }
+  }
+  const tick = Effect.andThen(
+    Effect.sleep(SAMPLE_INTERVAL),
+    Effect.sync(() => check(sampleGroup(pid)))
+  )
+  return Effect.andThen(
+    Effect.sync(() => check(sampleLeader(pid))),
+    Effect.forever(tick)
+  )
+}
 
-const enforce = (handle: Handle, plan: Plan, breach: Deferred.Deferred<Breach>) =>
-  Effect.gen(function* () {
-    const { limit } = yield* Deferred.await(breach)
-    if (limit === "memoryMb") return signalGroup(handle.pid, "SIGKILL")
-    yield* Effect.ignore(handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(plan.killGraceMs) }))
-  })
+/** Stops capturing and terminates the tree (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
+const enforceOutputLimit = (handle: Handle, plan: Plan, watch: Watch, value: number, scope: Scope.Scope) => {
+  if (watch.breach !== undefined) return Effect.void
+  watch.breach = { limit: "maxOutputBytes", value }
+  return Effect.asVoid(
+    Effect.forkIn(
+      Effect.ignore(handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(plan.killGraceMs) })),
+      scope
+    )
+  )
+}
 
 const pump = (
   stream: Stream.Stream<Uint8Array, unknown>,
   name: StreamName,
   output: LineCollector,
   log: LogWriter,
-  breach: Deferred.Deferred<Breach>,
-  limits: ProcessLimits
+  onOverLimit: () => Effect.Effect<void>
 ) =>
-  Stream.runForEach(stream, (chunk) =>
-    Effect.gen(function* () {
-      const text = output.push(name, chunk)
-      if (output.overLimit && limits.maxOutputBytes !== undefined) {
-        yield* Deferred.succeed(breach, { limit: "maxOutputBytes" as const, value: limits.maxOutputBytes })
-      }
-      yield* log.write(text)
-    })
-  ).pipe(Effect.ignore, Effect.andThen(Effect.suspend(() => log.write(output.flush(name)))))
+  Stream.runForEachArray(stream, (chunks) => {
+    let text = ""
+    for (const chunk of chunks) text += output.push(name, chunk)
+    return output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
+  }).pipe(Effect.ignore, Effect.andThen(Effect.suspend(() => log.write(output.flush(name)))))
+
+/** Waits until every fiber is done, or `ms` passed; without a timer or fiber when they are done already. */
+const awaitDone = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>, ms: number): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    const running = fibers.filter((fiber) => fiber.pollUnsafe() === undefined)
+    if (running.length === 0) return resume(Effect.void)
+    let pending = running.length
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const removers: Array<() => void> = []
+    const stop = () => {
+      clearTimeout(timer)
+      for (const remove of removers) remove()
+    }
+    const finish = () => {
+      stop()
+      resume(Effect.void)
+    }
+    for (const fiber of running) {
+      removers.push(
+        fiber.addObserver(() => {
+          pending -= 1
+          if (pending === 0) finish()
+        })
+      )
+    }
+    if (pending === 0) return
+    timer = setTimeout(finish, ms)
+    return Effect.sync(stop)
+  })
 
 const waitGroupGone = (pgid: number, ms: number) =>
   Effect.gen(function* () {
     for (let waited = 0; waited < ms && isGroupAlive(pgid); waited += 20) yield* Effect.sleep(POLL_INTERVAL)
   })
 
-const reapGroup = (pgid: number, graceMs: number) =>
+const terminateGroup = (pgid: number, graceMs: number) =>
   Effect.gen(function* () {
-    if (!isGroupAlive(pgid)) return
     signalGroup(pgid, "SIGTERM")
     yield* waitGroupGone(pgid, graceMs)
     if (!isGroupAlive(pgid)) return
     signalGroup(pgid, "SIGKILL")
     yield* waitGroupGone(pgid, 1000)
+  })
+
+/** Terminates what is left of the group: SIGTERM, SIGKILL after `graceMs`. Free when the group is gone. */
+const reapGroup = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (watch.gone || !isGroupAlive(pgid)) {
+      watch.gone = true
+      return Effect.void
+    }
+    return terminateGroup(pgid, graceMs)
   })
 
 const readResult = (plan: Plan, failed: (detail: string) => ProcessFailed) =>
@@ -126,6 +196,7 @@ const succeed = (ended: Ended, result: unknown): ProcessResult => ({
 const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
+  const scope = yield* Scope.Scope
   const startedAt = clock.currentTimeMillisUnsafe()
   const log = yield* openLog(plan.logPath).pipe(
     Effect.mapError((error) => startFailure(spec, plan.name, `cannot open log file: ${error.message}`))
@@ -140,12 +211,17 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     logging: plan.logPath !== undefined,
     now: () => clock.currentTimeMillisUnsafe()
   })
-  yield* log.write(`[corral] $ ${plan.display}\n`)
+  if (plan.logPath !== undefined) yield* log.write(`[corral] $ ${plan.display}\n`)
+  const watch: Watch = {
+    measured: { peakRssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 },
+    breach: undefined,
+    gone: false
+  }
   const handle = yield* spawn(plan).pipe(
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
         Effect.ensuring(
-          reapGroup(handle.pid, plan.killGraceMs),
+          reapGroup(handle.pid, plan.killGraceMs, watch),
           Effect.sync(() => spec.onProcess?.(undefined))
         )
       )
@@ -154,32 +230,28 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
-  const breach = yield* Deferred.make<Breach>()
-  const measured: Measured = { peakRssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 }
-  yield* Effect.forkScoped(watchdog(handle.pid, limits, measured, breach))
-  yield* Effect.forkScoped(enforce(handle, plan, breach))
-  const pumps = yield* Effect.forkScoped(
-    Effect.all(
-      [
-        pump(handle.stdout, "stdout", output, log, breach, limits),
-        pump(handle.stderr, "stderr", output, log, breach, limits)
-      ],
-      { concurrency: 2, discard: true }
-    )
-  )
+  yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
+  const onOverLimit = () =>
+    limits.maxOutputBytes === undefined
+      ? Effect.void
+      : enforceOutputLimit(handle, plan, watch, limits.maxOutputBytes, scope)
+  const pumps = [
+    yield* Effect.forkScoped(pump(handle.stdout, "stdout", output, log, onOverLimit)),
+    yield* Effect.forkScoped(pump(handle.stderr, "stderr", output, log, onOverLimit))
+  ]
   const exit = yield* Effect.exit(handle.exitCode)
-  yield* reapGroup(handle.pid, plan.killGraceMs)
-  yield* Fiber.join(pumps).pipe(Effect.timeoutOption(plan.killGraceMs + 1000))
+  yield* reapGroup(handle.pid, plan.killGraceMs, watch)
+  yield* awaitDone(pumps, plan.killGraceMs + 1000)
   const ended: Ended = {
     plan,
     limits,
     exit,
-    breach: Deferred.isDoneUnsafe(breach) ? yield* Deferred.await(breach) : undefined,
-    measured,
+    breach: watch.breach,
+    measured: watch.measured,
     output,
     durationMs: clock.currentTimeMillisUnsafe() - startedAt
   }
-  yield* log.write(`[corral] ${describeEnd(ended)} after ${ended.durationMs} ms\n`)
+  if (plan.logPath !== undefined) yield* log.write(`[corral] ${describeEnd(ended)} after ${ended.durationMs} ms\n`)
   const failure = classify(ended)
   if (failure !== undefined) return yield* failure
   const result = yield* readResult(plan, (detail) => new ProcessFailed({ ...failureBase(ended), detail }))

@@ -31,11 +31,23 @@ const readPageSize = (): number => {
   }
 }
 
+const statBuffer = Buffer.allocUnsafe(4096)
+
+/** `/proc/<pid>/stat` with open, read and close only (`readFileSync` adds an fstat and a second read). */
 const readStat = (pid: string): string | undefined => {
+  let fd: number
   try {
-    return fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    fd = fs.openSync(`/proc/${pid}/stat`, "r")
   } catch {
     return undefined
+  }
+  try {
+    const length = fs.readSync(fd, statBuffer, 0, statBuffer.length, 0)
+    return statBuffer.toString("latin1", 0, length)
+  } catch {
+    return undefined
+  } finally {
+    fs.closeSync(fd)
   }
 }
 
@@ -76,12 +88,30 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
   return snapshot.groups.get(pgid) ?? EMPTY
 }
 
+/**
+ * Reads only the leader's /proc entry: right after the start the group is the leader alone, and a full
+ * scan of /proc for every short-lived process would cost more than the process itself.
+ */
+export const sampleLeader = (pid: number): GroupSample | undefined => {
+  if (!procAvailable) return undefined
+  const stat = readStat(String(pid))
+  if (stat === undefined) return EMPTY
+  const groups = new Map<number, MutableSample>()
+  addProcess(groups, pid, stat, (pageSize ??= readPageSize()))
+  return groups.get(pid) ?? EMPTY
+}
+
 const groupExists = (pgid: number): boolean => {
+  // A missing group is the common answer; its ESRCH error needs no stack trace.
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
   try {
     process.kill(-pgid, 0)
     return true
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM"
+  } finally {
+    Error.stackTraceLimit = limit
   }
 }
 
