@@ -60,6 +60,11 @@ export class ViewState {
         row.state = "waiting"
         row.waitingFor = `for ${event.blockers.map(CorralEvent.formatBlocker).join(", ")}`
         return
+      case "WaitingForRateLimit":
+        if (row === undefined) return
+        row.state = "waiting"
+        row.waitingFor = `for rate limit ${event.key} (~${seconds(event.ms)})`
+        return
       case "Started":
         if (row === undefined) return
         row.state = "running"
@@ -177,6 +182,8 @@ export const plainLine = (event: RunEvent, startedAt: number): string | undefine
       return `${t} ${event.agentId}: started`
     case "WaitingForClaims":
       return `${t} ${event.agentId}: waiting for ${event.blockers.map(CorralEvent.formatBlocker).join(", ")}`
+    case "WaitingForRateLimit":
+      return `${t} ${event.agentId}: waiting for rate limit ${event.key} (~${seconds(event.ms)})`
     case "Retrying":
       return `${t} ${event.agentId}: retrying (attempt ${event.attempt})`
     case "Finished":
