@@ -10,6 +10,7 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import type * as Agent from "../Agent.ts"
+import type * as Corral from "../Corral.ts"
 import * as AgentModule from "../Agent.ts"
 import type { CorralEvent, Progress, StopReason } from "../CorralEvent.ts"
 import type { InvalidRun, Issue } from "../CorralError.ts"
@@ -24,18 +25,7 @@ import { Heap } from "./heap.ts"
 import { before, link, type Node, ReadyQueue, waitOf } from "./node.ts"
 import { validate } from "./validate.ts"
 
-export interface RunOptions {
-  readonly concurrency?: number | undefined
-  readonly mode?: "settle" | "fail-fast" | undefined
-  readonly pools?: Readonly<Record<string, number>> | undefined
-  readonly claimTimeout?: import("effect/Duration").Input | undefined
-  readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
-  readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
-  readonly runId?: string | undefined
-  readonly maxBypass?: number | undefined
-  readonly stopOn?: Effect.Effect<string> | undefined
-  readonly rateLimits?: RateLimiter.Buckets | undefined
-}
+export type RunOptions = Corral.Options
 
 export const maxRateLimitedAttempts = 5
 
