@@ -6,17 +6,19 @@
  * Writes are buffered in memory and committed in one transaction every `flushEvery` (50 ms), when
  * `maxBuffered` writes are waiting, on `Finished`/`RunFinished`, on `finishRun` and when the layer
  * closes. Each flush is one transaction, so a process killed at any instant leaves every agent in
- * the state of the last committed flush.
+ * the state of the last committed flush. An agent's row is written when the run starts and then
+ * with the flushes that change it; a flush stores its transitions as one row per run.
  *
  * @since 0.1.0
  */
 import { type CorralEvent, Ledger } from "@corral/core"
-import { Context, type Duration, Effect, Layer, Option } from "effect"
+import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { RunLedgerError } from "./internal/ledgerError.ts"
+import { isMemoryFile, makeWorkerExecutor } from "./internal/ledgerExecutor.ts"
 import { makeLedger } from "./internal/ledgerService.ts"
-import { makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
+import { type Executor, makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
 import { makeMemoryStore } from "./internal/ledgerStore.ts"
 import type * as RunRecord from "./RunRecord.ts"
 import * as SqliteClient from "./SqliteClient.ts"
@@ -184,7 +186,11 @@ export interface WriterOptions {
   readonly flushEvery?: Duration.Input | undefined
   /** How soon after a `Finished` event the buffer is flushed (gathering other writes meanwhile). @default "5 millis" */
   readonly flushSoon?: Duration.Input | undefined
-  /** Writes buffered before a flush is forced. @default 1000 */
+  /**
+   * Writes buffered before a flush is forced. With {@link layerSqlite} (which commits on a writer
+   * thread) the flush starts in the background, and `record` waits for one only when four times as
+   * many are waiting. @default 1000
+   */
   readonly maxBuffered?: number | undefined
   /**
    * `true`: `record(Finished)` commits before it returns (one transaction per agent; about 3x the
@@ -239,18 +245,33 @@ export const layerSql = (options?: WriterOptions): Layer.Layer<RunLedger, RunLed
     Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => fromSql(sql, options))
   )
 
-const fromSql = (sql: SqlClient.SqlClient, options: WriterOptions | undefined) =>
+const fromSql = (
+  sql: SqlClient.SqlClient,
+  options: WriterOptions | undefined,
+  executor?: Effect.Effect<Executor | undefined, RunLedgerError, Scope.Scope>
+) =>
   Effect.gen(function* () {
     yield* migrate.pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
       Effect.mapError((error) => new RunLedgerError({ operation: "migrate", message: error.message }))
     )
     const stats = newStats()
-    return yield* makeLedger(makeSqlStore(sql, stats), writerOptions(options), stats)
+    const store = makeSqlStore(sql, stats, executor === undefined ? undefined : yield* executor)
+    return yield* makeLedger(store, writerOptions(options), stats)
   })
 
+/** Flushes of a file ledger commit on a writer thread with its own connection. */
+const writerThread = (filename: string): Effect.Effect<Executor | undefined, RunLedgerError, Scope.Scope> =>
+  isMemoryFile(filename)
+    ? Effect.succeed(undefined)
+    : makeWorkerExecutor({ filename, busyTimeoutMillis: 5000 }).pipe(
+        Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message }))
+      )
+
 /**
- * A ledger in a SQLite file (WAL), opened with our `SqliteClient` and closed with the layer.
+ * A ledger in a SQLite file (WAL), opened with our `SqliteClient` and closed with the layer. Flushes
+ * commit on a worker thread with its own connection to the file, so their SQLite work runs beside
+ * the run's fibers (`:memory:` databases commit on the calling thread).
  *
  * @example
  * ```ts
@@ -264,7 +285,7 @@ export const layerSqlite = (filename: string, options?: WriterOptions): Layer.La
     RunLedger,
     SqliteClient.make({ filename }).pipe(
       Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message })),
-      Effect.flatMap((sql) => fromSql(sql, options)),
+      Effect.flatMap((sql) => fromSql(sql, options, writerThread(filename))),
       Effect.provide(Reactivity.layer)
     )
   )

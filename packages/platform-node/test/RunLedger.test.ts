@@ -255,6 +255,42 @@ runLedgerContract("memory", () => RunLedger.layerMemory)
 runLedgerContract("sqlite", () => RunLedger.layerSqlite(freshFile()))
 
 describe("RunLedger (SQLite)", () => {
+  it.effect("reads transitions stored one row each (before transition batches) ahead of later ones", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      yield* Effect.flatMap(Effect.service(RunLedger.RunLedger), (ledger) => ledger.startRun(start("r1", 0))).pipe(
+        Effect.provide(RunLedger.layerSqlite(filename), { local: true })
+      )
+      yield* Effect.flatMap(
+        Effect.service(SqlClient.SqlClient),
+        (sql) => sql`INSERT INTO transitions (run_id, agent_id, at, tag, note, data)
+          VALUES ('r1', 'a', 0, 'Queued', NULL, NULL), ('r1', 'a', 10, 'Started', NULL, NULL)`
+      ).pipe(Effect.provide(SqliteClient.layer({ filename }), { local: true }))
+      yield* Effect.gen(function* () {
+        const ledger = yield* RunLedger.RunLedger
+        yield* ledger.record("r1", ev("r1", 30, { _tag: "Finished", agentId: "a", outcome: succeeded("a", 10, 30, 1) }))
+        const run = Option.getOrThrow(yield* ledger.getRun("r1"))
+        assert.deepStrictEqual(spans(run.agents[0]!), ["queued 0-10", "running 10-30 attempt 1"])
+      }).pipe(Effect.provide(RunLedger.layerSqlite(filename), { local: true }))
+    })
+  )
+
+  it.effect("commits every write when the buffer fills faster than its writer thread commits", () =>
+    Effect.gen(function* () {
+      const record = (options: RunLedger.WriterOptions) =>
+        Effect.gen(function* () {
+          const ledger = yield* RunLedger.RunLedger
+          yield* ledger.startRun(start("r1", 0))
+          yield* recordAll(ledger, "r1", syntheticRun("r1"))
+          return [Option.getOrThrow(yield* ledger.getRun("r1")), yield* ledger.stats] as const
+        }).pipe(Effect.provide(RunLedger.layerSqlite(freshFile(), options), { local: true }))
+      const [expected] = yield* record({})
+      const [run, stats] = yield* record({ maxBuffered: 1 })
+      assert.deepStrictEqual(run, expected)
+      assert.isAbove(stats.transactions, 2)
+    })
+  )
+
   it.effect("keeps runs across reopening and creates its schema with versioned migrations", () =>
     Effect.gen(function* () {
       const filename = freshFile()
@@ -279,7 +315,7 @@ describe("RunLedger (SQLite)", () => {
       ).pipe(Effect.provide(SqliteClient.layer({ filename }), { local: true }))
       assert.deepStrictEqual(
         migrations.map((m) => m.name),
-        ["create_runs", "create_agents", "create_transitions", "create_successes"]
+        ["create_runs", "create_agents", "create_transitions", "create_successes", "create_transition_batches"]
       )
     })
   )

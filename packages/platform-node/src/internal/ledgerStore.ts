@@ -11,6 +11,8 @@ export interface RunSummaryRow extends RunRow {
 
 /** Where the ledger's rows live. `apply` writes a whole batch atomically. */
 export interface LedgerStore {
+  /** Whether `apply` commits on another thread, so the writer need not wait for it to buffer more. */
+  readonly concurrent: boolean
   readonly apply: (batch: Batch) => Effect.Effect<void, SqlError.SqlError>
   readonly runs: Effect.Effect<ReadonlyArray<RunSummaryRow>, SqlError.SqlError>
   readonly run: (runId: string) => Effect.Effect<RunRow | undefined, SqlError.SqlError>
@@ -74,6 +76,7 @@ export const makeMemoryStore = (): LedgerStore => {
     }
   }
   return {
+    concurrent: false,
     apply: (batch) => Effect.sync(() => apply(batch)),
     runs: Effect.sync(() =>
       [...runs.values()].sort(newestFirst).map((run) => summarize(run, agents.get(run.runId)?.values() ?? []))

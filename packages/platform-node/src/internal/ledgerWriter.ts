@@ -17,6 +17,9 @@ export interface Writer {
   readonly flushSoon: Effect.Effect<void>
 }
 
+/** With a concurrent store: how many times `maxBuffered` writes may wait before `add` waits for a flush. */
+const backlog = 4
+
 const isRetryable = (error: SqlError.SqlError): boolean => error.reason.isRetryable
 
 export const makeWriter = (store: LedgerStore, options: WriterOptions): Effect.Effect<Writer, never, Scope.Scope> =>
@@ -34,24 +37,41 @@ export const makeWriter = (store: LedgerStore, options: WriterOptions): Effect.E
       )
     })
     const flush = permit.withPermits(1)(commit)
-    const add = (write: (batch: Batch) => void) =>
-      Effect.suspend(() => {
-        write(pending)
-        return batchSize(pending) >= options.maxBuffered ? flush : Effect.void
-      })
     const logged = Effect.catch(flush, (error) =>
       Effect.logWarning("corral: the run ledger could not flush", error.message)
     )
     let wake = Deferred.makeUnsafe<void>()
-    const soon = Effect.suspend(() => Deferred.await(wake)).pipe(Effect.andThen(Effect.sleep(options.flushSoon)))
+    let now = Deferred.makeUnsafe<void>()
+    const signal = (immediately: boolean): void => {
+      Deferred.doneUnsafe(wake, Effect.void)
+      if (immediately) Deferred.doneUnsafe(now, Effect.void)
+    }
+    // When the store commits on another thread, a full buffer starts a flush in the background, so the
+    // commit does not hold up the caller; only a buffer that keeps growing meanwhile makes it wait.
+    const add = (write: (batch: Batch) => void) =>
+      Effect.suspend(() => {
+        write(pending)
+        const size = batchSize(pending)
+        if (size < options.maxBuffered) return Effect.void
+        if (!store.concurrent || size >= options.maxBuffered * backlog) return flush
+        signal(true)
+        return Effect.void
+      })
+    const delay = store.concurrent
+      ? Effect.suspend(() => Effect.raceFirst(Effect.sleep(options.flushSoon), Deferred.await(now)))
+      : Effect.sleep(options.flushSoon)
+    const soon = Effect.suspend(() => Deferred.await(wake)).pipe(Effect.andThen(delay))
     const tick = Effect.raceFirst(Effect.sleep(options.flushEvery), soon).pipe(
-      Effect.andThen(Effect.sync(() => (wake = Deferred.makeUnsafe<void>()))),
+      Effect.andThen(
+        Effect.sync(() => {
+          wake = Deferred.makeUnsafe<void>()
+          now = Deferred.makeUnsafe<void>()
+        })
+      ),
       Effect.andThen(logged)
     )
     yield* Effect.forkScoped(Effect.forever(tick))
     yield* Effect.addFinalizer(() => logged)
-    const flushSoon = Effect.sync(() => {
-      Deferred.doneUnsafe(wake, Effect.void)
-    })
+    const flushSoon = Effect.sync(() => signal(false))
     return { add, flush, flushSoon }
   })
