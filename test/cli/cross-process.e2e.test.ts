@@ -44,7 +44,8 @@ ${[0, 1, 2]
       } else span.end = Number(BigInt(ns!) / 1000n)
       spans.set(id, span)
     }
-    expect(spans.size).toBe(6)
+    const logText = NodeFs.readFileSync(log, "utf8")
+    expect(spans.size, logText).toBe(6)
     const list = [...spans.entries()]
     const conflicting = (x: string, y: string) => x === "src/" || y === "src/" || x === y
     for (let i = 0; i < list.length; i++) {
@@ -53,9 +54,9 @@ ${[0, 1, 2]
         const [idB, sb] = list[j]!
         if (!conflicting(sa.key, sb.key)) continue
         const overlap = sa.start < sb.end && sb.start < sa.end
-        expect(overlap, `${idA} and ${idB} held ${sa.key}/${sb.key} at the same time`).toBe(false)
+        expect(overlap, `${idA} and ${idB} held ${sa.key}/${sb.key} at the same time\n${logText}`).toBe(false)
       }
     }
-    expect(new Set(list.map(([, s]) => s.token)).size).toBe(6)
+    expect(new Set(list.map(([, s]) => s.token)).size, logText).toBe(6)
   })
 })

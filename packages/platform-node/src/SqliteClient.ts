@@ -27,7 +27,7 @@
  * @since 0.1.0
  */
 import { DatabaseSync } from "node:sqlite"
-import { Context, Duration, Effect, Layer, Option, type Scope, Semaphore } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError, Statement } from "effect/sql"
 import { makeConnection, type SqliteConnection } from "./internal/sqliteConnection.ts"
@@ -126,7 +126,13 @@ const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.
       return db
     },
     catch: (cause) => toSqlError(cause, "open", config.filename)
-  })
+  }).pipe(
+    Effect.retry({
+      schedule: Schedule.spaced("25 millis"),
+      times: 200,
+      while: (error) => /locked|busy/i.test(error.message)
+    })
+  )
 
 /**
  * Opens the database in the current scope (it is closed when the scope closes) and builds the
