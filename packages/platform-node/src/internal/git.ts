@@ -40,6 +40,8 @@ export interface GitOptions {
   readonly cwd: string
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly okExitCodes?: ReadonlyArray<number> | undefined
+  /** Retry when another git process holds a lock. @default true */
+  readonly retryOnLock?: boolean | undefined
 }
 
 export interface GitOutput {
@@ -105,7 +107,20 @@ const lockRetry = Schedule.exponential("25 millis", 1.6).pipe(Schedule.jittered,
 export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Effect.Effect<GitOutput, GitFailure> =>
   spawnGit(args, options).pipe(
     Effect.flatMap((out) => classify(args, options, out)),
-    Effect.retry({ schedule: lockRetry, while: (e) => e._tag === "GitError" && e.isLockContention })
+    Effect.retry({
+      schedule: lockRetry,
+      while: (e) => options.retryOnLock !== false && e._tag === "GitError" && e.isLockContention
+    })
+  )
+
+/** Retries `effect` while it fails because another git process holds a lock, running `cleanup` first. */
+export const retryLockedWith = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  cleanup: Effect.Effect<void, never, R>
+): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    Effect.tapError(() => cleanup),
+    Effect.retry({ schedule: lockRetry, while: (e) => e instanceof GitError && e.isLockContention })
   )
 
 /** Runs git and returns stdout without the trailing newline. */

@@ -3,7 +3,7 @@ import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { AcquireOptions, ReleaseReport, Strategy, WorkspaceHandle } from "../Workspace.ts"
-import { git } from "./git.ts"
+import { git, retryLockedWith } from "./git.ts"
 import {
   type AgentDirs,
   type PortBlock,
@@ -88,10 +88,32 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
       return yield* new WorkspaceIoError({ path: placement.dir, operation: "create worktree at", cause })
     }
     const sparse = options.sparse !== undefined && options.sparse.length > 0 ? ["--no-checkout"] : []
-    yield* git(["worktree", "add", "--quiet", ...sparse, "-b", branch, placement.dir, placement.baseCommit!], {
-      cwd: repo.root
+    const add = git(["worktree", "add", "--quiet", ...sparse, "-b", branch, placement.dir, placement.baseCommit!], {
+      cwd: repo.root,
+      retryOnLock: false
     })
+    const undo = undoPartialAdd(repo, placement.dir, branch)
+    const verified = Effect.flatMap(add, () =>
+      Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
+        ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
+      )
+    )
+    yield* retryLockedWith(verified, undo).pipe(
+      Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree })
+    )
   })
+
+class IncompleteWorktree extends WorkspaceIoError {}
+
+const incompleteWorktree = (dir: string) =>
+  new IncompleteWorktree({ path: dir, operation: "create worktree at", cause: new Error("git left no .git file") })
+
+const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
+  Effect.gen(function* () {
+    yield* removePath(dir)
+    yield* git(["worktree", "prune"], { cwd: repo.root })
+    if (yield* branchExists(repo.root, branch)) yield* git(["branch", "-D", "--quiet", branch], { cwd: repo.root })
+  }).pipe(Effect.ignore)
 
 const applySparse = (dir: string, sparse: ReadonlyArray<string> | undefined) =>
   sparse === undefined || sparse.length === 0
