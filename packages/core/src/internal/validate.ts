@@ -39,7 +39,7 @@ export const validate = (
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) continue
-    const node = checkAgent(agent, index, ids, settings, issues)
+    const node = checkAgent(agents, agent, index, ids, settings, issues)
     if (node === undefined) continue
     nodes.push(node)
     if (node.depIndices.length > 0) graph = true
@@ -61,8 +61,13 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
   if (Result.isFailure(claimTimeout)) issues.push({ field: "claimTimeout", message: claimTimeout.failure })
 }
 
-const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<string, number> => {
-  const ids = new Map<string, number>()
+interface Ids {
+  readonly seen: Set<string>
+  index: Map<string, number> | undefined
+}
+
+const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Ids => {
+  const seen = new Set<string>()
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) {
@@ -74,23 +79,24 @@ const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Map<s
       issues.push({ field: `agents[${index}].id`, message: "agent ids must not be blank" })
       continue
     }
-    const size = ids.size
-    ids.set(id, index)
-    if (ids.size === size) duplicate(agents, ids, id, index, issues)
+    const size = seen.size
+    seen.add(id)
+    if (seen.size === size) {
+      const first = agents.findIndex((other) => Agent.isAgent(other) && other.id === id)
+      issues.push({ agentId: id, field: "id", message: `duplicate id (agents[${first}] and agents[${index}])` })
+    }
   }
-  return ids
+  return { seen, index: undefined }
 }
 
-const duplicate = (
-  agents: ReadonlyArray<Agent.Any>,
-  ids: Map<string, number>,
-  id: string,
-  index: number,
-  issues: Array<Issue>
-): void => {
-  const first = agents.findIndex((agent) => Agent.isAgent(agent) && agent.id === id)
-  ids.set(id, first)
-  issues.push({ agentId: id, field: "id", message: `duplicate id (agents[${first}] and agents[${index}])` })
+const indexOf = (agents: ReadonlyArray<Agent.Any>, ids: Ids): Map<string, number> => {
+  if (ids.index !== undefined) return ids.index
+  const index = new Map<string, number>()
+  for (let i = agents.length - 1; i >= 0; i--) {
+    const agent = agents[i]!
+    if (Agent.isAgent(agent) && typeof agent.id === "string") index.set(agent.id, i)
+  }
+  return (ids.index = index)
 }
 
 const noIndices: ReadonlyArray<number> = []
@@ -107,9 +113,10 @@ const isBlank = (id: string): boolean =>
   id.length === 0 || ((id.charCodeAt(0) <= 32 || id.charCodeAt(id.length - 1) <= 32) && id.trim().length === 0)
 
 const checkAgent = (
+  agents: ReadonlyArray<Agent.Any>,
   agent: Agent.Any,
   index: number,
-  ids: Map<string, number>,
+  ids: Ids,
   settings: RunSettings,
   issues: Array<Issue>
 ): Node | undefined => {
@@ -132,7 +139,7 @@ const checkAgent = (
   }
   const deps: Array<number> = []
   for (const dep of agent.dependsOn.length === 0 ? agent.dependsOn : new Set(agent.dependsOn)) {
-    const target = ids.get(dep)
+    const target = indexOf(agents, ids).get(dep)
     if (dep === agent.id) report("dependsOn", "an agent cannot depend on itself")
     else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
     else deps.push(target)
