@@ -8,6 +8,7 @@ export interface GateHost {
   readonly runId: string
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly maxBypass: number
+  readonly observing: boolean
   readonly makeReady: (node: Node) => void
   readonly wake: () => void
   readonly parked: (node: Node, changed: boolean) => void
@@ -45,14 +46,25 @@ export class ClaimGate {
       this.park(node, [reservedToken(reserved)], () => this.reservedBy(node, reserved))
       return false
     }
-    const keyHits = this.held.size > 0 ? this.held.conflicts(request.keys) : []
-    const poolHits = request.pools.length > 0 ? this.poolHits(request) : []
-    if (keyHits.length === 0 && poolHits.length === 0) {
+    const tokens = this.localTokens(request)
+    if (tokens.size === 0) {
       this.hold(node, request)
       return true
     }
-    this.park(node, localTokens(keyHits, poolHits), () => this.describe(keyHits, poolHits))
+    this.park(node, tokens, () => this.describe(this.held.conflicts(request.keys), this.poolHits(request)))
     return false
+  }
+
+  private localTokens(request: Claims.Request): Set<number> {
+    const tokens = new Set<number>()
+    if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => void tokens.add(holderToken(holder)))
+    for (const claim of request.pools) {
+      const use = this.pools.get(claim.pool)
+      if (use !== undefined && use.used + claim.amount > claim.capacity) {
+        for (const holder of use.holders) tokens.add(holderToken(holder))
+      }
+    }
+    return tokens
   }
 
   acquire(node: Node): Effect.Effect<boolean> {
@@ -138,11 +150,12 @@ export class ClaimGate {
     this.host.granted(node, lease)
   }
 
-  private park(node: Node, tokens: ReadonlyArray<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
+  private park(node: Node, tokens: Iterable<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
     node.state = "parked"
     const wait = waitOf(node)
-    wait.blockingTokens = new Set(tokens)
-    for (const token of tokens) {
+    const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
+    wait.blockingTokens = blocking
+    for (const token of blocking) {
       let set = this.parkedOn.get(token)
       if (set === undefined) this.parkedOn.set(token, (set = new Set()))
       set.add(node)
@@ -151,9 +164,12 @@ export class ClaimGate {
       wait.intent = true
       this.intents.add(node, node.request!.keys)
     }
-    const key = tokens.join(",")
-    const changed = key !== wait.tokenKey
-    wait.tokenKey = key
+    let changed = false
+    if (this.host.observing) {
+      const key = [...blocking].join(",")
+      changed = key !== wait.tokenKey
+      wait.tokenKey = key
+    }
     wait.describeBlockers = describe
     this.host.parked(node, changed)
   }
@@ -229,16 +245,6 @@ export class ClaimGate {
 const reservedToken = (node: Node): number => -1 - node.index
 
 const holderToken = (node: Node): number => (node.lease === undefined ? reservedToken(node) : node.lease.id)
-
-const localTokens = (
-  keyHits: ReadonlyArray<Hit<Node>>,
-  poolHits: ReadonlyArray<{ readonly holders: ReadonlyArray<Node> }>
-): Array<number> => {
-  const tokens = new Set<number>()
-  for (const hit of keyHits) tokens.add(holderToken(hit.holder))
-  for (const { holders } of poolHits) for (const node of holders) tokens.add(holderToken(node))
-  return [...tokens]
-}
 
 const serviceTokens = (blockers: ReadonlyArray<ResourceLocks.Blocker>): Array<number> => {
   const tokens = new Set<number>()

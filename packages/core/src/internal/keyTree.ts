@@ -71,6 +71,13 @@ export class KeyTree<H> {
     return found
   }
 
+  eachConflict(claims: ReadonlyArray<KeyClaim>, f: (holder: H) => void): void {
+    this.visit(claims, undefined, (hit) => {
+      f(hit.holder)
+      return false
+    })
+  }
+
   conflicts(claims: ReadonlyArray<KeyClaim>, exclude?: H): Array<Hit<H>> {
     const hits: Array<Hit<H>> = []
     this.visit(claims, exclude, (hit) => {

@@ -154,6 +154,7 @@ class Runner<A, E, R> {
       runId,
       locks: services.locks,
       maxBypass: this.maxBypass,
+      observing: options.onEvent !== undefined,
       makeReady: (node) => this.makeReady(node),
       wake: () => this.wake(),
       parked: (node, changed) => this.parked(node, changed),
