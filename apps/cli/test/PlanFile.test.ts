@@ -402,3 +402,15 @@ describe("examples", () => {
     })
   )
 })
+
+describe("reserved ids", () => {
+  it.effect("rejects the id of the integration branch", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        PlanFile.decode("version: 1\nagents:\n  - id: integration\n    run: echo hi\n", { path: "plan.yaml" })
+      )
+      assert.include(error.message, "plan.yaml: agents[0].id")
+      assert.include(error.message, '"integration" is reserved')
+    })
+  )
+})
