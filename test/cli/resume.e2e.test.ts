@@ -76,6 +76,12 @@ describe("orphans of a crashed run (end to end)", () => {
     )
     const first = startCli(["run", plan], { cwd: repo })
     await waitFor(() => NodeFs.existsSync(NodePath.join(pids, "pid")), 20_000, "the agent to start")
+    const tracked = () => {
+      const runs = NodePath.join(repo, ".corral", "runs")
+      if (!NodeFs.existsSync(runs)) return false
+      return NodeFs.readdirSync(runs).some((run) => NodeFs.existsSync(NodePath.join(runs, run, "pids", "long")))
+    }
+    await waitFor(tracked, 20_000, "corral to record the agent's process group")
     const pid = Number(NodeFs.readFileSync(NodePath.join(pids, "pid"), "utf8"))
     first.signal("SIGKILL")
     await first.done
