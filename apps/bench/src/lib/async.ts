@@ -53,3 +53,10 @@ export const mulberry32 = (seed: number): (() => number) => {
 
 export const randomInt = (random: () => number, min: number, max: number): number =>
   min + Math.floor(random() * (max - min + 1))
+
+/** Runs `body` and reports its wall time as a sample. */
+export const timed = async (body: () => Promise<unknown>): Promise<{ readonly ms: number }> => {
+  const start = performance.now()
+  await body()
+  return { ms: performance.now() - start }
+}

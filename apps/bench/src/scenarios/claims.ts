@@ -1,9 +1,9 @@
 import * as Effect from "effect/Effect"
 import pLimit from "p-limit"
-import { type Mutex, mutexes, sleep } from "../lib/async.ts"
+import { type Mutex, mutexes, sleep, timed } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
 import { busiestKeyCount, type ClaimJob, claimJobs, measureSleep } from "../lib/workload.ts"
-import type { Approach, Case, Sample, Scenario } from "../types.ts"
+import type { Approach, Case, Scenario } from "../types.ts"
 import { lockLayerCase } from "./lock-layer.ts"
 
 export interface Params {
@@ -11,12 +11,6 @@ export interface Params {
   readonly workMs: number
   readonly concurrency: number
   readonly pairs: number
-}
-
-const timed = async (body: () => Promise<unknown>): Promise<Sample> => {
-  const start = performance.now()
-  await body()
-  return { ms: performance.now() - start }
 }
 
 const lockAll = async (lock: (key: string) => Mutex, keys: ReadonlyArray<string>): Promise<() => void> => {

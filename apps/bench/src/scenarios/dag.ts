@@ -1,18 +1,12 @@
 import * as Effect from "effect/Effect"
-import { runPool, sleep } from "../lib/async.ts"
+import { runPool, sleep, timed } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
 import { type DagNode, levels, randomDag, remainingPath } from "../lib/workload.ts"
-import type { Approach, Case, Sample, Scenario } from "../types.ts"
+import type { Approach, Case, Scenario } from "../types.ts"
 
 interface Params {
   readonly nodes: ReadonlyArray<DagNode>
   readonly concurrency: number
-}
-
-const timed = async (body: () => Promise<unknown>): Promise<Sample> => {
-  const start = performance.now()
-  await body()
-  return { ms: performance.now() - start }
 }
 
 const byLevel: Approach<Params> = {

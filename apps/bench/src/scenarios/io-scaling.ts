@@ -1,20 +1,14 @@
 import * as Effect from "effect/Effect"
 import pLimit from "p-limit"
 import PQueue from "p-queue"
-import { runPool, sleep } from "../lib/async.ts"
+import { runPool, sleep, timed } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
-import type { Approach, Case, Sample, Scenario } from "../types.ts"
+import type { Approach, Case, Scenario } from "../types.ts"
 
 interface Params {
   readonly tasks: number
   readonly sleepMs: number
   readonly concurrency: number
-}
-
-const timed = async (body: () => Promise<unknown>): Promise<Sample> => {
-  const start = performance.now()
-  await body()
-  return { ms: performance.now() - start }
 }
 
 const indices = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)

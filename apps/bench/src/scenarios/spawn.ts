@@ -1,19 +1,14 @@
+import { timed } from "../lib/async.ts"
 import { spawn as spawnChild } from "node:child_process"
 import * as ProcessAgent from "@corral/platform-node/ProcessAgent"
 import { NodeServices } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
 import { core } from "../lib/core.ts"
-import type { Approach, Sample, Scenario } from "../types.ts"
+import type { Approach, Scenario } from "../types.ts"
 
 interface Params {
   readonly processes: number
   readonly concurrency: number
-}
-
-const timed = async (body: () => Promise<unknown>): Promise<Sample> => {
-  const start = performance.now()
-  await body()
-  return { ms: performance.now() - start }
 }
 
 const runTrue = () =>
