@@ -15,6 +15,7 @@ import { Data, Effect, Schedule, type Scope } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
+import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
@@ -46,6 +47,20 @@ export interface AgentResult {
   readonly process: ProcessRunner.ProcessResult
   readonly merge: "merged" | "nothing to merge" | "not merged"
   readonly commit: string | undefined
+}
+
+/**
+ * The recorded success of an agent whose work a crashed run merged before the ledger recorded it
+ * (see `Reconcile`): a resumed run reports it `Cached` and does not run it again.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReconciledResult {
+  readonly merge: "merged"
+  readonly commit: string
+  /** The run whose integration branch holds the agent's commit. */
+  readonly mergedBy: string
 }
 
 /**
@@ -232,7 +247,10 @@ export const shapeOf = (plan: Plan) =>
  * @since 0.1.0
  * @category caching
  */
-export const idempotencyKeyOf = (options: Options, agent: PlanAgent): string =>
+export const idempotencyKeyOf = (
+  options: Pick<Options, "inputsHash" | "lineage" | "runId">,
+  agent: PlanAgent
+): string =>
   agent.inputs.length > 0
     ? `${agent.hash}:inputs:${options.inputsHash?.[agent.id] ?? ""}`
     : `${agent.hash}:run:${options.lineage ?? options.runId}`
@@ -379,6 +397,7 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
+    KillPoint.reached("merged", agent.id)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)

@@ -4,9 +4,13 @@
  *
  * A grant checks conflicts against unexpired leases and inserts the lease with the next fencing
  * token in one `BEGIN IMMEDIATE` transaction. A background fiber renews this process's leases
- * every `renewEvery`; a lease whose process died expires after `ttl`. Releases in this process
- * notify `onRelease` listeners and waiters at once; releases and expiries in other processes are
- * noticed by polling every `pollEvery`, only while a lease of another process blocks someone here.
+ * every `renewEvery`. A lease whose process is known dead — a process on this host (same
+ * `hostname`) whose pid no longer exists — is removed at once: when any process opens the lease
+ * table, and on each poll while a lease of another process blocks someone here. A lease of a process
+ * on another host (or whose pid was reused) expires `ttl` after its last renewal. Fencing tokens
+ * come from a counter that removals never lower. Releases in this process notify `onRelease`
+ * listeners and waiters at once; releases, removals and expiries in other processes are noticed by
+ * polling every `pollEvery`, only while a lease of another process blocks someone here.
  *
  * @since 0.1.0
  */
@@ -159,9 +163,25 @@ const makeService = (table: LeaseTable, owner: string, ttlMillis: number, pollEv
   })
 }
 
+/** Whether no process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+const isDeadPid = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH"
+  }
+}
+
+const removeDead = (table: LeaseTable, state: State) =>
+  Effect.map(table.removeDead(isDeadPid), (removed) => {
+    for (const stored of removed) state.released(stored.lease)
+  })
+
 const poll = (table: LeaseTable, state: State) =>
   Effect.gen(function* () {
     if (state.watched.size === 0 || (state.waiters.size === 0 && state.listeners.size === 0)) return
+    yield* removeDead(table, state)
     const now = yield* Clock.currentTimeMillis
     const present = yield* table.present([...state.watched.keys()], now)
     for (const [id, lease] of [...state.watched]) if (!present.has(id)) state.released(lease)
@@ -208,6 +228,7 @@ export const make = (
     const table = makeLeaseTable(sql, owner)
     const ttlMillis = Duration.toMillis(options.ttl ?? "30 seconds")
     const state = new State()
+    yield* removeDead(table, state)
     yield* every(options.renewEvery ?? "10 seconds", renew(table, state, ttlMillis))
     yield* every(options.pollEvery ?? "100 millis", poll(table, state))
     const service = makeService(table, owner.id, ttlMillis, options.pollEvery ?? "100 millis", state)

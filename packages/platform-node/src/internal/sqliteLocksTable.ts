@@ -81,6 +81,11 @@ export interface LeaseTable {
   ) => Effect.Effect<Outcome, SqlError.SqlError>
   readonly remove: (id: number) => Effect.Effect<void, SqlError.SqlError>
   readonly renew: (expiresAt: number) => Effect.Effect<void, SqlError.SqlError>
+  /**
+   * Removes the leases of other owners on this host whose process is gone (`isDead(pid)`), at once
+   * rather than at expiry, and returns them.
+   */
+  readonly removeDead: (isDead: (pid: number) => boolean) => Effect.Effect<ReadonlyArray<StoredLease>, SqlError.SqlError>
   /** Of `ids`, those still held and unexpired at `now`. */
   readonly present: (ids: ReadonlyArray<number>, now: number) => Effect.Effect<ReadonlySet<number>, SqlError.SqlError>
 }
@@ -127,9 +132,23 @@ export const makeLeaseTable = (sql: SqlClient.SqlClient, owner: Owner): LeaseTab
       })
     )
 
+  const removeDead = (isDead: (pid: number) => boolean) =>
+    Effect.gen(function* () {
+      const owners = yield* sql<{ owner: string; pid: number }>`SELECT DISTINCT owner, pid FROM leases
+        WHERE hostname = ${owner.hostname} AND owner <> ${owner.id}`
+      const dead = owners.filter((row) => Number(row.pid) !== owner.pid && isDead(Number(row.pid)))
+      if (dead.length === 0) return []
+      const rows = yield* sql<LeaseRow>`DELETE FROM leases WHERE ${sql.in(
+        "owner",
+        dead.map((row) => row.owner)
+      )} RETURNING *`
+      return rows.map(decode)
+    })
+
   return {
     live,
     tryInsert,
+    removeDead,
     remove: (id) => Effect.asVoid(sql`DELETE FROM leases WHERE id = ${id} AND owner = ${owner.id}`),
     renew: (expiresAt) => Effect.asVoid(sql`UPDATE leases SET expires_at = ${expiresAt} WHERE owner = ${owner.id}`),
     present: (ids, now) =>
