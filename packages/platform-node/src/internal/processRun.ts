@@ -206,6 +206,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   }
   const output = new LineCollector({
     redact: redactWith(plan.secrets),
+    secrets: plan.secrets,
     onLine: spec.onLine,
     maxOutputBytes: limits.maxOutputBytes,
     logging: plan.logPath !== undefined,
