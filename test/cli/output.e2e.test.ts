@@ -1,0 +1,48 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+
+const SECRET = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0ZYXWVUTSRQPON"
+
+const filesUnder = (dir: string): Array<string> =>
+  NodeFs.readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => NodePath.join(entry.parentPath, entry.name))
+
+describe("secrets in long output lines (end to end)", () => {
+  it("no piece of a secret reaches the log, --json or the ledger, wherever the read chunks cut it", async () => {
+    const repo = makeRepo()
+    const script = NodePath.join(tempDir("script-"), "emit.sh")
+    NodeFs.writeFileSync(
+      script,
+      `for o in $(seq 65480 3 65540) $(seq 131015 3 131075); do
+  { head -c $o /dev/zero | tr '\\0' x; printf '%s' "$MY_TOKEN"; head -c $((196607 - o - 52)) /dev/zero | tr '\\0' y; echo; } > "$0.line"
+  cat "$0.line"
+done
+printf 'last %s\\n' "$MY_TOKEN"
+`
+    )
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1\nagents:\n  - id: talker\n    run: sh ${script}\n    secrets: [MY_TOKEN]\n`
+    )
+    const result = await runCli(["run", plan, "--json"], { cwd: repo, env: { MY_TOKEN: SECRET } })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stderr).not.toMatch(/maxOutputBytes/)
+    const state = NodePath.join(repo, ".corral")
+    const log = filesUnder(state).find((file) => file.endsWith("talker.log"))!
+    expect(NodeFs.readFileSync(log, "utf8")).toContain("***")
+    const places: Array<[string, string]> = [
+      ["--json", result.stdout],
+      ["summary", result.stderr],
+      ...filesUnder(state).map((file): [string, string] => [file, NodeFs.readFileSync(file, "latin1")])
+    ]
+    for (const [where, text] of places) {
+      for (let i = 0; i + 6 <= SECRET.length; i++) {
+        expect(text.includes(SECRET.slice(i, i + 6)), `${where} holds ${SECRET.slice(i, i + 6)}`).toBe(false)
+      }
+    }
+  }, 60_000)
+})
