@@ -46,3 +46,43 @@ printf 'last %s\\n' "$MY_TOKEN"
     }
   }, 60_000)
 })
+
+describe("output floods (end to end)", () => {
+  it("an agent without limits is stopped at the default output cap of 64 MiB", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "version: 1\nagents:\n  - id: flood\n    run: head -c 100000000 /dev/zero | tr '\\0' x | fold -w 1000\n"
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code).toBe(1)
+    expect(result.stdout).toMatch(/exceeded its output limit \(67108864 bytes\)/)
+    const logs = filesUnder(NodePath.join(repo, ".corral")).filter((file) => file.endsWith("flood.log"))
+    expect(logs).toHaveLength(1)
+    const size = NodeFs.statSync(logs[0]!).size
+    expect(size).toBeGreaterThan(60 * 1024 * 1024)
+    expect(size).toBeLessThan(64 * 1024 * 1024 + 1024 * 1024)
+  }, 120_000)
+
+  it("corral's memory does not grow with the size of a flood", async () => {
+    const repo = makeRepo()
+    const side = tempDir("side-")
+    const flood = (id: string, bytes: number, lineWidth: number | undefined) => `  - id: ${id}
+    run: head -c ${bytes} /dev/zero | tr '\\0' x ${lineWidth === undefined ? "" : `| fold -w ${lineWidth}`} && awk '/VmHWM/ { print $2 }' /proc/$PPID/status > ${side}/${id}
+    limits: { maxOutputBytes: 400000000 }
+`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1\nconcurrency: 1\nagents:\n${flood("small", 30_000_000, 200)}${flood("big", 300_000_000, 200)}    dependsOn: [small]\n${flood("line", 200_000_000, undefined)}    dependsOn: [big]\n`
+    )
+    const result = await runCli(["run", plan, "--json"], { cwd: repo })
+    expect(result.code, result.stderr).toBe(0)
+    const peakKb = (id: string) => Number(NodeFs.readFileSync(NodePath.join(side, id), "utf8"))
+    // Holding on to the 270 MB more of output (or its events) would raise the peak by more than that.
+    expect(peakKb("big") - peakKb("small")).toBeLessThan(100 * 1024)
+    expect(peakKb("line") - peakKb("small")).toBeLessThan(100 * 1024)
+    expect(Buffer.byteLength(result.stdout)).toBeLessThan(20 * 1024 * 1024)
+  }, 180_000)
+})

@@ -347,11 +347,20 @@ const passed = (agent: PlanAgent): Record<string, string> =>
     agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
   )
 
+/**
+ * The output cap of a plan's agent that sets no `limits.maxOutputBytes`: 64 MiB of stdout + stderr.
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const defaultMaxOutputBytes = 64 * 1024 * 1024
+
 const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
-  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {}
+  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {
+    maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
+  }
   if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
   if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
-  if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
   return limits
 }
 
