@@ -13,6 +13,8 @@ export interface Plan {
   readonly logPath: string | undefined
   readonly resultPath: string | undefined
   readonly killGraceMs: number
+  /** `CORRAL_PROCESS_TOKEN=<uuid>`: in the environment of the process and everything it starts. */
+  readonly token: string
 }
 
 export interface Tools {
@@ -155,12 +157,14 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const base: readonly [string, ...Array<string>] =
     spec.shell === true ? [executable, "-c", spec.command] : [executable, ...(spec.args ?? [])]
   const name = defaultName(spec)
+  const id = crypto.randomUUID()
   const plan: Plan = {
     name,
     display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
     argv: wrapArgv(base, spec.limits ?? {}, tools),
     cwd,
-    env,
+    env: { ...env, CORRAL_PROCESS_TOKEN: id },
+    token: `CORRAL_PROCESS_TOKEN=${id}`,
     secrets,
     logPath: spec.logDir === undefined ? undefined : path.resolve(cwd, spec.logDir, `${safeFileName(name)}.log`),
     resultPath: spec.resultFile === undefined ? undefined : path.resolve(cwd, spec.resultFile),
