@@ -64,7 +64,13 @@ describe("ProcessRunner process trees", () => {
       Effect.gen(function* () {
         const watch = watchPids()
         const fiber = yield* Effect.forkChild(
-          run({ command: `${script}\nsleep 1000`, shell: true, cwd: dir, onLine: watch.onLine, killGrace: "500 millis" }),
+          run({
+            command: `${script}\nsleep 1000`,
+            shell: true,
+            cwd: dir,
+            onLine: watch.onLine,
+            killGrace: "500 millis"
+          }),
           { startImmediately: true }
         )
         yield* Deferred.await(watch.seen)

@@ -141,10 +141,7 @@ export class LineCollector {
     const now = this.options.now()
     const elapsed = now - this.refilledAt
     this.tokens = Math.min(ON_LINE_PER_SECOND, this.tokens + (elapsed * ON_LINE_PER_SECOND) / 1000)
-    this.charTokens = Math.min(
-      ON_LINE_CHARS_PER_SECOND,
-      this.charTokens + (elapsed * ON_LINE_CHARS_PER_SECOND) / 1000
-    )
+    this.charTokens = Math.min(ON_LINE_CHARS_PER_SECOND, this.charTokens + (elapsed * ON_LINE_CHARS_PER_SECOND) / 1000)
     this.refilledAt = now
     const sent = clip(text, ON_LINE_MAX_CHARS)
     if (this.tokens < 1 || this.charTokens < sent.length) {

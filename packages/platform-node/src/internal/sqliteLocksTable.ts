@@ -85,7 +85,9 @@ export interface LeaseTable {
    * Removes the leases of other owners on this host whose process is gone (`isDead(pid)`), at once
    * rather than at expiry, and returns them.
    */
-  readonly removeDead: (isDead: (pid: number) => boolean) => Effect.Effect<ReadonlyArray<StoredLease>, SqlError.SqlError>
+  readonly removeDead: (
+    isDead: (pid: number) => boolean
+  ) => Effect.Effect<ReadonlyArray<StoredLease>, SqlError.SqlError>
   /** Of `ids`, those still held and unexpired at `now`. */
   readonly present: (ids: ReadonlyArray<number>, now: number) => Effect.Effect<ReadonlySet<number>, SqlError.SqlError>
 }

@@ -23,7 +23,8 @@ const collect = (text: string, chunkSize: number, maxOutputBytes?: number) => {
   })
   const bytes = encoder.encode(text)
   let log = ""
-  for (let at = 0; at < bytes.length; at += chunkSize) log += collector.push("stdout", bytes.subarray(at, at + chunkSize))
+  for (let at = 0; at < bytes.length; at += chunkSize)
+    log += collector.push("stdout", bytes.subarray(at, at + chunkSize))
   log += collector.flush("stdout")
   return { log, lines, tail: collector.tail.join("\n") }
 }
