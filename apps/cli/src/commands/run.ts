@@ -183,7 +183,12 @@ const execute = (flags: Flags) =>
     NodeFs.mkdirSync(paths.stateDir, { recursive: true })
     return yield* recorded(flags, paths, plan).pipe(
       Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"))),
-      Effect.provide(SqliteLocks.layer(NodePath.join(paths.stateDir, "locks.db"))),
+      Effect.provide(
+        SqliteLocks.layer(NodePath.join(paths.stateDir, "locks.db"), {
+          // The bound `Corral.run` applies within the run (its default), applied between processes too.
+          maxBypass: Math.max(32, 4 * Option.getOrElse(flags.concurrency, () => plan.concurrency))
+        })
+      ),
       Effect.catchTags({
         SqlError: (error) => storeFailed("claim table", error.message),
         MigrationError: (error) => storeFailed("claim table", error.message)
