@@ -131,11 +131,14 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  * A process that both left the group before the first sample reached it and cleared its
  * environment is not found.
  */
+const YOUNG_MS = 2000
+
 export class Strays {
   private readonly known = new Map<number, number>()
   private readonly pgid: number
   private readonly token: string
   private readonly since: number
+  private readonly startedAt = performance.now()
 
   constructor(pgid: number, token: string) {
     this.pgid = pgid
@@ -148,11 +151,13 @@ export class Strays {
     if (snapshot !== undefined) this.walk(snapshot.entries)
   }
 
-  /** Every live process of the tree outside the group, from a fresh scan. */
+  /** Every live process of the tree outside the group, from a fresh scan of the processes started since. */
   collect(): ReadonlyArray<ProcEntry> {
     if (!procAvailable) return []
-    snapshot = scan()
-    const { entries } = snapshot
+    // Within a few seconds of the start, pids cannot have wrapped all the way around (that takes
+    // pid_max forks); later, every process is read.
+    const young = performance.now() - this.startedAt < YOUNG_MS
+    const entries = scanSince(this.pgid, young ? lastPid() : undefined)
     this.walk(entries)
     for (const entry of entries) {
       if (entry.start < this.since || entry.pgrp === this.pgid || this.known.has(entry.pid)) continue
@@ -179,6 +184,40 @@ export class Strays {
       }
     }
   }
+}
+
+/** The pid most recently handed out (`/proc/loadavg`), or `undefined` when it cannot be read. */
+const lastPid = (): number | undefined => {
+  try {
+    const last = Number(fs.readFileSync("/proc/loadavg", "latin1").trim().split(" ")[4])
+    return Number.isInteger(last) && last > 0 ? last : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether `pid` was handed out after `first` and up to `last`, numbering wrapping around once at most. */
+const between = (pid: number, first: number, last: number): boolean =>
+  first <= last ? pid >= first && pid <= last : pid >= first || pid <= last
+
+/**
+ * The processes started since the one with pid `first` when the pids handed out since then are known
+ * (`last`: pids are handed out in increasing order, wrapping around at `pid_max`), else all of them.
+ * A stat read per process of the machine at every exit would cost more than a short process itself.
+ */
+const scanSince = (first: number, last: number | undefined): Array<ProcEntry> => {
+  const bytesPerPage = (pageSize ??= readPageSize())
+  const groups = new Map<number, MutableSample>()
+  const entries: Array<ProcEntry> = []
+  for (const entry of fs.readdirSync("/proc")) {
+    const code = entry.charCodeAt(0)
+    if (code < 48 || code > 57) continue
+    const pid = Number(entry)
+    if (last !== undefined && !between(pid, first, last)) continue
+    const stat = readStat(entry)
+    if (stat !== undefined) addProcess(groups, pid, stat, bytesPerPage, entries)
+  }
+  return entries
 }
 
 const startOf = (pid: number): number | undefined => {
