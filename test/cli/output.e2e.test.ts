@@ -80,9 +80,11 @@ describe("output floods (end to end)", () => {
     const result = await runCli(["run", plan, "--json"], { cwd: repo })
     expect(result.code, result.stderr).toBe(0)
     const peakKb = (id: string) => Number(NodeFs.readFileSync(NodePath.join(side, id), "utf8"))
-    // Holding on to the 270 MB more of output (or its events) would raise the peak by more than that.
-    expect(peakKb("big") - peakKb("small")).toBeLessThan(100 * 1024)
-    expect(peakKb("line") - peakKb("small")).toBeLessThan(100 * 1024)
+    // Holding on to the 270 MB more of output (or its events) would raise the peak by more than that;
+    // the margin is for garbage the collector has not reclaimed yet on a loaded machine.
+    const peaks = `peak RSS (KiB) after 30 MB: ${peakKb("small")}, 300 MB: ${peakKb("big")}, 200 MB line: ${peakKb("line")}`
+    expect(peakKb("big") - peakKb("small"), peaks).toBeLessThan(180 * 1024)
+    expect(peakKb("line") - peakKb("small"), peaks).toBeLessThan(180 * 1024)
     expect(Buffer.byteLength(result.stdout)).toBeLessThan(20 * 1024 * 1024)
   }, 180_000)
 })
