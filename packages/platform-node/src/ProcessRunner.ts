@@ -74,7 +74,11 @@ export interface ProcessSpec {
   readonly limits?: ProcessLimits
   /** Time between SIGTERM and SIGKILL when the tree is terminated. @default "2 seconds" */
   readonly killGrace?: Duration.Input
-  /** Called for output lines, at most 20 per second (burst 20); further lines are dropped and counted. */
+  /**
+   * Called for output lines (secrets redacted), at most 20 lines and 32 Ki characters per second
+   * (burst the same); further lines are dropped and counted. A line longer than 4096 characters is
+   * passed clipped, ending in `…`; a line longer than 64 KiB arrives in pieces.
+   */
   readonly onLine?: (line: OutputLine) => void
   /** Called with the process (and process group) id once it started, and again with `undefined` once it is gone. */
   readonly onProcess?: (pid: number | undefined) => void

@@ -97,8 +97,10 @@ export class LineCollector {
     let rest = lines.pop() ?? ""
     if (rest.length > MAX_LINE_CHARS) {
       const cut = safeCut(rest, rest.length - this.overlap, this.options.secrets)
-      lines.push(rest.slice(0, cut))
-      rest = rest.slice(cut)
+      if (cut > 0) {
+        lines.push(rest.slice(0, cut))
+        rest = rest.slice(cut)
+      }
     }
     this.partial[stream] = rest
     return this.emit(stream, lines)
