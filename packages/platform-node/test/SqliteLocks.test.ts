@@ -67,7 +67,7 @@ const waitForBoth = Effect.gen(function*() {
 })
 const request = Result.getOrThrow(Claims.normalize({ write: [key] }, {}))
 const options = {
-  ttl: mode === "hold" ? "10 minutes" : "1 second",
+  ttl: mode === "hold" ? "10 minutes" : mode === "fair" ? "30 seconds" : "1 second",
   renewEvery: "200 millis",
   pollEvery: "20 millis",
   maxBypass: 2
