@@ -170,3 +170,33 @@ agents:
     expect(tokens[1]!).toBeGreaterThan(tokens[0]!)
   }, 120_000)
 })
+
+describe("processes of a killed run that left their group (end to end)", () => {
+  it("the next corral command stops a setsid descendant of the killed run's agent", async () => {
+    const repo = makeRepo()
+    const side = tempDir("side-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1\nagents:\n  - id: daemon\n    run: setsid sh -c 'echo $$ > ${side}/pid; exec sleep 300' & sleep 300\n`
+    )
+    const first = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => NodeFs.existsSync(NodePath.join(side, "pid")), 30_000, "the descendant to start")
+    const tracked = () => {
+      const runs = NodePath.join(repo, ".corral", "runs")
+      return (
+        NodeFs.existsSync(runs) &&
+        NodeFs.readdirSync(runs).some((run) => NodeFs.existsSync(NodePath.join(runs, run, "pids", "daemon")))
+      )
+    }
+    await waitFor(tracked, 30_000, "corral to record the agent's process group")
+    const pid = Number(NodeFs.readFileSync(NodePath.join(side, "pid"), "utf8"))
+    first.signal("SIGKILL")
+    await first.done
+    expect(isAlive(pid), "the descendant outlives its killed orchestrator").toBe(true)
+    const quick = writePlan(tempDir("plan-"), "quick.yaml", "version: 1\nagents:\n  - id: quick\n    run: echo hi\n")
+    const next = await runCli(["run", quick], { cwd: repo })
+    expect(next.code, next.stdout + next.stderr).toBe(0)
+    await waitFor(() => !isAlive(pid), 10_000, "the escaped descendant to be stopped")
+  }, 120_000)
+})
