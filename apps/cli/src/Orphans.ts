@@ -1,8 +1,9 @@
 /**
  * Process groups left running by a run whose orchestrator died (`kill -9`, OOM, a closed laptop).
  * Each live agent process has a pid file under `<state-dir>/runs/<run-id>/pids/`; when a run is found
- * dead, its groups are stopped — but only processes that still carry that run's `CORRAL_RUN_ID`, so
- * a reused pid is never touched.
+ * dead, its groups are stopped, then any other process that carries that run's `CORRAL_RUN_ID`
+ * (descendants that left their group) — only processes that carry it, so a reused pid is never
+ * touched.
  *
  * @since 0.1.0
  */
