@@ -2,6 +2,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Duration from "effect/Duration"
 import type { ProcessLimits, ProcessSpec } from "../ProcessRunner.ts"
+import { sandboxed } from "./sandboxPlan.ts"
 
 export interface Plan {
   readonly name: string
@@ -155,10 +156,12 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const base: readonly [string, ...Array<string>] =
     spec.shell === true ? [executable, "-c", spec.command] : [executable, ...(spec.args ?? [])]
   const name = defaultName(spec)
+  const argv = sandboxed(spec, cwd, env, wrapArgv(base, spec.limits ?? {}, tools))
+  if (typeof argv === "string") return { _tag: "Invalid", detail: argv }
   const plan: Plan = {
     name,
     display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
-    argv: wrapArgv(base, spec.limits ?? {}, tools),
+    argv,
     cwd,
     env,
     secrets,
