@@ -15,6 +15,7 @@ import { Data, Effect, Schedule, type Scope } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
+import * as AgentIsolation from "./AgentIsolation.ts"
 import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
@@ -278,6 +279,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
     const me = yield* Agent.current
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
+    const isolated = AgentIsolation.of(agent, handle, options.repo)
     const process = yield* ProcessRunner.run({
       name: agent.id,
       command: agent.run,
@@ -286,6 +288,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       env: {
         ...passed(agent),
         ...handle.env,
+        ...isolated.env,
         ...agent.env,
         ...fencing,
         CORRAL_RUN_ID: options.runId,
@@ -294,6 +297,8 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
+      privateDirs: isolated.privateDirs,
+      ...(isolated.sandbox === undefined ? {} : { sandbox: isolated.sandbox }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
@@ -334,6 +339,8 @@ const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
   if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
   if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
   if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
+  if (agent.limits.cpuPercent !== undefined) limits.cpuPercent = agent.limits.cpuPercent
+  if (agent.limits.diskMb !== undefined) limits.diskMb = agent.limits.diskMb
   return limits
 }
 

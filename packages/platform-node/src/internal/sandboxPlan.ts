@@ -20,10 +20,15 @@ export const sandboxed = (
   const found = support()
   const problem = unsupported(options, found)
   if (problem !== undefined) return problem
-  return wrap(found.bwrap!, argv, {
-    cwd,
-    privateDirs: spec.privateDirs ?? [],
-    searchPath: env.PATH,
-    home: env.HOME ?? process.env.HOME
-  }, options)
+  return wrap(
+    found.bwrap!,
+    argv,
+    {
+      cwd,
+      privateDirs: spec.privateDirs ?? [],
+      searchPath: env.PATH,
+      home: env.HOME ?? process.env.HOME
+    },
+    options
+  )
 }
