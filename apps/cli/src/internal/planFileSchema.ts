@@ -154,7 +154,7 @@ const ClaimsSchema = Schema.Struct({
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt))
 })
 
-const LimitsSchema = Schema.Struct({
+export const LimitsSchema = Schema.Struct({
   memoryMb: Schema.optionalKey(PositiveInt),
   cpuSeconds: Schema.optionalKey(PositiveInt),
   maxOutputBytes: Schema.optionalKey(PositiveInt),
