@@ -53,7 +53,7 @@ ${[
   attempt("write-checkout", 'echo x > "$REPO/pwned.txt"'),
   attempt("write-victim", 'echo x > "$CORRAL_WORKSPACE/../victim/pwned.txt"'),
   attempt("move-branch", 'git update-ref "refs/heads/corral/$CORRAL_RUN_ID/victim" HEAD'),
-  attempt("move-main", 'git update-ref refs/heads/main HEAD'),
+  attempt("move-main", "git update-ref refs/heads/main HEAD"),
   attempt("tcp", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/$TEST_PORT'`),
   attempt("git-log", "git log -1 --format=%s"),
   attempt("write-tmpdir", 'echo x > "$TMPDIR/scratch"')
