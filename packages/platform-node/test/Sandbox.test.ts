@@ -1,10 +1,10 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect, Exit, Fiber } from "effect"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import * as Sandbox from "../src/Sandbox.ts"
 
@@ -63,6 +63,20 @@ const attempts = () =>
 
 const verdicts = (tail: ReadonlyArray<string>) =>
   Object.fromEntries(tail.filter((line) => line.includes(":")).map((line) => line.split(":") as [string, string]))
+
+/** Live (not zombie) processes in a process group, from the host's /proc. */
+const groupMembers = (pgid: number): number =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "latin1")
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+        return Number(fields[2]) === pgid && fields[0] !== "Z"
+      } catch {
+        return false
+      }
+    }).length
 
 const runSandboxed = (sandbox: ProcessRunner.SandboxOptions) =>
   ProcessRunner.run({
@@ -135,6 +149,32 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
       }).pipe(Effect.provide(NodeServices.layer), Effect.flip)
       assert.strictEqual(error.reason, "limit")
       assert.strictEqual(error.limit, "memoryMb")
+    })
+  )
+})
+
+describe.skipIf(!enabled)("ProcessRunner sandbox: process trees", () => {
+  it.live("interrupting a sandboxed process ends every process inside it", () =>
+    Effect.gen(function* () {
+      const started = yield* Deferred.make<number>()
+      let leader = 0
+      const fiber = yield* Effect.forkChild(
+        ProcessRunner.run({
+          command: "sleep 1000 & sleep 1000 & echo started; wait",
+          shell: true,
+          cwd: ws,
+          sandbox: true,
+          onProcess: (pid) => {
+            if (pid !== undefined) leader = pid
+          },
+          onLine: () => Deferred.doneUnsafe(started, Exit.succeed(leader))
+        }).pipe(Effect.provide(NodeServices.layer)),
+        { startImmediately: true }
+      )
+      const pgid = yield* Deferred.await(started)
+      assert.isAtLeast(groupMembers(pgid), 3, "bwrap, the shell and its two sleeps share the group")
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(groupMembers(pgid), 0)
     })
   )
 })
