@@ -55,12 +55,21 @@ export interface ProcessLimits {
  * @category models
  */
 export interface SandboxOptions {
-  /** `false`: an own network namespace with only its own loopback. @default true (the host's network) */
-  readonly network?: boolean
-  /** Extra paths visible inside the sandbox, read-only (`read`) or read-write (`write`). */
+  /**
+   * `true`: the host's network. `false`: an own network namespace with only its own loopback.
+   * `"loopback"`: an own network namespace in which `127.0.0.1:<port>` reaches the host's
+   * `127.0.0.1:<port>` for the `allow.ports` only (a forwarder run with this Node binary, started before
+   * the command). @default true
+   */
+  readonly network?: boolean | "loopback"
+  /**
+   * Extra paths visible inside the sandbox, read-only (`read`) or read-write (`write`), and the host's
+   * `127.0.0.1` TCP ports reachable with `network: "loopback"`.
+   */
   readonly allow?: {
     readonly read?: ReadonlyArray<string>
     readonly write?: ReadonlyArray<string>
+    readonly ports?: ReadonlyArray<number>
   }
 }
 

@@ -153,6 +153,44 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
   )
 })
 
+describe.skipIf(!enabled)("ProcessRunner sandbox: network loopback", () => {
+  it.live("reaches only the allowed ports of the host's 127.0.0.1, with data both ways", () =>
+    Effect.gen(function* () {
+      const echo = net.createServer((socket) => socket.on("data", (data) => socket.end(`pong ${data}`)))
+      yield* Effect.promise(() => new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve)))
+      const echoPort = (echo.address() as net.AddressInfo).port
+      const before = connections
+      const result = yield* ProcessRunner.run({
+        command: [
+          `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${echoPort}; echo ping >&3; read -r line <&3; echo "reply:$line"'`,
+          attempt("other-port", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}'`)
+        ].join("\n"),
+        shell: true,
+        cwd: ws,
+        sandbox: { network: "loopback", allow: { ports: [echoPort] } }
+      }).pipe(
+        Effect.provide(NodeServices.layer),
+        Effect.ensuring(Effect.promise(() => new Promise((resolve) => echo.close(resolve))))
+      )
+      assert.deepStrictEqual([...result.tail], ["reply:pong ping", "other-port:blocked"])
+      assert.strictEqual(connections, before)
+    })
+  )
+
+  it.live("the command's exit code passes through the forwarder", () =>
+    Effect.gen(function* () {
+      const error = yield* ProcessRunner.run({
+        command: "exit 7",
+        shell: true,
+        cwd: ws,
+        sandbox: { network: "loopback" }
+      }).pipe(Effect.provide(NodeServices.layer), Effect.flip)
+      assert.strictEqual(error.reason, "exit")
+      assert.strictEqual(error.exitCode, 7)
+    })
+  )
+})
+
 describe.skipIf(!enabled)("ProcessRunner sandbox: process trees", () => {
   it.live("interrupting a sandboxed process ends every process inside it", () =>
     Effect.gen(function* () {

@@ -14,6 +14,7 @@ import { finalDiskCheck, guards } from "./processGuards.ts"
 import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
+import { openBridge } from "./sandboxBridge.ts"
 import {
   type GroupSample,
   isGroupAlive,
@@ -225,6 +226,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     breach: undefined,
     gone: false
   }
+  if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const handle = yield* spawn(plan).pipe(
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>

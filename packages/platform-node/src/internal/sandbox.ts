@@ -8,6 +8,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { SandboxOptions } from "../ProcessRunner.ts"
+import { type Bridge, forwarderArgv } from "./sandboxBridge.ts"
 
 export interface SandboxPaths {
   readonly cwd: string
@@ -147,7 +148,12 @@ export const support = (env: NodeJS.ProcessEnv = process.env): Support => {
 /** Why a sandbox with these options cannot run here, or `undefined` when it can. */
 export const unsupported = (options: SandboxOptions, found: Support = support()): string | undefined => {
   if (!found.available) return `a sandbox was requested but ${found.detail}`
-  if (options.network === false && !found.network) return `network: false was requested but ${found.detail}`
+  if (options.network !== undefined && options.network !== true && !found.network) {
+    return `network: ${options.network} was requested but ${found.detail}`
+  }
+  if ((options.allow?.ports ?? []).length > 0 && options.network !== "loopback") {
+    return `allow.ports needs network: "loopback" (got network: ${options.network ?? true})`
+  }
   return undefined
 }
 
@@ -168,20 +174,32 @@ const mounts = (paths: SandboxPaths, options: SandboxOptions): Array<readonly [s
   return entries.sort(([, a], [, b]) => a.split("/").length - b.split("/").length)
 }
 
+/**
+ * Process 1 of the sandbox's PID namespace: a shell that runs the command as its child and exits with
+ * its status. bubblewrap's own init reports the status before it is reaped, and its zombie outlives
+ * the run (in our process group) on hosts whose init does not reap; a shell as process 1 is reaped by
+ * bwrap itself. Process 1 ignores SIGTERM from outside, but the command (same process group) gets it.
+ */
+const INIT = ["/bin/sh", "-c", '"$@" & wait $!', "corral-sandbox"] as const
+
 /** Wraps `argv` in `bwrap`; every mounted path keeps its own name, so the environment needs no rewriting. */
 export const wrap = (
   bwrap: string,
   argv: readonly [string, ...Array<string>],
   paths: SandboxPaths,
-  options: SandboxOptions
+  options: SandboxOptions,
+  bridge?: Bridge
 ): readonly [string, ...Array<string>] => {
   const args = [...systemArgs(), "--proc", "/proc", "--dev", "/dev"]
   for (const [kind, dir] of mounts(paths, options)) {
     if (!exists(dir)) continue
     args.push(kind, dir, dir)
   }
-  args.push("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent")
-  if (options.network === false) args.push("--unshare-net")
-  args.push("--chdir", paths.cwd, "--remount-ro", "/", "--", ...argv)
+  if (bridge !== undefined)
+    args.push("--ro-bind", process.execPath, process.execPath, "--ro-bind", bridge.dir, bridge.dir)
+  args.push("--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent")
+  if (options.network === false || options.network === "loopback") args.push("--unshare-net")
+  const command = bridge === undefined ? argv : forwarderArgv(bridge, argv)
+  args.push("--chdir", paths.cwd, "--remount-ro", "/", "--", ...INIT, ...command)
   return [bwrap, ...args]
 }

@@ -1,5 +1,12 @@
 import type { ProcessSpec, SandboxOptions } from "../ProcessRunner.ts"
 import { support, unsupported, wrap } from "./sandbox.ts"
+import { type Bridge, makeBridge } from "./sandboxBridge.ts"
+
+export interface Sandboxed {
+  readonly argv: readonly [string, ...Array<string>]
+  /** The host side of `network: "loopback"`, opened by the runner before the spawn. */
+  readonly bridge: Bridge | undefined
+}
 
 /** The options of `spec.sandbox`, or `undefined` when the process is not sandboxed. */
 export const sandboxOptions = (spec: ProcessSpec): SandboxOptions | undefined =>
@@ -14,13 +21,14 @@ export const sandboxed = (
   cwd: string,
   env: Record<string, string>,
   argv: readonly [string, ...Array<string>]
-): readonly [string, ...Array<string>] | string => {
+): Sandboxed | string => {
   const options = sandboxOptions(spec)
-  if (options === undefined) return argv
+  if (options === undefined) return { argv, bridge: undefined }
   const found = support()
   const problem = unsupported(options, found)
   if (problem !== undefined) return problem
-  return wrap(
+  const bridge = options.network === "loopback" ? makeBridge(options.allow?.ports ?? []) : undefined
+  const wrapped = wrap(
     found.bwrap!,
     argv,
     {
@@ -29,6 +37,8 @@ export const sandboxed = (
       searchPath: env.PATH,
       home: env.HOME ?? process.env.HOME
     },
-    options
+    options,
+    bridge
   )
+  return { argv: wrapped, bridge }
 }
