@@ -135,6 +135,31 @@ describe.skipIf(!enabled)("corral run with sandboxed agents (bubblewrap, real gi
     }
   }, 120_000)
 
+  it("network: loopback reaches only the allowed ports of the host's 127.0.0.1", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const closed = net.createServer()
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve))
+    const closedPort = (closed.address() as net.AddressInfo).port
+    const before = connections
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: client
+    sandbox: { network: loopback, allow: { ports: [${port}] } }
+    run: |
+${attempt("allowed", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}'`)}
+${attempt("other", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${closedPort}'`)}
+      mv results.tmp results.txt
+`
+    )
+    const result = await runCli(["run", plan], { cwd: repo }).finally(() => closed.close())
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:results.txt`)).toBe("allowed:ok\nother:blocked\n")
+    expect(connections).toBe(before + 1)
+  }, 120_000)
+
   it("corral validate reports the machine's sandbox support", async () => {
     const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: a\n    run: 'true'\n    sandbox: true\n")
     const result = await runCli(["validate", plan], { cwd: tempDir("cwd-") })

@@ -81,7 +81,8 @@ export const of = (agent: PlanAgent, handle: Workspace.WorkspaceHandle, repo: st
       network: agent.sandbox.network,
       allow: {
         read: [...(git === undefined ? [] : [git]), ...agent.sandbox.allow.read.map(resolve)],
-        write: agent.sandbox.allow.write.map(resolve)
+        write: agent.sandbox.allow.write.map(resolve),
+        ports: agent.sandbox.allow.ports
       }
     }
   }
@@ -99,9 +100,9 @@ export const unsupported = (plan: Plan, support: Sandbox.Support = Sandbox.suppo
   if (sandboxed.length === 0) return undefined
   const ids = sandboxed.map((agent) => agent.id).join(", ")
   if (!support.available) return `agents ${ids} ask for a sandbox, but ${support.detail}`
-  const offline = sandboxed.filter((agent) => agent.sandbox?.network === false)
+  const offline = sandboxed.filter((agent) => agent.sandbox?.network !== true)
   if (offline.length > 0 && !support.network) {
-    return `agents ${offline.map((agent) => agent.id).join(", ")} ask for network: false, but ${support.detail}`
+    return `agents ${offline.map((agent) => agent.id).join(", ")} ask for their own network, but ${support.detail}`
   }
   return undefined
 }

@@ -93,8 +93,13 @@ export interface AgentLimits {
  * @category models
  */
 export interface AgentSandbox {
-  readonly network: boolean
-  readonly allow: { readonly read: ReadonlyArray<string>; readonly write: ReadonlyArray<string> }
+  readonly network: boolean | "loopback"
+  readonly allow: {
+    readonly read: ReadonlyArray<string>
+    readonly write: ReadonlyArray<string>
+    /** Ports of the host's 127.0.0.1 reachable with `network: loopback`. */
+    readonly ports: ReadonlyArray<number>
+  }
 }
 
 /**

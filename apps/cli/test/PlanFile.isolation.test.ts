@@ -25,11 +25,23 @@ agents:
   - { id: c, run: echo c, sandbox: false }
 `)
       const [a, b, c] = plan.agents
-      expect(a!.sandbox).toEqual({ network: false, allow: { read: ["docs"], write: ["/tmp/out"] } })
+      expect(a!.sandbox).toEqual({ network: false, allow: { read: ["docs"], write: ["/tmp/out"], ports: [] } })
       expect(a!.database).toBe("per-agent")
-      expect(b!.sandbox).toEqual({ network: true, allow: { read: [], write: [] } })
+      expect(b!.sandbox).toEqual({ network: true, allow: { read: [], write: [], ports: [] } })
       expect(b!.database).toBe("shared")
       expect(c!.sandbox).toBeUndefined()
+    })
+  )
+
+  it.effect("network: loopback with ports", () =>
+    Effect.gen(function* () {
+      const plan = yield* decodeYaml(
+        "agents:\n  - { id: a, run: echo a, sandbox: { network: loopback, allow: { ports: [5432, 5432, 6379] } } }\n"
+      )
+      expect(plan.agents[0]!.sandbox).toEqual({
+        network: "loopback",
+        allow: { read: [], write: [], ports: [5432, 6379] }
+      })
     })
   )
 
@@ -50,7 +62,9 @@ agents:
         decodeYaml(`agents:
   - { id: a, run: echo a, limits: { cpuPercent: 0, diskMb: 0 } }
   - { id: b, run: echo b, limits: { cpuPercent: 101 }, database: private }
-  - { id: c, run: echo c, sandbox: { network: loopback, mounts: [] } }
+  - { id: c, run: echo c, sandbox: { network: local, mounts: [] } }
+  - { id: d, run: echo d, sandbox: { network: true, allow: { ports: [5432] } } }
+  - { id: e, run: echo e, sandbox: { network: loopback, allow: { ports: [0] } } }
 `)
       )
       assert.include(issueAt(error, "agents[0].limits.cpuPercent").message, "between 1 and 100")
@@ -58,6 +72,8 @@ agents:
       assert.include(issueAt(error, "agents[1].limits.cpuPercent").message, "between 1 and 100")
       assert.include(issueAt(error, "agents[1].database").message, '"shared" | "per-agent"')
       assert.isDefined(error.issues.find((issue) => issue.path.startsWith("agents[2].sandbox")))
+      assert.include(issueAt(error, "agents[3].sandbox.allow.ports").message, "network: loopback")
+      assert.include(issueAt(error, "agents[4].sandbox.allow.ports[0]").message, "between 1 and 65535")
     })
   )
 

@@ -21,10 +21,14 @@ const unique = (items: ReadonlyArray<string> | undefined): ReadonlyArray<string>
 
 const sandboxOf = (raw: NonNullable<RawAgent["sandbox"]>): AgentSandbox | undefined => {
   if (raw === false) return undefined
-  if (raw === true) return { network: true, allow: { read: [], write: [] } }
+  if (raw === true) return { network: true, allow: { read: [], write: [], ports: [] } }
   return {
     network: raw.network ?? true,
-    allow: { read: unique(raw.allow?.read), write: unique(raw.allow?.write) }
+    allow: {
+      read: unique(raw.allow?.read),
+      write: unique(raw.allow?.write),
+      ports: [...new Set(raw.allow?.ports ?? [])]
+    }
   }
 }
 

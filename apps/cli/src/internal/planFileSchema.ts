@@ -168,17 +168,28 @@ const SandboxPath = Schema.String.check(
   )
 )
 
+const Port = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 }))
+
+const portsNeedLoopback = (sandbox: {
+  readonly network?: boolean | "loopback"
+  readonly allow?: { readonly ports?: ReadonlyArray<number> }
+}): Schema.FilterIssue | undefined =>
+  (sandbox.allow?.ports ?? []).length > 0 && sandbox.network !== "loopback"
+    ? { path: ["allow", "ports"], issue: "ports are reachable only with network: loopback" }
+    : undefined
+
 const SandboxSchema = Schema.Union([
   Schema.Boolean,
   Schema.Struct({
-    network: Schema.optionalKey(Schema.Boolean),
+    network: Schema.optionalKey(Schema.Union([Schema.Boolean, Schema.Literal("loopback")])),
     allow: Schema.optionalKey(
       Schema.Struct({
         read: Schema.optionalKey(Schema.Array(SandboxPath)),
-        write: Schema.optionalKey(Schema.Array(SandboxPath))
+        write: Schema.optionalKey(Schema.Array(SandboxPath)),
+        ports: Schema.optionalKey(Schema.Array(Port))
       })
     )
-  })
+  }).check(Schema.makeFilter(portsNeedLoopback))
 ])
 
 const DatabaseSchema = Schema.Literals(["shared", "per-agent"])
