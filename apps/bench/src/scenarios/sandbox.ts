@@ -8,6 +8,7 @@ import { NodeServices } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
 import { timed } from "../lib/async.ts"
 import { core } from "../lib/core.ts"
+import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Scenario } from "../types.ts"
 
 interface Params {
@@ -38,7 +39,7 @@ export const sandbox: Scenario<Params> = {
   name: "sandbox",
   description: `start-up cost of sandboxed process agents (bubblewrap): 200 runs of \`true\` at concurrency 8 (${support.detail})`,
   floor: "the same process agents without a sandbox, measured in the same run",
-  targets: ["sandbox: true ≤ 1.3× unsandboxed"],
+  targets: [ratioAtMost("sandbox: true ≤ 1.3× unsandboxed", /true at/, "ProcessAgent, sandbox: true", 1.3)],
   floorApproach: "ProcessAgent, no sandbox",
   approaches: support.available
     ? [
