@@ -15,6 +15,7 @@ import { Data, Effect, Schedule, type Scope } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
+import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
 import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
@@ -262,6 +263,8 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
+    const me = yield* Agent.current
+    const postgres = postgresOf(agent, options.runId, me?.attempt ?? 1)
     const handle = yield* ctx.workspace.acquire({
       repo: options.repo,
       runId: options.runId,
@@ -271,13 +274,19 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       stateDir: options.stateDir,
       sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
-      onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
+      onRelease: (report) =>
+        Effect.andThen(
+          Effect.sync(() => onRelease(ctx, report)),
+          postgres === undefined || report.workspace === "kept"
+            ? Effect.void
+            : Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
+        )
     })
+    if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     ctx.live.add(handle)
     yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
     for (const warning of handle.warnings)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
-    const me = yield* Agent.current
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const isolated = AgentIsolation.of(agent, handle, options.repo)
     const process = yield* ProcessRunner.run({
@@ -289,6 +298,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
         ...passed(agent),
         ...handle.env,
         ...isolated.env,
+        ...(postgres === undefined ? {} : AgentDatabase.agentEnv(postgres.url, postgres.schema)),
         ...agent.env,
         ...fencing,
         CORRAL_RUN_ID: options.runId,
@@ -327,6 +337,14 @@ export const sparseFolders = (agent: PlanAgent): ReadonlyArray<string> | undefin
     if (prefix.length > 0) folders.add(prefix.join("/"))
   }
   return folders.size === 0 ? undefined : [...folders]
+}
+
+/** The agent's Postgres schema with `database: per-agent` and `CORRAL_POSTGRES_URL` set (one per attempt). */
+const postgresOf = (agent: PlanAgent, runId: string, attempt: number) => {
+  const url = process.env[AgentDatabase.urlVariable]
+  if (agent.database !== "per-agent" || url === undefined || url === "") return undefined
+  const name = attempt > 1 ? `${agent.id}_${attempt}` : agent.id
+  return { url, schema: AgentDatabase.schemaName(runId, name) }
 }
 
 const passed = (agent: PlanAgent): Record<string, string> =>
