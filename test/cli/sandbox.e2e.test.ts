@@ -3,7 +3,7 @@ import * as net from "node:net"
 import * as NodePath from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
-import { branches, git, makeRepo, runCli, tempDir, worktrees, writePlan } from "../helpers.ts"
+import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap runs these tests and fails them; elsewhere they are skipped.
 const enabled = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -21,6 +21,20 @@ beforeAll(async () => {
   port = (server.address() as net.AddressInfo).port
 })
 afterAll(() => new Promise((resolve) => server.close(resolve)))
+
+/** Live (not zombie) processes of a process group, from /proc. */
+const groupMembers = (pgid: number): number =>
+  NodeFs.readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        const stat = NodeFs.readFileSync(`/proc/${entry}/stat`, "latin1")
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+        return Number(fields[2]) === pgid && fields[0] !== "Z"
+      } catch {
+        return false
+      }
+    }).length
 
 const attempt = (name: string, command: string) =>
   `      if ( ${command} ) >/dev/null 2>&1; then echo "${name}:ok"; else echo "${name}:blocked"; fi >> results.tmp`
@@ -158,6 +172,34 @@ ${attempt("other", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${closedPort}'`)}
     const integration = branches(repo).find((b) => b.endsWith("/integration"))!
     expect(git(repo, "show", `${integration}:results.txt`)).toBe("allowed:ok\nother:blocked\n")
     expect(connections).toBe(before + 1)
+  }, 120_000)
+
+  it("kill -9 of corral ends its sandboxed agents at once (bwrap --die-with-parent)", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: long\n    sandbox: true\n    run: sleep 300 & echo agent-is-ready; wait\n"
+    )
+    const cli = startCli(["run", plan, "--json"], { cwd: repo })
+    const runs = NodePath.join(repo, ".corral", "runs")
+    const pidFile = () =>
+      NodeFs.existsSync(runs)
+        ? NodeFs.readdirSync(runs)
+            .map((run) => NodePath.join(runs, run, "pids", "long"))
+            .find((file) => NodeFs.existsSync(file))
+        : undefined
+    await waitFor(
+      () => pidFile() !== undefined && cli.output().includes("agent-is-ready"),
+      30_000,
+      "the agent to start"
+    )
+    const leader = Number(NodeFs.readFileSync(pidFile()!, "utf8"))
+    const members = () => groupMembers(leader)
+    expect(members()).toBeGreaterThanOrEqual(3)
+    cli.signal("SIGKILL")
+    await cli.done
+    await waitFor(() => members() === 0, 20_000, "the sandboxed processes to end")
   }, 120_000)
 
   it("corral validate reports the machine's sandbox support", async () => {
