@@ -174,6 +174,30 @@ ${attempt("other", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${closedPort}'`)}
     expect(connections).toBe(before + 1)
   }, 120_000)
 
+  it("a sandboxed agent that relinks its worktree's .git cannot make corral run its commands", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const marker = NodePath.join(tempDir("marker-"), "escaped")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: relinker
+    sandbox: true
+    run: |
+      git init -q evil
+      git -C evil config core.fsmonitor "touch ${marker}; false"
+      git -C evil config core.hooksPath "$PWD/hooks"
+      echo edit > own.txt
+      printf 'gitdir: %s/evil/.git\\n' "$PWD" > .git
+`
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stdout).toContain("the sandboxed agent changed")
+    expect(NodeFs.existsSync(marker)).toBe(false)
+    expect(git(repo, "rev-parse", "main").trim()).toBe(git(repo, "rev-parse", "HEAD").trim())
+  }, 120_000)
+
   it("kill -9 of corral ends its sandboxed agents at once (bwrap --die-with-parent)", async () => {
     const repo = makeRepo({ "README.md": "# test\n" })
     const plan = writePlan(

@@ -10,7 +10,26 @@ import * as NodePath from "node:path"
 import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
 import type * as Workspace from "@corral/platform-node/Workspace"
+import { Data, Effect } from "effect"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
+
+/**
+ * A sandboxed agent replaced its worktree's `.git` link (the file that tells git where the
+ * worktree's repository is). corral runs git in the workspace outside the sandbox, so a link to a
+ * repository the agent made could run its commands there (`core.fsmonitor`, hooks); the link is
+ * restored before any git command and the agent fails.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class GitLinkTampered extends Data.TaggedError("GitLinkTampered")<{
+  readonly agentId: string
+  readonly path: string
+}> {
+  override get message() {
+    return `the sandboxed agent changed ${this.path}; it was restored and the agent's work is not committed`
+  }
+}
 
 /**
  * The process settings that isolate one agent.
@@ -117,3 +136,33 @@ export const describeSupport = (support: Sandbox.Support = Sandbox.supportUnsafe
   support.available
     ? `sandbox: available (${support.detail}${support.network ? ", network namespaces" : ""})`
     : `sandbox: not available (${support.detail})`
+
+/**
+ * Watches the worktree's `.git` link of a sandboxed agent: `restore` puts back the content it had
+ * when `guardGitLink` was called (replacing whatever the agent put there) and remembers that it had
+ * to; `tampered` says whether it did. `undefined` for workspaces without a `.git` file.
+ *
+ * @since 0.1.0
+ * @category isolation
+ */
+export const guardGitLink = (dir: string) => {
+  const file = NodePath.join(dir, ".git")
+  const stat = NodeFs.lstatSync(file, { throwIfNoEntry: false })
+  if (stat === undefined || !stat.isFile()) return undefined
+  const original = NodeFs.readFileSync(file, "utf8")
+  let tampered = false
+  const intact = () => {
+    const now = NodeFs.lstatSync(file, { throwIfNoEntry: false })
+    return now !== undefined && now.isFile() && NodeFs.readFileSync(file, "utf8") === original
+  }
+  return {
+    file,
+    restore: Effect.sync(() => {
+      if (intact()) return
+      tampered = true
+      NodeFs.rmSync(file, { recursive: true, force: true })
+      NodeFs.writeFileSync(file, original)
+    }),
+    tampered: () => tampered
+  }
+}

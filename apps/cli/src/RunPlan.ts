@@ -289,6 +289,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const isolated = AgentIsolation.of(agent, handle, options.repo)
+    const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,
       command: agent.run,
@@ -312,7 +313,10 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
-    })
+    }).pipe(Effect.ensuring(gitLink?.restore ?? Effect.void))
+    if (gitLink?.tampered()) {
+      return yield* new AgentIsolation.GitLinkTampered({ agentId: agent.id, path: gitLink.file })
+    }
     return yield* mergeBack(ctx, agent, handle, process)
   })
 
