@@ -4,7 +4,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Corral } from "@corral/core"
 import { Deferred, Effect, Exit, Fiber } from "effect"
+import * as ProcessAgent from "../src/ProcessAgent.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import * as Sandbox from "../src/Sandbox.ts"
 
@@ -187,6 +189,26 @@ describe.skipIf(!enabled)("ProcessRunner sandbox: network loopback", () => {
       }).pipe(Effect.provide(NodeServices.layer), Effect.flip)
       assert.strictEqual(error.reason, "exit")
       assert.strictEqual(error.exitCode, 7)
+    })
+  )
+})
+
+describe.skipIf(!enabled)("ProcessAgent sandbox option", () => {
+  it.live("agents with sandbox run under Corral.run; one cannot read what the other may", () =>
+    Effect.gen(function* () {
+      const read = `cat ${other}/secret.txt`
+      const result = yield* Corral.run([
+        ProcessAgent.make("open", { command: read, shell: true, cwd: ws }),
+        ProcessAgent.make("boxed", { command: read, shell: true, cwd: ws, sandbox: { network: false } })
+      ]).pipe(Effect.provide(NodeServices.layer))
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.agentId),
+        ["open"]
+      )
+      assert.deepStrictEqual(
+        result.failed.map((outcome) => outcome.agentId),
+        ["boxed"]
+      )
     })
   )
 })
