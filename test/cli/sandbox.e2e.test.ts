@@ -198,6 +198,44 @@ ${attempt("other", `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${closedPort}'`)}
     expect(git(repo, "rev-parse", "main").trim()).toBe(git(repo, "rev-parse", "HEAD").trim())
   }, 120_000)
 
+  it("isolation none: the checkout is writable, but .corral/ is hidden and .git read-only", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const mainBefore = git(repo, "rev-parse", "main").trim()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `isolation: none
+agents:
+  - id: inplace
+    sandbox: true
+    run: |
+${attempt("read-state", 'cat "$PWD/.corral/ledger.db"')}
+${attempt("list-state", 'ls -A "$PWD/.corral" | grep -qx -e ledger.db -e runs -e worktrees')}
+${attempt("write-state", 'echo x > "$PWD/.corral/pwned"')}
+${attempt("move-main", "git update-ref refs/heads/main HEAD~0^{tree}")}
+${attempt("delete-branch", "git branch -D main")}
+${attempt("write-tmpdir", 'echo x > "$TMPDIR/scratch"')}
+      mv results.tmp results.txt
+`
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(NodeFs.readFileSync(NodePath.join(repo, "results.txt"), "utf8")).toBe(
+      [
+        "read-state:blocked",
+        "list-state:blocked",
+        "write-state:blocked",
+        "move-main:blocked",
+        "delete-branch:blocked",
+        "write-tmpdir:ok",
+        ""
+      ].join("\n")
+    )
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "pwned"))).toBe(false)
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "ledger.db"))).toBe(true)
+    expect(git(repo, "rev-parse", "main").trim()).toBe(mainBefore)
+  }, 120_000)
+
   it("kill -9 of corral ends its sandboxed agents at once (bwrap --die-with-parent)", async () => {
     const repo = makeRepo({ "README.md": "# test\n" })
     const plan = writePlan(

@@ -82,21 +82,31 @@ const databaseEnv = (agent: PlanAgent, dataDir: string | undefined): Record<stri
 
 /**
  * The isolation of `agent` in the workspace `handle`: sandbox paths resolved against the repository,
- * and the per-agent database file created (empty) in the agent's data folder.
+ * the repository's `.git` read-only (over a read-write checkout too, with `isolation: none`), the
+ * state folder hidden when it lies inside the workspace, and the per-agent database file created
+ * (empty) in the agent's data folder.
  *
  * @since 0.1.0
  * @category isolation
  */
-export const of = (agent: PlanAgent, handle: Workspace.WorkspaceHandle, repo: string): Isolation => {
+export const of = (
+  agent: PlanAgent,
+  handle: Workspace.WorkspaceHandle,
+  paths: { readonly repo: string; readonly stateDir: string }
+): Isolation => {
   const privateDirs = privateDirsOf(handle.env)
   const env = databaseEnv(agent, handle.env.CORRAL_AGENT_DIR)
   if (agent.sandbox === undefined) return { env, privateDirs, sandbox: undefined }
-  const git = handle.strategy === "worktree" ? commonGitDir(handle.dir) : undefined
-  const resolve = (dir: string) => NodePath.resolve(repo, dir)
+  const git = handle.strategy === "directory" ? undefined : commonGitDir(handle.dir)
+  const resolve = (dir: string) => NodePath.resolve(paths.repo, dir)
+  const stateDir = NodePath.resolve(paths.stateDir)
+  // With `isolation: none` the workspace is the checkout itself, and the state folder usually lies inside it.
+  const hide = stateDir.startsWith(`${NodePath.resolve(handle.dir)}${NodePath.sep}`) ? [stateDir] : []
   return {
     env,
     privateDirs,
     sandbox: {
+      hide,
       network: agent.sandbox.network,
       allow: {
         read: [...(git === undefined ? [] : [git]), ...agent.sandbox.allow.read.map(resolve)],

@@ -288,7 +288,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
     for (const warning of handle.warnings)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
-    const isolated = AgentIsolation.of(agent, handle, options.repo)
+    const isolated = AgentIsolation.of(agent, handle, options)
     const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,

@@ -71,6 +71,12 @@ export interface SandboxOptions {
     readonly write?: ReadonlyArray<string>
     readonly ports?: ReadonlyArray<number>
   }
+  /**
+   * Folders inside visible paths (typically inside `cwd`) to make invisible: an empty, read-only folder
+   * is mounted over each, so reads find nothing and writes fail. Paths inside them that are mounted
+   * explicitly (`privateDirs`, `allow`) stay visible.
+   */
+  readonly hide?: ReadonlyArray<string>
 }
 
 /**

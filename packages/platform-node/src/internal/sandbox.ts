@@ -169,6 +169,7 @@ const mounts = (paths: SandboxPaths, options: SandboxOptions): Array<readonly [s
   for (const dir of options.allow?.read ?? []) entries.push(["--ro-bind", path.resolve(dir)])
   for (const dir of options.allow?.write ?? []) entries.push(["--bind", path.resolve(dir)])
   for (const dir of paths.privateDirs) entries.push(["--bind", path.resolve(dir)])
+  for (const dir of options.hide ?? []) entries.push(["--tmpfs", path.resolve(dir)])
   entries.push(["--bind", paths.cwd])
   // Parents before children, so that a read-write folder inside a read-only one is mounted on top of it.
   return entries.sort(([, a], [, b]) => a.split("/").length - b.split("/").length)
@@ -191,15 +192,20 @@ export const wrap = (
   bridge?: Bridge
 ): readonly [string, ...Array<string>] => {
   const args = [...systemArgs(), "--proc", "/proc", "--dev", "/dev"]
+  const hidden: Array<string> = []
   for (const [kind, dir] of mounts(paths, options)) {
     if (!exists(dir)) continue
-    args.push(kind, dir, dir)
+    if (kind === "--tmpfs") {
+      // Empty while the folders inside it are mounted, read-only afterwards.
+      args.push("--perms", "0555", kind, dir)
+      hidden.push("--remount-ro", dir)
+    } else args.push(kind, dir, dir)
   }
   if (bridge !== undefined)
     args.push("--ro-bind", process.execPath, process.execPath, "--ro-bind", bridge.dir, bridge.dir)
   args.push("--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent")
   if (options.network === false || options.network === "loopback") args.push("--unshare-net")
   const command = bridge === undefined ? argv : forwarderArgv(bridge, argv)
-  args.push("--chdir", paths.cwd, "--remount-ro", "/", "--", ...INIT, ...command)
+  args.push(...hidden, "--chdir", paths.cwd, "--remount-ro", "/", "--", ...INIT, ...command)
   return [bwrap, ...args]
 }
