@@ -117,6 +117,33 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
     })
   )
 
+  it.live("hide: a folder inside the workspace is empty and read-only, a private folder inside it stays", () =>
+    Effect.gen(function* () {
+      const state = join(ws, "state")
+      const inner = join(state, "agent-tmp")
+      mkdirSync(inner, { recursive: true })
+      writeFileSync(join(state, "ledger.db"), "state-secret")
+      const result = yield* ProcessRunner.run({
+        command: [
+          attempt("read-hidden", `cat ${state}/ledger.db`),
+          attempt("write-hidden", `echo x > ${state}/pwned`),
+          attempt("write-inner", `echo x > ${inner}/scratch`)
+        ].join("\n"),
+        shell: true,
+        cwd: ws,
+        privateDirs: [inner],
+        sandbox: { hide: [state] }
+      }).pipe(Effect.provide(NodeServices.layer))
+      assert.deepStrictEqual(verdicts(result.tail), {
+        "read-hidden": "blocked",
+        "write-hidden": "blocked",
+        "write-inner": "ok"
+      })
+      assert.strictEqual(readFileSync(join(state, "ledger.db"), "utf8"), "state-secret")
+      assert.isFalse(existsSync(join(state, "pwned")))
+    })
+  )
+
   it.live("network: true keeps the host's network (the same connection succeeds)", () =>
     Effect.gen(function* () {
       const before = connections
