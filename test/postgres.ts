@@ -7,8 +7,14 @@ import * as NodePath from "node:path"
 /** Where Debian's PostgreSQL 15 lives; the tests that need a server skip without it (and fail with CI=true). */
 export const postgresBin = "/usr/lib/postgresql/15/bin"
 
+const inPath = (command: string): boolean =>
+  (process.env.PATH ?? "").split(NodePath.delimiter).some((dir) => NodeFs.existsSync(NodePath.join(dir, command)))
+
+/** The server tools and `psql` (which the agents of the test use). */
 export const hasPostgres = (): boolean =>
-  NodeFs.existsSync(NodePath.join(postgresBin, "initdb")) && NodeFs.existsSync(NodePath.join(postgresBin, "pg_ctl"))
+  NodeFs.existsSync(NodePath.join(postgresBin, "initdb")) &&
+  NodeFs.existsSync(NodePath.join(postgresBin, "pg_ctl")) &&
+  inPath("psql")
 
 export interface Postgres {
   readonly url: string
