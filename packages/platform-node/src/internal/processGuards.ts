@@ -109,7 +109,7 @@ export const guards = (pgid: number, spec: ProcessSpec, cwd: string, onBreach: (
   const running: Array<Effect.Effect<void>> = []
   if (cpuPercent !== undefined) running.push(cpuThrottle(pgid, cpuPercent))
   if (diskMb !== undefined) running.push(diskWatchdog(diskDirs(spec, cwd), diskMb, onBreach))
-  return running.length === 0 ? Effect.void : Effect.asVoid(Effect.all(running, { concurrency: "unbounded" }))
+  return Effect.asVoid(Effect.all(running, { concurrency: "unbounded" }))
 }
 
 /** The disk limit checked once more after the exit, so a process cannot finish over it between two samples. */

@@ -241,7 +241,9 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     Effect.uninterruptible
   )
   yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
-  yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
+  if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
+    yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
+  }
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
       ? Effect.void
