@@ -6,7 +6,6 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -57,9 +56,14 @@ export const agentEnv = (url: string, schema: string): Record<string, string> =>
   }
 }
 
+// The Postgres driver is loaded only by runs that use it: importing it costs every `corral` start.
 const withClient = <A>(url: string, use: (sql: SqlClient.SqlClient) => Effect.Effect<A, SqlError>) =>
-  Effect.flatMap(SqlClient.SqlClient, use).pipe(
-    Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 }))
+  Effect.flatMap(
+    Effect.promise(() => import("@effect/sql-pg")),
+    ({ PgClient }) =>
+      Effect.flatMap(SqlClient.SqlClient, use).pipe(
+        Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 }))
+      )
   )
 
 const checked = (schema: string): string => {
