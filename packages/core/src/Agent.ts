@@ -9,6 +9,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Schedule from "effect/Schedule"
 import type * as Claims from "./Claims.ts"
+import type * as Usage from "./Usage.ts"
 
 /**
  * @since 0.1.0
@@ -173,17 +174,34 @@ export interface Current {
 }
 
 /**
- * Set by the run for its agents.
+ * What a run binds to each agent for the agent's whole lifetime: where `Agent.current` and
+ * `Usage.report` read from. The run provides it once when the agent starts, so fibers the agent
+ * forks (`Effect.forkDetach`, `forkIn` an outer scope) keep reading and reporting as that agent
+ * even after it ended.
+ *
+ * `report` returns `false` when the usage could not be attributed (the run had ended).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Frame {
+  readonly current: () => Current
+  readonly report: (usage: Partial<Usage.Usage>) => boolean
+}
+
+/**
+ * Set by the run for each of its agents.
  *
  * @since 0.1.0
  * @category references
  */
-export const CurrentRef = Context.Reference<() => Current | undefined>("@corral/core/Agent/Current", {
-  defaultValue: () => () => undefined
+export const CurrentRef = Context.Reference<Frame | undefined>("@corral/core/Agent/Current", {
+  defaultValue: () => undefined
 })
 
 /**
- * The running agent, or `undefined` outside a run.
+ * The running agent, or `undefined` outside a run. Inside a fiber the agent forked it is still that
+ * agent, even after the agent ended.
  *
  * @example
  * ```ts
@@ -195,4 +213,4 @@ export const CurrentRef = Context.Reference<() => Current | undefined>("@corral/
  * @since 0.1.0
  * @category accessors
  */
-export const current: Effect.Effect<Current | undefined> = Effect.map(CurrentRef, (get) => get())
+export const current: Effect.Effect<Current | undefined> = Effect.map(CurrentRef, (frame) => frame?.current())

@@ -63,12 +63,16 @@ export class Failed extends Data.TaggedClass("Failed")<
 export class TimedOut extends Data.TaggedClass("TimedOut")<Common & { readonly afterMs: number }> {}
 
 /**
- * The agent was running when the run stopped (fail-fast, budget, or the run itself interrupted).
+ * The agent was running when the run stopped (fail-fast, budget, `stopOn`, or the run itself
+ * interrupted). `crossedBudget` is `true` for the one agent whose reported usage took the run over
+ * its budget; its `reason` says so, while its interrupted siblings name it.
  *
  * @since 0.1.0
  * @category models
  */
-export class Interrupted extends Data.TaggedClass("Interrupted")<Common & { readonly reason: string }> {}
+export class Interrupted extends Data.TaggedClass("Interrupted")<
+  Common & { readonly reason: string; readonly crossedBudget: boolean }
+> {}
 
 /**
  * The agent never started because the run stopped first.
@@ -112,7 +116,7 @@ export const Encoded = Schema.Union([
   Schema.TaggedStruct("Succeeded", { ...common, value: Schema.Unknown, cached: Schema.Boolean }),
   Schema.TaggedStruct("Failed", { ...common, error: Schema.Unknown, defect: Schema.Boolean, message: Schema.String }),
   Schema.TaggedStruct("TimedOut", { ...common, afterMs: Schema.Number }),
-  Schema.TaggedStruct("Interrupted", { ...common, reason: Schema.String }),
+  Schema.TaggedStruct("Interrupted", { ...common, reason: Schema.String, crossedBudget: Schema.Boolean }),
   Schema.TaggedStruct("Cancelled", { ...common, reason: Schema.String }),
   Schema.TaggedStruct("Skipped", { ...common, dependency: Schema.String, dependencyOutcome: Schema.String }),
   Schema.TaggedStruct("ClaimTimedOut", {
@@ -139,6 +143,17 @@ const classes = { Succeeded, Failed, TimedOut, Interrupted, Cancelled, Skipped, 
 export const fromEncoded = (encoded: Encoded): Outcome => {
   const { _tag, ...fields } = encoded
   return new classes[_tag](fields as never) as Outcome
+}
+
+/**
+ * The same outcome with other usage (usage a fiber of the agent reported after the agent ended).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const withUsage = <O extends Outcome>(outcome: O, usage: Usage.Usage): O => {
+  const { _tag, ...fields } = outcome as Outcome
+  return new classes[_tag]({ ...fields, usage } as never) as unknown as O
 }
 
 /**

@@ -144,6 +144,7 @@ export class ClaimGate {
 
   private grant(node: Node, lease: ResourceLocks.Lease): void {
     node.lease = lease
+    node.fencingToken = lease.fencingToken
     const request = node.request!
     this.dropIntent(node)
     if (this.intents.size > 0) this.bypass(node, request)

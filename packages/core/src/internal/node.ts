@@ -4,6 +4,15 @@ import type * as Outcome from "../Outcome.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
 import { Heap } from "./heap.ts"
+import { type Held, type Inherited, inheritLocks } from "./inherit.ts"
+
+/** What a node needs from its run to serve as the agent's `Agent.Frame`. */
+export interface NodeHost {
+  readonly runId: string
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly held: Held | undefined
+  readonly report: (node: Node, usage: Partial<Usage.Usage>) => boolean
+}
 
 export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "finishing" | "done"
 
@@ -20,7 +29,11 @@ export class WaitState {
 
 export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())
 
-export class Node {
+/**
+ * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
+ * agent's context, so binding costs no allocation.
+ */
+export class Node implements Agent.Frame {
   readonly index: number
   readonly agent: Agent.Any
   readonly id: string
@@ -37,12 +50,15 @@ export class Node {
   attempts = 0
   usage: Usage.Usage = Usage.zero
   lease: ResourceLocks.Lease | undefined = undefined
+  /** The token of the agent's lease; kept after the lease is released, for fibers the agent forked. */
+  fencingToken: number | undefined = undefined
   value: unknown = undefined
   outcome: Outcome.Outcome | undefined = undefined
   waiting = false
   rateTaken = false
   ledgerKey: string | undefined = undefined
   wait: WaitState | undefined = undefined
+  host: NodeHost = detached
 
   readonly estimateMs: number
   readonly depIndices: ReadonlyArray<number>
@@ -65,6 +81,36 @@ export class Node {
     this.estimateMs = estimateMs
     this.depIndices = depIndices
   }
+
+  current(): Agent.Current {
+    return {
+      runId: this.host.runId,
+      agentId: this.id,
+      attempt: this.attempts,
+      fencingToken: this.fencingToken
+    }
+  }
+
+  report(usage: Partial<Usage.Usage>): boolean {
+    return this.host.report(this, usage)
+  }
+
+  /** What a run nested inside this agent inherits: the agent's claims and its run's lock service. */
+  inherited(): Inherited {
+    const host = this.host
+    if (this.request === undefined) return { locks: host.locks, held: host.held }
+    const held: Held = { holder: { runId: host.runId, agentId: this.id }, request: this.request, outer: host.held }
+    return { locks: inheritLocks(host.locks, held), held }
+  }
+}
+
+const detached: NodeHost = {
+  runId: "",
+  get locks(): never {
+    throw new Error("corral: node used outside a run")
+  },
+  held: undefined,
+  report: () => false
 }
 
 export const before = (a: Node, b: Node): boolean =>

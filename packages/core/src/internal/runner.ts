@@ -3,10 +3,12 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Context from "effect/Context"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Result from "effect/Result"
+import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import type * as Agent from "../Agent.ts"
@@ -22,7 +24,8 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
 import { Heap } from "./heap.ts"
-import { before, link, type Node, ReadyQueue, waitOf } from "./node.ts"
+import type { Held } from "./inherit.ts"
+import { before, link, Node, ReadyQueue, waitOf } from "./node.ts"
 import { validate } from "./validate.ts"
 
 export type RunOptions = Corral.Options
@@ -31,6 +34,9 @@ export const maxRateLimitedAttempts = 5
 
 interface Services {
   readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly held: Held | undefined
+  readonly parent: AgentModule.Frame | undefined
+  readonly events: Queue.Queue<CorralEvent, Cause.Done> | undefined
   readonly limiter: RateLimiter.Service | undefined
   readonly localLimiter: boolean
   readonly ledger: Ledger.Service | undefined
@@ -62,7 +68,11 @@ export const run = <A, E, R>(
     const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe())
     const concurrency = options.concurrency ?? 8
     const limits = yield* limiterOf(options, clock)
+    const parent = yield* AgentModule.CurrentRef
+    const inherited = parent instanceof Node ? parent.inherited() : undefined
     const nodes = validate(agents, {
+      held: inherited?.held,
+      eventBuffer: options.eventBuffer,
       concurrency,
       pools: options.pools ?? {},
       claimTimeout: options.claimTimeout,
@@ -72,7 +82,10 @@ export const run = <A, E, R>(
     })
     if (Result.isFailure(nodes)) return yield* Effect.fail(nodes.failure)
     const services: Services = {
-      locks: yield* ResourceLocks.current,
+      locks: inherited?.locks ?? (yield* ResourceLocks.current),
+      held: inherited?.held,
+      parent,
+      events: options.onEvent === undefined ? undefined : yield* Queue.unbounded<CorralEvent, Cause.Done>(),
       limiter: limits.limiter,
       localLimiter: options.rateLimits !== undefined,
       ledger: Option.getOrUndefined(yield* Effect.serviceOption(Ledger.Ledger)),
@@ -119,6 +132,8 @@ class Runner<A, E, R> {
   readonly rateQueues = new Map<string, RateQueue>()
   readonly scope: Scope.Closeable
   readonly tracing: boolean
+  readonly held: Held | undefined
+  readonly eventBuffer: number
   running = 0
   done = 0
   waiting = 0
@@ -126,6 +141,10 @@ class Runner<A, E, R> {
   stopped: StopReason | undefined = undefined
   spent = Usage.zero
   startedAt = 0
+  finished = false
+  crossing: Node | undefined = undefined
+  backlog = 0
+  dropped = 0
 
   constructor(
     nodes: ReadonlyArray<Node>,
@@ -146,7 +165,9 @@ class Runner<A, E, R> {
     this.ledger = services.ledger
     this.scope = scope
     this.tracing = services.tracing
+    this.held = services.held
     this.nodes = nodes
+    for (const node of nodes) node.host = this
     link(nodes)
     this.mode = options.mode ?? "settle"
     this.maxBypass = options.maxBypass ?? Math.max(32, 4 * concurrency)
@@ -160,7 +181,8 @@ class Runner<A, E, R> {
       parked: (node, changed) => this.parked(node, changed),
       granted: (node, lease) => this.granted(node, lease)
     })
-    this.events = options.onEvent === undefined ? undefined : Effect.runSync(Queue.unbounded<CorralEvent, Cause.Done>())
+    this.events = services.events
+    this.eventBuffer = options.eventBuffer ?? defaultEventBuffer
   }
 
   get run(): Effect.Effect<RunResult<A, E>, never, R> {
@@ -170,15 +192,16 @@ class Runner<A, E, R> {
         this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
       yield* this.locks.onRelease((lease) => this.gate.onRelease(lease.id)).pipe(Scope.provide(this.scope))
       this.enqueueRoots()
-      if (this.options.stopOn !== undefined) {
-        const stopOn = this.options.stopOn
+      const stopOn = this.options.stopOn
+      if (stopOn !== undefined) {
         yield* Effect.forkIn(
           Effect.flatMap(stopOn, (reason) => Effect.sync(() => this.stop({ _tag: "Stopped", reason }))),
-          this.scope
+          this.scope,
+          { startImmediately: true }
         )
       }
       const workers = Math.min(this.concurrency, this.nodes.length)
-      if (workers > 0) {
+      if (workers > 0 && this.stopped === undefined) {
         yield* Effect.raceFirst(
           Effect.all(
             Array.from({ length: workers }, () => this.worker()),
@@ -188,9 +211,11 @@ class Runner<A, E, R> {
         ).pipe(Effect.onInterrupt(() => this.settleRunning))
       }
       yield* this.settleRunning
+      if (stopOn !== undefined && this.stopped === undefined) yield* Effect.yieldNow
       this.cancelRest()
       const endedAt = this.clock.currentTimeMillisUnsafe()
-      if (this.events !== undefined) this.emit(() => ({ _tag: "RunFinished", ...this.base(), stopped: this.stopped }))
+      this.finished = true
+      if (this.events !== undefined) this.emitFinal({ _tag: "RunFinished", ...this.base(), stopped: this.stopped })
       if (this.events !== undefined && consumer !== undefined) {
         Queue.endUnsafe(this.events)
         yield* Fiber.await(consumer)
@@ -227,7 +252,6 @@ class Runner<A, E, R> {
   }
 
   private worker(): Effect.Effect<void> {
-    const slot: { node: Node | undefined } = { node: undefined }
     const loop = Effect.gen({ self: this }, function* () {
       while (this.stopped === undefined) {
         const node = this.next()
@@ -240,9 +264,11 @@ class Runner<A, E, R> {
             continue
           }
           if (this.ready.size > 0) this.wake()
-          slot.node = node
+          if (this.stopped !== undefined) {
+            yield* this.unstart(node)
+            return
+          }
           const exit = yield* Effect.exit(this.attempts(node))
-          slot.node = undefined
           yield* Effect.uninterruptible(this.finish(node, exit))
           continue
         }
@@ -250,19 +276,7 @@ class Runner<A, E, R> {
         yield* this.sleep
       }
     })
-    const reporting = loop.pipe(
-      Effect.provideService(Usage.Reporter, (usage) => {
-        if (slot.node !== undefined) this.report(slot.node, usage)
-      }),
-      Effect.provideService(AgentModule.CurrentRef, () => {
-        const node = slot.node
-        if (node === undefined) return undefined
-        return { runId: this.runId, agentId: node.id, attempt: node.attempts, fencingToken: node.lease?.fencingToken }
-      })
-    )
-    return this.services.localLimiter
-      ? Effect.provideService(reporting, RateLimiter.RateLimiter, this.limiter!)
-      : reporting
+    return this.services.localLimiter ? Effect.provideService(loop, RateLimiter.RateLimiter, this.limiter!) : loop
   }
 
   private cached(node: Node): Effect.Effect<boolean> {
@@ -432,6 +446,7 @@ class Runner<A, E, R> {
       const afterMs = node.timeoutMs
       effect = Effect.timeoutOrElse(effect, { duration: afterMs, orElse: () => Effect.fail(new AgentTimeout(afterMs)) })
     }
+    effect = Effect.updateContext(effect, (context) => this.bind(context, node))
     if (!this.tracing) return effect
     return effect.pipe(
       Effect.onExit((exit) =>
@@ -442,6 +457,16 @@ class Runner<A, E, R> {
       ),
       Effect.withSpan("corral.agent", { attributes: { "corral.agent.id": node.id, "corral.run.id": this.runId } })
     )
+  }
+
+  /** The agent's own context: its frame and log annotations, inherited by every fiber it forks. */
+  private bind(context: Context.Context<never>, node: Node): Context.Context<never> {
+    const annotations = Context.get(context, References.CurrentLogAnnotations)
+    return Context.add(Context.add(context, AgentModule.CurrentRef, node), References.CurrentLogAnnotations, {
+      ...annotations,
+      "corral.run.id": this.runId,
+      "corral.agent.id": node.id
+    })
   }
 
   private retryRateLimited(
@@ -465,12 +490,16 @@ class Runner<A, E, R> {
     return attempt
   }
 
-  private report(node: Node, usage: Partial<Usage.Usage>): void {
+  report(node: Node, usage: Partial<Usage.Usage>): boolean {
+    if (this.finished) return this.services.parent?.report(usage) ?? false
     node.usage = Usage.add(node.usage, usage)
+    if (node.outcome !== undefined) node.outcome = Outcome.withUsage(node.outcome, node.usage)
     this.spent = Usage.add(this.spent, usage)
+    this.services.parent?.report(usage)
     const budget = this.options.budget
-    if (budget === undefined || this.stopped !== undefined) return
+    if (budget === undefined || this.stopped !== undefined) return true
     if (budget.costUsd !== undefined && this.spent.costUsd > budget.costUsd) {
+      this.crossing = node
       this.stop({
         _tag: "BudgetExceeded",
         agentId: node.id,
@@ -479,6 +508,7 @@ class Runner<A, E, R> {
         budget: budget.costUsd
       })
     } else if (budget.tokens !== undefined && Usage.tokens(this.spent) > budget.tokens) {
+      this.crossing = node
       this.stop({
         _tag: "BudgetExceeded",
         agentId: node.id,
@@ -487,6 +517,7 @@ class Runner<A, E, R> {
         budget: budget.tokens
       })
     }
+    return true
   }
 
   private finish(node: Node, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
@@ -533,7 +564,10 @@ class Runner<A, E, R> {
     }
     const common = this.common(node)
     const cause = exit.cause
-    if (Cause.hasInterruptsOnly(cause)) return new Outcome.Interrupted({ ...common, reason: this.stopText() })
+    if (Cause.hasInterruptsOnly(cause)) {
+      const crossedBudget = this.crossing === node
+      return new Outcome.Interrupted({ ...common, reason: crossedBudget ? this.crossedText() : this.stopText(), crossedBudget })
+    }
     const error = Cause.findErrorOption(cause)
     if (error._tag === "Some") {
       if (error.value instanceof AgentTimeout) {
@@ -616,6 +650,21 @@ class Runner<A, E, R> {
     }
   }
 
+  private crossedText(): string {
+    const stopped = this.stopped as Extract<StopReason, { _tag: "BudgetExceeded" }>
+    return `this agent's usage crossed the ${stopped.limit} budget of ${stopped.budget} (${stopped.spent} spent in the run), so the run stopped`
+  }
+
+  /** A node granted its start after the run stopped: it never ran, so it is `Cancelled`. */
+  private unstart(node: Node): Effect.Effect<void> {
+    const lease = node.lease
+    if (lease !== undefined) this.gate.releaseLocal(node)
+    node.lease = undefined
+    this.running--
+    this.record(node, new Outcome.Cancelled({ ...this.common(node), startedAt: null, reason: this.stopText() }))
+    return lease === undefined ? Effect.void : this.locks.release(lease)
+  }
+
   private cancelRest(): void {
     const reason = this.stopText()
     for (const node of this.nodes) {
@@ -625,8 +674,34 @@ class Runner<A, E, R> {
     }
   }
 
+  /**
+   * Buffers an event for the subscriber. At most `eventBuffer` events wait for it; while the buffer
+   * is full new events are dropped and counted, and the subscriber gets one `EventsDropped` with the
+   * count before the next event that fits.
+   */
   private emit(make: () => CorralEvent): void {
+    if (this.backlog >= this.eventBuffer || (this.dropped > 0 && this.backlog + 1 >= this.eventBuffer)) {
+      this.dropped++
+      return
+    }
+    this.flushDropped()
+    this.backlog++
     Queue.offerUnsafe(this.events!, make())
+  }
+
+  /** `RunFinished` is never dropped, so a subscriber always sees the run end. */
+  private emitFinal(event: CorralEvent): void {
+    this.flushDropped()
+    this.backlog++
+    Queue.offerUnsafe(this.events!, event)
+  }
+
+  private flushDropped(): void {
+    if (this.dropped === 0) return
+    const count = this.dropped
+    this.dropped = 0
+    this.backlog++
+    Queue.offerUnsafe(this.events!, { _tag: "EventsDropped", ...this.base(), count })
   }
 
   private base(): { runId: string; at: number; progress: Progress } {
@@ -664,11 +739,18 @@ class Runner<A, E, R> {
               })
             )
           )
-    return Effect.forever(Effect.flatMap(Queue.take(events), deliver)).pipe(Effect.catchCause(() => Effect.void))
+    return Effect.forever(
+      Effect.flatMap(Queue.take(events), (event) => {
+        this.backlog--
+        return deliver(event)
+      })
+    ).pipe(Effect.catchCause(() => Effect.void))
   }
 }
 
 const noDeps: Record<string, unknown> = Object.freeze({})
+
+const defaultEventBuffer = 10_000
 
 const limiterOf = (
   options: RunOptions,

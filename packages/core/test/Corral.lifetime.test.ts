@@ -1,0 +1,225 @@
+import { Agent, Corral, type Outcome, ToolCalls, Usage } from "@corral/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, type Duration, Effect, Fiber, Logger, References } from "effect"
+import { TestClock } from "effect/testing"
+
+const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
+  Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
+
+const finishWithin = <A, E>(effect: Effect.Effect<A, E>, within: Duration.Input = "10 minutes") =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.forkChild(effect, { startImmediately: true })
+    yield* TestClock.adjust(within)
+    const exit = fiber.pollUnsafe()
+    if (exit === undefined) {
+      yield* Fiber.interrupt(fiber)
+      return assert.fail(`still running after ${within} of virtual time (deadlock)`)
+    }
+    return yield* Fiber.join(fiber)
+  })
+
+describe("an agent's context lives as long as the agent", () => {
+  it.effect("a fiber the agent forks reads and reports as that agent after it ended", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const reported = yield* Deferred.make<void>()
+      const seen: Array<unknown> = []
+      const first = Agent.make("first", {
+        claims: { write: ["a.txt"] },
+        run: Effect.forkDetach(
+          Effect.gen(function* () {
+            yield* Deferred.await(late)
+            const me = yield* Agent.current
+            const annotations = yield* References.CurrentLogAnnotations
+            seen.push({ agentId: me?.agentId, fenced: me?.fencingToken !== undefined, log: annotations })
+            yield* Usage.report({ costUsd: 1, inputTokens: 10 })
+            yield* Deferred.succeed(reported, undefined)
+          })
+        ).pipe(Effect.asVoid)
+      })
+      const second = Agent.make("second", {
+        run: Effect.gen(function* () {
+          yield* Deferred.succeed(late, undefined)
+          yield* Deferred.await(reported)
+        })
+      })
+      const result = yield* Corral.run([first, second], { concurrency: 1, runId: "r" })
+      assert.deepStrictEqual(seen, [
+        { agentId: "first", fenced: true, log: { "corral.run.id": "r", "corral.agent.id": "first" } }
+      ])
+      assert.deepStrictEqual(result.get("first")!.usage, { inputTokens: 10, outputTokens: 0, costUsd: 1 })
+      assert.deepStrictEqual(result.get("second")!.usage, Usage.zero)
+      assert.deepStrictEqual(result.usage, { inputTokens: 10, outputTokens: 0, costUsd: 1 })
+    })
+  )
+
+  it.effect("usage a forked fiber reports after its agent ended counts towards the budget, naming that agent", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const first = Agent.make("first", {
+        run: Effect.forkDetach(Effect.andThen(Deferred.await(late), Usage.report({ costUsd: 5 })))
+      })
+      const second = Agent.make("second", {
+        run: Effect.andThen(Deferred.succeed(late, undefined), Effect.never)
+      })
+      const result = yield* finishWithin(Corral.run([first, second], { concurrency: 1, budget: { costUsd: 2 } }))
+      assert.deepStrictEqual(tags(result), { first: "Succeeded", second: "Interrupted" })
+      assert.deepStrictEqual(result.stopped, {
+        _tag: "BudgetExceeded",
+        agentId: "first",
+        limit: "costUsd",
+        spent: 5,
+        budget: 2
+      })
+      assert.strictEqual(result.get("first")!.usage.costUsd, 5)
+    })
+  )
+
+  const logs: Array<string> = []
+  const capture = Logger.layer([Logger.make(({ message, logLevel }) => logs.push(`${logLevel}: ${String(message)}`))])
+
+  it.effect("usage reported after the run ended is dropped with a warning naming the agent", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const reported = yield* Deferred.make<void>()
+      const agent = Agent.make("leaky", {
+        run: Effect.forkDetach(
+          Effect.andThen(Deferred.await(late), Usage.report({ costUsd: 1 })).pipe(
+            Effect.andThen(Deferred.succeed(reported, undefined))
+          )
+        )
+      })
+      const result = yield* Corral.run([agent])
+      yield* Deferred.succeed(late, undefined)
+      yield* Deferred.await(reported)
+      assert.strictEqual(result.get("leaky")!.usage.costUsd, 0)
+      assert.strictEqual(logs.length, 1)
+      assert.include(logs[0]!, "Warn")
+      assert.include(logs[0]!, '"leaky"')
+    }).pipe(Effect.provide(capture))
+  )
+})
+
+describe("a run nested inside an agent", () => {
+  it.effect("inherits the claims the agent holds: tool calls on its own keys run, serialized among themselves", () =>
+    Effect.gen(function* () {
+      const log: Array<string> = []
+      const call = (name: string) =>
+        Effect.gen(function* () {
+          log.push(`${name} @${yield* Effect.clockWith((c) => c.currentTimeMillis)}`)
+          yield* Effect.sleep("1 second")
+          return name
+        })
+      const editor = Agent.make("editor", {
+        claims: { write: ["src/"] },
+        run: Effect.asVoid(
+          ToolCalls.run([
+            { name: "write", write: ["src/x.ts"], run: call("write") },
+            { name: "read", read: ["src/x.ts"], run: call("read") },
+            { name: "read-other", read: ["src/y.ts"], run: call("read-other") }
+          ])
+        )
+      })
+      const other = Agent.make("other", { claims: { write: ["src/x.ts"] }, run: Effect.asVoid(call("other")) })
+      const result = yield* finishWithin(Corral.run([editor, other], { concurrency: 2 }))
+      assert.deepStrictEqual(tags(result), { editor: "Succeeded", other: "Succeeded" })
+      assert.deepStrictEqual([...log].sort(), ["other @2000", "read @1000", "read-other @0", "write @0"])
+    })
+  )
+
+  it.effect("a nested claim on a key held by another agent still waits for it", () =>
+    Effect.gen(function* () {
+      const log: Array<string> = []
+      const holder = Agent.make("holder", { claims: { write: ["b.txt"] }, run: Effect.sleep("5 seconds") })
+      const editor = Agent.make("editor", {
+        claims: { write: ["a.txt"] },
+        run: ToolCalls.run([
+          {
+            name: "touch-b",
+            write: ["b.txt"],
+            run: Effect.clockWith((c) => c.currentTimeMillis).pipe(Effect.map((t) => log.push(`b @${t}`)))
+          }
+        ])
+      })
+      const result = yield* finishWithin(Corral.run([holder, editor], { concurrency: 2 }))
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(log, ["b @5000"])
+    })
+  )
+
+  it.effect("a nested claim that conflicts with the agent's own claim but is not covered by it fails at once", () =>
+    Effect.gen(function* () {
+      const editor = Agent.make("editor", {
+        claims: { read: ["src/x.ts"] },
+        run: ToolCalls.run([{ name: "write", write: ["src/x.ts"], run: Effect.void }])
+      })
+      const result = yield* finishWithin(Corral.run([editor]))
+      const outcome = result.get("editor")!
+      assert.strictEqual(outcome._tag, "Failed")
+      const message = (outcome as Outcome.Failed).message
+      assert.include(message, "0:write")
+      assert.include(message, "src/x.ts")
+      assert.include(message, '"editor"')
+    })
+  )
+
+  it.effect("usage reported inside a nested run is credited to the nested agent and to the enclosing agent", () =>
+    Effect.gen(function* () {
+      let inner: ReadonlyArray<Outcome.Outcome<unknown, unknown>> = []
+      const outer = Agent.make("outer", {
+        run: Effect.map(
+          ToolCalls.run([{ name: "llm", run: Usage.report({ costUsd: 0.5 }) }]),
+          (outcomes) => (inner = outcomes)
+        )
+      })
+      const result = yield* Corral.run([outer])
+      assert.strictEqual(inner[0]!.usage.costUsd, 0.5)
+      assert.strictEqual(result.get("outer")!.usage.costUsd, 0.5)
+    })
+  )
+})
+
+describe("stops", () => {
+  it.effect("a stop complete before the run starts prevents every agent from starting", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const agents = [
+        Agent.make("instant", { run: Effect.sync(() => ran++) }),
+        Agent.make("slow", { run: Effect.andThen(Effect.sync(() => ran++), Effect.sleep("1 hour")) })
+      ]
+      const result = yield* Corral.run(agents, { stopOn: Effect.succeed("stopped early") })
+      assert.strictEqual(ran, 0)
+      assert.deepStrictEqual(tags(result), { instant: "Cancelled", slow: "Cancelled" })
+      assert.include((result.get("instant") as Outcome.Cancelled).reason, "stopped early")
+      assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "stopped early" })
+    })
+  )
+
+  it.effect("a stop requested during a run that then finishes at once is still reported", () =>
+    Effect.gen(function* () {
+      const stop = yield* Deferred.make<string>()
+      const agents = [Agent.make("stopper", { run: Deferred.succeed(stop, "from inside") })]
+      const result = yield* Corral.run(agents, { stopOn: Deferred.await(stop) })
+      assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "from inside" })
+    })
+  )
+
+  it.effect("the agent whose usage crossed the budget says so in its outcome", () =>
+    Effect.gen(function* () {
+      const agents = [
+        Agent.make("spender", {
+          run: Effect.sleep("1 second").pipe(Effect.andThen(Usage.report({ costUsd: 3 })), Effect.andThen(Effect.never))
+        }),
+        Agent.make("sibling", { run: Effect.never })
+      ]
+      const result = yield* finishWithin(Corral.run(agents, { budget: { costUsd: 2 } }))
+      assert.deepStrictEqual(tags(result), { spender: "Interrupted", sibling: "Interrupted" })
+      const spender = result.get("spender") as Outcome.Interrupted
+      const sibling = result.get("sibling") as Outcome.Interrupted
+      assert.isTrue(spender.crossedBudget)
+      assert.isFalse(sibling.crossedBudget)
+      assert.include(spender.reason, "this agent's usage crossed the costUsd budget of 2")
+      assert.include(sibling.reason, 'by agent "spender"')
+    })
+  )
+})
