@@ -36,6 +36,7 @@ interface Services {
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly held: Held | undefined
   readonly parent: AgentModule.Frame | undefined
+  readonly annotations: Readonly<Record<string, unknown>>
   readonly events: Queue.Queue<CorralEvent, Cause.Done> | undefined
   readonly limiter: RateLimiter.Service | undefined
   readonly localLimiter: boolean
@@ -85,6 +86,7 @@ export const run = <A, E, R>(
       locks: inherited?.locks ?? (yield* ResourceLocks.current),
       held: inherited?.held,
       parent,
+      annotations: yield* References.CurrentLogAnnotations,
       events: options.onEvent === undefined ? undefined : yield* Queue.unbounded<CorralEvent, Cause.Done>(),
       limiter: limits.limiter,
       localLimiter: options.rateLimits !== undefined,
@@ -134,6 +136,8 @@ class Runner<A, E, R> {
   readonly tracing: boolean
   readonly held: Held | undefined
   readonly eventBuffer: number
+  /** Log annotations around the run, when there are any. */
+  readonly annotations: Readonly<Record<string, unknown>> | undefined
   running = 0
   done = 0
   waiting = 0
@@ -166,6 +170,7 @@ class Runner<A, E, R> {
     this.scope = scope
     this.tracing = services.tracing
     this.held = services.held
+    this.annotations = Object.keys(services.annotations).length === 0 ? undefined : services.annotations
     this.nodes = nodes
     for (const node of nodes) node.host = this
     link(nodes)
@@ -253,6 +258,8 @@ class Runner<A, E, R> {
 
   private worker(): Effect.Effect<void> {
     const loop = Effect.gen({ self: this }, function* () {
+      const fiber = Fiber.getCurrent()!
+      const context = fiber.context
       while (this.stopped === undefined) {
         const node = this.next()
         if (node !== undefined) {
@@ -268,7 +275,9 @@ class Runner<A, E, R> {
             yield* this.unstart(node)
             return
           }
+          fiber.setContext(this.bind(context, node))
           const exit = yield* Effect.exit(this.attempts(node))
+          fiber.setContext(context)
           yield* Effect.uninterruptible(this.finish(node, exit))
           continue
         }
@@ -446,7 +455,6 @@ class Runner<A, E, R> {
       const afterMs = node.timeoutMs
       effect = Effect.timeoutOrElse(effect, { duration: afterMs, orElse: () => Effect.fail(new AgentTimeout(afterMs)) })
     }
-    effect = Effect.updateContext(effect, (context) => this.bind(context, node))
     if (!this.tracing) return effect
     return effect.pipe(
       Effect.onExit((exit) =>
@@ -461,12 +469,12 @@ class Runner<A, E, R> {
 
   /** The agent's own context: its frame and log annotations, inherited by every fiber it forks. */
   private bind(context: Context.Context<never>, node: Node): Context.Context<never> {
-    const annotations = Context.get(context, References.CurrentLogAnnotations)
-    return Context.add(Context.add(context, AgentModule.CurrentRef, node), References.CurrentLogAnnotations, {
-      ...annotations,
-      "corral.run.id": this.runId,
-      "corral.agent.id": node.id
-    })
+    const outer = this.annotations
+    const annotations =
+      outer === undefined
+        ? { "corral.run.id": this.runId, "corral.agent.id": node.id }
+        : { ...outer, "corral.run.id": this.runId, "corral.agent.id": node.id }
+    return Context.add(Context.add(context, AgentModule.CurrentRef, node), References.CurrentLogAnnotations, annotations)
   }
 
   private retryRateLimited(
