@@ -1,4 +1,4 @@
-import { Agent, Corral, type Outcome, ToolCalls, Usage } from "@corral/core"
+import { Agent, Corral, type CorralEvent, type Outcome, ToolCalls, Usage } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, type Duration, Effect, Fiber, Logger, References } from "effect"
 import { TestClock } from "effect/testing"
@@ -220,6 +220,72 @@ describe("stops", () => {
       assert.isFalse(sibling.crossedBudget)
       assert.include(spender.reason, "this agent's usage crossed the costUsd budget of 2")
       assert.include(sibling.reason, 'by agent "spender"')
+    })
+  )
+})
+
+describe("events for a subscriber that falls behind", () => {
+  it.effect("at most `eventBuffer` events wait; the rest are counted in one EventsDropped and RunFinished always arrives", () =>
+    Effect.gen(function* () {
+      const n = 200
+      const gate = yield* Deferred.make<void>()
+      let ran = 0
+      const agents = Array.from({ length: n }, (_, i) =>
+        Agent.make(`a${i}`, {
+          run: Effect.suspend(() => (++ran === n ? Deferred.succeed(gate, undefined) : Effect.void))
+        })
+      )
+      const seen: Array<CorralEvent.CorralEvent> = []
+      const result = yield* Corral.run(agents, {
+        concurrency: 4,
+        eventBuffer: 16,
+        onEvent: (event) =>
+          Effect.andThen(
+            Effect.sync(() => seen.push(event)),
+            seen.length === 1 ? Deferred.await(gate) : Effect.void
+          )
+      })
+      assert.isTrue(result.allSucceeded)
+      const dropped = seen.filter((e) => e._tag === "EventsDropped")
+      assert.strictEqual(dropped.length, 1)
+      const emitted = 1 + 3 * n + 1
+      const delivered = seen.length - dropped.length
+      assert.strictEqual(delivered + (dropped[0] as { count: number }).count, emitted)
+      assert.isAtMost(seen.length, 1 + 16 + 1)
+      assert.strictEqual(seen.at(-1)!._tag, "RunFinished")
+      assert.strictEqual(seen.at(-1)!.progress.done, n)
+    })
+  )
+
+  it.effect("a subscriber that never returns does not hold up the agents; interrupting the run detaches it", () =>
+    Effect.gen(function* () {
+      const n = 100
+      const allRan = yield* Deferred.make<void>()
+      const entered = yield* Deferred.make<void>()
+      const detached = yield* Deferred.make<void>()
+      let ran = 0
+      const agents = Array.from({ length: n }, (_, i) =>
+        Agent.make(`a${i}`, {
+          run: Effect.suspend(() => (++ran === n ? Deferred.succeed(allRan, undefined) : Effect.void))
+        })
+      )
+      const fiber = yield* Effect.forkChild(
+        Corral.run(agents, {
+          eventBuffer: 8,
+          onEvent: () =>
+            Deferred.succeed(entered, undefined).pipe(
+              Effect.andThen(Effect.never),
+              Effect.onInterrupt(() => Deferred.succeed(detached, undefined))
+            )
+        }),
+        { startImmediately: true }
+      )
+      yield* Deferred.await(entered)
+      yield* Deferred.await(allRan)
+      assert.strictEqual(ran, n)
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* Fiber.interrupt(fiber)
+      yield* Deferred.await(detached)
     })
   )
 })
