@@ -185,7 +185,12 @@ describe("stops", () => {
       let ran = 0
       const agents = [
         Agent.make("instant", { run: Effect.sync(() => ran++) }),
-        Agent.make("slow", { run: Effect.andThen(Effect.sync(() => ran++), Effect.sleep("1 hour")) })
+        Agent.make("slow", {
+          run: Effect.andThen(
+            Effect.sync(() => ran++),
+            Effect.sleep("1 hour")
+          )
+        })
       ]
       const result = yield* Corral.run(agents, { stopOn: Effect.succeed("stopped early") })
       assert.strictEqual(ran, 0)
@@ -225,36 +230,38 @@ describe("stops", () => {
 })
 
 describe("events for a subscriber that falls behind", () => {
-  it.effect("at most `eventBuffer` events wait; the rest are counted in one EventsDropped and RunFinished always arrives", () =>
-    Effect.gen(function* () {
-      const n = 200
-      const gate = yield* Deferred.make<void>()
-      let ran = 0
-      const agents = Array.from({ length: n }, (_, i) =>
-        Agent.make(`a${i}`, {
-          run: Effect.suspend(() => (++ran === n ? Deferred.succeed(gate, undefined) : Effect.void))
+  it.effect(
+    "at most `eventBuffer` events wait; the rest are counted in one EventsDropped and RunFinished always arrives",
+    () =>
+      Effect.gen(function* () {
+        const n = 200
+        const gate = yield* Deferred.make<void>()
+        let ran = 0
+        const agents = Array.from({ length: n }, (_, i) =>
+          Agent.make(`a${i}`, {
+            run: Effect.suspend(() => (++ran === n ? Deferred.succeed(gate, undefined) : Effect.void))
+          })
+        )
+        const seen: Array<CorralEvent.CorralEvent> = []
+        const result = yield* Corral.run(agents, {
+          concurrency: 4,
+          eventBuffer: 16,
+          onEvent: (event) =>
+            Effect.andThen(
+              Effect.sync(() => seen.push(event)),
+              seen.length === 1 ? Deferred.await(gate) : Effect.void
+            )
         })
-      )
-      const seen: Array<CorralEvent.CorralEvent> = []
-      const result = yield* Corral.run(agents, {
-        concurrency: 4,
-        eventBuffer: 16,
-        onEvent: (event) =>
-          Effect.andThen(
-            Effect.sync(() => seen.push(event)),
-            seen.length === 1 ? Deferred.await(gate) : Effect.void
-          )
+        assert.isTrue(result.allSucceeded)
+        const dropped = seen.filter((e) => e._tag === "EventsDropped")
+        assert.strictEqual(dropped.length, 1)
+        const emitted = 1 + 3 * n + 1
+        const delivered = seen.length - dropped.length
+        assert.strictEqual(delivered + (dropped[0] as { count: number }).count, emitted)
+        assert.isAtMost(seen.length, 1 + 16 + 1)
+        assert.strictEqual(seen.at(-1)!._tag, "RunFinished")
+        assert.strictEqual(seen.at(-1)!.progress.done, n)
       })
-      assert.isTrue(result.allSucceeded)
-      const dropped = seen.filter((e) => e._tag === "EventsDropped")
-      assert.strictEqual(dropped.length, 1)
-      const emitted = 1 + 3 * n + 1
-      const delivered = seen.length - dropped.length
-      assert.strictEqual(delivered + (dropped[0] as { count: number }).count, emitted)
-      assert.isAtMost(seen.length, 1 + 16 + 1)
-      assert.strictEqual(seen.at(-1)!._tag, "RunFinished")
-      assert.strictEqual(seen.at(-1)!.progress.done, n)
-    })
   )
 
   it.effect("a subscriber that never returns does not hold up the agents; interrupting the run detaches it", () =>

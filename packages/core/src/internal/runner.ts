@@ -474,7 +474,11 @@ class Runner<A, E, R> {
       outer === undefined
         ? { "corral.run.id": this.runId, "corral.agent.id": node.id }
         : { ...outer, "corral.run.id": this.runId, "corral.agent.id": node.id }
-    return Context.add(Context.add(context, AgentModule.CurrentRef, node), References.CurrentLogAnnotations, annotations)
+    return Context.add(
+      Context.add(context, AgentModule.CurrentRef, node),
+      References.CurrentLogAnnotations,
+      annotations
+    )
   }
 
   private retryRateLimited(
@@ -574,7 +578,11 @@ class Runner<A, E, R> {
     const cause = exit.cause
     if (Cause.hasInterruptsOnly(cause)) {
       const crossedBudget = this.crossing === node
-      return new Outcome.Interrupted({ ...common, reason: crossedBudget ? this.crossedText() : this.stopText(), crossedBudget })
+      return new Outcome.Interrupted({
+        ...common,
+        reason: crossedBudget ? this.crossedText() : this.stopText(),
+        crossedBudget
+      })
     }
     const error = Cause.findErrorOption(cause)
     if (error._tag === "Some") {
