@@ -7,6 +7,7 @@
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { Class as PipeableClass, type Pipeable } from "effect/Pipeable"
 import type * as Schedule from "effect/Schedule"
 import type * as Claims from "./Claims.ts"
 import type * as Usage from "./Usage.ts"
@@ -31,7 +32,7 @@ export type Deps = Readonly<Record<string, unknown>>
  * @since 0.1.0
  * @category models
  */
-export interface Agent<out A, out E = never, out R = never> {
+export interface Agent<out A, out E = never, out R = never> extends Pipeable {
   readonly [TypeId]: typeof TypeId
   readonly id: string
   readonly run: (deps: Deps) => Effect.Effect<A, E, R>
@@ -131,23 +132,40 @@ export interface Options<A, E, R, D extends Deps = Deps> {
 export const make = <A, E = never, R = never, D extends Deps = Deps>(
   id: string,
   options: Options<A, E, R, D>
-): Agent<A, E, R> => {
-  const run = options.run
-  return {
-    [TypeId]: TypeId,
-    id,
-    run: Effect.isEffect(run) ? () => run : (deps) => Effect.suspend(() => run(deps as D)),
-    timeout: options.timeout,
-    retry: options.retry,
-    claims: options.claims,
-    claimTimeout: options.claimTimeout,
-    dependsOn: options.dependsOn ?? [],
-    estimate: options.estimate,
-    rateLimit: options.rateLimit,
-    idempotencyKey: options.idempotencyKey,
-    idempotencyKeyOf: options.idempotencyKeyOf as ((deps: Deps) => string) | undefined,
-    inputs: options.inputs,
-    labels: options.labels ?? {}
+): Agent<A, E, R> => new AgentImpl(id, options as Options<A, E, R>)
+
+class AgentImpl<A, E, R> extends PipeableClass implements Agent<A, E, R> {
+  readonly [TypeId] = TypeId
+  readonly id: string
+  readonly run: (deps: Deps) => Effect.Effect<A, E, R>
+  readonly timeout: Duration.Input | undefined
+  readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
+  readonly claims: Claims.Claims | undefined
+  readonly claimTimeout: Duration.Input | undefined
+  readonly dependsOn: ReadonlyArray<string>
+  readonly estimate: Duration.Input | undefined
+  readonly rateLimit: string | undefined
+  readonly idempotencyKey: string | undefined
+  readonly idempotencyKeyOf: ((deps: Deps) => string) | undefined
+  readonly inputs: ReadonlyArray<string> | undefined
+  readonly labels: Readonly<Record<string, string>>
+
+  constructor(id: string, options: Options<A, E, R>) {
+    super()
+    const run = options.run
+    this.id = id
+    this.run = Effect.isEffect(run) ? () => run : (deps) => Effect.suspend(() => run(deps))
+    this.timeout = options.timeout
+    this.retry = options.retry
+    this.claims = options.claims
+    this.claimTimeout = options.claimTimeout
+    this.dependsOn = options.dependsOn ?? []
+    this.estimate = options.estimate
+    this.rateLimit = options.rateLimit
+    this.idempotencyKey = options.idempotencyKey
+    this.idempotencyKeyOf = options.idempotencyKeyOf
+    this.inputs = options.inputs
+    this.labels = options.labels ?? {}
   }
 }
 

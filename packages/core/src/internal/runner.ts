@@ -7,6 +7,7 @@ import * as Context from "effect/Context"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Random from "effect/Random"
 import * as Result from "effect/Result"
 import * as References from "effect/References"
 import * as Scope from "effect/Scope"
@@ -56,9 +57,12 @@ class AgentTimeout {
   }
 }
 
-let runCounter = 0
-const makeRunId = (now: number): string =>
-  `${new Date(now).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")}-${(++runCounter).toString(36)}${Math.random().toString(36).slice(2, 6)}`
+/** `20260101T120000-k3x9a1`: the run's start time from `Clock` and six base-36 digits from `Random`. */
+const makeRunId = (now: number): Effect.Effect<string> =>
+  Effect.map(
+    Random.nextIntBetween(0, 36 ** 6),
+    (n) => `${new Date(now).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")}-${n.toString(36).padStart(6, "0")}`
+  )
 
 export const run = <A, E, R>(
   agents: ReadonlyArray<Agent.Agent<A, E, R>>,
@@ -66,7 +70,7 @@ export const run = <A, E, R>(
 ): Effect.Effect<RunResult<A, E>, InvalidRun, R> =>
   Effect.gen(function* () {
     const clock = yield* Clock.Clock
-    const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe())
+    const runId = options.runId ?? (yield* makeRunId(clock.currentTimeMillisUnsafe()))
     const concurrency = options.concurrency ?? 8
     const limits = yield* limiterOf(options, clock)
     const parent = yield* AgentModule.CurrentRef
