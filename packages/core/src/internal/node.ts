@@ -3,8 +3,8 @@ import type * as Claims from "../Claims.ts"
 import type * as Outcome from "../Outcome.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
-import { Heap } from "./heap.ts"
 import { type Held, type Inherited, inheritLocks } from "./inherit.ts"
+import type { NodeState } from "./lifecycle.ts"
 
 /** What a node needs from its run to serve as the agent's `Agent.Frame`. */
 export interface NodeHost {
@@ -13,8 +13,6 @@ export interface NodeHost {
   readonly held: Held | undefined
   readonly report: (node: Node, usage: Partial<Usage.Usage>) => boolean
 }
-
-export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "finishing" | "done"
 
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
 export class WaitState {
@@ -54,7 +52,6 @@ export class Node implements Agent.Frame {
   fencingToken: number | undefined = undefined
   value: unknown = undefined
   outcome: Outcome.Outcome | undefined = undefined
-  waiting = false
   rateTaken = false
   ledgerKey: string | undefined = undefined
   wait: WaitState | undefined = undefined
@@ -145,42 +142,5 @@ const prioritize = (nodes: ReadonlyArray<Node>): void => {
     for (const dependent of node.dependents) longest = Math.max(longest, dependent.priority)
     node.priority = node.estimateMs + longest
     for (const dep of node.deps) if (--remaining[dep.index]! === 0) stack.push(dep)
-  }
-}
-
-export class ReadyQueue {
-  private fifo: Array<Node> = []
-  private head = 0
-  private readonly heap = new Heap<Node>(before)
-
-  get size(): number {
-    return this.fifo.length - this.head + this.heap.size
-  }
-
-  seed(nodes: ReadonlyArray<Node>): void {
-    const roots = nodes.filter((node) => node.depsLeft === 0)
-    for (let i = 1; i < roots.length; i++) {
-      if (before(roots[i]!, roots[i - 1]!)) {
-        roots.sort((a, b) => (before(a, b) ? -1 : 1))
-        break
-      }
-    }
-    for (const node of roots) node.state = "ready"
-    this.fifo = roots
-  }
-
-  push(node: Node): void {
-    node.state = "ready"
-    this.heap.push(node)
-  }
-
-  pop(): Node | undefined {
-    const first = this.head < this.fifo.length ? this.fifo[this.head] : undefined
-    const top = this.heap.peek()
-    if (first !== undefined && (top === undefined || before(first, top))) {
-      this.fifo[this.head++] = undefined as never
-      return first
-    }
-    return this.heap.pop()
   }
 }
