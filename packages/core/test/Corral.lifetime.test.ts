@@ -296,3 +296,33 @@ describe("events for a subscriber that falls behind", () => {
     })
   )
 })
+
+describe("a run started by a fiber that outlived its agent", () => {
+  it.effect("inherits nothing from the ended agent: its claims wait for the agents that hold the keys now", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<number>()
+      const first = Agent.make("first", {
+        claims: { write: ["shared.txt"] },
+        run: Effect.asVoid(
+          Effect.forkDetach(
+            Deferred.await(late).pipe(
+              Effect.andThen(ToolCalls.run([{ name: "write", write: ["shared.txt"], run: Effect.void }])),
+              Effect.andThen(Effect.clockWith((c) => c.currentTimeMillis)),
+              Effect.flatMap((t) => Deferred.succeed(done, t))
+            )
+          )
+        )
+      })
+      const second = Agent.make("second", {
+        claims: { write: ["shared.txt"] },
+        dependsOn: ["first"],
+        run: Effect.andThen(Deferred.succeed(late, undefined), Effect.sleep("5 seconds"))
+      })
+      const run = yield* Effect.forkChild(Corral.run([first, second]), { startImmediately: true })
+      yield* TestClock.adjust("10 seconds")
+      assert.isTrue((yield* Fiber.join(run)).allSucceeded)
+      assert.strictEqual(yield* Deferred.await(done), 5000)
+    })
+  )
+})

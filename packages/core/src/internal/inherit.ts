@@ -13,11 +13,16 @@ import type * as Claims from "../Claims.ts"
 import type { Issue } from "../CorralError.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 
-/** Claims held by one enclosing agent, and those of the agents around it. */
+/**
+ * Claims held by one enclosing agent, and those of the agents around it. `holds()` turns `false`
+ * once the agent released them (a fiber it forked may start a run after it ended): from then on
+ * nothing is inherited from it.
+ */
 export interface Held {
   readonly holder: ResourceLocks.Holder
   readonly request: Claims.Request
   readonly outer: Held | undefined
+  readonly holds: () => boolean
 }
 
 /** What a nested run starts from: the lock service to use and the claims it may reuse. */
@@ -47,6 +52,7 @@ const clash = (request: Claims.Request, claim: Claims.KeyClaim): Claims.KeyClaim
 
 /** The request without the keys `held` covers: what the lock layer must still grant. */
 export const strip = (request: Claims.Request, held: Held): Claims.Request => {
+  if (!held.holds()) return request
   const keys = request.keys.filter((claim) => !covers(held.request, claim))
   return keys.length === request.keys.length ? request : { keys, pools: request.pools }
 }
@@ -71,6 +77,7 @@ export const checkNested = (
 ): void => {
   for (const claim of request.keys) {
     for (let level = held; level !== undefined; level = level.outer) {
+      if (!level.holds()) continue
       if (covers(level.request, claim)) break
       const other = clash(level.request, claim)
       if (other === undefined) continue

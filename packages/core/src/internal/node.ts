@@ -96,7 +96,12 @@ export class Node implements Agent.Frame {
   inherited(): Inherited {
     const host = this.host
     if (this.request === undefined) return { locks: host.locks, held: host.held }
-    const held: Held = { holder: { runId: host.runId, agentId: this.id }, request: this.request, outer: host.held }
+    const held: Held = {
+      holder: { runId: host.runId, agentId: this.id },
+      request: this.request,
+      outer: host.held,
+      holds: () => this.lease !== undefined
+    }
     return { locks: inheritLocks(host.locks, held), held }
   }
 }
