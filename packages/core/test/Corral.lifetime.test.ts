@@ -2,6 +2,7 @@ import { Agent, Corral, type CorralEvent, type Outcome, ToolCalls, Usage } from 
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, type Duration, Effect, Fiber, Logger, References } from "effect"
 import { TestClock } from "effect/testing"
+import { isLegal, Lifecycle } from "../src/internal/lifecycle.ts"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
@@ -325,4 +326,42 @@ describe("a run started by a fiber that outlived its agent", () => {
       assert.strictEqual(yield* Deferred.await(done), 5000)
     })
   )
+})
+
+describe("the agent lifecycle", () => {
+  it("allows exactly the moves of the documented table and rejects every other", () => {
+    const states = ["waiting-deps", "ready", "parked", "running", "done"] as const
+    const table = new Set([
+      "waiting-deps>ready",
+      "waiting-deps>done",
+      "ready>running",
+      "ready>parked",
+      "ready>done",
+      "parked>ready",
+      "parked>done",
+      "running>done"
+    ])
+    for (const from of states) {
+      for (const to of states) assert.strictEqual(isLegal(from, to), table.has(`${from}>${to}`), `${from} -> ${to}`)
+    }
+    const lifecycle = new Lifecycle(2)
+    const a = { id: "a", state: "waiting-deps" as const } as { id: string; state: (typeof states)[number] }
+    lifecycle.move(a, "ready")
+    lifecycle.move(a, "running")
+    assert.throws(() => lifecycle.move(a, "parked"), /illegal lifecycle move of agent "a" from running to parked/)
+    lifecycle.finish(a, "Succeeded")
+    assert.deepStrictEqual(lifecycle.progress(), {
+      total: 2,
+      pending: 1,
+      waiting: 0,
+      running: 0,
+      done: 1,
+      succeeded: 1,
+      failed: 0,
+      timedOut: 0,
+      interrupted: 0,
+      cancelled: 0,
+      skipped: 0
+    })
+  })
 })
