@@ -19,6 +19,14 @@ const finishWithin = <A, E>(effect: Effect.Effect<A, E>, within: Duration.Input 
     return yield* Fiber.join(fiber)
   })
 
+const lines: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
+const annotated = Logger.make(({ message, fiber }) =>
+  lines.push({
+    message: Array.isArray(message) ? message[0] : message,
+    annotations: { ...fiber.getRef(References.CurrentLogAnnotations) }
+  })
+)
+
 describe("an agent's context lives as long as the agent", () => {
   it.effect("a fiber the agent forks reads and reports as that agent after it ended", () =>
     Effect.gen(function* () {
@@ -32,7 +40,8 @@ describe("an agent's context lives as long as the agent", () => {
             yield* Deferred.await(late)
             const me = yield* Agent.current
             const annotations = yield* References.CurrentLogAnnotations
-            seen.push({ agentId: me?.agentId, fenced: me?.fencingToken !== undefined, log: annotations })
+            seen.push({ agentId: me?.agentId, fenced: me?.fencingToken !== undefined, log: { ...annotations } })
+            yield* Effect.log("late line")
             yield* Usage.report({ costUsd: 1, inputTokens: 10 })
             yield* Deferred.succeed(reported, undefined)
           })
@@ -51,7 +60,10 @@ describe("an agent's context lives as long as the agent", () => {
       assert.deepStrictEqual(result.get("first")!.usage, { inputTokens: 10, outputTokens: 0, costUsd: 1 })
       assert.deepStrictEqual(result.get("second")!.usage, Usage.zero)
       assert.deepStrictEqual(result.usage, { inputTokens: 10, outputTokens: 0, costUsd: 1 })
-    })
+      assert.deepStrictEqual(lines, [
+        { message: "late line", annotations: { "corral.run.id": "r", "corral.agent.id": "first" } }
+      ])
+    }).pipe(Effect.provide(Logger.layer([annotated])))
   )
 
   it.effect("usage a forked fiber reports after its agent ended counts towards the budget, naming that agent", () =>

@@ -7,7 +7,7 @@ import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as References from "effect/References"
+import * as Fiber from "effect/Fiber"
 import * as AgentModule from "../Agent.ts"
 import * as Outcome from "../Outcome.ts"
 import * as RateLimiter from "../RateLimiter.ts"
@@ -24,8 +24,6 @@ export interface ExecHost {
   readonly tracing: boolean
   readonly events: EventSink | undefined
   readonly stopping: Stopping<Node>
-  /** Log annotations around the run, when there are any. */
-  readonly annotations: Readonly<Record<string, unknown>> | undefined
 }
 
 class AgentTimeout {
@@ -36,17 +34,32 @@ class AgentTimeout {
 }
 
 /**
- * The agent's own context: the node as its `Agent.Frame` and its log annotations. Fibers the agent
- * forks inherit it, so they read and report as this agent for as long as they live.
+ * The agent's own context: the node as its `Agent.Frame`. Fibers the agent forks inherit it, so
+ * they read and report as this agent for as long as they live.
  */
-export const bind = (host: ExecHost, context: Context.Context<never>, node: Node): Context.Context<never> => {
-  const outer = host.annotations
-  const annotations =
-    outer === undefined
-      ? { "corral.run.id": host.runId, "corral.agent.id": node.id }
-      : { ...outer, "corral.run.id": host.runId, "corral.agent.id": node.id }
-  return Context.add(Context.add(context, AgentModule.CurrentRef, node), References.CurrentLogAnnotations, annotations)
-}
+export const bind = (context: Context.Context<never>, node: Node): Context.Context<never> =>
+  Context.add(context, AgentModule.CurrentRef, node)
+
+/**
+ * The run's log annotations, set once per worker: `corral.run.id`, and `corral.agent.id` as a
+ * getter that names the agent bound to the fiber that logs (or a fiber the agent forked). A getter
+ * rather than a second per-agent `Context.add`, which measurably slowed every agent. Loggers read
+ * annotations while they run on the logging fiber, and `Effect.annotateLogs` copies them there.
+ */
+export const logAnnotations = (
+  runId: string,
+  outer: Readonly<Record<string, unknown>>
+): Readonly<Record<string, unknown>> =>
+  Object.defineProperties(
+    { ...outer },
+    {
+      "corral.run.id": { value: runId, enumerable: true },
+      "corral.agent.id": {
+        enumerable: true,
+        get: () => Fiber.getCurrent()?.getRef(AgentModule.CurrentRef)?.current().agentId
+      }
+    }
+  )
 
 /** Every attempt of the agent, within its timeout and (when tracing) its span. */
 export const attempts = (

@@ -14,6 +14,7 @@
  */
 import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -37,7 +38,7 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
-import { attempts, bind, classify, common, type ExecHost } from "./execute.ts"
+import { attempts, bind, classify, common, type ExecHost, logAnnotations } from "./execute.ts"
 import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { link, Node, waitOf } from "./node.ts"
@@ -135,8 +136,8 @@ class Runner<A, E, R> implements ExecHost {
   readonly scope: Scope.Closeable
   readonly tracing: boolean
   readonly held: Held | undefined
-  readonly annotations: Readonly<Record<string, unknown>> | undefined
   readonly idle: Array<Deferred.Deferred<void>> = []
+  readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
   startedAt = 0
   /** Set once the outcomes are final: later usage goes to the enclosing agent or is dropped. */
@@ -162,7 +163,7 @@ class Runner<A, E, R> implements ExecHost {
     this.scope = scope
     this.tracing = services.tracing
     this.held = services.held
-    this.annotations = Object.keys(services.annotations).length === 0 ? undefined : services.annotations
+    this.logAnnotations = logAnnotations(runId, services.annotations)
     this.nodes = nodes
     for (const node of nodes) node.host = this
     link(nodes)
@@ -237,7 +238,8 @@ class Runner<A, E, R> implements ExecHost {
   private worker(): Effect.Effect<void> {
     const loop = Effect.gen({ self: this }, function* () {
       const fiber = Fiber.getCurrent()!
-      const context = fiber.context
+      const context = Context.add(fiber.context, References.CurrentLogAnnotations, this.logAnnotations)
+      fiber.setContext(context)
       while (this.stopping.reason === undefined) {
         const node = this.ready.next()
         if (node === undefined) {
@@ -254,7 +256,7 @@ class Runner<A, E, R> implements ExecHost {
         }
         if (this.ready.size > 0) this.wake()
         if (this.stopping.reason !== undefined) return yield* this.unstart(node)
-        fiber.setContext(bind(this, context, node))
+        fiber.setContext(bind(context, node))
         const exit = yield* Effect.exit(attempts(this, node, this.depsOf(node)))
         fiber.setContext(context)
         yield* Effect.uninterruptible(this.finish(node, exit))
