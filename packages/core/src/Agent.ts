@@ -134,8 +134,11 @@ export const make = <A, E = never, R = never, D extends Deps = Deps>(
   options: Options<A, E, R, D>
 ): Agent<A, E, R> => new AgentImpl(id, options as Options<A, E, R>)
 
+const noDependencies: ReadonlyArray<string> = Object.freeze([])
+const noLabels: Readonly<Record<string, string>> = Object.freeze({})
+
 class AgentImpl<A, E, R> extends PipeableClass implements Agent<A, E, R> {
-  readonly [TypeId] = TypeId
+  declare readonly [TypeId]: typeof TypeId
   readonly id: string
   readonly run: (deps: Deps) => Effect.Effect<A, E, R>
   readonly timeout: Duration.Input | undefined
@@ -159,15 +162,17 @@ class AgentImpl<A, E, R> extends PipeableClass implements Agent<A, E, R> {
     this.retry = options.retry
     this.claims = options.claims
     this.claimTimeout = options.claimTimeout
-    this.dependsOn = options.dependsOn ?? []
+    this.dependsOn = options.dependsOn ?? noDependencies
     this.estimate = options.estimate
     this.rateLimit = options.rateLimit
     this.idempotencyKey = options.idempotencyKey
     this.idempotencyKeyOf = options.idempotencyKeyOf
     this.inputs = options.inputs
-    this.labels = options.labels ?? {}
+    this.labels = options.labels ?? noLabels
   }
 }
+
+Object.defineProperty(AgentImpl.prototype, TypeId, { value: TypeId })
 
 /**
  * `true` for values built with `Agent.make`.

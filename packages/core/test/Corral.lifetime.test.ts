@@ -140,6 +140,22 @@ describe("a run nested inside an agent", () => {
     })
   )
 
+  it.effect("a user's own nested Corral.run inherits the same way, through runs nested twice", () =>
+    Effect.gen(function* () {
+      const inner = Agent.make("inner", { claims: { write: ["src/a/b.ts"] }, run: Effect.succeed("deep") })
+      const middle = Agent.make("middle", {
+        claims: { write: ["src/a/"] },
+        run: Effect.map(Corral.run([inner]), (r) => r.get("inner")!._tag)
+      })
+      const outer = Agent.make("outer", {
+        claims: { write: ["src/"] },
+        run: Effect.map(Corral.run([middle]), (r) => (r.get("middle") as Outcome.Succeeded).value)
+      })
+      const result = yield* finishWithin(Corral.run([outer]))
+      assert.strictEqual((result.get("outer") as Outcome.Succeeded).value, "Succeeded")
+    })
+  )
+
   it.effect("a nested claim on a key held by another agent still waits for it", () =>
     Effect.gen(function* () {
       const log: Array<string> = []
