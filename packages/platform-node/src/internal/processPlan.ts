@@ -2,6 +2,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Duration from "effect/Duration"
 import type { ProcessLimits, ProcessSpec } from "../ProcessRunner.ts"
+import type { Bridge } from "./sandboxBridge.ts"
+import { sandboxed } from "./sandboxPlan.ts"
 
 export interface Plan {
   readonly name: string
@@ -15,6 +17,7 @@ export interface Plan {
   readonly killGraceMs: number
   /** Limits that cannot be applied on this machine, to log when the process starts. */
   readonly warnings: ReadonlyArray<string>
+  readonly bridge: Bridge | undefined
 }
 
 export interface Tools {
@@ -162,10 +165,13 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const base: readonly [string, ...Array<string>] =
     spec.shell === true ? [executable, "-c", spec.command] : [executable, ...(spec.args ?? [])]
   const name = defaultName(spec)
+  const sandbox = sandboxed(spec, cwd, env, wrapArgv(base, spec.limits ?? {}, tools))
+  if (typeof sandbox === "string") return { _tag: "Invalid", detail: sandbox }
   const plan: Plan = {
     name,
     display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
-    argv: wrapArgv(base, spec.limits ?? {}, tools),
+    argv: sandbox.argv,
+    bridge: sandbox.bridge,
     cwd,
     env,
     secrets,
