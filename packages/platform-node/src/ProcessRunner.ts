@@ -31,7 +31,12 @@ export interface ProcessLimits {
   readonly fileSizeMb?: number
   /** RLIMIT_NPROC: per user on Linux, not per process tree; ignored for root. */
   readonly maxProcesses?: number
-  /** Scheduling priority, applied with `nice -n`. */
+  /**
+   * An increment to the niceness the process inherits from corral (`nice -n N`): positive values
+   * lower its priority; the result is capped at 19, and a negative increment needs privileges (GNU
+   * `nice` then warns and runs the program unchanged). Where no `nice` executable is on the PATH
+   * the limit is not applied and a warning is logged.
+   */
   readonly nice?: number
   /** Total stdout + stderr bytes; exceeding it stops capturing and terminates the tree. */
   readonly maxOutputBytes?: number

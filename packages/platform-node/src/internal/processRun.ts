@@ -246,6 +246,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   const log = yield* openLog(plan.logPath).pipe(
     Effect.mapError((error) => startFailure(spec, plan.name, `cannot open log file: ${error.message}`))
   )
+  for (const warning of plan.warnings) yield* Effect.logWarning(warning)
   if (limits.memoryMb !== undefined && !procAvailable) {
     yield* Effect.logWarning(`memoryMb limit of process "${plan.name}" is not enforced: /proc is not available`)
   }
