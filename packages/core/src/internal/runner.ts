@@ -259,7 +259,8 @@ class Runner<A, E, R> implements ExecHost {
         fiber.setContext(bind(context, node))
         const exit = yield* Effect.exit(attempts(this, node, this.depsOf(node)))
         fiber.setContext(context)
-        yield* Effect.uninterruptible(this.finish(node, exit))
+        const release = this.end(node, exit)
+        if (release !== undefined) yield* Effect.uninterruptible(release)
       }
     })
     return this.services.localLimiter ? Effect.provideService(loop, RateLimiter.RateLimiter, this.limiter!) : loop
@@ -411,6 +412,18 @@ class Runner<A, E, R> implements ExecHost {
         ? release
         : Effect.andThen(release, this.remember(node, outcome))
     })
+  }
+
+  /**
+   * `finish` for the worker: an agent without a lease in a run without a ledger (the usual case)
+   * is finished synchronously, which costs the worker no effect at all; otherwise the effect to
+   * run uninterruptibly (recording the outcome may stop the run, and its lease must still be
+   * released).
+   */
+  private end(node: Node, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> | undefined {
+    if (node.lease !== undefined || this.ledger !== undefined) return this.finish(node, exit)
+    if (node.state === "running") this.record(node, classify(this, node, exit))
+    return undefined
   }
 
   private releaseClaims(node: Node): Effect.Effect<void> {
