@@ -1,5 +1,6 @@
 /**
- * One run: `min(concurrency, agents)` worker fibers pull ready agents and run them inline. The
+ * One run: up to `min(concurrency, agents)` worker fibers, started on demand, pull ready agents
+ * and run them inline. The
  * pieces live beside this file, one concern each:
  *
  * - `lifecycle.ts`: the agent state machine (diagram and table) and the progress counters;
@@ -12,7 +13,7 @@
  * This file wires them: the worker loop, starting and finishing agents, dependencies, ledger
  * lookups, usage and the end of the run.
  */
-import type * as Cause from "effect/Cause"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -24,6 +25,7 @@ import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as References from "effect/References"
 import * as Result from "effect/Result"
+import type * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as AgentModule from "../Agent.ts"
@@ -137,6 +139,15 @@ class Runner<A, E, R> implements ExecHost {
   readonly tracing: boolean
   readonly held: Held | undefined
   readonly idle: Array<Deferred.Deferred<void>> = []
+  readonly workerFibers = new Set<Fiber.Fiber<void>>()
+  /** Completed when the last worker ended, a worker died, or the run stops. */
+  readonly settled = Deferred.makeUnsafe<void>()
+  maxWorkers = 0
+  topUpQueued = false
+  dispatcher: Scheduler.SchedulerDispatcher | undefined = undefined
+  draining = false
+  workerContext: Context.Context<never> | undefined = undefined
+  workerDefect: Cause.Cause<unknown> | undefined = undefined
   readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
   startedAt = 0
@@ -208,13 +219,16 @@ class Runner<A, E, R> implements ExecHost {
       }
       const workers = Math.min(this.concurrency, this.nodes.length)
       if (workers > 0 && this.stopping.reason === undefined) {
-        yield* Effect.raceFirst(
-          Effect.all(
-            Array.from({ length: workers }, () => this.worker()),
-            { concurrency: "unbounded", discard: true }
-          ),
-          Deferred.await(this.stopping.signal)
-        ).pipe(Effect.onInterrupt(() => this.settleRunning))
+        this.maxWorkers = workers
+        const fiber = Fiber.getCurrent()!
+        this.workerContext = fiber.context
+        this.dispatcher = fiber.currentDispatcher
+        this.spawn()
+        yield* Deferred.await(this.settled).pipe(
+          Effect.onInterrupt(() => Effect.andThen(this.stopWorkers, this.settleRunning))
+        )
+        yield* this.stopWorkers
+        if (this.workerDefect !== undefined) return yield* Effect.failCause(this.workerDefect as Cause.Cause<never>)
       }
       yield* this.settleRunning
       if (stopOn !== undefined && this.stopping.reason === undefined) yield* Effect.yieldNow
@@ -233,6 +247,54 @@ class Runner<A, E, R> implements ExecHost {
         stopped: this.stopping.reason
       })
     }) as Effect.Effect<RunResult<A, E>, never, R>
+  }
+
+  // workers
+
+  /**
+   * Starts one more worker fiber, which runs at once until it first suspends. Workers start on
+   * demand, not `min(concurrency, agents)` at once: the first when the run starts, further ones
+   * from a task queued on the scheduler when a worker finds more agents ready (`wake`). The task
+   * runs once the current fiber suspends, and then starts as many workers as there are ready agents
+   * (up to the limit), so agents that yield all start in the scheduler turn they did before, while
+   * agents that complete without yielding are all run by the first worker: no fiber each.
+   */
+  private spawn(): void {
+    const fiber = Effect.runForkWith(this.workerContext!)(this.worker())
+    if (fiber.pollUnsafe() !== undefined) return this.ended(fiber.pollUnsafe()!)
+    this.workerFibers.add(fiber)
+    fiber.addObserver((exit) => {
+      this.workerFibers.delete(fiber)
+      this.ended(exit)
+    })
+  }
+
+  private ended(exit: Exit.Exit<void>): void {
+    if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) this.workerDefect ??= exit.cause
+    if (this.workerFibers.size === 0 || this.workerDefect !== undefined) Deferred.doneUnsafe(this.settled, Effect.void)
+  }
+
+  private readonly topUp = (): void => {
+    this.topUpQueued = false
+    while (this.needsWorker()) this.spawn()
+  }
+
+  private needsWorker(): boolean {
+    return (
+      this.ready.size > 0 &&
+      this.idle.length === 0 &&
+      this.workerFibers.size < this.maxWorkers &&
+      !this.draining &&
+      this.stopping.reason === undefined
+    )
+  }
+
+  /** Interrupts the workers still running (the run stopped or was interrupted) and awaits them. */
+  private get stopWorkers(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      this.draining = true
+      return this.workerFibers.size === 0 ? Effect.void : Fiber.interruptAll([...this.workerFibers])
+    })
   }
 
   private worker(): Effect.Effect<void> {
@@ -301,8 +363,12 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   private wake(): void {
-    if (this.idle.length === 0) return
-    if (this.lifecycle.allDone) {
+    if (this.idle.length === 0) {
+      if (!this.topUpQueued && this.needsWorker()) {
+        this.topUpQueued = true
+        this.dispatcher!.scheduleTask(this.topUp, 0)
+      }
+    } else if (this.lifecycle.allDone) {
       for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
     } else if (this.ready.size > 0) {
       Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
@@ -499,6 +565,7 @@ class Runner<A, E, R> implements ExecHost {
 
   private stop(reason: StopReason): void {
     if (!this.stopping.request(reason)) return
+    Deferred.doneUnsafe(this.settled, Effect.void)
     const events = this.events
     if (events !== undefined) events.emit({ _tag: "Stopping", ...events.base(), reason })
   }
