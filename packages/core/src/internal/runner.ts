@@ -66,12 +66,24 @@ interface Services {
   readonly tracing: boolean
 }
 
-/** `20260101T120000-k3x9a1`: the run's start time from `Clock` and six base-36 digits from `Random`. */
+/**
+ * `20260101T120000-k3x9a1`: the run's start time from `Clock` and six base-36 digits from `Random`.
+ * The time part is formatted once per second (nested runs start thousands of times a second).
+ */
 const makeRunId = (now: number): Effect.Effect<string> =>
-  Effect.map(
-    Random.nextIntBetween(0, 36 ** 6),
-    (n) => `${new Date(now).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")}-${n.toString(36).padStart(6, "0")}`
-  )
+  Effect.map(Random.nextIntBetween(0, 36 ** 6), (n) => `${secondOf(now)}-${n.toString(36).padStart(6, "0")}`)
+
+let lastSecond = Number.NaN
+let lastStamp = ""
+
+const secondOf = (now: number): string => {
+  const second = Math.floor(now / 1000)
+  if (second !== lastSecond) {
+    lastStamp = new Date(second * 1000).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")
+    lastSecond = second
+  }
+  return lastStamp
+}
 
 export const run = <A, E, R>(
   agents: ReadonlyArray<AgentModule.Agent<A, E, R>>,
