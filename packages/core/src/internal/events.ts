@@ -11,6 +11,7 @@ import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import type { CorralEvent, Progress } from "../CorralEvent.ts"
+import type * as Outcome from "../Outcome.ts"
 import type { Lifecycle } from "./lifecycle.ts"
 
 export interface Base {
@@ -47,6 +48,40 @@ export class EventSink {
     return { runId: this.runId, at: this.clock.currentTimeMillisUnsafe(), progress: this.lifecycle.progress() }
   }
 
+  /** `Queued` or `Started`, built without the intermediate `base()` object. */
+  agentEvent(tag: "Queued" | "Started", agentId: string): CorralEvent {
+    return {
+      _tag: tag,
+      runId: this.runId,
+      at: this.clock.currentTimeMillisUnsafe(),
+      progress: this.lifecycle.progress(),
+      agentId
+    }
+  }
+
+  finished(agentId: string, outcome: Outcome.Outcome): CorralEvent {
+    return {
+      _tag: "Finished",
+      runId: this.runId,
+      at: this.clock.currentTimeMillisUnsafe(),
+      progress: this.lifecycle.progress(),
+      agentId,
+      outcome
+    }
+  }
+
+  /**
+   * Whether an event emitted now would be queued; when not, it is counted as dropped. Frequent
+   * events check this before they are built, so a full buffer costs them nothing but the count.
+   */
+  admit(): boolean {
+    if (this.backlog >= this.buffer || (this.dropped > 0 && this.backlog + 1 >= this.buffer)) {
+      this.dropped++
+      return false
+    }
+    return true
+  }
+
   emit(event: CorralEvent): void {
     if (this.backlog >= this.buffer || (this.dropped > 0 && this.backlog + 1 >= this.buffer)) {
       this.dropped++
@@ -63,22 +98,34 @@ export class EventSink {
     Queue.endUnsafe(this.queue)
   }
 
-  /** Delivers events until `final`; runs on its own fiber. */
+  /** Delivers events until `final`; runs on its own fiber, taking whatever has queued at once. */
   consume(onEvent: (event: CorralEvent) => Effect.Effect<void, unknown>): Effect.Effect<void> {
+    const sink = this
     let broken = false
-    const deliver = (event: CorralEvent): Effect.Effect<void> => {
-      this.backlog--
-      if (broken) return Effect.void
-      return onEvent(event).pipe(
-        Effect.catchCause((cause) =>
-          Effect.suspend(() => {
-            broken = true
-            return Effect.logWarning("corral: the event subscriber failed and was detached", Cause.pretty(cause))
-          })
+    let batch: ReadonlyArray<CorralEvent> = []
+    let next = 0
+    const deliver: Effect.Effect<void, unknown> = Effect.gen(function* () {
+      while (next < batch.length) {
+        const event = batch[next++]!
+        sink.backlog--
+        if (!broken) yield* onEvent(event)
+      }
+    })
+    const guarded: Effect.Effect<void> = Effect.catchCause(deliver, (cause) =>
+      Effect.suspend(() => {
+        broken = true
+        return Effect.andThen(
+          Effect.logWarning("corral: the event subscriber failed and was detached", Cause.pretty(cause)),
+          guarded
         )
-      )
-    }
-    return Effect.forever(Effect.flatMap(Queue.take(this.queue), deliver)).pipe(Effect.catchCause(() => Effect.void))
+      })
+    )
+    const take = Effect.flatMap(Queue.takeAll(this.queue), (events) => {
+      batch = events
+      next = 0
+      return guarded
+    })
+    return Effect.forever(take).pipe(Effect.catchCause(() => Effect.void))
   }
 
   private offer(event: CorralEvent): void {

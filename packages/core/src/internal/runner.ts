@@ -273,7 +273,11 @@ class Runner<A, E, R> implements ExecHost {
    */
   private spawn(): void {
     const fiber = Effect.runForkWith(this.workerContext!)(this.worker())
-    if (fiber.pollUnsafe() !== undefined) return this.ended(fiber.pollUnsafe()!)
+    const exit = fiber.pollUnsafe()
+    if (exit !== undefined) {
+      this.ended(exit)
+      return
+    }
     this.workerFibers.add(fiber)
     fiber.addObserver((exit) => {
       this.workerFibers.delete(fiber)
@@ -355,7 +359,7 @@ class Runner<A, E, R> implements ExecHost {
     const events = this.events
     if (events !== undefined) {
       events.emit({ _tag: "RunStarted", ...events.base(), concurrency: this.concurrency, mode: this.mode })
-      for (const node of this.nodes) events.emit({ _tag: "Queued", ...events.base(), agentId: node.id })
+      for (const node of this.nodes) if (events.admit()) events.emit(events.agentEvent("Queued", node.id))
     }
     this.ready.seed(roots)
   }
@@ -470,7 +474,7 @@ class Runner<A, E, R> implements ExecHost {
     this.lifecycle.move(node, "running")
     node.startedAt = this.clock.currentTimeMillisUnsafe()
     const events = this.events
-    if (events !== undefined) events.emit({ _tag: "Started", ...events.base(), agentId: node.id })
+    if (events?.admit()) events.emit(events.agentEvent("Started", node.id))
   }
 
   private depsOf(node: Node): Record<string, unknown> {
@@ -527,7 +531,7 @@ class Runner<A, E, R> implements ExecHost {
     this.lifecycle.finish(node, outcome._tag)
     node.outcome = outcome
     const events = this.events
-    if (events !== undefined) events.emit({ _tag: "Finished", ...events.base(), agentId: node.id, outcome })
+    if (events?.admit()) events.emit(events.finished(node.id, outcome))
     if (outcome._tag === "Succeeded") {
       node.value = outcome.value
       this.releaseDependents(node)
