@@ -70,8 +70,10 @@ interface Services {
  * `20260101T120000-k3x9a1`: the run's start time from `Clock` and six base-36 digits from `Random`.
  * The time part is formatted once per second (nested runs start thousands of times a second).
  */
-const makeRunId = (now: number): Effect.Effect<string> =>
-  Effect.map(Random.nextIntBetween(0, 36 ** 6), (n) => `${secondOf(now)}-${n.toString(36).padStart(6, "0")}`)
+const makeRunId = (now: number, random: Random.Random): string => {
+  const n = Math.floor(random.nextDoubleUnsafe() * (36 ** 6 + 1))
+  return `${secondOf(now)}-${n.toString(36).padStart(6, "0")}`
+}
 
 let lastSecond = Number.NaN
 let lastStamp = ""
@@ -85,16 +87,21 @@ const secondOf = (now: number): string => {
   return lastStamp
 }
 
+/**
+ * Everything a run reads from its context is read synchronously from the calling fiber (one
+ * `withFiber` rather than a generator step per service): a nested run pays this every time.
+ */
 export const run = <A, E, R>(
   agents: ReadonlyArray<AgentModule.Agent<A, E, R>>,
   options: RunOptions = {}
 ): Effect.Effect<RunResult<A, E>, InvalidRun, R> =>
-  Effect.gen(function* () {
-    const clock = yield* Clock.Clock
-    const runId = options.runId ?? (yield* makeRunId(clock.currentTimeMillisUnsafe()))
+  Effect.withFiber((fiber) => {
+    const context = fiber.context
+    const clock = fiber.getRef(Clock.Clock)
+    const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe(), fiber.getRef(Random.Random))
     const concurrency = options.concurrency ?? 8
-    const limits = yield* limiterOf(options, clock)
-    const parent = yield* AgentModule.CurrentRef
+    const limits = limiterOf(options, clock, context)
+    const parent = fiber.getRef(AgentModule.CurrentRef)
     const inherited = parent instanceof Node ? parent.inherited() : undefined
     const nodes = validate(agents, {
       held: inherited?.held,
@@ -106,24 +113,32 @@ export const run = <A, E, R>(
       rateLimits: limits.keys,
       issues: limits.issues
     })
-    if (Result.isFailure(nodes)) return yield* Effect.fail(nodes.failure)
-    const services: Services = {
-      locks: inherited?.locks ?? (yield* ResourceLocks.current),
-      held: inherited?.held,
-      parent,
-      annotations: yield* References.CurrentLogAnnotations,
-      queue: options.onEvent === undefined ? undefined : yield* Queue.unbounded<CorralEvent, Cause.Done>(),
-      limiter: limits.limiter,
-      localLimiter: options.rateLimits !== undefined,
-      ledger: Option.getOrUndefined(yield* Effect.serviceOption(Ledger.Ledger)),
-      tracing: (yield* Tracer.Tracer) !== Tracer.nativeTracer
+    if (Result.isFailure(nodes)) return Effect.fail(nodes.failure)
+    const locks = Context.getOption(context, ResourceLocks.ResourceLocks)
+    const tracing = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+    const start = (queue: Queue.Queue<CorralEvent, Cause.Done> | undefined) => {
+      const services: Services = {
+        locks: inherited?.locks ?? (locks._tag === "Some" ? locks.value : fiber.getRef(ResourceLocks.DefaultLocks)),
+        held: inherited?.held,
+        parent,
+        annotations: fiber.getRef(References.CurrentLogAnnotations),
+        queue,
+        limiter: limits.limiter,
+        localLimiter: options.rateLimits !== undefined,
+        ledger: Option.getOrUndefined(Context.getOption(context, Ledger.Ledger)),
+        tracing
+      }
+      return Effect.acquireUseRelease(
+        Scope.make(),
+        (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, services, scope).run,
+        (scope, exit) => Scope.close(scope, exit)
+      )
     }
-    const execute = Effect.acquireUseRelease(
-      Scope.make(),
-      (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, services, scope).run,
-      (scope, exit) => Scope.close(scope, exit)
-    )
-    return yield* services.tracing
+    const execute =
+      options.onEvent === undefined
+        ? start(undefined)
+        : Effect.flatMap(Queue.unbounded<CorralEvent, Cause.Done>(), start)
+    return tracing
       ? Effect.withSpan(execute, "corral.run", {
           attributes: { "corral.run.id": runId, "corral.run.agents": agents.length }
         })
@@ -134,7 +149,8 @@ class Runner<A, E, R> implements ExecHost {
   readonly nodes: ReadonlyArray<Node>
   readonly lifecycle: Lifecycle
   readonly ready = new ReadyQueue()
-  readonly gate: ClaimGate
+  /** Only for runs with an agent that has claims. */
+  readonly gate: ClaimGate | undefined
   readonly rateWaits: RateWaits | undefined
   readonly stopping = new Stopping<Node>()
   readonly events: EventSink | undefined
@@ -188,20 +204,26 @@ class Runner<A, E, R> implements ExecHost {
     this.held = services.held
     this.logAnnotations = logAnnotations(runId, services.annotations)
     this.nodes = nodes
-    for (const node of nodes) node.host = this
+    let claims = false
+    for (const node of nodes) {
+      node.host = this
+      if (node.request !== undefined) claims = true
+    }
     link(nodes)
     this.lifecycle = new Lifecycle(nodes.length)
     this.mode = options.mode ?? "settle"
-    this.gate = new ClaimGate({
-      runId,
-      locks: services.locks,
-      maxBypass: options.maxBypass ?? Math.max(32, 4 * concurrency),
-      observing: options.onEvent !== undefined,
-      makeReady: (node) => this.makeReady(node),
-      wake: () => this.wake(),
-      parked: (node, changed) => this.parked(node, changed),
-      granted: (node, lease) => this.granted(node, lease)
-    })
+    this.gate = !claims
+      ? undefined
+      : new ClaimGate({
+          runId,
+          locks: services.locks,
+          maxBypass: options.maxBypass ?? Math.max(32, 4 * concurrency),
+          observing: options.onEvent !== undefined,
+          makeReady: (node) => this.makeReady(node),
+          wake: () => this.wake(),
+          parked: (node, changed) => this.parked(node, changed),
+          granted: (node, lease) => this.granted(node, lease)
+        })
     const limiter = services.limiter
     this.rateWaits =
       limiter === undefined
@@ -219,7 +241,9 @@ class Runner<A, E, R> implements ExecHost {
       const events = this.events
       const consumer =
         events === undefined ? undefined : yield* Effect.forkIn(events.consume(this.options.onEvent!), this.scope)
-      yield* this.locks.onRelease((lease) => this.gate.onRelease(lease.id)).pipe(Scope.provide(this.scope))
+      const gate = this.gate
+      if (gate !== undefined)
+        yield* this.locks.onRelease((lease) => gate.onRelease(lease.id)).pipe(Scope.provide(this.scope))
       this.enqueueRoots()
       const stopOn = this.options.stopOn
       if (stopOn !== undefined) {
@@ -328,7 +352,7 @@ class Runner<A, E, R> implements ExecHost {
         if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
         if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
         if (node.request === undefined) this.start(node)
-        else if (!this.gate.check(node) || !(yield* this.gate.acquire(node))) {
+        else if (!this.gate!.check(node) || !(yield* this.gate!.acquire(node))) {
           yield* this.armClaimTimer(node)
           continue
         }
@@ -461,7 +485,7 @@ class Runner<A, E, R> implements ExecHost {
                   holder: holder.agentId
                 }))
           )
-          this.gate.dropIntent(node)
+          this.gate!.dropIntent(node)
           this.record(node, new Outcome.ClaimTimedOut({ ...common(this.clock, node), afterMs: ms, blockers }))
         })
       )
@@ -511,7 +535,7 @@ class Runner<A, E, R> implements ExecHost {
   private releaseClaims(node: Node): Effect.Effect<void> {
     const lease = node.lease
     if (lease === undefined) return Effect.void
-    this.gate.releaseLocal(node)
+    this.gate!.releaseLocal(node)
     node.lease = undefined
     return this.locks.release(lease)
   }
@@ -605,7 +629,7 @@ class Runner<A, E, R> implements ExecHost {
     const reason = this.stopping.text()
     for (const node of this.nodes) {
       if (node.state === "done") continue
-      if (node.wait?.intent === true) this.gate.dropIntent(node)
+      if (node.wait?.intent === true) this.gate!.dropIntent(node)
       this.record(node, new Outcome.Cancelled({ ...common(this.clock, node), reason }))
     }
   }
@@ -615,23 +639,24 @@ const noDeps: Record<string, unknown> = Object.freeze({})
 
 const limiterOf = (
   options: RunOptions,
-  clock: Clock.Clock
-): Effect.Effect<{
+  clock: Clock.Clock,
+  context: Context.Context<never>
+): {
   limiter: RateLimiter.Service | undefined
   keys: ReadonlyArray<string> | undefined
   issues: ReadonlyArray<Issue>
-}> => {
+} => {
   const buckets = options.rateLimits
   if (buckets !== undefined) {
     const issues = RateLimiter.validateBuckets(buckets)
     const limiter = issues.length > 0 ? undefined : RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
-    return Effect.succeed({ limiter, keys: Object.keys(buckets), issues })
+    return { limiter, keys: Object.keys(buckets), issues }
   }
-  return Effect.map(Effect.serviceOption(RateLimiter.RateLimiter), (service) => {
-    const limiter = Option.getOrUndefined(service)
-    return { limiter, keys: limiter?.keys, issues: [] }
-  })
+  const limiter = Option.getOrUndefined(Context.getOption(context, RateLimiter.RateLimiter))
+  return { limiter, keys: limiter?.keys, issues: noIssues }
 }
+
+const noIssues: ReadonlyArray<Issue> = []
 
 const keyOf = (node: Node, deps: AgentModule.Deps): string | undefined => {
   try {
