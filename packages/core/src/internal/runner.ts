@@ -128,11 +128,9 @@ export const run = <A, E, R>(
         ledger: Option.getOrUndefined(Context.getOption(context, Ledger.Ledger)),
         tracing
       }
-      return Effect.acquireUseRelease(
-        Scope.make(),
-        (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, services, scope).run,
-        (scope, exit) => Scope.close(scope, exit)
-      )
+      const scope = Scope.makeUnsafe()
+      const runner = new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, services, scope)
+      return Effect.onExit(runner.run, (exit) => Scope.close(scope, exit))
     }
     const execute =
       options.onEvent === undefined
