@@ -329,13 +329,8 @@ const passed = (agent: PlanAgent): Record<string, string> =>
     agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
   )
 
-const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
-  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {}
-  if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
-  if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
-  if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
-  return limits
-}
+const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits =>
+  Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined))
 
 const recordMerge = (ctx: Context, event: RunEvent) =>
   ctx.options.ledger === undefined

@@ -17,6 +17,7 @@ import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
 import * as Telemetry from "../Telemetry.ts"
+import { loadChecked } from "./validate.ts"
 
 const flags = {
   plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")),
@@ -77,8 +78,7 @@ type Flags = {
   readonly otlpEndpoint: Option.Option<string>
 }
 
-const loadPlan = (file: string) =>
-  PlanFile.load(file).pipe(Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`)))
+const loadPlan = (file: string) => Effect.map(loadChecked(file), ({ plan }) => plan)
 
 const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Reporter) =>
   Effect.acquireRelease(

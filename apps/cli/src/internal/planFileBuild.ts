@@ -35,6 +35,9 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     limits: {
       memoryMb: agent.limits?.memoryMb,
       cpuSeconds: agent.limits?.cpuSeconds,
+      fileSizeMb: agent.limits?.fileSizeMb,
+      maxProcesses: agent.limits?.maxProcesses,
+      nice: agent.limits?.nice,
       maxOutputBytes: agent.limits?.maxOutputBytes
     },
     env: { ...agent.env },
