@@ -12,10 +12,12 @@ import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
 import { Data, Effect, Schedule, type Scope } from "effect"
+import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
 import * as Orphans from "./Orphans.ts"
+import * as OutcomeText from "./OutcomeText.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
 
@@ -82,6 +84,8 @@ export interface Report {
   readonly runId: string
   readonly result: RunResult.RunResult<AgentResult, unknown>
   readonly integrationBranch: string | undefined
+  /** The commit the integration branch started from; work was merged when the head differs. */
+  readonly integrationBase: string | undefined
   readonly integrationHead: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
@@ -95,6 +99,8 @@ interface Context {
   readonly logDir: string
   readonly live: Set<WorkspaceModule.WorkspaceHandle>
   readonly kept: Array<WorkspaceModule.ReleaseReport>
+  /** Workspace warnings already shown: each once per run, not once per agent. */
+  readonly warned: Set<string>
 }
 
 /**
@@ -127,7 +133,8 @@ export const run = (
       isolation,
       logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
       live: new Set(),
-      kept: []
+      kept: [],
+      warned: new Set()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
@@ -138,13 +145,13 @@ export const run = (
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
       rateLimits: rateLimitsOf(options.plan),
-      onEvent: (event) =>
-        ledger === undefined
-          ? Effect.sync(() => options.onEvent(event))
-          : Effect.andThen(
-              Effect.sync(() => options.onEvent(event)),
-              Effect.ignore(ledger.record(options.runId, event))
-            ),
+      onEvent: (event) => {
+        const emit = Effect.sync(() => {
+          logTrailer(ctx.logDir, event)
+          options.onEvent(event)
+        })
+        return ledger === undefined ? emit : Effect.andThen(emit, Effect.ignore(ledger.record(options.runId, event)))
+      },
       stopOn: options.stopOn
     }).pipe(
       ledger === undefined
@@ -159,11 +166,28 @@ export const run = (
       runId: options.runId,
       result,
       integrationBranch: integration?.branch,
+      integrationBase: integration?.baseCommit,
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
       keptWorkspaces: ctx.kept
     }
   })
+
+/**
+ * Ends an agent's log with why corral stopped it (`[corral] timed out after 3.0s`): the process
+ * runner's own trailer is written only when the process ends by itself.
+ */
+const logTrailer = (logDir: string, event: RunEvent): void => {
+  if (event._tag !== "Finished" || event.outcome.startedAt === null) return
+  const outcome = event.outcome
+  if (outcome._tag !== "TimedOut" && outcome._tag !== "Interrupted") return
+  const file = NodePath.join(logDir, `${outcome.agentId}.log`)
+  try {
+    if (NodeFs.existsSync(file)) NodeFs.appendFileSync(file, `[corral] ${OutcomeText.describe(outcome)}\n`)
+  } catch {
+    // the log is best effort; the outcome itself is recorded in the ledger
+  }
+}
 
 const toAgent = (ctx: Context, agent: PlanAgent) => {
   const pools = { ...agent.claims.pools }
@@ -274,8 +298,11 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
     })
     ctx.live.add(handle)
     yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
-    for (const warning of handle.warnings)
-      options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
+    for (const warning of handle.warnings) {
+      if (ctx.warned.has(warning)) continue
+      ctx.warned.add(warning)
+      options.onEvent({ _tag: "Notice", at: Date.now(), message: `warning: ${warning}` })
+    }
     const me = yield* Agent.current
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const process = yield* ProcessRunner.run({

@@ -10,6 +10,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
+import * as OutputGuard from "../OutputGuard.ts"
 import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
@@ -95,12 +96,18 @@ const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Repor
       }
       process.on("SIGINT", onSignal)
       process.on("SIGTERM", onSignal)
-      return onSignal
+      const offClosed = OutputGuard.onClosed(() => {
+        count++
+        reporter.note("output closed: stopping agents and cleaning up…")
+        Deferred.doneUnsafe(stop, Effect.succeed("output closed"))
+      })
+      return { onSignal, offClosed }
     }),
-    (onSignal) =>
+    ({ onSignal, offClosed }) =>
       Effect.sync(() => {
         process.off("SIGINT", onSignal)
         process.off("SIGTERM", onSignal)
+        offClosed()
       })
   )
 
@@ -159,7 +166,7 @@ const writeReport = (stateDir: string, runId: string) =>
 
 const storeFailed = (what: string, message: string) =>
   Effect.andThen(
-    Effect.sync(() => process.stderr.write(`corral: the ${what} failed: ${message}\n`)),
+    Effect.sync(() => OutputGuard.write(process.stderr, `corral: the ${what} failed: ${message}\n`)),
     Effect.succeed(1)
   )
 
@@ -180,7 +187,7 @@ const execute = (flags: Flags) =>
       }),
       Effect.catchTag("RunLedgerError", (error) =>
         Effect.andThen(
-          Effect.sync(() => process.stderr.write(`corral: the run ledger failed: ${error.message}\n`)),
+          Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
           Effect.succeed(1)
         )
       )
@@ -236,9 +243,9 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       reportDir === undefined
         ? summary
         : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
-    if (mode === "json") process.stderr.write(`${text}\n`)
-    else process.stdout.write(`\n${text}\n`)
-    return Summary.exitCode(report)
+    if (mode === "json") OutputGuard.write(process.stderr, `${text}\n`)
+    else OutputGuard.write(process.stdout, `\n${text}\n`)
+    return OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report)
   }).pipe(Effect.scoped)
 
 /**

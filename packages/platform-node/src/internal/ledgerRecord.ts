@@ -93,6 +93,7 @@ const agentRecord = (
     agentId: agent.agentId,
     dependsOn: JSON.parse(agent.dependsOn) as Array<string>,
     outcome: agent.outcome,
+    state: agent.state,
     detail: agent.detail,
     attempts: agent.attempts,
     queuedAt: agent.queuedAt,
@@ -142,6 +143,16 @@ export const criticalPath = (agents: ReadonlyArray<RunRecord.AgentRecord>): Arra
 const horizonOf = (run: RunRow, transitions: ReadonlyArray<TransitionRow>): number =>
   run.endedAt ?? transitions.reduce((latest, row) => Math.max(latest, row.at), Math.max(run.heartbeatAt, run.startedAt))
 
+const stopReasonOf = (transitions: ReadonlyArray<TransitionRow>): string | undefined => {
+  const stopping = transitions.find((row) => row.tag === "Stopping" && row.agentId === null)
+  if (stopping === undefined) return undefined
+  const reason = dataField(stopping, "reason") as { _tag?: string; reason?: unknown; agentId?: unknown } | undefined
+  if (typeof reason?.reason === "string") return reason.reason
+  if (reason?._tag === "AgentFailed" && typeof reason.agentId === "string")
+    return `${reason.agentId} failed (fail-fast)`
+  return stopping.note ?? undefined
+}
+
 /** Derives the read model from the stored rows of one run. */
 export const buildRunRecord = (
   run: RunRow,
@@ -170,6 +181,7 @@ export const buildRunRecord = (
     startedAt: run.startedAt,
     endedAt: run.endedAt,
     criticalPath: criticalPath(records),
-    agents: records
+    agents: records,
+    stopReason: stopReasonOf(transitions)
   }
 }
