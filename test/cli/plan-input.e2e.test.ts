@@ -59,10 +59,10 @@ describe("plan files (end to end)", () => {
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(1)
     const row = (id: string) => result.stdout.split("\n").find((line) => line.includes(` ${id} `)) ?? ""
-    expect(row("all")).toMatch(/Succeeded/)
-    expect(row("niced")).toMatch(/Succeeded/)
-    expect(row("procs")).toMatch(/Succeeded/)
-    expect(row("big-file")).toMatch(/Failed/)
+    expect(row("all")).toMatch(/succeeded/)
+    expect(row("niced")).toMatch(/succeeded/)
+    expect(row("procs")).toMatch(/succeeded/)
+    expect(row("big-file")).toMatch(/failed/)
     expect(row("big-file")).toMatch(/file size limit/)
   })
 

@@ -57,7 +57,7 @@ agents:
       const final = screen()
       expect(final).toMatch(/✓ alpha\s+succeeded/)
       expect(final).toMatch(/✓ beta\s+succeeded/)
-      expect(final).toMatch(/│ gamma\s+│ Succeeded/)
+      expect(final).toMatch(/│ gamma\s+│ succeeded/)
       await waitFor(
         () => {
           try {

@@ -65,7 +65,7 @@ const tableOf = (report: Report, options: { readonly color: boolean; readonly co
     chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
     colWidths: (inline ? [...widths, detailWidth] : widths) as never
   })
-  rows.forEach((row, i) => table.push(inline ? [...row, details[i]!] : row))
+  for (const [i, row] of rows.entries()) table.push(inline ? [...row, details[i]!] : row)
   const below = inline
     ? []
     : outcomes.flatMap((outcome, i) => (details[i]!.length > 0 ? [`${outcome.agentId}: ${details[i]}`] : []))
