@@ -56,7 +56,7 @@ export interface AgentRecord {
  * @since 0.1.0
  * @category models
  */
-export type RunStatus = "running" | "succeeded" | "failed" | "interrupted" | "crashed"
+export type RunStatus = "running" | "succeeded" | "failed" | "interrupted" | "crashed" | "discarded"
 
 /**
  * @since 0.1.0

@@ -166,7 +166,8 @@ export const logs = Command.make(
   {
     ...location,
     first: Argument.String("run-id-or-agent").pipe(
-      Argument.withDescription("The run id then the agent, or only the agent (of the latest run)")
+      Argument.withDescription("The run id then the agent, or only the agent (of the latest run)"),
+      Argument.optional
     ),
     second: Argument.String("agent").pipe(Argument.optional),
     follow: Flag.Boolean("follow").pipe(
@@ -178,9 +179,15 @@ export const logs = Command.make(
   (flags) =>
     withLedger(flags, (ledger, stateDir) =>
       Effect.gen(function* () {
+        if (Option.isNone(flags.first)) {
+          const latest = yield* findRun(ledger, Option.none())
+          return yield* invalidInput(
+            `which agent? corral logs [<run-id>] <agent>; the agents of the latest run ${latest.runId}: ${latest.agents.map((agent) => agent.agentId).join(", ")}`
+          )
+        }
         const [runId, agentId] = Option.isSome(flags.second)
-          ? [Option.some(flags.first), flags.second.value]
-          : [Option.none<string>(), flags.first]
+          ? [flags.first, flags.second.value]
+          : [Option.none<string>(), flags.first.value]
         const run = yield* findRun(ledger, runId)
         if (Option.isNone(runId)) yield* Effect.sync(() => OutputGuard.write(process.stderr, `run ${run.runId}\n`))
         const { agent, file } = yield* logFileOf(stateDir, run, agentId)
