@@ -29,6 +29,9 @@ const mergeOf = (outcome: Outcome.Outcome): string => {
 /** The narrowest detail column worth having; below it, details go under the table. */
 const minDetailWidth = 20
 
+/** Long agent ids wrap inside their column down to this width. */
+const minAgentWidth = 12
+
 /**
  * The exit code of a finished run: 0 when every agent succeeded (and merged), 1 otherwise.
  *
@@ -53,19 +56,25 @@ const tableOf = (report: Report, options: { readonly color: boolean; readonly co
   const widths = head.map(
     (title, i) => Math.max(TerminalText.width(title), ...rows.map((row) => TerminalText.width(row[i]!))) + 2
   )
-  const used = widths.reduce((sum, w) => sum + w, 0) + head.length + 2
-  const detailWidth = options.columns - used
   const anyDetail = details.some((detail) => detail.length > 0)
+  const others = widths.slice(1).reduce((sum, w) => sum + w, 0)
+  const borders = head.length + 1
+  const agentFor = (room: number) => Math.max(minAgentWidth, Math.min(widths[0]!, room))
+  const inlineAgent = agentFor(options.columns - others - borders - 1 - minDetailWidth)
+  const detailWidth = options.columns - others - borders - 1 - inlineAgent
   const inline = anyDetail && detailWidth >= minDetailWidth
+  widths[0] = inline ? inlineAgent : agentFor(options.columns - others - borders)
   const table = new Table({
     head: inline ? [...head, "detail"] : head,
     style: { head: options.color ? ["cyan"] : [], border: options.color ? ["grey"] : [] },
-    wordWrap: true,
-    wrapOnWordBoundary: false,
     chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
     colWidths: (inline ? [...widths, detailWidth] : widths) as never
   })
-  for (const [i, row] of rows.entries()) table.push(inline ? [...row, details[i]!] : row)
+  const cellWidths = inline ? [...widths, detailWidth] : widths
+  for (const [i, row] of rows.entries()) {
+    const cells = inline ? [...row, details[i]!] : row
+    table.push(cells.map((cell, column) => TerminalText.wrapHard(cell, cellWidths[column]! - 2)))
+  }
   const below = inline
     ? []
     : outcomes.flatMap((outcome, i) => (details[i]!.length > 0 ? [`${outcome.agentId}: ${details[i]}`] : []))
@@ -84,29 +93,29 @@ export const render = (
 ): string => {
   const columns = options.columns !== undefined && options.columns > 0 ? options.columns : 80
   const lines = [...tableOf(report, { color: options.color, columns }), ""]
+  const say = (text: string) => lines.push(TerminalText.wrap(text, columns))
+  const copy = (text: string) => lines.push(`  ${text}`)
   const { result } = report
   const counts = Object.entries(result.counts).map(([tag, n]) => `${n} ${OutcomeText.word(tag)}`)
-  lines.push(`run ${report.runId}: ${counts.join(", ")} in ${OutcomeText.seconds(result.wallMs)}`)
-  if (result.stopped !== undefined) lines.push(`stopped: ${stopText(result.stopped)}`)
-  if (result.usage.costUsd > 0) lines.push(`cost: $${result.usage.costUsd.toFixed(3)}`)
+  say(`run ${report.runId}: ${counts.join(", ")} in ${OutcomeText.seconds(result.wallMs)}`)
+  if (result.stopped !== undefined) say(`stopped: ${stopText(result.stopped)}`)
+  if (result.usage.costUsd > 0) say(`cost: $${result.usage.costUsd.toFixed(3)}`)
   for (const outcome of result.outcomes) {
     const conflict = conflictOf(outcome)
-    if (conflict !== undefined)
-      lines.push(
-        `${conflict.agentId} conflicts in ${conflict.paths.join(", ")}; its branch is kept:`,
-        `  ${conflict.branch}`
-      )
+    if (conflict === undefined) continue
+    say(`${conflict.agentId} conflicts in ${conflict.paths.join(", ")}; its branch is kept:`)
+    copy(conflict.branch)
   }
-  for (const kept of report.keptWorkspaces)
-    lines.push(`kept the workspace of ${kept.agentId} (${kept.reasons.join("; ")}):`, `  ${kept.dir}`)
+  for (const kept of report.keptWorkspaces) {
+    say(`kept the workspace of ${kept.agentId} (${kept.reasons.join("; ")}):`)
+    copy(kept.dir)
+  }
   if (report.integrationBranch !== undefined && report.integrationHead !== report.integrationBase) {
     const merged = result.outcomes.filter((outcome) => mergeOf(outcome) === "merged").length
-    const what = merged > 0 ? `${merged} agent${merged === 1 ? "" : "s"}` : "earlier runs"
-    lines.push(
-      `merged work of ${what} on ${report.integrationBranch} (${report.integrationHead?.slice(0, 10)}); take it with:`,
-      `  git merge ${report.integrationBranch}`
-    )
+    say(`merged work of ${merged} agent${merged === 1 ? "" : "s"} (${report.integrationHead?.slice(0, 10)}); take it with:`)
+    copy(`git merge ${report.integrationBranch}`)
   }
-  lines.push("logs:", `  ${report.logDir}`)
+  say("logs:")
+  copy(report.logDir)
   return lines.join("\n")
 }

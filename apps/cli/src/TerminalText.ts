@@ -7,6 +7,7 @@
  */
 import stringWidth from "string-width"
 import stripAnsi from "strip-ansi"
+import wrapAnsi from "wrap-ansi"
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const controls = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g
@@ -67,3 +68,22 @@ export const pad = (text: string, columns: number): string => text + " ".repeat(
  */
 export const isUsableTerminal = (stream: NodeJS.WriteStream): boolean =>
   stream.isTTY === true && (stream.columns ?? 0) > 0 && (stream.rows ?? 0) > 0
+
+/**
+ * Prose wrapped at word boundaries to `columns`; a word longer than a line is left whole (so a
+ * path or branch stays copyable).
+ *
+ * @since 0.1.0
+ * @category text
+ */
+export const wrap = (text: string, columns: number): string =>
+  wrapAnsi(text, Math.max(20, columns), { hard: false, trim: true })
+
+/**
+ * Text wrapped to exactly `columns`: at word boundaries, and inside words longer than a line.
+ *
+ * @since 0.1.0
+ * @category text
+ */
+export const wrapHard = (text: string, columns: number): string =>
+  wrapAnsi(text, Math.max(1, columns), { hard: true, trim: true })
