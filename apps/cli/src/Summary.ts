@@ -112,7 +112,9 @@ export const render = (
   }
   if (report.integrationBranch !== undefined && report.integrationHead !== report.integrationBase) {
     const merged = result.outcomes.filter((outcome) => mergeOf(outcome) === "merged").length
-    say(`merged work of ${merged} agent${merged === 1 ? "" : "s"} (${report.integrationHead?.slice(0, 10)}); take it with:`)
+    say(
+      `merged work of ${merged} agent${merged === 1 ? "" : "s"} (${report.integrationHead?.slice(0, 10)}); take it with:`
+    )
     copy(`git merge ${report.integrationBranch}`)
   }
   say("logs:")

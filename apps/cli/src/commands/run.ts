@@ -226,7 +226,11 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       inputsHash
     }).pipe(
       Effect.provide(
-        Telemetry.layer(Telemetry.endpointFrom(flags.otlpEndpoint, process.env), { serviceName: "corral", runId })
+        Telemetry.layerChecked(
+          Telemetry.endpointFrom(flags.otlpEndpoint, process.env),
+          { serviceName: "corral", runId },
+          { onExportError: (message) => reporter.note(`warning: ${message}`) }
+        )
       ),
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
