@@ -263,3 +263,41 @@ describe("corral discard and init (end to end)", () => {
     expect(NodeFs.readFileSync(NodePath.join(repo, "corral.yaml"), "utf8")).toBe("mine\n")
   })
 })
+
+describe("the report's critical path (end to end)", () => {
+  it("follows the run's real waits — claims as well as dependencies — not the lone slow agent", async () => {
+    const repo = makeRepo()
+    const gate = `${tempDir("gate-")}/go`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 3
+agents:
+  - id: holder
+    run: sh -c 'while [ ! -e ${gate} ]; do sleep 0.05; done'
+    claims: { write: [shared.txt] }
+  - id: waiter
+    run: echo waited > waited.txt
+    claims: { write: [shared.txt] }
+  - id: lone
+    run: sleep 30
+    timeout: 1s
+`
+    )
+    const cli = startCli(["run", plan, "--report"], { cwd: repo })
+    await waitFor(() => /lone: timed out/.test(cli.output()), 30_000, "lone to time out")
+    NodeFs.writeFileSync(gate, "")
+    expect((await cli.done).code).toBe(1)
+    const runId = runIdOf(repo)
+    const dir = NodePath.join(repo, ".corral", "runs", runId)
+    const trace = JSON.parse(NodeFs.readFileSync(NodePath.join(dir, "trace.json"), "utf8")) as {
+      traceEvents: ReadonlyArray<{ name: string; args?: { criticalPath?: boolean } }>
+    }
+    const critical = new Set(trace.traceEvents.filter((e) => e.args?.criticalPath === true).map((e) => e.name))
+    expect([...critical].sort()).toEqual(["holder", "waiter"])
+    const html = NodeFs.readFileSync(NodePath.join(dir, "report.html"), "utf8")
+    expect(html).toContain("critical path (holder → waiter)")
+    expect(html).toMatch(/each agent on it waited for the one before \(a dependency, or a claim it held\)/)
+  })
+})
