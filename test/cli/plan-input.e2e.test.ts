@@ -63,7 +63,7 @@ describe("plan files (end to end)", () => {
     expect(row("niced")).toMatch(/succeeded/)
     expect(row("procs")).toMatch(/succeeded/)
     expect(row("big-file")).toMatch(/failed/)
-    expect(row("big-file")).toMatch(/file size limit/)
+    expect(result.stdout).toMatch(/big-file: process "big-file" exceeded its file size limit \(1 MB\)/)
   })
 
   it("rejects a nice value outside -20..19 with its location", async () => {
