@@ -11,7 +11,7 @@ const documentedLimits = (): Array<string> =>
       return match === null ? [] : [match[1]!]
     })
 
-const sampleValue: Record<string, number> = { nice: 5 }
+const sampleValue: Record<string, number> = { nice: 5, cpuPercent: 50 }
 
 /** Runs `validate` and `run` on a bad plan: both exit 2, name the location, create nothing. */
 const rejectedEverywhere = async (name: string, text: string | Uint8Array, location: RegExp) => {
