@@ -138,11 +138,14 @@ describe("plan files (end to end)", () => {
   - id: c
     run: echo c
     inputs: [--output=x]
+  - id: d
+    run: -x
 `,
       /agents\[0\]\.claims\.write\[0\]/
     )
     expect(stderr).toMatch(/agents\[1\]\.claims\.read\[0\]/)
     expect(stderr).toMatch(/agents\[2\]\.inputs\[0\]/)
+    expect(stderr).toMatch(/agents\[3\]\.run: a command must not start with "-"/)
     expect(stderr).toMatch(/start with "-"/)
   })
 })

@@ -164,7 +164,13 @@ const nulMessage = "must not contain a NUL character (\\0); a process cannot rec
 
 const Command = Schema.String.check(
   Schema.makeFilter((run: string) =>
-    run.trim().length === 0 ? "a command must not be blank" : run.includes("\0") ? `a command ${nulMessage}` : undefined
+    run.trim().length === 0
+      ? "a command must not be blank"
+      : run.includes("\0")
+        ? `a command ${nulMessage}`
+        : run.trimStart().startsWith("-")
+          ? `a command must not start with "-" (sh -c would read it as an option), got ${JSON.stringify(run)}`
+          : undefined
   )
 )
 
