@@ -1,6 +1,7 @@
 import { Plan } from "@corral/core"
 import { Console, Effect, Result } from "effect"
 import { Argument, Command } from "effect/cli"
+import * as AgentIsolation from "../AgentIsolation.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as PlanFile from "../PlanFile.ts"
 import { shapeOf } from "../RunPlan.ts"
@@ -40,6 +41,9 @@ export const loadChecked = (file: string) =>
     )
     const analysis = Plan.analyze(shapeOf(plan), { pools: plan.pools })
     if (Result.isFailure(analysis)) return yield* invalidInput(`invalid plan ${file}\n${analysis.failure.message}`)
+    const unsupported = AgentIsolation.unsupported(plan)
+    if (unsupported !== undefined)
+      return yield* invalidInput(`${file}: ${unsupported}\n${AgentIsolation.describeSupport()}`)
     return { plan, analysis: analysis.success }
   })
 
@@ -54,11 +58,12 @@ export const validate = Command.make(
   ({ plan }) =>
     Effect.gen(function* () {
       const checked = yield* loadChecked(plan)
-      yield* Console.log(describe(checked.plan, checked.analysis))
+      yield* Console.log(`${describe(checked.plan, checked.analysis)}
+${AgentIsolation.describeSupport()}`)
     })
 ).pipe(
   Command.withDescription(
-    "Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path"
+    "Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path, and what this machine supports (sandboxes)"
   ),
   Command.withExamples([{ command: "corral validate plan.yaml", description: "check a plan without running it" }])
 )
