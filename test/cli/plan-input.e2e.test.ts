@@ -3,12 +3,15 @@ import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import { makeRepo, root, runCli, writePlan } from "../helpers.ts"
 
+/** The limits docs/limits.md lists, each with whether it says a plan file accepts it. */
 const documentedLimits = (): Array<string> =>
   NodeFs.readFileSync(NodePath.join(root, "docs/limits.md"), "utf8")
     .split("\n")
     .flatMap((line) => {
-      const match = /^\| `([A-Za-z]+)` \|/.exec(line)
-      return match === null ? [] : [match[1]!]
+      const match = /^\| `([A-Za-z]+)` \| ([^|]+) \|/.exec(line)
+      if (match === null) return []
+      expect(match[2]!.trim(), `docs/limits.md: plan file column of ${match[1]}`).toMatch(/^yes/)
+      return [match[1]!]
     })
 
 const sampleValue: Record<string, number> = { nice: 5, cpuPercent: 50 }
