@@ -18,6 +18,7 @@ import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
 import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
+import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
 import * as OutcomeText from "./OutcomeText.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
@@ -50,6 +51,20 @@ export interface AgentResult {
   readonly process: ProcessRunner.ProcessResult
   readonly merge: "merged" | "nothing to merge" | "not merged"
   readonly commit: string | undefined
+}
+
+/**
+ * The recorded success of an agent whose work a crashed run merged before the ledger recorded it
+ * (see `Reconcile`): a resumed run reports it `Cached` and does not run it again.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReconciledResult {
+  readonly merge: "merged"
+  readonly commit: string
+  /** The run whose integration branch holds the agent's commit. */
+  readonly mergedBy: string
 }
 
 /**
@@ -258,7 +273,10 @@ export const shapeOf = (plan: Plan) =>
  * @since 0.1.0
  * @category caching
  */
-export const idempotencyKeyOf = (options: Options, agent: PlanAgent): string =>
+export const idempotencyKeyOf = (
+  options: Pick<Options, "inputsHash" | "lineage" | "runId">,
+  agent: PlanAgent
+): string =>
   agent.inputs.length > 0
     ? `${agent.hash}:inputs:${options.inputsHash?.[agent.id] ?? ""}`
     : `${agent.hash}:run:${options.lineage ?? options.runId}`
@@ -383,8 +401,18 @@ const passed = (agent: PlanAgent): Record<string, string> =>
     agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
   )
 
-const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits =>
-  Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined))
+/**
+ * The output cap of a plan's agent that sets no `limits.maxOutputBytes`: 64 MiB of stdout + stderr.
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const defaultMaxOutputBytes = 64 * 1024 * 1024
+
+const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
+  ...Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined)),
+  maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
+})
 
 const recordMerge = (ctx: Context, event: RunEvent) =>
   ctx.options.ledger === undefined
@@ -428,6 +456,7 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
+    KillPoint.reached("merged", agent.id)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)
