@@ -83,7 +83,7 @@ describe("OpenAiCompat", () => {
       assert.deepStrictEqual(messages[1].tool_calls, [
         { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }
       ])
-      assert.deepStrictEqual(messages[2], { role: "tool", tool_call_id: "call_1", content: '"sunny in Oslo"' })
+      assert.deepStrictEqual(messages[2], { role: "tool", tool_call_id: "call_1", content: "sunny in Oslo" })
     }).pipe(Effect.scoped, Effect.provide(weatherHandlers))
   )
 
@@ -195,14 +195,30 @@ describe("OpenAiCompat", () => {
         Effect.flip,
         Effect.provide(model(server.url))
       )
-      assert.strictEqual(seen.join(""), "a lo")
+      assert.strictEqual(seen.join(""), "a long a")
       assert.strictEqual(error.reason._tag, "NetworkError")
       assert.isTrue(error.isRetryable)
-      assert.include(error.message, "ended before")
+      assert.include(error.message, "the event stream was cut")
     }).pipe(Effect.scoped)
   )
 
-  it.effect("no response within the timeout and a refused connection are retryable network errors", () =>
+  it.effect("a stream that ends cleanly without [DONE] is truncated: a retryable NetworkError names the missing event", () =>
+    Effect.gen(function* () {
+      const whole = FakeModelServer.openAiStream({ text: "abc" })
+      const server = yield* FakeModelServer.make(() =>
+        whole._tag === "Sse" ? { ...whole, events: whole.events.slice(0, -1) } : whole
+      )
+      const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+        Stream.runDrain,
+        Effect.flip,
+        Effect.provide(model(server.url))
+      )
+      assert.strictEqual(error.reason._tag, "NetworkError")
+      assert.include(error.message, 'ended before its "[DONE]" event')
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("no response within the timeout and a refused connection are retryable network errors", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.hang)
       const slow = yield* failureOf(

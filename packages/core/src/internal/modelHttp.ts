@@ -207,7 +207,7 @@ export const events = (
         return fail(target, new AiError.InvalidResponseError({ description: "unexpected SSE retry directive" }))
       if (error instanceof Sse.SseError)
         return fail(target, new AiError.InvalidResponseError({ description: `malformed SSE: ${error.message}` }))
-      return fromHttpError(target, request, error)
+      return transport(target, request, `the event stream was cut: ${error.message}`)
     }),
     Stream.tap((event) =>
       Effect.sync(() => {
