@@ -133,7 +133,8 @@ const blocksOf = (message: Prompt.Message): Content => {
         break
       }
       case "tool-call":
-        if (!part.providerExecuted) blocks.push({ type: "tool_use", id: part.id, name: part.name, input: part.params ?? {} })
+        if (!part.providerExecuted)
+          blocks.push({ type: "tool_use", id: part.id, name: part.name, input: part.params ?? {} })
         break
       case "tool-result":
         if (message.role === "tool" || !part.providerExecuted)
@@ -150,7 +151,9 @@ const blocksOf = (message: Prompt.Message): Content => {
 }
 
 /** Anthropic's `system` and `messages` for a prompt; tool results go in user turns. @internal */
-export const messagesOf = (prompt: Prompt.Prompt): { system: string | undefined; messages: Array<Record<string, unknown>> } => {
+export const messagesOf = (
+  prompt: Prompt.Prompt
+): { system: string | undefined; messages: Array<Record<string, unknown>> } => {
   const system: Array<string> = []
   const messages: Array<{ role: string; content: Content }> = []
   for (const message of prompt.content) {
@@ -186,7 +189,11 @@ const toolsOf = (options: LanguageModel.ProviderOptions): Record<string, unknown
   const allowed = typeof choice === "object" && "oneOf" in choice ? new Set(choice.oneOf) : undefined
   const tools = options.tools
     .filter((tool) => !Tool.isProviderDefined(tool) && (allowed === undefined || allowed.has(tool.name)))
-    .map((tool) => ({ name: tool.name, description: Tool.getDescription(tool) ?? "", input_schema: Tool.getJsonSchema(tool) }))
+    .map((tool) => ({
+      name: tool.name,
+      description: Tool.getDescription(tool) ?? "",
+      input_schema: Tool.getJsonSchema(tool)
+    }))
   if (tools.length === 0) return {}
   const toolChoice =
     typeof choice === "string"
@@ -293,7 +300,9 @@ const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream:
 }
 
 const objectText = (options: LanguageModel.ProviderOptions, name: string | undefined, input: unknown) =>
-  options.responseFormat.type === "json" && name === options.responseFormat.objectName ? JSON.stringify(input) : undefined
+  options.responseFormat.type === "json" && name === options.responseFormat.objectName
+    ? JSON.stringify(input)
+    : undefined
 
 const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   const target = targetOf(setup, "generateText")
@@ -331,15 +340,17 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   const target = targetOf(setup, "streamText")
   const request = requestOf(setup, options, true)
   const invalid = (description: string) =>
-    AiError.make({ module: "Anthropic", method: "streamText", reason: new AiError.InvalidResponseError({ description }) })
+    AiError.make({
+      module: "Anthropic",
+      method: "streamText",
+      reason: new AiError.InvalidResponseError({ description })
+    })
   return Stream.unwrap(
     Effect.map(ModelHttp.send(target, request), (response) => {
       let usage: RawUsage = { input_tokens: 0, output_tokens: 0 }
       let reason: Response.FinishReason = "unknown"
       const blocks = new Map<number, OpenBlock>()
-      const onEvent = (
-        event: typeof Event.Type
-      ): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.AiError> => {
+      const onEvent = (event: typeof Event.Type): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.AiError> => {
         switch (event.type) {
           case "message_start": {
             if (event.message !== undefined) usage = event.message.usage
@@ -361,16 +372,15 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
               const name = block.name ?? ""
               const isObject = options.responseFormat.type === "json" && name === options.responseFormat.objectName
               blocks.set(index, { kind: isObject ? "object" : "tool", id, name, json: "" })
-              return Effect.succeed(
-                isObject ? [{ type: "text-start", id }] : [{ type: "tool-params-start", id, name }]
-              )
+              return Effect.succeed(isObject ? [{ type: "text-start", id }] : [{ type: "tool-params-start", id, name }])
             }
             blocks.set(index, { kind: "other", id: `other-${index}`, name: "", json: "" })
             return Effect.succeed([])
           }
           case "content_block_delta": {
             const open = blocks.get(event.index ?? 0)
-            if (open === undefined) return Effect.fail(invalid(`a delta for block ${event.index} that was never started`))
+            if (open === undefined)
+              return Effect.fail(invalid(`a delta for block ${event.index} that was never started`))
             const delta = event.delta
             if (open.kind === "text" && delta?.text !== undefined)
               return Effect.succeed([{ type: "text-delta", id: open.id, delta: delta.text }])
@@ -387,7 +397,8 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
           case "content_block_stop": {
             const open = blocks.get(event.index ?? 0)
             if (open === undefined || open.kind === "other") return Effect.succeed([])
-            if (open.kind === "text" || open.kind === "object") return Effect.succeed([{ type: "text-end", id: open.id }])
+            if (open.kind === "text" || open.kind === "object")
+              return Effect.succeed([{ type: "text-end", id: open.id }])
             return Effect.map(
               ModelHttp.decodeJson(
                 target,
@@ -447,7 +458,12 @@ export const make = (options: Options): Effect.Effect<LanguageModel.LanguageMode
   Effect.gen(function* () {
     const client = yield* HttpClient.HttpClient
     const base = (options.baseUrl ?? "https://api.anthropic.com/v1").replace(/\/+$/, "")
-    const setup: Setup = { options, client, prices: { ...Pricing.defaults, ...options.prices }, url: `${base}/messages` }
+    const setup: Setup = {
+      options,
+      client,
+      prices: { ...Pricing.defaults, ...options.prices },
+      url: `${base}/messages`
+    }
     return yield* LanguageModel.make({
       generateText: (provider) => generateText(setup, provider),
       streamText: (provider) => streamText(setup, provider)

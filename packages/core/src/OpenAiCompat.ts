@@ -22,7 +22,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
@@ -279,7 +279,12 @@ const finishPart = (reason: Response.FinishReason, reported: Reported): Response
 })
 
 const parseArguments = (target: ModelHttp.Target, name: string, id: string, text: string) =>
-  ModelHttp.decodeJson(target, Schema.Unknown, `the arguments of tool call ${JSON.stringify(name)} (${id})`, text || "{}")
+  ModelHttp.decodeJson(
+    target,
+    Schema.Unknown,
+    `the arguments of tool call ${JSON.stringify(name)} (${id})`,
+    text || "{}"
+  )
 
 interface Setup {
   readonly options: Options
@@ -307,7 +312,10 @@ const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream:
   }
   let request = HttpClientRequest.post(setup.url).pipe(
     HttpClientRequest.bodyJsonUnsafe(body),
-    HttpClientRequest.setHeaders({ accept: stream ? "text/event-stream" : "application/json", ...setup.options.headers })
+    HttpClientRequest.setHeaders({
+      accept: stream ? "text/event-stream" : "application/json",
+      ...setup.options.headers
+    })
   )
   if (setup.options.apiKey !== undefined) request = HttpClientRequest.bearerToken(request, setup.options.apiKey)
   return request

@@ -67,8 +67,18 @@ export const defaults: Table = {
     cachedInputPerMillion: 0.08,
     cacheWritePerMillion: 1
   },
-  "claude-sonnet-4": { inputPerMillion: 3, outputPerMillion: 15, cachedInputPerMillion: 0.3, cacheWritePerMillion: 3.75 },
-  "claude-opus-4": { inputPerMillion: 15, outputPerMillion: 75, cachedInputPerMillion: 1.5, cacheWritePerMillion: 18.75 }
+  "claude-sonnet-4": {
+    inputPerMillion: 3,
+    outputPerMillion: 15,
+    cachedInputPerMillion: 0.3,
+    cacheWritePerMillion: 3.75
+  },
+  "claude-opus-4": {
+    inputPerMillion: 15,
+    outputPerMillion: 75,
+    cachedInputPerMillion: 1.5,
+    cacheWritePerMillion: 18.75
+  }
 }
 
 /**

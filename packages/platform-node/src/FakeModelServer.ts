@@ -142,7 +142,9 @@ export const failure = (status: number, message: string): Reply =>
  */
 export interface Answer {
   readonly text?: string | undefined
-  readonly toolCalls?: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }> | undefined
+  readonly toolCalls?:
+    | ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
+    | undefined
   readonly inputTokens?: number | undefined
   readonly outputTokens?: number | undefined
   readonly cachedInputTokens?: number | undefined
@@ -199,7 +201,8 @@ const chunks = (text: string): Array<string> => text.match(/.{1,4}/gs) ?? []
 export const openAiStream = (answer: Answer, cutAfter?: number): Reply => {
   const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", model: answer.model ?? "fake-model" }
   const data: Array<unknown> = [{ ...base, choices: [{ index: 0, delta: { role: "assistant", content: "" } }] }]
-  for (const piece of chunks(answer.text ?? "")) data.push({ ...base, choices: [{ index: 0, delta: { content: piece } }] })
+  for (const piece of chunks(answer.text ?? ""))
+    data.push({ ...base, choices: [{ index: 0, delta: { content: piece } }] })
   answer.toolCalls?.forEach((call, index) => {
     const args = JSON.stringify(call.params)
     const half = Math.floor(args.length / 2)
@@ -209,7 +212,9 @@ export const openAiStream = (answer: Answer, cutAfter?: number): Reply => {
         {
           index: 0,
           delta: {
-            tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: args.slice(0, half) } }]
+            tool_calls: [
+              { index, id: call.id, type: "function", function: { name: call.name, arguments: args.slice(0, half) } }
+            ]
           }
         }
       ]
@@ -251,7 +256,12 @@ export const anthropic = (answer: Answer): Reply =>
     model: answer.model ?? "fake-model",
     content: [
       ...(answer.text === undefined ? [] : [{ type: "text", text: answer.text }]),
-      ...(answer.toolCalls ?? []).map((call) => ({ type: "tool_use", id: call.id, name: call.name, input: call.params }))
+      ...(answer.toolCalls ?? []).map((call) => ({
+        type: "tool_use",
+        id: call.id,
+        name: call.name,
+        input: call.params
+      }))
     ],
     stop_reason: answer.toolCalls !== undefined ? "tool_use" : "end_turn",
     stop_sequence: null,
@@ -355,7 +365,9 @@ const respond = (res: Http.ServerResponse, reply: Reply): void => {
   }
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
   const events = reply.cutAfter === undefined ? reply.events : reply.events.slice(0, reply.cutAfter)
-  const text = events.map((event) => `${event.event === undefined ? "" : `event: ${event.event}\n`}data: ${event.data}\n\n`)
+  const text = events.map(
+    (event) => `${event.event === undefined ? "" : `event: ${event.event}\n`}data: ${event.data}\n\n`
+  )
   if (reply.cutAfter === undefined) {
     res.end(text.join(""))
     return

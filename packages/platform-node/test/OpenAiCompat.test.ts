@@ -2,7 +2,7 @@ import { Agent, Corral, Llm, OpenAiCompat, RateLimiter, Usage } from "@corral/co
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema, Stream } from "effect"
-import { AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
+import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
@@ -171,7 +171,9 @@ describe("OpenAiCompat", () => {
   it.effect("malformed JSON and a body of the wrong shape fail with InvalidResponseError saying what was wrong", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make((_, call) =>
-        call === 1 ? FakeModelServer.raw('{"choices": [') : FakeModelServer.json({ choices: [{ message: { content: 3 } }] })
+        call === 1
+          ? FakeModelServer.raw('{"choices": [')
+          : FakeModelServer.json({ choices: [{ message: { content: 3 } }] })
       )
       const call = LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
       const malformed = yield* failureOf(call)
@@ -202,20 +204,22 @@ describe("OpenAiCompat", () => {
     }).pipe(Effect.scoped)
   )
 
-  it.effect("a stream that ends cleanly without [DONE] is truncated: a retryable NetworkError names the missing event", () =>
-    Effect.gen(function* () {
-      const whole = FakeModelServer.openAiStream({ text: "abc" })
-      const server = yield* FakeModelServer.make(() =>
-        whole._tag === "Sse" ? { ...whole, events: whole.events.slice(0, -1) } : whole
-      )
-      const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
-        Stream.runDrain,
-        Effect.flip,
-        Effect.provide(model(server.url))
-      )
-      assert.strictEqual(error.reason._tag, "NetworkError")
-      assert.include(error.message, 'ended before its "[DONE]" event')
-    }).pipe(Effect.scoped)
+  it.effect(
+    "a stream that ends cleanly without [DONE] is truncated: a retryable NetworkError names the missing event",
+    () =>
+      Effect.gen(function* () {
+        const whole = FakeModelServer.openAiStream({ text: "abc" })
+        const server = yield* FakeModelServer.make(() =>
+          whole._tag === "Sse" ? { ...whole, events: whole.events.slice(0, -1) } : whole
+        )
+        const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.flip,
+          Effect.provide(model(server.url))
+        )
+        assert.strictEqual(error.reason._tag, "NetworkError")
+        assert.include(error.message, 'ended before its "[DONE]" event')
+      }).pipe(Effect.scoped)
   )
 
   it.live("no response within the timeout and a refused connection are retryable network errors", () =>
@@ -228,9 +232,7 @@ describe("OpenAiCompat", () => {
       assert.isTrue(slow.isRetryable)
       assert.include(slow.message, "no response within 300 ms")
       const closed = yield* FakeModelServer.closedPort
-      const refused = yield* failureOf(
-        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(closed)))
-      )
+      const refused = yield* failureOf(LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(closed))))
       assert.strictEqual(refused._tag, "NetworkError")
       assert.isTrue(refused.isRetryable)
     }).pipe(Effect.scoped)
@@ -239,7 +241,9 @@ describe("OpenAiCompat", () => {
   it.live("in a run, a 429 pauses the run's bucket and the agent's retry succeeds; usage lands on its outcome", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make((_, call) =>
-        call === 1 ? FakeModelServer.rateLimited(0) : FakeModelServer.openAi({ text: "ok", inputTokens: 3, outputTokens: 2 })
+        call === 1
+          ? FakeModelServer.rateLimited(0)
+          : FakeModelServer.openAi({ text: "ok", inputTokens: 3, outputTokens: 2 })
       )
       const agent = Agent.make("ask", {
         rateLimit: "openai",

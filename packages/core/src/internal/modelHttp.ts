@@ -30,7 +30,10 @@ const fail = (target: Target, reason: AiError.AiErrorReason): AiError.AiError =>
   AiError.make({ module: target.module, method: target.method, reason })
 
 /** `Retry-After` (seconds or an HTTP date) or OpenAI's `retry-after-ms`, in milliseconds. */
-export const retryAfterMs = (headers: Readonly<Record<string, string | undefined>>, now: number): number | undefined => {
+export const retryAfterMs = (
+  headers: Readonly<Record<string, string | undefined>>,
+  now: number
+): number | undefined => {
   const ms = headers["retry-after-ms"]
   if (ms !== undefined && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Number(ms)
   const value = headers["retry-after"]
@@ -167,7 +170,10 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
   }
   return Schema.decodeUnknownEffect(schema)(json).pipe(
     Effect.mapError((error) =>
-      fail(target, new AiError.InvalidResponseError({ description: `${what} has an unexpected shape: ${error.message}` }))
+      fail(
+        target,
+        new AiError.InvalidResponseError({ description: `${what} has an unexpected shape: ${error.message}` })
+      )
     )
   )
 }
