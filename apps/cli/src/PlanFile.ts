@@ -154,6 +154,8 @@ export interface Plan {
   readonly merge: "auto" | "none"
   readonly pools: Readonly<Record<string, number>>
   readonly rateLimits: Readonly<Record<string, RateLimit>>
+  /** Stop the run once the agents together spent more (tokens = input + output). */
+  readonly budget: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined }
   readonly defaults: Defaults
   readonly agents: ReadonlyArray<PlanAgent>
   readonly hash: string

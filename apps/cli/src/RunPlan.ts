@@ -138,6 +138,7 @@ export const run = (
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
       rateLimits: rateLimitsOf(options.plan),
+      budget: budgetOf(options.plan),
       onEvent: (event) =>
         ledger === undefined
           ? Effect.sync(() => options.onEvent(event))
@@ -170,7 +171,7 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
   if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined)
     pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
-    run: Effect.scoped(runAgent(ctx, agent)),
+    run: (deps: Readonly<Record<string, unknown>>) => Effect.scoped(runAgent(ctx, agent, deps)),
     idempotencyKey: ctx.options.ledger === undefined ? undefined : idempotencyKeyOf(ctx.options, agent),
     timeout: agent.timeoutMs,
     retry:
@@ -205,6 +206,19 @@ export const rateLimitsOf = (
         : { limit: bucket.limit, interval: bucket.intervalMs, burst: bucket.burst }
     ])
   )
+}
+
+/**
+ * The plan's `budget` in the form `Corral.run` takes, or `undefined` when it sets none.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const budgetOf = (plan: Plan): { costUsd?: number; tokens?: number } | undefined => {
+  const budget: { costUsd?: number; tokens?: number } = {}
+  if (plan.budget.costUsd !== undefined) budget.costUsd = plan.budget.costUsd
+  if (plan.budget.tokens !== undefined) budget.tokens = plan.budget.tokens
+  return Object.keys(budget).length === 0 ? undefined : budget
 }
 
 /**
@@ -257,7 +271,16 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
-const runAgent = (ctx: Context, agent: PlanAgent) =>
+const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const results: Record<string, unknown> = {}
+  for (const [id, value] of Object.entries(deps)) {
+    const result = (value as Partial<AgentResult> | undefined)?.process?.result
+    if (result !== undefined) results[id] = result
+  }
+  return results
+}
+
+const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
@@ -294,6 +317,9 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
+      protocolDir: NodePath.resolve(options.stateDir, "runs", options.runId, "agents", agent.id),
+      ...(agent.dependsOn.length === 0 ? {} : { deps: resultsOf(deps) }),
+      onWarning: (message) => options.onEvent({ _tag: "Notice", at: Date.now(), message }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)

@@ -73,6 +73,7 @@ export const build = (plan: RawPlan, file: string): Plan => {
     merge: plan.merge ?? "auto",
     pools: { ...plan.pools },
     rateLimits: buildRateLimits(plan),
+    budget: { costUsd: plan.budget?.costUsd, tokens: plan.budget?.tokens },
     defaults,
     agents: plan.agents.map((agent) => buildAgent(agent, defaults))
   }

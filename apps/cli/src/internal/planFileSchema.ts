@@ -186,6 +186,11 @@ const RateLimitSchema = Schema.Struct({
   burst: Schema.optionalKey(Count)
 })
 
+const BudgetSchema = Schema.Struct({
+  costUsd: Schema.optionalKey(Schema.Finite.check(Schema.isGreaterThan(0))),
+  tokens: Schema.optionalKey(PositiveInt)
+})
+
 const DefaultsSchema = Schema.Struct({
   timeout: Schema.optionalKey(PositiveDuration),
   claimTimeout: Schema.optionalKey(PositiveDuration),
@@ -201,6 +206,7 @@ export const PlanSchema = Schema.Struct({
   merge: Schema.optionalKey(Schema.Literals(["auto", "none"])),
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt)),
   rateLimits: Schema.optionalKey(Schema.Record(Schema.String, RateLimitSchema)),
+  budget: Schema.optionalKey(BudgetSchema),
   defaults: Schema.optionalKey(DefaultsSchema),
   agents: Schema.Array(AgentSchema).check(Schema.isMinLength(1, { message: "a plan needs at least one agent" }))
 })
