@@ -30,13 +30,19 @@ agents:
     expect(finished.outcome.usage).toEqual({ inputTokens: 1500, outputTokens: 300, costUsd: 0.015 })
     const notice = events.find((event) => event.type === "Notice" && String(event.message).includes("line 2"))
     expect(notice?.message).toMatch(/agent "research": .*usage\.jsonl line 2: not JSON: not json/)
-    const integration = git(repo, "branch", "--list", "corral/*/integration").trim().replace(/^[*+ ]+/, "")
+    const integration = git(repo, "branch", "--list", "corral/*/integration")
+      .trim()
+      .replace(/^[*+ ]+/, "")
     expect(JSON.parse(git(repo, "show", `${integration}:research.json`))).toEqual({ sources: 12 })
 
     const plain = await runCli(["run", plan], { cwd: repo })
     expect(plain.code, plain.stdout + plain.stderr).toBe(0)
     expect(plain.stdout).toMatch(/research .*\$0\.015/)
     expect(plain.stdout).toContain("cost: $0.015")
+    const status = await runCli(["status"], { cwd: repo })
+    expect(status.code, status.stdout + status.stderr).toBe(0)
+    expect(status.stdout).toContain('result: {"sources":12}')
+    expect(status.stdout).toContain('result: "written"')
   })
 
   it("a plan budget stops the run: the spender is stopped, its dependent cancelled, exit 1 with the reason", async () => {
@@ -62,7 +68,11 @@ agents:
 
   it("rejects a budget that is not positive, naming the field", async () => {
     const repo = makeRepo()
-    const plan = writePlan(tempDir("plan-"), "plan.yaml", "version: 1\nbudget: { costUsd: -1 }\nagents:\n  - id: a\n    run: echo\n")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "version: 1\nbudget: { costUsd: -1 }\nagents:\n  - id: a\n    run: echo\n"
+    )
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(2)
     expect(result.stdout + result.stderr).toContain("budget.costUsd")

@@ -73,6 +73,8 @@ const statusText = (run: RunRecord): string => {
     lines.push(
       `  ${agent.agentId.padEnd(20)} ${(agent.outcome ?? "pending").padEnd(13)} ${duration(agent.startedAt, agent.endedAt).padStart(7)}  ${agent.attempts} attempt(s)  ${agent.detail}`
     )
+    const result = (agent.value as { readonly process?: { readonly result?: unknown } } | undefined)?.process?.result
+    if (result !== undefined) lines.push(`  ${"".padEnd(20)} result: ${JSON.stringify(result)}`)
   }
   return lines.join("\n")
 }

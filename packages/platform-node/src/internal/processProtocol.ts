@@ -48,9 +48,7 @@ const safe = (name: string): string => name.replace(/[^A-Za-z0-9._-]/g, "_").sli
 /** Creates the folder, writes the dependency files and returns the environment for the child. */
 export const prepare = (spec: ProcessSpec, name: string, cwd: string): Protocol => {
   const owned = spec.protocolDir === undefined
-  const dir = owned
-    ? path.join(rootDir(), `${safe(name)}-${++counter}`)
-    : path.resolve(cwd, spec.protocolDir as string)
+  const dir = owned ? path.join(rootDir(), `${safe(name)}-${++counter}`) : path.resolve(cwd, spec.protocolDir as string)
   fs.mkdirSync(dir, { recursive: true })
   const usagePath = path.join(dir, "usage.jsonl")
   fs.rmSync(usagePath, { force: true })
