@@ -6,12 +6,14 @@
  * @since 0.1.0
  */
 import { Agent, Corral, type RunResult } from "@corral/core"
+import * as CodingAgent from "@corral/platform-node/CodingAgent"
 import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
 import { Data, Effect, Schedule, type Scope } from "effect"
+import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
@@ -271,6 +273,14 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
+const writePrompt = (dir: string, prompt: string) =>
+  Effect.sync(() => {
+    const file = NodePath.join(dir, "prompt.md")
+    NodeFs.mkdirSync(dir, { recursive: true })
+    NodeFs.writeFileSync(file, prompt)
+    return file
+  })
+
 const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unknown> => {
   const results: Record<string, unknown> = {}
   for (const [id, value] of Object.entries(deps)) {
@@ -301,9 +311,15 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
     const me = yield* Agent.current
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
+    const protocolDir = NodePath.resolve(options.stateDir, "runs", options.runId, "agents", agent.id)
+    const prompt =
+      agent.prompt === undefined ? {} : { CORRAL_PROMPT_FILE: yield* writePrompt(protocolDir, agent.prompt) }
     const process = yield* ProcessRunner.run({
       name: agent.id,
-      command: agent.run,
+      command:
+        agent.use === undefined
+          ? agent.run
+          : CodingAgent.commandLine({ kind: agent.use, model: agent.model, args: agent.args }),
       shell: true,
       cwd: handle.dir,
       env: {
@@ -311,13 +327,14 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
         ...handle.env,
         ...agent.env,
         ...fencing,
+        ...prompt,
         CORRAL_RUN_ID: options.runId,
         CORRAL_AGENT_ID: agent.id
       },
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
-      protocolDir: NodePath.resolve(options.stateDir, "runs", options.runId, "agents", agent.id),
+      protocolDir,
       ...(agent.dependsOn.length === 0 ? {} : { deps: resultsOf(deps) }),
       onWarning: (message) => options.onEvent({ _tag: "Notice", at: Date.now(), message }),
       limits: limitsOf(agent),

@@ -22,7 +22,11 @@ const unique = (items: ReadonlyArray<string> | undefined): ReadonlyArray<string>
 const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
   const definition: Omit<PlanAgent, "hash"> = {
     id: agent.id,
-    run: agent.run,
+    run: agent.run ?? agent.use ?? "",
+    use: agent.use,
+    prompt: agent.prompt,
+    model: agent.model,
+    args: [...(agent.args ?? [])],
     claims: {
       read: unique(agent.claims?.read),
       write: unique(agent.claims?.write),
@@ -47,7 +51,8 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     estimateMs: agent.estimate,
     labels: { ...agent.labels }
   }
-  return { ...definition, hash: hashOf(definition) }
+  const { args, ...rest } = definition
+  return { ...definition, hash: hashOf(args.length === 0 ? rest : definition) }
 }
 
 const buildRateLimits = (plan: RawPlan): Readonly<Record<string, RateLimit>> =>

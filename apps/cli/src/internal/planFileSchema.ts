@@ -160,9 +160,17 @@ const LimitsSchema = Schema.Struct({
   maxOutputBytes: Schema.optionalKey(PositiveInt)
 })
 
+const Prompt = Schema.String.check(
+  Schema.makeFilter((prompt: string) => (prompt.trim().length === 0 ? "a prompt must not be blank" : undefined))
+)
+
 const AgentSchema = Schema.Struct({
   id: AgentId,
-  run: Command,
+  run: Schema.optionalKey(Command),
+  use: Schema.optionalKey(Schema.Literals(["claude-code", "codex"])),
+  prompt: Schema.optionalKey(Prompt),
+  model: Schema.optionalKey(Schema.String),
+  args: Schema.optionalKey(Schema.Array(Schema.String)),
   claims: Schema.optionalKey(ClaimsSchema),
   dependsOn: Schema.optionalKey(Schema.Array(Schema.String)),
   timeout: Schema.optionalKey(PositiveDuration),
