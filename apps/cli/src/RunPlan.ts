@@ -1,13 +1,14 @@
 /**
  * Runs a plan: every agent's command in its own workspace, under the plan's concurrency, claims,
- * dependencies and limits; each successful agent's work is committed and merged into the run's
+ * dependencies and limits (rate limits are shared with other runs through `<stateDir>/locks.db`); each successful agent's work is committed and merged into the run's
  * integration branch, one merge at a time, while its claims are still held.
  *
  * @since 0.1.0
  */
-import { Agent, Corral, type RunResult } from "@corral/core"
+import { Agent, Corral, RateLimiter, type RunResult } from "@corral/core"
 import * as CodingAgent from "@corral/platform-node/CodingAgent"
 import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
+import * as SqliteRateLimiter from "@corral/platform-node/SqliteRateLimiter"
 import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
@@ -110,7 +111,10 @@ export const run = (
   options: Options
 ): Effect.Effect<
   Report,
-  WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun | RunLedger.RunLedgerError,
+  | WorkspaceModule.WorkspaceError
+  | import("@corral/core").CorralError.InvalidRun
+  | RunLedger.RunLedgerError
+  | SqliteRateLimiter.LimiterError,
   Workspace | ChildProcessSpawner | Scope.Scope
 > =>
   Effect.gen(function* () {
@@ -134,12 +138,16 @@ export const run = (
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
     const ledger = options.ledger
+    const buckets = rateLimitsOf(options.plan)
+    const limiter =
+      buckets === undefined
+        ? undefined
+        : yield* SqliteRateLimiter.scoped(NodePath.join(options.stateDir, "locks.db"), buckets)
     const result = yield* Corral.run(agents, {
       runId: options.runId,
       concurrency: options.concurrency ?? options.plan.concurrency,
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
-      rateLimits: rateLimitsOf(options.plan),
       budget: budgetOf(options.plan),
       onEvent: (event) =>
         ledger === undefined
@@ -150,6 +158,7 @@ export const run = (
             ),
       stopOn: options.stopOn
     }).pipe(
+      limiter === undefined ? (effect) => effect : Effect.provideService(RateLimiter.RateLimiter, limiter),
       ledger === undefined
         ? (effect) => effect
         : (effect) =>

@@ -70,7 +70,9 @@ export const make = (
     const withBucket = <A>(key: string, f: (bucket: RateLimiter.TokenBucket, now: number) => A): Effect.Effect<A> => {
       const config = configs.get(key)
       if (config === undefined)
-        return Effect.die(new Error(`unknown rate limit ${JSON.stringify(key)} (known: ${[...configs.keys()].join(", ")})`))
+        return Effect.die(
+          new Error(`unknown rate limit ${JSON.stringify(key)} (known: ${[...configs.keys()].join(", ")})`)
+        )
       return sql
         .withTransaction(
           Effect.gen(function* () {
@@ -115,8 +117,7 @@ export const make = (
                 )
         ),
       settle: (key, estimated, actual) => withBucket(key, (bucket, now) => bucket.settle(estimated - actual, now)),
-      pause: (key, retryAfter) =>
-        withBucket(key, (bucket, now) => bucket.pause(Duration.toMillis(retryAfter), now))
+      pause: (key, retryAfter) => withBucket(key, (bucket, now) => bucket.pause(Duration.toMillis(retryAfter), now))
     } satisfies RateLimiter.Service
   })
 

@@ -16,7 +16,9 @@ const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "corral-lim
 const runWorker = (db: string, calls: number) =>
   Effect.callback<ReadonlyArray<number>, Error>((resume) => {
     execFile(process.execPath, [worker, db, String(calls)], (error, stdout, stderr) =>
-      resume(error === null ? Effect.succeed(JSON.parse(stdout)) : Effect.fail(new Error(`${error.message}\n${stderr}`)))
+      resume(
+        error === null ? Effect.succeed(JSON.parse(stdout)) : Effect.fail(new Error(`${error.message}\n${stderr}`))
+      )
     )
   })
 
@@ -69,7 +71,9 @@ describe("SqliteRateLimiter", () => {
       const agent = Agent.make("call", {
         rateLimit: "api",
         run: Effect.suspend(() =>
-          ++calls === 1 ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 50 })) : Effect.succeed("ok")
+          ++calls === 1
+            ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 50 }))
+            : Effect.succeed("ok")
         )
       })
       const before = Date.now()
@@ -84,9 +88,7 @@ describe("SqliteRateLimiter", () => {
 
   it.effect("rejects invalid buckets with InvalidRun naming the field", () =>
     Effect.gen(function* () {
-      const error = yield* Effect.flip(
-        SqliteRateLimiter.scoped(tempDb(), { api: { limit: 0, interval: "1 second" } })
-      )
+      const error = yield* Effect.flip(SqliteRateLimiter.scoped(tempDb(), { api: { limit: 0, interval: "1 second" } }))
       assert.strictEqual(error._tag, "InvalidRun")
       assert.include(error.message, "rateLimits.api.limit")
     }).pipe(Effect.scoped)

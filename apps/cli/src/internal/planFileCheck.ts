@@ -112,36 +112,12 @@ const checkRateLimits = (plan: RawPlan): Array<Finding> => {
   )
 }
 
-const checkCommands = (agents: ReadonlyArray<RawAgent>): Array<Finding> =>
-  agents.flatMap((agent, index): Array<Finding> => {
-    const at = (field: string) => ["agents", index, field]
-    if (agent.run !== undefined && agent.use !== undefined)
-      return [{ path: at("use"), message: "expected either `run` (a command) or `use` (a coding agent), not both" }]
-    if (agent.run === undefined && agent.use === undefined)
-      return [{ path: at("run"), message: "expected `run` (a command) or `use` (claude-code or codex)" }]
-    const findings: Array<Finding> = []
-    if (agent.use !== undefined && agent.prompt === undefined)
-      findings.push({ path: at("prompt"), message: `\`use: ${agent.use}\` needs a prompt` })
-    for (const field of ["model", "args"] as const) {
-      if (agent.use === undefined && agent[field] !== undefined)
-        findings.push({ path: at(field), message: `\`${field}\` applies only to coding agents (\`use\`)` })
-    }
-    return findings
-  })
-
 /** Checks that need the whole plan: ids, dependencies, cycles, pools and rate limits. */
 export const check = (plan: RawPlan): ReadonlyArray<Finding> => {
   const idFindings = checkIds(plan.agents)
   const dependencyFindings = checkDependencies(plan.agents)
   const cycleFindings = idFindings.length === 0 ? checkCycles(plan.agents) : []
-  return [
-    ...idFindings,
-    ...checkCommands(plan.agents),
-    ...dependencyFindings,
-    ...cycleFindings,
-    ...checkPools(plan),
-    ...checkRateLimits(plan)
-  ]
+  return [...idFindings, ...dependencyFindings, ...cycleFindings, ...checkPools(plan), ...checkRateLimits(plan)]
 }
 
 /** Renders a finding's path for a plan file issue. */

@@ -164,6 +164,29 @@ const Prompt = Schema.String.check(
   Schema.makeFilter((prompt: string) => (prompt.trim().length === 0 ? "a prompt must not be blank" : undefined))
 )
 
+interface CommandFields {
+  readonly run?: string | undefined
+  readonly use?: string | undefined
+  readonly prompt?: string | undefined
+  readonly model?: string | undefined
+  readonly args?: ReadonlyArray<string> | undefined
+}
+
+const commandIssues = (agent: CommandFields): Array<Schema.FilterIssue> => {
+  if (agent.run !== undefined && agent.use !== undefined)
+    return [{ path: ["use"], issue: "expected either `run` (a command) or `use` (a coding agent), not both" }]
+  if (agent.run === undefined && agent.use === undefined)
+    return [{ path: ["run"], issue: "expected `run` (a command) or `use` (claude-code or codex)" }]
+  const issues: Array<Schema.FilterIssue> = []
+  if (agent.use !== undefined && agent.prompt === undefined)
+    issues.push({ path: ["prompt"], issue: `\`use: ${agent.use}\` needs a prompt` })
+  for (const field of ["model", "args"] as const) {
+    if (agent.use === undefined && agent[field] !== undefined)
+      issues.push({ path: [field], issue: `\`${field}\` applies only to coding agents (\`use\`)` })
+  }
+  return issues
+}
+
 const AgentSchema = Schema.Struct({
   id: AgentId,
   run: Schema.optionalKey(Command),
@@ -186,7 +209,7 @@ const AgentSchema = Schema.Struct({
   rateLimit: Schema.optionalKey(Schema.String),
   estimate: Schema.optionalKey(Duration),
   labels: Schema.optionalKey(Schema.Record(Schema.String, EnvValue))
-})
+}).check(Schema.makeFilter(commandIssues))
 
 const RateLimitSchema = Schema.Struct({
   limit: PositiveInt,
