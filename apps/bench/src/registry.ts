@@ -2,7 +2,9 @@ import { optionalScenario } from "./optional.ts"
 import { claims } from "./scenarios/claims.ts"
 import { dag } from "./scenarios/dag.ts"
 import { ioScaling } from "./scenarios/io-scaling.ts"
+import { providers } from "./scenarios/providers.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
+import { sharedLimiter } from "./scenarios/shared-limiter.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
 import type { Report, Scenario, SuiteOptions } from "./types.ts"
 
@@ -21,6 +23,8 @@ export const registry: ReadonlyArray<Entry> = [
   ready(claims),
   ready(dag),
   ready(ratelimit),
+  ready(providers),
+  ready(sharedLimiter),
   optional("workspaces"),
   optional("spawn"),
   optional("ledger")
