@@ -1,7 +1,10 @@
 import { optionalScenario } from "./optional.ts"
 import { claims } from "./scenarios/claims.ts"
 import { dag } from "./scenarios/dag.ts"
+import { events } from "./scenarios/events.ts"
 import { ioScaling } from "./scenarios/io-scaling.ts"
+import { ledger } from "./scenarios/ledger.ts"
+import { perRunScenario } from "./scenarios/per-run.ts"
 import { providers } from "./scenarios/providers.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
 import { sharedLimiter } from "./scenarios/shared-limiter.ts"
@@ -23,9 +26,11 @@ export const registry: ReadonlyArray<Entry> = [
   ready(claims),
   ready(dag),
   ready(ratelimit),
+  ready(perRunScenario),
+  ready(events),
   ready(providers),
   ready(sharedLimiter),
   optional("workspaces"),
   optional("spawn"),
-  optional("ledger")
+  ready(ledger)
 ]

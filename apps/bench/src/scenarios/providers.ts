@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { LanguageModel } from "effect/ai"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Scenario } from "../types.ts"
 
 interface Params {
@@ -94,8 +95,10 @@ const effectHttp: Approach<Params> = {
   }
 }
 
+const corralName = "corral OpenAiCompat generateText"
+
 const corralProvider: Approach<Params> = {
-  name: "corral OpenAiCompat generateText",
+  name: corralName,
   run: async (p, { signal }) => {
     const model = OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(
       Layer.provide(FetchHttpClient.layer)
@@ -120,7 +123,7 @@ export const providers: Scenario<Params> = {
     "cost of corral's OpenAI-compatible provider (effect/http client, schema decoding, usage reporting) " +
     "over a bare fetch of the same request.",
   floor: "bare fetch + JSON.parse of the same request against the same server; ratio = provider / fetch",
-  targets: ["≤ 1.1× a bare fetch at 100 concurrent calls"],
+  targets: [ratioAtMost("corral provider ≤ 1.1× a bare fetch at 100 concurrent calls", /calls/, corralName, 1.1)],
   floorApproach: "bare fetch + JSON.parse",
   approaches: [bareFetch, effectHttp, corralProvider],
   cases: async (options) => {
