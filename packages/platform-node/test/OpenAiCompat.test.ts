@@ -115,6 +115,22 @@ describe("OpenAiCompat", () => {
     }).pipe(Effect.scoped, Effect.provide(weatherHandlers))
   )
 
+  it.effect("generateObject asks for a json_schema response format and decodes the JSON text", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: '{"city":"Oslo","celsius":4}' }))
+      const response = yield* LanguageModel.generateObject({
+        prompt: "Weather?",
+        objectName: "Weather",
+        schema: Schema.Struct({ city: Schema.String, celsius: Schema.Number })
+      }).pipe(Effect.provide(model(server.url)))
+      assert.deepStrictEqual(response.value, { city: "Oslo", celsius: 4 })
+      const format = server.requests[0]!.body.response_format
+      assert.strictEqual(format.type, "json_schema")
+      assert.strictEqual(format.json_schema.name, "Weather")
+      assert.strictEqual(format.json_schema.schema.properties.city.type, "string")
+    }).pipe(Effect.scoped)
+  )
+
   it.effect("a 429 with Retry-After is a retryable RateLimitError that becomes corral's RateLimited", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.rateLimited(7))
