@@ -28,6 +28,8 @@ agents:
       .map((line) => JSON.parse(line))
     const finished = events.find((event) => event.type === "Finished" && event.agentId === "research")
     expect(finished.outcome.usage).toEqual({ inputTokens: 1500, outputTokens: 300, costUsd: 0.015 })
+    const live = events.filter((event) => event.type === "Usage" && event.agentId === "research")
+    expect(live.reduce((sum, event) => sum + event.usage.costUsd, 0)).toBeCloseTo(0.015, 12)
     const notice = events.find((event) => event.type === "Notice" && String(event.message).includes("line 2"))
     expect(notice?.message).toMatch(/agent "research": .*usage\.jsonl line 2: not JSON: not json/)
     const integration = git(repo, "branch", "--list", "corral/*/integration")

@@ -20,6 +20,8 @@ export interface Row {
   waitingFor: string | undefined
   lastLine: string | undefined
   dependsOn: ReadonlyArray<string>
+  /** Cost reported by the running attempt so far (`Usage` events), until it finishes. */
+  liveCostUsd: number
 }
 
 /**
@@ -43,7 +45,8 @@ export class ViewState {
         attempt: 0,
         waitingFor: agent.dependsOn.length > 0 ? `after ${agent.dependsOn.join(", ")}` : undefined,
         lastLine: undefined,
-        dependsOn: agent.dependsOn
+        dependsOn: agent.dependsOn,
+        liveCostUsd: 0
       })
     }
   }
@@ -80,7 +83,13 @@ export class ViewState {
         row.state = outcomeState(event.outcome)
         row.endedAt = event.at
         row.waitingFor = undefined
-        this.costUsd += event.outcome.usage.costUsd
+        this.costUsd += event.outcome.usage.costUsd - row.liveCostUsd
+        row.liveCostUsd = 0
+        return
+      case "Usage":
+        if (row === undefined || row.endedAt !== undefined) return
+        row.liveCostUsd += event.usage.costUsd
+        this.costUsd += event.usage.costUsd
         return
       case "Output":
         if (row !== undefined && event.text.trim().length > 0) row.lastLine = event.text.trim()

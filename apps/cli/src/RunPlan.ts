@@ -346,6 +346,7 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       protocolDir,
       ...(agent.dependsOn.length === 0 ? {} : { deps: resultsOf(deps) }),
       onWarning: (message) => options.onEvent({ _tag: "Notice", at: Date.now(), message }),
+      onUsage: (usage) => options.onEvent({ _tag: "Usage", at: Date.now(), agentId: agent.id, usage }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)

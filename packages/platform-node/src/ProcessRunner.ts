@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type * as Usage from "@corral/core/Usage"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
@@ -97,6 +98,8 @@ export interface ProcessSpec {
   readonly protocolDir?: string
   /** Called with warnings about malformed `$CORRAL_USAGE_FILE` lines. Default: `Effect.logWarning`. */
   readonly onWarning?: (message: string) => void
+  /** Called with the usage read from each batch of new `$CORRAL_USAGE_FILE` lines (also passed to `Usage.report`). */
+  readonly onUsage?: (usage: Usage.Usage) => void
 }
 
 /**

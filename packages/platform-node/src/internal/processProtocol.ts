@@ -104,11 +104,18 @@ export class UsageTail {
   readonly path: string
   readonly agent: string
   readonly onWarning: (message: string) => Effect.Effect<void>
+  readonly onUsage: ((usage: Usage.Usage) => void) | undefined
 
-  constructor(path: string, agent: string, onWarning: (message: string) => Effect.Effect<void>) {
+  constructor(
+    path: string,
+    agent: string,
+    onWarning: (message: string) => Effect.Effect<void>,
+    onUsage?: (usage: Usage.Usage) => void
+  ) {
     this.path = path
     this.agent = agent
     this.onWarning = onWarning
+    this.onUsage = onUsage
   }
 
   /** Reports each new complete line (all of it when `final`, a last line without newline too). */
@@ -130,7 +137,14 @@ export class UsageTail {
             warnings.push(`agent ${JSON.stringify(this.agent)}: ${this.path} line ${this.line}: ${parsed}`)
           else reports.push(parsed)
         }
-        const reported = reports.length === 0 ? Effect.void : Usage.report(reports.reduce(Usage.add, Usage.zero))
+        const total = reports.reduce(Usage.add, Usage.zero)
+        const reported =
+          reports.length === 0
+            ? Effect.void
+            : Effect.andThen(
+                Usage.report(total),
+                Effect.sync(() => this.onUsage?.(total))
+              )
         return Effect.andThen(Effect.forEach(warnings, this.onWarning, { discard: true }), reported)
       }
     )

@@ -253,7 +253,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
     Effect.uninterruptible
   )
   yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
-  const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec))
+  const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
   const tailing = yield* Effect.forkScoped(tailUsage(usage))
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
