@@ -1,7 +1,11 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
+import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
 import { git, makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+
+// With CI=true a machine without bubblewrap runs the sandboxed test and fails it; elsewhere it is skipped.
+const sandboxes = Sandbox.supportUnsafe().available || process.env.CI === "true"
 
 // Fake CLIs printing the output formats the real tools document (Claude Code 2.0 stream-json,
 // Codex CLI 0.5x `exec --json`); they record their stdin and arguments in the agent's worktree.
@@ -118,6 +122,42 @@ agents:
     expect(result.stdout).toMatch(/process "stuck" exited with code 1/)
     expect(result.stdout + result.stderr).toMatch(/cannot run codex/)
   })
+
+  it.skipIf(!sandboxes)(
+    "in a sandbox: the coding agent, the usage/result files and the deps folder still work",
+    async () => {
+      const repo = makeRepo()
+      const bin = fakeBin()
+      const plan = writePlan(
+        tempDir("plan-"),
+        "plan.yaml",
+        `version: 1
+defaults: { sandbox: { allow: { read: ["${bin}"] } } }
+agents:
+  - id: claude
+    use: claude-code
+    prompt: fix it
+  - id: after
+    dependsOn: [claude]
+    run: cp "$CORRAL_DEPS_DIR/claude.json" from-claude.json && echo '{"costUsd":0.25}' >> "$CORRAL_USAGE_FILE" && echo '{"ok":true}' > "$CORRAL_RESULT_FILE"
+`
+      )
+      const result = await runCli(["run", "--json", plan], { cwd: repo, env: { PATH: `${bin}:${process.env.PATH}` } })
+      expect(result.code, result.stdout + result.stderr).toBe(0)
+      const events = result.stdout
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line))
+      const finished = (id: string) => events.find((event) => event.type === "Finished" && event.agentId === id).outcome
+      expect(finished("claude").usage.costUsd).toBe(0.0421)
+      expect(finished("after").usage.costUsd).toBe(0.25)
+      expect(finished("after").value.process.result).toEqual({ ok: true })
+      const integration = git(repo, "branch", "--list", "corral/*/integration")
+        .trim()
+        .replace(/^[*+ ]+/, "")
+      expect(JSON.parse(git(repo, "show", `${integration}:from-claude.json`))).toEqual({ text: "Fixed the parser." })
+    }
+  )
 
   it("rejects run together with use, use without a prompt, and model without use", async () => {
     const repo = makeRepo()

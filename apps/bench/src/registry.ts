@@ -32,5 +32,6 @@ export const registry: ReadonlyArray<Entry> = [
   ready(sharedLimiter),
   optional("workspaces"),
   optional("spawn"),
-  ready(ledger)
+  ready(ledger),
+  optional("sandbox")
 ]

@@ -18,6 +18,8 @@ import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
+import * as AgentDatabase from "./AgentDatabase.ts"
+import * as AgentIsolation from "./AgentIsolation.ts"
 import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
@@ -282,6 +284,15 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
+/** A coding agent's sandbox also reads the launcher and the Node binary that runs it. */
+const sandboxOf = (agent: PlanAgent, sandbox: ProcessRunner.SandboxOptions): ProcessRunner.SandboxOptions =>
+  agent.use === undefined
+    ? sandbox
+    : {
+        ...sandbox,
+        allow: { ...sandbox.allow, read: [...(sandbox.allow?.read ?? []), ...CodingAgent.launcherReadPaths()] }
+      }
+
 const writePrompt = (dir: string, prompt: string) =>
   Effect.sync(() => {
     const file = NodePath.join(dir, "prompt.md")
@@ -303,6 +314,8 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
   Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
+    const me = yield* Agent.current
+    const postgres = postgresOf(agent, options.runId, me?.attempt ?? 1)
     const handle = yield* ctx.workspace.acquire({
       repo: options.repo,
       runId: options.runId,
@@ -312,17 +325,25 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       stateDir: options.stateDir,
       sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
-      onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
+      onRelease: (report) =>
+        Effect.andThen(
+          Effect.sync(() => onRelease(ctx, report)),
+          postgres === undefined || report.workspace === "kept"
+            ? Effect.void
+            : Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
+        )
     })
+    if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     ctx.live.add(handle)
     yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
     for (const warning of handle.warnings)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
-    const me = yield* Agent.current
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const protocolDir = NodePath.resolve(options.stateDir, "runs", options.runId, "agents", agent.id)
     const prompt =
       agent.prompt === undefined ? {} : { CORRAL_PROMPT_FILE: yield* writePrompt(protocolDir, agent.prompt) }
+    const isolated = AgentIsolation.of(agent, handle, options)
+    const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,
       command:
@@ -334,6 +355,8 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       env: {
         ...passed(agent),
         ...handle.env,
+        ...isolated.env,
+        ...(postgres === undefined ? {} : AgentDatabase.agentEnv(postgres.url, postgres.schema)),
         ...agent.env,
         ...fencing,
         ...prompt,
@@ -347,10 +370,15 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       ...(agent.dependsOn.length === 0 ? {} : { deps: resultsOf(deps) }),
       onWarning: (message) => options.onEvent({ _tag: "Notice", at: Date.now(), message }),
       onUsage: (usage) => options.onEvent({ _tag: "Usage", at: Date.now(), agentId: agent.id, usage }),
+      privateDirs: isolated.privateDirs,
+      ...(isolated.sandbox === undefined ? {} : { sandbox: sandboxOf(agent, isolated.sandbox) }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
-    })
+    }).pipe(Effect.ensuring(gitLink?.restore ?? Effect.void))
+    if (gitLink?.tampered()) {
+      return yield* new AgentIsolation.GitLinkTampered({ agentId: agent.id, path: gitLink.file })
+    }
     return yield* mergeBack(ctx, agent, handle, process)
   })
 
@@ -377,6 +405,14 @@ export const sparseFolders = (agent: PlanAgent): ReadonlyArray<string> | undefin
   return folders.size === 0 ? undefined : [...folders]
 }
 
+/** The agent's Postgres schema with `database: per-agent` and `CORRAL_POSTGRES_URL` set (one per attempt). */
+const postgresOf = (agent: PlanAgent, runId: string, attempt: number) => {
+  const url = process.env[AgentDatabase.urlVariable]
+  if (agent.database !== "per-agent" || url === undefined || url === "") return undefined
+  const name = attempt > 1 ? `${agent.id}_${attempt}` : agent.id
+  return { url, schema: AgentDatabase.schemaName(runId, name) }
+}
+
 const passed = (agent: PlanAgent): Record<string, string> =>
   Object.fromEntries(
     agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
@@ -387,6 +423,8 @@ const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
   if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
   if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
   if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
+  if (agent.limits.cpuPercent !== undefined) limits.cpuPercent = agent.limits.cpuPercent
+  if (agent.limits.diskMb !== undefined) limits.diskMb = agent.limits.diskMb
   return limits
 }
 

@@ -17,6 +17,7 @@
  *
  * @since 0.1.0
  */
+import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Pricing from "@corral/core/Pricing"
@@ -151,6 +152,18 @@ export const launcherPath: string = NodePath.join(
   "internal",
   `codingAgentLauncher${NodePath.extname(fileURLToPath(import.meta.url))}`
 )
+
+/**
+ * Folders a sandboxed coding agent must be able to read to start the launcher: this Node binary's
+ * folder and the folder holding corral's packages.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const launcherReadPaths = (): ReadonlyArray<string> => [
+  NodePath.dirname(NodeFs.realpathSync(process.execPath)),
+  NodePath.resolve(NodePath.dirname(launcherPath), "..", "..", "..")
+]
 
 const quote = (arg: string): string => (/^[A-Za-z0-9_./=:@%+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`)
 

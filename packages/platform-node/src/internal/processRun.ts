@@ -10,10 +10,13 @@ import * as Stream from "effect/Stream"
 import type { ProcessLimits, ProcessResult, ProcessSpec } from "../ProcessRunner.ts"
 import { ProcessFailed } from "./processError.ts"
 import { type Breach, classify, describeEnd, type Ended, type Measured, toMb } from "./processExit.ts"
+import { finalDiskCheck, guards } from "./processGuards.ts"
 import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
+import { openBridge } from "./sandboxBridge.ts"
+import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
   isGroupAlive,
@@ -92,6 +95,13 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
     Effect.sync(() => check(sampleLeader(pid))),
     Effect.forever(tick)
   )
+}
+
+/** Records the first breach and kills the group at once. */
+const breachOnce = (pid: number, watch: Watch, breach: Breach) => {
+  if (watch.breach !== undefined) return
+  watch.breach = breach
+  signalGroup(pid, "SIGKILL")
 }
 
 /** Stops capturing and terminates the tree (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
@@ -239,6 +249,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
     breach: undefined,
     gone: false
   }
+  if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const handle = yield* spawn(plan).pipe(
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
@@ -253,6 +264,9 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
     Effect.uninterruptible
   )
   yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
+  if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
+    yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
+  }
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
   const tailing = yield* Effect.forkScoped(tailUsage(usage))
   const onOverLimit = () =>
@@ -266,6 +280,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   const exit = yield* Effect.exit(handle.exitCode)
   yield* reapGroup(handle.pid, plan.killGraceMs, watch)
   yield* awaitDone(pumps, plan.killGraceMs + 1000)
+  watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* Fiber.interrupt(tailing)
   yield* usage.read(true)
   const ended: Ended = {
@@ -311,9 +326,15 @@ export const run = (
       const detail = `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
       return Effect.fail(startFailure(spec, planned.plan.name, detail))
     }
+    // A sandboxed process can write only to its cwd and private folders: the protocol folder is one.
+    const replanned =
+      sandboxOptions(spec) === undefined
+        ? planned
+        : makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+    if (replanned._tag === "Invalid") return Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
     const plan: Plan = {
-      ...planned.plan,
-      env: { ...planned.plan.env, ...protocol.env },
+      ...replanned.plan,
+      env: { ...replanned.plan.env, ...protocol.env },
       resultPath: protocol.resultPath
     }
     return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol)))
