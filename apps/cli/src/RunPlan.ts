@@ -284,6 +284,17 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
+/**
+ * Where an agent's `CORRAL_*` files live: `io/` beside its private data folder (removed with it), so
+ * a sandbox that hides the state folder still shows the agent only its own folders.
+ */
+const protocolDirOf = (options: Options, agent: PlanAgent, handle: WorkspaceModule.WorkspaceHandle): string => {
+  const dataDir = handle.env.CORRAL_AGENT_DIR
+  return dataDir === undefined
+    ? NodePath.resolve(options.stateDir, "agents", options.runId, agent.id, "io")
+    : NodePath.join(NodePath.dirname(NodePath.resolve(dataDir)), "io")
+}
+
 /** A coding agent's sandbox also reads the launcher and the Node binary that runs it. */
 const sandboxOf = (agent: PlanAgent, sandbox: ProcessRunner.SandboxOptions): ProcessRunner.SandboxOptions =>
   agent.use === undefined
@@ -339,7 +350,7 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
     for (const warning of handle.warnings)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
-    const protocolDir = NodePath.resolve(options.stateDir, "runs", options.runId, "agents", agent.id)
+    const protocolDir = protocolDirOf(options, agent, handle)
     const prompt =
       agent.prompt === undefined ? {} : { CORRAL_PROMPT_FILE: yield* writePrompt(protocolDir, agent.prompt) }
     const isolated = AgentIsolation.of(agent, handle, options)
