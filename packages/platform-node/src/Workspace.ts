@@ -125,6 +125,45 @@ export interface CommitResult {
 }
 
 /**
+ * How an agent's work lands on the integration branch:
+ *
+ * - `merge` (default): the agent's commits, then a merge commit with two parents (a fast-forward when
+ *   nothing else landed since the agent started).
+ * - `squash`: one commit per agent on top of the integration head (the agent's own commits stay on its branch).
+ * - `linear`: each of the agent's commits replayed on top of the integration head, no merge commits
+ *   (an agent whose commits include a merge lands squashed).
+ *
+ * Every commit corral writes carries the trailers `Corral-Run: <runId>` and `Corral-Agent: <agentId>`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type History = "merge" | "squash" | "linear"
+
+/**
+ * A git identity.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Identity {
+  readonly name: string
+  readonly email: string
+}
+
+/**
+ * Another agent's work as a commit, for {@link Integration.predictConflicts}: used as it is, its
+ * worktree is not read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CommittedWork {
+  readonly agentId: string
+  readonly commit: string
+}
+
+/**
  * The integration branch `corral/<runId>/integration` of one run. Merges are applied one at a time.
  *
  * @example
@@ -142,12 +181,22 @@ export interface Integration {
   readonly runId: string
   readonly branch: string
   readonly baseCommit: string
+  readonly history: History
+  /** Author of the commits corral writes (and of `commitAll` commits). */
+  readonly author: Identity
+  readonly committer: Identity
+  /** The branch tip; this process's own merges are remembered, so this usually runs no git command. */
   readonly head: () => Effect.Effect<string, WorkspaceError>
   readonly commitAll: (handle: WorkspaceHandle, message: string) => Effect.Effect<CommitResult, WorkspaceError>
   readonly merge: (handle: WorkspaceHandle) => Effect.Effect<MergeResult, WorkspaceError>
+  /**
+   * Files that would conflict when `handle`'s work is merged, against the integration head and each of
+   * `others`. A workspace's committed work (from `commitAll`) is used as committed; a workspace that has
+   * not committed is snapshotted through a temporary index. Never pass a workspace being released.
+   */
   readonly predictConflicts: (
     handle: WorkspaceHandle,
-    others: ReadonlyArray<WorkspaceHandle>
+    others: ReadonlyArray<WorkspaceHandle | CommittedWork>
   ) => Effect.Effect<ReadonlyArray<ConflictPrediction>, WorkspaceError>
 }
 
@@ -160,6 +209,12 @@ export interface IntegrationOptions {
   readonly runId: string
   /** @default "HEAD" */
   readonly base?: string | undefined
+  /** @default "merge" */
+  readonly history?: History | undefined
+  /** @default the repository's `user.name` / `user.email`, else `corral <corral@localhost>` */
+  readonly author?: Identity | undefined
+  /** @default the author */
+  readonly committer?: Identity | undefined
 }
 
 /**
@@ -168,10 +223,13 @@ export interface IntegrationOptions {
  */
 export interface GcOptions {
   readonly repo: string
-  /** Only runs whose lease (or folder) is at least this old are collected. @default 0 */
+  /**
+   * Only runs whose lease (or folder) is at least this old are collected. A run with a live lease is
+   * never touched, whatever `stateDir` says. @default 0
+   */
   readonly olderThan?: Duration.Input | undefined
   readonly dryRun?: boolean | undefined
-  /** @default "<repo>/.corral" */
+  /** Where leftover workspace folders are looked for. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
 }
 
@@ -194,7 +252,8 @@ export interface GcReport {
 }
 
 /**
- * A run's liveness lease at `.corral/runs/<runId>.json`.
+ * A run's liveness lease at `<git-common-dir>/corral/runs/<runId>.json` (`<repo>/.corral/runs/` outside
+ * git): one place per repository whatever state folder the run uses (see `RunRegistry`).
  *
  * @since 0.1.0
  * @category models

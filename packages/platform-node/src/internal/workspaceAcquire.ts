@@ -15,6 +15,7 @@ import {
 } from "./workspaceEnv.ts"
 import { BranchAlreadyExists, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
 import { copyFile, copyTree, exists, listDir, removePath, stampTree } from "./workspaceFs.ts"
+import { appendRecord } from "./runRegistry.ts"
 import {
   agentBranch,
   branchExists,
@@ -25,6 +26,7 @@ import {
   type RepoLocks,
   resolveCommit,
   resolveRepo,
+  takeMergedTip,
   userCheckoutDirty,
   validateId,
   worktreeDirty
@@ -37,12 +39,15 @@ export interface AcquireDeps {
 
 interface Placement {
   readonly root: string
+  readonly registry: string
   readonly stateDir: string
   readonly dir: string
   readonly branch: string | undefined
   readonly baseCommit: string | undefined
   readonly warnings: ReadonlyArray<string>
   readonly copied: Array<string>
+  /** Set once the workspace is ready for the agent; a release before that rolls the set-up back. */
+  ready: boolean
 }
 
 type Outcome = Omit<ReleaseReport, "agentId" | "dir">
@@ -87,8 +92,10 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
       const cause = new Error("the folder already exists; run gc or pick another run id")
       return yield* new WorkspaceIoError({ path: placement.dir, operation: "create worktree at", cause })
     }
+    yield* appendRecord(placement.registry, options.runId, { branch })
+    yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
     const sparse = options.sparse !== undefined && options.sparse.length > 0 ? ["--no-checkout"] : []
-    const add = git(["worktree", "add", "--quiet", ...sparse, "-b", branch, placement.dir, placement.baseCommit!], {
+    const add = git(["worktree", "add", "--quiet", ...sparse, "-b", branch, "--", placement.dir, placement.baseCommit!], {
       cwd: repo.root,
       retryOnLock: false
     })
@@ -118,7 +125,7 @@ const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
 const applySparse = (dir: string, sparse: ReadonlyArray<string> | undefined) =>
   sparse === undefined || sparse.length === 0
     ? Effect.void
-    : git(["sparse-checkout", "set", "--cone", ...sparse], { cwd: dir }).pipe(
+    : git(["sparse-checkout", "set", "--cone", "--", ...sparse], { cwd: dir }).pipe(
         Effect.andThen(git(["checkout", "--quiet"], { cwd: dir })),
         Effect.asVoid
       )
@@ -138,8 +145,21 @@ const removeUnchangedCopies = (root: string, dir: string, copied: ReadonlyArray<
     }).pipe(Effect.catchDefect(() => Effect.void))
   )
 
+const rollBack = (deps: AcquireDeps, repo: RepoInfo, placement: Placement): Release =>
+  deps.locks(repo.commonDir)
+    .withPermit(undoPartialAdd(repo, placement.dir, placement.branch!))
+    .pipe(Effect.as({ workspace: "removed", branch: "deleted", reasons: ["set-up did not finish"] } as const))
+
+/** Deletes `branch` only while it still points at `tip` (one compare-and-swap, no reachability walk). */
+const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
+  git(["update-ref", "-d", "--", `refs/heads/${branch}`, tip], { cwd: repo.root }).pipe(
+    Effect.as(true),
+    Effect.catchTag("GitError", () => Effect.succeed(false))
+  )
+
 const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement): Release =>
   Effect.gen(function* () {
+    if (!placement.ready) return yield* rollBack(deps, repo, placement)
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
@@ -151,6 +171,10 @@ const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, place
       ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
       : git(["worktree", "prune"], { cwd: repo.root })
     yield* lock.withPermit(removal)
+    const mergedTip = takeMergedTip(repo.commonDir, branch)
+    if (mergedTip !== undefined && (yield* deleteIfAt(repo, branch, mergedTip))) {
+      return { workspace: "removed", branch: "deleted", reasons: [] } as const
+    }
     if (!(yield* branchIsSafeToDelete(repo.root, runId, branch, placement.baseCommit!))) {
       return { workspace: "removed", branch: "kept", reasons: [`${branch} has commits that are not merged`] } as const
     }
@@ -185,6 +209,8 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     const stateDir = stateDirOf(options, repo.root)
     const placement: Placement = {
       root: repo.root,
+      registry: path.join(repo.commonDir, "corral"),
+      ready: false,
       stateDir,
       dir: workspaceDir(stateDir, options.runId, options.agentId),
       branch: agentBranch(options.runId, options.agentId),
@@ -198,8 +224,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       )
     )
     yield* applySparse(placement.dir, options.sparse)
-    const copies = yield* copyDeclaredFiles(repo.root, placement.dir, options.copyFiles)
+    const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
+    placement.ready = true
     return { ...placement, warnings: [...placement.warnings, ...copies.warnings] }
   })
 
@@ -214,6 +241,8 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
     )
     const placement: Placement = {
       root,
+      registry: stateDir,
+      ready: true,
       stateDir,
       dir,
       branch: undefined,
@@ -230,6 +259,8 @@ const placeShared = (options: AcquireOptions, finish: Finish) =>
     yield* Effect.addFinalizer(() => finish({ workspace: "shared", branch: "none", reasons: [] }))
     const placement: Placement = {
       root,
+      registry: stateDirOf(options, root),
+      ready: true,
       stateDir: stateDirOf(options, root),
       dir: root,
       branch: undefined,
@@ -240,19 +271,21 @@ const placeShared = (options: AcquireOptions, finish: Finish) =>
     return placement
   })
 
-const copyDeclaredFile = (root: string, dir: string, file: string) =>
+const copyDeclaredFile = (placement: Placement, runId: string, file: string) =>
   Effect.gen(function* () {
+    const { root, dir } = placement
     const from = path.resolve(root, file)
     const relative = path.relative(root, from)
     if (relative.startsWith("..")) return { warning: `copyFiles: ${file} is outside ${root}; skipped` }
     if (!(yield* exists(from))) return { warning: `copyFiles: ${file} does not exist in ${root}; skipped` }
     if (yield* exists(path.join(dir, relative))) return { warning: `copyFiles: ${file} is tracked by git; skipped` }
+    yield* appendRecord(placement.registry, runId, { copy: relative, worktree: dir })
     yield* copyFile(from, path.join(dir, relative))
     return { copied: relative }
   })
 
-const copyDeclaredFiles = (root: string, dir: string, files: ReadonlyArray<string> | undefined) =>
-  Effect.forEach(files ?? [], (file) => copyDeclaredFile(root, dir, file)).pipe(
+const copyDeclaredFiles = (placement: Placement, runId: string, files: ReadonlyArray<string> | undefined) =>
+  Effect.forEach(files ?? [], (file) => copyDeclaredFile(placement, runId, file)).pipe(
     Effect.map((results) => ({
       warnings: results.flatMap((r) => ("warning" in r ? [r.warning] : [])),
       copied: results.flatMap((r) => ("copied" in r ? [r.copied] : []))
@@ -297,14 +330,14 @@ export const acquireWorkspace = (
     yield* validateId("runId", options.runId)
     yield* validateId("agentId", options.agentId)
     const strategy = options.strategy ?? "worktree"
-    const created: { dirs?: AgentDirs | undefined; dir?: string | undefined } = {}
+    const created: { dirs?: AgentDirs | undefined } = {}
+    const dir = strategy === "none" ? undefined : workspaceDir(stateDirOf(options, path.resolve(options.repo)), options.runId, options.agentId)
     const finish: Finish = (outcome) =>
       cleanupPrivateDirs(created.dirs, outcome).pipe(
-        Effect.andThen(created.dir === undefined ? Effect.void : removeEmptyParent(path.dirname(created.dir))),
-        Effect.andThen(reportRelease(options, created.dir ?? options.repo, outcome))
+        Effect.andThen(dir === undefined ? Effect.void : removeEmptyParent(path.dirname(dir))),
+        Effect.andThen(reportRelease(options, dir ?? path.resolve(options.repo), outcome))
       )
     const placement = yield* place(deps, options, strategy, finish)
-    created.dir = strategy === "none" ? undefined : placement.dir
     const namespace = namespaceOf({ lockHash: yield* lockfileHash(placement.dir), agentId: options.agentId })
     const dirs = agentDirs(placement.stateDir, options.runId, options.agentId, namespace)
     created.dirs = dirs
