@@ -35,6 +35,18 @@ const userState = (repo: string) => ({
   branch: sh(repo, "symbolic-ref", "HEAD")
 })
 
+const userIdentity = (repo: string) => {
+  const get = (key: string) => {
+    try {
+      return sh(repo, "config", "--get", key)
+    } catch {
+      return ""
+    }
+  }
+  const [name, email] = [get("user.name"), get("user.email")]
+  return name === "" || email === "" ? "corral <corral@localhost>" : `${name} <${email}>`
+}
+
 const worktreeCount = (repo: string) => sh(repo, "worktree", "list", "--porcelain").split("\n\n").length
 
 const edit = (handle: WorkspaceHandle, file: string, text: string) =>
@@ -81,7 +93,7 @@ describe("Workspace", () => {
         assert.deepStrictEqual(userState(repo), before)
         assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "r5")))
         const log = sh(repo, "log", "-1", "--format=%an <%ae>", head)
-        assert.strictEqual(log, "corral <corral@localhost>")
+        assert.strictEqual(log, userIdentity(repo))
       })
     )
   )
