@@ -11,7 +11,8 @@ import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
-import { Data, Effect, Schedule, type Scope } from "effect"
+import * as Git from "@corral/platform-node/Git"
+import { Data, Effect, Exit, Fiber, Schedule, Scope, Semaphore } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
@@ -85,7 +86,13 @@ export interface Report {
   readonly integrationHead: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
+  /** git commands and their process time, per agent (set-up, commit, merge and release). */
+  readonly git: Readonly<Record<string, Git.Tally>>
 }
+
+/** Workspaces released at once in the background, off the agents' concurrency slots. */
+const RELEASE_CONCURRENCY = 2
+const ALL_PERMITS = 1_000_000
 
 interface Context {
   readonly options: Options
@@ -95,6 +102,13 @@ interface Context {
   readonly logDir: string
   readonly live: Set<WorkspaceModule.WorkspaceHandle>
   readonly kept: Array<WorkspaceModule.ReleaseReport>
+  readonly tallies: Map<string, Git.Tally>
+  /** The run's scope: workspaces are released in it, after the agent's slot is free. */
+  readonly scope: Scope.Scope
+  readonly releases: Semaphore.Semaphore
+  /** Predictions hold one permit; releasing an uncommitted workspace waits until none reads it. */
+  readonly predicting: Semaphore.Semaphore
+  readonly pending: Set<Fiber.Fiber<void>>
 }
 
 /**
@@ -118,7 +132,14 @@ export const run = (
     yield* workspace.registerRun(options.repo, options.runId)
     const integration =
       isolation === "worktree" && merge === "auto"
-        ? yield* workspace.integration({ repo: options.repo, runId: options.runId, base: options.base })
+        ? yield* workspace.integration({
+            repo: options.repo,
+            runId: options.runId,
+            base: options.base,
+            history: options.plan.history,
+            author: options.plan.author,
+            committer: options.plan.committer
+          })
         : undefined
     const ctx: Context = {
       options,
@@ -127,7 +148,12 @@ export const run = (
       isolation,
       logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
       live: new Set(),
-      kept: []
+      kept: [],
+      tallies: new Map(),
+      scope: yield* Effect.scope,
+      releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
+      predicting: yield* Semaphore.make(ALL_PERMITS),
+      pending: new Set()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
@@ -155,13 +181,15 @@ export const run = (
               Effect.provideService(RunLedgerModule.RunLedger, ledger)
             )
     )
+    yield* Fiber.awaitAll([...ctx.pending])
     return {
       runId: options.runId,
       result,
       integrationBranch: integration?.branch,
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
-      keptWorkspaces: ctx.kept
+      keptWorkspaces: ctx.kept,
+      git: Object.fromEntries(ctx.tallies)
     }
   })
 
@@ -170,7 +198,7 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
   if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined)
     pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
-    run: Effect.scoped(runAgent(ctx, agent)),
+    run: inWorkspaceScope(ctx, agent),
     idempotencyKey: ctx.options.ledger === undefined ? undefined : idempotencyKeyOf(ctx.options, agent),
     timeout: agent.timeoutMs,
     retry:
@@ -257,6 +285,44 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
+const tallyOf = (ctx: Context, agentId: string) => {
+  const existing = ctx.tallies.get(agentId)
+  if (existing !== undefined) return existing
+  const created = Git.makeTally()
+  ctx.tallies.set(agentId, created)
+  return created
+}
+
+/**
+ * Runs the agent with its workspace in a scope of its own, and closes that scope (removing the
+ * worktree) in the background once the agent's work is committed and merged, so the agent's slot is
+ * free at once. At most {@link RELEASE_CONCURRENCY} releases run at a time; `run` waits for all of
+ * them, and the run's scope closing (Ctrl-C, failure) finishes any still queued.
+ */
+const inWorkspaceScope = (ctx: Context, agent: PlanAgent) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.fork(ctx.scope)
+    const tally = tallyOf(ctx, agent.id)
+    return yield* runAgent(ctx, agent).pipe(
+      Scope.provide(scope),
+      Effect.onExit((exit) => releaseLater(ctx, scope, exit, tally)),
+      Effect.provideService(Git.CurrentTally, tally)
+    )
+  })
+
+const releaseLater = (ctx: Context, scope: Scope.Closeable, exit: Exit.Exit<unknown, unknown>, tally: Git.Tally) =>
+  Effect.gen(function* () {
+    const release = ctx.predicting.withPermits(ALL_PERMITS)(Effect.void).pipe(
+      Effect.andThen(Scope.close(scope, exit)),
+      ctx.releases.withPermit,
+      Effect.provideService(Git.CurrentTally, tally),
+      Effect.uninterruptible
+    )
+    const fiber = yield* Effect.forkIn(release, ctx.scope)
+    ctx.pending.add(fiber)
+    fiber.addObserver(() => ctx.pending.delete(fiber))
+  })
+
 const runAgent = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function* () {
     const { options } = ctx
@@ -273,7 +339,12 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
     })
     ctx.live.add(handle)
-    yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
+    return yield* inWorkspace(ctx, agent, handle).pipe(Effect.ensuring(Effect.sync(() => ctx.live.delete(handle))))
+  })
+
+const inWorkspace = (ctx: Context, agent: PlanAgent, handle: WorkspaceModule.WorkspaceHandle) =>
+  Effect.gen(function* () {
+    const { options } = ctx
     for (const warning of handle.warnings)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
     const me = yield* Agent.current
@@ -362,7 +433,10 @@ const mergeBack = (
     const others = [...ctx.live].filter((other) => other !== handle)
     const predictions = yield* integration
       .predictConflicts(handle, others)
-      .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
+      .pipe(
+        ctx.predicting.withPermit,
+        Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => [])
+      )
     for (const prediction of predictions) {
       emit({ _tag: "ConflictPredicted", at: Date.now(), agents: prediction.agents, paths: prediction.paths })
     }
@@ -379,6 +453,7 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
+    ctx.live.delete(handle)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)

@@ -131,6 +131,12 @@ export const wrapArgv = (
   return ["/bin/sh", "-c", ulimitScript(limits), "corral-limits", ...niced]
 }
 
+/** A shell command is shown as written (a YAML `run: |` block loses only its trailing newline). */
+const displayOf = (spec: ProcessSpec): string =>
+  spec.shell === true && (spec.args ?? []).length === 0
+    ? spec.command.replace(/\s+$/, "")
+    : [spec.command, ...(spec.args ?? [])].map(quote).join(" ")
+
 const quote = (word: string): string => (/^[\w@%+=:,./-]+$/.test(word) ? word : JSON.stringify(word))
 
 const safeFileName = (name: string): string => name.replace(/[^\w.-]+/g, "_").slice(0, 120) || "process"
@@ -157,7 +163,7 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const name = defaultName(spec)
   const plan: Plan = {
     name,
-    display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
+    display: redactWith(secrets)(displayOf(spec)),
     argv: wrapArgv(base, spec.limits ?? {}, tools),
     cwd,
     env,
