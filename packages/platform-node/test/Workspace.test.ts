@@ -368,4 +368,39 @@ describe("Workspace", () => {
       })
     )
   )
+
+  it.live("a set-up that fails is rolled back, and the report names the workspace, never the user's checkout", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        fs.mkdirSync(path.join(repo, "pkg"))
+        fs.writeFileSync(path.join(repo, "pkg", "x.txt"), "x\n")
+        sh(repo, "add", ".")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "pkg")
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const failed = yield* Effect.scoped(
+          ws.acquire({ repo, runId: "rb", agentId: "bad-sparse", sparse: ["pkg/*"], onRelease })
+        ).pipe(Effect.flip)
+        assert.strictEqual(failed._tag, "GitError")
+        execFileSync("mkfifo", [path.join(repo, "fifo")])
+        const copyFailed = yield* Effect.scoped(
+          ws.acquire({ repo, runId: "rb", agentId: "bad-copy", sparse: ["pkg"], copyFiles: ["fifo"], onRelease })
+        ).pipe(Effect.flip)
+        assert.strictEqual(copyFailed._tag, "WorkspaceIoError")
+        fs.rmSync(path.join(repo, "fifo"))
+        assert.deepStrictEqual(
+          reports.map((r) => [r.agentId, path.relative(repo, r.dir), r.workspace, r.branch]),
+          [
+            ["bad-sparse", ".corral/worktrees/rb/bad-sparse", "removed", "deleted"],
+            ["bad-copy", ".corral/worktrees/rb/bad-copy", "removed", "deleted"]
+          ]
+        )
+        assert.strictEqual(worktreeCount(repo), 1)
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+        assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "rb")))
+      })
+    )
+  )
 })
