@@ -68,3 +68,16 @@ describe("plan values never reach git as options (end to end)", () => {
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
   })
 })
+
+describe("errors are messages (end to end)", () => {
+  it("a workspace failure at run start prints what failed, without a stack trace, and exits 1", async () => {
+    const repo = makeRepo()
+    NodeFs.writeFileSync(NodePath.join(repo, ".git", "corral"), "not a folder")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: a\n    run: echo a > a.txt\n")
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stderr).toContain(NodePath.join(NodeFs.realpathSync(repo), ".git", "corral"))
+    expect(result.stderr).toMatch(/^corral: /m)
+    expect(result.stderr).not.toMatch(/\n\s+at /)
+  })
+})
