@@ -12,7 +12,7 @@ import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
 import * as Git from "@corral/platform-node/Git"
-import { Data, Effect, Exit, Fiber, Schedule, Scope, Semaphore } from "effect"
+import { Data, Effect, type Exit, Fiber, Schedule, Scope, Semaphore } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
@@ -92,7 +92,6 @@ export interface Report {
 
 /** Workspaces released at once in the background, off the agents' concurrency slots. */
 const RELEASE_CONCURRENCY = 2
-const ALL_PERMITS = 1_000_000
 
 interface Context {
   readonly options: Options
@@ -100,14 +99,13 @@ interface Context {
   readonly integration: WorkspaceModule.Integration | undefined
   readonly isolation: WorkspaceModule.Strategy
   readonly logDir: string
-  readonly live: Set<WorkspaceModule.WorkspaceHandle>
+  /** Work committed and not merged yet: what merge-time conflict predictions compare against. */
+  readonly committed: Map<WorkspaceModule.WorkspaceHandle, WorkspaceModule.CommittedWork>
   readonly kept: Array<WorkspaceModule.ReleaseReport>
   readonly tallies: Map<string, Git.Tally>
   /** The run's scope: workspaces are released in it, after the agent's slot is free. */
   readonly scope: Scope.Scope
   readonly releases: Semaphore.Semaphore
-  /** Predictions hold one permit; releasing an uncommitted workspace waits until none reads it. */
-  readonly predicting: Semaphore.Semaphore
   readonly pending: Set<Fiber.Fiber<void>>
 }
 
@@ -147,12 +145,11 @@ export const run = (
       integration,
       isolation,
       logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
-      live: new Set(),
+      committed: new Map(),
       kept: [],
       tallies: new Map(),
       scope: yield* Effect.scope,
       releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
-      predicting: yield* Semaphore.make(ALL_PERMITS),
       pending: new Set()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
@@ -312,8 +309,7 @@ const inWorkspaceScope = (ctx: Context, agent: PlanAgent) =>
 
 const releaseLater = (ctx: Context, scope: Scope.Closeable, exit: Exit.Exit<unknown, unknown>, tally: Git.Tally) =>
   Effect.gen(function* () {
-    const release = ctx.predicting.withPermits(ALL_PERMITS)(Effect.void).pipe(
-      Effect.andThen(Scope.close(scope, exit)),
+    const release = Scope.close(scope, exit).pipe(
       ctx.releases.withPermit,
       Effect.provideService(Git.CurrentTally, tally),
       Effect.uninterruptible
@@ -338,8 +334,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       keep: options.keepWorkspaces,
       onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
     })
-    ctx.live.add(handle)
-    return yield* inWorkspace(ctx, agent, handle).pipe(Effect.ensuring(Effect.sync(() => ctx.live.delete(handle))))
+    return yield* inWorkspace(ctx, agent, handle).pipe(Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle))))
   })
 
 const inWorkspace = (ctx: Context, agent: PlanAgent, handle: WorkspaceModule.WorkspaceHandle) =>
@@ -430,13 +425,11 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
     }
-    const others = [...ctx.live].filter((other) => other !== handle)
+    const others = [...ctx.committed.values()]
+    ctx.committed.set(handle, { agentId: agent.id, commit: commit.commit })
     const predictions = yield* integration
       .predictConflicts(handle, others)
-      .pipe(
-        ctx.predicting.withPermit,
-        Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => [])
-      )
+      .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
     for (const prediction of predictions) {
       emit({ _tag: "ConflictPredicted", at: Date.now(), agents: prediction.agents, paths: prediction.paths })
     }
@@ -453,7 +446,7 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
-    ctx.live.delete(handle)
+    ctx.committed.delete(handle)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)

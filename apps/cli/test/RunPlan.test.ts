@@ -94,7 +94,8 @@ describe("RunPlan", () => {
       )
       const firstDir = path.join(repo, ".corral", "worktrees", "r1", "first")
       yield* Effect.promise(async () => {
-        while (!events.some((e) => e._tag === "Merged" && e.agentId === "second")) await new Promise((r) => setTimeout(r, 20))
+        while (!events.some((e) => e._tag === "Merged" && e.agentId === "second"))
+          await new Promise((r) => setTimeout(r, 20))
       })
       assert.isTrue(fs.existsSync(firstDir), "the first workspace is still being released")
       yield* Deferred.succeed(gate, undefined)
@@ -130,6 +131,27 @@ describe("RunPlan", () => {
     }).pipe(Effect.provide(NodeServices.layer), Effect.provide(Workspace.layer))
   )
 
+  it.live("a real overlap is predicted before the merge that conflicts", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo({ "shared.txt": "base\n" })
+      const events: Array<RunEvent> = []
+      const plan = [
+        "concurrency: 2",
+        "agents:",
+        "  - id: left",
+        "    run: echo left > shared.txt",
+        "  - id: right",
+        "    run: echo right > shared.txt"
+      ].join("\n")
+      const report = yield* runPlan(repo, plan, events)
+      assert.isFalse(report.result.allSucceeded)
+      const predicted = tags(events, "ConflictPredicted") as Array<Extract<RunEvent, { _tag: "ConflictPredicted" }>>
+      assert.isAbove(predicted.length, 0)
+      for (const p of predicted) assert.deepStrictEqual(p.paths, ["shared.txt"])
+      assert.strictEqual(tags(events, "MergeConflict").length, 1)
+    }).pipe(Effect.provide(NodeServices.layer), Effect.provide(Workspace.layer))
+  )
+
   const historyPlan = (history: string, extra: ReadonlyArray<string> = []) =>
     [
       `history: ${history}`,
@@ -146,7 +168,12 @@ describe("RunPlan", () => {
     ].join("\n")
 
   const landed = (repo: string, branch: string) =>
-    sh(repo, "log", "--format=%H %P%x09%an <%ae>%x09%cn <%ce>%x09%(trailers:key=Corral-Agent,valueonly,separator=%x2C)", `main..${branch}`)
+    sh(
+      repo,
+      "log",
+      "--format=%H %P%x09%an <%ae>%x09%cn <%ce>%x09%(trailers:key=Corral-Agent,valueonly,separator=%x2C)",
+      `main..${branch}`
+    )
       .split("\n")
       .map((line) => {
         const [ids = "", author = "", committer = "", agent = ""] = line.split("\t")
@@ -160,7 +187,10 @@ describe("RunPlan", () => {
       const report = yield* runPlan(repo, historyPlan("merge"), [])
       assert.isTrue(report.result.allSucceeded)
       const commits = landed(repo, report.integrationBranch!)
-      assert.isTrue(commits.some((c) => c.parents === 2), "at least one agent landed with a merge commit")
+      assert.isTrue(
+        commits.some((c) => c.parents === 2),
+        "at least one agent landed with a merge commit"
+      )
       assert.sameMembers(
         commits.map((c) => c.author),
         [...commits.map(() => "Repo Owner <owner@example.test>").slice(1), "Agent <agent@x>"]

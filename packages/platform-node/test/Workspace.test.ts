@@ -359,6 +359,8 @@ describe("Workspace", () => {
         assert.strictEqual(taken._tag, "BranchAlreadyExists")
         assert.include(taken.message, "corral/re/taken")
         assert.include(taken.message, repo)
+        yield* ws.gc({ repo })
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/re/taken"), "corral/re/taken")
         const invalid = yield* Effect.flip(Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "../evil" })))
         assert.strictEqual(invalid._tag, "InvalidWorkspaceId")
         const none = yield* Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "shared", strategy: "none" }))

@@ -85,7 +85,16 @@ export const corralIdentity = [
   "commit.gpgsign=false"
 ] as const
 
-const globalArgs = ["-c", "gc.auto=0", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+const globalArgs = [
+  "-c",
+  "gc.auto=0",
+  "-c",
+  "maintenance.auto=false",
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "advice.detachedHead=false"
+]
 
 const spawnGit = (args: ReadonlyArray<string>, options: GitOptions) =>
   Effect.flatMap(Effect.service(CurrentGitTally), (tally) => spawnTallied(args, options, tally))
@@ -133,13 +142,17 @@ export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Eff
     })
   )
 
-/** Retries `effect` while it fails because another git process holds a lock, running `cleanup` first. */
+/**
+ * Retries `effect` while it fails because another git process holds a lock, running `cleanup` after
+ * each failure for which `shouldClean` holds (every failure by default).
+ */
 export const retryLockedWith = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
-  cleanup: Effect.Effect<void, never, R>
+  cleanup: Effect.Effect<void, never, R>,
+  shouldClean: (error: E) => boolean = () => true
 ): Effect.Effect<A, E, R> =>
   effect.pipe(
-    Effect.tapError(() => cleanup),
+    Effect.tapError((error) => (shouldClean(error) ? cleanup : Effect.void)),
     Effect.retry({ schedule: lockRetry, while: (e) => e instanceof GitError && e.isLockContention })
   )
 

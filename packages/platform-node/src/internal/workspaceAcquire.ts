@@ -3,7 +3,7 @@ import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { AcquireOptions, ReleaseReport, Strategy, WorkspaceHandle } from "../Workspace.ts"
-import { git, retryLockedWith } from "./git.ts"
+import { GitError, git, retryLockedWith } from "./git.ts"
 import {
   type AgentDirs,
   type PortBlock,
@@ -13,7 +13,7 @@ import {
   makeAgentDirs,
   namespaceOf
 } from "./workspaceEnv.ts"
-import { BranchAlreadyExists, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
+import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
 import { copyFile, copyTree, exists, listDir, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
 import {
@@ -24,8 +24,8 @@ import {
   isAncestor,
   type RepoInfo,
   type RepoLocks,
+  locateRepo,
   resolveCommit,
-  resolveRepo,
   takeMergedTip,
   userCheckoutDirty,
   validateId,
@@ -60,6 +60,9 @@ const workspaceDir = (stateDir: string, runId: string, agentId: string) =>
 const stateDirOf = (options: AcquireOptions, root: string) =>
   path.resolve(options.stateDir ?? path.join(root, ".corral"))
 
+/** A full commit id (what `Integration.head` returns) needs no `rev-parse`: `worktree add` checks it. */
+const fullCommitId = /^[0-9a-f]{40}$/
+
 const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: boolean }>()
 const DIRTY_CHECK_TTL_MS = 5_000
 
@@ -85,30 +88,43 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
   Effect.gen(function* () {
     const branch = placement.branch!
     yield* excludeStateDir(repo, placement.stateDir)
-    if (yield* branchExists(repo.root, branch)) {
-      return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
-    }
     if (yield* exists(placement.dir)) {
       const cause = new Error("the folder already exists; run gc or pick another run id")
       return yield* new WorkspaceIoError({ path: placement.dir, operation: "create worktree at", cause })
     }
+    if (yield* branchExists(repo.root, branch)) {
+      return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
+    }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
     const sparse = options.sparse !== undefined && options.sparse.length > 0 ? ["--no-checkout"] : []
-    const add = git(["worktree", "add", "--quiet", ...sparse, "-b", branch, "--", placement.dir, placement.baseCommit!], {
-      cwd: repo.root,
-      retryOnLock: false
-    })
+    const add = git(
+      ["worktree", "add", "--quiet", ...sparse, "-b", branch, "--", placement.dir, placement.baseCommit!],
+      {
+        cwd: repo.root,
+        retryOnLock: false
+      }
+    )
     const undo = undoPartialAdd(repo, placement.dir, branch)
     const verified = Effect.flatMap(add, () =>
       Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
         ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
       )
     )
-    yield* retryLockedWith(verified, undo).pipe(
-      Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree })
+    const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
+    yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
+      Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
+      Effect.catchTag(
+        "GitError",
+        (error): Effect.Effect<never, WorkspaceError> =>
+          branchTaken(error)
+            ? Effect.fail(new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId }))
+            : Effect.fail(error)
+      )
     )
   })
+
+const branchTakenPattern = /a branch named .* already exists/
 
 class IncompleteWorktree extends WorkspaceIoError {}
 
@@ -146,7 +162,8 @@ const removeUnchangedCopies = (root: string, dir: string, copied: ReadonlyArray<
   )
 
 const rollBack = (deps: AcquireDeps, repo: RepoInfo, placement: Placement): Release =>
-  deps.locks(repo.commonDir)
+  deps
+    .locks(repo.commonDir)
     .withPermit(undoPartialAdd(repo, placement.dir, placement.branch!))
     .pipe(Effect.as({ workspace: "removed", branch: "deleted", reasons: ["set-up did not finish"] } as const))
 
@@ -205,7 +222,18 @@ const releaseCopy = (dir: string, before: { readonly files: number; readonly new
 
 const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finish) =>
   Effect.gen(function* () {
-    const repo = yield* resolveRepo(options.repo)
+    const located = yield* locateRepo(options.repo)
+    const base = options.base ?? "HEAD"
+    const baseCommit = fullCommitId.test(base)
+      ? base
+      : yield* resolveCommit({ ...located, head: base }, base).pipe(
+          Effect.catchTag(
+            "GitError",
+            (error): Effect.Effect<never, WorkspaceError> =>
+              base === "HEAD" ? Effect.fail(new NotAGitRepository({ path: located.root })) : Effect.fail(error)
+          )
+        )
+    const repo: RepoInfo = { ...located, head: baseCommit }
     const stateDir = stateDirOf(options, repo.root)
     const placement: Placement = {
       root: repo.root,
@@ -214,7 +242,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       stateDir,
       dir: workspaceDir(stateDir, options.runId, options.agentId),
       branch: agentBranch(options.runId, options.agentId),
-      baseCommit: yield* resolveCommit(repo, options.base ?? "HEAD"),
+      baseCommit,
       warnings: yield* dirtyWarning(repo),
       copied: []
     }
@@ -331,7 +359,10 @@ export const acquireWorkspace = (
     yield* validateId("agentId", options.agentId)
     const strategy = options.strategy ?? "worktree"
     const created: { dirs?: AgentDirs | undefined } = {}
-    const dir = strategy === "none" ? undefined : workspaceDir(stateDirOf(options, path.resolve(options.repo)), options.runId, options.agentId)
+    const dir =
+      strategy === "none"
+        ? undefined
+        : workspaceDir(stateDirOf(options, path.resolve(options.repo)), options.runId, options.agentId)
     const finish: Finish = (outcome) =>
       cleanupPrivateDirs(created.dirs, outcome).pipe(
         Effect.andThen(dir === undefined ? Effect.void : removeEmptyParent(path.dirname(dir))),

@@ -16,7 +16,7 @@ import {
   isAncestor,
   type RepoInfo,
   type RepoLocks,
-  resolveRepo,
+  resolveRepo
 } from "./workspaceRepo.ts"
 
 interface WorktreeEntry {
@@ -213,8 +213,7 @@ export const collectGarbage = (
     const dirs = (yield* listDir(path.join(stateDir, "worktrees"))).map((entry) => entry.name)
     const candidates = new Set([...records.map((r) => r.runId), ...dirs])
     const { dead, leases } = yield* deadRuns(config, options, registry, stateDir, candidates)
-    const runOfWorktree = (entry: WorktreeEntry) =>
-      runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
+    const runOfWorktree = (entry: WorktreeEntry) => runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
     for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {
       yield* collectWorktree(repo, locks, collector, entry)
     }
@@ -229,7 +228,11 @@ export const collectGarbage = (
     for (const runId of dead) {
       yield* collectLeftoverDirs(stateDir, collector, runId, registered)
       if (leases.has(runId)) {
-        yield* act(collector, { kind: "lease", target: leasePath(registry, runId) }, removePath(leasePath(registry, runId)))
+        yield* act(
+          collector,
+          { kind: "lease", target: leasePath(registry, runId) },
+          removePath(leasePath(registry, runId))
+        )
       }
       const own = records.find((r) => r.runId === runId)
       const keptAny = collector.kept.some(

@@ -14,7 +14,7 @@ import type {
   MergeResult,
   WorkspaceHandle
 } from "../Workspace.ts"
-import { corralIdentity, git, gitOutput, lines } from "./git.ts"
+import { corralIdentity, GitError, git, gitOutput, lines } from "./git.ts"
 import { appendRecord } from "./runRegistry.ts"
 import { BranchAlreadyExists, IntegrationMoved, UnsupportedStrategy, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt } from "./workspaceFs.ts"
@@ -85,25 +85,29 @@ interface State {
   /** The integration head as this process last set it (the compare-and-swap update checks it). */
   head: string | undefined
   /** Commits made by `commitAll`, per workspace, with their messages. */
-  readonly committed: WeakMap<WorkspaceHandle, { readonly commit: string; readonly message: string }>
+  readonly committed: WeakMap<
+    WorkspaceHandle,
+    { readonly commit: string; readonly message: string; readonly parents: ReadonlyArray<string> }
+  >
 }
+
+const nothingToCommit = /nothing (added )?to commit|no changes added to commit/
 
 const commitAll = (state: State, handle: WorkspaceHandle, message: string) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
     yield* git(addAll(handle), { cwd })
-    const staged = yield* gitOutput(["diff", "--cached", "--quiet"], { cwd, okExitCodes: [1] })
     const full = withTrailers(message, state.runId, handle.agentId)
-    if (staged.exitCode === 1) {
-      yield* git([...noSigning, "commit", "--quiet", "--no-verify", "-m", full], {
-        cwd,
-        env: identityEnv(state.author, state.committer)
-      })
+    const args = [...noSigning, "commit", "--quiet", "--no-verify", "--untracked-files=no", "-m", full]
+    const out = yield* gitOutput(args, { cwd, env: identityEnv(state.author, state.committer), okExitCodes: [1] })
+    if (out.exitCode === 1 && !nothingToCommit.test(out.stdout + out.stderr)) {
+      return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
     }
-    const commit = yield* git(["rev-parse", "HEAD"], { cwd })
-    if (staged.exitCode === 1) state.committed.set(handle, { commit, message: full })
-    return { commit, changed: staged.exitCode === 1 } satisfies CommitResult
+    const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")
+    const changed = out.exitCode === 0
+    if (changed) state.committed.set(handle, { commit, message: full, parents })
+    return { commit, changed } satisfies CommitResult
   })
 
 const casUpdate = (
@@ -140,14 +144,24 @@ const seriesOf = (repo: RepoInfo, head: string, tip: string) =>
         .split("\0")
         .filter((entry) => entry.trim().length > 0)
         .map((entry): SeriesCommit => {
-          const [commit = "", parents = "", authorName = "", authorEmail = "", authorDate = "", message = ""] =
-            entry.replace(/^\n/, "").split("\x01")
-          return { commit, parents: parents.split(" ").filter((p) => p !== ""), authorName, authorEmail, authorDate, message }
+          const [commit = "", parents = "", authorName = "", authorEmail = "", authorDate = "", message = ""] = entry
+            .replace(/^\n/, "")
+            .split("\x01")
+          return {
+            commit,
+            parents: parents.split(" ").filter((p) => p !== ""),
+            authorName,
+            authorEmail,
+            authorDate,
+            message
+          }
         })
     )
   )
 
-type Landed = { readonly _tag: "Landed"; readonly commit: string } | { readonly _tag: "Conflict"; readonly paths: ReadonlyArray<string> }
+type Landed =
+  | { readonly _tag: "Landed"; readonly commit: string }
+  | { readonly _tag: "Conflict"; readonly paths: ReadonlyArray<string> }
 
 const commitTree = (state: State, tree: string, parents: ReadonlyArray<string>, message: string, author: Identity) =>
   git([...noSigning, "commit-tree", tree, ...parents.flatMap((p) => ["-p", p]), "-m", message], {
@@ -168,7 +182,13 @@ const squashCommit = (state: State, head: string, tip: string, message: string, 
   Effect.gen(function* () {
     const merged = yield* mergeTree(state.repo.root, head, tip)
     if (merged.conflicts.length > 0) return { _tag: "Conflict", paths: merged.conflicts } satisfies Landed
-    const commit = yield* commitTree(state, merged.tree, [head], withTrailers(message, state.runId, agentId), state.author)
+    const commit = yield* commitTree(
+      state,
+      merged.tree,
+      [head],
+      withTrailers(message, state.runId, agentId),
+      state.author
+    )
     return { _tag: "Landed", commit } satisfies Landed
   })
 
@@ -183,7 +203,13 @@ const replaySeries = (state: State, head: string, tip: string, agentId: string, 
     if (series.some((c) => c.parents.length !== 1)) return yield* squashCommit(state, head, tip, fallback, agentId)
     let current = head
     for (const c of series) {
-      const pivot = yield* commitTree(state, `${current}^{tree}`, [current, c.parents[0]!], "corral: replay base", state.author)
+      const pivot = yield* commitTree(
+        state,
+        `${current}^{tree}`,
+        [current, c.parents[0]!],
+        "corral: replay base",
+        state.author
+      )
       const merged = yield* mergeTree(state.repo.root, pivot, c.commit)
       if (merged.conflicts.length > 0) return { _tag: "Conflict", paths: merged.conflicts } satisfies Landed
       const author = { name: c.authorName, email: c.authorEmail }
@@ -203,11 +229,19 @@ const mergeInto = (state: State, handle: WorkspaceHandle) =>
       return { _tag: "UpToDate", head } satisfies MergeResult
     }
     const message = made?.message ?? `corral ${state.runId}: ${handle.agentId}`
-    if (state.history !== "squash" && (yield* isAncestor(repo.root, head, tip))) {
+    const onHead = made !== undefined && made.parents.length === 1 && made.parents[0] === head
+    if (state.history !== "squash" && (onHead || (yield* isAncestor(repo.root, head, tip)))) {
       if (state.history === "linear") {
         const series = yield* seriesOf(repo, head, tip)
         if (series.some((c) => c.parents.length !== 1)) {
-          return yield* land(state, handle, agentRef, head, tip, yield* squashCommit(state, head, tip, message, handle.agentId))
+          return yield* land(
+            state,
+            handle,
+            agentRef,
+            head,
+            tip,
+            yield* squashCommit(state, head, tip, message, handle.agentId)
+          )
         }
       }
       yield* casUpdate(repo, branch, tip, head)
@@ -223,9 +257,11 @@ const mergeInto = (state: State, handle: WorkspaceHandle) =>
           : yield* replaySeries(state, head, tip, handle.agentId, message)
     return yield* land(state, handle, agentRef, head, tip, landed)
   }).pipe(
-    Effect.tapError((error) => Effect.sync(() => {
-      if (error._tag === "IntegrationMoved") state.head = undefined
-    }))
+    Effect.tapError((error) =>
+      Effect.sync(() => {
+        if (error._tag === "IntegrationMoved") state.head = undefined
+      })
+    )
   )
 
 const land = (state: State, handle: WorkspaceHandle, agentRef: string, head: string, tip: string, landed: Landed) =>
@@ -266,18 +302,15 @@ const targetCommit = (state: State, target: WorkspaceHandle | CommittedWork): Ef
   return made === undefined ? snapshot(target) : Effect.succeed(made.commit)
 }
 
-const predict = (
-  state: State,
-  handle: WorkspaceHandle,
-  others: ReadonlyArray<WorkspaceHandle | CommittedWork>
-) =>
+const predict = (state: State, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle | CommittedWork>) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "predict conflicts")
     const { repo, branch } = state
     const mine = state.committed.get(handle)?.commit ?? (yield* snapshot(handle))
     const head = state.head ?? (yield* resolveCommit(repo, `refs/heads/${branch}`))
+    const startedAtHead = handle.baseCommit === head
     const targets = [
-      { agent: "integration", commit: Effect.succeed<string>(head) },
+      ...(startedAtHead ? [] : [{ agent: "integration", commit: Effect.succeed<string>(head) }]),
       ...others
         .filter((other) => other.agentId !== handle.agentId && ("commit" in other || other.strategy === "worktree"))
         .map((other) => ({

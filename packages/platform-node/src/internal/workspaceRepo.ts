@@ -34,7 +34,9 @@ export const validateId = (field: "runId" | "agentId", value: string) => {
 
 const locations = new Map<string, { readonly root: string; readonly commonDir: string }>()
 
-const locate = (absolute: string): Effect.Effect<{ readonly root: string; readonly commonDir: string }, NotAGitRepository | GitFailure | FsFailure> =>
+const locate = (
+  absolute: string
+): Effect.Effect<{ readonly root: string; readonly commonDir: string }, NotAGitRepository | GitFailure | FsFailure> =>
   Effect.gen(function* () {
     const known = locations.get(absolute)
     if (known !== undefined && (yield* exists(known.commonDir))) return known
