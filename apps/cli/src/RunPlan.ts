@@ -332,6 +332,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       stateDir: options.stateDir,
       sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
+      recycle: true,
       onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
     })
     return yield* inWorkspace(ctx, agent, handle).pipe(Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle))))

@@ -44,6 +44,13 @@ export interface AcquireOptions {
   readonly sparse?: ReadonlyArray<string> | undefined
   /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
+  /**
+   * Reuse worktrees within the run: a released clean worktree is detached, cleaned of every untracked
+   * and ignored file (`git clean -ffdx`) and handed to the run's next agent, which checks out its own
+   * branch in it; the pool is removed when the run's `registerRun` scope closes. Not for sparse
+   * workspaces. @default false
+   */
+  readonly recycle?: boolean | undefined
   /** Keep the workspace (and its branch) at release instead of removing it. @default false */
   readonly keep?: boolean | undefined
   /** Called from the scope finalizer with what was removed or kept. */
@@ -82,7 +89,8 @@ export interface WorkspaceHandle {
 export interface ReleaseReport {
   readonly agentId: string
   readonly dir: string
-  readonly workspace: "removed" | "kept" | "shared"
+  /** `recycled`: cleaned and pooled for the run's next agent (see `AcquireOptions.recycle`). */
+  readonly workspace: "removed" | "recycled" | "kept" | "shared"
   readonly branch: "deleted" | "kept" | "none"
   readonly reasons: ReadonlyArray<string>
 }

@@ -405,4 +405,66 @@ describe("Workspace", () => {
       })
     )
   )
+
+  it.live("a recycled worktree never shows the next agent a previous agent's tracked, untracked or ignored files", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        fs.writeFileSync(path.join(repo, ".gitignore"), "build/\n*.log\n")
+        sh(repo, "add", ".gitignore")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* ws.registerRun(repo, "pool")
+            const integration = yield* ws.integration({ repo, runId: "pool" })
+            const acquire = (agentId: string, base: string) =>
+              ws.acquire({ repo, runId: "pool", agentId, base, recycle: true, onRelease })
+            const firstDir = yield* Effect.scoped(
+              Effect.gen(function* () {
+                const first = yield* acquire("first", yield* integration.head())
+                fs.writeFileSync(path.join(first.dir, "a.txt"), "first was here\n")
+                fs.mkdirSync(path.join(first.dir, "build", "deep"), { recursive: true })
+                fs.writeFileSync(path.join(first.dir, "build", "deep", "secret.bin"), "first's build output")
+                fs.writeFileSync(path.join(first.dir, "debug.log"), "first's log")
+                fs.mkdirSync(path.join(first.dir, "nested"))
+                sh(path.join(first.dir, "nested"), "init", "--quiet")
+                fs.writeFileSync(path.join(first.dir, "nested", "inner.txt"), "a nested repository")
+                fs.writeFileSync(path.join(first.dir, ".gitignore"), "build/\n*.log\nnested/\n")
+                yield* integration.commitAll(first, "first edits")
+                assert.strictEqual((yield* integration.merge(first))._tag, "Merged")
+                return first.dir
+              })
+            )
+            assert.deepStrictEqual(
+              reports.map((r) => [r.agentId, r.workspace, r.branch]),
+              [["first", "recycled", "deleted"]]
+            )
+            const base = yield* integration.head()
+            const second = yield* acquire("second", base)
+            assert.notStrictEqual(second.dir, firstDir)
+            assert.isFalse(fs.existsSync(firstDir))
+            assert.strictEqual(sh(second.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+            assert.strictEqual(sh(second.dir, "rev-parse", "HEAD"), base)
+            assert.strictEqual(sh(second.dir, "symbolic-ref", "HEAD"), "refs/heads/corral/pool/second")
+            for (const gone of ["build", "debug.log", "nested"])
+              assert.isFalse(fs.existsSync(path.join(second.dir, gone)))
+            assert.strictEqual(fs.readFileSync(path.join(second.dir, "a.txt"), "utf8"), "first was here\n")
+            fs.writeFileSync(path.join(second.dir, "untracked.txt"), "never committed")
+          })
+        )
+        assert.deepStrictEqual(
+          reports.map((r) => [r.agentId, r.workspace]),
+          [
+            ["first", "recycled"],
+            ["second", "kept"]
+          ]
+        )
+        assert.strictEqual(worktreeCount(repo), 2)
+        assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees", "pool")), ["second"])
+      })
+    )
+  )
 })

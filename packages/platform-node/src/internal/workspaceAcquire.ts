@@ -16,6 +16,7 @@ import {
 import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
 import { copyFile, copyTree, exists, listDir, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
+import { drainPooled, type Pools, poolKey, putPooled, takePooled } from "./workspacePool.ts"
 import {
   agentBranch,
   branchExists,
@@ -34,6 +35,7 @@ import {
 
 export interface AcquireDeps {
   readonly locks: RepoLocks
+  readonly pools: Pools
   readonly ports: (agentId: string) => Effect.Effect<PortBlock, WorkspaceError, Scope.Scope>
 }
 
@@ -126,6 +128,45 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
 
 const branchTakenPattern = /a branch named .* already exists/
 
+const recyclable = (options: AcquireOptions) =>
+  options.recycle === true && (options.sparse === undefined || options.sparse.length === 0)
+
+/** Moves a pooled worktree to the agent's folder and checks out the agent's branch at its base. */
+const reuseWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placement, pooled: string) =>
+  Effect.gen(function* () {
+    const branch = placement.branch!
+    if (yield* branchExists(repo.root, branch)) {
+      return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
+    }
+    yield* appendRecord(placement.registry, options.runId, { branch })
+    yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
+    yield* git(["worktree", "move", "--", pooled, placement.dir], { cwd: repo.root })
+    yield* git(["checkout", "--quiet", "--force", "-b", branch, placement.baseCommit!, "--"], {
+      cwd: placement.dir
+    }).pipe(Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch)))
+  })
+
+const discardPooled = (repo: RepoInfo, dir: string) =>
+  git(["worktree", "remove", "--force", "--", dir], { cwd: repo.root }).pipe(
+    Effect.catch(() => removePath(dir).pipe(Effect.andThen(git(["worktree", "prune"], { cwd: repo.root })))),
+    Effect.ignore
+  )
+
+/** Removes the run's pooled worktrees (when the run ends). */
+export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: string) =>
+  Effect.forEach(
+    drainPooled(deps.pools, runId),
+    ({ commonDir, dir, root }) =>
+      deps.locks(commonDir).withPermit(
+        git(["worktree", "remove", "--force", "--", dir], { cwd: root }).pipe(
+          Effect.catch(() => removePath(dir)),
+          Effect.andThen(removeEmptyParent(path.dirname(dir))),
+          Effect.ignore
+        )
+      ),
+    { discard: true }
+  )
+
 class IncompleteWorktree extends WorkspaceIoError {}
 
 const incompleteWorktree = (dir: string) =>
@@ -174,7 +215,31 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
     Effect.catchTag("GitError", () => Effect.succeed(false))
   )
 
-const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement): Release =>
+/** Readies a clean worktree for the next agent: detached, with no untracked or ignored file left. */
+const detachAndClean = (dir: string) =>
+  git(["checkout", "--quiet", "--detach"], { cwd: dir }).pipe(
+    Effect.andThen(git(["clean", "-ffdxq"], { cwd: dir })),
+    Effect.as(true),
+    Effect.catch(() => Effect.succeed(false))
+  )
+
+const releaseBranch = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement) =>
+  Effect.gen(function* () {
+    const branch = placement.branch!
+    const mergedTip = takeMergedTip(repo.commonDir, branch)
+    if (mergedTip !== undefined && (yield* deleteIfAt(repo, branch, mergedTip))) return "deleted" as const
+    if (!(yield* branchIsSafeToDelete(repo.root, runId, branch, placement.baseCommit!))) return "kept" as const
+    yield* deps.locks(repo.commonDir).withPermit(git(["branch", "-D", "--quiet", branch], { cwd: repo.root }))
+    return "deleted" as const
+  })
+
+const releaseWorktree = (
+  deps: AcquireDeps,
+  repo: RepoInfo,
+  runId: string,
+  placement: Placement,
+  recycle: boolean
+): Release =>
   Effect.gen(function* () {
     if (!placement.ready) return yield* rollBack(deps, repo, placement)
     const branch = placement.branch!
@@ -184,19 +249,25 @@ const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, place
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
-    const removal = present
-      ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
-      : git(["worktree", "prune"], { cwd: repo.root })
-    yield* lock.withPermit(removal)
-    const mergedTip = takeMergedTip(repo.commonDir, branch)
-    if (mergedTip !== undefined && (yield* deleteIfAt(repo, branch, mergedTip))) {
-      return { workspace: "removed", branch: "deleted", reasons: [] } as const
+    const recycled = present && recycle && (yield* detachAndClean(placement.dir))
+    if (!recycled) {
+      const removal = present
+        ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
+        : git(["worktree", "prune"], { cwd: repo.root })
+      yield* lock.withPermit(removal)
     }
-    if (!(yield* branchIsSafeToDelete(repo.root, runId, branch, placement.baseCommit!))) {
-      return { workspace: "removed", branch: "kept", reasons: [`${branch} has commits that are not merged`] } as const
+    const workspace = recycled ? "recycled" : "removed"
+    const branchOutcome = yield* releaseBranch(deps, repo, runId, placement)
+    if (recycled) {
+      putPooled(deps.pools, poolKey(repo.commonDir, runId), {
+        dir: placement.dir,
+        root: repo.root,
+        commonDir: repo.commonDir
+      })
     }
-    yield* lock.withPermit(git(["branch", "-D", "--quiet", branch], { cwd: repo.root }))
-    return { workspace: "removed", branch: "deleted", reasons: [] } as const
+    return branchOutcome === "deleted"
+      ? ({ workspace, branch: "deleted", reasons: [] } as const)
+      : ({ workspace, branch: "kept", reasons: [`${branch} has commits that are not merged`] } as const)
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
@@ -246,10 +317,23 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       warnings: yield* dirtyWarning(repo),
       copied: []
     }
-    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(addWorktree(repo, options, placement)), () =>
-      (options.keep === true ? keptByRequest("kept") : releaseWorktree(deps, repo, options.runId, placement)).pipe(
-        Effect.flatMap(finish)
-      )
+    const create = Effect.suspend(() => {
+      const pooled = recyclable(options) ? takePooled(deps.pools, poolKey(repo.commonDir, options.runId)) : undefined
+      return pooled === undefined
+        ? addWorktree(repo, options, placement)
+        : reuseWorktree(repo, options, placement, pooled).pipe(
+            Effect.catch((error) =>
+              error instanceof BranchAlreadyExists
+                ? Effect.fail(error)
+                : Effect.andThen(discardPooled(repo, pooled), addWorktree(repo, options, placement))
+            )
+          )
+    })
+    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
+      (options.keep === true
+        ? keptByRequest("kept")
+        : releaseWorktree(deps, repo, options.runId, placement, recyclable(options))
+      ).pipe(Effect.flatMap(finish))
     )
     yield* applySparse(placement.dir, options.sparse)
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
