@@ -81,3 +81,58 @@ describe("errors are messages (end to end)", () => {
     expect(result.stderr).not.toMatch(/\n\s+at /)
   })
 })
+
+describe("releases off the critical path still complete (end to end)", () => {
+  const setup = () => {
+    const repo = makeRepo()
+    const signals = tempDir("signals-")
+    const go = NodePath.join(signals, "go")
+    const agents = [
+      "  - id: fast\n    run: echo fast > fast.txt\n",
+      ...[1, 2].map(
+        (i) =>
+          `  - id: slow${i}\n${waitingAgent(NodePath.join(signals, `slow${i}`), go).replace("out.txt", `slow${i}.txt`)}`
+      )
+    ]
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", `concurrency: 3\nagents:\n${agents.join("")}`)
+    const cli = startCli(["run", plan, "--json"], { cwd: repo })
+    const ready = () =>
+      waitFor(
+        () =>
+          NodeFs.existsSync(NodePath.join(signals, "slow1")) &&
+          NodeFs.existsSync(NodePath.join(signals, "slow2")) &&
+          cli.output().includes(`"type":"Merged"`) &&
+          /"type":"Merged","at":\d+,"agentId":"fast"/.test(cli.output()),
+        30_000,
+        "fast to merge while the slow agents run"
+      )
+    return { repo, cli, ready }
+  }
+
+  it("Ctrl-C after an agent merged: every workspace, pooled or live, is gone when corral exits", async () => {
+    const { repo, cli, ready } = setup()
+    await ready()
+    cli.signal("SIGINT")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(branches(repo).filter((b) => b !== "main" && !b.endsWith("/integration"))).toEqual([])
+  })
+
+  it("kill -9 after an agent merged: corral gc explains and removes everything that was left", async () => {
+    const { repo, cli, ready } = setup()
+    await ready()
+    cli.signal("SIGKILL")
+    await cli.done
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(branches(repo).filter((b) => b !== "main" && !b.endsWith("/integration"))).toEqual([])
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:fast.txt`)).toBe("fast\n")
+    expect(gc.stdout).toMatch(/kept branch corral\/.*\/integration: .* holds merged work/)
+    expect(
+      NodeFs.readdirSync(NodePath.join(repo, ".git", "corral", "runs")).filter((f) => f.endsWith(".json"))
+    ).toEqual([])
+  })
+})
