@@ -4,6 +4,7 @@ import { dag } from "./scenarios/dag.ts"
 import { ioScaling } from "./scenarios/io-scaling.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
+import { workspacesReal } from "./scenarios/workspaces-real.ts"
 import type { Report, Scenario, SuiteOptions } from "./types.ts"
 
 export interface Entry {
@@ -22,6 +23,7 @@ export const registry: ReadonlyArray<Entry> = [
   ready(dag),
   ready(ratelimit),
   optional("workspaces"),
+  ready(workspacesReal),
   optional("spawn"),
   optional("ledger")
 ]
