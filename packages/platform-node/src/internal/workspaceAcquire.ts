@@ -16,7 +16,7 @@ import {
 import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
 import { copyFile, copyTree, exists, listDir, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
-import { drainPooled, type Pools, poolKey, putPooled, takePooled } from "./workspacePool.ts"
+import { awaitPooled, drainPooled, type Pools, poolKey, putPooled, releasing, takePooled } from "./workspacePool.ts"
 import {
   agentBranch,
   branchExists,
@@ -317,8 +317,10 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       warnings: yield* dirtyWarning(repo),
       copied: []
     }
+    const key = poolKey(repo.commonDir, options.runId)
+    if (recyclable(options)) yield* awaitPooled(deps.pools, key)
     const create = Effect.suspend(() => {
-      const pooled = recyclable(options) ? takePooled(deps.pools, poolKey(repo.commonDir, options.runId)) : undefined
+      const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
       return pooled === undefined
         ? addWorktree(repo, options, placement)
         : reuseWorktree(repo, options, placement, pooled).pipe(
@@ -332,7 +334,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
       (options.keep === true
         ? keptByRequest("kept")
-        : releaseWorktree(deps, repo, options.runId, placement, recyclable(options))
+        : recyclable(options)
+          ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
+          : releaseWorktree(deps, repo, options.runId, placement, false)
       ).pipe(Effect.flatMap(finish))
     )
     yield* applySparse(placement.dir, options.sparse)
