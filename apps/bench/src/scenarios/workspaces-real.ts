@@ -4,6 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { mulberry32 } from "../lib/async.ts"
+import { metricAtLeast, metricAtMost, ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Case, Sample, Scenario } from "../types.ts"
 
 interface Params {
@@ -14,6 +15,9 @@ interface Params {
   /** The tree a sequential run produces, the reference every approach is compared with. */
   readonly expectedTree: string
 }
+
+const ms = (value: number) => `${value.toFixed(0)} ms`
+const same = (value: number) => (value === 1 ? "same tree" : "different tree")
 
 const AGENTS = 10
 const FOLDERS_PER_AGENT = 10
@@ -251,10 +255,10 @@ export const workspacesReal: Scenario<Params> = {
     "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N",
   floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
   targets: [
-    "corral ≤ 1.05× xargs -P N",
-    "git process time ≤ 0.3 s per agent on tmpfs",
-    "a slot is free ≤ 50 ms after the agent's merge",
-    "same tree = 1: corral's integration tree equals the sequential result"
+    ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),
+    metricAtMost("git process time ≤ 0.3 s per agent on tmpfs", /tmpfs/, "corral", "gitMsPerAgent", 300, ms),
+    metricAtMost("a slot is free ≤ 50 ms after the agent's merge", /./, "corral", "slotHoldMs", 50, ms),
+    metricAtLeast("corral's integration tree equals the sequential result", /./, "corral", "sameTree", 1, same)
   ],
   floorApproach: "xargs -P N",
   reps: 3,
