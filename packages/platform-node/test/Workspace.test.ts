@@ -467,4 +467,44 @@ describe("Workspace", () => {
       })
     )
   )
+
+  it.live("a set-up interrupted at any instant leaves no worktree, branch or folder behind", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        for (const dir of ["pkg", "other"]) {
+          fs.mkdirSync(path.join(repo, dir))
+          for (let i = 0; i < 50; i++) fs.writeFileSync(path.join(repo, dir, `f${i}.txt`), `${dir} ${i}\n`)
+        }
+        sh(repo, "add", ".")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "folders")
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        for (const [i, delay] of [0, 5, 15, 30, 50, 80, 120, 200].entries()) {
+          const fiber = yield* Effect.forkChild(
+            Effect.scoped(
+              ws
+                .acquire({
+                  repo,
+                  runId: "int",
+                  agentId: `a${i}`,
+                  sparse: ["pkg"],
+                  onRelease: (r) => Effect.sync(() => reports.push(r))
+                })
+                .pipe(Effect.andThen(Effect.never))
+            )
+          )
+          yield* Effect.sleep(delay)
+          yield* Fiber.interrupt(fiber)
+          assert.strictEqual(worktreeCount(repo), 1, `interrupted after ${delay} ms`)
+          assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "", `interrupted after ${delay} ms`)
+        }
+        for (const report of reports) {
+          assert.notStrictEqual(report.dir, repo)
+          assert.notStrictEqual(report.workspace, "kept", report.reasons.join("; "))
+        }
+        assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "int")))
+      })
+    )
+  )
 })
