@@ -107,6 +107,8 @@ interface Context {
   readonly scope: Scope.Scope
   readonly releases: Semaphore.Semaphore
   readonly pending: Set<Fiber.Fiber<void>>
+  /** The release under way per agent: a retry waits for it (it deletes the branch the retry re-creates). */
+  readonly releasing: Map<string, Fiber.Fiber<void>>
 }
 
 /**
@@ -150,7 +152,8 @@ export const run = (
       tallies: new Map(),
       scope: yield* Effect.scope,
       releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
-      pending: new Set()
+      pending: new Set(),
+      releasing: new Map()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
@@ -298,16 +301,24 @@ const tallyOf = (ctx: Context, agentId: string) => {
  */
 const inWorkspaceScope = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function* () {
+    const previous = ctx.releasing.get(agent.id)
+    if (previous !== undefined) yield* Fiber.await(previous)
     const scope = yield* Scope.fork(ctx.scope)
     const tally = tallyOf(ctx, agent.id)
     return yield* runAgent(ctx, agent).pipe(
       Scope.provide(scope),
-      Effect.onExit((exit) => releaseLater(ctx, scope, exit, tally)),
+      Effect.onExit((exit) => releaseLater(ctx, agent.id, scope, exit, tally)),
       Effect.provideService(Git.CurrentTally, tally)
     )
   })
 
-const releaseLater = (ctx: Context, scope: Scope.Closeable, exit: Exit.Exit<unknown, unknown>, tally: Git.Tally) =>
+const releaseLater = (
+  ctx: Context,
+  agentId: string,
+  scope: Scope.Closeable,
+  exit: Exit.Exit<unknown, unknown>,
+  tally: Git.Tally
+) =>
   Effect.gen(function* () {
     const release = Scope.close(scope, exit).pipe(
       ctx.releases.withPermit,
@@ -316,7 +327,11 @@ const releaseLater = (ctx: Context, scope: Scope.Closeable, exit: Exit.Exit<unkn
     )
     const fiber = yield* Effect.forkIn(release, ctx.scope)
     ctx.pending.add(fiber)
-    fiber.addObserver(() => ctx.pending.delete(fiber))
+    ctx.releasing.set(agentId, fiber)
+    fiber.addObserver(() => {
+      ctx.pending.delete(fiber)
+      if (ctx.releasing.get(agentId) === fiber) ctx.releasing.delete(agentId)
+    })
   })
 
 const runAgent = (ctx: Context, agent: PlanAgent) =>

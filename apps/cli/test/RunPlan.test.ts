@@ -131,6 +131,20 @@ describe("RunPlan", () => {
     }).pipe(Effect.provide(NodeServices.layer), Effect.provide(Workspace.layer))
   )
 
+  it.live("a retried agent gets a fresh workspace once its previous attempt's is released", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo({ "README.md": "x\n" })
+      const counter = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "corral-attempts-")), "n")
+      const command = `echo attempt >> ${counter}; [ $(wc -l < ${counter}) -ge 3 ] && echo done > done.txt`
+      const plan = ["agents:", "  - id: flaky", `    run: ${JSON.stringify(command)}`, "    retries: 2"].join("\n")
+      const report = yield* runPlan(repo, plan, [])
+      assert.isTrue(report.result.allSucceeded, JSON.stringify(report.result.failed))
+      assert.strictEqual(report.result.get("flaky")!.attempts, 3)
+      assert.strictEqual(sh(repo, "show", `${report.integrationBranch}:done.txt`), "done")
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+    }).pipe(Effect.provide(NodeServices.layer), Effect.provide(Workspace.layer))
+  )
+
   it.live("a real overlap is predicted before the merge that conflicts", () =>
     Effect.gen(function* () {
       const repo = yield* makeRepo({ "shared.txt": "base\n" })
