@@ -75,6 +75,20 @@ export const mergeTree = (cwd: string, ours: string, theirs: string): Effect.Eff
     })
   )
 
+const pairOf = (a: string, b: string) => (a < b ? `${a} ${b}` : `${b} ${a}`)
+
+/** `git merge-tree` of two commits, reusing the last result for the same pair (merging is symmetric). */
+const mergeOf = (state: State, ours: string, theirs: string) =>
+  Effect.suspend(() => {
+    const pair = pairOf(ours, theirs)
+    if (state.lastMerge?.pair === pair) return Effect.succeed(state.lastMerge.result)
+    return Effect.tap(mergeTree(state.repo.root, ours, theirs), (result) =>
+      Effect.sync(() => {
+        state.lastMerge = { pair, result }
+      })
+    )
+  })
+
 interface State {
   readonly repo: RepoInfo
   readonly runId: string
@@ -84,6 +98,10 @@ interface State {
   readonly committer: Identity
   /** The integration head as this process last set it (the compare-and-swap update checks it). */
   head: string | undefined
+  /** Every commit this process set the branch to: a commit whose only parent is one of them descends from it. */
+  readonly pastHeads: Set<string>
+  /** The last merge computed (by a prediction or a merge), reused when the same pair is merged next. */
+  lastMerge: { readonly pair: string; readonly result: MergeTree } | undefined
   /** Commits made by `commitAll`, per workspace, with their messages. */
   readonly committed: WeakMap<
     WorkspaceHandle,
@@ -171,7 +189,7 @@ const commitTree = (state: State, tree: string, parents: ReadonlyArray<string>, 
 
 const mergeCommit = (state: State, head: string, tip: string, agentRef: string, agentId: string) =>
   Effect.gen(function* () {
-    const merged = yield* mergeTree(state.repo.root, head, tip)
+    const merged = yield* mergeOf(state, head, tip)
     if (merged.conflicts.length > 0) return { _tag: "Conflict", paths: merged.conflicts } satisfies Landed
     const message = withTrailers(`corral: merge ${agentRef} into ${state.branch}`, state.runId, agentId)
     const commit = yield* commitTree(state, merged.tree, [head, tip], message, state.author)
@@ -229,8 +247,11 @@ const mergeInto = (state: State, handle: WorkspaceHandle) =>
       return { _tag: "UpToDate", head } satisfies MergeResult
     }
     const message = made?.message ?? `corral ${state.runId}: ${handle.agentId}`
-    const onHead = made !== undefined && made.parents.length === 1 && made.parents[0] === head
-    if (state.history !== "squash" && (onHead || (yield* isAncestor(repo.root, head, tip)))) {
+    const parent = made !== undefined && made.parents.length === 1 ? made.parents[0] : undefined
+    const onHead = parent === head
+    const behindHead = parent !== undefined && parent !== head && state.pastHeads.has(parent)
+    const fastForward = onHead || (!behindHead && (yield* isAncestor(repo.root, head, tip)))
+    if (state.history !== "squash" && fastForward) {
       if (state.history === "linear") {
         const series = yield* seriesOf(repo, head, tip)
         if (series.some((c) => c.parents.length !== 1)) {
@@ -246,6 +267,7 @@ const mergeInto = (state: State, handle: WorkspaceHandle) =>
       }
       yield* casUpdate(repo, branch, tip, head)
       state.head = tip
+      state.pastHeads.add(tip)
       markMerged(repo, agentRef, tip)
       return { _tag: "Merged", head: tip, fastForward: true } satisfies MergeResult
     }
@@ -271,6 +293,7 @@ const land = (state: State, handle: WorkspaceHandle, agentRef: string, head: str
     }
     yield* casUpdate(state.repo, state.branch, landed.commit, head)
     state.head = landed.commit
+    state.pastHeads.add(landed.commit)
     markMerged(state.repo, agentRef, tip)
     return { _tag: "Merged", head: landed.commit, fastForward: false } satisfies MergeResult
   })
@@ -323,7 +346,7 @@ const predict = (state: State, handle: WorkspaceHandle, others: ReadonlyArray<Wo
       (target) =>
         Effect.gen(function* () {
           const theirs = yield* target.commit
-          const { conflicts } = yield* mergeTree(repo.root, mine, theirs)
+          const { conflicts } = yield* mergeOf(state, mine, theirs)
           return conflicts.length === 0 ? [] : [{ agents: [handle.agentId, target.agent] as const, paths: conflicts }]
         }),
       { concurrency: 4 }
@@ -377,6 +400,8 @@ export const makeIntegration = (
       author,
       committer: options.committer ?? author,
       head: baseCommit,
+      pastHeads: new Set([baseCommit]),
+      lastMerge: undefined,
       committed: new WeakMap()
     }
     return {
