@@ -30,5 +30,6 @@ export const registry: ReadonlyArray<Entry> = [
   optional("workspaces"),
   ready(workspacesReal),
   optional("spawn"),
-  ready(ledger)
+  ready(ledger),
+  optional("sandbox")
 ]
