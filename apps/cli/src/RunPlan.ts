@@ -130,7 +130,8 @@ interface Context {
 
 /**
  * Runs the plan. Fails with a workspace error before anything starts when the repository is not
- * usable (for example not a git repository with `isolation: worktree`).
+ * usable (for example not a git repository with `isolation: worktree`). When it returns, every
+ * workspace has been released (removed, or kept and listed in the report) and the run's lease is gone.
  *
  * @since 0.1.0
  * @category running
@@ -141,7 +142,9 @@ export const run = (
   Report,
   WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun | RunLedger.RunLedgerError,
   Workspace | ChildProcessSpawner | Scope.Scope
-> =>
+> => Effect.scoped(runScoped(options))
+
+const runScoped = (options: Options) =>
   Effect.gen(function* () {
     const workspace = yield* Workspace
     const isolation = options.isolation ?? options.plan.isolation
