@@ -265,6 +265,11 @@ const DefaultsSchema = Schema.Struct({
   database: Schema.optionalKey(DatabaseSchema)
 })
 
+const IdentitySchema = Schema.Struct({
+  name: Schema.String.check(Schema.isNonEmpty({ message: "a name is required" })),
+  email: Schema.String.check(Schema.isNonEmpty({ message: "an email is required" }))
+})
+
 /** The plan file as written, with durations in milliseconds and claim keys normalized. */
 export const PlanSchema = Schema.Struct({
   version: Schema.optionalKey(Schema.Literal(1)),
@@ -272,6 +277,9 @@ export const PlanSchema = Schema.Struct({
   mode: Schema.optionalKey(Schema.Literals(["settle", "fail-fast"])),
   isolation: Schema.optionalKey(Schema.Literals(["worktree", "directory", "none"])),
   merge: Schema.optionalKey(Schema.Literals(["auto", "none"])),
+  history: Schema.optionalKey(Schema.Literals(["merge", "squash", "linear"])),
+  author: Schema.optionalKey(IdentitySchema),
+  committer: Schema.optionalKey(IdentitySchema),
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt)),
   rateLimits: Schema.optionalKey(Schema.Record(Schema.String, RateLimitSchema)),
   defaults: Schema.optionalKey(DefaultsSchema),
