@@ -70,9 +70,6 @@ export const Duration = duration(false)
 /** A duration longer than zero, decoded to milliseconds. */
 export const PositiveDuration = duration(true)
 
-const leadingDash = (raw: string): string =>
-  `expected a path that does not start with "-" (git would read it as an option), got ${JSON.stringify(raw)}`
-
 /** A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`). */
 export const ClaimKey = Schema.String.pipe(
   Schema.decodeTo(
@@ -80,10 +77,7 @@ export const ClaimKey = Schema.String.pipe(
     SchemaTransformation.transformEffect({
       decode: (raw: string, options) =>
         Result.match(Claims.normalizeKey(raw), {
-          onSuccess: ({ key }) =>
-            key.startsWith("-")
-              ? Effect.fail(new SchemaIssue.InvalidValue({ message: leadingDash(raw) }, raw, options))
-              : Effect.succeed(key),
+          onSuccess: ({ key }) => Effect.succeed(key),
           onFailure: (error) =>
             Effect.fail(
               new SchemaIssue.InvalidValue(
