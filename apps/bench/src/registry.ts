@@ -9,6 +9,7 @@ import { providers } from "./scenarios/providers.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
 import { sharedLimiter } from "./scenarios/shared-limiter.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
+import { workspacesReal } from "./scenarios/workspaces-real.ts"
 import type { Report, Scenario, SuiteOptions } from "./types.ts"
 
 export interface Entry {
@@ -31,6 +32,7 @@ export const registry: ReadonlyArray<Entry> = [
   ready(providers),
   ready(sharedLimiter),
   optional("workspaces"),
+  ready(workspacesReal),
   optional("spawn"),
   ready(ledger),
   optional("sandbox")
