@@ -1,17 +1,20 @@
 /**
  * Runs a plan: every agent's command in its own workspace, under the plan's concurrency, claims,
- * dependencies and limits; each successful agent's work is committed and merged into the run's
+ * dependencies and limits (rate limits are shared with other runs through `<stateDir>/locks.db`); each successful agent's work is committed and merged into the run's
  * integration branch, one merge at a time, while its claims are still held.
  *
  * @since 0.1.0
  */
-import { Agent, Corral, type RunResult } from "@corral/core"
+import { Agent, Corral, RateLimiter, type RunResult } from "@corral/core"
+import * as CodingAgent from "@corral/platform-node/CodingAgent"
 import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
+import * as SqliteRateLimiter from "@corral/platform-node/SqliteRateLimiter"
 import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
-import { Data, Effect, Schedule, type Scope } from "effect"
+import * as Git from "@corral/platform-node/Git"
+import { Data, Effect, type Exit, Fiber, Schedule, Scope, Semaphore } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
@@ -106,7 +109,12 @@ export interface Report {
   readonly integrationHead: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
+  /** git commands and their process time, per agent (set-up, commit, merge and release). */
+  readonly git: Readonly<Record<string, Git.Tally>>
 }
+
+/** Workspaces released at once in the background, off the agents' concurrency slots. */
+const RELEASE_CONCURRENCY = 2
 
 interface Context {
   readonly options: Options
@@ -114,15 +122,24 @@ interface Context {
   readonly integration: WorkspaceModule.Integration | undefined
   readonly isolation: WorkspaceModule.Strategy
   readonly logDir: string
-  readonly live: Set<WorkspaceModule.WorkspaceHandle>
+  /** Work committed and not merged yet: what merge-time conflict predictions compare against. */
+  readonly committed: Map<WorkspaceModule.WorkspaceHandle, WorkspaceModule.CommittedWork>
   readonly kept: Array<WorkspaceModule.ReleaseReport>
   /** Workspace warnings already shown: each once per run, not once per agent. */
   readonly warned: Set<string>
+  readonly tallies: Map<string, Git.Tally>
+  /** The run's scope: workspaces are released in it, after the agent's slot is free. */
+  readonly scope: Scope.Scope
+  readonly releases: Semaphore.Semaphore
+  readonly pending: Set<Fiber.Fiber<void>>
+  /** The release under way per agent: a retry waits for it (it deletes the branch the retry re-creates). */
+  readonly releasing: Map<string, Fiber.Fiber<void>>
 }
 
 /**
  * Runs the plan. Fails with a workspace error before anything starts when the repository is not
- * usable (for example not a git repository with `isolation: worktree`).
+ * usable (for example not a git repository with `isolation: worktree`). When it returns, every
+ * workspace has been released (removed, or kept and listed in the report) and the run's lease is gone.
  *
  * @since 0.1.0
  * @category running
@@ -131,9 +148,14 @@ export const run = (
   options: Options
 ): Effect.Effect<
   Report,
-  WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun | RunLedger.RunLedgerError,
+  | WorkspaceModule.WorkspaceError
+  | import("@corral/core").CorralError.InvalidRun
+  | RunLedger.RunLedgerError
+  | SqliteRateLimiter.LimiterError,
   Workspace | ChildProcessSpawner | Scope.Scope
-> =>
+> => Effect.scoped(runScoped(options))
+
+const runScoped = (options: Options) =>
   Effect.gen(function* () {
     const workspace = yield* Workspace
     const isolation = options.isolation ?? options.plan.isolation
@@ -141,7 +163,14 @@ export const run = (
     yield* workspace.registerRun(options.repo, options.runId)
     const integration =
       isolation === "worktree" && merge === "auto"
-        ? yield* workspace.integration({ repo: options.repo, runId: options.runId, base: options.base })
+        ? yield* workspace.integration({
+            repo: options.repo,
+            runId: options.runId,
+            base: options.base,
+            history: options.plan.history,
+            author: options.plan.author,
+            committer: options.plan.committer
+          })
         : undefined
     const ctx: Context = {
       options,
@@ -149,19 +178,29 @@ export const run = (
       integration,
       isolation,
       logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
-      live: new Set(),
+      committed: new Map(),
       kept: [],
-      warned: new Set()
+      warned: new Set(),
+      tallies: new Map(),
+      scope: yield* Effect.scope,
+      releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
+      pending: new Set(),
+      releasing: new Map()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
     const ledger = options.ledger
+    const buckets = rateLimitsOf(options.plan)
+    const limiter =
+      buckets === undefined
+        ? undefined
+        : yield* SqliteRateLimiter.scoped(NodePath.join(options.stateDir, "locks.db"), buckets)
     const result = yield* Corral.run(agents, {
       runId: options.runId,
       concurrency: options.concurrency ?? options.plan.concurrency,
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
-      rateLimits: rateLimitsOf(options.plan),
+      budget: budgetOf(options.plan),
       onEvent: (event) => {
         const emit = Effect.sync(() => {
           logTrailer(ctx.logDir, event)
@@ -171,6 +210,7 @@ export const run = (
       },
       stopOn: options.stopOn
     }).pipe(
+      limiter === undefined ? (effect) => effect : Effect.provideService(RateLimiter.RateLimiter, limiter),
       ledger === undefined
         ? (effect) => effect
         : (effect) =>
@@ -179,6 +219,7 @@ export const run = (
               Effect.provideService(RunLedgerModule.RunLedger, ledger)
             )
     )
+    yield* Fiber.awaitAll([...ctx.pending])
     return {
       runId: options.runId,
       result,
@@ -186,7 +227,8 @@ export const run = (
       integrationBase: integration?.baseCommit,
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
-      keptWorkspaces: ctx.kept
+      keptWorkspaces: ctx.kept,
+      git: Object.fromEntries(ctx.tallies)
     }
   })
 
@@ -211,7 +253,7 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
   if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined)
     pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
-    run: Effect.scoped(runAgent(ctx, agent)),
+    run: (deps: Readonly<Record<string, unknown>>) => inWorkspaceScope(ctx, agent, deps),
     idempotencyKey: ctx.options.ledger === undefined ? undefined : idempotencyKeyOf(ctx.options, agent),
     timeout: agent.timeoutMs,
     retry:
@@ -246,6 +288,19 @@ export const rateLimitsOf = (
         : { limit: bucket.limit, interval: bucket.intervalMs, burst: bucket.burst }
     ])
   )
+}
+
+/**
+ * The plan's `budget` in the form `Corral.run` takes, or `undefined` when it sets none.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const budgetOf = (plan: Plan): { costUsd?: number; tokens?: number } | undefined => {
+  const budget: { costUsd?: number; tokens?: number } = {}
+  if (plan.budget.costUsd !== undefined) budget.costUsd = plan.budget.costUsd
+  if (plan.budget.tokens !== undefined) budget.tokens = plan.budget.tokens
+  return Object.keys(budget).length === 0 ? undefined : budget
 }
 
 /**
@@ -301,7 +356,93 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
-const runAgent = (ctx: Context, agent: PlanAgent) =>
+const tallyOf = (ctx: Context, agentId: string) => {
+  const existing = ctx.tallies.get(agentId)
+  if (existing !== undefined) return existing
+  const created = Git.makeTally()
+  ctx.tallies.set(agentId, created)
+  return created
+}
+
+/**
+ * Runs the agent with its workspace in a scope of its own, and closes that scope (removing the
+ * worktree) in the background once the agent's work is committed and merged, so the agent's slot is
+ * free at once. At most {@link RELEASE_CONCURRENCY} releases run at a time; `run` waits for all of
+ * them, and the run's scope closing (Ctrl-C, failure) finishes any still queued.
+ */
+const inWorkspaceScope = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
+  Effect.gen(function* () {
+    const previous = ctx.releasing.get(agent.id)
+    if (previous !== undefined) yield* Fiber.await(previous)
+    const scope = yield* Scope.fork(ctx.scope)
+    const tally = tallyOf(ctx, agent.id)
+    return yield* runAgent(ctx, agent, deps).pipe(
+      Scope.provide(scope),
+      Effect.onExit((exit) => releaseLater(ctx, agent.id, scope, exit, tally)),
+      Effect.provideService(Git.CurrentTally, tally)
+    )
+  })
+
+const releaseLater = (
+  ctx: Context,
+  agentId: string,
+  scope: Scope.Closeable,
+  exit: Exit.Exit<unknown, unknown>,
+  tally: Git.Tally
+) =>
+  Effect.gen(function* () {
+    const release = Scope.close(scope, exit).pipe(
+      ctx.releases.withPermit,
+      Effect.provideService(Git.CurrentTally, tally),
+      Effect.uninterruptible
+    )
+    const fiber = yield* Effect.forkIn(release, ctx.scope)
+    ctx.pending.add(fiber)
+    ctx.releasing.set(agentId, fiber)
+    fiber.addObserver(() => {
+      ctx.pending.delete(fiber)
+      if (ctx.releasing.get(agentId) === fiber) ctx.releasing.delete(agentId)
+    })
+  })
+
+/**
+ * Where an agent's `CORRAL_*` files live: `io/` beside its private data folder (removed with it), so
+ * a sandbox that hides the state folder still shows the agent only its own folders.
+ */
+const protocolDirOf = (options: Options, agent: PlanAgent, handle: WorkspaceModule.WorkspaceHandle): string => {
+  const dataDir = handle.env.CORRAL_AGENT_DIR
+  return dataDir === undefined
+    ? NodePath.resolve(options.stateDir, "agents", options.runId, agent.id, "io")
+    : NodePath.join(NodePath.dirname(NodePath.resolve(dataDir)), "io")
+}
+
+/** A coding agent's sandbox also reads the launcher and the Node binary that runs it. */
+const sandboxOf = (agent: PlanAgent, sandbox: ProcessRunner.SandboxOptions): ProcessRunner.SandboxOptions =>
+  agent.use === undefined
+    ? sandbox
+    : {
+        ...sandbox,
+        allow: { ...sandbox.allow, read: [...(sandbox.allow?.read ?? []), ...CodingAgent.launcherReadPaths()] }
+      }
+
+const writePrompt = (dir: string, prompt: string) =>
+  Effect.sync(() => {
+    const file = NodePath.join(dir, "prompt.md")
+    NodeFs.mkdirSync(dir, { recursive: true })
+    NodeFs.writeFileSync(file, prompt)
+    return file
+  })
+
+const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const results: Record<string, unknown> = {}
+  for (const [id, value] of Object.entries(deps)) {
+    const result = (value as Partial<AgentResult> | undefined)?.process?.result
+    if (result !== undefined) results[id] = result
+  }
+  return results
+}
+
+const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
@@ -316,6 +457,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       stateDir: options.stateDir,
       sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
+      recycle: true,
       onRelease: (report) =>
         Effect.andThen(
           Effect.sync(() => onRelease(ctx, report)),
@@ -325,19 +467,38 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
         )
     })
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
-    ctx.live.add(handle)
-    yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
+    return yield* inWorkspace(ctx, agent, handle, me, postgres, deps).pipe(
+      Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
+    )
+  })
+
+const inWorkspace = (
+  ctx: Context,
+  agent: PlanAgent,
+  handle: WorkspaceModule.WorkspaceHandle,
+  me: Agent.Current | undefined,
+  postgres: ReturnType<typeof postgresOf>,
+  deps: Readonly<Record<string, unknown>>
+) =>
+  Effect.gen(function* () {
+    const { options } = ctx
     for (const warning of handle.warnings) {
       if (ctx.warned.has(warning)) continue
       ctx.warned.add(warning)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `warning: ${warning}` })
     }
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
+    const protocolDir = protocolDirOf(options, agent, handle)
+    const prompt =
+      agent.prompt === undefined ? {} : { CORRAL_PROMPT_FILE: yield* writePrompt(protocolDir, agent.prompt) }
     const isolated = AgentIsolation.of(agent, handle, options)
     const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,
-      command: agent.run,
+      command:
+        agent.use === undefined
+          ? agent.run
+          : CodingAgent.commandLine({ kind: agent.use, model: agent.model, args: agent.args }),
       shell: true,
       cwd: handle.dir,
       env: {
@@ -347,14 +508,19 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
         ...(postgres === undefined ? {} : AgentDatabase.agentEnv(postgres.url, postgres.schema)),
         ...agent.env,
         ...fencing,
+        ...prompt,
         CORRAL_RUN_ID: options.runId,
         CORRAL_AGENT_ID: agent.id
       },
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
+      protocolDir,
+      ...(agent.dependsOn.length === 0 ? {} : { deps: resultsOf(deps) }),
+      onWarning: (message) => options.onEvent({ _tag: "Notice", at: Date.now(), message }),
+      onUsage: (usage) => options.onEvent({ _tag: "Usage", at: Date.now(), agentId: agent.id, usage }),
       privateDirs: isolated.privateDirs,
-      ...(isolated.sandbox === undefined ? {} : { sandbox: isolated.sandbox }),
+      ...(isolated.sandbox === undefined ? {} : { sandbox: sandboxOf(agent, isolated.sandbox) }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
@@ -436,7 +602,8 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
     }
-    const others = [...ctx.live].filter((other) => other !== handle)
+    const others = [...ctx.committed.values()]
+    ctx.committed.set(handle, { agentId: agent.id, commit: commit.commit, base: handle.baseCommit })
     const predictions = yield* integration
       .predictConflicts(handle, others)
       .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
@@ -457,6 +624,7 @@ const mergeBack = (
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
     KillPoint.reached("merged", agent.id)
+    ctx.committed.delete(handle)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)

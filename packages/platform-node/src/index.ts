@@ -1,6 +1,7 @@
 /**
  * @since 0.1.0
  */
+export * as FakeModelServer from "./FakeModelServer.ts"
 export * as Git from "./Git.ts"
 export * as ProcessAgent from "./ProcessAgent.ts"
 export * as ProcessRunner from "./ProcessRunner.ts"
@@ -8,5 +9,6 @@ export * as SqliteClient from "./SqliteClient.ts"
 export * as Workspace from "./Workspace.ts"
 export * as RunLedger from "./RunLedger.ts"
 export * as RunRecord from "./RunRecord.ts"
+export * as RunRegistry from "./RunRegistry.ts"
 export * as SqliteLocks from "./SqliteLocks.ts"
 export * as Sandbox from "./Sandbox.ts"
