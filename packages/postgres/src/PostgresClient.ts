@@ -91,7 +91,9 @@ export const make = (url: string, options: Options = {}) =>
     return client
   }).pipe(
     Effect.mapError((error) =>
-      error._tag === "PostgresUnavailable" ? error : new PostgresUnavailable({ url: redact(url), reason: error.message })
+      error._tag === "PostgresUnavailable"
+        ? error
+        : new PostgresUnavailable({ url: redact(url), reason: error.message })
     )
   )
 

@@ -3,4 +3,5 @@
  */
 export * as PostgresClient from "./PostgresClient.ts"
 export * as PostgresLedger from "./PostgresLedger.ts"
+export * as PostgresLocks from "./PostgresLocks.ts"
 export * as TestServer from "./TestServer.ts"
