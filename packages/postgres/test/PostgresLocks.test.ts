@@ -167,3 +167,61 @@ describe.skipIf(server === undefined)("PostgresLocks", () => {
     60_000
   )
 })
+
+const contenderScript = `
+import { Effect, Result } from "effect"
+import { Claims, ResourceLocks } from ${JSON.stringify(coreUrl)}
+import * as PostgresLocks from ${JSON.stringify(locksUrl)}
+const [url, worker, count, key] = process.argv.slice(1)
+const request = Result.getOrThrow(Claims.normalize({ write: [key] }, {}))
+const section = (i) => Effect.scoped(Effect.gen(function*() {
+  const locks = yield* ResourceLocks.ResourceLocks
+  const lease = yield* locks.acquire({ runId: worker, agentId: "agent-" + i }, request)
+  const start = Date.now()
+  yield* Effect.sleep("10 millis")
+  return { start, end: Date.now(), token: lease.fencingToken }
+}))
+Effect.runPromise(Effect.forEach(Array.from({ length: Number(count) }, (_, i) => i), (i) => Effect.tap(section(i), () => Effect.sleep("5 millis")))
+  .pipe(Effect.provide(PostgresLocks.layer(url, { maxConnections: 4 }))))
+  .then((result) => console.log(JSON.stringify(result)), (error) => { console.error(String(error)); process.exit(1) })
+`
+
+interface Interval {
+  readonly start: number
+  readonly end: number
+  readonly token: number
+}
+
+const contender = (url: string, worker: string, key: string) =>
+  Effect.callback<Array<Interval>>((resume) => {
+    const child = spawn(process.execPath, ["--input-type=module", "-e", contenderScript, url, worker, "15", key], {
+      cwd: fileURLToPath(new URL("..", import.meta.url)),
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    let stdout = ""
+    child.stdout!.on("data", (chunk) => (stdout += chunk))
+    child.on("close", (code) =>
+      resume(code === 0 ? Effect.succeed(JSON.parse(stdout)) : Effect.die(new Error(`${worker} exited with ${code}`)))
+    )
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+describe.skipIf(server === undefined)("PostgresLocks across processes", () => {
+  it.live(
+    "processes contending for overlapping write claims never hold them at once, in fencing-token order",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const runs = yield* Effect.all(
+          [contender(url, "p1", "src/"), contender(url, "p2", "src/parser.ts"), contender(url, "p3", "src/")],
+          { concurrency: "unbounded" }
+        )
+        const all = runs.flat().sort((x, y) => x.token - y.token)
+        assert.strictEqual(all.length, 45)
+        for (let i = 1; i < all.length; i++) {
+          assert.isAtMost(all[i - 1]!.end, all[i]!.start, `grants ${all[i - 1]!.token} and ${all[i]!.token} overlapped`)
+        }
+      }),
+    120_000
+  )
+})
