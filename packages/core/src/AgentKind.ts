@@ -30,7 +30,7 @@ export const TypeId = "~@corral/core/AgentKind" as const
  * @since 0.1.0
  * @category models
  */
-export interface AgentKind<in out I, in out O, in out E = never, out R = never> {
+export interface AgentKind<I, O, E = never, R = never> {
   readonly [TypeId]: typeof TypeId
   readonly name: string
   readonly input: Schema.Codec<I, unknown>

@@ -1,0 +1,118 @@
+/**
+ * The cluster entity that executes one agent of one run: entity id `<runId>/<agentId>`, one
+ * persisted `Execute` message per attempt. The shard that owns the entity id lives on one runner;
+ * when that runner dies, the persisted message is delivered again to the shard's next owner
+ * (at-least-once execution).
+ *
+ * @since 0.1.0
+ */
+import { Executor } from "@corral/core"
+import { Effect, Schema, Semaphore } from "effect"
+import { ClusterSchema, Entity } from "effect/cluster"
+import { Rpc } from "effect/rpc"
+
+/**
+ * The wire form of `Executor.Request`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Request = Schema.Struct({
+  kind: Schema.String,
+  input: Schema.Unknown,
+  runId: Schema.String,
+  agentId: Schema.String,
+  attempt: Schema.Number,
+  fencingToken: Schema.optional(Schema.Number)
+})
+
+/**
+ * The wire form of `Executor.Result`, plus the runner that executed it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Result = Schema.Union([
+  Schema.TaggedStruct("Success", { value: Schema.Unknown, runner: Schema.String }),
+  Schema.TaggedStruct("Failure", { error: Schema.Unknown, runner: Schema.String })
+])
+
+/**
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Execute = Rpc.make("Execute", {
+  payload: Request,
+  success: Result,
+  error: Executor.ExecutionError
+})
+
+/**
+ * @since 0.1.0
+ * @category entities
+ */
+export const AgentEntity = Entity.make("CorralAgent", [Execute]).annotateRpcs(ClusterSchema.Persisted, true)
+
+/**
+ * The entity id of an agent of a run.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const entityId = (runId: string, agentId: string): string => `${runId}/${agentId}`
+
+/**
+ * Options of a runner's handlers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandlerOptions {
+  /** Most agents this runner executes at once; others wait in its mailbox. @default 8 */
+  readonly capacity?: number | undefined
+  /** Names this runner in results (e.g. `host:port`). */
+  readonly runner: string
+  /** Called when an execution starts and ends, for load reports. */
+  readonly onLoad?: ((running: number) => void) | undefined
+}
+
+/**
+ * Registers the entity on this runner: executes requests with the kinds registered here
+ * (`Executor.layerKinds`), at most `capacity` at once.
+ *
+ * @example
+ * ```ts
+ * AgentEntity.layerHandlers({ runner: "127.0.0.1:9001", capacity: 8 }).pipe(Layer.provide(Executor.layerKinds([Summarize])))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerHandlers = (options: HandlerOptions) =>
+  AgentEntity.toLayer(
+    Effect.gen(function* () {
+      const kinds = yield* Effect.service(Executor.Kinds)
+      const permits = Semaphore.makeUnsafe(options.capacity ?? 8)
+      let running = 0
+      const track = (delta: number) =>
+        Effect.sync(() => {
+          running += delta
+          options.onLoad?.(running)
+        })
+      return AgentEntity.of({
+        Execute: ({ payload }) =>
+          permits.withPermits(1)(
+            Effect.acquireUseRelease(
+              track(1),
+              () =>
+                Effect.map(kinds.run({ ...payload, fencingToken: payload.fencingToken }), (result) =>
+                  result._tag === "Success"
+                    ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
+                    : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
+                ),
+              () => track(-1)
+            )
+          )
+      })
+    }),
+    { maxIdleTime: "1 minute", concurrency: 1 }
+  )

@@ -1,0 +1,103 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:net"
+import { fileURLToPath } from "node:url"
+import { AgentKind, Corral } from "@corral/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { sharedServer } from "../../postgres/test/support/server.ts"
+import * as Cluster from "../src/Cluster.ts"
+import { Probe } from "./support/kinds.ts"
+
+const server = await sharedServer()
+
+const runnerScript = fileURLToPath(new URL("./support/runner.ts", import.meta.url))
+
+const freePort = Effect.callback<number>((resume) => {
+  const listener = createServer()
+  listener.listen(0, "127.0.0.1", () => {
+    const address = listener.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    listener.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+interface Runner {
+  readonly child: ChildProcess
+  /** Shards this runner reported last. */
+  shards: number
+  readonly changed: Array<() => void>
+}
+
+/** A runner process, killed with the scope. */
+const runnerProcess = (url: string, capacity = 8) =>
+  Effect.flatMap(freePort, (port) =>
+    Effect.acquireRelease(
+      Effect.callback<Runner>((resume) => {
+        const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
+          stdio: ["ignore", "pipe", "inherit"]
+        })
+        const runner: Runner = { child, shards: 0, changed: [] }
+        let buffer = ""
+        child.stdout!.on("data", (chunk) => {
+          buffer += String(chunk)
+          const lines = buffer.split("\n")
+          buffer = lines.pop()!
+          for (const line of lines) {
+            if (line.includes("ready")) resume(Effect.succeed(runner))
+            const shards = /^shards (\d+)$/.exec(line)
+            if (shards !== null) {
+              runner.shards = Number(shards[1])
+              for (const listener of runner.changed.splice(0)) listener()
+            }
+          }
+        })
+        child.once("exit", (code) => {
+          runner.shards = -1
+          for (const listener of runner.changed.splice(0)) listener()
+          resume(Effect.die(new Error(`runner exited with ${code}`)))
+        })
+      }),
+      (runner) => Effect.sync(() => runner.child.kill("SIGKILL"))
+    )
+  )
+
+/** Waits until every runner holds shards and together they hold all 300. */
+const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
+    if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
+    return Effect.andThen(
+      Effect.callback<void>((resume) => {
+        for (const runner of runners) runner.changed.push(() => resume(Effect.void))
+      }),
+      balanced(runners)
+    )
+  })
+
+describe.skipIf(server === undefined)("Cluster", () => {
+  it.live(
+    "a coordinator's agents run on several runner processes, with the same outcomes as a local run",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 12 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
+        const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 12 }).pipe(
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        )
+        const pids = new Set<number>()
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+          if (outcome._tag === "Succeeded") pids.add((outcome.value as { pid: number }).pid)
+        }
+        assert.deepStrictEqual(
+          [...pids].sort(),
+          runners.map((runner) => runner.child.pid!).sort(),
+          "both runners executed agents, and only runners did"
+        )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
