@@ -1,14 +1,45 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:net"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { AgentKind, Corral } from "@corral/core"
-import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import * as Cluster from "../src/Cluster.ts"
 import { Probe } from "./support/kinds.ts"
 
 const server = await sharedServer()
+
+const dir = mkdtempSync(join(tmpdir(), "corral-cluster-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+interface LogLine {
+  readonly event: "start" | "end"
+  readonly agent: string
+  readonly pid: number
+  readonly at: number
+}
+
+const readLog = (file: string): Array<LogLine> => {
+  try {
+    return readFileSync(file, "utf8")
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => JSON.parse(line))
+  } catch {
+    return []
+  }
+}
+
+/** Waits until `file` satisfies `done`. */
+const waitForLog = (file: string, done: (lines: Array<LogLine>) => boolean) =>
+  Effect.suspend(() => (done(readLog(file)) ? Effect.void : Effect.fail("not yet"))).pipe(
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
+    Effect.orDie
+  )
 
 const runnerScript = fileURLToPath(new URL("./support/runner.ts", import.meta.url))
 
@@ -97,6 +128,51 @@ describe.skipIf(server === undefined)("Cluster", () => {
           runners.map((runner) => runner.child.pid!).sort(),
           "both runners executed agents, and only runners did"
         )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a runner killed with SIGKILL mid-agent: its agents run again on another runner and every agent ends with one outcome",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "sigkill.log")
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 8 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 1500, log }))
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-kill", concurrency: 8 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        const [victim, survivor] = runners
+        yield* waitForLog(log, (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 8)
+        const onVictim = new Set(
+          readLog(log)
+            .filter((l) => l.event === "start" && l.pid === victim!.child.pid)
+            .map((l) => l.agent)
+        )
+        assert.isAbove(onVictim.size, 0, "the victim was running agents")
+        victim!.child.kill("SIGKILL")
+        const result = yield* Fiber.join(run)
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+          if (outcome._tag === "Succeeded") {
+            assert.strictEqual((outcome.value as { pid: number }).pid, survivor!.child.pid, `${agent.id} ended on the survivor`)
+          }
+        }
+        const lines = readLog(log)
+        for (const agent of onVictim) {
+          const starts = lines.filter((l) => l.event === "start" && l.agent === agent).map((l) => l.pid)
+          assert.deepStrictEqual(starts, [victim!.child.pid, survivor!.child.pid], `${agent} was re-run once, elsewhere`)
+          assert.isFalse(
+            lines.some((l) => l.event === "end" && l.agent === agent && l.pid === victim!.child.pid),
+            `${agent} never finished on the victim`
+          )
+        }
       }).pipe(Effect.scoped),
     120_000
   )
