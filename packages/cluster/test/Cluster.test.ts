@@ -148,7 +148,10 @@ describe.skipIf(server === undefined)("Cluster", () => {
           { startImmediately: true }
         )
         const [victim, survivor] = runners
-        yield* waitForLog(log, (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 8)
+        yield* waitForLog(
+          log,
+          (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 8
+        )
         const onVictim = new Set(
           readLog(log)
             .filter((l) => l.event === "start" && l.pid === victim!.child.pid)
@@ -161,13 +164,21 @@ describe.skipIf(server === undefined)("Cluster", () => {
           const outcome = result.get(agent.id)!
           assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
           if (outcome._tag === "Succeeded") {
-            assert.strictEqual((outcome.value as { pid: number }).pid, survivor!.child.pid, `${agent.id} ended on the survivor`)
+            assert.strictEqual(
+              (outcome.value as { pid: number }).pid,
+              survivor!.child.pid,
+              `${agent.id} ended on the survivor`
+            )
           }
         }
         const lines = readLog(log)
         for (const agent of onVictim) {
           const starts = lines.filter((l) => l.event === "start" && l.agent === agent).map((l) => l.pid)
-          assert.deepStrictEqual(starts, [victim!.child.pid, survivor!.child.pid], `${agent} was re-run once, elsewhere`)
+          assert.deepStrictEqual(
+            starts,
+            [victim!.child.pid, survivor!.child.pid],
+            `${agent} was re-run once, elsewhere`
+          )
           assert.isFalse(
             lines.some((l) => l.event === "end" && l.agent === agent && l.pid === victim!.child.pid),
             `${agent} never finished on the victim`
