@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Claims, ResourceLocks } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Result } from "effect"
+import { Context, Effect, Fiber, Layer, Result, Schedule } from "effect"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
 import * as PostgresLocks from "../src/PostgresLocks.ts"
 import { sharedServer } from "./support/server.ts"
@@ -18,6 +18,14 @@ const open = (url: string, options: PostgresLocks.Options = {}) =>
   Effect.map(
     Layer.build(Layer.fresh(Layer.orDie(PostgresLocks.layer(url, { maxConnections: 4, ...options })))),
     (context) => Context.get(context, ResourceLocks.ResourceLocks)
+  )
+
+/** Retries `check` (which may fail while the server restarts) until it holds. */
+const waitUntil = (check: Effect.Effect<boolean>) =>
+  Effect.suspend(() => check).pipe(
+    Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail("not yet"))),
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 400 }),
+    Effect.orDie
   )
 
 const locksUrl = pathToFileURL(fileURLToPath(new URL("../src/PostgresLocks.ts", import.meta.url))).href
@@ -205,6 +213,36 @@ const contender = (url: string, worker: string, key: string) =>
     )
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart", () => {
+  it.live(
+    "services reconnect: leases are re-checked, grants continue, and a waiter is still woken by NOTIFY",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const a = yield* open(url, { renewEvery: "200 millis", ttl: "10 minutes" })
+        const b = yield* open(url, { renewEvery: "200 millis", pollEvery: "10 minutes" })
+        const before = yield* a.tryAcquire({ runId: "a", agentId: "x" }, req({ write: ["k"] }))
+        if (before._tag !== "Acquired") return assert.fail("expected a grant")
+        yield* server!.kill
+        yield* server!.restart
+        const retried = yield* a
+          .tryAcquire({ runId: "a", agentId: "y" }, req({ write: ["other"] }))
+          .pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 100 }))
+        assert.strictEqual(retried._tag, "Acquired", "grants continue after the restart")
+        if (retried._tag !== "Acquired") return
+        assert.isAbove(retried.lease.fencingToken, before.lease.fencingToken, "fencing tokens keep increasing")
+        const waiter = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "z" }, req({ write: ["other"] })), {
+          startImmediately: true
+        })
+        yield* waitUntil(Effect.map(b.snapshot, (s) => s.waiting.length === 1))
+        yield* a.release(retried.lease)
+        const lease = yield* Fiber.join(waiter)
+        assert.strictEqual(lease.holder.agentId, "z")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
 
 describe.skipIf(server === undefined)("PostgresLocks across processes", () => {
   it.live(
