@@ -147,11 +147,13 @@ const killNow = (pid: number): void => {
 }
 
 /** A detached shell that stops the server and deletes its folder once `parent` has died. */
-const watchdog = (parent: number, pidFile: string, dir: string): void => {
+const watchdog = (parent: number, pidFile: string, dir: string) => {
   const script = `while kill -0 ${parent} 2>/dev/null; do sleep 1; done
 pid=$(head -n 1 '${pidFile}' 2>/dev/null); [ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null
 sleep 1; rm -rf '${dir}'`
-  spawn("sh", ["-c", script], { detached: true, stdio: "ignore" }).unref()
+  const child = spawn("sh", ["-c", script], { detached: true, stdio: "ignore" })
+  child.unref()
+  return child
 }
 
 const waitUntilGone = (pid: number) =>
@@ -252,7 +254,10 @@ export const start = (options: Options = {}): Effect.Effect<TestServer, TestServ
     yield* Effect.acquireRelease(startServer, () => kill)
     process.on("exit", onExit)
     yield* Effect.addFinalizer(() => Effect.sync(() => process.off("exit", onExit)))
-    watchdog(process.pid, join(dataDir, "postmaster.pid"), dir)
+    yield* Effect.acquireRelease(
+      Effect.sync(() => watchdog(process.pid, join(dataDir, "postmaster.pid"), dir)),
+      (child) => Effect.sync(() => child.kill("SIGKILL"))
+    )
     const urlOf = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`
     let databases = 0
     return {
