@@ -23,5 +23,6 @@ export const registry: ReadonlyArray<Entry> = [
   ready(ratelimit),
   optional("workspaces"),
   optional("spawn"),
-  optional("ledger")
+  optional("ledger"),
+  optional("cluster")
 ]
