@@ -6,8 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Executor } from "@corral/core"
-import { Effect, Schema, Semaphore } from "effect"
+import { Claims, Executor, type ResourceLocks } from "@corral/core"
+import { Context, type Duration, Effect, Result as R, Schedule, Schema, Semaphore } from "effect"
 import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 
@@ -77,8 +77,57 @@ export interface HandlerOptions {
 }
 
 /**
+ * How a runner fences executions: before running an agent it takes the write lease
+ * `corral-exec:<runId>/<agentId>` (so two runners never execute one agent at once), passes the
+ * lease's fencing token to the handler as `Agent.current().fencingToken`, checks every `checkEvery`
+ * that the lease is still current, and interrupts the handler (sending no result) once it is not.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Fence {
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly isCurrent: (lease: ResourceLocks.Lease) => Effect.Effect<boolean>
+  readonly checkEvery: Duration.Input
+}
+
+/**
+ * The runner's {@link Fence}; without it in context, executions are not fenced.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Fencing extends Context.Service<Fencing, Fence>()("@corral/cluster/AgentEntity/Fencing") {}
+
+const execClaim = (request: typeof Request.Type) =>
+  R.getOrThrow(Claims.normalize({ write: [`corral-exec:${request.runId}/${request.agentId}`] }, {}))
+
+/** Runs `run` under the agent's execution lease; interrupted (no result) once the lease is lost. */
+const fenced = <A, E>(
+  fence: Fence,
+  request: typeof Request.Type,
+  run: (fencingToken: number) => Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const lease = yield* fence.locks.acquire({ runId: request.runId, agentId: request.agentId }, execClaim(request))
+      const current = fence.isCurrent(lease)
+      const lost = current.pipe(
+        Effect.repeat({ schedule: Schedule.spaced(fence.checkEvery), while: (ok) => ok }),
+        Effect.andThen(Effect.interrupt)
+      )
+      const result = yield* Effect.raceFirst(
+        run(lease.fencingToken).pipe(Effect.provideService(Executor.StillCurrentRef, current)),
+        lost
+      )
+      if (!(yield* current)) return yield* Effect.interrupt
+      return result
+    })
+  )
+
+/**
  * Registers the entity on this runner: executes requests with the kinds registered here
- * (`Executor.layerKinds`), at most `capacity` at once.
+ * (`Executor.layerKinds`), at most `capacity` at once, fenced when a {@link Fencing} is in context.
  *
  * @example
  * ```ts
@@ -91,6 +140,7 @@ export const layerHandlers = (options: HandlerOptions) =>
   AgentEntity.toLayer(
     Effect.gen(function* () {
       const kinds = yield* Effect.service(Executor.Kinds)
+      const fence = yield* Effect.serviceOption(Fencing)
       const permits = Semaphore.makeUnsafe(options.capacity ?? 8)
       let running = 0
       const track = (delta: number) =>
@@ -103,12 +153,15 @@ export const layerHandlers = (options: HandlerOptions) =>
           permits.withPermits(1)(
             Effect.acquireUseRelease(
               track(1),
-              () =>
-                Effect.map(kinds.run({ ...payload, fencingToken: payload.fencingToken }), (result) =>
-                  result._tag === "Success"
-                    ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
-                    : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
-                ),
+              () => {
+                const execute = (fencingToken: number | undefined) =>
+                  Effect.map(kinds.run({ ...payload, fencingToken }), (result) =>
+                    result._tag === "Success"
+                      ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
+                      : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
+                  )
+                return fence._tag === "None" ? execute(payload.fencingToken) : fenced(fence.value, payload, execute)
+              },
               () => track(-1)
             )
           )

@@ -10,9 +10,10 @@
  * @since 0.1.0
  */
 import { Executor } from "@corral/core"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresLocks } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
 import { RunnerAddress, ShardId, Sharding, ShardingConfig } from "effect/cluster"
 import * as AgentEntity from "./AgentEntity.ts"
 
@@ -62,8 +63,38 @@ const shardingConfig = (options: ClusterOptions) => {
 }
 
 /**
+ * Execution leases on the cluster's database, with a TTL of `shardLockExpiration`: a runner that is
+ * stopped or cut off for longer loses them (and its shards) together. A lease check that cannot reach
+ * Postgres within a second counts as lost.
+ */
+const layerFencing = (options: ClusterOptions) => {
+  const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? "10 seconds")
+  const checkEvery = Duration.divideUnsafe(ttl, 4)
+  return Layer.effect(
+    AgentEntity.Fencing,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const locks = yield* PostgresLocks.make({ ttl, renewEvery: Duration.divideUnsafe(ttl, 3) })
+      return AgentEntity.Fencing.of({
+        locks,
+        checkEvery,
+        isCurrent: (lease) =>
+          PostgresLocks.isCurrent(lease).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 5 }),
+            Effect.orElseSucceed(() => false)
+          )
+      })
+    })
+  )
+}
+
+/**
  * A runner: joins the cluster at `host:port`, takes shards, and executes the agents sent to them
- * with the kinds registered in this process (`Executor.layerKinds`).
+ * with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the lease
+ * `corral-exec:<runId>/<agentId>` (TTL `shardLockExpiration`): a re-delivered agent starts on its
+ * new runner only once the old execution's lease is released or lapsed, its handler sees that
+ * lease's fencing token, and an execution whose lease was lost is interrupted without a result.
  *
  * @example
  * ```ts
@@ -79,6 +110,7 @@ export const layerRunner = (options: RunnerOptions) => {
     capacity: options.capacity,
     onLoad: options.onLoad
   }).pipe(
+    Layer.provide(layerFencing(options)),
     Layer.provideMerge(
       NodeClusterSocket.layer({
         storage: "sql",

@@ -1,6 +1,7 @@
 /**
  * The built-in kind every runner registers: run a command (`ProcessRunner.run`) in the runner's
- * repository. Its processes die with the runner: each process group gets a detached watchdog that
+ * repository, with `CORRAL_RUN_ID`, `CORRAL_AGENT_ID` and `CORRAL_FENCING_TOKEN` (the execution
+ * lease's token) in its environment. Its processes die with the runner: each process group gets a detached watchdog that
  * kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
  * runs beside a leftover.
  *
@@ -8,7 +9,7 @@
  */
 import { spawn } from "node:child_process"
 import { isAbsolute, resolve } from "node:path"
-import { AgentKind } from "@corral/core"
+import { Agent, AgentKind } from "@corral/core"
 import { ProcessRunner } from "@corral/platform-node"
 import { Context, Effect, Schema } from "effect"
 
@@ -82,12 +83,18 @@ export const ProcessKind = AgentKind.make("corral/process", {
   handler: (input) =>
     Effect.gen(function* () {
       const repo = yield* RunnerRepo
+      const me = yield* Agent.current
+      const identity: Record<string, string> = {
+        CORRAL_RUN_ID: me?.runId ?? "",
+        CORRAL_AGENT_ID: me?.agentId ?? "",
+        ...(me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) })
+      }
       const cwd = input.cwd === undefined ? repo : isAbsolute(input.cwd) ? input.cwd : resolve(repo, input.cwd)
       const result = yield* ProcessRunner.run({
         command: input.command,
         ...(input.args === undefined ? {} : { args: input.args }),
         ...(input.shell === undefined ? {} : { shell: input.shell }),
-        ...(input.env === undefined ? {} : { env: { ...input.env } }),
+        env: { ...input.env, ...identity },
         cwd,
         onProcess: (pid) => {
           if (pid !== undefined) watchdog(process.pid, pid)

@@ -70,6 +70,34 @@ export class Executor extends Context.Service<
 >()("@corral/core/Executor") {}
 
 /**
+ * Whether the running execution still holds its execution lease. Executors that fence executions
+ * (cluster runners) set it per execution; elsewhere it is always `true`.
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const StillCurrentRef = Context.Reference<Effect.Effect<boolean>>("@corral/core/Executor/StillCurrent", {
+  defaultValue: () => Effect.succeed(true)
+})
+
+/**
+ * `true` while the running execution is still the current one for its agent: a handler checks it
+ * before a write that a re-run elsewhere would repeat, and stops when it is `false`.
+ *
+ * @example
+ * ```ts
+ * const handler = (input: Input) => Effect.gen(function*() {
+ *   const result = yield* work(input)
+ *   if (!(yield* Executor.stillCurrent)) return yield* Effect.interrupt // another runner took over
+ *   yield* publish(result)
+ * })
+ * ```
+ * @since 0.1.0
+ * @category fencing
+ */
+export const stillCurrent: Effect.Effect<boolean> = Effect.flatten(Effect.service(StillCurrentRef))
+
+/**
  * The kinds this process can run, by name.
  *
  * @since 0.1.0

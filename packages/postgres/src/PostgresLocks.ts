@@ -31,6 +31,7 @@ import { Deferred, Duration, Effect, Layer, Queue, type Scope } from "effect"
 import { type Migrator, SqlClient, type SqlError } from "effect/sql"
 import {
   type LeaseTable,
+  leaseIsCurrent,
   makeLeaseTable,
   migrate,
   ownerLockKey,
@@ -329,3 +330,18 @@ export const layer = (
   options: Options & PostgresClient.Options = {}
 ): Layer.Layer<ResourceLocks.ResourceLocks, LocksError | PostgresClient.PostgresUnavailable> =>
   layerClient(options).pipe(Layer.provide(PostgresClient.layer(url, options)))
+
+/**
+ * Whether `lease` is still held (unexpired, its owner alive, with the same fencing token), asked of
+ * the database: a holder that was stopped or cut off checks it before a write that must not happen
+ * twice.
+ *
+ * @example
+ * ```ts
+ * if (!(yield* PostgresLocks.isCurrent(lease))) return yield* Effect.interrupt // fenced
+ * ```
+ * @since 0.1.0
+ * @category fencing
+ */
+export const isCurrent = (lease: ResourceLocks.Lease): Effect.Effect<boolean, SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => leaseIsCurrent(sql, lease.id, lease.fencingToken))

@@ -198,3 +198,11 @@ export const makeLeaseTable = (sql: SqlClient.SqlClient, owner: number, ttlMilli
       )
   }
 }
+
+/** Whether lease `id` is still held with `fencingToken` by a live owner and unexpired. */
+export const leaseIsCurrent = (sql: SqlClient.SqlClient, id: number, fencingToken: number) =>
+  Effect.map(
+    sql<{ id: string }>`SELECT id FROM corral_leases l
+      WHERE id = ${id} AND fencing_token = ${fencingToken} AND ${sql.literal(liveCondition)}`,
+    (rows) => rows.length > 0
+  )
