@@ -245,4 +245,35 @@ describe.skipIf(server === undefined)("Cluster", () => {
       }).pipe(Effect.scoped),
     120_000
   )
+
+  it.live(
+    "Postgres restarted mid-run: runners and the coordinator reconnect and every agent ends with one outcome",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "restart.log")
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 2000, log }))
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-restart", concurrency: 6 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(
+          log,
+          (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 6
+        )
+        yield* server!.kill
+        yield* server!.restart
+        const result = yield* Fiber.join(run)
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+        }
+        for (const runner of runners) assert.isTrue(runner.shards >= 0, "the runners are still alive")
+      }).pipe(Effect.scoped),
+    180_000
+  )
 })
