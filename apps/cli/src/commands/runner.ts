@@ -1,11 +1,18 @@
 import { createServer } from "node:net"
 import * as NodePath from "node:path"
-import { PostgresClient } from "@corral/postgres"
-import { Runner, RunnerRegistry } from "@corral/cluster"
 import { Config, Console, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { Reactivity } from "effect/reactivity"
 import { invalidInput } from "../CliExit.ts"
+
+/** The cluster packages (effect/cluster, the Postgres driver), loaded only by the commands that use them. */
+const cluster = Effect.promise(async () => {
+  const [{ Runner, RunnerRegistry }, { PostgresClient }] = await Promise.all([
+    import("@corral/cluster"),
+    import("@corral/postgres")
+  ])
+  return { Runner, RunnerRegistry, PostgresClient }
+})
 
 const clusterFlag = Flag.String("cluster").pipe(
   Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),
@@ -27,6 +34,7 @@ const clusterUrl = (flag: Option.Option<string>) =>
   Effect.gen(function* () {
     if (Option.isNone(flag)) return yield* invalidInput("--cluster <postgres-url> (or CORRAL_CLUSTER) is required")
     const url = flag.value
+    const { PostgresClient } = yield* cluster
     yield* Effect.scoped(PostgresClient.make(url, { maxConnections: 1 })).pipe(
       Effect.provide(Reactivity.layer),
       Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
@@ -59,6 +67,7 @@ export const runner = Command.make(
     Effect.gen(function* () {
       if (flags.capacity < 1) return yield* invalidInput(`--capacity ${flags.capacity}: expected a positive integer`)
       const url = yield* clusterUrl(flags.cluster)
+      const { Runner } = yield* cluster
       const port = Option.isSome(flags.port) ? flags.port.value : yield* freePort
       const labels = Option.match(flags.labels, {
         onNone: () => [],
@@ -96,6 +105,7 @@ export const runners = Command.make(
   (flags) =>
     Effect.gen(function* () {
       const url = yield* clusterUrl(flags.cluster)
+      const { PostgresClient, RunnerRegistry } = yield* cluster
       const list = yield* RunnerRegistry.list().pipe(
         Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
         Effect.catch((error) => invalidInput(error.message))
