@@ -23,7 +23,8 @@ export const Request = Schema.Struct({
   runId: Schema.String,
   agentId: Schema.String,
   attempt: Schema.Number,
-  fencingToken: Schema.optional(Schema.Number)
+  fencingToken: Schema.optional(Schema.Number),
+  requires: Schema.optional(Schema.String)
 })
 
 /**
@@ -51,15 +52,30 @@ export const Execute = Rpc.make("Execute", {
  * @since 0.1.0
  * @category entities
  */
-export const AgentEntity = Entity.make("CorralAgent", [Execute]).annotateRpcs(ClusterSchema.Persisted, true)
+export const AgentEntity = Entity.make("CorralAgent", [Execute])
+  .annotateRpcs(ClusterSchema.Persisted, true)
+  .annotate(ClusterSchema.ShardGroup, (id) => {
+    const at = id.lastIndexOf("#")
+    return at < 0 ? "default" : shardGroupOf(id.slice(at + 1))
+  })
 
 /**
- * The entity id of an agent of a run.
+ * The shard group of the runners with `label`: a runner with labels takes the shards of their
+ * groups besides the default group's, so an agent that requires a label only runs on such runners.
  *
  * @since 0.1.0
  * @category utils
  */
-export const entityId = (runId: string, agentId: string): string => `${runId}/${agentId}`
+export const shardGroupOf = (label: string): string => `label:${label}`
+
+/**
+ * The entity id of an agent of a run, `<runId>/<agentId>`, with `#<label>` when it requires one.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const entityId = (runId: string, agentId: string, requires?: string): string =>
+  requires === undefined ? `${runId}/${agentId}` : `${runId}/${agentId}#${requires}`
 
 /**
  * Options of a runner's handlers.

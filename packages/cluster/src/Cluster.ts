@@ -45,6 +45,8 @@ export interface RunnerOptions extends ClusterOptions {
   readonly port: number
   /** Most agents this runner executes at once. @default 8 */
   readonly capacity?: number | undefined
+  /** Agents that require one of these labels may run here (besides agents that require none). */
+  readonly labels?: ReadonlyArray<string> | undefined
   readonly onLoad?: ((running: number) => void) | undefined
 }
 
@@ -105,6 +107,7 @@ const layerFencing = (options: ClusterOptions) => {
  */
 export const layerRunner = (options: RunnerOptions) => {
   const host = options.host ?? "127.0.0.1"
+  const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
   return AgentEntity.layerHandlers({
     runner: `${host}:${options.port}`,
     capacity: options.capacity,
@@ -116,6 +119,8 @@ export const layerRunner = (options: RunnerOptions) => {
         storage: "sql",
         shardingConfig: {
           ...shardingConfig(options),
+          availableShardGroups: groups,
+          assignedShardGroups: groups,
           runnerAddress: Option.some(RunnerAddress.make(host, options.port))
         }
       })
@@ -139,14 +144,15 @@ export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sh
     const clientFor = yield* AgentEntity.AgentEntity.client
     return Executor.Executor.of({
       execute: (request) =>
-        clientFor(AgentEntity.entityId(request.runId, request.agentId))
+        clientFor(AgentEntity.entityId(request.runId, request.agentId, request.requires))
           .Execute({
             kind: request.kind,
             input: request.input,
             runId: request.runId,
             agentId: request.agentId,
             attempt: request.attempt,
-            ...(request.fencingToken === undefined ? {} : { fencingToken: request.fencingToken })
+            ...(request.fencingToken === undefined ? {} : { fencingToken: request.fencingToken }),
+            ...(request.requires === undefined ? {} : { requires: request.requires })
           })
           .pipe(
             Effect.map(

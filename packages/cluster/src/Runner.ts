@@ -19,8 +19,6 @@ import * as RunnerRegistry from "./RunnerRegistry.ts"
  * @category models
  */
 export interface Options extends Cluster.RunnerOptions {
-  /** Shown by `corral runners`; requirements of agents are not matched against them yet. */
-  readonly labels?: ReadonlyArray<string> | undefined
   /** Where `corral/process` agents run (relative `cwd`s resolve against it). @default process.cwd() */
   readonly repo?: string | undefined
   /** Kinds besides the built-in `corral/process`. */

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { type Duration, Effect, Schema, type Scope } from "effect"
+import { Data, type Duration, Effect, Schema, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
 const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
@@ -138,4 +138,43 @@ export const register = (
         )
       )
     )
+  })
+
+/**
+ * No runner is online, or none carries a label that agents require.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NoRunner extends Data.TaggedError("NoRunner")<{
+  /** The missing label; `undefined` when no runner at all is online. */
+  readonly label: string | undefined
+  /** Labels the online runners carry. */
+  readonly available: ReadonlyArray<string>
+}> {
+  override get message(): string {
+    if (this.label === undefined) return "no runner is online (start one with `corral runner --cluster <url>`)"
+    const known = this.available.length === 0 ? "none" : this.available.join(", ")
+    return `no runner online has the label "${this.label}" (labels online: ${known})`
+  }
+}
+
+/**
+ * Checks, before a run starts, that a runner is online and that every label in `required` is
+ * carried by one; fails with {@link NoRunner} naming the first missing label.
+ *
+ * @example
+ * ```ts
+ * yield* RunnerRegistry.check(["gpu"]) // NoRunner: no runner online has the label "gpu" ...
+ * ```
+ * @since 0.1.0
+ * @category queries
+ */
+export const check = (required: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const runners = yield* list()
+    if (runners.length === 0) return yield* new NoRunner({ label: undefined, available: [] })
+    const available = [...new Set(runners.flatMap((runner) => runner.labels))].sort()
+    const missing = required.find((label) => !available.includes(label))
+    if (missing !== undefined) return yield* new NoRunner({ label: missing, available })
   })

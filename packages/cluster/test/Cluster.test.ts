@@ -8,7 +8,9 @@ import { AgentKind, Corral } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
+import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
+import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 import { Probe } from "./support/kinds.ts"
 
 const server = await sharedServer()
@@ -61,11 +63,11 @@ interface Runner {
 }
 
 /** A runner process, killed with the scope. */
-const runnerProcess = (url: string, capacity = 8) =>
+const runnerProcess = (url: string, capacity = 8, labels = "") =>
   Effect.flatMap(freePort, (port) =>
     Effect.acquireRelease(
       Effect.callback<Runner>((resume) => {
-        const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
+        const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity), labels], {
           stdio: ["ignore", "pipe", "inherit"]
         })
         const runner: Runner = { child, shards: 0, changed: [] }
@@ -93,7 +95,7 @@ const runnerProcess = (url: string, capacity = 8) =>
     )
   )
 
-/** Waits until every runner holds shards and together they hold all 300. */
+/** Waits until every runner holds shards of the default group and together they hold all 300. */
 const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
@@ -275,5 +277,42 @@ describe.skipIf(server === undefined)("Cluster", () => {
         for (const runner of runners) assert.isTrue(runner.shards >= 0, "the runners are still alive")
       }).pipe(Effect.scoped),
     180_000
+  )
+
+  it.live(
+    "agents that require a label run only on runners with it; the others run anywhere",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const [plain, gpu] = yield* Effect.all([runnerProcess(url), runnerProcess(url, 8, "gpu")], {
+          concurrency: "unbounded"
+        })
+        yield* balanced([plain!, gpu!])
+        const missing = yield* Effect.flip(RunnerRegistry.check(["gpu", "cuda"])).pipe(
+          Effect.provide(PostgresClient.layer(url, { maxConnections: 1 }))
+        )
+        assert.match(missing.message, /no runner online has the label "cuda" \(labels online: gpu\)/)
+        yield* RunnerRegistry.check(["gpu"]).pipe(Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })))
+        const needsGpu = Array.from({ length: 6 }, (_, i) =>
+          AgentKind.agent(Probe, `gpu-${i}`, { sleepMs: 10 }, { requires: "gpu" })
+        )
+        const any = Array.from({ length: 8 }, (_, i) => AgentKind.agent(Probe, `any-${i}`, { sleepMs: 10 }))
+        const result = yield* Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 14 }).pipe(
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        )
+        const pidOf = (id: string) => {
+          const outcome = result.get(id)!
+          if (outcome._tag !== "Succeeded") return assert.fail(`${id}: ${JSON.stringify(outcome)}`)
+          return (outcome.value as { pid: number }).pid
+        }
+        for (const agent of needsGpu)
+          assert.strictEqual(pidOf(agent.id), gpu!.child.pid, `${agent.id} ran on the gpu runner`)
+        assert.deepStrictEqual(
+          new Set(any.map((agent) => pidOf(agent.id))),
+          new Set([plain!.child.pid, gpu!.child.pid]),
+          "agents without requirements ran on both runners"
+        )
+      }).pipe(Effect.scoped),
+    120_000
   )
 })

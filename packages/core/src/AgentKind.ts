@@ -105,13 +105,17 @@ export const agent = <I, O, E, R>(
   kind: AgentKind<I, O, E, R>,
   id: string,
   input: I,
-  options: Omit<Agent.Options<O, E | Executor.ExecutionError, Executor.Executor>, "run"> = {}
+  options: Omit<Agent.Options<O, E | Executor.ExecutionError, Executor.Executor>, "run"> & {
+    /** A runner label the agent needs, e.g. `gpu` (see `Executor.Request.requires`). */
+    readonly requires?: string | undefined
+  } = {}
 ): Agent.Agent<O, E | Executor.ExecutionError, Executor.Executor> => {
   const encoded = Schema.encodeUnknownSync(kind.input)(input)
+  const { requires, ...agentOptions } = options
   return Agent.make(id, {
-    ...options,
+    ...agentOptions,
     inputs: [`kind:${kind.name}`, JSON.stringify(encoded), ...(options.inputs ?? [])],
-    labels: { kind: kind.name, ...options.labels },
+    labels: { kind: kind.name, ...(requires === undefined ? {} : { requires }), ...options.labels },
     run: Effect.gen(function* () {
       const executor = yield* Executor.Executor
       const me = yield* Agent.current
@@ -121,7 +125,8 @@ export const agent = <I, O, E, R>(
         runId: me?.runId ?? "",
         agentId: me?.agentId ?? id,
         attempt: me?.attempt ?? 1,
-        fencingToken: me?.fencingToken
+        fencingToken: me?.fencingToken,
+        requires
       })
       if (result._tag === "Success") {
         return yield* Effect.mapError(Schema.decodeUnknownEffect(kind.output)(result.value), (error) =>

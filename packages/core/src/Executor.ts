@@ -48,6 +48,8 @@ export interface Request {
   readonly agentId: string
   readonly attempt: number
   readonly fencingToken: number | undefined
+  /** A runner label the agent needs (cluster executors place it on a runner with it; local ones ignore it). */
+  readonly requires?: string | undefined
 }
 
 /**

@@ -52,7 +52,10 @@ export const runner = Command.make(
   {
     cluster: clusterFlag,
     capacity: Flag.Int("capacity").pipe(Flag.withDefault(8), Flag.withDescription("Most agents run at once")),
-    labels: Flag.String("labels").pipe(Flag.optional, Flag.withDescription("Comma-separated labels, e.g. gpu,linux")),
+    labels: Flag.String("labels").pipe(
+      Flag.optional,
+      Flag.withDescription("Comma-separated labels, e.g. gpu,linux: agents that require one may run here")
+    ),
     repo: Flag.String("repo").pipe(
       Flag.optional,
       Flag.withDescription("Where process agents run (default: current directory)")
