@@ -5,7 +5,7 @@ import { AgentKind, Corral } from "@corral/core"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { type RunningCli, runCli, startCli, tempDir, waitFor } from "../helpers.ts"
+import { type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
 const server = await sharedServer()
 const dir = tempDir("corral-cluster-e2e-")
@@ -107,5 +107,63 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     const ended = await third.done
     expect(ended.code).toBe(130)
     expect((await listRunners(url)).map((r) => r.pid)).not.toContain(third.pid)
+  }, 120_000)
+
+  it("corral run --cluster runs a plan's agents on the runners with the same events, summary and exit codes", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const empty = await Effect.runPromise(server!.createDatabase())
+    const repo = tempDir("corral-cluster-run-")
+    const plan = writePlan(
+      repo,
+      "plan.yaml",
+      `version: 1
+isolation: none
+concurrency: 4
+agents:
+  - id: first
+    run: echo "$CORRAL_AGENT_ID $CORRAL_FENCING_TOKEN" >> ran.txt
+  - id: second
+    run: sleep 0.2 && echo "$CORRAL_AGENT_ID" >> ran.txt
+    dependsOn: [first]
+    claims: { write: [ran.txt] }
+  - id: third
+    run: echo "$CORRAL_AGENT_ID" >> ran.txt
+    dependsOn: [first]
+    claims: { write: [ran.txt] }
+  - id: broken
+    run: exit 3
+`
+    )
+    const noRunner = await runCli(["run", plan, "--cluster", empty], { cwd: repo })
+    expect(noRunner.code, noRunner.stderr).toBe(2)
+    expect(noRunner.stderr).toMatch(/no runner is online/)
+
+    const worktrees = writePlan(repo, "worktrees.yaml", "version: 1\nagents:\n  - id: a\n    run: echo a\n")
+    const unsupported = await runCli(["run", worktrees, "--cluster", url], { cwd: repo })
+    expect(unsupported.code).toBe(2)
+    expect(unsupported.stderr).toMatch(/isolation worktree is not supported with --cluster yet/)
+
+    const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo })
+    started.push(runner)
+    await waitFor(() => /runner \S+ ready/.test(runner.output()), 30_000, "runner ready")
+    const result = await runCli(["run", plan, "--json"], { cwd: dir, env: { CORRAL_CLUSTER: url } })
+    expect(result.code, result.stderr).toBe(1)
+    const events = result.stdout
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { type: string; agentId?: string; outcome?: { type: string } })
+    const finished = events.filter((event) => event.type === "Finished")
+    expect(finished.map((event) => event.agentId).sort()).toEqual(["broken", "first", "second", "third"])
+    expect(Object.fromEntries(finished.map((event) => [event.agentId, event.outcome?.type]))).toEqual({
+      first: "Succeeded",
+      second: "Succeeded",
+      third: "Succeeded",
+      broken: "Failed"
+    })
+    const ran = NodeFs.readFileSync(NodePath.join(repo, "ran.txt"), "utf8").trim().split("\n")
+    expect(ran[0]).toMatch(/^first \d+$/)
+    expect(ran.slice(1).sort()).toEqual(["second", "third"])
+    expect(result.stderr).toMatch(/3 succeeded, 1 failed/)
+    NodeFs.rmSync(repo, { recursive: true, force: true })
   }, 120_000)
 })
