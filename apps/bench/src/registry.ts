@@ -29,5 +29,6 @@ export const registry: ReadonlyArray<Entry> = [
   optional("workspaces"),
   optional("spawn"),
   ready(ledger),
-  optional("cluster")
+  optional("cluster"),
+  optional("sandbox")
 ]

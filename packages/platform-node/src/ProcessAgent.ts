@@ -43,7 +43,8 @@ export type ProcessAgent = Agent.Agent<
  *   command: "pnpm",
  *   args: ["test"],
  *   logDir: ".corral/logs",
- *   limits: { memoryMb: 4096 },
+ *   limits: { memoryMb: 4096, cpuPercent: 50, diskMb: 2048 },
+ *   sandbox: { network: false },
  *   timeout: "15 minutes",
  *   dependsOn: ["build"]
  * })
