@@ -75,13 +75,18 @@ export const makeMemory = (): Service => {
 }
 
 /**
- * An in-memory ledger layer. Build it once and provide it to each run that should share it.
+ * An in-memory ledger layer. Each time the layer is built it starts empty, and `Effect.provide`
+ * builds it once per call: provide it once around every run that should share it (or share one
+ * `makeMemory()` value with `Effect.provideService`). Providing it to two runs separately gives
+ * them two empty ledgers.
  *
  * @example
  * ```ts
- * const ledger = Ledger.layerMemory
- * const first = yield* Corral.run(agents).pipe(Effect.provide(ledger))
- * const second = yield* Corral.run(agents).pipe(Effect.provide(ledger)) // only the failed ones run
+ * const reruns = Effect.gen(function*() {
+ *   const first = yield* Corral.run(agents)
+ *   const second = yield* Corral.run(agents) // only the agents that did not succeed run again
+ *   return [first, second]
+ * }).pipe(Effect.provide(Ledger.layerMemory))
  * ```
  * @since 0.1.0
  * @category layers

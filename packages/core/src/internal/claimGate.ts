@@ -11,6 +11,7 @@ export interface GateHost {
   readonly observing: boolean
   readonly makeReady: (node: Node) => void
   readonly wake: () => void
+  /** Moves the node to `parked`; `changed` when its blockers differ from the last time. */
   readonly parked: (node: Node, changed: boolean) => void
   readonly granted: (node: Node, lease: ResourceLocks.Lease) => void
 }
@@ -144,6 +145,7 @@ export class ClaimGate {
 
   private grant(node: Node, lease: ResourceLocks.Lease): void {
     node.lease = lease
+    node.fencingToken = lease.fencingToken
     const request = node.request!
     // Agents that found this node holding its claims while its grant was in flight parked on its
     // reserved token; its lease id is the token that will be released, so they check again.
@@ -153,8 +155,8 @@ export class ClaimGate {
     this.host.granted(node, lease)
   }
 
+  /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
   private park(node: Node, tokens: Iterable<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
-    node.state = "parked"
     const wait = waitOf(node)
     const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
     wait.blockingTokens = blocking
