@@ -126,11 +126,15 @@ const runKind = <R>(kind: AgentKind.Any, request: Request, context: Context.Cont
       attempt: request.attempt,
       fencingToken: request.fencingToken
     }
+    // Usage the handler reports goes to the agent that asked in this process (a local executor);
+    // on a runner there is no such agent and it is not attributed.
+    const caller = yield* Agent.CurrentRef
+    const frame: Agent.Frame = {
+      current: () => current,
+      report: (usage) => caller?.report(usage) ?? false
+    }
     const exit = yield* Effect.exit(
-      kind.handler(decoded.value).pipe(
-        Effect.provideService(Agent.CurrentRef, () => current),
-        Effect.provideContext(context)
-      )
+      kind.handler(decoded.value).pipe(Effect.provideService(Agent.CurrentRef, frame), Effect.provideContext(context))
     )
     if (Exit.isSuccess(exit)) {
       const value = yield* Effect.exit(Schema.encodeUnknownEffect(kind.output)(exit.value))
