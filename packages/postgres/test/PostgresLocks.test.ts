@@ -228,7 +228,7 @@ describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart",
         yield* server!.restart
         const retried = yield* a
           .tryAcquire({ runId: "a", agentId: "y" }, req({ write: ["other"] }))
-          .pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 100 }))
+          .pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 600 }))
         assert.strictEqual(retried._tag, "Acquired", "grants continue after the restart")
         if (retried._tag !== "Acquired") return
         assert.isAbove(retried.lease.fencingToken, before.lease.fencingToken, "fencing tokens keep increasing")

@@ -12,7 +12,7 @@
  */
 import * as NodeOs from "node:os"
 import { Cluster, ProcessKind, RunnerRegistry } from "@corral/cluster"
-import { type Agent, AgentKind, Corral } from "@corral/core"
+import { Agent, AgentKind, Corral } from "@corral/core"
 import { RunLedger } from "@corral/platform-node"
 import { PostgresClient, PostgresLedger, PostgresLocks } from "@corral/postgres"
 import { Context, Deferred, Effect, Layer, Option, Schedule } from "effect"
@@ -72,9 +72,9 @@ const toAgent = (agent: PlanFile.PlanAgent) => {
       ...(agent.labels.requires === undefined ? {} : { requires: agent.labels.requires })
     }
   )
-  const run: Agent.Agent<AgentResult, unknown, never>["run"] = (deps) =>
+  const run = (deps: Agent.Deps) =>
     Effect.map(
-      kindAgent.run(deps) as Effect.Effect<typeof ProcessKind.Output.Type, unknown, never>,
+      kindAgent.run(deps),
       (output): AgentResult => ({
         process: {
           exitCode: 0,
@@ -87,7 +87,18 @@ const toAgent = (agent: PlanFile.PlanAgent) => {
         commit: undefined
       })
     )
-  return { ...kindAgent, run } as unknown as Agent.Agent<AgentResult, unknown, never>
+  return Agent.make(kindAgent.id, {
+    run,
+    timeout: kindAgent.timeout,
+    retry: kindAgent.retry,
+    claims: kindAgent.claims,
+    claimTimeout: kindAgent.claimTimeout,
+    dependsOn: kindAgent.dependsOn,
+    estimate: kindAgent.estimate,
+    rateLimit: kindAgent.rateLimit,
+    inputs: kindAgent.inputs,
+    labels: kindAgent.labels
+  })
 }
 
 /**
@@ -151,7 +162,8 @@ export const execute = (flags: ClusterFlags) =>
     }).pipe(
       Effect.provide(Cluster.layerExecutor({ url: flags.cluster })),
       Effect.provide(PostgresLocks.layer(flags.cluster)),
-      Effect.ensuring(Effect.sync(reporter.close))
+      Effect.ensuring(Effect.sync(reporter.close)),
+      Effect.catchTag("InvalidRun", (error) => invalidInput(error.message))
     )
     const report = {
       runId,
