@@ -12,6 +12,7 @@ import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
 import { Data, Effect, Schedule, type Scope } from "effect"
+import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
@@ -19,6 +20,7 @@ import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
 import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
+import * as OutcomeText from "./OutcomeText.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
 
@@ -99,6 +101,8 @@ export interface Report {
   readonly runId: string
   readonly result: RunResult.RunResult<AgentResult, unknown>
   readonly integrationBranch: string | undefined
+  /** The commit the integration branch started from; work was merged when the head differs. */
+  readonly integrationBase: string | undefined
   readonly integrationHead: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
@@ -112,6 +116,8 @@ interface Context {
   readonly logDir: string
   readonly live: Set<WorkspaceModule.WorkspaceHandle>
   readonly kept: Array<WorkspaceModule.ReleaseReport>
+  /** Workspace warnings already shown: each once per run, not once per agent. */
+  readonly warned: Set<string>
 }
 
 /**
@@ -144,7 +150,8 @@ export const run = (
       isolation,
       logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
       live: new Set(),
-      kept: []
+      kept: [],
+      warned: new Set()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
@@ -155,13 +162,13 @@ export const run = (
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
       rateLimits: rateLimitsOf(options.plan),
-      onEvent: (event) =>
-        ledger === undefined
-          ? Effect.sync(() => options.onEvent(event))
-          : Effect.andThen(
-              Effect.sync(() => options.onEvent(event)),
-              Effect.ignore(ledger.record(options.runId, event))
-            ),
+      onEvent: (event) => {
+        const emit = Effect.sync(() => {
+          logTrailer(ctx.logDir, event)
+          options.onEvent(event)
+        })
+        return ledger === undefined ? emit : Effect.andThen(emit, Effect.ignore(ledger.record(options.runId, event)))
+      },
       stopOn: options.stopOn
     }).pipe(
       ledger === undefined
@@ -176,11 +183,28 @@ export const run = (
       runId: options.runId,
       result,
       integrationBranch: integration?.branch,
+      integrationBase: integration?.baseCommit,
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
       keptWorkspaces: ctx.kept
     }
   })
+
+/**
+ * Ends an agent's log with why corral stopped it (`[corral] timed out after 3.0s`): the process
+ * runner's own trailer is written only when the process ends by itself.
+ */
+const logTrailer = (logDir: string, event: RunEvent): void => {
+  if (event._tag !== "Finished" || event.outcome.startedAt === null) return
+  const outcome = event.outcome
+  if (outcome._tag !== "TimedOut" && outcome._tag !== "Interrupted") return
+  const file = NodePath.join(logDir, `${outcome.agentId}.log`)
+  try {
+    if (NodeFs.existsSync(file)) NodeFs.appendFileSync(file, `[corral] ${OutcomeText.describe(outcome)}\n`)
+  } catch {
+    // the log is best effort; the outcome itself is recorded in the ledger
+  }
+}
 
 const toAgent = (ctx: Context, agent: PlanAgent) => {
   const pools = { ...agent.claims.pools }
@@ -303,8 +327,11 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     ctx.live.add(handle)
     yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
-    for (const warning of handle.warnings)
-      options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
+    for (const warning of handle.warnings) {
+      if (ctx.warned.has(warning)) continue
+      ctx.warned.add(warning)
+      options.onEvent({ _tag: "Notice", at: Date.now(), message: `warning: ${warning}` })
+    }
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const isolated = AgentIsolation.of(agent, handle, options)
     const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
@@ -382,16 +409,10 @@ const passed = (agent: PlanAgent): Record<string, string> =>
  */
 export const defaultMaxOutputBytes = 64 * 1024 * 1024
 
-const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
-  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {
-    maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
-  }
-  if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
-  if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
-  if (agent.limits.cpuPercent !== undefined) limits.cpuPercent = agent.limits.cpuPercent
-  if (agent.limits.diskMb !== undefined) limits.diskMb = agent.limits.diskMb
-  return limits
-}
+const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
+  ...Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined)),
+  maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
+})
 
 const recordMerge = (ctx: Context, event: RunEvent) =>
   ctx.options.ledger === undefined

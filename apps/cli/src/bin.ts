@@ -4,6 +4,9 @@ import { Effect, Layer, References } from "effect"
 import { CliError, Command } from "effect/cli"
 import { cli, version } from "./Cli.ts"
 import { CliExit } from "./CliExit.ts"
+import * as OutputGuard from "./OutputGuard.ts"
+
+OutputGuard.install()
 
 Command.run(cli, { version }).pipe(
   Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),

@@ -7,18 +7,19 @@ import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { Argument, Command, Flag } from "effect/cli"
-import * as AgentIsolation from "../AgentIsolation.ts"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
+import * as OutputGuard from "../OutputGuard.ts"
 import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
-import * as PlanFile from "../PlanFile.ts"
+import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
 import * as Telemetry from "../Telemetry.ts"
+import { loadChecked } from "./validate.ts"
 
 const flags = {
   plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")),
@@ -85,8 +86,7 @@ type Flags = {
   readonly otlpEndpoint: Option.Option<string>
 }
 
-const loadPlan = (file: string) =>
-  PlanFile.load(file).pipe(Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`)))
+const loadPlan = (file: string) => Effect.map(loadChecked(file), ({ plan }) => plan)
 
 /**
  * Turns the first SIGINT/SIGTERM into a stop of the run (the second only prints that cleanup runs).
@@ -108,12 +108,18 @@ export const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporte
       }
       process.on("SIGINT", onSignal)
       process.on("SIGTERM", onSignal)
-      return onSignal
+      const offClosed = OutputGuard.onClosed(() => {
+        count++
+        reporter.note("output closed: stopping agents and cleaning up…")
+        Deferred.doneUnsafe(stop, Effect.succeed("output closed"))
+      })
+      return { onSignal, offClosed }
     }),
-    (onSignal) =>
+    ({ onSignal, offClosed }) =>
       Effect.sync(() => {
         process.off("SIGINT", onSignal)
         process.off("SIGTERM", onSignal)
+        offClosed()
       })
   )
 
@@ -181,7 +187,7 @@ const reconcileFailed = (message: string) =>
 
 const storeFailed = (what: string, message: string) =>
   Effect.andThen(
-    Effect.sync(() => process.stderr.write(`corral: the ${what} failed: ${message}\n`)),
+    Effect.sync(() => OutputGuard.write(process.stderr, `corral: the ${what} failed: ${message}\n`)),
     Effect.succeed(1)
   )
 
@@ -198,8 +204,6 @@ const execute = (flags: Flags) =>
       return yield* executeOnCluster(flags, flags.cluster.value)
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
-    const unsupported = AgentIsolation.unsupported(plan)
-    if (unsupported !== undefined) return yield* invalidInput(`${plan.file}: ${unsupported}`)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }
@@ -218,7 +222,7 @@ const execute = (flags: Flags) =>
       }),
       Effect.catchTag("RunLedgerError", (error) =>
         Effect.andThen(
-          Effect.sync(() => process.stderr.write(`corral: the run ledger failed: ${error.message}\n`)),
+          Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
           Effect.succeed(1)
         )
       )
@@ -280,7 +284,11 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       inputsHash
     }).pipe(
       Effect.provide(
-        Telemetry.layer(Telemetry.endpointFrom(flags.otlpEndpoint, process.env), { serviceName: "corral", runId })
+        Telemetry.layerChecked(
+          Telemetry.endpointFrom(flags.otlpEndpoint, process.env),
+          { serviceName: "corral", runId },
+          { onExportError: (message) => reporter.note(`warning: ${message}`) }
+        )
       ),
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
@@ -297,9 +305,9 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       reportDir === undefined
         ? summary
         : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
-    if (mode === "json") process.stderr.write(`${text}\n`)
-    else process.stdout.write(`\n${text}\n`)
-    return Summary.exitCode(report)
+    if (mode === "json") OutputGuard.write(process.stderr, `${text}\n`)
+    else OutputGuard.write(process.stdout, `\n${text}\n`)
+    return OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report)
   }).pipe(Effect.scoped)
 
 /**

@@ -48,6 +48,9 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     limits: {
       memoryMb: agent.limits?.memoryMb,
       cpuSeconds: agent.limits?.cpuSeconds,
+      fileSizeMb: agent.limits?.fileSizeMb,
+      maxProcesses: agent.limits?.maxProcesses,
+      nice: agent.limits?.nice,
       maxOutputBytes: agent.limits?.maxOutputBytes,
       cpuPercent: agent.limits?.cpuPercent,
       diskMb: agent.limits?.diskMb

@@ -14,7 +14,7 @@ import {
   namespaceOf
 } from "./workspaceEnv.ts"
 import { BranchAlreadyExists, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
-import { copyFile, copyTree, exists, listDir, removePath, stampTree } from "./workspaceFs.ts"
+import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
 import {
   agentBranch,
   branchExists,
@@ -275,11 +275,11 @@ const place = (deps: AcquireDeps, options: AcquireOptions, strategy: Strategy, f
       ? placeCopy(options, finish)
       : placeShared(options, finish)
 
-const removeEmptyParent = (dir: string) =>
-  listDir(dir).pipe(
-    Effect.flatMap((entries) => (entries.length === 0 ? removePath(dir) : Effect.void)),
-    Effect.ignore
-  )
+/**
+ * Removes `dir` only if it is empty, in one `rmdir`: a check-then-remove would race with another
+ * agent's worktree being created in it and delete that live worktree.
+ */
+const removeEmptyParent = (dir: string) => Effect.promise(() => fs.rmdir(dir).catch(() => undefined))
 
 const cleanupPrivateDirs = (dirs: AgentDirs | undefined, outcome: Outcome) =>
   dirs === undefined

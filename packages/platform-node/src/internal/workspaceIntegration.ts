@@ -129,24 +129,34 @@ export const snapshot = (handle: WorkspaceHandle): Effect.Effect<string, Workspa
     })
   )
 
-const predict = (repo: RepoInfo, branch: string, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle>) =>
+const changedSince = (cwd: string, base: string | undefined, commit: string) =>
+  base === undefined
+    ? Effect.succeed(undefined)
+    : Effect.map(
+        gitOutput(["diff", "--name-only", "--no-renames", "-z", base, commit, "--"], { cwd }),
+        (out) => new Set(out.stdout.split("\0").filter((file) => file.length > 0))
+      )
+
+/**
+ * Conflicts between this agent's work and the work in progress of the other live agents. Only files
+ * both agents changed themselves count: a change already in an agent's base is not its own (a
+ * conflict with merged work is the merge's to report, right after).
+ */
+const predict = (repo: RepoInfo, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle>) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "predict conflicts")
     const mine = yield* snapshot(handle)
-    const head = yield* resolveCommit(repo, `refs/heads/${branch}`)
-    const targets = [
-      { agent: "integration", commit: Effect.succeed(head) },
-      ...others
-        .filter((other) => other.agentId !== handle.agentId && other.strategy === "worktree")
-        .map((other) => ({ agent: other.agentId, commit: snapshot(other) }))
-    ]
+    const mineChanged = yield* changedSince(repo.root, handle.baseCommit, mine)
+    const targets = others.filter((other) => other.agentId !== handle.agentId && other.strategy === "worktree")
     const found = yield* Effect.forEach(
       targets,
-      (target) =>
+      (other) =>
         Effect.gen(function* () {
-          const theirs = yield* target.commit
+          const theirs = yield* snapshot(other)
+          const theirsChanged = yield* changedSince(repo.root, other.baseCommit, theirs)
           const { conflicts } = yield* mergeTree(repo.root, mine, theirs)
-          return conflicts.length === 0 ? [] : [{ agents: [handle.agentId, target.agent] as const, paths: conflicts }]
+          const own = conflicts.filter((file) => (mineChanged?.has(file) ?? true) && (theirsChanged?.has(file) ?? true))
+          return own.length === 0 ? [] : [{ agents: [handle.agentId, other.agentId] as const, paths: own }]
         }),
       { concurrency: 4 }
     )
@@ -179,6 +189,6 @@ export const makeIntegration = (
       head: () => resolveCommit(repo, `refs/heads/${branch}`),
       commitAll: (handle, message) => commitAll(options.runId, handle, message),
       merge: (handle) => mergeLock.withPermit(mergeInto(repo, options.runId, branch, handle)),
-      predictConflicts: (handle, others) => predict(repo, branch, handle, others)
+      predictConflicts: (handle, others) => predict(repo, handle, others)
     }
   })
