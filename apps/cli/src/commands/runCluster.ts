@@ -169,6 +169,7 @@ export const execute = (flags: ClusterFlags) =>
       runId,
       result,
       integrationBranch: undefined,
+      integrationBase: undefined,
       integrationHead: undefined,
       logDir: "on each runner (not collected with --cluster)",
       keptWorkspaces: []
