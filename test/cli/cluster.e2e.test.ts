@@ -170,7 +170,7 @@ agents:
     expect(listed.stdout).toMatch(new RegExp(`${runId}\\s+failed .* 3/4 succeeded`))
     const shown = await runCli(["status", runId], { cwd: dir, env: { CORRAL_CLUSTER: url } })
     expect(shown.code, shown.stderr).toBe(0)
-    expect(shown.stdout).toMatch(/broken\s+Failed/)
+    expect(shown.stdout).toMatch(/broken\s+failed .*exited with code 3/)
     const html = NodePath.join(dir, "cluster-report.html")
     const reported = await runCli(["report", "--cluster", url, "--html", html], { cwd: dir })
     expect(reported.code, reported.stderr).toBe(0)
