@@ -127,28 +127,19 @@ describe("plan files (end to end)", () => {
     expect(stderr).toMatch(/not valid UTF-8/)
   })
 
-  it("rejects a claimed folder or an input that git would read as an option", async () => {
+  it("rejects an input pattern or a command that git or sh would read as an option", async () => {
     const stderr = await rejectedEverywhere(
       "dash.yaml",
       `agents:
-  - id: a
-    run: echo a
-    sparse: true
-    claims: { write: [--no-cone/] }
-  - id: b
-    run: echo b
-    claims: { read: [./--stdin/] }
   - id: c
     run: echo c
     inputs: [--output=x]
   - id: d
     run: -x
 `,
-      /agents\[0\]\.claims\.write\[0\]/
+      /agents\[0\]\.inputs\[0\]/
     )
-    expect(stderr).toMatch(/agents\[1\]\.claims\.read\[0\]/)
-    expect(stderr).toMatch(/agents\[2\]\.inputs\[0\]/)
-    expect(stderr).toMatch(/agents\[3\]\.run: a command must not start with "-"/)
+    expect(stderr).toMatch(/agents\[1\]\.run: a command must not start with "-"/)
     expect(stderr).toMatch(/start with "-"/)
   })
 })

@@ -188,6 +188,12 @@ export interface Plan {
   readonly mode: "settle" | "fail-fast"
   readonly isolation: "worktree" | "directory" | "none"
   readonly merge: "auto" | "none"
+  /** How each agent's work lands on the integration branch (see docs/workspaces.md). */
+  readonly history: "merge" | "squash" | "linear"
+  /** Author of the commits corral writes; default: the repository's git identity. */
+  readonly author: { readonly name: string; readonly email: string } | undefined
+  /** Committer of the commits corral writes; default: the author. */
+  readonly committer: { readonly name: string; readonly email: string } | undefined
   readonly pools: Readonly<Record<string, number>>
   readonly rateLimits: Readonly<Record<string, RateLimit>>
   readonly defaults: Defaults

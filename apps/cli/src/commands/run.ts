@@ -53,6 +53,10 @@ const flags = {
     Flag.withDescription("Resume the latest unfinished run of this plan: recorded successes are not run again")
   ),
   resumeFrom: Flag.String("resume-from").pipe(Flag.optional, Flag.withDescription("Resume the run with this id")),
+  verbose: Flag.Boolean("verbose").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Also print the git commands each agent cost (count and process time)")
+  ),
   report: Flag.Boolean("report").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Write report.html and trace.json")
@@ -83,6 +87,7 @@ type Flags = {
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
   readonly cluster: Option.Option<string>
+  readonly verbose: boolean
   readonly otlpEndpoint: Option.Option<string>
 }
 
@@ -175,6 +180,18 @@ const writeReport = (stateDir: string, runId: string) =>
     NodeFs.writeFileSync(NodePath.join(dir, "trace.json"), JSON.stringify(Report.trace(run.value)))
     return dir
   })
+
+const gitLines = (report: RunPlan.Report) => {
+  const rows = Object.entries(report.git)
+  const total = rows.reduce((sum, [, t]) => ({ commands: sum.commands + t.commands, millis: sum.millis + t.millis }), {
+    commands: 0,
+    millis: 0
+  })
+  const width = Math.max(5, ...rows.map(([id]) => id.length))
+  const line = (id: string, t: { commands: number; millis: number }) =>
+    `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms`
+  return ["git per agent:", ...rows.map(([id, t]) => line(id, t)), line("total", total)].join("\n")
+}
 
 /** Resuming without knowing what the integration branch holds could apply work twice: refuse. */
 const reconcileFailed = (message: string) =>
@@ -301,12 +318,27 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
     yield* ledger.finishRun(runId, statusOf(report), report.result.endedAt)
     const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const reportDir = flags.report ? yield* writeReport(paths.stateDir, runId) : undefined
-    const text =
+    const withReport =
       reportDir === undefined
         ? summary
         : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
-    if (mode === "json") OutputGuard.write(process.stderr, `${text}\n`)
-    else OutputGuard.write(process.stdout, `\n${text}\n`)
+    const text = flags.verbose
+      ? `${withReport}
+${gitLines(report)}`
+      : withReport
+    if (mode === "json")
+      OutputGuard.write(
+        process.stderr,
+        `${text}
+`
+      )
+    else
+      OutputGuard.write(
+        process.stdout,
+        `
+${text}
+`
+      )
     return OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report)
   }).pipe(Effect.scoped)
 

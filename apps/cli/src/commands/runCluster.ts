@@ -172,7 +172,8 @@ export const execute = (flags: ClusterFlags) =>
       integrationBase: undefined,
       integrationHead: undefined,
       logDir: "on each runner (not collected with --cluster)",
-      keptWorkspaces: []
+      keptWorkspaces: [],
+      git: {}
     }
     yield* ledger.finishRun(
       runId,

@@ -70,9 +70,6 @@ export const Duration = duration(false)
 /** A duration longer than zero, decoded to milliseconds. */
 export const PositiveDuration = duration(true)
 
-const leadingDash = (raw: string): string =>
-  `expected a path that does not start with "-" (git would read it as an option), got ${JSON.stringify(raw)}`
-
 /** A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`). */
 export const ClaimKey = Schema.String.pipe(
   Schema.decodeTo(
@@ -80,10 +77,7 @@ export const ClaimKey = Schema.String.pipe(
     SchemaTransformation.transformEffect({
       decode: (raw: string, options) =>
         Result.match(Claims.normalizeKey(raw), {
-          onSuccess: ({ key }) =>
-            key.startsWith("-")
-              ? Effect.fail(new SchemaIssue.InvalidValue({ message: leadingDash(raw) }, raw, options))
-              : Effect.succeed(key),
+          onSuccess: ({ key }) => Effect.succeed(key),
           onFailure: (error) =>
             Effect.fail(
               new SchemaIssue.InvalidValue(
@@ -265,6 +259,11 @@ const DefaultsSchema = Schema.Struct({
   database: Schema.optionalKey(DatabaseSchema)
 })
 
+const IdentitySchema = Schema.Struct({
+  name: Schema.String.check(Schema.isNonEmpty({ message: "a name is required" })),
+  email: Schema.String.check(Schema.isNonEmpty({ message: "an email is required" }))
+})
+
 /** The plan file as written, with durations in milliseconds and claim keys normalized. */
 export const PlanSchema = Schema.Struct({
   version: Schema.optionalKey(Schema.Literal(1)),
@@ -272,6 +271,9 @@ export const PlanSchema = Schema.Struct({
   mode: Schema.optionalKey(Schema.Literals(["settle", "fail-fast"])),
   isolation: Schema.optionalKey(Schema.Literals(["worktree", "directory", "none"])),
   merge: Schema.optionalKey(Schema.Literals(["auto", "none"])),
+  history: Schema.optionalKey(Schema.Literals(["merge", "squash", "linear"])),
+  author: Schema.optionalKey(IdentitySchema),
+  committer: Schema.optionalKey(IdentitySchema),
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt)),
   rateLimits: Schema.optionalKey(Schema.Record(Schema.String, RateLimitSchema)),
   defaults: Schema.optionalKey(DefaultsSchema),
