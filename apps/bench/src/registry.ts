@@ -35,5 +35,6 @@ export const registry: ReadonlyArray<Entry> = [
   ready(workspacesReal),
   optional("spawn"),
   ready(ledger),
+  optional("cluster"),
   optional("sandbox")
 ]

@@ -9,6 +9,7 @@ import { gc } from "./commands/gc.ts"
 import { logs, report, runs, status } from "./commands/history.ts"
 import { init } from "./commands/init.ts"
 import { run } from "./commands/run.ts"
+import { runner, runners } from "./commands/runner.ts"
 import { validate } from "./commands/validate.ts"
 
 /**
@@ -21,7 +22,7 @@ export const version = "0.1.0"
  */
 export const cli = Command.make("corral").pipe(
   Command.withDescription("Run many agents at once, safely: bounded, claim-aware, isolated in git worktrees"),
-  Command.withSubcommands([init, run, validate, runs, status, logs, report, discard, gc]),
+  Command.withSubcommands([init, run, validate, runs, status, logs, report, discard, gc, runner, runners]),
   Command.withExamples([
     { command: "corral init", description: "write corral.yaml, a starter plan for this repository" },
     { command: "corral run corral.yaml", description: "run it; the summary says how to take the merged work" },

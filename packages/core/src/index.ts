@@ -2,11 +2,13 @@
  * @since 0.1.0
  */
 export * as Agent from "./Agent.ts"
+export * as AgentKind from "./AgentKind.ts"
 export * as Anthropic from "./Anthropic.ts"
 export * as Claims from "./Claims.ts"
 export * as Corral from "./Corral.ts"
 export * as CorralError from "./CorralError.ts"
 export * as CorralEvent from "./CorralEvent.ts"
+export * as Executor from "./Executor.ts"
 export * as Ledger from "./Ledger.ts"
 export * as Llm from "./Llm.ts"
 export * as OpenAiCompat from "./OpenAiCompat.ts"

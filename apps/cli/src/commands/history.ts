@@ -1,6 +1,6 @@
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import type { RunRecord } from "@corral/platform-node/RunRecord"
-import { Effect, Option } from "effect"
+import { Config, Context, Effect, Layer, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
@@ -16,14 +16,46 @@ const location = {
     Flag.optional,
     Flag.withDescription("The target repository (default: current directory)")
   ),
-  stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory"))
+  stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory")),
+  cluster: Flag.String("cluster").pipe(
+    Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),
+    Flag.optional,
+    Flag.withDescription("Read the runs of this cluster (Postgres URL; default: $CORRAL_CLUSTER)")
+  )
 }
 
+type Location = {
+  readonly repo: Option.Option<string>
+  readonly stateDir: Option.Option<string>
+  readonly cluster: Option.Option<string>
+}
+
+const clusterUrl = (flags: Location): string | undefined =>
+  Option.isSome(flags.cluster) && flags.cluster.value !== "" ? flags.cluster.value : undefined
+
+/** The cluster's ledger in Postgres; the driver is loaded only here. */
+const clusterLedger = (url: string) =>
+  Effect.gen(function* () {
+    const { PostgresLedger } = yield* Effect.promise(() => import("@corral/postgres"))
+    const context = yield* Layer.build(PostgresLedger.layer(url, { maxConnections: 2 })).pipe(
+      Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
+    )
+    return Context.get(context, RunLedger.RunLedger)
+  })
+
 const withLedger = <A>(
-  flags: { readonly repo: Option.Option<string>; readonly stateDir: Option.Option<string> },
+  flags: Location,
   f: (ledger: RunLedger.Service, stateDir: string) => Effect.Effect<A, CliExit | RunLedger.RunLedgerError>
 ) =>
   Effect.gen(function* () {
+    const url = clusterUrl(flags)
+    if (url !== undefined) {
+      return yield* Effect.scoped(Effect.flatMap(clusterLedger(url), (ledger) => f(ledger, ""))).pipe(
+        Effect.catchTag("RunLedgerError", (error: RunLedger.RunLedgerError) =>
+          invalidInput(`cannot read the run ledger: ${error.message}`)
+        )
+      )
+    }
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const file = NodePath.join(paths.stateDir, "ledger.db")
     if (!NodeFs.existsSync(file)) return yield* invalidInput(`no runs recorded in ${paths.stateDir}`)
@@ -179,6 +211,10 @@ export const logs = Command.make(
   (flags) =>
     withLedger(flags, (ledger, stateDir) =>
       Effect.gen(function* () {
+        if (clusterUrl(flags) !== undefined)
+          return yield* invalidInput(
+            "with --cluster, agents' output stays on the runners; `corral logs` reads local runs"
+          )
         if (Option.isNone(flags.first)) {
           const latest = yield* findRun(ledger, Option.none())
           return yield* invalidInput(

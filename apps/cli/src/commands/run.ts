@@ -2,7 +2,7 @@ import * as Git from "@corral/platform-node/Git"
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import * as SqliteLocks from "@corral/platform-node/SqliteLocks"
 import type { RunStatus } from "@corral/platform-node/RunRecord"
-import { Deferred, Effect, Fiber, Option, Schedule } from "effect"
+import { Config, Deferred, Effect, Fiber, Option, Schedule } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
@@ -61,6 +61,11 @@ const flags = {
     Flag.withDefault(false),
     Flag.withDescription("Write report.html and trace.json")
   ),
+  cluster: Flag.String("cluster").pipe(
+    Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),
+    Flag.optional,
+    Flag.withDescription("Run the agents on the runners of this cluster (Postgres URL; default: $CORRAL_CLUSTER)")
+  ),
   otlpEndpoint: Flag.String("otlp-endpoint").pipe(
     Flag.optional,
     Flag.withDescription(
@@ -81,13 +86,19 @@ type Flags = {
   readonly resume: boolean
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
+  readonly cluster: Option.Option<string>
   readonly verbose: boolean
   readonly otlpEndpoint: Option.Option<string>
 }
 
 const loadPlan = (file: string) => Effect.map(loadChecked(file), ({ plan }) => plan)
 
-const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Reporter) =>
+/**
+ * Turns the first SIGINT/SIGTERM into a stop of the run (the second only prints that cleanup runs).
+ *
+ * @since 0.1.0
+ */
+export const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Reporter) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       let count = 0
@@ -197,8 +208,17 @@ const storeFailed = (what: string, message: string) =>
     Effect.succeed(1)
   )
 
+/** `--cluster`: the cluster modules are loaded only for cluster runs. */
+const executeOnCluster = (flags: Flags, cluster: string) =>
+  Effect.flatMap(
+    Effect.promise(() => import("./runCluster.ts")),
+    (module) => module.execute({ ...flags, cluster })
+  )
+
 const execute = (flags: Flags) =>
   Effect.gen(function* () {
+    if (Option.isSome(flags.cluster) && flags.cluster.value !== "")
+      return yield* executeOnCluster(flags, flags.cluster.value)
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {

@@ -147,6 +147,9 @@ export class ClaimGate {
     node.lease = lease
     node.fencingToken = lease.fencingToken
     const request = node.request!
+    // Agents that found this node holding its claims while its grant was in flight parked on its
+    // reserved token; its lease id is the token that will be released, so they check again.
+    this.onRelease(reservedToken(node))
     this.dropIntent(node)
     if (this.intents.size > 0) this.bypass(node, request)
     this.host.granted(node, lease)

@@ -18,6 +18,10 @@ const createRuns = Effect.gen(function* () {
 const withoutRowid = (sql: SqlClient.SqlClient): string =>
   sql.onDialectOrElse({ sqlite: () => " WITHOUT ROWID", orElse: () => "" })
 
+/** An exact-enough float: SQLite's REAL is 8 bytes, Postgres's is 4 (0.01 reads back as 0.0099999997). */
+const double = (sql: SqlClient.SqlClient): string =>
+  sql.onDialectOrElse({ pg: () => "DOUBLE PRECISION", orElse: () => "REAL" })
+
 const createAgents = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE agents (
@@ -25,7 +29,7 @@ const createAgents = Effect.gen(function* () {
     depends_on TEXT NOT NULL, idempotency_key TEXT,
     state TEXT NOT NULL CHECK (state IN (${sql.literal(states)})),
     attempts INTEGER NOT NULL, outcome TEXT, detail TEXT NOT NULL,
-    queued_at BIGINT, started_at BIGINT, ended_at BIGINT, cost_usd REAL NOT NULL, tokens BIGINT NOT NULL,
+    queued_at BIGINT, started_at BIGINT, ended_at BIGINT, cost_usd ${sql.literal(double(sql))} NOT NULL, tokens BIGINT NOT NULL,
     branch TEXT, merge TEXT, log_path TEXT, value_json TEXT,
     PRIMARY KEY (run_id, agent_id),
     CHECK ((state = 'done') = (outcome IS NOT NULL)))${sql.literal(withoutRowid(sql))}`

@@ -1,0 +1,128 @@
+import { createServer } from "node:net"
+import * as NodePath from "node:path"
+import { Config, Console, Effect, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import { Reactivity } from "effect/reactivity"
+import { invalidInput } from "../CliExit.ts"
+
+/** The cluster packages (effect/cluster, the Postgres driver), loaded only by the commands that use them. */
+const cluster = Effect.promise(async () => {
+  const [{ Runner, RunnerRegistry }, { PostgresClient }] = await Promise.all([
+    import("@corral/cluster"),
+    import("@corral/postgres")
+  ])
+  return { Runner, RunnerRegistry, PostgresClient }
+})
+
+const clusterFlag = Flag.String("cluster").pipe(
+  Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),
+  Flag.optional,
+  Flag.withDescription("The cluster's Postgres URL (default: $CORRAL_CLUSTER)")
+)
+
+const freePort = Effect.callback<number>((resume) => {
+  const listener = createServer()
+  listener.listen(0, "127.0.0.1", () => {
+    const address = listener.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    listener.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** The URL, or exit 2 when it is missing or the database cannot be reached. */
+const clusterUrl = (flag: Option.Option<string>) =>
+  Effect.gen(function* () {
+    if (Option.isNone(flag)) return yield* invalidInput("--cluster <postgres-url> (or CORRAL_CLUSTER) is required")
+    const url = flag.value
+    const { PostgresClient } = yield* cluster
+    yield* Effect.scoped(PostgresClient.make(url, { maxConnections: 1 })).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
+    )
+    return url
+  })
+
+/**
+ * `corral runner`: executes agents of cluster runs until Ctrl-C.
+ *
+ * @since 0.1.0
+ */
+export const runner = Command.make(
+  "runner",
+  {
+    cluster: clusterFlag,
+    capacity: Flag.Int("capacity").pipe(Flag.withDefault(8), Flag.withDescription("Most agents run at once")),
+    labels: Flag.String("labels").pipe(
+      Flag.optional,
+      Flag.withDescription("Comma-separated labels, e.g. gpu,linux: agents that require one may run here")
+    ),
+    repo: Flag.String("repo").pipe(
+      Flag.optional,
+      Flag.withDescription("Where process agents run (default: current directory)")
+    ),
+    host: Flag.String("host").pipe(
+      Flag.withDefault("127.0.0.1"),
+      Flag.withDescription("The address other runners and coordinators reach this runner at")
+    ),
+    port: Flag.Int("port").pipe(Flag.optional, Flag.withDescription("The port to listen on (default: a free one)"))
+  },
+  (flags) =>
+    Effect.gen(function* () {
+      if (flags.capacity < 1) return yield* invalidInput(`--capacity ${flags.capacity}: expected a positive integer`)
+      const url = yield* clusterUrl(flags.cluster)
+      const { Runner } = yield* cluster
+      const port = Option.isSome(flags.port) ? flags.port.value : yield* freePort
+      const labels = Option.match(flags.labels, {
+        onNone: () => [],
+        onSome: (text) =>
+          text
+            .split(",")
+            .map((label) => label.trim())
+            .filter((label) => label !== "")
+      })
+      const repo = Option.match(flags.repo, { onNone: () => process.cwd(), onSome: (dir) => NodePath.resolve(dir) })
+      return yield* Runner.serve({ url, host: flags.host, port, capacity: flags.capacity, labels, repo }, (address) =>
+        Console.log(
+          `runner ${address} ready (capacity ${flags.capacity}${labels.length > 0 ? `, labels ${labels.join(",")}` : ""})`
+        )
+      )
+    })
+).pipe(
+  Command.withDescription("Execute agents of cluster runs in this process until Ctrl-C"),
+  Command.withExamples([
+    { command: "corral runner --cluster postgres://corral@db:5432/corral --capacity 8", description: "join a cluster" }
+  ])
+)
+
+/**
+ * `corral runners`: lists the runners online.
+ *
+ * @since 0.1.0
+ */
+export const runners = Command.make(
+  "runners",
+  {
+    cluster: clusterFlag,
+    json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("Print one JSON object per runner"))
+  },
+  (flags) =>
+    Effect.gen(function* () {
+      const url = yield* clusterUrl(flags.cluster)
+      const { PostgresClient, RunnerRegistry } = yield* cluster
+      const list = yield* RunnerRegistry.list().pipe(
+        Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+        Effect.catch((error) => invalidInput(error.message))
+      )
+      if (flags.json) {
+        for (const info of list) yield* Console.log(JSON.stringify(info))
+        return
+      }
+      if (list.length === 0) return yield* Console.log("no runners online")
+      for (const info of list) {
+        const labels = info.labels.length === 0 ? "-" : info.labels.join(",")
+        yield* Console.log(
+          `${info.address}  pid ${info.pid} on ${info.hostname}  running ${info.running}/${info.capacity}  labels ${labels}  seen ${(info.idleMs / 1000).toFixed(1)}s ago`
+        )
+      }
+    })
+).pipe(Command.withDescription("List the runners online in a cluster, with capacity, load and labels"))

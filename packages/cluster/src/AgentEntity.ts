@@ -1,0 +1,187 @@
+/**
+ * The cluster entity that executes one agent of one run: entity id `<runId>/<agentId>`, one
+ * persisted `Execute` message per attempt. The shard that owns the entity id lives on one runner;
+ * when that runner dies, the persisted message is delivered again to the shard's next owner
+ * (at-least-once execution).
+ *
+ * @since 0.1.0
+ */
+import { Claims, Executor, type ResourceLocks } from "@corral/core"
+import { Context, type Duration, Effect, Result as R, Schedule, Schema, Semaphore } from "effect"
+import { ClusterSchema, Entity } from "effect/cluster"
+import { Rpc } from "effect/rpc"
+
+/**
+ * The wire form of `Executor.Request`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Request = Schema.Struct({
+  kind: Schema.String,
+  input: Schema.Unknown,
+  runId: Schema.String,
+  agentId: Schema.String,
+  attempt: Schema.Number,
+  fencingToken: Schema.optional(Schema.Number),
+  requires: Schema.optional(Schema.String)
+})
+
+/**
+ * The wire form of `Executor.Result`, plus the runner that executed it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Result = Schema.Union([
+  Schema.TaggedStruct("Success", { value: Schema.Unknown, runner: Schema.String }),
+  Schema.TaggedStruct("Failure", { error: Schema.Unknown, runner: Schema.String })
+])
+
+/**
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Execute = Rpc.make("Execute", {
+  payload: Request,
+  success: Result,
+  error: Executor.ExecutionError
+})
+
+/**
+ * @since 0.1.0
+ * @category entities
+ */
+export const AgentEntity = Entity.make("CorralAgent", [Execute])
+  .annotateRpcs(ClusterSchema.Persisted, true)
+  .annotate(ClusterSchema.ShardGroup, (id) => {
+    const at = id.lastIndexOf("#")
+    return at < 0 ? "default" : shardGroupOf(id.slice(at + 1))
+  })
+
+/**
+ * The shard group of the runners with `label`: a runner with labels takes the shards of their
+ * groups besides the default group's, so an agent that requires a label only runs on such runners.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const shardGroupOf = (label: string): string => `label:${label}`
+
+/**
+ * The entity id of an agent of a run, `<runId>/<agentId>`, with `#<label>` when it requires one.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const entityId = (runId: string, agentId: string, requires?: string): string =>
+  requires === undefined ? `${runId}/${agentId}` : `${runId}/${agentId}#${requires}`
+
+/**
+ * Options of a runner's handlers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandlerOptions {
+  /** Most agents this runner executes at once; others wait in its mailbox. @default 8 */
+  readonly capacity?: number | undefined
+  /** Names this runner in results (e.g. `host:port`). */
+  readonly runner: string
+  /** Called when an execution starts and ends, for load reports. */
+  readonly onLoad?: ((running: number) => void) | undefined
+}
+
+/**
+ * How a runner fences executions: before running an agent it takes the write lease
+ * `corral-exec:<runId>/<agentId>` (so two runners never execute one agent at once), passes the
+ * lease's fencing token to the handler as `Agent.current().fencingToken`, checks every `checkEvery`
+ * that the lease is still current, and interrupts the handler (sending no result) once it is not.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Fence {
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly isCurrent: (lease: ResourceLocks.Lease) => Effect.Effect<boolean>
+  readonly checkEvery: Duration.Input
+}
+
+/**
+ * The runner's {@link Fence}; without it in context, executions are not fenced.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Fencing extends Context.Service<Fencing, Fence>()("@corral/cluster/AgentEntity/Fencing") {}
+
+const execClaim = (request: typeof Request.Type) =>
+  R.getOrThrow(Claims.normalize({ write: [`corral-exec:${request.runId}/${request.agentId}`] }, {}))
+
+/** Runs `run` under the agent's execution lease; interrupted (no result) once the lease is lost. */
+const fenced = <A, E>(
+  fence: Fence,
+  request: typeof Request.Type,
+  run: (fencingToken: number) => Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const lease = yield* fence.locks.acquire({ runId: request.runId, agentId: request.agentId }, execClaim(request))
+      const current = fence.isCurrent(lease)
+      const lost = current.pipe(
+        Effect.repeat({ schedule: Schedule.spaced(fence.checkEvery), while: (ok) => ok }),
+        Effect.andThen(Effect.interrupt)
+      )
+      const result = yield* Effect.raceFirst(
+        run(lease.fencingToken).pipe(Effect.provideService(Executor.StillCurrentRef, current)),
+        lost
+      )
+      if (!(yield* current)) return yield* Effect.interrupt
+      return result
+    })
+  )
+
+/**
+ * Registers the entity on this runner: executes requests with the kinds registered here
+ * (`Executor.layerKinds`), at most `capacity` at once, fenced when a {@link Fencing} is in context.
+ *
+ * @example
+ * ```ts
+ * AgentEntity.layerHandlers({ runner: "127.0.0.1:9001", capacity: 8 }).pipe(Layer.provide(Executor.layerKinds([Summarize])))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerHandlers = (options: HandlerOptions) =>
+  AgentEntity.toLayer(
+    Effect.gen(function* () {
+      const kinds = yield* Effect.service(Executor.Kinds)
+      const fence = yield* Effect.serviceOption(Fencing)
+      const permits = Semaphore.makeUnsafe(options.capacity ?? 8)
+      let running = 0
+      const track = (delta: number) =>
+        Effect.sync(() => {
+          running += delta
+          options.onLoad?.(running)
+        })
+      return AgentEntity.of({
+        Execute: ({ payload }) =>
+          permits.withPermits(1)(
+            Effect.acquireUseRelease(
+              track(1),
+              () => {
+                const execute = (fencingToken: number | undefined) =>
+                  Effect.map(kinds.run({ ...payload, fencingToken }), (result) =>
+                    result._tag === "Success"
+                      ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
+                      : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
+                  )
+                return fence._tag === "None" ? execute(payload.fencingToken) : fenced(fence.value, payload, execute)
+              },
+              () => track(-1)
+            )
+          )
+      })
+    }),
+    { maxIdleTime: "1 minute", concurrency: 1 }
+  )

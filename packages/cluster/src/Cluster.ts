@@ -1,0 +1,208 @@
+/**
+ * corral on `effect/cluster`: runner processes that execute registered agent kinds, and a
+ * coordinator whose `Executor` sends each agent to the runner that owns its shard. Membership,
+ * shard locks and persisted messages live in Postgres (`SqlRunnerStorage`, `SqlMessageStorage`);
+ * runners talk to each other over sockets (`NodeClusterSocket`).
+ *
+ * The coordinator keeps scheduling (dependencies, claims, budgets, fail-fast) exactly as a local
+ * `Corral.run`; only the `Executor` differs.
+ *
+ * @since 0.1.0
+ */
+import { Executor } from "@corral/core"
+import { PostgresClient, PostgresLocks } from "@corral/postgres"
+import { NodeClusterSocket } from "@effect/platform-node"
+import { Duration, Effect, Layer, Option, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import { RunnerAddress, ShardId, Sharding, ShardingConfig } from "effect/cluster"
+import * as AgentEntity from "./AgentEntity.ts"
+
+/**
+ * Settings shared by runners and coordinators; they must agree across the cluster.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClusterOptions {
+  /** The Postgres database holding membership, shard locks and messages. */
+  readonly url: string
+  /**
+   * How long a runner that stops refreshing (killed, frozen, cut off) keeps its shards; its agents
+   * are delivered again to the next owner after it. @default "10 seconds"
+   */
+  readonly shardLockExpiration?: Duration.Input | undefined
+  /** How often runners and coordinators look for new runners and shard owners. @default "1 second" */
+  readonly refreshEvery?: Duration.Input | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunnerOptions extends ClusterOptions {
+  /** The address other runners and coordinators reach this runner at. @default "127.0.0.1" */
+  readonly host?: string | undefined
+  readonly port: number
+  /** Most agents this runner executes at once. @default 8 */
+  readonly capacity?: number | undefined
+  /** Agents that require one of these labels may run here (besides agents that require none). */
+  readonly labels?: ReadonlyArray<string> | undefined
+  readonly onLoad?: ((running: number) => void) | undefined
+}
+
+const shardingConfig = (options: ClusterOptions) => {
+  const expiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? "10 seconds")
+  const refresh = options.refreshEvery ?? "1 second"
+  return {
+    shardLockExpiration: expiration,
+    shardLockRefreshInterval: Duration.divideUnsafe(expiration, 3),
+    refreshAssignmentsInterval: refresh,
+    entityMessagePollInterval: "100 millis",
+    entityReplyPollInterval: "100 millis",
+    sendRetryInterval: "100 millis",
+    runnerHealthCheckInterval: refresh
+  } as const
+}
+
+/**
+ * Execution leases on the cluster's database, with a TTL of `shardLockExpiration`: a runner that is
+ * stopped or cut off for longer loses them (and its shards) together. A lease check that cannot reach
+ * Postgres within a second counts as lost.
+ */
+const layerFencing = (options: ClusterOptions) => {
+  const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? "10 seconds")
+  const checkEvery = Duration.divideUnsafe(ttl, 4)
+  return Layer.effect(
+    AgentEntity.Fencing,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const locks = yield* PostgresLocks.make({ ttl, renewEvery: Duration.divideUnsafe(ttl, 3) })
+      return AgentEntity.Fencing.of({
+        locks,
+        checkEvery,
+        isCurrent: (lease) =>
+          PostgresLocks.isCurrent(lease).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 5 }),
+            Effect.orElseSucceed(() => false)
+          )
+      })
+    })
+  )
+}
+
+/**
+ * A runner: joins the cluster at `host:port`, takes shards, and executes the agents sent to them
+ * with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the lease
+ * `corral-exec:<runId>/<agentId>` (TTL `shardLockExpiration`): a re-delivered agent starts on its
+ * new runner only once the old execution's lease is released or lapsed, its handler sees that
+ * lease's fencing token, and an execution whose lease was lost is interrupted without a result.
+ *
+ * @example
+ * ```ts
+ * Layer.launch(Cluster.layerRunner({ url, port: 9001, capacity: 8 }).pipe(Layer.provide(Executor.layerKinds([Summarize]))))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerRunner = (options: RunnerOptions) => {
+  const host = options.host ?? "127.0.0.1"
+  const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
+  return AgentEntity.layerHandlers({
+    runner: `${host}:${options.port}`,
+    capacity: options.capacity,
+    onLoad: options.onLoad
+  }).pipe(
+    Layer.provide(layerFencing(options)),
+    Layer.provideMerge(
+      NodeClusterSocket.layer({
+        storage: "sql",
+        shardingConfig: {
+          ...shardingConfig(options),
+          availableShardGroups: groups,
+          assignedShardGroups: groups,
+          runnerAddress: Option.some(RunnerAddress.make(host, options.port))
+        }
+      })
+    ),
+    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${host}:${options.port}` }))
+  )
+}
+
+const unavailable = (request: Executor.Request, message: string) =>
+  new Executor.ExecutionError({ kind: request.kind, agentId: request.agentId, reason: "Unavailable", message })
+
+/**
+ * The executor over the `Sharding` in context: each request becomes a persisted `Execute` message to
+ * the entity `<runId>/<agentId>`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding> = Effect.gen(
+  function* () {
+    const clientFor = yield* AgentEntity.AgentEntity.client
+    return Executor.Executor.of({
+      execute: (request) =>
+        clientFor(AgentEntity.entityId(request.runId, request.agentId, request.requires))
+          .Execute({
+            kind: request.kind,
+            input: request.input,
+            runId: request.runId,
+            agentId: request.agentId,
+            attempt: request.attempt,
+            ...(request.fencingToken === undefined ? {} : { fencingToken: request.fencingToken }),
+            ...(request.requires === undefined ? {} : { requires: request.requires })
+          })
+          .pipe(
+            Effect.map(
+              (result): Executor.Result =>
+                result._tag === "Success"
+                  ? { _tag: "Success", value: result.value }
+                  : { _tag: "Failure", error: result.error }
+            ),
+            Effect.catch((error) =>
+              error._tag === "ExecutionError" ? Effect.fail(error) : Effect.fail(unavailable(request, error.message))
+            )
+          )
+    })
+  }
+)
+
+/**
+ * A coordinator's `Executor`: joins the cluster as a client only (it takes no shards) and sends
+ * agents to runners.
+ *
+ * @example
+ * ```ts
+ * Corral.run(agents).pipe(Effect.provide(Cluster.layerExecutor({ url })))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerExecutor = (options: ClusterOptions) =>
+  Layer.effect(Executor.Executor, makeExecutor).pipe(
+    Layer.provide(
+      NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })
+    ),
+    Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" }))
+  )
+
+/**
+ * How many shards this runner holds now (of `shardsPerGroup` in the default group).
+ *
+ * @example
+ * ```ts
+ * const held = yield* Cluster.ownedShards // 0 until the runner's first assignment
+ * ```
+ * @since 0.1.0
+ * @category accessors
+ */
+export const ownedShards: Effect.Effect<number, never, Sharding.Sharding> = Effect.gen(function* () {
+  const sharding = yield* Sharding.Sharding
+  const config = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
+  const shards = Option.isSome(config) ? config.value.shardsPerGroup : ShardingConfig.defaults.shardsPerGroup
+  let held = 0
+  for (let id = 1; id <= shards; id++) if (sharding.hasShardId(ShardId.make("default", id))) held++
+  return held
+})

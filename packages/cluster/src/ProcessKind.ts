@@ -1,0 +1,116 @@
+/**
+ * The built-in kind every runner registers: run a command (`ProcessRunner.run`) in the runner's
+ * repository, with `CORRAL_RUN_ID`, `CORRAL_AGENT_ID` and `CORRAL_FENCING_TOKEN` (the execution
+ * lease's token) in its environment. Its processes die with the runner: each process group gets a detached watchdog that
+ * kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
+ * runs beside a leftover.
+ *
+ * @since 0.1.0
+ */
+import { spawn } from "node:child_process"
+import { isAbsolute, resolve } from "node:path"
+import { Agent, AgentKind } from "@corral/core"
+import { ProcessRunner } from "@corral/platform-node"
+import { Context, Effect, Schema } from "effect"
+
+/**
+ * The folder relative `cwd`s resolve against: the runner's `--repo`.
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const RunnerRepo = Context.Reference<string>("@corral/cluster/ProcessKind/RunnerRepo", {
+  defaultValue: () => process.cwd()
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Input = Schema.Struct({
+  command: Schema.String,
+  args: Schema.optional(Schema.Array(Schema.String)),
+  shell: Schema.optional(Schema.Boolean),
+  /** Relative to the runner's repository. */
+  cwd: Schema.optional(Schema.String),
+  env: Schema.optional(Schema.Record(Schema.String, Schema.String))
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Output = Schema.Struct({
+  exitCode: Schema.Literal(0),
+  durationMs: Schema.Number,
+  tail: Schema.Array(Schema.String),
+  runnerPid: Schema.Number
+})
+
+/**
+ * The command failed on the runner (exit code, signal, limit or start problem).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", {
+  reason: Schema.String,
+  command: Schema.String,
+  exitCode: Schema.optional(Schema.Number),
+  tail: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
+/** Kills process group `group` once `parent` has died; ends by itself when the group is gone. */
+const watchdog = (parent: number, group: number) =>
+  spawn(
+    "sh",
+    [
+      "-c",
+      `while kill -0 ${parent} 2>/dev/null; do kill -0 -${group} 2>/dev/null || exit 0; sleep 0.5; done; kill -KILL -${group} 2>/dev/null`
+    ],
+    { detached: true, stdio: "ignore" }
+  ).unref()
+
+/**
+ * @since 0.1.0
+ * @category kinds
+ */
+export const ProcessKind = AgentKind.make("corral/process", {
+  input: Input,
+  output: Output,
+  error: CommandFailed,
+  handler: (input) =>
+    Effect.gen(function* () {
+      const repo = yield* RunnerRepo
+      const me = yield* Agent.current
+      const identity: Record<string, string> = {
+        CORRAL_RUN_ID: me?.runId ?? "",
+        CORRAL_AGENT_ID: me?.agentId ?? "",
+        ...(me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) })
+      }
+      const cwd = input.cwd === undefined ? repo : isAbsolute(input.cwd) ? input.cwd : resolve(repo, input.cwd)
+      const result = yield* ProcessRunner.run({
+        command: input.command,
+        ...(input.args === undefined ? {} : { args: input.args }),
+        ...(input.shell === undefined ? {} : { shell: input.shell }),
+        env: { ...input.env, ...identity },
+        cwd,
+        onProcess: (pid) => {
+          if (pid !== undefined) watchdog(process.pid, pid)
+        }
+      }).pipe(
+        Effect.mapError(
+          (error) =>
+            new CommandFailed({
+              reason: error.reason,
+              command: error.command,
+              exitCode: error.exitCode,
+              tail: error.tail,
+              message: error.message
+            })
+        )
+      )
+      return { exitCode: 0 as const, durationMs: result.durationMs, tail: result.tail, runnerPid: process.pid }
+    })
+})

@@ -1,0 +1,58 @@
+/**
+ * A runner process: joins the cluster, registers the built-in process kind (and any others given),
+ * announces itself in the runner registry, and executes agents until interrupted. Interrupting it
+ * (Ctrl-C) stops taking work and hands back what it runs: the sharding layer releases its shards
+ * and its unfinished agents' persisted messages are delivered to the next owners.
+ *
+ * @since 0.1.0
+ */
+import { type AgentKind, Executor } from "@corral/core"
+import { PostgresClient } from "@corral/postgres"
+import { NodeServices } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import * as Cluster from "./Cluster.ts"
+import { ProcessKind, RunnerRepo } from "./ProcessKind.ts"
+import * as RunnerRegistry from "./RunnerRegistry.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends Cluster.RunnerOptions {
+  /** Where `corral/process` agents run (relative `cwd`s resolve against it). @default process.cwd() */
+  readonly repo?: string | undefined
+  /** Kinds besides the built-in `corral/process`. */
+  readonly kinds?: ReadonlyArray<AgentKind.AgentKind<any, any, any, never>> | undefined
+}
+
+/**
+ * Serves until interrupted; `onReady` runs once the runner is registered and takes work.
+ *
+ * @example
+ * ```ts
+ * Runner.serve({ url, port: 9001, capacity: 8 }, (address) => Console.log(`runner ${address} ready`))
+ * ```
+ * @since 0.1.0
+ * @category running
+ */
+export const serve = <E, R>(options: Options, onReady: (address: string) => Effect.Effect<void, E, R>) =>
+  Effect.gen(function* () {
+    const address = `${options.host ?? "127.0.0.1"}:${options.port}`
+    const capacity = options.capacity ?? 8
+    let running = 0
+    const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? [])]).pipe(
+      Layer.provide(NodeServices.layer),
+      Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd()))
+    )
+    yield* Layer.build(
+      Cluster.layerRunner({ ...options, capacity, onLoad: (n) => (running = n) }).pipe(Layer.provide(kinds))
+    )
+    const registry = yield* Layer.build(
+      PostgresClient.layer(options.url, { maxConnections: 2, applicationName: `corral-runner ${address}` })
+    )
+    yield* RunnerRegistry.register({ address, capacity, labels: options.labels ?? [], running: () => running }).pipe(
+      Effect.provideContext(registry)
+    )
+    yield* onReady(address)
+    return yield* Effect.never
+  }).pipe(Effect.scoped)

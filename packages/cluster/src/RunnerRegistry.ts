@@ -1,0 +1,180 @@
+/**
+ * Which runners are online, with their capacity, labels and load: a `corral_runners` table each
+ * runner upserts on start, refreshes every `heartbeatEvery` (database clock) and deletes when it
+ * stops. `corral runners` lists the rows refreshed within `staleAfter`.
+ *
+ * @since 0.1.0
+ */
+import { hostname } from "node:os"
+import { Data, type Duration, Effect, Schema, type Scope } from "effect"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
+
+const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
+
+const createRunners = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE corral_runners (
+    address TEXT PRIMARY KEY, pid INTEGER NOT NULL, hostname TEXT NOT NULL, capacity INTEGER NOT NULL,
+    labels TEXT NOT NULL, running INTEGER NOT NULL, started_at BIGINT NOT NULL, heartbeat_at BIGINT NOT NULL)`
+})
+
+const migrate = Migrator.make({})({
+  table: "corral_runners_migrations",
+  loader: Migrator.fromRecord({ "1_create_runners": createRunners })
+})
+
+/**
+ * A runner as listed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RunnerInfo = Schema.Struct({
+  address: Schema.String,
+  pid: Schema.Number,
+  hostname: Schema.String,
+  capacity: Schema.Number,
+  labels: Schema.Array(Schema.String),
+  running: Schema.Number,
+  startedAt: Schema.Number,
+  /** Milliseconds since its last heartbeat (database clock). */
+  idleMs: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunnerInfo = typeof RunnerInfo.Type
+
+interface Row {
+  readonly address: string
+  readonly pid: number
+  readonly hostname: string
+  readonly capacity: number
+  readonly labels: string
+  readonly running: number
+  readonly started_at: string
+  readonly idle_ms: string
+}
+
+/**
+ * Runners whose last heartbeat is at most `staleAfter` old, by address.
+ *
+ * @example
+ * ```ts
+ * const runners = yield* RunnerRegistry.list() // needs a SqlClient on the cluster's database
+ * ```
+ * @since 0.1.0
+ * @category queries
+ */
+export const list = (
+  staleAfterMs = 10_000
+): Effect.Effect<ReadonlyArray<RunnerInfo>, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    yield* migrate
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<Row>`SELECT address, pid, hostname, capacity, labels, running, started_at,
+      ${sql.literal(nowMs)} - heartbeat_at AS idle_ms FROM corral_runners
+      WHERE heartbeat_at > ${sql.literal(nowMs)} - ${staleAfterMs} ORDER BY address`
+    return rows.map((row) => ({
+      address: row.address,
+      pid: Number(row.pid),
+      hostname: row.hostname,
+      capacity: Number(row.capacity),
+      labels: JSON.parse(row.labels) as Array<string>,
+      running: Number(row.running),
+      startedAt: Number(row.started_at),
+      idleMs: Number(row.idle_ms)
+    }))
+  })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Registration {
+  readonly address: string
+  readonly capacity: number
+  readonly labels: ReadonlyArray<string>
+  /** How many agents run now. */
+  readonly running: () => number
+  /** @default "2 seconds" */
+  readonly heartbeatEvery?: Duration.Input | undefined
+}
+
+/**
+ * Registers this runner until the scope closes, refreshing its row in the background.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const register = (
+  registration: Registration
+): Effect.Effect<void, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    yield* migrate
+    const sql = yield* SqlClient.SqlClient
+    const labels = JSON.stringify(registration.labels)
+    const write = sql`INSERT INTO corral_runners
+      (address, pid, hostname, capacity, labels, running, started_at, heartbeat_at)
+      VALUES (${registration.address}, ${process.pid}, ${hostname()}, ${registration.capacity}, ${labels},
+        ${registration.running()}, ${sql.literal(nowMs)}, ${sql.literal(nowMs)})
+      ON CONFLICT (address) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname,
+        capacity = excluded.capacity, labels = excluded.labels, running = excluded.running,
+        heartbeat_at = excluded.heartbeat_at`
+    yield* Effect.acquireRelease(write, () =>
+      Effect.ignore(sql`DELETE FROM corral_runners WHERE address = ${registration.address} AND pid = ${process.pid}`)
+    )
+    const heartbeat = () => sql`UPDATE corral_runners SET running = ${registration.running()},
+      heartbeat_at = ${sql.literal(nowMs)} WHERE address = ${registration.address}`
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.andThen(
+          Effect.sleep(registration.heartbeatEvery ?? "2 seconds"),
+          Effect.catch(Effect.suspend(heartbeat), (error) =>
+            Effect.logWarning("corral: runner heartbeat failed", error.message)
+          )
+        )
+      )
+    )
+  })
+
+/**
+ * No runner is online, or none carries a label that agents require.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NoRunner extends Data.TaggedError("NoRunner")<{
+  /** The missing label; `undefined` when no runner at all is online. */
+  readonly label: string | undefined
+  /** Labels the online runners carry. */
+  readonly available: ReadonlyArray<string>
+}> {
+  override get message(): string {
+    if (this.label === undefined) return "no runner is online (start one with `corral runner --cluster <url>`)"
+    const known = this.available.length === 0 ? "none" : this.available.join(", ")
+    return `no runner online has the label "${this.label}" (labels online: ${known})`
+  }
+}
+
+/**
+ * Checks, before a run starts, that a runner is online and that every label in `required` is
+ * carried by one; fails with {@link NoRunner} naming the first missing label.
+ *
+ * @example
+ * ```ts
+ * yield* RunnerRegistry.check(["gpu"]) // NoRunner: no runner online has the label "gpu" ...
+ * ```
+ * @since 0.1.0
+ * @category queries
+ */
+export const check = (required: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const runners = yield* list()
+    if (runners.length === 0) return yield* new NoRunner({ label: undefined, available: [] })
+    const available = [...new Set(runners.flatMap((runner) => runner.labels))].sort()
+    const missing = required.find((label) => !available.includes(label))
+    if (missing !== undefined) return yield* new NoRunner({ label: missing, available })
+  })

@@ -1,0 +1,318 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:net"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { AgentKind, Corral } from "@corral/core"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Schedule } from "effect"
+import { sharedServer } from "../../postgres/test/support/server.ts"
+import { PostgresClient } from "@corral/postgres"
+import * as Cluster from "../src/Cluster.ts"
+import * as RunnerRegistry from "../src/RunnerRegistry.ts"
+import { Probe } from "./support/kinds.ts"
+
+const server = await sharedServer()
+
+const dir = mkdtempSync(join(tmpdir(), "corral-cluster-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+interface LogLine {
+  readonly event: "start" | "end"
+  readonly agent: string
+  readonly pid: number
+  readonly at: number
+  readonly token?: number
+}
+
+const readLog = (file: string): Array<LogLine> => {
+  try {
+    return readFileSync(file, "utf8")
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => JSON.parse(line))
+  } catch {
+    return []
+  }
+}
+
+/** Waits until `file` satisfies `done`. */
+const waitForLog = (file: string, done: (lines: Array<LogLine>) => boolean) =>
+  Effect.suspend(() => (done(readLog(file)) ? Effect.void : Effect.fail("not yet"))).pipe(
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
+    Effect.orDie
+  )
+
+const runnerScript = fileURLToPath(new URL("./support/runner.ts", import.meta.url))
+
+const freePort = Effect.callback<number>((resume) => {
+  const listener = createServer()
+  listener.listen(0, "127.0.0.1", () => {
+    const address = listener.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    listener.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+interface Runner {
+  readonly child: ChildProcess
+  /** Shards this runner reported last. */
+  shards: number
+  readonly changed: Array<() => void>
+}
+
+/** A runner process, killed with the scope. */
+const runnerProcess = (url: string, capacity = 8, labels = "") =>
+  Effect.flatMap(freePort, (port) =>
+    Effect.acquireRelease(
+      Effect.callback<Runner>((resume) => {
+        const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity), labels], {
+          stdio: ["ignore", "pipe", "inherit"]
+        })
+        const runner: Runner = { child, shards: 0, changed: [] }
+        let buffer = ""
+        child.stdout!.on("data", (chunk) => {
+          buffer += String(chunk)
+          const lines = buffer.split("\n")
+          buffer = lines.pop()!
+          for (const line of lines) {
+            if (line.includes("ready")) resume(Effect.succeed(runner))
+            const shards = /^shards (\d+)$/.exec(line)
+            if (shards !== null) {
+              runner.shards = Number(shards[1])
+              for (const listener of runner.changed.splice(0)) listener()
+            }
+          }
+        })
+        child.once("exit", (code) => {
+          runner.shards = -1
+          for (const listener of runner.changed.splice(0)) listener()
+          resume(Effect.die(new Error(`runner exited with ${code}`)))
+        })
+      }),
+      (runner) => Effect.sync(() => runner.child.kill("SIGKILL"))
+    )
+  )
+
+/** Waits until every runner holds shards of the default group and together they hold all 300. */
+const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
+    if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
+    return Effect.andThen(
+      Effect.callback<void>((resume) => {
+        for (const runner of runners) runner.changed.push(() => resume(Effect.void))
+      }),
+      balanced(runners)
+    )
+  })
+
+describe.skipIf(server === undefined)("Cluster", () => {
+  it.live(
+    "a coordinator's agents run on several runner processes, with the same outcomes as a local run",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 12 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
+        const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 12 }).pipe(
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        )
+        const pids = new Set<number>()
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+          if (outcome._tag === "Succeeded") pids.add((outcome.value as { pid: number }).pid)
+        }
+        assert.deepStrictEqual(
+          [...pids].sort(),
+          runners.map((runner) => runner.child.pid!).sort(),
+          "both runners executed agents, and only runners did"
+        )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a runner killed with SIGKILL mid-agent: its agents run again on another runner and every agent ends with one outcome",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "sigkill.log")
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 8 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 1500, log }))
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-kill", concurrency: 8 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        const [victim, survivor] = runners
+        yield* waitForLog(
+          log,
+          (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 8
+        )
+        const onVictim = new Set(
+          readLog(log)
+            .filter((l) => l.event === "start" && l.pid === victim!.child.pid)
+            .map((l) => l.agent)
+        )
+        assert.isAbove(onVictim.size, 0, "the victim was running agents")
+        victim!.child.kill("SIGKILL")
+        const result = yield* Fiber.join(run)
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+          if (outcome._tag === "Succeeded") {
+            assert.strictEqual(
+              (outcome.value as { pid: number }).pid,
+              survivor!.child.pid,
+              `${agent.id} ended on the survivor`
+            )
+          }
+        }
+        const lines = readLog(log)
+        for (const agent of onVictim) {
+          const starts = lines.filter((l) => l.event === "start" && l.agent === agent).map((l) => l.pid)
+          assert.deepStrictEqual(
+            starts,
+            [victim!.child.pid, survivor!.child.pid],
+            `${agent} was re-run once, elsewhere`
+          )
+          assert.isFalse(
+            lines.some((l) => l.event === "end" && l.agent === agent && l.pid === victim!.child.pid),
+            `${agent} never finished on the victim`
+          )
+        }
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a runner stopped (SIGSTOP) past its shard lock expiration loses its agents to another runner; resumed, its stale executions are fenced",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "sigstop.log")
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 6000, log }))
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-stop", concurrency: 6 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        const [victim, survivor] = runners
+        yield* waitForLog(
+          log,
+          (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 6
+        )
+        const stale = readLog(log).filter((l) => l.event === "start" && l.pid === victim!.child.pid)
+        const onVictim = new Set(stale.map((l) => l.agent))
+        assert.isAbove(onVictim.size, 0, "the victim was running agents")
+        victim!.child.kill("SIGSTOP")
+        yield* Effect.addFinalizer(() => Effect.sync(() => victim!.child.kill("SIGCONT")))
+        yield* waitForLog(log, (lines) =>
+          [...onVictim].every((agent) =>
+            lines.some((l) => l.event === "start" && l.agent === agent && l.pid === survivor!.child.pid)
+          )
+        )
+        victim!.child.kill("SIGCONT")
+        const result = yield* Fiber.join(run)
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+        }
+        // the stale executions woke when the victim resumed, long before the re-runs ended; give a
+        // loaded machine a moment more before checking that none of them wrote
+        yield* Effect.sleep("2 seconds")
+        const written = readLog(log)
+        for (const start of stale) {
+          assert.isFalse(
+            written.some((l) => l.event === "end" && l.agent === start.agent && l.token === start.token),
+            `${start.agent}: the execution with fencing token ${start.token} made no late write`
+          )
+          const outcome = result.get(start.agent)!
+          if (outcome._tag === "Succeeded")
+            assert.isAbove(
+              (outcome.value as { token: number }).token,
+              start.token!,
+              `${start.agent}'s outcome is a later execution's`
+            )
+        }
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "Postgres restarted mid-run: runners and the coordinator reconnect and every agent ends with one outcome",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "restart.log")
+        const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
+        yield* balanced(runners)
+        const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 2000, log }))
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-restart", concurrency: 6 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(
+          log,
+          (lines) => new Set(lines.filter((l) => l.event === "start").map((l) => l.agent)).size === 6
+        )
+        yield* server!.kill
+        yield* server!.restart
+        const result = yield* Fiber.join(run)
+        for (const agent of agents) {
+          const outcome = result.get(agent.id)!
+          assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
+        }
+        for (const runner of runners) assert.isTrue(runner.shards >= 0, "the runners are still alive")
+      }).pipe(Effect.scoped),
+    180_000
+  )
+
+  it.live(
+    "agents that require a label run only on runners with it; the others run anywhere",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const [plain, gpu] = yield* Effect.all([runnerProcess(url), runnerProcess(url, 8, "gpu")], {
+          concurrency: "unbounded"
+        })
+        yield* balanced([plain!, gpu!])
+        const missing = yield* Effect.flip(RunnerRegistry.check(["gpu", "cuda"])).pipe(
+          Effect.provide(PostgresClient.layer(url, { maxConnections: 1 }))
+        )
+        assert.match(missing.message, /no runner online has the label "cuda" \(labels online: gpu\)/)
+        yield* RunnerRegistry.check(["gpu"]).pipe(Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })))
+        const needsGpu = Array.from({ length: 6 }, (_, i) =>
+          AgentKind.agent(Probe, `gpu-${i}`, { sleepMs: 10 }, { requires: "gpu" })
+        )
+        const any = Array.from({ length: 8 }, (_, i) => AgentKind.agent(Probe, `any-${i}`, { sleepMs: 10 }))
+        const result = yield* Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 14 }).pipe(
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        )
+        const pidOf = (id: string) => {
+          const outcome = result.get(id)!
+          if (outcome._tag !== "Succeeded") return assert.fail(`${id}: ${JSON.stringify(outcome)}`)
+          return (outcome.value as { pid: number }).pid
+        }
+        for (const agent of needsGpu)
+          assert.strictEqual(pidOf(agent.id), gpu!.child.pid, `${agent.id} ran on the gpu runner`)
+        assert.deepStrictEqual(
+          new Set(any.map((agent) => pidOf(agent.id))),
+          new Set([plain!.child.pid, gpu!.child.pid]),
+          "agents without requirements ran on both runners"
+        )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})

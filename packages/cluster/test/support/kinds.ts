@@ -1,0 +1,36 @@
+import { appendFileSync } from "node:fs"
+import { Agent, AgentKind, Executor } from "@corral/core"
+import { Effect, Schema } from "effect"
+
+/**
+ * Sleeps, and reports which process ran it, when, and with which fencing token (appending the same
+ * to `log` when given); its "end" is a write that a fenced execution must not make.
+ */
+export const Probe = AgentKind.make("probe", {
+  input: Schema.Struct({ sleepMs: Schema.Number, log: Schema.optional(Schema.String) }),
+  output: Schema.Struct({
+    pid: Schema.Number,
+    start: Schema.Number,
+    end: Schema.Number,
+    token: Schema.NullOr(Schema.Number)
+  }),
+  handler: ({ sleepMs, log }) =>
+    Effect.gen(function* () {
+      const me = yield* Agent.current
+      const start = Date.now()
+      if (log !== undefined)
+        appendFileSync(
+          log,
+          `${JSON.stringify({ event: "start", agent: me?.agentId, pid: process.pid, at: start, token: me?.fencingToken })}\n`
+        )
+      yield* Effect.sleep(sleepMs)
+      if (!(yield* Executor.stillCurrent)) return yield* Effect.interrupt
+      const end = Date.now()
+      if (log !== undefined)
+        appendFileSync(
+          log,
+          `${JSON.stringify({ event: "end", agent: me?.agentId, pid: process.pid, at: end, token: me?.fencingToken })}\n`
+        )
+      return { pid: process.pid, start, end, token: me?.fencingToken ?? null }
+    })
+})

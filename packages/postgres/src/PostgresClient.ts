@@ -1,0 +1,114 @@
+/**
+ * The Postgres connection pool every corral service on Postgres shares: `@effect/sql-pg`'s
+ * `PgClient` (its own wire-protocol driver) with corral's defaults, and an error that names the
+ * server (never its password) when it cannot be reached.
+ *
+ * @since 0.1.0
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Data, Effect, Layer, Redacted } from "effect"
+import { Reactivity } from "effect/reactivity"
+import type { SqlClient } from "effect/sql"
+
+/**
+ * The URL is malformed or the server could not be reached.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PostgresUnavailable extends Data.TaggedError("PostgresUnavailable")<{
+  /** The URL with its password replaced by `***`. */
+  readonly url: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `cannot connect to Postgres at ${this.url}: ${this.reason}`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** @default 10 */
+  readonly maxConnections?: number | undefined
+  /** @default "5 seconds" */
+  readonly connectTimeout?: PgClient.PgPoolConfig["connectTimeout"]
+  /** `application_name` shown in `pg_stat_activity`. @default "corral" */
+  readonly applicationName?: string | undefined
+}
+
+/**
+ * `url` with its password replaced by `***`, for messages.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const redact = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== "") parsed.password = "***"
+    return parsed.toString()
+  } catch {
+    return url.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@")
+  }
+}
+
+const check = (url: string): Effect.Effect<void, PostgresUnavailable> =>
+  Effect.try({
+    try: () => {
+      const parsed = new URL(url)
+      if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") throw new Error("expected postgres://")
+    },
+    catch: (error) =>
+      new PostgresUnavailable({
+        url: redact(url),
+        reason: `not a postgres:// URL (${error instanceof Error ? error.message : String(error)})`
+      })
+  })
+
+/**
+ * A connected pool; fails with {@link PostgresUnavailable} when the first connection fails.
+ *
+ * @example
+ * ```ts
+ * const sql = yield* PostgresClient.make("postgres://postgres@127.0.0.1:5432/corral")
+ * ```
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (url: string, options: Options = {}) =>
+  Effect.gen(function* () {
+    yield* check(url)
+    const client = yield* PgClient.make({
+      url: Redacted.make(url),
+      maxConnections: options.maxConnections ?? 10,
+      connectTimeout: options.connectTimeout ?? "5 seconds",
+      applicationName: options.applicationName ?? "corral"
+    })
+    yield* client`SELECT 1`
+    return client
+  }).pipe(
+    Effect.mapError((error) =>
+      error._tag === "PostgresUnavailable"
+        ? error
+        : new PostgresUnavailable({ url: redact(url), reason: error.message })
+    )
+  )
+
+/**
+ * {@link make} as a layer of `PgClient` and `SqlClient`.
+ *
+ * @example
+ * ```ts
+ * const layer = PostgresLedger.layerSql().pipe(Layer.provide(PostgresClient.layer(url)))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  url: string,
+  options: Options = {}
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, PostgresUnavailable> =>
+  PgClient.layerFrom(make(url, options)).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,347 @@
+/**
+ * Resource claims shared by every process on every machine that opens the same Postgres database:
+ * a `ResourceLocks` implementation over a lease table.
+ *
+ * - **Source of truth**: the `corral_leases` table (keys with read/write modes and folder-level
+ *   conflicts, counted pools, blocker names), the same conflict rules as the SQLite lease table.
+ * - **Grants are serialized**: each grant runs in one transaction that first takes a
+ *   transaction-scoped advisory lock (`pg_advisory_xact_lock`), then reclaims dead leases, checks
+ *   conflicts and inserts. Postgres's default isolation alone lets two services both be granted one
+ *   write key.
+ * - **Expiry from the database clock**: `expires_at` is `corral_now_ms() + ttl` computed by the
+ *   server, renewed every `renewEvery`; machines' clocks never enter.
+ * - **Owner liveness**: each service registers an owner row and holds a session advisory lock on it
+ *   through one dedicated connection. A lease whose owner's session is gone (process killed,
+ *   connection closed) is reclaimed by the next grant attempt, without waiting for the TTL; a
+ *   stopped process that keeps its connection loses its leases at the TTL.
+ * - **Wake-ups**: releases and reclaims `NOTIFY corral_lease_released` with the lease id; every
+ *   service `LISTEN`s and wakes its waiters and `onRelease` listeners. Waiters also retry every
+ *   `pollEvery` and when the first lease blocking them expires, which covers dead owners whom no one
+ *   announces.
+ * - **Fencing tokens** come from one sequence, taken inside the serialized grant, so they increase
+ *   with every grant on every machine.
+ *
+ * @since 0.1.0
+ */
+import { hostname } from "node:os"
+import { type Claims, ResourceLocks } from "@corral/core"
+import { LeaseConflicts } from "@corral/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Duration, Effect, Layer, Queue, type Scope } from "effect"
+import { type Migrator, SqlClient, type SqlError } from "effect/sql"
+import {
+  type LeaseTable,
+  leaseIsCurrent,
+  makeLeaseTable,
+  migrate,
+  ownerLockKey,
+  registerOwner,
+  releasedChannel,
+  type StoredLease
+} from "./internal/leaseTable.ts"
+import * as PostgresClient from "./PostgresClient.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** How long a lease outlives its last renewal (database clock). @default "30 seconds" */
+  readonly ttl?: Duration.Input | undefined
+  /** How often held leases are renewed and the owner's session is checked; keep it well below `ttl`. @default "10 seconds" */
+  readonly renewEvery?: Duration.Input | undefined
+  /** How often a waiter retries when no release is announced (dead owners, missed notifications). @default "500 millis" */
+  readonly pollEvery?: Duration.Input | undefined
+}
+
+/**
+ * Connecting, migrating the lease table or registering the owner failed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type LocksError = SqlError.SqlError | Migrator.MigrationError
+
+type Lease = ResourceLocks.Lease
+
+interface Waiter {
+  readonly holder: ResourceLocks.Holder
+  readonly request: Claims.Request
+}
+
+const die = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> => Effect.orDie(effect)
+
+/** What this service knows locally: its own leases, other owners' leases that block it, who waits. */
+class State {
+  readonly local = new Map<number, Lease>()
+  readonly watched = new Map<number, Lease>()
+  readonly waiters = new Set<Waiter>()
+  readonly listeners = new Set<(lease: Lease) => void>()
+  signal = Deferred.makeUnsafe<void>()
+
+  wake(): void {
+    const signal = this.signal
+    this.signal = Deferred.makeUnsafe<void>()
+    Deferred.doneUnsafe(signal, Effect.void)
+  }
+
+  released(lease: Lease): void {
+    this.watched.delete(lease.id)
+    for (const listener of this.listeners) listener(lease)
+    this.wake()
+  }
+
+  /** A release announced by some service. */
+  announced(id: number): void {
+    const lease = this.watched.get(id)
+    if (lease !== undefined) this.released(lease)
+    else this.wake()
+  }
+
+  forget(held: ReadonlyArray<StoredLease>): void {
+    if (this.watched.size === 0) return
+    const present = new Set(held.map((stored) => stored.lease.id))
+    for (const lease of [...this.watched.values()]) if (!present.has(lease.id)) this.released(lease)
+  }
+
+  watch(held: ReadonlyArray<StoredLease>, owner: number, blockers: ReadonlyArray<ResourceLocks.Blocker>): void {
+    const ids = new Set(blockers.flatMap((b) => (b._tag === "Key" ? [b.leaseId] : b.leaseIds)))
+    for (const stored of held) {
+      if (stored.owner !== owner && ids.has(stored.lease.id)) this.watched.set(stored.lease.id, stored.lease)
+    }
+  }
+}
+
+const makeService = (table: LeaseTable, pollMillis: number, state: State) => {
+  const tryAcquire = (holder: ResourceLocks.Holder, request: Claims.Request, onGrant: (lease: Lease) => void) =>
+    Effect.gen(function* () {
+      const outcome = yield* die(table.tryInsert(holder, request))
+      for (const stored of outcome.reclaimed) if (stored.owner !== table.owner) state.released(stored.lease)
+      state.forget(outcome.held)
+      if (outcome.granted._tag === "Blocked") {
+        state.watch(outcome.held, table.owner, outcome.granted.blockers)
+        return [{ _tag: "Blocked", blockers: outcome.granted.blockers } as const, outcome.blockedFor] as const
+      }
+      state.local.set(outcome.granted.lease.id, outcome.granted.lease)
+      onGrant(outcome.granted.lease)
+      return [outcome.granted, 0] as const
+    }).pipe(Effect.uninterruptible)
+
+  const release = (lease: Lease) =>
+    Effect.suspend(() => {
+      if (!state.local.delete(lease.id)) return Effect.void
+      return Effect.ensuring(
+        Effect.asVoid(die(table.remove(lease.id))),
+        Effect.sync(() => state.released(lease))
+      )
+    }).pipe(Effect.uninterruptible)
+
+  const waitFor = (holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<Lease> =>
+    Effect.suspend(() => {
+      const waiter: Waiter = { holder, request }
+      let granted: Lease | undefined
+      const attempt: Effect.Effect<Lease> = Effect.suspend(() => {
+        const signal = state.signal
+        return Effect.flatMap(
+          tryAcquire(holder, request, (lease) => (granted = lease)),
+          ([result, blockedFor]): Effect.Effect<Lease> =>
+            result._tag === "Acquired"
+              ? Effect.succeed(result.lease)
+              : Effect.andThen(
+                  Effect.raceFirst(
+                    Deferred.await(signal),
+                    Effect.sleep(Math.max(1, Math.min(pollMillis, blockedFor + 1)))
+                  ),
+                  attempt
+                )
+        )
+      })
+      state.waiters.add(waiter)
+      return attempt.pipe(
+        Effect.ensuring(Effect.sync(() => state.waiters.delete(waiter))),
+        Effect.onInterrupt(() => (granted === undefined ? Effect.void : release(granted)))
+      )
+    })
+
+  return ResourceLocks.ResourceLocks.of({
+    tryAcquire: (holder, request) =>
+      Effect.map(
+        tryAcquire(holder, request, () => {}),
+        ([attempt]) => attempt
+      ),
+    acquire: (holder, request) => Effect.acquireRelease(waitFor(holder, request), release, { interruptible: true }),
+    release,
+    blockers: (request) =>
+      Effect.map(die(table.live), (held) => {
+        state.forget(held)
+        const blockers = LeaseConflicts.blockersOf(
+          request,
+          held.map((stored) => stored.lease)
+        )
+        state.watch(held, table.owner, blockers)
+        return blockers
+      }),
+    snapshot: Effect.map(die(table.live), (held) => ({
+      held: held.flatMap((stored) => LeaseConflicts.heldClaims(stored.lease)),
+      waiting: [...state.waiters]
+    })),
+    onRelease: (listener) =>
+      Effect.asVoid(
+        Effect.acquireRelease(
+          Effect.sync(() => state.listeners.add(listener)),
+          () => Effect.sync(() => state.listeners.delete(listener))
+        )
+      )
+  })
+}
+
+const warn = (what: string) => (error: { readonly message: string }) =>
+  Effect.logWarning(`corral: the Postgres lease table: ${what}`, error.message)
+
+/** Holds the owner's session advisory lock on a dedicated connection, re-taking it after a reconnect. */
+const holdOwnerLock = (
+  sql: SqlClient.SqlClient,
+  owner: number,
+  checkEvery: Duration.Input,
+  held: Deferred.Deferred<void>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const connection = yield* sql.reserve
+      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [ownerLockKey, owner], undefined)
+      yield* Deferred.succeed(held, undefined)
+      return yield* Effect.forever(
+        Effect.andThen(Effect.sleep(checkEvery), connection.execute("SELECT 1", [], undefined))
+      )
+    })
+  ).pipe(
+    Effect.catch(warn("the owner's session was lost; reconnecting")),
+    Effect.andThen(Effect.sleep("200 millis")),
+    Effect.forever
+  )
+
+/** Wakes waiters and listeners on every announced release, re-listening after a reconnect. */
+const listenForReleases = (pg: PgClient.PgClient, state: State) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const queue = yield* pg.listen(releasedChannel)
+      state.wake()
+      return yield* Effect.forever(
+        Effect.map(Queue.take(queue), (notification) => state.announced(Number(notification.payload)))
+      )
+    })
+  ).pipe(Effect.catch(warn("LISTEN failed; re-listening")), Effect.andThen(Effect.sleep("200 millis")), Effect.forever)
+
+/** Leases of other owners that block someone here and vanished (expired, owner died) without an announcement. */
+const pollWatched = (table: LeaseTable, state: State) =>
+  Effect.gen(function* () {
+    if (state.watched.size === 0 || (state.waiters.size === 0 && state.listeners.size === 0)) return
+    const present = yield* table.present([...state.watched.keys()])
+    for (const [id, lease] of [...state.watched]) if (!present.has(id)) state.released(lease)
+  })
+
+/** Renews this owner's leases; a local lease missing from the table was reclaimed (the owner was presumed dead). */
+const renew = (table: LeaseTable, state: State) =>
+  Effect.gen(function* () {
+    if (state.local.size === 0) return
+    const still = yield* table.renew
+    for (const [id, lease] of [...state.local]) {
+      if (still.has(id)) continue
+      state.local.delete(id)
+      yield* Effect.logWarning(
+        `corral: lease ${id} of ${lease.holder.runId}/${lease.holder.agentId} was reclaimed (expired or owner presumed dead); its fencing token ${lease.fencingToken} is stale`
+      )
+    }
+  })
+
+const every = (interval: Duration.Input, what: string, effect: Effect.Effect<void, SqlError.SqlError>) =>
+  Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(interval), Effect.catch(effect, warn(what)))))
+
+/**
+ * Builds the service over the `PgClient` in context: runs the lease table's migrations, registers
+ * an owner and takes its session lock, and forks the renewal, `LISTEN` and polling fibers in the
+ * current scope. Leases still held when the scope closes are released.
+ *
+ * @example
+ * ```ts
+ * const locks = yield* PostgresLocks.make({ ttl: "30 seconds" })
+ * ```
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<ResourceLocks.ResourceLocks["Service"], LocksError, PgClient.PgClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const pg = yield* PgClient.PgClient
+    const sql: SqlClient.SqlClient = pg
+    yield* migrate.pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    const renewEvery = options.renewEvery ?? "10 seconds"
+    const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options.pollEvery ?? "500 millis"))
+    const owner = yield* registerOwner(sql, process.pid, hostname())
+    const table = makeLeaseTable(sql, owner, Duration.toMillis(Duration.fromInputUnsafe(options.ttl ?? "30 seconds")))
+    const state = new State()
+    const ownerHeld = Deferred.makeUnsafe<void>()
+    yield* Effect.forkScoped(holdOwnerLock(sql, owner, renewEvery, ownerHeld))
+    yield* Deferred.await(ownerHeld)
+    yield* Effect.forkScoped(listenForReleases(pg, state))
+    yield* every(renewEvery, "renewing leases failed", renew(table, state))
+    yield* every(pollMillis, "polling leases failed", pollWatched(table, state))
+    const service = makeService(table, pollMillis, state)
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach([...state.local.values()], service.release, { discard: true }).pipe(
+        Effect.andThen(Effect.ignore(sql`DELETE FROM corral_lock_owners WHERE id = ${owner}`))
+      )
+    )
+    return service
+  })
+
+/**
+ * The lock service over the `PgClient` in context.
+ *
+ * @example
+ * ```ts
+ * PostgresLocks.layerClient().pipe(Layer.provide(PostgresClient.layer(url)))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient = (
+  options: Options = {}
+): Layer.Layer<ResourceLocks.ResourceLocks, LocksError, PgClient.PgClient> =>
+  Layer.effect(ResourceLocks.ResourceLocks, make(options))
+
+/**
+ * The lock service over its own pool to `url`, shared by every process that opens the same database.
+ *
+ * @example
+ * ```ts
+ * const program = Effect.gen(function*() {
+ *   const locks = yield* ResourceLocks.ResourceLocks
+ *   const request = Result.getOrThrow(Claims.normalize({ write: ["src/"] }, {}))
+ *   yield* locks.acquire({ runId: "r1", agentId: "a" }, request) // waits for every machine
+ * }).pipe(Effect.scoped, Effect.provide(PostgresLocks.layer("postgres://postgres@127.0.0.1:5432/corral")))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  url: string,
+  options: Options & PostgresClient.Options = {}
+): Layer.Layer<ResourceLocks.ResourceLocks, LocksError | PostgresClient.PostgresUnavailable> =>
+  layerClient(options).pipe(Layer.provide(PostgresClient.layer(url, options)))
+
+/**
+ * Whether `lease` is still held (unexpired, its owner alive, with the same fencing token), asked of
+ * the database: a holder that was stopped or cut off checks it before a write that must not happen
+ * twice.
+ *
+ * @example
+ * ```ts
+ * if (!(yield* PostgresLocks.isCurrent(lease))) return yield* Effect.interrupt // fenced
+ * ```
+ * @since 0.1.0
+ * @category fencing
+ */
+export const isCurrent = (lease: ResourceLocks.Lease): Effect.Effect<boolean, SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => leaseIsCurrent(sql, lease.id, lease.fencingToken))

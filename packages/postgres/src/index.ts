@@ -1,0 +1,7 @@
+/**
+ * @since 0.1.0
+ */
+export * as PostgresClient from "./PostgresClient.ts"
+export * as PostgresLedger from "./PostgresLedger.ts"
+export * as PostgresLocks from "./PostgresLocks.ts"
+export * as TestServer from "./TestServer.ts"
