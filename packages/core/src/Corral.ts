@@ -89,7 +89,11 @@ export interface Options {
  * @since 0.1.0
  * @category running
  */
-export const run: <A, E, R>(
-  agents: ReadonlyArray<Agent.Agent<A, E, R>>,
+export const run: <const Agents extends ReadonlyArray<Agent.Any>>(
+  agents: Agents,
   options?: Options
-) => Effect.Effect<RunResult<A, E>, InvalidRun, R> = runner.run
+) => Effect.Effect<
+  RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
+  InvalidRun,
+  Agent.Services<Agents[number]>
+> = runner.run

@@ -222,7 +222,7 @@ describe("Corral.run", () => {
 
   it.effect("an empty run succeeds with no outcomes", () =>
     Effect.gen(function* () {
-      const result = yield* Corral.run<never, never, never>([])
+      const result = yield* Corral.run([])
       assert.deepStrictEqual(result.outcomes, [])
       assert.isTrue(result.allSucceeded)
     })
