@@ -118,7 +118,7 @@ describe("packed packages in an app outside the workspace", () => {
     for (const [name, manifest] of packed) {
       expect(JSON.stringify(manifest), name).not.toContain("workspace:")
       expect(manifest.license, name).toBe("MIT")
-      expect(manifest.engines?.node, name).toBe(">=22.13.0")
+      expect(manifest.engines?.node, name).toBe(">=22.16.0")
       for (const file of ["LICENSE", "README.md"]) {
         expect(NodeFs.existsSync(NodePath.join(manifest.unpacked, file)), `${name} ${file}`).toBe(true)
       }

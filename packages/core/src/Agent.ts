@@ -187,6 +187,9 @@ export const CurrentRef = Context.Reference<() => Current | undefined>("@corral/
  *
  * @example
  * ```ts
+ * import { Agent } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const write = Effect.gen(function*() {
  *   const me = yield* Agent.current
  *   return `written by ${me?.agentId} with token ${me?.fencingToken}`

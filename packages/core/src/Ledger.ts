@@ -79,9 +79,15 @@ export const makeMemory = (): Service => {
  *
  * @example
  * ```ts
- * const ledger = Ledger.layerMemory
- * const first = yield* Corral.run(agents).pipe(Effect.provide(ledger))
- * const second = yield* Corral.run(agents).pipe(Effect.provide(ledger)) // only the failed ones run
+ * import { Agent, Corral, Ledger } from "@corral/core"
+ * import { Effect, Layer } from "effect"
+ *
+ * const agents = [Agent.make("a", { run: Effect.succeed(1) }), Agent.make("b", { run: Effect.fail("flaky") })]
+ * const program = Effect.gen(function*() {
+ *   const first = yield* Corral.run(agents)
+ *   const second = yield* Corral.run(agents) // only the failed ones run
+ *   return [first, second]
+ * }).pipe(Effect.provide(Layer.fresh(Ledger.layerMemory)))
  * ```
  * @since 0.1.0
  * @category layers
@@ -95,6 +101,9 @@ export const layerMemory: Layer.Layer<Ledger> = Layer.sync(Ledger, makeMemory)
  *
  * @example
  * ```ts
+ * import { Agent, Ledger } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const key = Ledger.keyOf(Agent.make("a", { run: Effect.void, inputs: ["model=gpt-5"] }), {})
  * ```
  * @since 0.1.0

@@ -49,8 +49,16 @@ const defaultEstimate = (prompt: Prompt.RawInput): number => {
  *
  * @example
  * ```ts
- * const limited = Llm.toRateLimited(error, "openai")
- * if (limited !== undefined) yield* Effect.sleep(limited.retryAfter)
+ * import { Llm } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * declare const callProvider: Effect.Effect<string, Error>
+ * const call = callProvider.pipe(
+ *   Effect.catch((error) => {
+ *     const limited = Llm.toRateLimited(error, "openai")
+ *     return limited === undefined ? Effect.fail(error) : Effect.sleep(limited.retryAfter).pipe(Effect.andThen(callProvider))
+ *   })
+ * )
  * ```
  * @since 0.1.0
  * @category errors
@@ -160,9 +168,11 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
  *
  * @example
  * ```ts
- * import { Corral, Llm } from "@corral/core"
+ * import { Agent, Corral, Llm } from "@corral/core"
+ * import { Effect, Layer } from "effect"
  * import { LanguageModel } from "effect/ai"
  *
+ * declare const providerLayer: Layer.Layer<LanguageModel.LanguageModel>
  * const llm = Llm.layer({ requests: "openai-rpm", tokens: "openai-tpm", price: { inputPer1k: 0.002, outputPer1k: 0.008 } })
  * const agent = Agent.make("summarize", {
  *   rateLimit: "openai-rpm",
@@ -238,6 +248,10 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
  *
  * @example
  * ```ts
+ * import { Llm } from "@corral/core"
+ * import { Effect } from "effect"
+ * import { LanguageModel } from "effect/ai"
+ *
  * const model = Llm.scripted([
  *   { rateLimited: { retryAfter: "30 seconds" } },
  *   { text: "summary", inputTokens: 1200, outputTokens: 300, latency: "2 seconds" }

@@ -147,6 +147,12 @@ export interface AnalyzeOptions {
  *
  * @example
  * ```ts
+ * import { Plan } from "@corral/core"
+ * import { Effect, Result } from "effect"
+ *
+ * const plan = Plan.make()
+ *   .agent("research", { run: Effect.succeed("notes") })
+ *   .agent("outline", { dependsOn: ["research"], run: ({ research }) => Effect.succeed(research.length) })
  * const analysis = Plan.analyze(plan.agents, { durations: { research: 60_000 } })
  * if (Result.isSuccess(analysis)) console.log(analysis.success.criticalPath.ids.join(" -> "))
  * ```

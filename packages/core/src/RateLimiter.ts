@@ -25,6 +25,8 @@ import { millis } from "./internal/validate.ts"
  *
  * @example
  * ```ts
+ * import { RateLimiter } from "@corral/core"
+ *
  * const openai: RateLimiter.Bucket = { limit: 60, interval: "1 minute", burst: 10 }
  * ```
  * @since 0.1.0
@@ -58,6 +60,9 @@ export type Probe = { readonly _tag: "Taken" } | { readonly _tag: "Wait"; readon
  *
  * @example
  * ```ts
+ * import { RateLimiter } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const call = Effect.fail(new RateLimiter.RateLimited({ key: "openai", retryAfter: 30_000 }))
  * ```
  * @since 0.1.0
@@ -181,8 +186,13 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
  *
  * @example
  * ```ts
- * const limiter = yield* RateLimiter.make({ openai: { limit: 60, interval: "1 minute", burst: 10 } })
- * yield* limiter.take("openai")
+ * import { RateLimiter } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const limiter = yield* RateLimiter.make({ openai: { limit: 60, interval: "1 minute", burst: 10 } })
+ *   yield* limiter.take("openai")
+ * })
  * ```
  * @since 0.1.0
  * @category constructors
@@ -198,6 +208,10 @@ export const make = (buckets: Buckets): Effect.Effect<Service, InvalidRun> => {
  *
  * @example
  * ```ts
+ * import { Agent, Corral, RateLimiter } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const agents = [Agent.make("ask", { run: Effect.succeed("answer"), rateLimit: "openai" })]
  * const program = Corral.run(agents).pipe(
  *   Effect.provide(RateLimiter.layer({ openai: { limit: 60, interval: "1 minute", burst: 10 } }))
  * )
@@ -213,6 +227,10 @@ export const layer = (buckets: Buckets): Layer.Layer<RateLimiter, InvalidRun> =>
  *
  * @example
  * ```ts
+ * import { RateLimiter } from "@corral/core"
+ * import type { Effect } from "effect"
+ *
+ * declare const callProvider: Effect.Effect<string>
  * const call = callProvider.pipe(RateLimiter.withToken("openai"))
  * ```
  * @since 0.1.0

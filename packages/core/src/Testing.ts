@@ -65,6 +65,8 @@ export class Timeline {
  *
  * @example
  * ```ts
+ * import * as Testing from "@corral/core/Testing"
+ *
  * const timeline = new Testing.Timeline()
  * const agent = Testing.scripted(timeline, "a", { duration: "2 seconds", result: 1 }, { claims: { write: ["x"] } })
  * ```

@@ -24,7 +24,7 @@ export type Options = Spec & Omit<Agent.Options<unknown, BlockingFailed, never>,
  *
  * @example
  * ```ts
- * import { Blocking } from "@corral/platform-node/Blocking"
+ * import * as Blocking from "@corral/platform-node/Blocking"
  *
  * const hash = Blocking.agent("hash-files", {
  *   module: new URL("./hash.ts", import.meta.url),

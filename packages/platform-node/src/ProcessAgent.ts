@@ -39,6 +39,12 @@ export type ProcessAgent = Agent.Agent<
  *
  * @example
  * ```ts
+ * import { Corral } from "@corral/core"
+ * import { ProcessAgent } from "@corral/platform-node"
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const build = ProcessAgent.make("build", { command: "pnpm", args: ["build"] })
  * const test = ProcessAgent.make("test", {
  *   command: "pnpm",
  *   args: ["test"],

@@ -109,6 +109,8 @@ const measureAll = (n: number, reps: number, dir: string): Effect.Effect<Map<Nam
  *
  * @example
  * ```ts
+ * import { measureLedger } from "./ledger.ts"
+ *
  * console.table(await measureLedger({ agents: 1000 }))
  * ```
  */

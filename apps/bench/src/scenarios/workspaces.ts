@@ -121,6 +121,8 @@ const copyRow = async (location: string, repo: string, agents: number) => {
  *
  * @example
  * ```ts
+ * import { measureWorkspaces } from "./workspaces.ts"
+ *
  * console.table(await measureWorkspaces())
  * ```
  */
