@@ -189,6 +189,27 @@ describe("packed packages in an app outside the workspace", () => {
   })
 })
 
+describe('the README\'s "Install in your project"', () => {
+  it("works exactly as written (with @corral/* served by the local registry)", async () => {
+    const readme = NodeFs.readFileSync(NodePath.join(root, "README.md"), "utf8")
+    const section = readme.slice(readme.indexOf("## Install in your project"))
+    const blocks = [...section.slice(0, section.indexOf("\n## ", 5)).matchAll(/^```(\w+)\n([\s\S]*?)^```/gm)].map(
+      (match) => ({ lang: match[1]!, code: match[2]! })
+    )
+    expect(blocks.map((block) => block.lang)).toEqual(["sh", "json", "ts", "sh"])
+    const dir = NodePath.join(work, "readme-app")
+    NodeFs.mkdirSync(NodePath.join(dir, "src"), { recursive: true })
+    NodeFs.writeFileSync(NodePath.join(dir, ".npmrc"), `@corral:registry=${registry!.url}/\n`)
+    const shell = (script: string) => run("sh", ["-ec", script], { cwd: dir })
+    await shell(blocks[0]!.code)
+    NodeFs.writeFileSync(NodePath.join(dir, "tsconfig.json"), blocks[1]!.code)
+    NodeFs.writeFileSync(NodePath.join(dir, "src/main.ts"), blocks[2]!.code)
+    const output = await shell(blocks[3]!.code)
+    for (const id of ["research", "edit-a", "edit-a-again", "node-version"])
+      expect(output).toContain(`${id}: Succeeded`)
+  })
+})
+
 describe("the command installed globally with npm", () => {
   const install = (prefix: string) =>
     run("npm", ["install", "--global", "--prefix", prefix, "@corral/cli", `--@corral:registry=${registry!.url}/`], {
@@ -225,6 +246,10 @@ describe("the command installed globally with npm", () => {
     await run("npm", ["install", `node@${minimum}`], { cwd: nodeDir })
     const bin = NodePath.join(nodeDir, "node_modules/.bin")
     expect((await run(NodePath.join(bin, "node"), ["--version"], { cwd: work })).trim()).toBe(`v${minimum}`)
+    if (NodeFs.existsSync(NodePath.join(app, "out/src/main.js"))) {
+      const stdout = await run(NodePath.join(bin, "node"), ["out/src/main.js"], { cwd: app, env: userEnv([bin]) })
+      expect(JSON.parse(stdout.trim().split("\n").at(-1)!).outcomes["too-slow"]).toBe("TimedOut")
+    }
     const prefix = NodePath.join(work, "global-oldest")
     await install(prefix)
     await exercise(NodePath.join(prefix, "bin/corral"), userEnv([bin]))
