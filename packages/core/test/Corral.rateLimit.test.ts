@@ -117,7 +117,7 @@ describe("Corral.run with rate limits", () => {
       )
       assert.instanceOf(unknown, CorralError.InvalidRun)
       assert.deepStrictEqual(unknown.issues, [
-        { agentId: "a", field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }
+        { agentId: "a", index: 0, field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }
       ])
       const none = yield* Effect.flip(Corral.run(agents))
       assert.include(none.issues[0]!.message, "no rate limits are configured")
