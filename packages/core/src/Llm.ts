@@ -244,7 +244,8 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
 
 /**
  * A real `LanguageModel` that plays a script: replies, token counts, latencies and 429s given by
- * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`.
+ * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`. Each
+ * build of the layer plays the script from its first reply, so tests may share one layer value.
  *
  * @example
  * ```ts
@@ -261,25 +262,26 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
  * @since 0.1.0
  * @category testing
  */
-export const scripted = (script: Script): Layer.Layer<LanguageModel.LanguageModel> => {
-  const counter = { calls: 0 }
-  return Layer.effect(
+export const scripted = (script: Script): Layer.Layer<LanguageModel.LanguageModel> =>
+  Layer.effect(
     LanguageModel.LanguageModel,
-    LanguageModel.make({
-      generateText: (options) => Effect.map(play(script, counter, options.prompt), partsOf),
-      streamText: (options) =>
-        Stream.unwrap(
-          Effect.map(
-            play(script, counter, options.prompt),
-            (reply): Stream.Stream<Response.StreamPartEncoded> =>
-              Stream.fromIterable([
-                { type: "text-start", id: "0" },
-                { type: "text-delta", id: "0", delta: reply.text ?? "" },
-                { type: "text-end", id: "0" },
-                partsOf(reply)[1] as Response.StreamPartEncoded
-              ])
-          )
-        )
-    })
+    Effect.suspend(() => scriptedModel(script, { calls: 0 }))
   )
-}
+
+const scriptedModel = (script: Script, counter: { calls: number }) =>
+  LanguageModel.make({
+    generateText: (options) => Effect.map(play(script, counter, options.prompt), partsOf),
+    streamText: (options) =>
+      Stream.unwrap(
+        Effect.map(
+          play(script, counter, options.prompt),
+          (reply): Stream.Stream<Response.StreamPartEncoded> =>
+            Stream.fromIterable([
+              { type: "text-start", id: "0" },
+              { type: "text-delta", id: "0", delta: reply.text ?? "" },
+              { type: "text-end", id: "0" },
+              partsOf(reply)[1] as Response.StreamPartEncoded
+            ])
+        )
+      )
+  })
