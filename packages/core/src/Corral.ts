@@ -72,6 +72,10 @@ export interface Options {
  * or options fail with `InvalidRun` before anything starts. Interrupting the returned effect
  * interrupts every agent and runs every finalizer before it completes.
  *
+ * The agents may succeed and fail with different types: the result holds their unions. With
+ * `rateLimits`, the run provides its own `RateLimiter` to the agents, so agents that use
+ * `RateLimiter.withToken` need no other limiter.
+ *
  * @example
  * ```ts
  * import { Agent, Corral } from "@corral/core"
@@ -89,11 +93,21 @@ export interface Options {
  * @since 0.1.0
  * @category running
  */
-export const run: <const Agents extends ReadonlyArray<Agent.Any>>(
-  agents: Agents,
-  options?: Options
-) => Effect.Effect<
-  RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
-  InvalidRun,
-  Agent.Services<Agents[number]>
-> = runner.run
+export const run: {
+  <const Agents extends ReadonlyArray<Agent.Any>>(
+    agents: Agents,
+    options: Options & { readonly rateLimits: RateLimiter.Buckets }
+  ): Effect.Effect<
+    RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
+    InvalidRun,
+    Exclude<Agent.Services<Agents[number]>, RateLimiter.RateLimiter>
+  >
+  <const Agents extends ReadonlyArray<Agent.Any>>(
+    agents: Agents,
+    options?: Options
+  ): Effect.Effect<
+    RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
+    InvalidRun,
+    Agent.Services<Agents[number]>
+  >
+} = runner.run as any

@@ -1,12 +1,30 @@
-import { Agent, Corral, CorralError, type Outcome, RateLimiter } from "@corral/core"
+import { Agent, Corral, CorralError, type Outcome, RateLimiter, type RunResult } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { Effect } from "effect"
 
 const starts = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o.startedAt]))
 
 describe("Corral.run with rate limits", () => {
+  it.effect("an agent using RateLimiter.withToken needs no RateLimiter layer when the run sets rateLimits", () =>
+    Effect.gen(function* () {
+      const agent = Agent.make("ask", { run: Effect.succeed("answer").pipe(RateLimiter.withToken("api")) })
+      const program = Corral.run([agent], { rateLimits: { api: { limit: 1, interval: "1 second" } } })
+      expectTypeOf(program).toEqualTypeOf<
+        Effect.Effect<RunResult.RunResult<string, never>, CorralError.InvalidRun, never>
+      >()
+      expectTypeOf(Corral.run([agent])).toEqualTypeOf<
+        Effect.Effect<RunResult.RunResult<string, never>, CorralError.InvalidRun, RateLimiter.RateLimiter>
+      >()
+      const result = yield* program
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.value),
+        ["answer"]
+      )
+    })
+  )
+
   it.effect("starts rate-limited agents at the bucket's rate", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()

@@ -1,6 +1,6 @@
-import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks, type RunResult } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { type Duration, Effect, Exit, Fiber, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
@@ -8,6 +8,25 @@ const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
 
 describe("Corral.run", () => {
+  it.effect("agents with different result types run together; the result type is their union", () =>
+    Effect.gen(function* () {
+      const agents = [
+        Agent.make("count", { run: Effect.succeed(1) }),
+        Agent.make("name", { run: Effect.succeed("one") }),
+        Agent.make("check", { run: Effect.fail("bad" as const) })
+      ]
+      const program = Corral.run(agents)
+      expectTypeOf(program).toEqualTypeOf<
+        Effect.Effect<RunResult.RunResult<number | string, "bad">, CorralError.InvalidRun, never>
+      >()
+      const result = yield* program
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.value),
+        [1, "one"]
+      )
+    })
+  )
+
   it.effect("never runs more than `concurrency` agents and reaches the bound when work allows", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()
