@@ -63,6 +63,8 @@ let registry: Registry | undefined
 let app = ""
 let work = ""
 const packed = new Map<string, Record<string, any>>()
+/** npm installs and a fresh Node download: minutes on a cold cache or a loaded machine. */
+const slow = 600_000
 
 const packAll = async (tarballs: string) => {
   await run("pnpm", ["build"], { cwd: root, env: process.env })
@@ -105,7 +107,7 @@ beforeAll(async () => {
   )
   const tools = ["typescript", "vitest", "@types/node"]
   await run("npm", ["install", "--save-dev", ...tools.map((name) => `${name}@${pinned(name)}`)], { cwd: app })
-}, 900_000)
+}, 2 * slow)
 
 afterAll(async () => {
   await registry?.close()
@@ -137,77 +139,103 @@ describe("packed packages in an app outside the workspace", () => {
     expect(packed.get("@corral/cli")!.bin).toEqual({ corral: "./dist/bin.js" })
   })
 
-  it("type-checks under strict consumer settings with exactOptionalPropertyTypes on", async () => {
-    await run(NodePath.join(app, "node_modules/.bin/tsc"), ["-p", "tsconfig.exact.json"], { cwd: app })
-  })
+  it(
+    "type-checks under strict consumer settings with exactOptionalPropertyTypes on",
+    async () => {
+      await run(NodePath.join(app, "node_modules/.bin/tsc"), ["-p", "tsconfig.exact.json"], { cwd: app })
+    },
+    slow
+  )
 
-  it("type-checks with exactOptionalPropertyTypes off and emits JavaScript that plain node runs", async () => {
-    await run(NodePath.join(app, "node_modules/.bin/tsc"), ["-p", "tsconfig.json"], { cwd: app })
-    const stdout = await run(process.execPath, ["out/src/main.js"], { cwd: app })
-    expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).toEqual({
-      outcomes: {
-        "edit-a": "Succeeded",
-        "edit-a-again": "Succeeded",
-        "after-edit": "Succeeded",
-        "too-slow": "TimedOut",
-        echo: "Succeeded"
-      },
-      waits: ["edit-a-again"],
-      after: 11,
-      echo: ["hello from a process"]
-    })
-  })
+  it(
+    "type-checks with exactOptionalPropertyTypes off and emits JavaScript that plain node runs",
+    async () => {
+      await run(NodePath.join(app, "node_modules/.bin/tsc"), ["-p", "tsconfig.json"], { cwd: app })
+      const stdout = await run(process.execPath, ["out/src/main.js"], { cwd: app })
+      expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).toEqual({
+        outcomes: {
+          "edit-a": "Succeeded",
+          "edit-a-again": "Succeeded",
+          "after-edit": "Succeeded",
+          "too-slow": "TimedOut",
+          echo: "Succeeded"
+        },
+        waits: ["edit-a-again"],
+        after: 11,
+        echo: ["hello from a process"]
+      })
+    },
+    slow
+  )
 
-  it("runs a vitest file that uses @corral/core/Testing under TestClock", async () => {
-    const stdout = await run(NodePath.join(app, "node_modules/.bin/vitest"), ["run", "--reporter=verbose"], {
-      cwd: app
-    })
-    expect(stdout).toContain("two writers of one file serialize under TestClock")
-  })
+  it(
+    "runs a vitest file that uses @corral/core/Testing under TestClock",
+    async () => {
+      const stdout = await run(NodePath.join(app, "node_modules/.bin/vitest"), ["run", "--reporter=verbose"], {
+        cwd: app
+      })
+      expect(stdout).toContain("two writers of one file serialize under TestClock")
+    },
+    slow
+  )
 
-  it("installs exactly one copy of effect: the app's own", async () => {
-    const tree = JSON.parse(await run("npm", ["ls", "effect", "--all", "--json"], { cwd: app }))
-    const versions: Array<string> = []
-    const walk = (node: { dependencies?: Record<string, any> }) => {
-      for (const [name, child] of Object.entries(node.dependencies ?? {})) {
-        if (name === "effect" && !versions.includes(child.version)) versions.push(child.version)
-        walk(child)
+  it(
+    "installs exactly one copy of effect: the app's own",
+    async () => {
+      const tree = JSON.parse(await run("npm", ["ls", "effect", "--all", "--json"], { cwd: app }))
+      const versions: Array<string> = []
+      const walk = (node: { dependencies?: Record<string, any> }) => {
+        for (const [name, child] of Object.entries(node.dependencies ?? {})) {
+          if (name === "effect" && !versions.includes(child.version)) versions.push(child.version)
+          walk(child)
+        }
       }
-    }
-    walk(tree)
-    expect(versions).toEqual([pinned("effect")])
-    const copies = (await run("find", ["node_modules", "-path", "*node_modules/effect/package.json"], { cwd: app }))
-      .split("\n")
-      .filter((line) => line !== "")
-    expect(copies).toEqual(["node_modules/effect/package.json"])
-  })
+      walk(tree)
+      expect(versions).toEqual([pinned("effect")])
+      const copies = (await run("find", ["node_modules", "-path", "*node_modules/effect/package.json"], { cwd: app }))
+        .split("\n")
+        .filter((line) => line !== "")
+      expect(copies).toEqual(["node_modules/effect/package.json"])
+    },
+    slow
+  )
 
-  it("keeps internal modules behind the exports map", async () => {
-    await expect(
-      run(process.execPath, ["--input-type=module", "-e", 'await import("@corral/core/internal/runner")'], { cwd: app })
-    ).rejects.toThrow(/ERR_PACKAGE_PATH_NOT_EXPORTED/)
-  })
+  it(
+    "keeps internal modules behind the exports map",
+    async () => {
+      await expect(
+        run(process.execPath, ["--input-type=module", "-e", 'await import("@corral/core/internal/runner")'], {
+          cwd: app
+        })
+      ).rejects.toThrow(/ERR_PACKAGE_PATH_NOT_EXPORTED/)
+    },
+    slow
+  )
 })
 
 describe('the README\'s "Install in your project"', () => {
-  it("works exactly as written (with @corral/* served by the local registry)", async () => {
-    const readme = NodeFs.readFileSync(NodePath.join(root, "README.md"), "utf8")
-    const section = readme.slice(readme.indexOf("## Install in your project"))
-    const blocks = [...section.slice(0, section.indexOf("\n## ", 5)).matchAll(/^```(\w+)\n([\s\S]*?)^```/gm)].map(
-      (match) => ({ lang: match[1]!, code: match[2]! })
-    )
-    expect(blocks.map((block) => block.lang)).toEqual(["sh", "json", "ts", "sh"])
-    const dir = NodePath.join(work, "readme-app")
-    NodeFs.mkdirSync(NodePath.join(dir, "src"), { recursive: true })
-    NodeFs.writeFileSync(NodePath.join(dir, ".npmrc"), `@corral:registry=${registry!.url}/\n`)
-    const shell = (script: string) => run("sh", ["-ec", script], { cwd: dir })
-    await shell(blocks[0]!.code)
-    NodeFs.writeFileSync(NodePath.join(dir, "tsconfig.json"), blocks[1]!.code)
-    NodeFs.writeFileSync(NodePath.join(dir, "src/main.ts"), blocks[2]!.code)
-    const output = await shell(blocks[3]!.code)
-    for (const id of ["research", "edit-a", "edit-a-again", "node-version"])
-      expect(output).toContain(`${id}: Succeeded`)
-  })
+  it(
+    "works exactly as written (with @corral/* served by the local registry)",
+    async () => {
+      const readme = NodeFs.readFileSync(NodePath.join(root, "README.md"), "utf8")
+      const section = readme.slice(readme.indexOf("## Install in your project"))
+      const blocks = [...section.slice(0, section.indexOf("\n## ", 5)).matchAll(/^```(\w+)\n([\s\S]*?)^```/gm)].map(
+        (match) => ({ lang: match[1]!, code: match[2]! })
+      )
+      expect(blocks.map((block) => block.lang)).toEqual(["sh", "json", "ts", "sh"])
+      const dir = NodePath.join(work, "readme-app")
+      NodeFs.mkdirSync(NodePath.join(dir, "src"), { recursive: true })
+      NodeFs.writeFileSync(NodePath.join(dir, ".npmrc"), `@corral:registry=${registry!.url}/\n`)
+      const shell = (script: string) => run("sh", ["-ec", script], { cwd: dir })
+      await shell(blocks[0]!.code)
+      NodeFs.writeFileSync(NodePath.join(dir, "tsconfig.json"), blocks[1]!.code)
+      NodeFs.writeFileSync(NodePath.join(dir, "src/main.ts"), blocks[2]!.code)
+      const output = await shell(blocks[3]!.code)
+      for (const id of ["research", "edit-a", "edit-a-again", "node-version"])
+        expect(output).toContain(`${id}: Succeeded`)
+    },
+    slow
+  )
 })
 
 describe("the command installed globally with npm", () => {
@@ -232,26 +260,34 @@ describe("the command installed globally with npm", () => {
     expect(git(repo, "show", `${integration}:two.txt`)).toBe("one\n")
   }
 
-  it("gives a working `corral` on the repository's Node", async () => {
-    const prefix = NodePath.join(work, "global")
-    await install(prefix)
-    await exercise(NodePath.join(prefix, "bin/corral"), userEnv())
-  })
+  it(
+    "gives a working `corral` on the repository's Node",
+    async () => {
+      const prefix = NodePath.join(work, "global")
+      await install(prefix)
+      await exercise(NodePath.join(prefix, "bin/corral"), userEnv())
+    },
+    slow
+  )
 
-  it("gives a working `corral` on the oldest Node the manifest allows", async () => {
-    const minimum = packed.get("@corral/cli")!.engines.node.replace(/^>=/, "")
-    const nodeDir = NodePath.join(work, `node-${minimum}`)
-    NodeFs.mkdirSync(nodeDir)
-    NodeFs.writeFileSync(NodePath.join(nodeDir, "package.json"), "{}")
-    await run("npm", ["install", `node@${minimum}`], { cwd: nodeDir })
-    const bin = NodePath.join(nodeDir, "node_modules/.bin")
-    expect((await run(NodePath.join(bin, "node"), ["--version"], { cwd: work })).trim()).toBe(`v${minimum}`)
-    if (NodeFs.existsSync(NodePath.join(app, "out/src/main.js"))) {
-      const stdout = await run(NodePath.join(bin, "node"), ["out/src/main.js"], { cwd: app, env: userEnv([bin]) })
-      expect(JSON.parse(stdout.trim().split("\n").at(-1)!).outcomes["too-slow"]).toBe("TimedOut")
-    }
-    const prefix = NodePath.join(work, "global-oldest")
-    await install(prefix)
-    await exercise(NodePath.join(prefix, "bin/corral"), userEnv([bin]))
-  })
+  it(
+    "gives a working `corral` on the oldest Node the manifest allows",
+    async () => {
+      const minimum = packed.get("@corral/cli")!.engines.node.replace(/^>=/, "")
+      const nodeDir = NodePath.join(work, `node-${minimum}`)
+      NodeFs.mkdirSync(nodeDir)
+      NodeFs.writeFileSync(NodePath.join(nodeDir, "package.json"), "{}")
+      await run("npm", ["install", `node@${minimum}`], { cwd: nodeDir })
+      const bin = NodePath.join(nodeDir, "node_modules/.bin")
+      expect((await run(NodePath.join(bin, "node"), ["--version"], { cwd: work })).trim()).toBe(`v${minimum}`)
+      if (NodeFs.existsSync(NodePath.join(app, "out/src/main.js"))) {
+        const stdout = await run(NodePath.join(bin, "node"), ["out/src/main.js"], { cwd: app, env: userEnv([bin]) })
+        expect(JSON.parse(stdout.trim().split("\n").at(-1)!).outcomes["too-slow"]).toBe("TimedOut")
+      }
+      const prefix = NodePath.join(work, "global-oldest")
+      await install(prefix)
+      await exercise(NodePath.join(prefix, "bin/corral"), userEnv([bin]))
+    },
+    slow
+  )
 })
