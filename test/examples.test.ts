@@ -80,7 +80,7 @@ const compile = (dir: string): Promise<string> =>
     )
   })
 
-it("every @example and every TypeScript block in the docs type-checks", async () => {
+it("every @example and every TypeScript block in the docs type-checks; a duplicate plan id gets a readable error", async () => {
   const examples = collect()
   expect(examples.length).toBeGreaterThan(50)
   const dir = NodePath.join(root, "test/node_modules/.cache/examples")
@@ -99,10 +99,19 @@ it("every @example and every TypeScript block in the docs type-checks", async ()
       include: ["*.ts"]
     })
   )
+  NodeFs.writeFileSync(
+    NodePath.join(dir, "duplicate-id.ts"),
+    'import { Plan } from "@corral/core"\nimport { Effect } from "effect"\n' +
+      'Plan.make().agent("a", { run: Effect.void }).agent("a", { run: Effect.void })\n'
+  )
   const output = await compile(dir)
+  // The one expected error: a duplicate plan id is named in the message, not reduced to `never`.
+  expect(output).toContain(
+    `duplicate-id.ts(3,52): error TS2345: Argument of type '"a"' is not assignable to parameter of type '"a" & DuplicateId<"a">'`
+  )
   const errors = output
     .split("\n")
-    .filter((line) => /error TS\d+/.test(line))
+    .filter((line) => /error TS\d+/.test(line) && !line.startsWith("duplicate-id.ts"))
     .map((line) => {
       const index = names.findIndex((name) => line.startsWith(name))
       const example = examples[index]
