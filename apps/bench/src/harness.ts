@@ -1,8 +1,10 @@
 import { mkdir, writeFile } from "node:fs/promises"
+import os from "node:os"
 import { duration, table } from "./format.ts"
 import { settle } from "./lib/heap.ts"
 import { machine } from "./machine.ts"
 import { median, medianMetrics, rotate } from "./stats.ts"
+import { verdicts } from "./lib/targets.ts"
 import type {
   Approach,
   ApproachResult,
@@ -12,10 +14,14 @@ import type {
   Sample,
   Scenario,
   ScenarioResult,
-  SuiteOptions
+  SuiteOptions,
+  Verdict
 } from "./types.ts"
 
-const resultsDir = new URL("../bench-results/", import.meta.url)
+export const resultsDir = new URL("../bench-results/", import.meta.url)
+
+/** How the bench was started, as a user would type it. */
+const commandLine = (): string => ["pnpm bench", ...process.argv.slice(2)].join(" ")
 
 const message = (error: unknown): string => {
   if (error instanceof Error) return error.message || error.name
@@ -23,7 +29,7 @@ const message = (error: unknown): string => {
   return String(error)
 }
 
-const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number): Promise<Sample> => {
+const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number, gc = true): Promise<Sample> => {
   const controller = new AbortController()
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<never>((_, reject) => {
@@ -32,7 +38,7 @@ const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number): 
       reject(new Error(`timed out after ${duration(timeoutMs)}`))
     }, timeoutMs)
   })
-  settle()
+  if (gc) settle()
   try {
     return await Promise.race([approach.run(params, { signal: controller.signal }), timeout])
   } finally {
@@ -42,6 +48,7 @@ const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number): 
 
 interface Tally {
   readonly samples: Array<Sample>
+  readonly afterGc: Array<number>
   error: string | undefined
 }
 
@@ -54,14 +61,19 @@ const measure = async <P>(
   approaches: ReadonlyArray<Approach<P>>,
   reps: number
 ) => {
-  const tallies = new Map(approaches.map((a) => [a.name, { samples: [], error: undefined } as Tally]))
+  const tallies = new Map(approaches.map((a) => [a.name, { samples: [], afterGc: [], error: undefined } as Tally]))
   const timeoutMs = scenario.timeoutMs ?? 120_000
   for (let rep = 0; rep < reps; rep++) {
     for (const approach of rotate(approaches, rep)) {
       const tally = tallies.get(approach.name)!
       if (tally.error !== undefined) continue
       try {
-        tally.samples.push(await attempt(approach, item.params, timeoutMs))
+        if (scenario.steadyState) {
+          tally.afterGc.push((await attempt(approach, item.params, timeoutMs)).ms)
+          tally.samples.push(await attempt(approach, item.params, timeoutMs, false))
+        } else {
+          tally.samples.push(await attempt(approach, item.params, timeoutMs))
+        }
       } catch (error) {
         tally.error = message(error)
       }
@@ -90,7 +102,11 @@ const summarize = (name: string, tally: Tally, extra: Readonly<Record<string, nu
     minMs: ok ? Math.min(...ms) : undefined,
     maxMs: ok ? Math.max(...ms) : undefined,
     ratio: undefined,
-    metrics: { ...medianMetrics(tally.samples.map((s) => s.metrics ?? {})), ...extra },
+    metrics: {
+      ...medianMetrics(tally.samples.map((s) => s.metrics ?? {})),
+      ...(tally.afterGc.length > 0 ? { afterGcMs: median(tally.afterGc) } : {}),
+      ...extra
+    },
     error: tally.error
   }
 }
@@ -135,18 +151,25 @@ const runCase = async <P>(
   }
 }
 
+const verdictLine = (verdict: Verdict): string => {
+  const state = verdict.met === undefined ? "not evaluated" : verdict.met ? "met" : "NOT MET"
+  return `${verdict.target} — ${state} (${verdict.figure})`
+}
+
 const printHeader = (scenario: Scenario): void => {
   console.log(`\n=== ${scenario.name} ===`)
   console.log(scenario.description)
   console.log(`floor: ${scenario.floor}`)
-  for (const target of scenario.targets ?? []) console.log(`target: ${target}`)
+  for (const target of scenario.targets ?? []) console.log(`target: ${target.label}`)
 }
 
-const printCase = (scenario: Scenario, result: CaseResult): void => {
+const caseText = (scenario: Scenario, result: CaseResult): string => {
   const bound = result.boundMs === undefined ? "" : `, bound ${duration(result.boundMs)}`
-  console.log(`\n-- ${result.label} (${result.reps} reps, order rotated${bound}) --`)
-  for (const note of result.notes) console.log(`   ${note}`)
-  console.log(table(result, scenario.columns ?? []))
+  return [
+    `-- ${result.label} (${result.reps} reps, order rotated${bound}) --`,
+    ...result.notes.map((note) => `   ${note}`),
+    table(result, scenario.columns ?? [])
+  ].join("\n")
 }
 
 const save = async (name: string, data: unknown): Promise<string> => {
@@ -158,29 +181,43 @@ const save = async (name: string, data: unknown): Promise<string> => {
 
 export const printReport = async (report: Report, elapsedMs: number): Promise<void> => {
   console.log(`\n=== ${report.name} ===\n${report.text}`)
-  const saved = { scenario: report.name, elapsedMs, machine: machine(), data: report.data }
+  const saved = {
+    scenario: report.name,
+    startedAt: new Date(Date.now() - elapsedMs).toISOString(),
+    elapsedMs,
+    command: commandLine(),
+    loadAverage: { start: undefined, end: os.loadavg()[0]! },
+    machine: machine(),
+    text: report.text,
+    data: report.data
+  }
   console.log(`\n(${duration(elapsedMs)}; saved ${await save(report.name, saved)})`)
 }
 
 export const runScenario = async (scenario: Scenario, options: SuiteOptions): Promise<ScenarioResult> => {
   const started = Date.now()
+  const loadStart = os.loadavg()[0]!
   printHeader(scenario)
   const cases: Array<CaseResult> = []
   for (const item of await scenario.cases(options)) {
-    const result = await runCase(scenario, item, options, cases.length === 0)
-    printCase(scenario, result)
-    cases.push(result)
+    const measured = await runCase(scenario, item, options, cases.length === 0)
+    const text = caseText(scenario, measured)
+    console.log(`\n${text}`)
+    cases.push({ ...measured, table: text })
   }
   const result: ScenarioResult = {
     scenario: scenario.name,
     description: scenario.description,
     floor: scenario.floor,
-    targets: scenario.targets ?? [],
+    targets: verdicts(scenario.targets ?? [], cases),
     startedAt: new Date(started).toISOString(),
     elapsedMs: Date.now() - started,
+    command: commandLine(),
+    loadAverage: { start: loadStart, end: os.loadavg()[0]! },
     machine: machine(),
     cases
   }
+  for (const verdict of result.targets) console.log(`verdict: ${verdictLine(verdict)}`)
   console.log(`\n(${duration(result.elapsedMs)}; saved ${await save(result.scenario, result)})`)
   return result
 }

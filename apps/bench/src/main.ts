@@ -3,6 +3,7 @@ import { type Args, parseArgs } from "./args.ts"
 import { printReport, runScenario } from "./harness.ts"
 import { hasGc } from "./lib/heap.ts"
 import { describeMachine } from "./machine.ts"
+import { writeBenchmarks } from "./markdown.ts"
 import { registry } from "./registry.ts"
 import type { SuiteOptions } from "./types.ts"
 
@@ -11,7 +12,8 @@ const usage = (names: ReadonlyArray<string>): string =>
     "usage: pnpm bench [scenario...] [--reps N] [--quick]",
     `scenarios: ${names.join(", ")}`,
     "  --reps N   repetitions per case (default 5; scheduling at 1M and ratelimit: 3)",
-    "  --quick    smaller sizes (scheduling up to 100k) and at most 3 repetitions"
+    "  --quick    smaller sizes (scheduling up to 100k) and at most 3 repetitions",
+    "A full run (no scenario named, no --quick) rewrites BENCHMARKS.md; `pnpm bench:md` does so from saved results."
   ].join("\n")
 
 const respawnWithGc = (): never => {
@@ -46,6 +48,7 @@ const main = async (): Promise<void> => {
   const started = Date.now()
   for (const name of names) await runOne(name, options)
   console.log(`\nall done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+  if (args.scenarios.length === 0 && !args.quick) console.log(`wrote ${writeBenchmarks()}`)
 }
 
 if (!hasGc()) respawnWithGc()

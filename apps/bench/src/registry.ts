@@ -1,7 +1,10 @@
 import { optionalScenario } from "./optional.ts"
 import { claims } from "./scenarios/claims.ts"
 import { dag } from "./scenarios/dag.ts"
+import { events } from "./scenarios/events.ts"
 import { ioScaling } from "./scenarios/io-scaling.ts"
+import { ledger } from "./scenarios/ledger.ts"
+import { perRunScenario } from "./scenarios/per-run.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
 import type { Report, Scenario, SuiteOptions } from "./types.ts"
@@ -21,7 +24,9 @@ export const registry: ReadonlyArray<Entry> = [
   ready(claims),
   ready(dag),
   ready(ratelimit),
+  ready(perRunScenario),
+  ready(events),
   optional("workspaces"),
   optional("spawn"),
-  optional("ledger")
+  ready(ledger)
 ]

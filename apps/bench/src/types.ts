@@ -33,13 +33,34 @@ export interface SuiteOptions {
   readonly reps: number | undefined
 }
 
+/** The verdict on one target, computed from a scenario's results when it ran. */
+export interface Verdict {
+  readonly target: string
+  readonly figure: string
+  readonly met: boolean | undefined
+}
+
+/**
+ * A target a scenario is measured against. `evaluate` reads the scenario's results and returns the
+ * figure that decides it; `undefined` when the case it needs did not run (e.g. `--quick`).
+ */
+export interface Target {
+  readonly label: string
+  readonly evaluate: (cases: ReadonlyArray<CaseResult>) => Omit<Verdict, "target"> | undefined
+}
+
 export interface Scenario<P = any> {
   readonly name: string
   readonly description: string
   readonly floor: string
-  readonly targets?: ReadonlyArray<string>
+  readonly targets?: ReadonlyArray<Target>
   readonly reps?: number
   readonly warmup?: boolean
+  /**
+   * Measure every repetition twice: once right after two forced full GCs (reported as "after GC")
+   * and once immediately after without a GC (the steady-state sample the ratio uses).
+   */
+  readonly steadyState?: boolean
   readonly timeoutMs?: number
   readonly floorApproach?: string
   readonly columns?: ReadonlyArray<Column>
@@ -60,6 +81,8 @@ export interface ApproachResult {
 
 export interface CaseResult {
   readonly label: string
+  /** The table as printed, kept so BENCHMARKS.md shows exactly what the run printed. */
+  readonly table?: string
   readonly reps: number
   readonly boundMs: number | undefined
   readonly floorApproach: string | undefined
@@ -71,9 +94,11 @@ export interface ScenarioResult {
   readonly scenario: string
   readonly description: string
   readonly floor: string
-  readonly targets: ReadonlyArray<string>
+  readonly targets: ReadonlyArray<Verdict>
   readonly startedAt: string
   readonly elapsedMs: number
+  readonly command: string
+  readonly loadAverage: { readonly start: number; readonly end: number }
   readonly machine: Readonly<Record<string, string | number>>
   readonly cases: ReadonlyArray<CaseResult>
 }

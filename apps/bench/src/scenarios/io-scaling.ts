@@ -3,6 +3,7 @@ import pLimit from "p-limit"
 import PQueue from "p-queue"
 import { runPool, sleep, timed } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
+import { noWorseThan, ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Case, Scenario } from "../types.ts"
 
 interface Params {
@@ -77,7 +78,11 @@ export const ioScaling: Scenario<Params> = {
     "Waiting work (sleeps standing in for LLM calls): does the scheduler keep every slot busy? " +
     "Makespan of the whole batch against the ideal schedule.",
   floor: "ideal makespan = ceil(tasks / concurrency) × sleep; ratio = median makespan / ideal",
-  targets: ["corral ≤ 1.05× at 1,000 × 10 ms / 100", "corral ≤ 1.01× at 3 × 100 ms / 3"],
+  targets: [
+    ratioAtMost("corral ≤ 1.05× at 1,000 × 10 ms / 100", /^1,000 ×/, "corral", 1.05),
+    ratioAtMost("corral ≤ 1.01× at 3 × 100 ms / 3", /^3 ×/, "corral", 1.01),
+    noWorseThan("corral no worse than Effect.forEach (both cases)", /×/, "corral", "Effect.forEach")
+  ],
   warmup: true,
   approaches: [pool, plimit, pqueue, forEach, corral],
   cases: () => [item(1000, 10, 100), item(3, 100, 3)]

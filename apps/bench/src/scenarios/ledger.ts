@@ -3,31 +3,35 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Agent, Corral } from "@corral/core"
 import { RunLedger } from "@corral/platform-node"
-import * as Effect from "effect/Effect"
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Scope from "effect/Scope"
+import { fixed } from "../format.ts"
+import { ratioAtMost } from "../lib/targets.ts"
+import type { Approach, CaseResult, Sample, Scenario, Target } from "../types.ts"
 
-export interface LedgerMeasurement {
-  readonly ledger: "none" | "memory" | "sqlite"
+type Kind = "none" | "memory" | "sqlite"
+
+interface Params {
   readonly agents: number
-  readonly medianMs: number
-  readonly ratioToMemory: number
-  readonly transactionsPerRun: number
-  readonly statementsPerAgent: number
-  readonly rowsPerAgent: number
+  readonly workMs: number
 }
 
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-
-const agentsOf = (n: number) => Array.from({ length: n }, (_, i) => Agent.make(`a${i}`, { run: Effect.void }))
+let runs = 0
 
 const planned = (n: number) =>
   Array.from({ length: n }, (_, i) => ({ agentId: `a${i}`, dependsOn: [], idempotencyKey: `k${i}` }))
 
-const oneRun = (n: number, rep: number, ledger: RunLedger.Service | undefined) =>
+const agentsOf = (p: Params) =>
+  Array.from({ length: p.agents }, (_, i) =>
+    Agent.make(`a${i}`, { run: p.workMs === 0 ? Effect.void : Effect.sleep(p.workMs) })
+  )
+
+/** One run of the agents with every event recorded in `ledger` (or none); only the run itself is timed. */
+const oneRun = (p: Params, ledger: RunLedger.Service | undefined) =>
   Effect.gen(function* () {
-    const runId = `bench-${rep}`
+    const runId = `bench-${runs++}`
+    const before = ledger === undefined ? undefined : yield* ledger.stats
     const started = performance.now()
     if (ledger !== undefined) {
       yield* ledger.startRun({
@@ -38,102 +42,86 @@ const oneRun = (n: number, rep: number, ledger: RunLedger.Service | undefined) =
         pid: process.pid,
         hostname: os.hostname(),
         startedAt: Date.now(),
-        agents: planned(n)
+        agents: planned(p.agents)
       })
     }
-    yield* Corral.run(agentsOf(n), {
+    const result = yield* Corral.run(agentsOf(p), {
       runId,
       concurrency: 8,
       onEvent: ledger === undefined ? undefined : (event) => ledger.record(runId, event)
     })
     if (ledger !== undefined) yield* ledger.finishRun(runId, "succeeded", Date.now())
-    return performance.now() - started
+    const ms = performance.now() - started
+    if (!result.allSucceeded) return yield* Effect.fail(new Error("not every agent succeeded"))
+    const after = ledger === undefined ? undefined : yield* ledger.stats
+    const statements = before && after ? (after.statements - before.statements) / p.agents : 0
+    return { ms, metrics: { usPerAgent: (ms * 1000) / p.agents, statementsPerAgent: statements } } as Sample
   })
 
-interface Measured {
-  readonly ms: number
-  readonly transactions: number
-  readonly statements: number
-  readonly rows: number
-}
+const layerOf = (kind: Exclude<Kind, "none">, dir: string) =>
+  kind === "memory" ? RunLedger.layerMemory : RunLedger.layerSqlite(path.join(dir, "ledger.db"))
 
-type Name = LedgerMeasurement["ledger"]
-type Stats = RunLedger.WriteStats
-
-const names: ReadonlyArray<Name> = ["none", "memory", "sqlite"]
-
-const build = (
-  name: Name,
-  dir: string
-): Effect.Effect<RunLedger.Service | undefined, RunLedger.RunLedgerError, Scope.Scope> => {
-  if (name === "none") return Effect.succeed(undefined)
-  const layer = name === "memory" ? RunLedger.layerMemory : RunLedger.layerSqlite(path.join(dir, "ledger.db"))
-  return Effect.map(Layer.build(layer), (context) => Context.get(context, RunLedger.RunLedger))
-}
-
-const statsOf = (ledger: RunLedger.Service | undefined): Effect.Effect<Stats> =>
-  ledger === undefined ? Effect.succeed({ transactions: 0, statements: 0, rows: 0 }) : ledger.stats
-
-const measureAll = (n: number, reps: number, dir: string): Effect.Effect<Map<Name, Measured>, unknown> =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const ledgers = new Map<Name, RunLedger.Service | undefined>()
-      for (const name of names) ledgers.set(name, yield* build(name, dir))
-      const times = new Map<Name, Array<number>>(names.map((name) => [name, []]))
-      const before = new Map<Name, Stats>()
-      for (const name of names) {
-        yield* oneRun(n, -1, ledgers.get(name))
-        before.set(name, yield* statsOf(ledgers.get(name)))
-      }
-      for (let rep = 0; rep < reps; rep++) {
-        for (const name of names) times.get(name)!.push(yield* oneRun(n, rep, ledgers.get(name)))
-      }
-      const out = new Map<Name, Measured>()
-      for (const name of names) {
-        const after = yield* statsOf(ledgers.get(name))
-        const delta = (key: keyof Stats) => (after[key] - before.get(name)![key]) / reps
-        out.set(name, {
-          ms: median(times.get(name)!),
-          transactions: delta("transactions"),
-          statements: delta("statements"),
-          rows: delta("rows")
-        })
-      }
-      return out
-    })
-  )
-
-/**
- * Wall time of a run of no-op agents with no ledger, the in-memory ledger and the SQLite ledger
- * (recording every event), and what the SQLite ledger wrote per agent.
- *
- * @example
- * ```ts
- * import { measureLedger } from "./ledger.ts"
- *
- * console.table(await measureLedger({ agents: 1000 }))
- * ```
- */
-export async function measureLedger(
-  options: { readonly agents?: number; readonly reps?: number; readonly quick?: boolean } = {}
-): Promise<Array<LedgerMeasurement>> {
-  const n = options.agents ?? 1000
-  const reps = options.reps ?? (options.quick ? 5 : 15)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-ledger-bench-"))
-  try {
-    const results = await Effect.runPromise(measureAll(n, reps, dir))
-    const memory = results.get("memory")!
-    const row = (ledger: LedgerMeasurement["ledger"], m: Measured): LedgerMeasurement => ({
-      ledger,
-      agents: n,
-      medianMs: Math.round(m.ms * 10) / 10,
-      ratioToMemory: Math.round((m.ms / memory.ms) * 100) / 100,
-      transactionsPerRun: m.transactions,
-      statementsPerAgent: Math.round((m.statements / n) * 1000) / 1000,
-      rowsPerAgent: Math.round((m.rows / n) * 100) / 100
-    })
-    return names.map((name) => row(name, results.get(name)!))
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
+const approach = (kind: Kind): Approach<Params> => ({
+  name: kind === "none" ? "no ledger" : `${kind} ledger`,
+  run: async (p) => {
+    if (kind === "none") return Effect.runPromise(oneRun(p, undefined))
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-ledger-bench-"))
+    try {
+      return await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ledger = Context.get(yield* Layer.build(layerOf(kind, dir)), RunLedger.RunLedger)
+            return yield* oneRun(p, ledger)
+          })
+        )
+      )
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   }
+})
+
+const memoryOverNone: Target = {
+  label: "in-memory ledger ≤ 5 µs per agent over no ledger (no-op agents)",
+  evaluate: (cases: ReadonlyArray<CaseResult>) => {
+    const item = cases.find((c) => c.label.includes("no-op"))
+    const none = item?.approaches.find((a) => a.name === "no ledger")?.metrics.usPerAgent
+    const memory = item?.approaches.find((a) => a.name === "memory ledger")?.metrics.usPerAgent
+    if (none === undefined || memory === undefined) return undefined
+    return { figure: `${(memory - none).toFixed(1)} µs per agent`, met: memory - none <= 5 }
+  }
+}
+
+const sqliteOverNone: Target = {
+  label: "SQLite ledger cost per agent over no ledger (no-op agents; no target, reported)",
+  evaluate: (cases: ReadonlyArray<CaseResult>) => {
+    const item = cases.find((c) => c.label.includes("no-op"))
+    const none = item?.approaches.find((a) => a.name === "no ledger")?.metrics.usPerAgent
+    const sqlite = item?.approaches.find((a) => a.name === "sqlite ledger")?.metrics.usPerAgent
+    if (none === undefined || sqlite === undefined) return undefined
+    return { figure: `${(sqlite - none).toFixed(1)} µs per agent`, met: undefined }
+  }
+}
+
+export const ledger: Scenario<Params> = {
+  name: "ledger",
+  description:
+    "What the durable record costs: a run of 1,000 agents at concurrency 8 recording every event in no " +
+    "ledger, the in-memory ledger and the SQLite ledger (building the ledger is not timed).",
+  floor: "the same run with no ledger, in the same repetition; ratio = median / no ledger",
+  targets: [
+    ratioAtMost("SQLite ≤ 1.5× no ledger for agents of 1 ms", /1 ms/, "sqlite ledger", 1.5),
+    memoryOverNone,
+    sqliteOverNone
+  ],
+  floorApproach: "no ledger",
+  columns: [
+    { key: "usPerAgent", label: "µs/agent", format: fixed(1) },
+    { key: "statementsPerAgent", label: "SQL statements/agent", format: fixed(2) }
+  ],
+  approaches: [approach("none"), approach("memory"), approach("sqlite")],
+  cases: ({ quick }) => [
+    { label: "1,000 no-op agents (Effect.void), concurrency 8", params: { agents: 1000, workMs: 0 }, reps: 15 },
+    { label: `${quick ? 200 : 1000} agents of 1 ms, concurrency 8`, params: { agents: quick ? 200 : 1000, workMs: 1 } }
+  ]
 }

@@ -3,6 +3,7 @@ import * as Layer from "effect/Layer"
 import { RateLimiter } from "effect/persistence"
 import PQueue from "p-queue"
 import { core, runAgents } from "../lib/core.ts"
+import { metricAtMost, ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Sample, Scenario } from "../types.ts"
 
 interface Params {
@@ -97,7 +98,13 @@ export const ratelimit: Scenario<Params> = {
     "ideal = (300 - 10 burst) / 50 per s = 5.8 s; ratio = median total / 5.8 s (below 1.00× means calls " +
     "went out faster than the limit allows); max/1 s and max/200 ms = most calls started in any sliding " +
     "window of that length (a 50/s bucket of 10 allows at most 60 and 20)",
-  targets: ["ratio ≈ 1.00× with max/1 s ≤ 60 and max/200 ms ≤ 20"],
+  targets: [
+    ...[corralWithToken.name, corralAgents.name].flatMap((name) => [
+      ratioAtMost(`${name}: ratio ≤ 1.01× the ideal`, /calls/, name, 1.01),
+      metricAtMost(`${name}: max/1 s ≤ 60`, /calls/, name, "maxPerSecond", 60, (v) => v.toFixed(0)),
+      metricAtMost(`${name}: max/200 ms ≤ 20`, /calls/, name, "maxPer200ms", 20, (v) => v.toFixed(0))
+    ])
+  ],
   reps: 3,
   columns: [
     { key: "maxPerSecond", label: "max/1 s", format: (v) => v.toFixed(0) },

@@ -1,7 +1,10 @@
 import * as Effect from "effect/Effect"
 import pLimit from "p-limit"
 import PQueue from "p-queue"
-import { bytes, fixed } from "../format.ts"
+import { bytes, duration, fixed } from "../format.ts"
+import { metricAtMost, noWorseThan } from "../lib/targets.ts"
+
+const us = (value: number): string => `${value.toFixed(2)} µs`
 import { runPool } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
 import { heapProbe } from "../lib/heap.ts"
@@ -11,9 +14,11 @@ interface Params {
   readonly n: number
   readonly concurrency: number
   readonly profile: boolean
+  /** Tasks await a resolved promise (`Effect.promise` for Effect approaches) instead of returning at once. */
+  readonly yielding: boolean
 }
 
-type Task = (index: number) => void
+type Task = (index: number) => unknown
 
 const noop: Task = () => {}
 
@@ -31,9 +36,26 @@ const measure = async (
   return { ms, metrics: { bytesPerTask: heap.bytesPerItem, peakBytes: heap.peakBytes } }
 }
 
+const resolved = Promise.resolve()
+
+/** The promise-side task: plain call, or one that awaits a resolved promise first. */
+const promiseTask = (p: Params, task: Task) =>
+  p.yielding
+    ? async (i: number) => {
+        await resolved
+        task(i)
+      }
+    : task
+
+/** The Effect-side task: `Effect.void` (or a probe), or `Effect.promise` of a resolved promise. */
+const effectTask = (p: Params, task: Task) => {
+  if (p.yielding) return (i: number) => Effect.promise(() => resolved.then(() => task(i)))
+  return p.profile ? (i: number) => Effect.sync(() => task(i)) : () => Effect.void
+}
+
 const pool: Approach<Params> = {
   name: "hand-written pool",
-  run: (p) => measure(p, (items, task) => runPool(items, p.concurrency, task))
+  run: (p) => measure(p, (items, task) => runPool(items, p.concurrency, promiseTask(p, task)))
 }
 
 const plimit: Approach<Params> = {
@@ -41,7 +63,8 @@ const plimit: Approach<Params> = {
   run: (p) =>
     measure(p, (items, task) => {
       const limit = pLimit(p.concurrency)
-      return Promise.all(items.map((i) => limit(() => task(i))))
+      const run = promiseTask(p, task)
+      return Promise.all(items.map((i) => limit(() => run(i))))
     })
 }
 
@@ -50,7 +73,8 @@ const pqueue: Approach<Params> = {
   run: (p) =>
     measure(p, (items, task) => {
       const queue = new PQueue({ concurrency: p.concurrency })
-      return Promise.all(items.map((i) => queue.add(() => task(i))))
+      const run = promiseTask(p, task)
+      return Promise.all(items.map((i) => queue.add(() => run(i))))
     })
 }
 
@@ -58,7 +82,7 @@ const forEach: Approach<Params> = {
   name: "Effect.forEach",
   run: (p, { signal }) =>
     measure(p, (items, task) => {
-      const f = p.profile ? (i: number) => Effect.sync(() => task(i)) : () => Effect.void
+      const f = effectTask(p, task)
       return Effect.runPromise(Effect.forEach(items, f, { concurrency: p.concurrency, discard: true }), { signal })
     })
 }
@@ -68,7 +92,7 @@ const corral: Approach<Params> = {
   run: async (p, { signal }) => {
     const { Agent } = await core()
     return measure(p, (items, task) => {
-      const work = (i: number) => (p.profile ? Effect.sync(() => task(i)) : Effect.void)
+      const work = effectTask(p, task)
       const agents = items.map((i) => Agent.make(`a${i}`, { run: work(i) }))
       return runAgents(agents, { concurrency: p.concurrency }, signal)
     })
@@ -77,13 +101,23 @@ const corral: Approach<Params> = {
 
 const sizes = (quick: boolean) => (quick ? [1_000, 10_000, 100_000] : [1_000, 10_000, 100_000, 1_000_000])
 
-const cases = ({ quick }: { readonly quick: boolean }): ReadonlyArray<Case<Params>> =>
-  sizes(quick).map((n) => ({
-    label: `N = ${n.toLocaleString("en-US")}, concurrency 64`,
-    params: { n, concurrency: 64, profile: false },
-    profile: { n, concurrency: 64, profile: true },
-    reps: n >= 1_000_000 ? 3 : 5
-  }))
+const kind = (yielding: boolean) => (yielding ? "yielding agents" : "Effect.void agents")
+
+const caseOf = (n: number, yielding: boolean): Case<Params> => ({
+  label: `N = ${n.toLocaleString("en-US")}, concurrency 64, ${kind(yielding)}`,
+  params: { n, concurrency: 64, profile: false, yielding },
+  profile: { n, concurrency: 64, profile: true, yielding },
+  reps: n >= 1_000_000 ? 3 : 5
+})
+
+const cases = ({ quick }: { readonly quick: boolean }): ReadonlyArray<Case<Params>> => [
+  ...sizes(quick).map((n) => caseOf(n, false)),
+  ...sizes(quick)
+    .filter((n) => n >= 10_000)
+    .map((n) => caseOf(n, true))
+]
+
+const large = /^N = 1(00,000|,000,000),/
 
 export const scheduling: Scenario<Params> = {
   name: "scheduling",
@@ -94,13 +128,21 @@ export const scheduling: Scenario<Params> = {
     "the hand-written promise pool (64 async workers pulling from a shared index), measured in the same " +
     "repetition; ratio = approach median / pool median. Memory: one extra profiled run per approach, " +
     "full GC then heapUsed at 10 points during the run and once after it (result still referenced); " +
-    "B/task = (peak live heap - post-GC baseline with inputs built) / N.",
-  targets: ["corral ≤ 1.5 µs per agent and ≤ 1 KB per agent, flat in N"],
+    "B/task = (peak live heap - post-GC baseline with inputs built) / N. Steady state: every repetition runs " +
+    "once right after two full GCs (the 'after GC' column) and once right after that without a GC (the " +
+    "median and µs/task columns).",
+  targets: [
+    metricAtMost("corral ≤ 1.5 µs per agent at 100k and 1M (both agent kinds)", large, "corral", "usPerTask", 1.5, us),
+    metricAtMost("corral ≤ 1 KB per agent at 100k and 1M", large, "corral", "bytesPerTask", 1024, bytes),
+    noWorseThan("corral ahead of p-limit at 100k and 1M", large, "corral", "p-limit")
+  ],
   warmup: true,
+  steadyState: true,
   timeoutMs: 300_000,
   floorApproach: "hand-written pool",
   columns: [
     { key: "usPerTask", label: "µs/task", format: fixed(3) },
+    { key: "afterGcMs", label: "after GC", format: duration },
     { key: "bytesPerTask", label: "B/task", format: bytes },
     { key: "peakBytes", label: "peak heap", format: bytes }
   ],

@@ -1,4 +1,5 @@
-import { execFileSync } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
+import { promisify } from "node:util"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -17,6 +18,29 @@ export interface WorkspaceMeasurement {
 }
 
 const git = (cwd: string, ...args: Array<string>) => execFileSync("git", args, { cwd, encoding: "utf8" }).trim()
+
+const run = promisify(execFile)
+
+/**
+ * Runs `task` for every item with all of them in flight at once, as corral acquires its workspaces, so
+ * every approach is measured at the same concurrency. A git command that lost a race for one of git's
+ * lock files is retried (as corral does).
+ */
+const concurrently = <T>(items: ReadonlyArray<T>, task: (item: T, index: number) => Promise<unknown>) =>
+  Promise.all(items.map((item, index) => task(item, index)))
+
+const gitAsync = async (cwd: string, ...args: Array<string>): Promise<void> => {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await run("git", args, { cwd })
+      return
+    } catch (error) {
+      const text = String((error as { stderr?: unknown }).stderr ?? error)
+      if (attempt >= 20 || !/\.lock|could not lock|Unable to create/.test(text)) throw error
+      await new Promise((resolve) => setTimeout(resolve, 5 + attempt * 5))
+    }
+  }
+}
 
 const duKb = (dir: string) => Number(execFileSync("du", ["-sk", dir], { encoding: "utf8" }).split("\t")[0])
 
@@ -90,34 +114,31 @@ const row = (
 
 const plainWorktreeRow = async (location: string, repo: string, agents: number) => {
   const dirs = Array.from({ length: agents }, (_, i) => path.join(location, `plain-${agents}-${i}`))
-  const createMs = await timed(() => {
-    for (const [i, dir] of dirs.entries()) git(repo, "worktree", "add", "--quiet", "-b", `plain${agents}-${i}`, dir)
-  })
+  const createMs = await timed(() =>
+    concurrently(dirs, (dir, i) => gitAsync(repo, "worktree", "add", "--quiet", "-b", `plain${agents}-${i}`, dir))
+  )
   const kb = dirs.reduce((sum, dir) => sum + duKb(dir), 0) / agents
-  const removeMs = await timed(() => {
-    for (const [i, dir] of dirs.entries()) {
-      git(repo, "worktree", "remove", "--force", dir)
-      git(repo, "branch", "-D", `plain${agents}-${i}`)
-    }
-  })
+  const removeMs = await timed(() =>
+    concurrently(dirs, async (dir, i) => {
+      await gitAsync(repo, "worktree", "remove", "--force", dir)
+      await gitAsync(repo, "branch", "-D", `plain${agents}-${i}`)
+    })
+  )
   return row(location, "git worktree add", agents, createMs, removeMs, kb)
 }
 
 const copyRow = async (location: string, repo: string, agents: number) => {
   const dirs = Array.from({ length: agents }, (_, i) => path.join(location, `copy-${agents}-${i}`))
-  const createMs = await timed(() => {
-    for (const dir of dirs) execFileSync("cp", ["-r", repo, dir])
-  })
+  const createMs = await timed(() => concurrently(dirs, (dir) => run("cp", ["-r", repo, dir])))
   const kb = dirs.reduce((sum, dir) => sum + duKb(dir), 0) / agents
-  const removeMs = await timed(() => {
-    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
-  })
+  const removeMs = await timed(() => concurrently(dirs, (dir) => fs.promises.rm(dir, { recursive: true, force: true })))
   return row(location, "cp -r", agents, createMs, removeMs, kb)
 }
 
 /**
  * Time and disk per workspace for 1, 4 and 8 agents on a generated repository (~5,000 files, ~50 MB),
  * comparing corral's `Workspace.acquire` with plain `git worktree add` and `cp -r`, on tmpfs and disk.
+ * Every approach creates (and removes) its N workspaces at once.
  *
  * @example
  * ```ts

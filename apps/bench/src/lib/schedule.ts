@@ -1,0 +1,76 @@
+/**
+ * Schedule checks from timestamps the tasks record themselves: every approach in `claims` and `dag`
+ * records when each task's work began and ended, and the scenario fails an approach whose schedule
+ * broke the rules (two holders of a key overlapping, a node starting before a dependency ended).
+ */
+
+/** Start and end times (performance.now()) of each task, by task index. */
+export interface Recorder {
+  readonly begin: (index: number) => void
+  readonly end: (index: number) => void
+  readonly starts: Float64Array
+  readonly ends: Float64Array
+}
+
+export const recorder = (tasks: number): Recorder => {
+  const starts = new Float64Array(tasks).fill(Number.NaN)
+  const ends = new Float64Array(tasks).fill(Number.NaN)
+  return {
+    begin: (index) => {
+      starts[index] = performance.now()
+    },
+    end: (index) => {
+      ends[index] = performance.now()
+    },
+    starts,
+    ends
+  }
+}
+
+/** Thrown by a check; the harness reports the approach as failed with this message. */
+export class ScheduleViolation extends Error {
+  override readonly name = "ScheduleViolation"
+}
+
+const assertComplete = (recorded: Recorder): void => {
+  for (let i = 0; i < recorded.starts.length; i++) {
+    if (Number.isNaN(recorded.starts[i]!) || Number.isNaN(recorded.ends[i]!)) {
+      throw new ScheduleViolation(`schedule violation: task ${i} never ran to completion`)
+    }
+  }
+}
+
+/** No two tasks holding one key overlapped in time. */
+export const checkExclusive = (recorded: Recorder, keysOf: ReadonlyArray<ReadonlyArray<string>>): void => {
+  assertComplete(recorded)
+  const holders = new Map<string, Array<number>>()
+  keysOf.forEach((keys, index) => {
+    for (const key of keys) {
+      const list = holders.get(key)
+      if (list === undefined) holders.set(key, [index])
+      else list.push(index)
+    }
+  })
+  for (const [key, list] of holders) {
+    list.sort((a, b) => recorded.starts[a]! - recorded.starts[b]!)
+    for (let i = 1; i < list.length; i++) {
+      const previous = list[i - 1]!
+      const next = list[i]!
+      if (recorded.starts[next]! < recorded.ends[previous]!) {
+        throw new ScheduleViolation(`schedule violation: tasks ${previous} and ${next} held ${key} at the same time`)
+      }
+    }
+  }
+}
+
+/** Every task started after all its dependencies ended. */
+export const checkDependencies = (recorded: Recorder, depsOf: ReadonlyArray<ReadonlyArray<number>>): void => {
+  assertComplete(recorded)
+  depsOf.forEach((deps, index) => {
+    for (const dep of deps) {
+      if (recorded.starts[index]! < recorded.ends[dep]!) {
+        throw new ScheduleViolation(`schedule violation: task ${index} started before its dependency ${dep} ended`)
+      }
+    }
+  })
+}

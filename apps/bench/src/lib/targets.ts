@@ -1,0 +1,97 @@
+import type { ApproachResult, CaseResult, Target, Verdict } from "../types.ts"
+
+type Figure = Omit<Verdict, "target">
+
+const approachIn = (item: CaseResult, name: string): ApproachResult | undefined =>
+  item.approaches.find((a) => a.name === name && a.error === undefined)
+
+const casesMatching = (cases: ReadonlyArray<CaseResult>, label: RegExp): ReadonlyArray<CaseResult> =>
+  cases.filter((item) => label.test(item.label))
+
+const combine = (figures: ReadonlyArray<Figure | undefined>): Figure | undefined => {
+  const known = figures.filter((f): f is Figure => f !== undefined)
+  if (known.length === 0) return undefined
+  const met = known.some((f) => f.met === undefined) ? undefined : known.every((f) => f.met === true)
+  return { figure: known.map((f) => f.figure).join("; "), met }
+}
+
+const failed = (item: CaseResult, name: string): Figure | undefined => {
+  const found = item.approaches.find((a) => a.name === name)
+  return found?.error === undefined ? undefined : { figure: `failed: ${found.error}`, met: false }
+}
+
+/** `approach`'s ratio to the case's bound or floor is at most `max`, in every case whose label matches. */
+export const ratioAtMost = (label: string, cases: RegExp, approach: string, max: number): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const found = approachIn(item, approach)
+        if (found?.ratio === undefined) return failed(item, approach)
+        return { figure: `${found.ratio.toFixed(2)}×`, met: found.ratio <= max }
+      })
+    )
+})
+
+/** A metric of `approach` is at most `max` in every matching case. */
+export const metricAtMost = (
+  label: string,
+  cases: RegExp,
+  approach: string,
+  metric: string,
+  max: number,
+  format: (value: number) => string
+): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const value = approachIn(item, approach)?.metrics[metric]
+        if (value === undefined) return failed(item, approach)
+        return { figure: format(value), met: value <= max }
+      })
+    )
+})
+
+/** A metric of `approach` is at least `min` in every matching case. */
+export const metricAtLeast = (
+  label: string,
+  cases: RegExp,
+  approach: string,
+  metric: string,
+  min: number,
+  format: (value: number) => string
+): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const value = approachIn(item, approach)?.metrics[metric]
+        if (value === undefined) return failed(item, approach)
+        return { figure: format(value), met: value >= min }
+      })
+    )
+})
+
+/** `approach`'s median is at most `factor` × `peer`'s median in every matching case. */
+export const noWorseThan = (label: string, cases: RegExp, approach: string, peer: string, factor = 1): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const mine = approachIn(item, approach)?.medianMs
+        const theirs = approachIn(item, peer)?.medianMs
+        if (mine === undefined) return failed(item, approach)
+        if (theirs === undefined) return undefined
+        const ratio = mine / theirs
+        return { figure: `${ratio.toFixed(2)}× ${peer}`, met: ratio <= factor }
+      })
+    )
+})
+
+/** Evaluates every target; a target whose cases did not run is reported as not evaluated. */
+export const verdicts = (targets: ReadonlyArray<Target>, results: ReadonlyArray<CaseResult>): Array<Verdict> =>
+  targets.map((target) => {
+    const outcome = target.evaluate(results)
+    return { target: target.label, figure: outcome?.figure ?? "not measured in this run", met: outcome?.met }
+  })
