@@ -162,7 +162,8 @@ describe("packed packages in an app outside the workspace", () => {
         },
         waits: ["edit-a-again"],
         after: 11,
-        echo: ["hello from a process"]
+        echo: ["hello from a process"],
+        double: 42
       })
     },
     slow
@@ -282,7 +283,12 @@ describe("the command installed globally with npm", () => {
       expect((await run(NodePath.join(bin, "node"), ["--version"], { cwd: work })).trim()).toBe(`v${minimum}`)
       if (NodeFs.existsSync(NodePath.join(app, "out/src/main.js"))) {
         const stdout = await run(NodePath.join(bin, "node"), ["out/src/main.js"], { cwd: app, env: userEnv([bin]) })
-        expect(JSON.parse(stdout.trim().split("\n").at(-1)!).outcomes["too-slow"]).toBe("TimedOut")
+        const output = JSON.parse(stdout.trim().split("\n").at(-1)!)
+        expect([output.outcomes["too-slow"], output.echo, output.double]).toEqual([
+          "TimedOut",
+          ["hello from a process"],
+          42
+        ])
       }
       const prefix = NodePath.join(work, "global-oldest")
       await install(prefix)

@@ -1,5 +1,6 @@
 import { Agent, Corral, type CorralEvent } from "@corral/core"
 import { ProcessAgent } from "@corral/platform-node"
+import * as Blocking from "@corral/platform-node/Blocking"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 
@@ -28,12 +29,17 @@ const program = Effect.gen(function* () {
   for (const outcome of result.outcomes) outcomes[outcome.agentId] = outcome._tag
   const after = result.outcomes.find((outcome) => outcome.agentId === "after-edit")
   const echo = result.outcomes.find((outcome) => outcome.agentId === "echo")
+  const blocking = yield* Corral.run([
+    Blocking.agent("double", { module: new URL("./work.js", import.meta.url), export: "double", input: 21 })
+  ])
+  const double = blocking.get("double")
   yield* Console.log(
     JSON.stringify({
       outcomes,
       waits,
       after: after?._tag === "Succeeded" ? after.value : null,
-      echo: echo?._tag === "Succeeded" && typeof echo.value === "object" ? echo.value.tail : null
+      echo: echo?._tag === "Succeeded" && typeof echo.value === "object" ? echo.value.tail : null,
+      double: double?._tag === "Succeeded" ? double.value : null
     })
   )
 })
