@@ -116,7 +116,7 @@ afterAll(async () => {
 
 describe("packed packages in an app outside the workspace", () => {
   it("packs manifests a registry can serve: dist exports, no workspace ranges, no tests", () => {
-    expect([...packed.keys()].sort()).toEqual(["@corral/cli", "@corral/core", "@corral/platform-node"])
+    expect([...packed.keys()]).toEqual(expect.arrayContaining(["@corral/cli", "@corral/core", "@corral/platform-node"]))
     for (const [name, manifest] of packed) {
       expect(JSON.stringify(manifest), name).not.toContain("workspace:")
       expect(manifest.license, name).toBe("MIT")
