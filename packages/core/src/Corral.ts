@@ -56,7 +56,9 @@ export interface Options {
    * Rate-limit buckets for agents with a `rateLimit`, e.g.
    * `{ openai: { limit: 60, interval: "1 minute", burst: 10 } }`. The run builds its own limiter from
    * them and provides it to its agents as the `RateLimiter` service (so `Llm` calls share the
-   * buckets). Without this option the run uses the `RateLimiter` service from the context, if any.
+   * buckets); keys it does not define are served by the `RateLimiter` service from the context, if
+   * any. Without this option the run uses that service alone. An agent's `rateLimit` naming a key
+   * that neither defines is an `InvalidRun` issue, reported before any agent starts.
    *
    * An agent with a `rateLimit` takes one token before it starts; while it waits it holds no
    * concurrency slot (it is `waiting`, with a `WaitingForRateLimit` event). When the run has a

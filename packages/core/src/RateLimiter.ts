@@ -101,8 +101,8 @@ export interface Service {
 }
 
 /**
- * The limiter service. `Corral.run` uses it for agents with a `rateLimit` when the run has no
- * `rateLimits` option of its own.
+ * The limiter service. `Corral.run` uses it for agents with a `rateLimit`, and for the keys its own
+ * `rateLimits` option does not define.
  *
  * @since 0.1.0
  * @category services
@@ -178,6 +178,24 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
       ),
     settle: (key, estimated, actual) => withNow((now) => get(key).settle(estimated - actual, now)),
     pause: (key, retryAfter) => withNow((now) => get(key).pause(Duration.toMillis(retryAfter), now))
+  }
+}
+
+/**
+ * A limiter with the buckets of `own` and, for every other key, those of `outer`: how a run with
+ * its own `rateLimits` serves keys that only a `RateLimiter` layer around it defines.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const overlay = (own: Service, outer: Service): Service => {
+  const pick = (key: string): Service => (own.keys.includes(key) ? own : outer)
+  return {
+    keys: [...own.keys, ...outer.keys.filter((key) => !own.keys.includes(key))],
+    tryTake: (key, tokens) => pick(key).tryTake(key, tokens),
+    take: (key, tokens) => pick(key).take(key, tokens),
+    settle: (key, estimated, actual) => pick(key).settle(key, estimated, actual),
+    pause: (key, retryAfter) => pick(key).pause(key, retryAfter)
   }
 }
 

@@ -25,6 +25,33 @@ describe("Corral.run with rate limits", () => {
     })
   )
 
+  it.effect("a run's own rateLimits add to a RateLimiter layer; a key neither defines is an InvalidRun issue", () =>
+    Effect.gen(function* () {
+      const outer = RateLimiter.layer({ shared: { limit: 1, interval: "1 second", burst: 1 } })
+      const options = { rateLimits: { own: { limit: 1, interval: "1 second", burst: 1 } } } as const
+      let ran = 0
+      const agents = [
+        Agent.make("a", { rateLimit: "shared", run: Effect.sync(() => ran++) }),
+        Agent.make("b", { run: Effect.sync(() => ran++).pipe(RateLimiter.withToken("shared")) }),
+        Agent.make("c", { run: Effect.sync(() => ran++).pipe(RateLimiter.withToken("own")) })
+      ]
+      const { result } = yield* Testing.runScripted(agents, options).pipe(Effect.provide(outer))
+      assert.deepStrictEqual(starts(result), { a: 0, b: 0, c: 0 })
+      assert.strictEqual(ran, 3)
+      assert.strictEqual(result.get("b")!.endedAt, 1000)
+      const error = yield* Effect.flip(
+        Corral.run([...agents, Agent.make("d", { rateLimit: "nope", run: Effect.void })], options).pipe(
+          Effect.provide(outer)
+        )
+      )
+      assert.deepStrictEqual(
+        error.issues.map((issue) => issue.message),
+        ['unknown rate limit "nope" (known: own, shared)']
+      )
+      assert.strictEqual(ran, 3)
+    })
+  )
+
   it.effect("starts rate-limited agents at the bucket's rate", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()

@@ -679,14 +679,14 @@ const limiterOf = (
   issues: ReadonlyArray<Issue>
 }> => {
   const buckets = options.rateLimits
-  if (buckets !== undefined) {
-    const issues = RateLimiter.validateBuckets(buckets)
-    const limiter = issues.length > 0 ? undefined : RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
-    return Effect.succeed({ limiter, keys: Object.keys(buckets), issues })
-  }
   return Effect.map(Effect.serviceOption(RateLimiter.RateLimiter), (service) => {
-    const limiter = Option.getOrUndefined(service)
-    return { limiter, keys: limiter?.keys, issues: [] }
+    const outer = Option.getOrUndefined(service)
+    if (buckets === undefined) return { limiter: outer, keys: outer?.keys, issues: [] }
+    const issues = RateLimiter.validateBuckets(buckets)
+    if (issues.length > 0) return { limiter: undefined, keys: Object.keys(buckets), issues }
+    const own = RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
+    const limiter = outer === undefined ? own : RateLimiter.overlay(own, outer)
+    return { limiter, keys: limiter.keys, issues }
   })
 }
 
