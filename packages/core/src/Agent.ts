@@ -30,9 +30,9 @@ export type Deps = Readonly<Record<string, unknown>>
  * @since 0.1.0
  * @category models
  */
-export interface Agent<out A, out E = never, out R = never> {
+export interface Agent<out A, out E = never, out R = never, out Id extends string = string> {
   readonly [TypeId]: typeof TypeId
-  readonly id: string
+  readonly id: Id
   readonly run: (deps: Deps) => Effect.Effect<A, E, R>
   readonly timeout: Duration.Input | undefined
   readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
@@ -127,10 +127,10 @@ export interface Options<A, E, R, D extends Deps = Deps> {
  * @since 0.1.0
  * @category constructors
  */
-export const make = <A, E = never, R = never, D extends Deps = Deps>(
-  id: string,
+export const make = <A, E = never, R = never, D extends Deps = Deps, const Id extends string = string>(
+  id: Id,
   options: Options<A, E, R, D>
-): Agent<A, E, R> => {
+): Agent<A, E, R, Id> => {
   const run = options.run
   return {
     [TypeId]: TypeId,

@@ -10,6 +10,7 @@ import type * as Agent from "./Agent.ts"
 import type { CorralEvent } from "./CorralEvent.ts"
 import type { InvalidRun } from "./CorralError.ts"
 import * as runner from "./internal/runner.ts"
+import type * as Outcome from "./Outcome.ts"
 import type * as RateLimiter from "./RateLimiter.ts"
 import type { RunResult } from "./RunResult.ts"
 
@@ -70,6 +71,29 @@ export interface Options {
 }
 
 /**
+ * The result of `Corral.run(agents)`: a `RunResult` holding the unions of the agents' success and
+ * failure types, whose `get(id)` gives an agent's outcome at that agent's own types when its id is a
+ * literal (`Agent.make("fetch", ...)`), and an id that is not in the list does not compile. With ids
+ * only known at run time (`ids.map((id) => Agent.make(id, ...))`) it takes any string and may give
+ * `undefined`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResultOf<Agents extends ReadonlyArray<Agent.Any>>
+  extends Omit<RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>, "get"> {
+  /** The outcome of one agent. */
+  get<const Id extends Agents[number]["id"]>(
+    id: Id
+  ): string extends Agents[number]["id"]
+    ? Outcome.Outcome<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>> | undefined
+    : Outcome.Outcome<
+        Agent.Success<Extract<Agents[number], { readonly id: Id }>>,
+        Agent.Failure<Extract<Agents[number], { readonly id: Id }>>
+      >
+}
+
+/**
  * Runs agents and returns a `RunResult` with one outcome per agent, in input order. Invalid agents
  * or options fail with `InvalidRun` before anything starts. Interrupting the returned effect
  * interrupts every agent and runs every finalizer before it completes.
@@ -99,17 +123,9 @@ export const run: {
   <const Agents extends ReadonlyArray<Agent.Any>>(
     agents: Agents,
     options: Options & { readonly rateLimits: RateLimiter.Buckets }
-  ): Effect.Effect<
-    RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
-    InvalidRun,
-    Exclude<Agent.Services<Agents[number]>, RateLimiter.RateLimiter>
-  >
+  ): Effect.Effect<ResultOf<Agents>, InvalidRun, Exclude<Agent.Services<Agents[number]>, RateLimiter.RateLimiter>>
   <const Agents extends ReadonlyArray<Agent.Any>>(
     agents: Agents,
     options?: Options
-  ): Effect.Effect<
-    RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
-    InvalidRun,
-    Agent.Services<Agents[number]>
-  >
+  ): Effect.Effect<ResultOf<Agents>, InvalidRun, Agent.Services<Agents[number]>>
 } = runner.run as any

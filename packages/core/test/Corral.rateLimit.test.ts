@@ -1,4 +1,4 @@
-import { Agent, Corral, CorralError, type Outcome, RateLimiter, type RunResult } from "@corral/core"
+import { Agent, Corral, CorralError, type Outcome, RateLimiter } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -11,12 +11,10 @@ describe("Corral.run with rate limits", () => {
     Effect.gen(function* () {
       const agent = Agent.make("ask", { run: Effect.succeed("answer").pipe(RateLimiter.withToken("api")) })
       const program = Corral.run([agent], { rateLimits: { api: { limit: 1, interval: "1 second" } } })
-      expectTypeOf(program).toEqualTypeOf<
-        Effect.Effect<RunResult.RunResult<string, never>, CorralError.InvalidRun, never>
-      >()
-      expectTypeOf(Corral.run([agent])).toEqualTypeOf<
-        Effect.Effect<RunResult.RunResult<string, never>, CorralError.InvalidRun, RateLimiter.RateLimiter>
-      >()
+      expectTypeOf<Effect.Services<typeof program>>().toEqualTypeOf<never>()
+      expectTypeOf<
+        Effect.Services<ReturnType<typeof Corral.run<[typeof agent]>>>
+      >().toEqualTypeOf<RateLimiter.RateLimiter>()
       const result = yield* program
       assert.deepStrictEqual(
         result.succeeded.map((outcome) => outcome.value),

@@ -1,4 +1,4 @@
-import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks, type RunResult } from "@corral/core"
+import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { type Duration, Effect, Exit, Fiber, Schedule } from "effect"
@@ -8,7 +8,7 @@ const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
 
 describe("Corral.run", () => {
-  it.effect("agents with different result types run together; the result type is their union", () =>
+  it.effect("agents with different result types run together; outcomes are typed per agent id", () =>
     Effect.gen(function* () {
       const agents = [
         Agent.make("count", { run: Effect.succeed(1) }),
@@ -16,10 +16,19 @@ describe("Corral.run", () => {
         Agent.make("check", { run: Effect.fail("bad" as const) })
       ]
       const program = Corral.run(agents)
-      expectTypeOf(program).toEqualTypeOf<
-        Effect.Effect<RunResult.RunResult<number | string, "bad">, CorralError.InvalidRun, never>
-      >()
+      expectTypeOf<Effect.Error<typeof program>>().toEqualTypeOf<CorralError.InvalidRun>()
+      expectTypeOf<Effect.Services<typeof program>>().toEqualTypeOf<never>()
       const result = yield* program
+      expectTypeOf(result.outcomes).toEqualTypeOf<ReadonlyArray<Outcome.Outcome<number | string, "bad">>>()
+      expectTypeOf(result.get("count")).toEqualTypeOf<Outcome.Outcome<number, never>>()
+      expectTypeOf(result.get("check")).toEqualTypeOf<Outcome.Outcome<never, "bad">>()
+      // @ts-expect-error "nope" is not an agent of the run
+      result.get("nope")
+      const ids: Array<string> = ["count"]
+      const dynamic = yield* Corral.run(ids.map((id) => Agent.make(id, { run: Effect.succeed(id.length) })))
+      expectTypeOf(dynamic.get("any id")).toEqualTypeOf<Outcome.Outcome<number, never> | undefined>()
+      const count = result.get("count")
+      assert.strictEqual(count._tag === "Succeeded" ? count.value + 1 : 0, 2)
       assert.deepStrictEqual(
         result.succeeded.map((outcome) => outcome.value),
         [1, "one"]

@@ -27,8 +27,8 @@ const program = Effect.gen(function* () {
   )
   const outcomes: Record<string, string> = {}
   for (const outcome of result.outcomes) outcomes[outcome.agentId] = outcome._tag
-  const after = result.outcomes.find((outcome) => outcome.agentId === "after-edit")
-  const echo = result.outcomes.find((outcome) => outcome.agentId === "echo")
+  const after = result.get("after-edit")
+  const echo = result.get("echo")
   const blocking = yield* Corral.run([
     Blocking.agent("double", { module: new URL("./work.js", import.meta.url), export: "double", input: 21 })
   ])
@@ -37,8 +37,8 @@ const program = Effect.gen(function* () {
     JSON.stringify({
       outcomes,
       waits,
-      after: after?._tag === "Succeeded" ? after.value : null,
-      echo: echo?._tag === "Succeeded" && typeof echo.value === "object" ? echo.value.tail : null,
+      after: after._tag === "Succeeded" ? after.value : null,
+      echo: echo._tag === "Succeeded" ? echo.value.tail : null,
       double: double?._tag === "Succeeded" ? double.value : null
     })
   )
