@@ -74,12 +74,12 @@ export class Timeline {
  * @since 0.1.0
  * @category constructors
  */
-export const scripted = <A = unknown>(
+export const scripted = <A = unknown, const Id extends string = string>(
   timeline: Timeline,
-  id: string,
+  id: Id,
   script: Script<A>,
   options: Omit<Agent.Options<A, unknown, never>, "run"> = {}
-): Agent.Agent<A, unknown> => {
+): Agent.Agent<A, unknown, never, Id> => {
   let attempt = 0
   const run = Effect.gen(function* () {
     attempt++

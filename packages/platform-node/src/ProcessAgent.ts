@@ -27,10 +27,11 @@ export type Options = ProcessRunner.ProcessSpec &
  * @since 0.1.0
  * @category models
  */
-export type ProcessAgent = Agent.Agent<
+export type ProcessAgent<Id extends string = string> = Agent.Agent<
   ProcessRunner.ProcessResult,
   ProcessRunner.ProcessFailed,
-  ChildProcessSpawner.ChildProcessSpawner
+  ChildProcessSpawner.ChildProcessSpawner,
+  Id
 >
 
 /**
@@ -59,7 +60,7 @@ export type ProcessAgent = Agent.Agent<
  * @since 0.1.0
  * @category constructors
  */
-export const make = (id: string, options: Options): ProcessAgent => {
+export const make = <const Id extends string>(id: Id, options: Options): ProcessAgent<Id> => {
   const { timeout, retry, claims, claimTimeout, dependsOn, estimate, rateLimit, idempotencyKey, labels, ...spec } =
     options
   return Agent.make(id, {
