@@ -30,13 +30,15 @@ agents:
     )
     const result = await runCli(["validate", plan], { cwd: root })
     expect(result.code).toBe(0)
-    expect(result.stdout.trim().split("\n")).toEqual([
+    const lines = result.stdout.trim().split("\n")
+    expect(lines.slice(0, -1)).toEqual([
       `${plan}: valid — 4 agents, concurrency 2, mode settle, isolation worktree`,
       "order: fetch, parse, lint, report",
       "critical path: fetch -> parse -> report (6s estimated)",
       "most agents that can run at once: 2",
       "serialized by claims: parse and lint (data/parsed.json)"
     ])
+    expect(lines.at(-1)).toMatch(/^sandbox: (available|not available) \(/)
   })
 
   it("exits 2 and names the file and the cycle for an invalid plan", async () => {

@@ -28,5 +28,6 @@ export const registry: ReadonlyArray<Entry> = [
   ready(events),
   optional("workspaces"),
   optional("spawn"),
-  ready(ledger)
+  ready(ledger),
+  optional("sandbox")
 ]

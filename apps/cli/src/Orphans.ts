@@ -66,6 +66,8 @@ export const reap = (stateDir: string, runIds: ReadonlyArray<string>, graceMs = 
         const pid = Number(NodeFs.readFileSync(NodePath.join(dir, file), "utf8"))
         if (Number.isInteger(pid) && pid > 1 && belongsTo(pid, runId) && groupAlive(pid)) {
           process.kill(-pid, "SIGTERM")
+          // A group stopped by the cpuPercent throttle acts on SIGTERM only once it runs again.
+          process.kill(-pid, "SIGCONT")
           stopped.push(pid)
         }
         NodeFs.rmSync(NodePath.join(dir, file), { force: true })

@@ -81,7 +81,35 @@ export interface AgentLimits {
   readonly memoryMb: number | undefined
   readonly cpuSeconds: number | undefined
   readonly maxOutputBytes: number | undefined
+  readonly cpuPercent: number | undefined
+  readonly diskMb: number | undefined
 }
+
+/**
+ * The sandbox of one agent (`sandbox: true` or options), paths as written in the plan: absolute, or
+ * relative to the repository.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentSandbox {
+  readonly network: boolean | "loopback"
+  readonly allow: {
+    readonly read: ReadonlyArray<string>
+    readonly write: ReadonlyArray<string>
+    /** Ports of the host's 127.0.0.1 reachable with `network: loopback`. */
+    readonly ports: ReadonlyArray<number>
+  }
+}
+
+/**
+ * `shared` (default): nothing changes. `per-agent`: each agent gets its own SQLite file
+ * (`CORRAL_AGENT_DB`, `DATABASE_URL=file:…`) in its private folder.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Database = "shared" | "per-agent"
 
 /**
  * A named rate limit bucket: at most `limit` starts per `intervalMs`, with an optional `burst`.
@@ -105,6 +133,8 @@ export interface Defaults {
   readonly timeoutMs: number | undefined
   readonly claimTimeoutMs: number | undefined
   readonly retries: number
+  readonly sandbox: AgentSandbox | undefined
+  readonly database: Database
 }
 
 /**
@@ -123,6 +153,9 @@ export interface PlanAgent {
   readonly claimTimeoutMs: number | undefined
   readonly retries: number
   readonly limits: AgentLimits
+  /** Run the command in a bubblewrap sandbox; `undefined` for no sandbox. */
+  readonly sandbox: AgentSandbox | undefined
+  readonly database: Database
   readonly env: Readonly<Record<string, string>>
   /** Variables passed from corral's own environment (for example `OPENAI_BASE_URL`). */
   readonly passEnv: ReadonlyArray<string>

@@ -15,6 +15,8 @@ import { Data, Effect, Schedule, type Scope } from "effect"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
+import * as AgentDatabase from "./AgentDatabase.ts"
+import * as AgentIsolation from "./AgentIsolation.ts"
 import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
@@ -261,6 +263,8 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
+    const me = yield* Agent.current
+    const postgres = postgresOf(agent, options.runId, me?.attempt ?? 1)
     const handle = yield* ctx.workspace.acquire({
       repo: options.repo,
       runId: options.runId,
@@ -270,14 +274,22 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       stateDir: options.stateDir,
       sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
-      onRelease: (report) => Effect.sync(() => onRelease(ctx, report))
+      onRelease: (report) =>
+        Effect.andThen(
+          Effect.sync(() => onRelease(ctx, report)),
+          postgres === undefined || report.workspace === "kept"
+            ? Effect.void
+            : Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
+        )
     })
+    if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     ctx.live.add(handle)
     yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
     for (const warning of handle.warnings)
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
-    const me = yield* Agent.current
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
+    const isolated = AgentIsolation.of(agent, handle, options)
+    const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,
       command: agent.run,
@@ -286,6 +298,8 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       env: {
         ...passed(agent),
         ...handle.env,
+        ...isolated.env,
+        ...(postgres === undefined ? {} : AgentDatabase.agentEnv(postgres.url, postgres.schema)),
         ...agent.env,
         ...fencing,
         CORRAL_RUN_ID: options.runId,
@@ -294,10 +308,15 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
+      privateDirs: isolated.privateDirs,
+      ...(isolated.sandbox === undefined ? {} : { sandbox: isolated.sandbox }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
-    })
+    }).pipe(Effect.ensuring(gitLink?.restore ?? Effect.void))
+    if (gitLink?.tampered()) {
+      return yield* new AgentIsolation.GitLinkTampered({ agentId: agent.id, path: gitLink.file })
+    }
     return yield* mergeBack(ctx, agent, handle, process)
   })
 
@@ -324,6 +343,14 @@ export const sparseFolders = (agent: PlanAgent): ReadonlyArray<string> | undefin
   return folders.size === 0 ? undefined : [...folders]
 }
 
+/** The agent's Postgres schema with `database: per-agent` and `CORRAL_POSTGRES_URL` set (one per attempt). */
+const postgresOf = (agent: PlanAgent, runId: string, attempt: number) => {
+  const url = process.env[AgentDatabase.urlVariable]
+  if (agent.database !== "per-agent" || url === undefined || url === "") return undefined
+  const name = attempt > 1 ? `${agent.id}_${attempt}` : agent.id
+  return { url, schema: AgentDatabase.schemaName(runId, name) }
+}
+
 const passed = (agent: PlanAgent): Record<string, string> =>
   Object.fromEntries(
     agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
@@ -334,6 +361,8 @@ const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
   if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
   if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
   if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
+  if (agent.limits.cpuPercent !== undefined) limits.cpuPercent = agent.limits.cpuPercent
+  if (agent.limits.diskMb !== undefined) limits.diskMb = agent.limits.diskMb
   return limits
 }
 

@@ -50,7 +50,8 @@ export type ProcessAgent<Id extends string = string> = Agent.Agent<
  *   command: "pnpm",
  *   args: ["test"],
  *   logDir: ".corral/logs",
- *   limits: { memoryMb: 4096 },
+ *   limits: { memoryMb: 4096, cpuPercent: 50, diskMb: 2048 },
+ *   sandbox: { network: false },
  *   timeout: "15 minutes",
  *   dependsOn: ["build"]
  * })

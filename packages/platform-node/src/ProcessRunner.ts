@@ -35,6 +35,48 @@ export interface ProcessLimits {
   readonly nice?: number
   /** Total stdout + stderr bytes; exceeding it stops capturing and terminates the tree. */
   readonly maxOutputBytes?: number
+  /**
+   * Share of one core the process group may use (1–100): a duty cycle of SIGSTOP/SIGCONT driven by the
+   * group's CPU time from /proc, checked every 100 ms. Not a failure when reached: the group is slowed down.
+   */
+  readonly cpuPercent?: number
+  /**
+   * Bytes on disk under `cwd` and `privateDirs`, measured every 500 ms and once more at exit; exceeding it
+   * kills the tree and fails with `limit: "diskMb"`.
+   */
+  readonly diskMb?: number
+}
+
+/**
+ * What a sandboxed process may reach besides the system (read-only), its `cwd` and its `privateDirs`
+ * (read-write). Linux only, through bubblewrap (`bwrap`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SandboxOptions {
+  /**
+   * `true`: the host's network. `false`: an own network namespace with only its own loopback.
+   * `"loopback"`: an own network namespace in which `127.0.0.1:<port>` reaches the host's
+   * `127.0.0.1:<port>` for the `allow.ports` only (a forwarder run with this Node binary, started before
+   * the command). @default true
+   */
+  readonly network?: boolean | "loopback"
+  /**
+   * Extra paths visible inside the sandbox, read-only (`read`) or read-write (`write`), and the host's
+   * `127.0.0.1` TCP ports reachable with `network: "loopback"`.
+   */
+  readonly allow?: {
+    readonly read?: ReadonlyArray<string>
+    readonly write?: ReadonlyArray<string>
+    readonly ports?: ReadonlyArray<number>
+  }
+  /**
+   * Folders inside visible paths (typically inside `cwd`) to make invisible: an empty, read-only folder
+   * is mounted over each, so reads find nothing and writes fail. Paths inside them that are mounted
+   * explicitly (`privateDirs`, `allow`) stay visible.
+   */
+  readonly hide?: ReadonlyArray<string>
 }
 
 /**
@@ -80,6 +122,16 @@ export interface ProcessSpec {
   readonly onProcess?: (pid: number | undefined) => void
   /** A JSON file (relative to `cwd`) the command writes; parsed into `ProcessResult.result` on success. */
   readonly resultFile?: string
+  /**
+   * Run inside a bubblewrap sandbox: `true` or options. Fails at start (reason `spawn`) when the machine
+   * cannot sandbox; there is no fallback to an unsandboxed run.
+   */
+  readonly sandbox?: boolean | SandboxOptions
+  /**
+   * Folders that belong to this process alone (its temp, cache and data folders): read-write in a sandbox,
+   * and counted with `cwd` by `limits.diskMb`.
+   */
+  readonly privateDirs?: ReadonlyArray<string>
 }
 
 /**

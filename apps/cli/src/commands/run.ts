@@ -7,6 +7,7 @@ import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { Argument, Command, Flag } from "effect/cli"
+import * as AgentIsolation from "../AgentIsolation.ts"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
@@ -167,6 +168,8 @@ const execute = (flags: Flags) =>
   Effect.gen(function* () {
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
+    const unsupported = AgentIsolation.unsupported(plan)
+    if (unsupported !== undefined) return yield* invalidInput(`${plan.file}: ${unsupported}`)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }

@@ -1,6 +1,7 @@
 import { Plan } from "@corral/core"
 import { Console, Effect, Result } from "effect"
 import { Argument, Command } from "effect/cli"
+import * as AgentIsolation from "../AgentIsolation.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as PlanFile from "../PlanFile.ts"
 import { shapeOf } from "../RunPlan.ts"
@@ -42,11 +43,15 @@ export const validate = Command.make(
       )
       const analysis = Plan.analyze(shapeOf(loaded), { pools: loaded.pools })
       if (Result.isFailure(analysis)) return yield* invalidInput(`invalid plan ${plan}\n${analysis.failure.message}`)
-      yield* Console.log(describe(loaded, analysis.success))
+      const unsupported = AgentIsolation.unsupported(loaded)
+      if (unsupported !== undefined) {
+        return yield* invalidInput(`${plan}: ${unsupported}\n${AgentIsolation.describeSupport()}`)
+      }
+      yield* Console.log(`${describe(loaded, analysis.success)}\n${AgentIsolation.describeSupport()}`)
     })
 ).pipe(
   Command.withDescription(
-    "Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path"
+    "Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path, and what this machine supports (sandboxes)"
   ),
   Command.withExamples([{ command: "corral validate plan.yaml", description: "check a plan without running it" }])
 )

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import type { Defaults, Plan, PlanAgent, RateLimit } from "../PlanFile.ts"
+import type { AgentSandbox, Defaults, Plan, PlanAgent, RateLimit } from "../PlanFile.ts"
 import type { RawAgent, RawPlan } from "./planFileSchema.ts"
 
 const canonical = (value: unknown): unknown => {
@@ -19,6 +19,19 @@ export const hashOf = (value: unknown): string =>
 
 const unique = (items: ReadonlyArray<string> | undefined): ReadonlyArray<string> => [...new Set(items ?? [])]
 
+const sandboxOf = (raw: NonNullable<RawAgent["sandbox"]>): AgentSandbox | undefined => {
+  if (raw === false) return undefined
+  if (raw === true) return { network: true, allow: { read: [], write: [], ports: [] } }
+  return {
+    network: raw.network ?? true,
+    allow: {
+      read: unique(raw.allow?.read),
+      write: unique(raw.allow?.write),
+      ports: [...new Set(raw.allow?.ports ?? [])]
+    }
+  }
+}
+
 const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
   const definition: Omit<PlanAgent, "hash"> = {
     id: agent.id,
@@ -35,8 +48,12 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     limits: {
       memoryMb: agent.limits?.memoryMb,
       cpuSeconds: agent.limits?.cpuSeconds,
-      maxOutputBytes: agent.limits?.maxOutputBytes
+      maxOutputBytes: agent.limits?.maxOutputBytes,
+      cpuPercent: agent.limits?.cpuPercent,
+      diskMb: agent.limits?.diskMb
     },
+    sandbox: agent.sandbox === undefined ? defaults.sandbox : sandboxOf(agent.sandbox),
+    database: agent.database ?? defaults.database,
     env: { ...agent.env },
     passEnv: unique(agent.passEnv),
     secrets: unique(agent.secrets),
@@ -63,7 +80,9 @@ export const build = (plan: RawPlan, file: string): Plan => {
   const defaults: Defaults = {
     timeoutMs: plan.defaults?.timeout,
     claimTimeoutMs: plan.defaults?.claimTimeout,
-    retries: plan.defaults?.retries ?? 0
+    retries: plan.defaults?.retries ?? 0,
+    sandbox: plan.defaults?.sandbox === undefined ? undefined : sandboxOf(plan.defaults.sandbox),
+    database: plan.defaults?.database ?? "shared"
   }
   const definition: Omit<Plan, "file" | "hash"> = {
     version: 1,

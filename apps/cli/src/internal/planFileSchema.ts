@@ -154,11 +154,45 @@ const ClaimsSchema = Schema.Struct({
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt))
 })
 
-const LimitsSchema = Schema.Struct({
+export const LimitsSchema = Schema.Struct({
   memoryMb: Schema.optionalKey(PositiveInt),
   cpuSeconds: Schema.optionalKey(PositiveInt),
-  maxOutputBytes: Schema.optionalKey(PositiveInt)
+  maxOutputBytes: Schema.optionalKey(PositiveInt),
+  cpuPercent: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+  diskMb: Schema.optionalKey(PositiveInt)
 })
+
+const SandboxPath = Schema.String.check(
+  Schema.makeFilter((dir: string) =>
+    dir.trim().length === 0 ? "expected a path (absolute, or relative to the repository)" : undefined
+  )
+)
+
+const Port = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 }))
+
+const portsNeedLoopback = (sandbox: {
+  readonly network?: boolean | "loopback"
+  readonly allow?: { readonly ports?: ReadonlyArray<number> }
+}): Schema.FilterIssue | undefined =>
+  (sandbox.allow?.ports ?? []).length > 0 && sandbox.network !== "loopback"
+    ? { path: ["allow", "ports"], issue: "ports are reachable only with network: loopback" }
+    : undefined
+
+const SandboxSchema = Schema.Union([
+  Schema.Boolean,
+  Schema.Struct({
+    network: Schema.optionalKey(Schema.Union([Schema.Boolean, Schema.Literal("loopback")])),
+    allow: Schema.optionalKey(
+      Schema.Struct({
+        read: Schema.optionalKey(Schema.Array(SandboxPath)),
+        write: Schema.optionalKey(Schema.Array(SandboxPath)),
+        ports: Schema.optionalKey(Schema.Array(Port))
+      })
+    )
+  }).check(Schema.makeFilter(portsNeedLoopback))
+])
+
+const DatabaseSchema = Schema.Literals(["shared", "per-agent"])
 
 const AgentSchema = Schema.Struct({
   id: AgentId,
@@ -169,6 +203,8 @@ const AgentSchema = Schema.Struct({
   claimTimeout: Schema.optionalKey(PositiveDuration),
   retries: Schema.optionalKey(Count),
   limits: Schema.optionalKey(LimitsSchema),
+  sandbox: Schema.optionalKey(SandboxSchema),
+  database: Schema.optionalKey(DatabaseSchema),
   env: Schema.optionalKey(Env),
   passEnv: Schema.optionalKey(Schema.Array(EnvName)),
   secrets: Schema.optionalKey(Schema.Array(EnvName)),
@@ -189,7 +225,9 @@ const RateLimitSchema = Schema.Struct({
 const DefaultsSchema = Schema.Struct({
   timeout: Schema.optionalKey(PositiveDuration),
   claimTimeout: Schema.optionalKey(PositiveDuration),
-  retries: Schema.optionalKey(Count)
+  retries: Schema.optionalKey(Count),
+  sandbox: Schema.optionalKey(SandboxSchema),
+  database: Schema.optionalKey(DatabaseSchema)
 })
 
 /** The plan file as written, with durations in milliseconds and claim keys normalized. */

@@ -6,7 +6,7 @@ import * as Data from "effect/Data"
  * @since 0.1.0
  * @category models
  */
-export type LimitName = "memoryMb" | "cpuSeconds" | "fileSizeMb" | "maxOutputBytes"
+export type LimitName = "memoryMb" | "cpuSeconds" | "fileSizeMb" | "maxOutputBytes" | "diskMb"
 
 /**
  * Why a process failed: a non-zero `exit`, a `signal`, a `limit`, a `spawn` problem (bad command or cwd),
@@ -84,6 +84,8 @@ const describeLimit = (e: ProcessFailed): string => {
       return `file size limit (${e.limitValue} MB${by})`
     case "maxOutputBytes":
       return `output limit (${e.limitValue} bytes)`
+    case "diskMb":
+      return `disk limit (${e.limitValue} MB${e.detail === undefined ? "" : `, ${e.detail}`})`
     default:
       return "limits"
   }

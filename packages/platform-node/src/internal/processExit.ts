@@ -9,6 +9,7 @@ import type { Plan } from "./processPlan.ts"
 export interface Breach {
   readonly limit: LimitName
   readonly value: number
+  readonly detail?: string | undefined
 }
 
 export interface Measured {
@@ -70,6 +71,7 @@ const limitFailure = (ended: Ended, breach: Breach, signal: string | undefined, 
     crashed: false,
     limit: breach.limit,
     limitValue: breach.value,
+    detail: breach.detail,
     signal,
     exitCode
   })

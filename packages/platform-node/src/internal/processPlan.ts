@@ -2,6 +2,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Duration from "effect/Duration"
 import type { ProcessLimits, ProcessSpec } from "../ProcessRunner.ts"
+import type { Bridge } from "./sandboxBridge.ts"
+import { sandboxed } from "./sandboxPlan.ts"
 
 export interface Plan {
   readonly name: string
@@ -13,6 +15,7 @@ export interface Plan {
   readonly logPath: string | undefined
   readonly resultPath: string | undefined
   readonly killGraceMs: number
+  readonly bridge: Bridge | undefined
 }
 
 export interface Tools {
@@ -155,10 +158,13 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const base: readonly [string, ...Array<string>] =
     spec.shell === true ? [executable, "-c", spec.command] : [executable, ...(spec.args ?? [])]
   const name = defaultName(spec)
+  const sandbox = sandboxed(spec, cwd, env, wrapArgv(base, spec.limits ?? {}, tools))
+  if (typeof sandbox === "string") return { _tag: "Invalid", detail: sandbox }
   const plan: Plan = {
     name,
     display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
-    argv: wrapArgv(base, spec.limits ?? {}, tools),
+    argv: sandbox.argv,
+    bridge: sandbox.bridge,
     cwd,
     env,
     secrets,

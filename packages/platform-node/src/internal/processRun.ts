@@ -10,9 +10,11 @@ import * as Stream from "effect/Stream"
 import type { ProcessLimits, ProcessResult, ProcessSpec } from "../ProcessRunner.ts"
 import { ProcessFailed } from "./processError.ts"
 import { type Breach, classify, describeEnd, type Ended, type Measured, toMb } from "./processExit.ts"
+import { finalDiskCheck, guards } from "./processGuards.ts"
 import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
+import { openBridge } from "./sandboxBridge.ts"
 import {
   type GroupSample,
   isGroupAlive,
@@ -91,6 +93,13 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
     Effect.sync(() => check(sampleLeader(pid))),
     Effect.forever(tick)
   )
+}
+
+/** Records the first breach and kills the group at once. */
+const breachOnce = (pid: number, watch: Watch, breach: Breach) => {
+  if (watch.breach !== undefined) return
+  watch.breach = breach
+  signalGroup(pid, "SIGKILL")
 }
 
 /** Stops capturing and terminates the tree (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
@@ -217,6 +226,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     breach: undefined,
     gone: false
   }
+  if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const handle = yield* spawn(plan).pipe(
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
@@ -231,6 +241,9 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     Effect.uninterruptible
   )
   yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
+  if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
+    yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
+  }
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
       ? Effect.void
@@ -242,6 +255,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   const exit = yield* Effect.exit(handle.exitCode)
   yield* reapGroup(handle.pid, plan.killGraceMs, watch)
   yield* awaitDone(pumps, plan.killGraceMs + 1000)
+  watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   const ended: Ended = {
     plan,
     limits,
