@@ -1,4 +1,5 @@
-import { execFileSync, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { onTestFinished } from "vitest"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
@@ -46,6 +47,24 @@ export interface RunningCli {
   readonly signal: (signal: NodeJS.Signals) => void
 }
 
+const running = new Set<ChildProcess>()
+
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL")
+})
+
+/**
+ * Stops a `corral` a test left running (the test failed or timed out before it ended): Ctrl-C first,
+ * so corral stops its agents and cleans up as a user's Ctrl-C would, then SIGKILL.
+ */
+const stopLeftover = async (child: ChildProcess, closed: Promise<unknown>): Promise<void> => {
+  if (!running.has(child)) return
+  child.kill("SIGINT")
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+  await closed
+  clearTimeout(timer)
+}
+
 export const startCli = (
   args: ReadonlyArray<string>,
   options: { readonly cwd: string; readonly env?: Record<string, string> }
@@ -55,13 +74,22 @@ export const startCli = (
     env: { ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"]
   })
+  running.add(child)
   let stdout = ""
   let stderr = ""
   child.stdout.on("data", (chunk) => (stdout += chunk))
   child.stderr.on("data", (chunk) => (stderr += chunk))
   const done = new Promise<CliRun>((resolve) =>
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+    child.on("close", (code, signal) => {
+      running.delete(child)
+      resolve({ code, signal, stdout, stderr })
+    })
   )
+  try {
+    onTestFinished(() => stopLeftover(child, done), 30_000)
+  } catch {
+    // started outside a test (beforeAll): the exit hook above still kills it
+  }
   return { pid: child.pid!, output: () => stdout + stderr, done, signal: (s) => child.kill(s) }
 }
 

@@ -1,8 +1,9 @@
 /**
  * Process groups left running by a run whose orchestrator died (`kill -9`, OOM, a closed laptop).
  * Each live agent process has a pid file under `<state-dir>/runs/<run-id>/pids/`; when a run is found
- * dead, its groups are stopped — but only processes that still carry that run's `CORRAL_RUN_ID`, so
- * a reused pid is never touched.
+ * dead, its groups are stopped, then any other process that carries that run's `CORRAL_RUN_ID`
+ * (descendants that left their group) — only processes that carry it, so a reused pid is never
+ * touched.
  *
  * @since 0.1.0
  */
@@ -50,8 +51,9 @@ const groupAlive = (pgid: number): boolean => {
 }
 
 /**
- * Stops the recorded process groups of dead runs (SIGTERM, then SIGKILL after `graceMs`) and
- * returns the pids it stopped.
+ * Stops the recorded process groups of dead runs, then any other process that still carries one of
+ * those runs' `CORRAL_RUN_ID` (SIGTERM, then SIGKILL after `graceMs`), and returns the pids it
+ * stopped.
  *
  * @since 0.1.0
  * @category reaping
@@ -73,9 +75,62 @@ export const reap = (stateDir: string, runIds: ReadonlyArray<string>, graceMs = 
         NodeFs.rmSync(NodePath.join(dir, file), { force: true })
       }
     }
-    if (stopped.length === 0) return stopped
+    const runs = new Set(runIds)
+    const strays = runs.size === 0 ? [] : carriers(runs)
+    for (const pid of strays) signal(pid, "SIGTERM")
+    if (stopped.length === 0 && strays.length === 0) return stopped
     const deadline = Date.now() + graceMs
-    while (stopped.some(groupAlive) && Date.now() < deadline) yield* Effect.sleep("50 millis")
+    const left = () => stopped.some(groupAlive) || carriers(runs).length > 0
+    while (left() && Date.now() < deadline) yield* Effect.sleep("50 millis")
     for (const pid of stopped) if (groupAlive(pid)) process.kill(-pid, "SIGKILL")
-    return stopped
+    for (const pid of carriers(runs)) signal(pid, "SIGKILL")
+    return [...stopped, ...strays]
   })
+
+const signal = (pid: number, name: NodeJS.Signals): void => {
+  try {
+    process.kill(pid, name)
+  } catch {
+    return
+  }
+}
+
+/** This process and its ancestors: a corral started inside an agent of a dead run must not stop itself. */
+const ancestors = (): Set<number> => {
+  const found = new Set<number>()
+  let pid = process.pid
+  while (pid > 1 && !found.has(pid)) {
+    found.add(pid)
+    try {
+      const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "latin1")
+      pid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+    } catch {
+      break
+    }
+  }
+  return found
+}
+
+/**
+ * Live processes (other than this one and its ancestors) whose environment names one of `runIds` as
+ * `CORRAL_RUN_ID`: what is left of those runs' agents after their groups were stopped — members of a
+ * group whose leader exited, and descendants that left the group (`setsid`, double fork).
+ */
+const carriers = (runIds: ReadonlySet<string>): Array<number> => {
+  if (!NodeFs.existsSync("/proc/self/environ")) return []
+  const self = ancestors()
+  const found: Array<number> = []
+  for (const entry of NodeFs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || self.has(Number(entry))) continue
+    let environ: string
+    try {
+      environ = NodeFs.readFileSync(`/proc/${entry}/environ`, "latin1")
+    } catch {
+      continue
+    }
+    if (!environ.includes("CORRAL_RUN_ID=")) continue
+    const variable = environ.split("\0").find((item) => item.startsWith("CORRAL_RUN_ID="))
+    if (variable !== undefined && runIds.has(variable.slice("CORRAL_RUN_ID=".length))) found.push(Number(entry))
+  }
+  return found
+}

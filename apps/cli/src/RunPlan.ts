@@ -17,6 +17,7 @@ import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
 import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
+import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
@@ -48,6 +49,20 @@ export interface AgentResult {
   readonly process: ProcessRunner.ProcessResult
   readonly merge: "merged" | "nothing to merge" | "not merged"
   readonly commit: string | undefined
+}
+
+/**
+ * The recorded success of an agent whose work a crashed run merged before the ledger recorded it
+ * (see `Reconcile`): a resumed run reports it `Cached` and does not run it again.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReconciledResult {
+  readonly merge: "merged"
+  readonly commit: string
+  /** The run whose integration branch holds the agent's commit. */
+  readonly mergedBy: string
 }
 
 /**
@@ -234,7 +249,10 @@ export const shapeOf = (plan: Plan) =>
  * @since 0.1.0
  * @category caching
  */
-export const idempotencyKeyOf = (options: Options, agent: PlanAgent): string =>
+export const idempotencyKeyOf = (
+  options: Pick<Options, "inputsHash" | "lineage" | "runId">,
+  agent: PlanAgent
+): string =>
   agent.inputs.length > 0
     ? `${agent.hash}:inputs:${options.inputsHash?.[agent.id] ?? ""}`
     : `${agent.hash}:run:${options.lineage ?? options.runId}`
@@ -356,11 +374,20 @@ const passed = (agent: PlanAgent): Record<string, string> =>
     agent.passEnv.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]]))
   )
 
+/**
+ * The output cap of a plan's agent that sets no `limits.maxOutputBytes`: 64 MiB of stdout + stderr.
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const defaultMaxOutputBytes = 64 * 1024 * 1024
+
 const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
-  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {}
+  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {
+    maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
+  }
   if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
   if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
-  if (agent.limits.maxOutputBytes !== undefined) limits.maxOutputBytes = agent.limits.maxOutputBytes
   if (agent.limits.cpuPercent !== undefined) limits.cpuPercent = agent.limits.cpuPercent
   if (agent.limits.diskMb !== undefined) limits.diskMb = agent.limits.diskMb
   return limits
@@ -408,6 +435,7 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
+    KillPoint.reached("merged", agent.id)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)

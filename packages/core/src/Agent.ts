@@ -7,8 +7,10 @@
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { Class as PipeableClass, type Pipeable } from "effect/Pipeable"
 import type * as Schedule from "effect/Schedule"
 import type * as Claims from "./Claims.ts"
+import type * as Usage from "./Usage.ts"
 
 /**
  * @since 0.1.0
@@ -30,7 +32,7 @@ export type Deps = Readonly<Record<string, unknown>>
  * @since 0.1.0
  * @category models
  */
-export interface Agent<out A, out E = never, out R = never, out Id extends string = string> {
+export interface Agent<out A, out E = never, out R = never, out Id extends string = string> extends Pipeable {
   readonly [TypeId]: typeof TypeId
   readonly id: Id
   readonly run: (deps: Deps) => Effect.Effect<A, E, R>
@@ -130,25 +132,47 @@ export interface Options<A, E, R, D extends Deps = Deps> {
 export const make = <A, E = never, R = never, D extends Deps = Deps, const Id extends string = string>(
   id: Id,
   options: Options<A, E, R, D>
-): Agent<A, E, R, Id> => {
-  const run = options.run
-  return {
-    [TypeId]: TypeId,
-    id,
-    run: Effect.isEffect(run) ? () => run : (deps) => Effect.suspend(() => run(deps as D)),
-    timeout: options.timeout,
-    retry: options.retry,
-    claims: options.claims,
-    claimTimeout: options.claimTimeout,
-    dependsOn: options.dependsOn ?? [],
-    estimate: options.estimate,
-    rateLimit: options.rateLimit,
-    idempotencyKey: options.idempotencyKey,
-    idempotencyKeyOf: options.idempotencyKeyOf as ((deps: Deps) => string) | undefined,
-    inputs: options.inputs,
-    labels: options.labels ?? {}
+): Agent<A, E, R, Id> => new AgentImpl(id, options as Options<A, E, R>)
+
+const noDependencies: ReadonlyArray<string> = Object.freeze([])
+const noLabels: Readonly<Record<string, string>> = Object.freeze({})
+
+class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Agent<A, E, R, Id> {
+  declare readonly [TypeId]: typeof TypeId
+  readonly id: Id
+  readonly run: (deps: Deps) => Effect.Effect<A, E, R>
+  readonly timeout: Duration.Input | undefined
+  readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
+  readonly claims: Claims.Claims | undefined
+  readonly claimTimeout: Duration.Input | undefined
+  readonly dependsOn: ReadonlyArray<string>
+  readonly estimate: Duration.Input | undefined
+  readonly rateLimit: string | undefined
+  readonly idempotencyKey: string | undefined
+  readonly idempotencyKeyOf: ((deps: Deps) => string) | undefined
+  readonly inputs: ReadonlyArray<string> | undefined
+  readonly labels: Readonly<Record<string, string>>
+
+  constructor(id: Id, options: Options<A, E, R>) {
+    super()
+    const run = options.run
+    this.id = id
+    this.run = Effect.isEffect(run) ? () => run : (deps) => Effect.suspend(() => run(deps))
+    this.timeout = options.timeout
+    this.retry = options.retry
+    this.claims = options.claims
+    this.claimTimeout = options.claimTimeout
+    this.dependsOn = options.dependsOn ?? noDependencies
+    this.estimate = options.estimate
+    this.rateLimit = options.rateLimit
+    this.idempotencyKey = options.idempotencyKey
+    this.idempotencyKeyOf = options.idempotencyKeyOf
+    this.inputs = options.inputs
+    this.labels = options.labels ?? noLabels
   }
 }
+
+Object.defineProperty(AgentImpl.prototype, TypeId, { value: TypeId })
 
 /**
  * `true` for values built with `Agent.make`.
@@ -173,23 +197,37 @@ export interface Current {
 }
 
 /**
- * Set by the run for its agents.
+ * What a run binds to each agent for the agent's whole lifetime: where `Agent.current` and
+ * `Usage.report` read from. The run provides it once when the agent starts, so fibers the agent
+ * forks (`Effect.forkDetach`, `forkIn` an outer scope) keep reading and reporting as that agent
+ * even after it ended.
+ *
+ * `report` returns `false` when the usage could not be attributed (the run had ended).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Frame {
+  readonly current: () => Current
+  readonly report: (usage: Partial<Usage.Usage>) => boolean
+}
+
+/**
+ * Set by the run for each of its agents.
  *
  * @since 0.1.0
  * @category references
  */
-export const CurrentRef = Context.Reference<() => Current | undefined>("@corral/core/Agent/Current", {
-  defaultValue: () => () => undefined
+export const CurrentRef = Context.Reference<Frame | undefined>("@corral/core/Agent/Current", {
+  defaultValue: () => undefined
 })
 
 /**
- * The running agent, or `undefined` outside a run.
+ * The running agent, or `undefined` outside a run. Inside a fiber the agent forked it is still that
+ * agent, even after the agent ended.
  *
  * @example
  * ```ts
- * import { Agent } from "@corral/core"
- * import { Effect } from "effect"
- *
  * const write = Effect.gen(function*() {
  *   const me = yield* Agent.current
  *   return `written by ${me?.agentId} with token ${me?.fencingToken}`
@@ -198,4 +236,4 @@ export const CurrentRef = Context.Reference<() => Current | undefined>("@corral/
  * @since 0.1.0
  * @category accessors
  */
-export const current: Effect.Effect<Current | undefined> = Effect.map(CurrentRef, (get) => get())
+export const current: Effect.Effect<Current | undefined> = Effect.map(CurrentRef, (frame) => frame?.current())

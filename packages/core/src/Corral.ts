@@ -32,24 +32,36 @@ export interface Options {
   readonly pools?: Readonly<Record<string, number>> | undefined
   /** Default claim timeout for agents that do not set their own. */
   readonly claimTimeout?: Duration.Input | undefined
-  /** Stops the run (as `BudgetExceeded`) once reported usage passes a limit. */
+  /**
+   * Stops the run (as `BudgetExceeded`) once reported usage passes a limit. The agent whose report
+   * crossed the limit ends `Interrupted` with `crossedBudget: true`. A budget bounds when the run
+   * stops, not what is spent: usage already in flight when it stops (calls other agents have made
+   * and report afterwards, fibers still finishing) is still counted, so the total can exceed it.
+   */
   readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
   /**
-   * Receives every event in order, on its own fiber: a slow subscriber does not slow the agents
-   * and a failing one is detached without affecting the run.
+   * Receives events in order, on its own fiber: a slow subscriber does not slow the agents and a
+   * failing one is detached without affecting the run. At most `eventBuffer` events wait for the
+   * subscriber; while that many wait, new events are dropped and the subscriber later gets one
+   * `EventsDropped` event with their count. `RunFinished` is never dropped, and the run returns once
+   * the subscriber has handled it (interrupting the run interrupts a subscriber that never returns).
    */
   readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
+  /** Most events waiting for `onEvent` before new ones are dropped (see `onEvent`). Default 10000. */
+  readonly eventBuffer?: number | undefined
   /** Names the run (holders of claims, events); generated when absent. */
   readonly runId?: string | undefined
   /**
    * Fairness bound: an agent waiting for claims is overtaken by at most this many agents behind it
    * in the queue whose claims conflict with its own; after that its keys are reserved for it.
-   * Default `max(8, concurrency)`.
+   * Default `max(32, 4 × concurrency)`.
    */
   readonly maxBypass?: number | undefined
   /**
    * When this effect completes, the run stops as in fail-fast mode (running agents `Interrupted`,
    * the rest `Cancelled`) and still returns its result; the effect's value is the reason given.
+   * An effect already complete when the run starts starts no agent. `result.stopped` is set
+   * whenever the effect completed before the run returned, however fast the agents finished.
    * Commands use it to turn Ctrl-C into a summarized stop.
    */
   readonly stopOn?: Effect.Effect<string> | undefined

@@ -75,6 +75,7 @@ export type CorralEvent =
   | (Base & { readonly _tag: "Finished"; readonly agentId: string; readonly outcome: Outcome.Outcome })
   | (Base & { readonly _tag: "Stopping"; readonly reason: StopReason })
   | (Base & { readonly _tag: "RunFinished"; readonly stopped: StopReason | undefined })
+  | (Base & { readonly _tag: "EventsDropped"; readonly count: number })
 
 /**
  * Describes a blocker for people: `src/parser.ts (write, held by parser)`.

@@ -75,19 +75,22 @@ export const makeMemory = (): Service => {
 }
 
 /**
- * An in-memory ledger layer. Build it once and provide it to each run that should share it.
+ * An in-memory ledger layer. Each time the layer is built it starts empty, and `Effect.provide`
+ * builds it once per call: provide it once around every run that should share it (or share one
+ * `makeMemory()` value with `Effect.provideService`). Providing it to two runs separately gives
+ * them two empty ledgers.
  *
  * @example
  * ```ts
  * import { Agent, Corral, Ledger } from "@corral/core"
- * import { Effect, Layer } from "effect"
+ * import { Effect } from "effect"
  *
  * const agents = [Agent.make("a", { run: Effect.succeed(1) }), Agent.make("b", { run: Effect.fail("flaky") })]
- * const program = Effect.gen(function*() {
+ * const reruns = Effect.gen(function*() {
  *   const first = yield* Corral.run(agents)
- *   const second = yield* Corral.run(agents) // only the failed ones run
+ *   const second = yield* Corral.run(agents) // only the agents that did not succeed run again
  *   return [first, second]
- * }).pipe(Effect.provide(Layer.fresh(Ledger.layerMemory)))
+ * }).pipe(Effect.provide(Ledger.layerMemory))
  * ```
  * @since 0.1.0
  * @category layers

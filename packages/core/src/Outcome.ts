@@ -18,20 +18,32 @@ const common = {
 }
 
 /**
+ * The fields of every outcome, by tag: the one definition both the classes and `Encoded` are
+ * derived from, so they cannot drift apart.
+ */
+const fields = {
+  Succeeded: { ...common, value: Schema.Unknown, cached: Schema.Boolean },
+  Failed: { ...common, error: Schema.Unknown, defect: Schema.Boolean, message: Schema.String },
+  TimedOut: { ...common, afterMs: Schema.Number },
+  Interrupted: { ...common, reason: Schema.String, crossedBudget: Schema.Boolean },
+  Cancelled: { ...common, reason: Schema.String },
+  Skipped: { ...common, dependency: Schema.String, dependencyOutcome: Schema.String },
+  ClaimTimedOut: {
+    ...common,
+    afterMs: Schema.Number,
+    blockers: Schema.Array(Schema.Struct({ key: Schema.String, holder: Schema.String }))
+  }
+}
+
+type Fields<Tag extends keyof typeof fields> = Schema.Struct.Type<(typeof fields)[Tag]>
+
+/**
  * Fields every outcome has. Times are epoch milliseconds from the run's `Clock`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Common {
-  readonly agentId: string
-  readonly attempts: number
-  readonly queuedAt: number
-  readonly startedAt: number | null
-  readonly endedAt: number
-  readonly waitedMs: number
-  readonly usage: Usage.Usage
-}
+export interface Common extends Schema.Struct.Type<typeof common> {}
 
 /**
  * The agent finished with a value. `cached` marks a value taken from a ledger instead of a run.
@@ -39,9 +51,7 @@ export interface Common {
  * @since 0.1.0
  * @category models
  */
-export class Succeeded extends Data.TaggedClass("Succeeded")<
-  Common & { readonly value: unknown; readonly cached: boolean }
-> {}
+export class Succeeded extends Data.TaggedClass("Succeeded")<Fields<"Succeeded">> {}
 
 /**
  * The agent failed with a typed error, or died with a defect (`defect: true`): a thrown exception
@@ -50,9 +60,7 @@ export class Succeeded extends Data.TaggedClass("Succeeded")<
  * @since 0.1.0
  * @category models
  */
-export class Failed extends Data.TaggedClass("Failed")<
-  Common & { readonly error: unknown; readonly defect: boolean; readonly message: string }
-> {}
+export class Failed extends Data.TaggedClass("Failed")<Fields<"Failed">> {}
 
 /**
  * The agent ran longer than its timeout and was interrupted.
@@ -60,15 +68,17 @@ export class Failed extends Data.TaggedClass("Failed")<
  * @since 0.1.0
  * @category models
  */
-export class TimedOut extends Data.TaggedClass("TimedOut")<Common & { readonly afterMs: number }> {}
+export class TimedOut extends Data.TaggedClass("TimedOut")<Fields<"TimedOut">> {}
 
 /**
- * The agent was running when the run stopped (fail-fast, budget, or the run itself interrupted).
+ * The agent was running when the run stopped (fail-fast, budget, `stopOn`, or the run itself
+ * interrupted). `crossedBudget` is `true` for the one agent whose reported usage took the run over
+ * its budget; its `reason` says so, while its interrupted siblings name it.
  *
  * @since 0.1.0
  * @category models
  */
-export class Interrupted extends Data.TaggedClass("Interrupted")<Common & { readonly reason: string }> {}
+export class Interrupted extends Data.TaggedClass("Interrupted")<Fields<"Interrupted">> {}
 
 /**
  * The agent never started because the run stopped first.
@@ -76,7 +86,7 @@ export class Interrupted extends Data.TaggedClass("Interrupted")<Common & { read
  * @since 0.1.0
  * @category models
  */
-export class Cancelled extends Data.TaggedClass("Cancelled")<Common & { readonly reason: string }> {}
+export class Cancelled extends Data.TaggedClass("Cancelled")<Fields<"Cancelled">> {}
 
 /**
  * The agent never started because a dependency did not succeed.
@@ -84,9 +94,7 @@ export class Cancelled extends Data.TaggedClass("Cancelled")<Common & { readonly
  * @since 0.1.0
  * @category models
  */
-export class Skipped extends Data.TaggedClass("Skipped")<
-  Common & { readonly dependency: string; readonly dependencyOutcome: string }
-> {}
+export class Skipped extends Data.TaggedClass("Skipped")<Fields<"Skipped">> {}
 
 /**
  * The agent waited longer than its claim timeout; `blockers` names the keys and their holders.
@@ -94,12 +102,7 @@ export class Skipped extends Data.TaggedClass("Skipped")<
  * @since 0.1.0
  * @category models
  */
-export class ClaimTimedOut extends Data.TaggedClass("ClaimTimedOut")<
-  Common & {
-    readonly afterMs: number
-    readonly blockers: ReadonlyArray<{ readonly key: string; readonly holder: string }>
-  }
-> {}
+export class ClaimTimedOut extends Data.TaggedClass("ClaimTimedOut")<Fields<"ClaimTimedOut">> {}
 
 /**
  * The serialized form of any outcome (values and errors as they are; encode them to JSON yourself
@@ -109,17 +112,13 @@ export class ClaimTimedOut extends Data.TaggedClass("ClaimTimedOut")<
  * @category schemas
  */
 export const Encoded = Schema.Union([
-  Schema.TaggedStruct("Succeeded", { ...common, value: Schema.Unknown, cached: Schema.Boolean }),
-  Schema.TaggedStruct("Failed", { ...common, error: Schema.Unknown, defect: Schema.Boolean, message: Schema.String }),
-  Schema.TaggedStruct("TimedOut", { ...common, afterMs: Schema.Number }),
-  Schema.TaggedStruct("Interrupted", { ...common, reason: Schema.String }),
-  Schema.TaggedStruct("Cancelled", { ...common, reason: Schema.String }),
-  Schema.TaggedStruct("Skipped", { ...common, dependency: Schema.String, dependencyOutcome: Schema.String }),
-  Schema.TaggedStruct("ClaimTimedOut", {
-    ...common,
-    afterMs: Schema.Number,
-    blockers: Schema.Array(Schema.Struct({ key: Schema.String, holder: Schema.String }))
-  })
+  Schema.TaggedStruct("Succeeded", fields.Succeeded),
+  Schema.TaggedStruct("Failed", fields.Failed),
+  Schema.TaggedStruct("TimedOut", fields.TimedOut),
+  Schema.TaggedStruct("Interrupted", fields.Interrupted),
+  Schema.TaggedStruct("Cancelled", fields.Cancelled),
+  Schema.TaggedStruct("Skipped", fields.Skipped),
+  Schema.TaggedStruct("ClaimTimedOut", fields.ClaimTimedOut)
 ])
 
 /**
@@ -139,6 +138,17 @@ const classes = { Succeeded, Failed, TimedOut, Interrupted, Cancelled, Skipped, 
 export const fromEncoded = (encoded: Encoded): Outcome => {
   const { _tag, ...fields } = encoded
   return new classes[_tag](fields as never) as Outcome
+}
+
+/**
+ * The same outcome with other usage (usage a fiber of the agent reported after the agent ended).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const withUsage = <O extends Outcome>(outcome: O, usage: Usage.Usage): O => {
+  const { _tag, ...fields } = outcome as Outcome
+  return new classes[_tag]({ ...fields, usage } as never) as unknown as O
 }
 
 /**

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
+import { Class as PipeableClass, type Pipeable } from "effect/Pipeable"
 import * as Result from "effect/Result"
 import * as Agent from "./Agent.ts"
 import type * as Claims from "./Claims.ts"
@@ -61,7 +62,7 @@ export interface DuplicateId<Id extends string> {
  * @since 0.1.0
  * @category models
  */
-export interface Plan<Results extends Record<string, unknown> = {}, E = never, R = never> {
+export interface Plan<Results extends Record<string, unknown> = {}, E = never, R = never> extends Pipeable {
   readonly [TypeId]: typeof TypeId
   /** The agents, in the order they were added; pass them to `Corral.run`. */
   readonly agents: ReadonlyArray<Agent.Agent<Results[keyof Results], E, R>>
@@ -86,10 +87,11 @@ export interface Plan<Results extends Record<string, unknown> = {}, E = never, R
  */
 export type Results<P> = P extends Plan<infer Results, infer _E, infer _R> ? Results : never
 
-class PlanImpl implements Plan<any, any, any> {
+class PlanImpl extends PipeableClass implements Plan<any, any, any> {
   readonly [TypeId] = TypeId
   readonly agents: ReadonlyArray<Agent.Any>
   constructor(agents: ReadonlyArray<Agent.Any>) {
+    super()
     this.agents = agents
   }
   agent(id: string, options: AgentOptions<any, any, any, any, any>): Plan<any, any, any> {

@@ -12,6 +12,7 @@
 import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
+import { dual } from "effect/Function"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
@@ -250,17 +251,22 @@ export const layer = (buckets: Buckets): Layer.Layer<RateLimiter, InvalidRun> =>
  *
  * declare const callProvider: Effect.Effect<string>
  * const call = callProvider.pipe(RateLimiter.withToken("openai"))
+ * const batch = RateLimiter.withToken(callProvider, "openai", 10)
  * ```
  * @since 0.1.0
  * @category combinators
  */
-export const withToken =
-  (key: string, tokens = 1) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R | RateLimiter> =>
+export const withToken: {
+  (key: string, tokens?: number): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R | RateLimiter>
+  <A, E, R>(effect: Effect.Effect<A, E, R>, key: string, tokens?: number): Effect.Effect<A, E, R | RateLimiter>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R>(effect: Effect.Effect<A, E, R>, key: string, tokens = 1): Effect.Effect<A, E, R | RateLimiter> =>
     Effect.andThen(
       RateLimiter.use((limiter) => limiter.take(key, tokens)),
       effect
     )
+)
 
 /**
  * Milliseconds to wait before retrying after `error`, when the error says so: a `RateLimited`, or

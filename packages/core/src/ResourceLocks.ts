@@ -168,24 +168,26 @@ export const makeMemory = (): ResourceLocks["Service"] => {
  */
 export const layerMemory: Layer.Layer<ResourceLocks> = Layer.sync(ResourceLocks, makeMemory)
 
-let processDefault: ResourceLocks["Service"] | undefined
-
 /**
  * The in-memory lock service shared by runs that are not given one, so that two runs in one
- * process that claim the same key still serialize.
+ * process that claim the same key still serialize. Its default value is built once per process;
+ * provide the reference to give a part of a program its own default.
  *
  * @since 0.1.0
- * @category constructors
+ * @category references
  */
-export const processDefaultLocks = (): ResourceLocks["Service"] => (processDefault ??= makeMemory())
+export const DefaultLocks: Context.Reference<ResourceLocks["Service"]> = Context.Reference<ResourceLocks["Service"]>(
+  "@corral/core/ResourceLocks/DefaultLocks",
+  { defaultValue: makeMemory }
+)
 
 /**
- * The lock service in context, or the process-wide default.
+ * The lock service in context, or `DefaultLocks`.
  *
  * @since 0.1.0
  * @category accessors
  */
-export const current: Effect.Effect<ResourceLocks["Service"]> = Effect.map(
+export const current: Effect.Effect<ResourceLocks["Service"]> = Effect.flatMap(
   Effect.serviceOption(ResourceLocks),
-  (option) => (option._tag === "Some" ? option.value : processDefaultLocks())
+  (option) => (option._tag === "Some" ? Effect.succeed(option.value) : Effect.service(DefaultLocks))
 )

@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+import { Class as PipeableClass } from "effect/Pipeable"
 import type { StopReason } from "./CorralEvent.ts"
 import * as Outcome from "./Outcome.ts"
 import * as Usage from "./Usage.ts"
@@ -22,7 +23,7 @@ import * as Usage from "./Usage.ts"
  * @since 0.1.0
  * @category models
  */
-export class RunResult<A = unknown, E = unknown> {
+export class RunResult<A = unknown, E = unknown> extends PipeableClass {
   readonly runId: string
   readonly outcomes: ReadonlyArray<Outcome.Outcome<A, E>>
   readonly startedAt: number
@@ -36,6 +37,7 @@ export class RunResult<A = unknown, E = unknown> {
     readonly endedAt: number
     readonly stopped: StopReason | undefined
   }) {
+    super()
     this.runId = options.runId
     this.outcomes = options.outcomes
     this.startedAt = options.startedAt

@@ -7,6 +7,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Agent from "./Agent.ts"
 
 /**
  * Spent tokens and money.
@@ -49,7 +50,8 @@ export const add = (a: Usage, b: Partial<Usage>): Usage => ({
 export const tokens = (usage: Usage): number => usage.inputTokens + usage.outputTokens
 
 /**
- * Where `report` sends usage: set by the run for each agent, absent outside a run.
+ * Overrides where `report` sends usage (tests, custom accounting). When unset, usage goes to the
+ * running agent bound by the run (`Agent.CurrentRef`).
  *
  * @since 0.1.0
  * @category references
@@ -62,7 +64,14 @@ export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | un
 )
 
 /**
- * Reports usage for the running agent. Outside a run it does nothing.
+ * Reports usage for the running agent; outside a run it does nothing.
+ *
+ * The agent is the one that was running when the reporting fiber was forked, so usage reported by
+ * a fiber an agent forked is credited to that agent, also after it ended: until the run ends it is
+ * added to the agent's outcome and to the run's total (and can stop the run on its budget, naming
+ * that agent). Usage reported after the run ended is dropped with a warning naming the agent. Usage
+ * reported inside a run nested in an agent (`ToolCalls.run`) is credited to the nested agent and
+ * also to the enclosing agent.
  *
  * @example
  * ```ts
@@ -77,4 +86,15 @@ export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | un
  * @category reporting
  */
 export const report = (usage: Partial<Usage>): Effect.Effect<void> =>
-  Effect.flatMap(Reporter, (reporter) => (reporter === undefined ? Effect.void : Effect.sync(() => reporter(usage))))
+  Effect.flatMap(Reporter, (reporter) =>
+    reporter !== undefined
+      ? Effect.sync(() => reporter(usage))
+      : Effect.flatMap(Agent.CurrentRef, (frame) => {
+          if (frame === undefined || frame.report(usage)) return Effect.void
+          const me = frame.current()
+          return Effect.logWarning(
+            `corral: usage reported by agent ${JSON.stringify(me.agentId)} after run ${me.runId} ended was dropped`,
+            usage
+          )
+        })
+  )

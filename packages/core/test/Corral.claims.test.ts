@@ -88,6 +88,30 @@ describe("Corral.run with claims", () => {
     })
   )
 
+  it.effect("by default `maxBypass` is max(32, 4 × concurrency)", () =>
+    Effect.gen(function* () {
+      for (const [concurrency, bound] of [
+        [4, 32],
+        [10, 40]
+      ] as const) {
+        const timeline = new Testing.Timeline()
+        const reader = (i: number) =>
+          Testing.scripted(timeline, `reader-${i}`, { duration: "2 seconds" }, { claims: { read: ["index.db"] } })
+        const agents = [
+          ...Array.from({ length: 5 }, (_, i) => reader(i)),
+          Testing.scripted(timeline, "writer", { duration: "1 second" }, { claims: { write: ["index.db"] } }),
+          ...Array.from({ length: 120 }, (_, i) => reader(i + 5))
+        ]
+        const { result } = yield* Testing.runScripted(agents, { concurrency })
+        const writerStart = result.get("writer")!.startedAt!
+        const overtook = result.outcomes.filter(
+          (o) => o.agentId.startsWith("reader-") && Number(o.agentId.slice(7)) >= 5 && o.startedAt! < writerStart
+        )
+        assert.strictEqual(overtook.length, bound, `concurrency ${concurrency}`)
+      }
+    })
+  )
+
   it.effect("claimTimeout reports a lock held outside the run, naming the key and its holder", () =>
     Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()

@@ -1,7 +1,7 @@
-import { Agent, Corral, type Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Corral, type Outcome, ResourceLocks, type RunResult, ToolCalls, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Logger } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
 
@@ -15,6 +15,10 @@ interface AgentCase {
   readonly read: ReadonlyArray<string>
   readonly deps: ReadonlyArray<number>
   readonly pool: number | null
+  /** Seconds after its start at which a fiber the agent forked (and that outlives it) reports usage. */
+  readonly forkReportsAfter: number | null
+  /** Runs a nested run of one tool call on (a part of) the agent's own claims. */
+  readonly nested: boolean
 }
 
 interface RunCase {
@@ -22,6 +26,8 @@ interface RunCase {
   readonly mode: "settle" | "fail-fast"
   readonly agents: ReadonlyArray<AgentCase>
   readonly interruptAt: number | null
+  /** Seconds after the start at which `stopOn` completes; 0: complete before the run starts. */
+  readonly stopAt: number | null
 }
 
 const agentCase: fc.Arbitrary<AgentCase> = fc.record({
@@ -31,14 +37,17 @@ const agentCase: fc.Arbitrary<AgentCase> = fc.record({
   write: fc.subarray(KEYS, { maxLength: 2 }),
   read: fc.subarray(KEYS, { maxLength: 2 }),
   deps: fc.array(fc.nat({ max: 20 }), { maxLength: 2 }),
-  pool: fc.option(fc.integer({ min: 1, max: 2 }))
+  pool: fc.option(fc.integer({ min: 1, max: 2 })),
+  forkReportsAfter: fc.option(fc.integer({ min: 0, max: 8 }), { freq: 2 }),
+  nested: fc.boolean()
 })
 
 const runCase: fc.Arbitrary<RunCase> = fc.record({
   concurrency: fc.integer({ min: 1, max: 5 }),
   mode: fc.constantFrom("settle", "fail-fast"),
   agents: fc.array(agentCase, { minLength: 1, maxLength: 12 }),
-  interruptAt: fc.option(fc.integer({ min: 0, max: 12 }), { freq: 4 })
+  interruptAt: fc.option(fc.integer({ min: 0, max: 12 }), { freq: 4 }),
+  stopAt: fc.option(fc.integer({ min: 0, max: 10 }), { freq: 3 })
 })
 
 interface Observed {
@@ -47,9 +56,23 @@ interface Observed {
   end: number
   readonly deps: Record<string, unknown>
   readonly pool: number
+  nested: Outcome.Tag | undefined
 }
 
-const build = (c: RunCase, observed: Array<Observed>) =>
+/** A usage report from a fiber an agent forked: when, and whom `Agent.current` named. */
+interface Report {
+  readonly forkedBy: string
+  readonly currentAgent: string | undefined
+  readonly at: number
+}
+
+const nestedCall = (a: AgentCase) => {
+  const write = a.write.slice(0, 1)
+  const read = [...a.read, ...a.write].slice(-1)
+  return { name: "tool", write: write.length > 0 ? write : undefined, read: write.length > 0 ? undefined : read }
+}
+
+const build = (c: RunCase, observed: Array<Observed>, reports: Array<Report>) =>
   c.agents.map((a, i) => {
     const id = `n${i}`
     const deps = i === 0 ? [] : [...new Set(a.deps.map((d) => `n${d % i}`))]
@@ -57,8 +80,30 @@ const build = (c: RunCase, observed: Array<Observed>) =>
       run: (values: Record<string, unknown>) =>
         Effect.gen(function* () {
           const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-          const record: Observed = { id, start, end: Number.POSITIVE_INFINITY, deps: values, pool: a.pool ?? 0 }
+          const record: Observed = {
+            id,
+            start,
+            end: Number.POSITIVE_INFINITY,
+            deps: values,
+            pool: a.pool ?? 0,
+            nested: undefined
+          }
           observed.push(record)
+          if (a.forkReportsAfter !== null) {
+            yield* Effect.forkDetach(
+              Effect.gen(function* () {
+                yield* Effect.sleep(`${a.forkReportsAfter!} seconds`)
+                const me = yield* Agent.current
+                const at = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+                reports.push({ forkedBy: id, currentAgent: me?.agentId, at })
+                yield* Usage.report({ inputTokens: 1 })
+              })
+            )
+          }
+          if (a.nested) {
+            const [outcome] = yield* ToolCalls.run([{ ...nestedCall(a), run: Effect.void }]).pipe(Effect.orDie)
+            record.nested = outcome!._tag
+          }
           yield* Effect.addFinalizer(() =>
             Effect.clockWith((clock) => Effect.sync(() => (record.end = clock.currentTimeMillisUnsafe())))
           )
@@ -76,7 +121,8 @@ const build = (c: RunCase, observed: Array<Observed>) =>
 const check = (c: RunCase) =>
   Effect.gen(function* () {
     const observed: Array<Observed> = []
-    const agents = build(c, observed)
+    const reports: Array<Report> = []
+    const agents = build(c, observed, reports)
     const locks = ResourceLocks.makeMemory()
     const events: Array<unknown> = []
     const fiber = yield* Effect.forkChild(
@@ -84,7 +130,13 @@ const check = (c: RunCase) =>
         concurrency: c.concurrency,
         mode: c.mode,
         pools: { slots: 2 },
-        onEvent: (e) => Effect.sync(() => events.push(e))
+        onEvent: (e) => Effect.sync(() => events.push(e)),
+        stopOn:
+          c.stopAt === null || c.interruptAt !== null
+            ? undefined
+            : c.stopAt === 0
+              ? Effect.succeed("stopped early")
+              : Effect.as(Effect.sleep(`${c.stopAt} seconds`), "stopped")
       }).pipe(Effect.provideService(ResourceLocks.ResourceLocks, locks)),
       { startImmediately: true }
     )
@@ -101,8 +153,47 @@ const check = (c: RunCase) =>
     const violations = Testing.checkRun(agents, { result, events: events as never }, c.concurrency)
     assert.deepStrictEqual(violations, [])
     checkOverlaps(c, observed)
-    checkDependencies(agents, result.outcomes, observed, c.mode)
+    const stopped = c.stopAt !== null && result.stopped?._tag === "Stopped"
+    checkDependencies(agents, result.outcomes, observed, c.mode, stopped)
+    checkStop(c, result, observed)
+    checkNested(c, observed)
+    checkReports(result, reports)
   })
+
+const checkStop = (c: RunCase, result: RunResult.RunResult, observed: ReadonlyArray<Observed>) => {
+  if (c.stopAt === null) return
+  const stopMs = c.stopAt * 1000
+  if (c.stopAt === 0) {
+    assert.deepStrictEqual(observed, [], "an agent started after a stop complete before the run")
+    assert.isTrue(result.outcomes.every((o) => o._tag === "Cancelled"))
+  }
+  if (result.endedAt > stopMs || c.stopAt === 0) {
+    assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: c.stopAt === 0 ? "stopped early" : "stopped" })
+  }
+  if (result.stopped?._tag === "Stopped") {
+    for (const o of observed) assert.isAtMost(o.start, stopMs, `${o.id} started after the stop`)
+    assert.isAtMost(result.endedAt, stopMs, "the run went on after the stop")
+  }
+}
+
+const checkNested = (c: RunCase, observed: ReadonlyArray<Observed>) => {
+  for (const o of observed) {
+    const a = c.agents[Number(o.id.slice(1))]!
+    if (!a.nested || !Number.isFinite(o.end) || o.nested === undefined) continue
+    assert.strictEqual(o.nested, "Succeeded", `${o.id}'s nested tool call on its own claims`)
+  }
+}
+
+const checkReports = (result: RunResult.RunResult, reports: ReadonlyArray<Report>) => {
+  for (const report of reports) assert.strictEqual(report.currentAgent, report.forkedBy, "Agent.current in a fork")
+  for (const outcome of result.outcomes) {
+    const mine = reports.filter((r) => r.forkedBy === outcome.agentId)
+    const counted = mine.filter((r) => r.at < result.endedAt).length
+    const maybe = mine.filter((r) => r.at === result.endedAt).length
+    assert.isAtLeast(outcome.usage.inputTokens, counted, `${outcome.agentId}: usage of its forked fiber`)
+    assert.isAtMost(outcome.usage.inputTokens, counted + maybe, `${outcome.agentId}: usage it did not report`)
+  }
+}
 
 const checkOverlaps = (c: RunCase, observed: ReadonlyArray<Observed>) => {
   const timeline = new Testing.Timeline()
@@ -130,7 +221,8 @@ const checkDependencies = (
   agents: ReadonlyArray<Agent.Any>,
   outcomes: ReadonlyArray<Outcome.Outcome>,
   observed: ReadonlyArray<Observed>,
-  mode: "settle" | "fail-fast"
+  mode: "settle" | "fail-fast",
+  stopped: boolean
 ) => {
   const byId = new Map(outcomes.map((o) => [o.agentId, o]))
   for (const agent of agents) {
@@ -149,17 +241,21 @@ const checkDependencies = (
       const failedDep = agent.dependsOn.some((d) => byId.get(d)!._tag !== "Succeeded")
       assert.isTrue(failedDep, `${agent.id} skipped without a failed dependency`)
     }
-    if (mode === "settle") assert.notInclude(["Cancelled", "Interrupted"], outcome._tag)
+    if (mode === "settle" && !stopped) assert.notInclude(["Cancelled", "Interrupted"], outcome._tag)
   }
 }
 
 describe("Corral.run properties", () => {
-  it.effect("every agent gets one outcome; bounds, claims, pools and dependencies hold; nothing leaks", () =>
-    Effect.promise(() =>
-      fc.assert(
-        fc.asyncProperty(runCase, (c) => Effect.runPromise(check(c).pipe(Effect.provide(TestClock.layer())))),
-        { seed: 20261125, numRuns: 300 }
+  it.effect(
+    "every agent gets one outcome; bounds, claims, pools, dependencies, stops, nested runs and usage of forked fibers hold; nothing leaks",
+    () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(runCase, (c) =>
+            Effect.runPromise(check(c).pipe(Effect.provide([TestClock.layer(), Logger.layer([])])))
+          ),
+          { seed: 20261125, numRuns: 300 }
+        )
       )
-    )
   )
 })

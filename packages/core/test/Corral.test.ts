@@ -1,7 +1,7 @@
 import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Fiber, Schedule } from "effect"
+import { type Duration, Effect, Exit, Fiber, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
@@ -394,6 +394,20 @@ describe("Corral.run", () => {
       const waiting = recorded.events.find((e) => e._tag === "WaitingForClaims")!
       assert.strictEqual(waiting.progress.waiting, 1)
       assert.deepStrictEqual(Testing.checkRun(agents, recorded, 2), [])
+    })
+  )
+})
+
+describe("Corral.run ids", () => {
+  it.effect("a generated run id comes from the Clock and Random services", () =>
+    Effect.gen(function* () {
+      const id = () => Effect.map(Corral.run([Agent.make("a", { run: Effect.void })]), (r) => r.runId)
+      const first = yield* id().pipe(Random.withSeed("corral"))
+      const again = yield* id().pipe(Random.withSeed("corral"))
+      const other = yield* id().pipe(Random.withSeed("other"))
+      assert.strictEqual(first, again)
+      assert.notStrictEqual(first, other)
+      assert.match(first, /^19700101T000000-[0-9a-z]{6}$/)
     })
   )
 })

@@ -1,4 +1,4 @@
-import { Agent, Corral, Ledger } from "@corral/core"
+import { Agent, Corral, Ledger, type Outcome } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 
@@ -90,6 +90,37 @@ describe("Ledger", () => {
       version = 2
       yield* Corral.run(plan()).pipe(Effect.provideService(Ledger.Ledger, ledger))
       assert.strictEqual(ran.derived, 2)
+    })
+  )
+})
+
+describe("Ledger.layerMemory", () => {
+  it.effect("the documented pattern: provided once around two runs, the second reruns only the failures", () =>
+    Effect.gen(function* () {
+      const ran: Record<string, number> = {}
+      let broken = true
+      const agents = [counting(ran, "ok", () => false, 1), counting(ran, "flaky", () => broken, 2)]
+      const reruns = Effect.gen(function* () {
+        const first = yield* Corral.run(agents)
+        broken = false
+        const second = yield* Corral.run(agents) // only the agents that did not succeed run again
+        return [first, second]
+      }).pipe(Effect.provide(Ledger.layerMemory))
+      const [first, second] = yield* reruns
+      assert.deepStrictEqual(first!.counts, { Succeeded: 1, Failed: 1 })
+      assert.isTrue(second!.allSucceeded)
+      assert.deepStrictEqual(ran, { ok: 1, flaky: 2 })
+      assert.isTrue((second!.get("ok") as Outcome.Succeeded).cached)
+    })
+  )
+
+  it.effect("provided to two runs separately, it builds two empty ledgers (as the docs warn)", () =>
+    Effect.gen(function* () {
+      const ran: Record<string, number> = {}
+      const agents = [counting(ran, "ok", () => false, 1)]
+      yield* Corral.run(agents).pipe(Effect.provide(Ledger.layerMemory))
+      yield* Corral.run(agents).pipe(Effect.provide(Ledger.layerMemory))
+      assert.deepStrictEqual(ran, { ok: 2 })
     })
   )
 })

@@ -152,3 +152,18 @@ describe("Plan.analyze", () => {
     assert.strictEqual(analysis.maxParallelism, 2)
   })
 })
+
+describe("Pipeable", () => {
+  it.effect("agents, plans and run results pipe", () =>
+    Effect.gen(function* () {
+      const agent = Agent.make("a", { run: Effect.succeed(1) }).pipe((a) => ({ id: a.id }))
+      assert.deepStrictEqual(agent, { id: "a" })
+      const plan = Plan.make().agent("x", { run: Effect.succeed(2) })
+      const result = yield* plan.pipe(Plan.run)
+      assert.strictEqual(
+        result.pipe((r) => r.get("x")?._tag),
+        "Succeeded"
+      )
+    })
+  )
+})

@@ -80,10 +80,16 @@ describe("RateLimiter", () => {
     })
   )
 
-  it.effect("withToken takes a token from the service before the effect", () =>
+  it.effect("withToken (data-last and data-first) takes a token from the service before the effect", () =>
     Effect.gen(function* () {
       const fiber = yield* Effect.forkChild(
-        Effect.forEach([1, 2, 3], () => now.pipe(RateLimiter.withToken("api")), { concurrency: "unbounded" }),
+        Effect.forEach(
+          [1, 2, 3],
+          (i) => (i === 2 ? RateLimiter.withToken(now, "api") : now.pipe(RateLimiter.withToken("api"))),
+          {
+            concurrency: "unbounded"
+          }
+        ),
         { startImmediately: true }
       )
       yield* TestClock.adjust("10 seconds")

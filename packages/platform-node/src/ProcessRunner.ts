@@ -31,7 +31,12 @@ export interface ProcessLimits {
   readonly fileSizeMb?: number
   /** RLIMIT_NPROC: per user on Linux, not per process tree; ignored for root. */
   readonly maxProcesses?: number
-  /** Scheduling priority, applied with `nice -n`. */
+  /**
+   * An increment to the niceness the process inherits from corral (`nice -n N`): positive values
+   * lower its priority; the result is capped at 19, and a negative increment needs privileges (GNU
+   * `nice` then warns and runs the program unchanged). Where no `nice` executable is on the PATH
+   * the limit is not applied and a warning is logged.
+   */
   readonly nice?: number
   /** Total stdout + stderr bytes; exceeding it stops capturing and terminates the tree. */
   readonly maxOutputBytes?: number
@@ -116,7 +121,11 @@ export interface ProcessSpec {
   readonly limits?: ProcessLimits
   /** Time between SIGTERM and SIGKILL when the tree is terminated. @default "2 seconds" */
   readonly killGrace?: Duration.Input
-  /** Called for output lines, at most 20 per second (burst 20); further lines are dropped and counted. */
+  /**
+   * Called for output lines (secrets redacted), at most 20 lines and 32 Ki characters per second
+   * (burst the same); further lines are dropped and counted. A line longer than 4096 characters is
+   * passed clipped, ending in `…`; a line longer than 64 KiB arrives in pieces.
+   */
   readonly onLine?: (line: OutputLine) => void
   /** Called with the process (and process group) id once it started, and again with `undefined` once it is gone. */
   readonly onProcess?: (pid: number | undefined) => void

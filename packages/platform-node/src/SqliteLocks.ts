@@ -4,9 +4,21 @@
  *
  * A grant checks conflicts against unexpired leases and inserts the lease with the next fencing
  * token in one `BEGIN IMMEDIATE` transaction. A background fiber renews this process's leases
- * every `renewEvery`; a lease whose process died expires after `ttl`. Releases in this process
- * notify `onRelease` listeners and waiters at once; releases and expiries in other processes are
- * noticed by polling every `pollEvery`, only while a lease of another process blocks someone here.
+ * every `renewEvery`. A lease whose process is known dead — a process on this host (same
+ * `hostname`) whose pid no longer exists — is removed at once: when any process opens the lease
+ * table, and on each poll while a lease of another process blocks someone here. A lease of a process
+ * on another host (or whose pid was reused) expires `ttl` after its last renewal. Fencing tokens
+ * come from a counter that removals never lower. Releases in this process notify `onRelease`
+ * listeners and waiters at once; releases, removals and expiries in other processes are noticed by
+ * polling every `pollEvery`, only while a lease of another process blocks someone here.
+ *
+ * Fairness between processes: a request turned away is queued in the `lease_waiters` table (renewed
+ * and removed like leases). Each grant to one process counts one bypass for every conflicting waiter
+ * of another process queued before it; after `maxBypass` bypasses the waiter's keys are reserved:
+ * requests of other processes that conflict with them and were not queued before it are turned
+ * away (the blocker names the waiter, `… (reserved: waiting longest)`) until it is granted. A
+ * reservation not taken within `max(2 s, 20 × pollEvery)` of first turning someone away is dropped
+ * (its waiter gave up: cancelled, timed out). Within one process, `Corral.run` keeps its own order.
  *
  * @since 0.1.0
  */
@@ -16,7 +28,14 @@ import { Clock, Deferred, Duration, Effect, Layer, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { type Migrator, SqlClient, type SqlError } from "effect/sql"
 import { blockersOf, heldClaims } from "./internal/sqliteLocksConflict.ts"
-import { type LeaseTable, makeLeaseTable, migrate, type StoredLease } from "./internal/sqliteLocksTable.ts"
+import {
+  type Fairness,
+  type LeaseTable,
+  makeLeaseTable,
+  migrate,
+  RESERVATION_ID_BASE,
+  type StoredLease
+} from "./internal/sqliteLocksTable.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
 /**
@@ -30,6 +49,12 @@ export interface Options {
   readonly renewEvery?: Duration.Input | undefined
   /** How often releases by other processes are looked for while they block someone. @default "100 millis" */
   readonly pollEvery?: Duration.Input | undefined
+  /**
+   * Fairness between processes: a waiter of one process is overtaken by at most this many grants to
+   * other processes whose claims conflict with its own; then its keys are reserved for it (as
+   * `Corral.run`'s `maxBypass` does within a process). @default 32
+   */
+  readonly maxBypass?: number | undefined
 }
 
 /**
@@ -64,11 +89,15 @@ class State {
     Deferred.doneUnsafe(signal, Effect.void)
   }
 
-  /** Watched leases that are gone from `held` were released by their process. */
-  forget(held: ReadonlyArray<StoredLease>): void {
+  /** Watched leases (and reservations) that are gone from `held` were released by their process. */
+  forget(held: ReadonlyArray<StoredLease>, reservations?: ReadonlyArray<StoredLease>): void {
     if (this.watched.size === 0) return
     const present = new Set(held.map((stored) => stored.lease.id))
-    for (const lease of [...this.watched.values()]) if (!present.has(lease.id)) this.released(lease)
+    for (const stored of reservations ?? []) present.add(stored.lease.id)
+    for (const lease of [...this.watched.values()]) {
+      if (lease.id >= RESERVATION_ID_BASE && reservations === undefined) continue
+      if (!present.has(lease.id)) this.released(lease)
+    }
   }
 
   watch(held: ReadonlyArray<StoredLease>, owner: string, blockers: ReadonlyArray<ResourceLocks.Blocker>): void {
@@ -85,16 +114,25 @@ const blockersOfHeld = (request: Claims.Request, held: ReadonlyArray<StoredLease
     held.map((stored) => stored.lease)
   )
 
-const makeService = (table: LeaseTable, owner: string, ttlMillis: number, pollEvery: Duration.Input, state: State) => {
+const makeService = (
+  table: LeaseTable,
+  owner: string,
+  ttlMillis: number,
+  pollEvery: Duration.Input,
+  fairness: Fairness,
+  state: State
+) => {
   const fallback = Duration.times(Duration.fromInputUnsafe(pollEvery), 10)
   const tryAcquire = (holder: ResourceLocks.Holder, request: Claims.Request, onGrant: (lease: Lease) => void) =>
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      const { granted, expired, held } = yield* die(table.tryInsert(holder, request, now, now + ttlMillis))
+      const { granted, expired, held, reservations } = yield* die(
+        table.tryInsert(holder, request, now, now + ttlMillis, fairness)
+      )
       for (const stored of expired) if (stored.owner !== owner) state.released(stored.lease)
-      state.forget(held)
+      state.forget(held, reservations)
       if (granted._tag === "Blocked") {
-        state.watch(held, owner, granted.blockers)
+        state.watch([...held, ...reservations], owner, granted.blockers)
         return { _tag: "Blocked", blockers: granted.blockers } as const
       }
       state.local.set(granted.lease.id, granted.lease)
@@ -159,9 +197,25 @@ const makeService = (table: LeaseTable, owner: string, ttlMillis: number, pollEv
   })
 }
 
+/** Whether no process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+const isDeadPid = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH"
+  }
+}
+
+const removeDead = (table: LeaseTable, state: State) =>
+  Effect.map(table.removeDead(isDeadPid), (removed) => {
+    for (const stored of removed) state.released(stored.lease)
+  })
+
 const poll = (table: LeaseTable, state: State) =>
   Effect.gen(function* () {
     if (state.watched.size === 0 || (state.waiters.size === 0 && state.listeners.size === 0)) return
+    yield* removeDead(table, state)
     const now = yield* Clock.currentTimeMillis
     const present = yield* table.present([...state.watched.keys()], now)
     for (const [id, lease] of [...state.watched]) if (!present.has(id)) state.released(lease)
@@ -214,10 +268,21 @@ export const make = (
     const table = makeLeaseTable(sql, owner)
     const ttlMillis = Duration.toMillis(options.ttl ?? "30 seconds")
     const state = new State()
+    yield* removeDead(table, state)
     yield* every(options.renewEvery ?? "10 seconds", renew(table, state, ttlMillis))
     yield* every(options.pollEvery ?? "100 millis", poll(table, state))
-    const service = makeService(table, owner.id, ttlMillis, options.pollEvery ?? "100 millis", state)
-    yield* Effect.addFinalizer(() => Effect.forEach([...state.local.values()], service.release, { discard: true }))
+    const pollEvery = options.pollEvery ?? "100 millis"
+    const fairness: Fairness = {
+      maxBypass: options.maxBypass ?? 32,
+      graceMillis: Math.max(2000, 20 * Duration.toMillis(Duration.fromInputUnsafe(pollEvery)))
+    }
+    const service = makeService(table, owner.id, ttlMillis, pollEvery, fairness, state)
+    yield* Effect.addFinalizer(() =>
+      Effect.andThen(
+        Effect.forEach([...state.local.values()], service.release, { discard: true }),
+        Effect.ignore(table.removeWaiters)
+      )
+    )
     return service
   })
 

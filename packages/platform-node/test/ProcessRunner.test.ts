@@ -1,10 +1,10 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { getPriority, tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, type Duration, Effect, Exit, Fiber, Option } from "effect"
-import { wrapArgv } from "../src/internal/processPlan.ts"
+import { makePlan, wrapArgv } from "../src/internal/processPlan.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 
 const NODE = process.execPath
@@ -208,10 +208,28 @@ describe("ProcessRunner", () => {
         assert.match(text, /Max cpu time\s+5\s+6\s+seconds/)
         assert.match(text, /Max file size\s+2097152\s+2097152\s+bytes/)
         assert.match(text, /Max processes\s+500\s+500\s+processes/)
-        assert.strictEqual(result.tail.at(-1), "5")
+        assert.strictEqual(result.tail.at(-1), String(Math.min(19, getPriority() + 5)), "relative to ours")
       }
     })
   )
+
+  it("warns when nice cannot be applied, and runs the program without it", () => {
+    const planned = makePlan(
+      { command: "sh", args: ["-c", "true"], limits: { nice: 5 } },
+      {
+        prlimit: undefined,
+        nice: undefined
+      }
+    )
+    assert.strictEqual(planned._tag, "Plan")
+    if (planned._tag !== "Plan") return
+    assert.deepStrictEqual(planned.plan.warnings, [
+      'nice limit of process "sh" is not applied: no `nice` executable on PATH'
+    ])
+    assert.match(planned.plan.argv[0], /\/sh$/)
+    const applied = makePlan({ command: "sh", limits: { nice: 5 } }, { prlimit: undefined, nice: "/usr/bin/nice" })
+    assert.deepStrictEqual(applied._tag === "Plan" ? applied.plan.warnings : undefined, [])
+  })
 
   it.live("enforces maxOutputBytes", () =>
     Effect.gen(function* () {

@@ -14,6 +14,7 @@ import * as Orphans from "../Orphans.ts"
 import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
+import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
@@ -158,6 +159,15 @@ const writeReport = (stateDir: string, runId: string) =>
     return dir
   })
 
+/** Resuming without knowing what the integration branch holds could apply work twice: refuse. */
+const reconcileFailed = (message: string) =>
+  Effect.andThen(
+    Effect.sync(() =>
+      process.stderr.write(`corral: cannot read what the resumed run already merged, not resuming: ${message}\n`)
+    ),
+    Effect.fail(new CliExit({ code: 1 }))
+  )
+
 const storeFailed = (what: string, message: string) =>
   Effect.andThen(
     Effect.sync(() => process.stderr.write(`corral: the ${what} failed: ${message}\n`)),
@@ -176,7 +186,12 @@ const execute = (flags: Flags) =>
     NodeFs.mkdirSync(paths.stateDir, { recursive: true })
     return yield* recorded(flags, paths, plan).pipe(
       Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"))),
-      Effect.provide(SqliteLocks.layer(NodePath.join(paths.stateDir, "locks.db"))),
+      Effect.provide(
+        SqliteLocks.layer(NodePath.join(paths.stateDir, "locks.db"), {
+          // The bound `Corral.run` applies within the run (its default), applied between processes too.
+          maxBypass: Math.max(32, 4 * Option.getOrElse(flags.concurrency, () => plan.concurrency))
+        })
+      ),
       Effect.catchTags({
         SqlError: (error) => storeFailed("claim table", error.message),
         MigrationError: (error) => storeFailed("claim table", error.message)
@@ -200,9 +215,32 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
     const inputsHash = plan.agents.some((agent) => agent.inputs.length > 0)
       ? yield* Inputs.hashes(paths.repo, resumed?.base ?? "HEAD", plan).pipe(Effect.orElseSucceed(() => ({})))
       : {}
+    const reconciled =
+      resumed?.base === undefined
+        ? []
+        : yield* Reconcile.reconcile({
+            ledger,
+            repo: paths.repo,
+            plan,
+            base: resumed.base,
+            lineage: resumed.lineage,
+            runId,
+            inputsHash
+          }).pipe(
+            Effect.catchTags({
+              GitError: (error) => reconcileFailed(`cannot read ${resumed.base}: ${error.message}`),
+              GitNotFound: (error) => reconcileFailed(error.message),
+              DiskFull: (error) => reconcileFailed(error.message)
+            })
+          )
     const mode = Reporter.modeFor(flags.json, process.stdout)
     const reporter = Reporter.make(mode, plan.agents)
     if (resumed !== undefined) reporter.note(`resuming run ${resumed.runId}: recorded successes are reused`)
+    for (const done of reconciled) {
+      reporter.note(
+        `${done.agentId}: merged by run ${done.runId} (${done.commit.slice(0, 10)}) before it stopped; not run again`
+      )
+    }
     const stop = yield* Deferred.make<string>()
     yield* interruptions(stop, reporter)
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))

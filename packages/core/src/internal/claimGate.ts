@@ -11,6 +11,7 @@ export interface GateHost {
   readonly observing: boolean
   readonly makeReady: (node: Node) => void
   readonly wake: () => void
+  /** Moves the node to `parked`; `changed` when its blockers differ from the last time. */
   readonly parked: (node: Node, changed: boolean) => void
   readonly granted: (node: Node, lease: ResourceLocks.Lease) => void
 }
@@ -144,14 +145,15 @@ export class ClaimGate {
 
   private grant(node: Node, lease: ResourceLocks.Lease): void {
     node.lease = lease
+    node.fencingToken = lease.fencingToken
     const request = node.request!
     this.dropIntent(node)
     if (this.intents.size > 0) this.bypass(node, request)
     this.host.granted(node, lease)
   }
 
+  /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
   private park(node: Node, tokens: Iterable<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
-    node.state = "parked"
     const wait = waitOf(node)
     const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
     wait.blockingTokens = blocking

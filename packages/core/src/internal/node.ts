@@ -3,9 +3,16 @@ import type * as Claims from "../Claims.ts"
 import type * as Outcome from "../Outcome.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
-import { Heap } from "./heap.ts"
+import { type Held, type Inherited, inheritLocks } from "./inherit.ts"
+import type { NodeState } from "./lifecycle.ts"
 
-export type NodeState = "waiting-deps" | "ready" | "parked" | "running" | "finishing" | "done"
+/** What a node needs from its run to serve as the agent's `Agent.Frame`. */
+export interface NodeHost {
+  readonly runId: string
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly held: Held | undefined
+  readonly report: (node: Node, usage: Partial<Usage.Usage>) => boolean
+}
 
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
 export class WaitState {
@@ -20,7 +27,11 @@ export class WaitState {
 
 export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())
 
-export class Node {
+/**
+ * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
+ * agent's context, so binding costs no allocation.
+ */
+export class Node implements Agent.Frame {
   readonly index: number
   readonly agent: Agent.Any
   readonly id: string
@@ -37,12 +48,14 @@ export class Node {
   attempts = 0
   usage: Usage.Usage = Usage.zero
   lease: ResourceLocks.Lease | undefined = undefined
+  /** The token of the agent's lease; kept after the lease is released, for fibers the agent forked. */
+  fencingToken: number | undefined = undefined
   value: unknown = undefined
   outcome: Outcome.Outcome | undefined = undefined
-  waiting = false
   rateTaken = false
   ledgerKey: string | undefined = undefined
   wait: WaitState | undefined = undefined
+  host: NodeHost = detached
 
   readonly estimateMs: number
   readonly depIndices: ReadonlyArray<number>
@@ -65,6 +78,41 @@ export class Node {
     this.estimateMs = estimateMs
     this.depIndices = depIndices
   }
+
+  current(): Agent.Current {
+    return {
+      runId: this.host.runId,
+      agentId: this.id,
+      attempt: this.attempts,
+      fencingToken: this.fencingToken
+    }
+  }
+
+  report(usage: Partial<Usage.Usage>): boolean {
+    return this.host.report(this, usage)
+  }
+
+  /** What a run nested inside this agent inherits: the agent's claims and its run's lock service. */
+  inherited(): Inherited {
+    const host = this.host
+    if (this.request === undefined) return { locks: host.locks, held: host.held }
+    const held: Held = {
+      holder: { runId: host.runId, agentId: this.id },
+      request: this.request,
+      outer: host.held,
+      holds: () => this.lease !== undefined
+    }
+    return { locks: inheritLocks(host.locks, held), held }
+  }
+}
+
+const detached: NodeHost = {
+  runId: "",
+  get locks(): never {
+    throw new Error("corral: node used outside a run")
+  },
+  held: undefined,
+  report: () => false
 }
 
 export const before = (a: Node, b: Node): boolean =>
@@ -99,42 +147,5 @@ const prioritize = (nodes: ReadonlyArray<Node>): void => {
     for (const dependent of node.dependents) longest = Math.max(longest, dependent.priority)
     node.priority = node.estimateMs + longest
     for (const dep of node.deps) if (--remaining[dep.index]! === 0) stack.push(dep)
-  }
-}
-
-export class ReadyQueue {
-  private fifo: Array<Node> = []
-  private head = 0
-  private readonly heap = new Heap<Node>(before)
-
-  get size(): number {
-    return this.fifo.length - this.head + this.heap.size
-  }
-
-  seed(nodes: ReadonlyArray<Node>): void {
-    const roots = nodes.filter((node) => node.depsLeft === 0)
-    for (let i = 1; i < roots.length; i++) {
-      if (before(roots[i]!, roots[i - 1]!)) {
-        roots.sort((a, b) => (before(a, b) ? -1 : 1))
-        break
-      }
-    }
-    for (const node of roots) node.state = "ready"
-    this.fifo = roots
-  }
-
-  push(node: Node): void {
-    node.state = "ready"
-    this.heap.push(node)
-  }
-
-  pop(): Node | undefined {
-    const first = this.head < this.fifo.length ? this.fifo[this.head] : undefined
-    const top = this.heap.peek()
-    if (first !== undefined && (top === undefined || before(first, top))) {
-      this.fifo[this.head++] = undefined as never
-      return first
-    }
-    return this.heap.pop()
   }
 }

@@ -1,18 +1,34 @@
-import * as Cause from "effect/Cause"
+/**
+ * One run: `min(concurrency, agents)` worker fibers pull ready agents and run them inline. The
+ * pieces live beside this file, one concern each:
+ *
+ * - `lifecycle.ts`: the agent state machine (diagram and table) and the progress counters;
+ * - `readiness.ts`: the ready queue and agents parked for rate-limit tokens;
+ * - `claimGate.ts`: when an agent with claims may start;
+ * - `execute.ts`: executing one agent (context, attempts, timeout, span) and classifying its exit;
+ * - `stopping.ts`: stop requests (fail-fast, budget, `stopOn`) and the reasons outcomes give;
+ * - `events.ts`: delivery of events to the subscriber, bounded.
+ *
+ * This file wires them: the worker loop, starting and finishing agents, dependencies, ledger
+ * lookups, usage and the end of the run.
+ */
+import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Random from "effect/Random"
+import * as References from "effect/References"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
-import type * as Agent from "../Agent.ts"
-import type * as Corral from "../Corral.ts"
 import * as AgentModule from "../Agent.ts"
-import type { CorralEvent, Progress, StopReason } from "../CorralEvent.ts"
+import type * as Corral from "../Corral.ts"
+import type { CorralEvent, StopReason } from "../CorralEvent.ts"
 import type { InvalidRun, Issue } from "../CorralError.ts"
 import * as Ledger from "../Ledger.ts"
 import * as Outcome from "../Outcome.ts"
@@ -21,48 +37,54 @@ import * as ResourceLocks from "../ResourceLocks.ts"
 import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
-import { Heap } from "./heap.ts"
-import { before, link, type Node, ReadyQueue, waitOf } from "./node.ts"
+import { EventSink } from "./events.ts"
+import { attempts, bind, classify, common, type ExecHost, logAnnotations } from "./execute.ts"
+import type { Held } from "./inherit.ts"
+import { Lifecycle } from "./lifecycle.ts"
+import { link, Node, waitOf } from "./node.ts"
+import { RateWaits, ReadyQueue } from "./readiness.ts"
+import { overBudget, Stopping } from "./stopping.ts"
 import { validate } from "./validate.ts"
 
 export type RunOptions = Corral.Options
 
-export const maxRateLimitedAttempts = 5
+export { maxRateLimitedAttempts } from "./execute.ts"
+
+const defaultEventBuffer = 10_000
 
 interface Services {
   readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly held: Held | undefined
+  readonly parent: AgentModule.Frame | undefined
+  readonly annotations: Readonly<Record<string, unknown>>
+  readonly queue: Queue.Queue<CorralEvent, Cause.Done> | undefined
   readonly limiter: RateLimiter.Service | undefined
   readonly localLimiter: boolean
   readonly ledger: Ledger.Service | undefined
   readonly tracing: boolean
 }
 
-interface RateQueue {
-  readonly heap: Heap<Node>
-  armed: boolean
-}
-
-class AgentTimeout {
-  readonly afterMs: number
-  constructor(afterMs: number) {
-    this.afterMs = afterMs
-  }
-}
-
-let runCounter = 0
-const makeRunId = (now: number): string =>
-  `${new Date(now).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")}-${(++runCounter).toString(36)}${Math.random().toString(36).slice(2, 6)}`
+/** `20260101T120000-k3x9a1`: the run's start time from `Clock` and six base-36 digits from `Random`. */
+const makeRunId = (now: number): Effect.Effect<string> =>
+  Effect.map(
+    Random.nextIntBetween(0, 36 ** 6),
+    (n) => `${new Date(now).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")}-${n.toString(36).padStart(6, "0")}`
+  )
 
 export const run = <A, E, R>(
-  agents: ReadonlyArray<Agent.Agent<A, E, R>>,
+  agents: ReadonlyArray<AgentModule.Agent<A, E, R>>,
   options: RunOptions = {}
 ): Effect.Effect<RunResult<A, E>, InvalidRun, R> =>
   Effect.gen(function* () {
     const clock = yield* Clock.Clock
-    const runId = options.runId ?? makeRunId(clock.currentTimeMillisUnsafe())
+    const runId = options.runId ?? (yield* makeRunId(clock.currentTimeMillisUnsafe()))
     const concurrency = options.concurrency ?? 8
     const limits = yield* limiterOf(options, clock)
+    const parent = yield* AgentModule.CurrentRef
+    const inherited = parent instanceof Node ? parent.inherited() : undefined
     const nodes = validate(agents, {
+      held: inherited?.held,
+      eventBuffer: options.eventBuffer,
       concurrency,
       pools: options.pools ?? {},
       claimTimeout: options.claimTimeout,
@@ -72,42 +94,37 @@ export const run = <A, E, R>(
     })
     if (Result.isFailure(nodes)) return yield* Effect.fail(nodes.failure)
     const services: Services = {
-      locks: yield* ResourceLocks.current,
+      locks: inherited?.locks ?? (yield* ResourceLocks.current),
+      held: inherited?.held,
+      parent,
+      annotations: yield* References.CurrentLogAnnotations,
+      queue: options.onEvent === undefined ? undefined : yield* Queue.unbounded<CorralEvent, Cause.Done>(),
       limiter: limits.limiter,
       localLimiter: options.rateLimits !== undefined,
       ledger: Option.getOrUndefined(yield* Effect.serviceOption(Ledger.Ledger)),
       tracing: (yield* Tracer.Tracer) !== Tracer.nativeTracer
     }
-    const tracing = services.tracing
     const execute = Effect.acquireUseRelease(
       Scope.make(),
       (scope) => new Runner<A, E, R>(nodes.success, options, concurrency, runId, clock, services, scope).run,
       (scope, exit) => Scope.close(scope, exit)
     )
-    return yield* tracing
+    return yield* services.tracing
       ? Effect.withSpan(execute, "corral.run", {
           attributes: { "corral.run.id": runId, "corral.run.agents": agents.length }
         })
       : execute
   })
 
-class Runner<A, E, R> {
+class Runner<A, E, R> implements ExecHost {
   readonly nodes: ReadonlyArray<Node>
+  readonly lifecycle: Lifecycle
   readonly ready = new ReadyQueue()
   readonly gate: ClaimGate
+  readonly rateWaits: RateWaits | undefined
+  readonly stopping = new Stopping<Node>()
+  readonly events: EventSink | undefined
   readonly mode: "settle" | "fail-fast"
-  readonly maxBypass: number
-  readonly counts: Record<Outcome.Tag, number> = {
-    Succeeded: 0,
-    Failed: 0,
-    TimedOut: 0,
-    Interrupted: 0,
-    Cancelled: 0,
-    Skipped: 0,
-    ClaimTimedOut: 0
-  }
-  readonly stopSignal = Deferred.makeUnsafe<void>()
-  readonly events: Queue.Queue<CorralEvent, Cause.Done> | undefined
   readonly options: RunOptions
   readonly concurrency: number
   readonly runId: string
@@ -116,16 +133,15 @@ class Runner<A, E, R> {
   readonly limiter: RateLimiter.Service | undefined
   readonly ledger: Ledger.Service | undefined
   readonly services: Services
-  readonly rateQueues = new Map<string, RateQueue>()
   readonly scope: Scope.Closeable
   readonly tracing: boolean
-  running = 0
-  done = 0
-  waiting = 0
+  readonly held: Held | undefined
   readonly idle: Array<Deferred.Deferred<void>> = []
-  stopped: StopReason | undefined = undefined
+  readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
   startedAt = 0
+  /** Set once the outcomes are final: later usage goes to the enclosing agent or is dropped. */
+  finished = false
 
   constructor(
     nodes: ReadonlyArray<Node>,
@@ -146,53 +162,67 @@ class Runner<A, E, R> {
     this.ledger = services.ledger
     this.scope = scope
     this.tracing = services.tracing
+    this.held = services.held
+    this.logAnnotations = logAnnotations(runId, services.annotations)
     this.nodes = nodes
+    for (const node of nodes) node.host = this
     link(nodes)
+    this.lifecycle = new Lifecycle(nodes.length)
     this.mode = options.mode ?? "settle"
-    this.maxBypass = options.maxBypass ?? Math.max(32, 4 * concurrency)
     this.gate = new ClaimGate({
       runId,
       locks: services.locks,
-      maxBypass: this.maxBypass,
+      maxBypass: options.maxBypass ?? Math.max(32, 4 * concurrency),
       observing: options.onEvent !== undefined,
       makeReady: (node) => this.makeReady(node),
       wake: () => this.wake(),
       parked: (node, changed) => this.parked(node, changed),
       granted: (node, lease) => this.granted(node, lease)
     })
-    this.events = options.onEvent === undefined ? undefined : Effect.runSync(Queue.unbounded<CorralEvent, Cause.Done>())
+    const limiter = services.limiter
+    this.rateWaits =
+      limiter === undefined
+        ? undefined
+        : new RateWaits({ limiter, scope, makeReady: (node) => this.makeReady(node), wake: () => this.wake() })
+    this.events =
+      services.queue === undefined
+        ? undefined
+        : new EventSink(services.queue, runId, clock, this.lifecycle, options.eventBuffer ?? defaultEventBuffer)
   }
 
   get run(): Effect.Effect<RunResult<A, E>, never, R> {
     return Effect.gen({ self: this }, function* () {
       this.startedAt = this.clock.currentTimeMillisUnsafe()
+      const events = this.events
       const consumer =
-        this.events === undefined ? undefined : yield* Effect.forkIn(this.consume(this.events), this.scope)
+        events === undefined ? undefined : yield* Effect.forkIn(events.consume(this.options.onEvent!), this.scope)
       yield* this.locks.onRelease((lease) => this.gate.onRelease(lease.id)).pipe(Scope.provide(this.scope))
       this.enqueueRoots()
-      if (this.options.stopOn !== undefined) {
-        const stopOn = this.options.stopOn
+      const stopOn = this.options.stopOn
+      if (stopOn !== undefined) {
         yield* Effect.forkIn(
           Effect.flatMap(stopOn, (reason) => Effect.sync(() => this.stop({ _tag: "Stopped", reason }))),
-          this.scope
+          this.scope,
+          { startImmediately: true }
         )
       }
       const workers = Math.min(this.concurrency, this.nodes.length)
-      if (workers > 0) {
+      if (workers > 0 && this.stopping.reason === undefined) {
         yield* Effect.raceFirst(
           Effect.all(
             Array.from({ length: workers }, () => this.worker()),
             { concurrency: "unbounded", discard: true }
           ),
-          Deferred.await(this.stopSignal)
+          Deferred.await(this.stopping.signal)
         ).pipe(Effect.onInterrupt(() => this.settleRunning))
       }
       yield* this.settleRunning
+      if (stopOn !== undefined && this.stopping.reason === undefined) yield* Effect.yieldNow
       this.cancelRest()
       const endedAt = this.clock.currentTimeMillisUnsafe()
-      if (this.events !== undefined) this.emit(() => ({ _tag: "RunFinished", ...this.base(), stopped: this.stopped }))
-      if (this.events !== undefined && consumer !== undefined) {
-        Queue.endUnsafe(this.events)
+      this.finished = true
+      if (events !== undefined && consumer !== undefined) {
+        events.final({ _tag: "RunFinished", ...events.base(), stopped: this.stopping.reason })
         yield* Fiber.await(consumer)
       }
       return new RunResult<A, E>({
@@ -200,69 +230,82 @@ class Runner<A, E, R> {
         outcomes: this.nodes.map((node) => node.outcome as Outcome.Outcome<A, E>),
         startedAt: this.startedAt,
         endedAt,
-        stopped: this.stopped
+        stopped: this.stopping.reason
       })
     }) as Effect.Effect<RunResult<A, E>, never, R>
   }
 
+  private worker(): Effect.Effect<void> {
+    const loop = Effect.gen({ self: this }, function* () {
+      const fiber = Fiber.getCurrent()!
+      const context = Context.add(fiber.context, References.CurrentLogAnnotations, this.logAnnotations)
+      fiber.setContext(context)
+      while (this.stopping.reason === undefined) {
+        const node = this.ready.next()
+        if (node === undefined) {
+          if (this.lifecycle.allDone) return
+          yield* this.sleep
+          continue
+        }
+        if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
+        if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
+        if (node.request === undefined) this.start(node)
+        else if (!this.gate.check(node) || !(yield* this.gate.acquire(node))) {
+          yield* this.armClaimTimer(node)
+          continue
+        }
+        if (this.ready.size > 0) this.wake()
+        if (this.stopping.reason !== undefined) return yield* this.unstart(node)
+        fiber.setContext(bind(context, node))
+        const exit = yield* Effect.exit(attempts(this, node, this.depsOf(node)))
+        fiber.setContext(context)
+        yield* Effect.uninterruptible(this.finish(node, exit))
+      }
+    })
+    return this.services.localLimiter ? Effect.provideService(loop, RateLimiter.RateLimiter, this.limiter!) : loop
+  }
+
+  // queueing and readiness
+
   private enqueueRoots(): void {
     const startedAt = this.startedAt
-    for (const node of this.nodes) node.queuedAt = startedAt
-    if (this.events !== undefined) {
-      this.emit(() => ({ _tag: "RunStarted", ...this.base(), concurrency: this.concurrency, mode: this.mode }))
-      for (const node of this.nodes) this.emit(() => ({ _tag: "Queued", ...this.base(), agentId: node.id }))
+    const roots: Array<Node> = []
+    for (const node of this.nodes) {
+      node.queuedAt = startedAt
+      if (node.depsLeft === 0) {
+        this.lifecycle.move(node, "ready")
+        roots.push(node)
+      }
     }
-    this.ready.seed(this.nodes)
+    const events = this.events
+    if (events !== undefined) {
+      events.emit({ _tag: "RunStarted", ...events.base(), concurrency: this.concurrency, mode: this.mode })
+      for (const node of this.nodes) events.emit({ _tag: "Queued", ...events.base(), agentId: node.id })
+    }
+    this.ready.seed(roots)
   }
 
   private makeReady(node: Node): void {
+    this.lifecycle.move(node, "ready")
     this.ready.push(node)
   }
 
-  private get settleRunning(): Effect.Effect<void> {
+  private get sleep(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      const running = this.nodes.filter((node) => node.state === "running")
-      return Effect.forEach(running, (node) => this.finish(node, Exit.interrupt()), { discard: true })
+      if (this.ready.size > 0 || this.lifecycle.allDone || this.stopping.reason !== undefined) return Effect.void
+      const signal = Deferred.makeUnsafe<void>()
+      this.idle.push(signal)
+      return Deferred.await(signal)
     })
   }
 
-  private worker(): Effect.Effect<void> {
-    const slot: { node: Node | undefined } = { node: undefined }
-    const loop = Effect.gen({ self: this }, function* () {
-      while (this.stopped === undefined) {
-        const node = this.next()
-        if (node !== undefined) {
-          if (this.ledger !== undefined && node.ledgerKey === undefined && (yield* this.cached(node))) continue
-          if (node.agent.rateLimit !== undefined && !node.rateTaken && !(yield* this.takeRate(node))) continue
-          if (node.request === undefined) this.start(node)
-          else if (!this.gate.check(node) || !(yield* this.gate.acquire(node))) {
-            yield* this.armClaimTimer(node)
-            continue
-          }
-          if (this.ready.size > 0) this.wake()
-          slot.node = node
-          const exit = yield* Effect.exit(this.attempts(node))
-          slot.node = undefined
-          yield* Effect.uninterruptible(this.finish(node, exit))
-          continue
-        }
-        if (this.done === this.nodes.length) return
-        yield* this.sleep
-      }
-    })
-    const reporting = loop.pipe(
-      Effect.provideService(Usage.Reporter, (usage) => {
-        if (slot.node !== undefined) this.report(slot.node, usage)
-      }),
-      Effect.provideService(AgentModule.CurrentRef, () => {
-        const node = slot.node
-        if (node === undefined) return undefined
-        return { runId: this.runId, agentId: node.id, attempt: node.attempts, fencingToken: node.lease?.fencingToken }
-      })
-    )
-    return this.services.localLimiter
-      ? Effect.provideService(reporting, RateLimiter.RateLimiter, this.limiter!)
-      : reporting
+  private wake(): void {
+    if (this.idle.length === 0) return
+    if (this.lifecycle.allDone) {
+      for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
+    } else if (this.ready.size > 0) {
+      Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
+    }
   }
 
   private cached(node: Node): Effect.Effect<boolean> {
@@ -274,7 +317,10 @@ class Runner<A, E, R> {
       Effect.map((entry) => {
         if (node.state !== "ready") return true
         if (Option.isNone(entry)) return false
-        this.record(node, new Outcome.Succeeded({ ...this.common(node), value: entry.value.value, cached: true }))
+        this.record(
+          node,
+          new Outcome.Succeeded({ ...common(this.clock, node), value: entry.value.value, cached: true })
+        )
         return true
       })
     )
@@ -285,88 +331,32 @@ class Runner<A, E, R> {
     return Effect.flatMap(this.limiter!.tryTake(key, 1), (probe) => {
       if (node.state !== "ready") return Effect.succeed(false)
       if (probe._tag === "Taken") return Effect.succeed((node.rateTaken = true))
-      return Effect.as(this.parkForRate(node, key, probe.ms), false)
-    })
-  }
-
-  private parkForRate(node: Node, key: string, ms: number): Effect.Effect<void> {
-    node.state = "parked"
-    if (!node.waiting) {
-      node.waiting = true
-      this.waiting++
-    }
-    let queue = this.rateQueues.get(key)
-    if (queue === undefined) this.rateQueues.set(key, (queue = { heap: new Heap<Node>(before), armed: false }))
-    queue.heap.push(node)
-    if (this.events !== undefined)
-      this.emit(() => ({ _tag: "WaitingForRateLimit", ...this.base(), agentId: node.id, key, ms }))
-    return queue.armed ? Effect.void : this.armRate(queue, key, ms)
-  }
-
-  private armRate(queue: RateQueue, key: string, ms: number): Effect.Effect<void> {
-    queue.armed = true
-    return Effect.asVoid(Effect.forkIn(Effect.andThen(Effect.sleep(ms), this.wakeRate(queue, key)), this.scope))
-  }
-
-  private wakeRate(queue: RateQueue, key: string): Effect.Effect<void> {
-    return Effect.gen({ self: this }, function* () {
-      queue.armed = false
-      while (queue.heap.size > 0) {
-        const node = queue.heap.peek()!
-        if (node.state !== "parked") {
-          queue.heap.pop()
-          continue
-        }
-        const probe = yield* this.limiter!.tryTake(key, 1)
-        if (probe._tag === "Wait") return yield* this.armRate(queue, key, probe.ms)
-        queue.heap.pop()
-        node.rateTaken = true
-        this.makeReady(node)
-        this.wake()
+      this.lifecycle.move(node, "parked")
+      const events = this.events
+      if (events !== undefined) {
+        events.emit({ _tag: "WaitingForRateLimit", ...events.base(), agentId: node.id, key, ms: probe.ms })
       }
+      return Effect.as(this.rateWaits!.park(node, key, probe.ms), false)
     })
   }
 
-  private next(): Node | undefined {
-    while (true) {
-      const node = this.ready.pop()
-      if (node === undefined || node.state === "ready") return node
-    }
-  }
+  // claim gating
 
-  private get sleep(): Effect.Effect<void> {
-    return Effect.suspend(() => {
-      if (this.ready.size > 0 || this.done === this.nodes.length || this.stopped !== undefined) return Effect.void
-      const signal = Deferred.makeUnsafe<void>()
-      this.idle.push(signal)
-      return Deferred.await(signal)
-    })
-  }
-
-  private wake(): void {
-    if (this.idle.length === 0) return
-    if (this.done === this.nodes.length) {
-      for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
-    } else if (this.ready.size > 0) {
-      Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
+  private parked(node: Node, changed: boolean): void {
+    this.lifecycle.move(node, "parked")
+    const events = this.events
+    if (changed && events !== undefined) {
+      const blockers = node.wait?.describeBlockers?.() ?? []
+      events.emit({ _tag: "WaitingForClaims", ...events.base(), agentId: node.id, blockers })
     }
   }
 
   private granted(node: Node, lease: ResourceLocks.Lease): void {
-    if (this.events !== undefined)
-      this.emit(() => ({ _tag: "ClaimsAcquired", ...this.base(), agentId: node.id, fencingToken: lease.fencingToken }))
+    const events = this.events
+    if (events !== undefined) {
+      events.emit({ _tag: "ClaimsAcquired", ...events.base(), agentId: node.id, fencingToken: lease.fencingToken })
+    }
     this.start(node)
-  }
-
-  private parked(node: Node, changed: boolean): void {
-    if (!node.waiting) {
-      node.waiting = true
-      this.waiting++
-    }
-    if (changed && this.events !== undefined) {
-      const blockers = node.wait?.describeBlockers?.() ?? []
-      this.emit(() => ({ _tag: "WaitingForClaims", ...this.base(), agentId: node.id, blockers }))
-    }
   }
 
   private armClaimTimer(node: Node): Effect.Effect<void> {
@@ -389,21 +379,19 @@ class Runner<A, E, R> {
                 }))
           )
           this.gate.dropIntent(node)
-          this.record(node, new Outcome.ClaimTimedOut({ ...this.common(node), afterMs: ms, blockers }))
+          this.record(node, new Outcome.ClaimTimedOut({ ...common(this.clock, node), afterMs: ms, blockers }))
         })
       )
     )
   }
 
+  // execution of one agent
+
   private start(node: Node): void {
-    node.state = "running"
+    this.lifecycle.move(node, "running")
     node.startedAt = this.clock.currentTimeMillisUnsafe()
-    if (node.waiting) {
-      node.waiting = false
-      this.waiting--
-    }
-    this.running++
-    if (this.events !== undefined) this.emit(() => ({ _tag: "Started", ...this.base(), agentId: node.id }))
+    const events = this.events
+    if (events !== undefined) events.emit({ _tag: "Started", ...events.base(), agentId: node.id })
   }
 
   private depsOf(node: Node): Record<string, unknown> {
@@ -412,98 +400,25 @@ class Runner<A, E, R> {
     return deps
   }
 
-  private attempts(node: Node): Effect.Effect<unknown, unknown> {
-    const deps = this.depsOf(node)
-    let effect: Effect.Effect<unknown, unknown>
-    if (node.agent.retry === undefined) {
-      node.attempts = 1
-      effect = node.agent.run(deps) as Effect.Effect<unknown, unknown>
-      if (this.limiter !== undefined) effect = this.retryRateLimited(node, effect, this.limiter)
-    } else {
-      effect = Effect.suspend(() => {
-        if (++node.attempts > 1 && this.events !== undefined) {
-          this.emit(() => ({ _tag: "Retrying", ...this.base(), agentId: node.id, attempt: node.attempts }))
-        }
-        return node.agent.run(deps) as Effect.Effect<unknown, unknown>
-      })
-      effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
-    }
-    if (node.timeoutMs !== undefined) {
-      const afterMs = node.timeoutMs
-      effect = Effect.timeoutOrElse(effect, { duration: afterMs, orElse: () => Effect.fail(new AgentTimeout(afterMs)) })
-    }
-    if (!this.tracing) return effect
-    return effect.pipe(
-      Effect.onExit((exit) =>
-        Effect.annotateCurrentSpan({
-          "corral.agent.outcome": this.classify(node, exit)._tag,
-          "corral.agent.attempts": node.attempts
-        })
-      ),
-      Effect.withSpan("corral.agent", { attributes: { "corral.agent.id": node.id, "corral.run.id": this.runId } })
-    )
-  }
-
-  private retryRateLimited(
-    node: Node,
-    effect: Effect.Effect<unknown, unknown>,
-    limiter: RateLimiter.Service
-  ): Effect.Effect<unknown, unknown> {
-    const attempt: Effect.Effect<unknown, unknown> = Effect.catch(effect, (error) => {
-      const retryAfter = RateLimiter.retryAfterOf(error)
-      if (retryAfter === undefined || node.attempts >= maxRateLimitedAttempts) return Effect.fail(error)
-      node.attempts++
-      if (this.events !== undefined)
-        this.emit(() => ({ _tag: "Retrying", ...this.base(), agentId: node.id, attempt: node.attempts }))
-      const key = keyOfError(error, limiter) ?? node.agent.rateLimit
-      const wait =
-        key === undefined
-          ? Effect.sleep(retryAfter)
-          : Effect.andThen(limiter.pause(key, retryAfter), limiter.take(key, 1))
-      return Effect.andThen(wait, attempt)
-    })
-    return attempt
-  }
-
-  private report(node: Node, usage: Partial<Usage.Usage>): void {
-    node.usage = Usage.add(node.usage, usage)
-    this.spent = Usage.add(this.spent, usage)
-    const budget = this.options.budget
-    if (budget === undefined || this.stopped !== undefined) return
-    if (budget.costUsd !== undefined && this.spent.costUsd > budget.costUsd) {
-      this.stop({
-        _tag: "BudgetExceeded",
-        agentId: node.id,
-        limit: "costUsd",
-        spent: this.spent.costUsd,
-        budget: budget.costUsd
-      })
-    } else if (budget.tokens !== undefined && Usage.tokens(this.spent) > budget.tokens) {
-      this.stop({
-        _tag: "BudgetExceeded",
-        agentId: node.id,
-        limit: "tokens",
-        spent: Usage.tokens(this.spent),
-        budget: budget.tokens
-      })
-    }
-  }
-
+  /** Ends a running agent with its exit: releases its claims, records its outcome. */
   private finish(node: Node, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (node.state !== "running") return Effect.void
-      node.state = "finishing"
-      const lease = node.lease
-      if (lease !== undefined) this.gate.releaseLocal(node)
-      node.lease = undefined
-      const outcome = this.classify(node, exit)
-      this.running--
+      const release = this.releaseClaims(node)
+      const outcome = classify(this, node, exit)
       this.record(node, outcome)
-      const release = lease === undefined ? Effect.void : this.locks.release(lease)
       return this.ledger === undefined || outcome._tag !== "Succeeded"
         ? release
         : Effect.andThen(release, this.remember(node, outcome))
     })
+  }
+
+  private releaseClaims(node: Node): Effect.Effect<void> {
+    const lease = node.lease
+    if (lease === undefined) return Effect.void
+    this.gate.releaseLocal(node)
+    node.lease = undefined
+    return this.locks.release(lease)
   }
 
   private remember(node: Node, outcome: Outcome.Succeeded): Effect.Effect<void> {
@@ -516,61 +431,15 @@ class Runner<A, E, R> {
     )
   }
 
-  private classify(node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome {
-    if (Exit.isSuccess(exit)) {
-      const endedAt = this.clock.currentTimeMillisUnsafe()
-      return new Outcome.Succeeded({
-        agentId: node.id,
-        attempts: node.attempts,
-        queuedAt: node.queuedAt,
-        startedAt: node.startedAt ?? null,
-        endedAt,
-        waitedMs: (node.startedAt ?? endedAt) - node.queuedAt,
-        usage: node.usage,
-        value: exit.value,
-        cached: false
-      })
-    }
-    const common = this.common(node)
-    const cause = exit.cause
-    if (Cause.hasInterruptsOnly(cause)) return new Outcome.Interrupted({ ...common, reason: this.stopText() })
-    const error = Cause.findErrorOption(cause)
-    if (error._tag === "Some") {
-      if (error.value instanceof AgentTimeout) {
-        return new Outcome.TimedOut({ ...common, afterMs: error.value.afterMs })
-      }
-      return new Outcome.Failed({ ...common, error: error.value, defect: false, message: messageOf(error.value) })
-    }
-    const defect = Cause.squash(cause)
-    return new Outcome.Failed({ ...common, error: defect, defect: true, message: messageOf(defect) }) as Outcome.Outcome
-  }
-
-  private common(node: Node) {
-    const endedAt = this.clock.currentTimeMillisUnsafe()
-    return {
-      agentId: node.id,
-      attempts: node.attempts,
-      queuedAt: node.queuedAt,
-      startedAt: node.startedAt ?? null,
-      endedAt,
-      waitedMs: (node.startedAt ?? endedAt) - node.queuedAt,
-      usage: node.usage
-    }
-  }
-
+  /** Records a node's outcome (its only move to `done`) and what follows from it. */
   private record(node: Node, outcome: Outcome.Outcome): void {
-    if (node.waiting) {
-      node.waiting = false
-      this.waiting--
-    }
-    node.state = "done"
+    this.lifecycle.finish(node, outcome._tag)
     node.outcome = outcome
-    this.counts[outcome._tag]++
-    this.done++
-    if (this.events !== undefined) this.emit(() => ({ _tag: "Finished", ...this.base(), agentId: node.id, outcome }))
+    const events = this.events
+    if (events !== undefined) events.emit({ _tag: "Finished", ...events.base(), agentId: node.id, outcome })
     if (outcome._tag === "Succeeded") {
       node.value = outcome.value
-      this.release(node)
+      this.releaseDependents(node)
     } else if (Outcome.isFailure(outcome)) {
       if (this.mode === "fail-fast") this.stop({ _tag: "AgentFailed", agentId: node.id, outcome: outcome._tag })
       else this.skipDependents(node, node, outcome._tag)
@@ -578,7 +447,7 @@ class Runner<A, E, R> {
     this.wake()
   }
 
-  private release(node: Node): void {
+  private releaseDependents(node: Node): void {
     for (const dependent of node.dependents) {
       if (--dependent.depsLeft === 0 && dependent.state === "waiting-deps") {
         dependent.queuedAt = this.clock.currentTimeMillisUnsafe()
@@ -590,81 +459,59 @@ class Runner<A, E, R> {
   private skipDependents(node: Node, root: Node, rootTag: Outcome.Tag): void {
     for (const dependent of node.dependents) {
       if (dependent.state !== "waiting-deps") continue
-      const common = this.common(dependent)
-      this.record(dependent, new Outcome.Skipped({ ...common, dependency: root.id, dependencyOutcome: rootTag }))
+      const fields = common(this.clock, dependent)
+      this.record(dependent, new Outcome.Skipped({ ...fields, dependency: root.id, dependencyOutcome: rootTag }))
       this.skipDependents(dependent, root, rootTag)
     }
   }
 
-  private stop(reason: StopReason): void {
-    if (this.stopped !== undefined) return
-    this.stopped = reason
-    if (this.events !== undefined) this.emit(() => ({ _tag: "Stopping", ...this.base(), reason }))
-    Deferred.doneUnsafe(this.stopSignal, Effect.void)
+  /** Usage reported by an agent or a fiber it forked (also after it ended). */
+  report(node: Node, usage: Partial<Usage.Usage>): boolean {
+    if (this.finished) return this.services.parent?.report(usage) ?? false
+    node.usage = Usage.add(node.usage, usage)
+    if (node.outcome !== undefined) node.outcome = Outcome.withUsage(node.outcome, node.usage)
+    this.spent = Usage.add(this.spent, usage)
+    this.services.parent?.report(usage)
+    const budget = this.options.budget
+    if (budget === undefined || this.stopping.reason !== undefined) return true
+    const stop = overBudget(node.id, this.spent, budget)
+    if (stop !== undefined) {
+      this.stopping.crossing = node
+      this.stop(stop)
+    }
+    return true
   }
 
-  private stopText(): string {
-    const stopped = this.stopped
-    if (stopped === undefined) return "the run was interrupted"
-    switch (stopped._tag) {
-      case "AgentFailed":
-        return `the run stopped after agent ${JSON.stringify(stopped.agentId)} ended ${stopped.outcome}`
-      case "BudgetExceeded":
-        return `the run stopped: ${stopped.limit} budget of ${stopped.budget} exceeded (${stopped.spent}) by agent ${JSON.stringify(stopped.agentId)}`
-      case "Stopped":
-        return `the run was stopped: ${stopped.reason}`
-    }
+  // stopping and settling
+
+  private stop(reason: StopReason): void {
+    if (!this.stopping.request(reason)) return
+    const events = this.events
+    if (events !== undefined) events.emit({ _tag: "Stopping", ...events.base(), reason })
+  }
+
+  private get settleRunning(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const running = this.nodes.filter((node) => node.state === "running")
+      return Effect.forEach(running, (node) => this.finish(node, Exit.interrupt()), { discard: true })
+    })
+  }
+
+  /** A node granted its start after the run stopped never ran: it is `Cancelled`. */
+  private unstart(node: Node): Effect.Effect<void> {
+    const release = this.releaseClaims(node)
+    const fields = { ...common(this.clock, node), startedAt: null }
+    this.record(node, new Outcome.Cancelled({ ...fields, reason: this.stopping.text() }))
+    return release
   }
 
   private cancelRest(): void {
-    const reason = this.stopText()
+    const reason = this.stopping.text()
     for (const node of this.nodes) {
       if (node.state === "done") continue
       if (node.wait?.intent === true) this.gate.dropIntent(node)
-      this.record(node, new Outcome.Cancelled({ ...this.common(node), reason }))
+      this.record(node, new Outcome.Cancelled({ ...common(this.clock, node), reason }))
     }
-  }
-
-  private emit(make: () => CorralEvent): void {
-    Queue.offerUnsafe(this.events!, make())
-  }
-
-  private base(): { runId: string; at: number; progress: Progress } {
-    return { runId: this.runId, at: this.clock.currentTimeMillisUnsafe(), progress: this.progress() }
-  }
-
-  progress(): Progress {
-    const total = this.nodes.length
-    return {
-      total,
-      pending: total - this.running - this.done,
-      waiting: this.waiting,
-      running: this.running,
-      done: this.done,
-      succeeded: this.counts.Succeeded,
-      failed: this.counts.Failed + this.counts.ClaimTimedOut,
-      timedOut: this.counts.TimedOut,
-      interrupted: this.counts.Interrupted,
-      cancelled: this.counts.Cancelled,
-      skipped: this.counts.Skipped
-    }
-  }
-
-  private consume(events: Queue.Queue<CorralEvent, Cause.Done>): Effect.Effect<void> {
-    const onEvent = this.options.onEvent!
-    let broken = false
-    const deliver = (event: CorralEvent) =>
-      broken
-        ? Effect.void
-        : onEvent(event).pipe(
-            Effect.catchCause((cause) =>
-              Effect.suspend(() => {
-                broken = true
-                return Effect.logWarning("corral: the event subscriber failed and was detached", Cause.pretty(cause))
-              })
-            )
-          )
-    return Effect.forever(Effect.flatMap(Queue.take(events), deliver)).pipe(Effect.catchCause(() => Effect.void))
   }
 }
 
@@ -690,30 +537,10 @@ const limiterOf = (
   })
 }
 
-const keyOf = (node: Node, deps: Agent.Deps): string | undefined => {
+const keyOf = (node: Node, deps: AgentModule.Deps): string | undefined => {
   try {
     return Ledger.keyOf(node.agent, deps)
   } catch {
     return undefined
-  }
-}
-
-const keyOfError = (error: unknown, limiter: RateLimiter.Service): string | undefined => {
-  const key = typeof error === "object" && error !== null && "key" in error ? error.key : undefined
-  return typeof key === "string" && limiter.keys.includes(key) ? key : undefined
-}
-
-const messageOf = (error: unknown): string => {
-  if (error instanceof Error) return error.message
-  if (typeof error === "object" && error !== null) {
-    const message = (error as { message?: unknown }).message
-    if (typeof message === "string" && message.length > 0) return message
-    const tag = (error as { _tag?: unknown })._tag
-    if (typeof tag === "string") return tag
-  }
-  try {
-    return typeof error === "string" ? error : JSON.stringify(error)
-  } catch {
-    return String(error)
   }
 }

@@ -3,6 +3,7 @@ import * as Result from "effect/Result"
 import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
+import { checkNested, type Held } from "./inherit.ts"
 import { Node } from "./node.ts"
 
 export interface RunSettings {
@@ -12,6 +13,8 @@ export interface RunSettings {
   readonly poolScope: string
   readonly rateLimits?: ReadonlyArray<string> | undefined
   readonly issues?: ReadonlyArray<Issue> | undefined
+  readonly held?: Held | undefined
+  readonly eventBuffer?: number | undefined
 }
 
 export const millis = (input: Duration.Input | undefined): Result.Result<number | undefined, string> => {
@@ -56,6 +59,10 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
     if (!Number.isInteger(capacity) || capacity < 1) {
       issues.push({ field: `pools.${pool}`, message: `capacity must be a positive integer, got ${capacity}` })
     }
+  }
+  const eventBuffer = settings.eventBuffer
+  if (eventBuffer !== undefined && (!Number.isInteger(eventBuffer) || eventBuffer < 1)) {
+    issues.push({ field: "eventBuffer", message: `must be an integer of at least 1, got ${eventBuffer}` })
   }
   const claimTimeout = millis(settings.claimTimeout)
   if (Result.isFailure(claimTimeout)) issues.push({ field: "claimTimeout", message: claimTimeout.failure })
@@ -136,6 +143,7 @@ const checkAgent = (
     const normalized = Claims.normalize(agent.claims, settings.pools, settings.poolScope)
     if (Result.isFailure(normalized)) reportClaims(agent.claims, settings, report)
     else if (!Claims.isEmpty(normalized.success)) request = normalized.success
+    if (request !== undefined && settings.held !== undefined) checkNested(agent.id, request, settings.held, issues)
   }
   const deps: Array<number> = []
   for (const dep of agent.dependsOn.length === 0 ? agent.dependsOn : new Set(agent.dependsOn)) {

@@ -6,9 +6,15 @@ export const TAIL_LINES = 50
 const TAIL_LINE_CHARS = 1000
 const MAX_LINE_CHARS = 64 * 1024
 const ON_LINE_PER_SECOND = 20
+/** `onLine` gets at most this many characters of a line (the log has all of it). */
+export const ON_LINE_MAX_CHARS = 4096
+/** `onLine` gets at most this many characters per second, on top of the line rate. */
+export const ON_LINE_CHARS_PER_SECOND = 32 * 1024
 
 export interface CollectorOptions {
   readonly redact: (text: string) => string
+  /** The secret values `redact` replaces; a line cut into pieces is never cut inside one. */
+  readonly secrets: ReadonlyArray<string>
   readonly onLine: ((line: OutputLine) => void) | undefined
   readonly maxOutputBytes: number | undefined
   readonly logging: boolean
@@ -17,7 +23,41 @@ export interface CollectorOptions {
 
 const mark: Record<StreamName, string> = { stdout: "[out] ", stderr: "[err] " }
 
-const clip = (line: string): string => (line.length > TAIL_LINE_CHARS ? `${line.slice(0, TAIL_LINE_CHARS)}…` : line)
+const clip = (line: string, chars = TAIL_LINE_CHARS): string =>
+  line.length > chars ? `${line.slice(0, chars)}…` : line
+
+/** Moves `cut` left until no occurrence of a secret in `text` spans it. */
+export const safeCut = (text: string, cut: number, secrets: ReadonlyArray<string>): number => {
+  let at = cut
+  let moved = true
+  while (moved) {
+    moved = false
+    for (const secret of secrets) {
+      for (let start = Math.max(0, at - secret.length + 1); start < at; start++) {
+        if (text.startsWith(secret, start)) {
+          at = start
+          moved = true
+          break
+        }
+      }
+    }
+  }
+  return at
+}
+
+/** Replaces a trailing prefix of a secret (output cut off inside a secret) with `***`. */
+export const redactCutTail = (text: string, secrets: ReadonlyArray<string>): string => {
+  let longest = 0
+  for (const secret of secrets) {
+    for (let k = Math.min(secret.length - 1, text.length); k > longest; k--) {
+      if (text.endsWith(secret.slice(0, k))) {
+        longest = k
+        break
+      }
+    }
+  }
+  return longest === 0 ? text : `${text.slice(0, text.length - longest)}***`
+}
 
 export class LineCollector {
   readonly tail: Array<string> = []
@@ -30,12 +70,16 @@ export class LineCollector {
   private readonly decoders: Record<StreamName, TextDecoder | undefined> = { stdout: undefined, stderr: undefined }
   private readonly partial = { stdout: "", stderr: "" }
   private tokens = ON_LINE_PER_SECOND
+  private charTokens = ON_LINE_CHARS_PER_SECOND
   private refilledAt: number
   private readonly options: CollectorOptions
+  /** Characters kept back when a long line is cut: a secret starting in them may not have arrived whole. */
+  private readonly overlap: number
 
   constructor(options: CollectorOptions) {
     this.options = options
     this.refilledAt = options.now()
+    this.overlap = Math.max(0, ...options.secrets.map((secret) => secret.length - 1))
   }
 
   push(stream: StreamName, chunk: Uint8Array): string {
@@ -50,15 +94,22 @@ export class LineCollector {
     const decoder = (this.decoders[stream] ??= new TextDecoder())
     const text = this.partial[stream] + decoder.decode(bytes, { stream: true })
     const lines = text.split("\n")
-    const rest = lines.pop() ?? ""
-    if (rest.length > MAX_LINE_CHARS) lines.push(rest)
-    this.partial[stream] = rest.length > MAX_LINE_CHARS ? "" : rest
+    let rest = lines.pop() ?? ""
+    if (rest.length > MAX_LINE_CHARS) {
+      const cut = safeCut(rest, rest.length - this.overlap, this.options.secrets)
+      if (cut > 0) {
+        lines.push(rest.slice(0, cut))
+        rest = rest.slice(cut)
+      }
+    }
+    this.partial[stream] = rest
     return this.emit(stream, lines)
   }
 
   flush(stream: StreamName): string {
-    const rest = this.partial[stream] + (this.decoders[stream]?.decode() ?? "")
+    let rest = this.partial[stream] + (this.decoders[stream]?.decode() ?? "")
     this.partial[stream] = ""
+    if (this.overLimit) rest = redactCutTail(rest, this.options.secrets)
     return rest === "" ? "" : this.emit(stream, [rest])
   }
 
@@ -90,15 +141,19 @@ export class LineCollector {
     const onLine = this.options.onLine
     if (onLine === undefined) return
     const now = this.options.now()
-    this.tokens = Math.min(ON_LINE_PER_SECOND, this.tokens + ((now - this.refilledAt) * ON_LINE_PER_SECOND) / 1000)
+    const elapsed = now - this.refilledAt
+    this.tokens = Math.min(ON_LINE_PER_SECOND, this.tokens + (elapsed * ON_LINE_PER_SECOND) / 1000)
+    this.charTokens = Math.min(ON_LINE_CHARS_PER_SECOND, this.charTokens + (elapsed * ON_LINE_CHARS_PER_SECOND) / 1000)
     this.refilledAt = now
-    if (this.tokens < 1) {
+    const sent = clip(text, ON_LINE_MAX_CHARS)
+    if (this.tokens < 1 || this.charTokens < sent.length) {
       this.dropped += 1
       return
     }
     this.tokens -= 1
+    this.charTokens -= sent.length
     try {
-      onLine({ stream, text })
+      onLine({ stream, text: sent })
     } catch {
       return
     }

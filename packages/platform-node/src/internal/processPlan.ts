@@ -15,7 +15,11 @@ export interface Plan {
   readonly logPath: string | undefined
   readonly resultPath: string | undefined
   readonly killGraceMs: number
+  /** Limits that cannot be applied on this machine, to log when the process starts. */
+  readonly warnings: ReadonlyArray<string>
   readonly bridge: Bridge | undefined
+  /** `CORRAL_PROCESS_TOKEN=<uuid>`: in the environment of the process and everything it starts. */
+  readonly token: string
 }
 
 export interface Tools {
@@ -134,6 +138,11 @@ export const wrapArgv = (
   return ["/bin/sh", "-c", ulimitScript(limits), "corral-limits", ...niced]
 }
 
+const limitWarnings = (name: string, limits: ProcessLimits, tools: Tools): ReadonlyArray<string> =>
+  limits.nice !== undefined && tools.nice === undefined
+    ? [`nice limit of process "${name}" is not applied: no \`nice\` executable on PATH`]
+    : []
+
 const quote = (word: string): string => (/^[\w@%+=:,./-]+$/.test(word) ? word : JSON.stringify(word))
 
 const safeFileName = (name: string): string => name.replace(/[^\w.-]+/g, "_").slice(0, 120) || "process"
@@ -160,17 +169,20 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const name = defaultName(spec)
   const sandbox = sandboxed(spec, cwd, env, wrapArgv(base, spec.limits ?? {}, tools))
   if (typeof sandbox === "string") return { _tag: "Invalid", detail: sandbox }
+  const id = crypto.randomUUID()
   const plan: Plan = {
     name,
     display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
     argv: sandbox.argv,
     bridge: sandbox.bridge,
     cwd,
-    env,
+    env: { ...env, CORRAL_PROCESS_TOKEN: id },
+    token: `CORRAL_PROCESS_TOKEN=${id}`,
     secrets,
     logPath: spec.logDir === undefined ? undefined : path.resolve(cwd, spec.logDir, `${safeFileName(name)}.log`),
     resultPath: spec.resultFile === undefined ? undefined : path.resolve(cwd, spec.resultFile),
-    killGraceMs: spec.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : Duration.toMillis(spec.killGrace)
+    killGraceMs: spec.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : Duration.toMillis(spec.killGrace),
+    warnings: limitWarnings(name, spec.limits ?? {}, tools)
   }
   return { _tag: "Plan", plan }
 }

@@ -21,7 +21,9 @@ import {
   procAvailable,
   sampleGroup,
   sampleLeader,
-  signalGroup
+  signalGroup,
+  signalStray,
+  Strays
 } from "./processWatch.ts"
 
 const SAMPLE_INTERVAL = Duration.millis(100)
@@ -58,6 +60,10 @@ interface Watch {
   breach: Breach | undefined
   /** Set once the process group has been seen empty: it cannot come back, so there is nothing left to reap. */
   gone: boolean
+  /** Processes of the tree that left the group; set once the process has started. */
+  strays: Strays | undefined
+  /** Set once the group is gone and no stray was found. */
+  treeGone: boolean
 }
 
 const record = (group: GroupSample | undefined, limits: ProcessLimits, measured: Measured): Breach | undefined => {
@@ -87,7 +93,10 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
   }
   const tick = Effect.andThen(
     Effect.sleep(SAMPLE_INTERVAL),
-    Effect.sync(() => check(sampleGroup(pid)))
+    Effect.sync(() => {
+      check(sampleGroup(pid))
+      watch.strays?.track()
+    })
   )
   return Effect.andThen(
     Effect.sync(() => check(sampleLeader(pid))),
@@ -180,6 +189,33 @@ const reapGroup = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<v
     return terminateGroup(pgid, graceMs)
   })
 
+const waitStraysGone = (strays: Strays, ms: number) =>
+  Effect.gen(function* () {
+    for (let waited = 0; waited < ms && strays.collect().length > 0; waited += 20) yield* Effect.sleep(POLL_INTERVAL)
+  })
+
+/** Terminates the processes of the tree that left its group: SIGTERM, SIGKILL after `graceMs`. */
+const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const strays = watch.strays
+    if (strays === undefined || watch.treeGone) return Effect.void
+    const found = strays.collect()
+    if (found.length === 0) {
+      watch.treeGone = watch.gone
+      return Effect.void
+    }
+    return Effect.gen(function* () {
+      for (const entry of found) signalStray(entry, "SIGTERM")
+      yield* waitStraysGone(strays, graceMs)
+      for (const entry of strays.collect()) signalStray(entry, "SIGKILL")
+      yield* waitStraysGone(strays, 1000)
+    })
+  })
+
+/** The group, then the processes that left it. */
+const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
+  Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
+
 const readResult = (plan: Plan, failed: (detail: string) => ProcessFailed) =>
   plan.resultPath === undefined
     ? Effect.succeed(undefined)
@@ -210,11 +246,13 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   const log = yield* openLog(plan.logPath).pipe(
     Effect.mapError((error) => startFailure(spec, plan.name, `cannot open log file: ${error.message}`))
   )
+  for (const warning of plan.warnings) yield* Effect.logWarning(warning)
   if (limits.memoryMb !== undefined && !procAvailable) {
     yield* Effect.logWarning(`memoryMb limit of process "${plan.name}" is not enforced: /proc is not available`)
   }
   const output = new LineCollector({
     redact: redactWith(plan.secrets),
+    secrets: plan.secrets,
     onLine: spec.onLine,
     maxOutputBytes: limits.maxOutputBytes,
     logging: plan.logPath !== undefined,
@@ -224,19 +262,26 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   const watch: Watch = {
     measured: { peakRssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 },
     breach: undefined,
-    gone: false
+    gone: false,
+    strays: undefined,
+    treeGone: false
   }
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const handle = yield* spawn(plan).pipe(
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
         Effect.ensuring(
-          reapGroup(handle.pid, plan.killGraceMs, watch),
+          reapTree(handle.pid, plan.killGraceMs, watch),
           Effect.sync(() => spec.onProcess?.(undefined))
         )
       )
     ),
-    Effect.tap((handle) => Effect.sync(() => spec.onProcess?.(handle.pid))),
+    Effect.tap((handle) =>
+      Effect.sync(() => {
+        if (procAvailable) watch.strays = new Strays(handle.pid, plan.token)
+        spec.onProcess?.(handle.pid)
+      })
+    ),
     Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
@@ -253,7 +298,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
     yield* Effect.forkScoped(pump(handle.stderr, "stderr", output, log, onOverLimit))
   ]
   const exit = yield* Effect.exit(handle.exitCode)
-  yield* reapGroup(handle.pid, plan.killGraceMs, watch)
+  yield* reapTree(handle.pid, plan.killGraceMs, watch)
   yield* awaitDone(pumps, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   const ended: Ended = {

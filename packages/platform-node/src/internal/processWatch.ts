@@ -51,9 +51,32 @@ const readStat = (pid: string): string | undefined => {
   }
 }
 
-const addProcess = (groups: Map<number, MutableSample>, pid: number, stat: string, bytesPerPage: number) => {
+/** One process of a /proc scan: enough to walk a tree by parent pid and to tell a reused pid apart. */
+export interface ProcEntry {
+  readonly pid: number
+  readonly ppid: number
+  readonly pgrp: number
+  /** Start time in clock ticks since boot (`/proc/<pid>/stat` field 22). */
+  readonly start: number
+  readonly alive: boolean
+}
+
+const addProcess = (
+  groups: Map<number, MutableSample>,
+  pid: number,
+  stat: string,
+  bytesPerPage: number,
+  entries?: Array<ProcEntry>
+) => {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   const pgrp = Number(fields[2])
+  entries?.push({
+    pid,
+    ppid: Number(fields[1]),
+    pgrp,
+    start: Number(fields[19]),
+    alive: fields[0] !== "Z" && fields[0] !== "X"
+  })
   const utime = Number(fields[11]) + Number(fields[13])
   const stime = Number(fields[12]) + Number(fields[14])
   const group = groups.get(pgrp) ?? { members: 0, rssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 }
@@ -65,27 +88,160 @@ const addProcess = (groups: Map<number, MutableSample>, pid: number, stat: strin
   groups.set(pgrp, group)
 }
 
-const scan = (): Map<number, MutableSample> => {
+interface Snapshot {
+  readonly at: number
+  readonly groups: Map<number, MutableSample>
+  readonly entries: ReadonlyArray<ProcEntry>
+}
+
+const scan = (): Snapshot => {
   const bytesPerPage = (pageSize ??= readPageSize())
   const groups = new Map<number, MutableSample>()
+  const entries: Array<ProcEntry> = []
   for (const entry of fs.readdirSync("/proc")) {
     const code = entry.charCodeAt(0)
     if (code < 48 || code > 57) continue
     const stat = readStat(entry)
-    if (stat !== undefined) addProcess(groups, Number(entry), stat, bytesPerPage)
+    if (stat !== undefined) addProcess(groups, Number(entry), stat, bytesPerPage, entries)
   }
-  return groups
+  return { at: performance.now(), groups, entries }
 }
 
-let snapshot: { readonly at: number; readonly groups: Map<number, MutableSample> } | undefined
+let snapshot: Snapshot | undefined
 
 const EMPTY: GroupSample = { members: 0, rssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 }
 
 export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): GroupSample | undefined => {
   if (!procAvailable) return undefined
   const now = performance.now()
-  if (snapshot === undefined || now - snapshot.at > maxAgeMs) snapshot = { at: now, groups: scan() }
+  if (snapshot === undefined || now - snapshot.at > maxAgeMs) snapshot = scan()
   return snapshot.groups.get(pgid) ?? EMPTY
+}
+
+/**
+ * The processes of an agent's tree that left its process group (`setsid`, `setpgid`, a double fork,
+ * `nohup … &` under a shell that gives jobs their own group), by pid and start time.
+ *
+ * - `track` (every watchdog sample) adds the descendants, by parent pid, of the group's members and
+ *   of the processes already tracked;
+ * - `collect` (at stop time, on a fresh scan) does the same, and adds processes started since the
+ *   agent that carry its `token` in their environment: a process whose parent exited between two
+ *   samples was re-parented to init, but it still has the environment it inherited.
+ *
+ * A process that both left the group before the first sample reached it and cleared its
+ * environment is not found.
+ */
+const YOUNG_MS = 2000
+
+export class Strays {
+  private readonly known = new Map<number, number>()
+  private readonly pgid: number
+  private readonly token: string
+  private readonly since: number
+  private readonly startedAt = performance.now()
+
+  constructor(pgid: number, token: string) {
+    this.pgid = pgid
+    this.token = token
+    this.since = startOf(pgid) ?? 0
+  }
+
+  /** Adds the out-of-group descendants seen in the latest scan. */
+  track(): void {
+    if (snapshot !== undefined) this.walk(snapshot.entries)
+  }
+
+  /** Every live process of the tree outside the group, from a fresh scan of the processes started since. */
+  collect(): ReadonlyArray<ProcEntry> {
+    if (!procAvailable) return []
+    // Within a few seconds of the start, pids cannot have wrapped all the way around (that takes
+    // pid_max forks); later, every process is read.
+    const young = performance.now() - this.startedAt < YOUNG_MS
+    const entries = scanSince(this.pgid, young ? lastPid() : undefined)
+    this.walk(entries)
+    for (const entry of entries) {
+      if (entry.start < this.since || entry.pgrp === this.pgid || this.known.has(entry.pid)) continue
+      if (entry.pid === process.pid || !entry.alive) continue
+      if (hasToken(entry.pid, this.token)) this.known.set(entry.pid, entry.start)
+    }
+    this.walk(entries)
+    return entries.filter((entry) => entry.alive && this.known.get(entry.pid) === entry.start)
+  }
+
+  private walk(entries: ReadonlyArray<ProcEntry>): void {
+    const parents = new Set<number>()
+    for (const entry of entries) {
+      if (entry.pgrp === this.pgid || this.known.get(entry.pid) === entry.start) parents.add(entry.pid)
+    }
+    let grew = true
+    while (grew) {
+      grew = false
+      for (const entry of entries) {
+        if (parents.has(entry.pid) || !parents.has(entry.ppid) || entry.start < this.since) continue
+        parents.add(entry.pid)
+        if (entry.pgrp !== this.pgid && entry.pid !== process.pid) this.known.set(entry.pid, entry.start)
+        grew = true
+      }
+    }
+  }
+}
+
+/** The pid most recently handed out (`/proc/loadavg`), or `undefined` when it cannot be read. */
+const lastPid = (): number | undefined => {
+  try {
+    const last = Number(fs.readFileSync("/proc/loadavg", "latin1").trim().split(" ")[4])
+    return Number.isInteger(last) && last > 0 ? last : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether `pid` was handed out after `first` and up to `last`, numbering wrapping around once at most. */
+const between = (pid: number, first: number, last: number): boolean =>
+  first <= last ? pid >= first && pid <= last : pid >= first || pid <= last
+
+/**
+ * The processes started since the one with pid `first` when the pids handed out since then are known
+ * (`last`: pids are handed out in increasing order, wrapping around at `pid_max`), else all of them.
+ * A stat read per process of the machine at every exit would cost more than a short process itself.
+ */
+const scanSince = (first: number, last: number | undefined): Array<ProcEntry> => {
+  const bytesPerPage = (pageSize ??= readPageSize())
+  const groups = new Map<number, MutableSample>()
+  const entries: Array<ProcEntry> = []
+  for (const entry of fs.readdirSync("/proc")) {
+    const code = entry.charCodeAt(0)
+    if (code < 48 || code > 57) continue
+    const pid = Number(entry)
+    if (last !== undefined && !between(pid, first, last)) continue
+    const stat = readStat(entry)
+    if (stat !== undefined) addProcess(groups, pid, stat, bytesPerPage, entries)
+  }
+  return entries
+}
+
+const startOf = (pid: number): number | undefined => {
+  const stat = readStat(String(pid))
+  if (stat === undefined) return undefined
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
+}
+
+const hasToken = (pid: number, token: string): boolean => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(token)
+  } catch {
+    return false
+  }
+}
+
+/** Signals a stray and, when it leads a process group of its own, that group. */
+export const signalStray = (entry: ProcEntry, signal: NodeJS.Signals): void => {
+  try {
+    if (entry.pgrp === entry.pid) process.kill(-entry.pid, signal)
+    else process.kill(entry.pid, signal)
+  } catch {
+    return
+  }
 }
 
 /**

@@ -1,0 +1,190 @@
+/**
+ * Executing one agent: its context, its attempts (retry policy, rate-limited retries, timeout,
+ * span) and the classification of its exit into an `Outcome`.
+ */
+import * as Cause from "effect/Cause"
+import type * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as AgentModule from "../Agent.ts"
+import * as Outcome from "../Outcome.ts"
+import * as RateLimiter from "../RateLimiter.ts"
+import type { EventSink } from "./events.ts"
+import type { Node } from "./node.ts"
+import type { Stopping } from "./stopping.ts"
+
+export const maxRateLimitedAttempts = 5
+
+export interface ExecHost {
+  readonly runId: string
+  readonly clock: Clock.Clock
+  readonly limiter: RateLimiter.Service | undefined
+  readonly tracing: boolean
+  readonly events: EventSink | undefined
+  readonly stopping: Stopping<Node>
+}
+
+class AgentTimeout {
+  readonly afterMs: number
+  constructor(afterMs: number) {
+    this.afterMs = afterMs
+  }
+}
+
+/**
+ * The agent's own context: the node as its `Agent.Frame`. Fibers the agent forks inherit it, so
+ * they read and report as this agent for as long as they live.
+ */
+export const bind = (context: Context.Context<never>, node: Node): Context.Context<never> =>
+  Context.add(context, AgentModule.CurrentRef, node)
+
+/**
+ * The run's log annotations, set once per worker: `corral.run.id`, and `corral.agent.id` as a
+ * getter that names the agent bound to the fiber that logs (or a fiber the agent forked). A getter
+ * rather than a second per-agent `Context.add`, which measurably slowed every agent. Loggers read
+ * annotations while they run on the logging fiber, and `Effect.annotateLogs` copies them there.
+ */
+export const logAnnotations = (
+  runId: string,
+  outer: Readonly<Record<string, unknown>>
+): Readonly<Record<string, unknown>> =>
+  Object.defineProperties(
+    { ...outer },
+    {
+      "corral.run.id": { value: runId, enumerable: true },
+      "corral.agent.id": {
+        enumerable: true,
+        get: () => Fiber.getCurrent()?.getRef(AgentModule.CurrentRef)?.current().agentId
+      }
+    }
+  )
+
+/** Every attempt of the agent, within its timeout and (when tracing) its span. */
+export const attempts = (
+  host: ExecHost,
+  node: Node,
+  deps: Record<string, unknown>
+): Effect.Effect<unknown, unknown> => {
+  let effect: Effect.Effect<unknown, unknown>
+  if (node.agent.retry === undefined) {
+    node.attempts = 1
+    effect = node.agent.run(deps) as Effect.Effect<unknown, unknown>
+    if (host.limiter !== undefined) effect = retryRateLimited(host, node, effect, host.limiter)
+  } else {
+    effect = Effect.suspend(() => {
+      const events = host.events
+      if (++node.attempts > 1 && events !== undefined) {
+        events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
+      }
+      return node.agent.run(deps) as Effect.Effect<unknown, unknown>
+    })
+    effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
+  }
+  if (node.timeoutMs !== undefined) {
+    const afterMs = node.timeoutMs
+    effect = Effect.timeoutOrElse(effect, { duration: afterMs, orElse: () => Effect.fail(new AgentTimeout(afterMs)) })
+  }
+  if (!host.tracing) return effect
+  return effect.pipe(
+    Effect.onExit((exit) =>
+      Effect.annotateCurrentSpan({
+        "corral.agent.outcome": classify(host, node, exit)._tag,
+        "corral.agent.attempts": node.attempts
+      })
+    ),
+    Effect.withSpan("corral.agent", { attributes: { "corral.agent.id": node.id, "corral.run.id": host.runId } })
+  )
+}
+
+const retryRateLimited = (
+  host: ExecHost,
+  node: Node,
+  effect: Effect.Effect<unknown, unknown>,
+  limiter: RateLimiter.Service
+): Effect.Effect<unknown, unknown> => {
+  const attempt: Effect.Effect<unknown, unknown> = Effect.catch(effect, (error) => {
+    const retryAfter = RateLimiter.retryAfterOf(error)
+    if (retryAfter === undefined || node.attempts >= maxRateLimitedAttempts) return Effect.fail(error)
+    node.attempts++
+    const events = host.events
+    if (events !== undefined) {
+      events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
+    }
+    const key = keyOfError(error, limiter) ?? node.agent.rateLimit
+    const wait =
+      key === undefined
+        ? Effect.sleep(retryAfter)
+        : Effect.andThen(limiter.pause(key, retryAfter), limiter.take(key, 1))
+    return Effect.andThen(wait, attempt)
+  })
+  return attempt
+}
+
+/** Fields of the node's outcome, ended now. */
+export const common = (clock: Clock.Clock, node: Node): Outcome.Common => {
+  const endedAt = clock.currentTimeMillisUnsafe()
+  return {
+    agentId: node.id,
+    attempts: node.attempts,
+    queuedAt: node.queuedAt,
+    startedAt: node.startedAt ?? null,
+    endedAt,
+    waitedMs: (node.startedAt ?? endedAt) - node.queuedAt,
+    usage: node.usage
+  }
+}
+
+/** The outcome of an agent that ran and exited with `exit`. */
+export const classify = (host: ExecHost, node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome => {
+  if (Exit.isSuccess(exit)) {
+    const endedAt = host.clock.currentTimeMillisUnsafe()
+    return new Outcome.Succeeded({
+      agentId: node.id,
+      attempts: node.attempts,
+      queuedAt: node.queuedAt,
+      startedAt: node.startedAt ?? null,
+      endedAt,
+      waitedMs: (node.startedAt ?? endedAt) - node.queuedAt,
+      usage: node.usage,
+      value: exit.value,
+      cached: false
+    })
+  }
+  const fields = common(host.clock, node)
+  const cause = exit.cause
+  if (Cause.hasInterruptsOnly(cause)) {
+    const stopping = host.stopping
+    const crossedBudget = stopping.crossing === node
+    const reason = crossedBudget ? stopping.crossedText() : stopping.text()
+    return new Outcome.Interrupted({ ...fields, reason, crossedBudget })
+  }
+  const error = Cause.findErrorOption(cause)
+  if (error._tag === "Some") {
+    if (error.value instanceof AgentTimeout) return new Outcome.TimedOut({ ...fields, afterMs: error.value.afterMs })
+    return new Outcome.Failed({ ...fields, error: error.value, defect: false, message: messageOf(error.value) })
+  }
+  const defect = Cause.squash(cause)
+  return new Outcome.Failed({ ...fields, error: defect, defect: true, message: messageOf(defect) }) as Outcome.Outcome
+}
+
+const keyOfError = (error: unknown, limiter: RateLimiter.Service): string | undefined => {
+  const key = typeof error === "object" && error !== null && "key" in error ? error.key : undefined
+  return typeof key === "string" && limiter.keys.includes(key) ? key : undefined
+}
+
+const messageOf = (error: unknown): string => {
+  if (error instanceof Error) return error.message
+  if (typeof error === "object" && error !== null) {
+    const message = (error as { message?: unknown }).message
+    if (typeof message === "string" && message.length > 0) return message
+    const tag = (error as { _tag?: unknown })._tag
+    if (typeof tag === "string") return tag
+  }
+  try {
+    return typeof error === "string" ? error : JSON.stringify(error)
+  } catch {
+    return String(error)
+  }
+}

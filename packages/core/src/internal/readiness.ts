@@ -1,0 +1,109 @@
+/**
+ * Which agent runs next: the ready queue (critical-path priority, then input order) and the agents
+ * parked for a rate-limit token, woken in the same order when a token is free. Queues only order
+ * nodes; state moves are the caller's (`Lifecycle.move`), and entries whose node has moved on are
+ * skipped when they come up.
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as RateLimiter from "../RateLimiter.ts"
+import { Heap } from "./heap.ts"
+import { before, type Node } from "./node.ts"
+
+export class ReadyQueue {
+  private fifo: Array<Node> = []
+  private head = 0
+  private readonly heap = new Heap<Node>(before)
+
+  get size(): number {
+    return this.fifo.length - this.head + this.heap.size
+  }
+
+  /** Queues the roots (already in priority order for most runs, so usually without a sort). */
+  seed(roots: Array<Node>): void {
+    for (let i = 1; i < roots.length; i++) {
+      if (before(roots[i]!, roots[i - 1]!)) {
+        roots.sort((a, b) => (before(a, b) ? -1 : 1))
+        break
+      }
+    }
+    this.fifo = roots
+  }
+
+  push(node: Node): void {
+    this.heap.push(node)
+  }
+
+  /** The best queued node still `ready`, or `undefined`. */
+  next(): Node | undefined {
+    while (true) {
+      const node = this.pop()
+      if (node === undefined || node.state === "ready") return node
+    }
+  }
+
+  private pop(): Node | undefined {
+    const first = this.head < this.fifo.length ? this.fifo[this.head] : undefined
+    const top = this.heap.peek()
+    if (first !== undefined && (top === undefined || before(first, top))) {
+      this.fifo[this.head++] = undefined as never
+      return first
+    }
+    return this.heap.pop()
+  }
+}
+
+export interface RateHost {
+  readonly limiter: RateLimiter.Service
+  readonly scope: Scope.Scope
+  /** Moves a parked node back to the ready queue. */
+  readonly makeReady: (node: Node) => void
+  readonly wake: () => void
+}
+
+interface RateQueue {
+  readonly heap: Heap<Node>
+  armed: boolean
+}
+
+/** Agents waiting for a rate-limit token, one queue per key with one timer armed at a time. */
+export class RateWaits {
+  private readonly queues = new Map<string, RateQueue>()
+  private readonly host: RateHost
+
+  constructor(host: RateHost) {
+    this.host = host
+  }
+
+  /** Queues a node that has just moved to `parked`; arms the key's timer unless it is armed. */
+  park(node: Node, key: string, ms: number): Effect.Effect<void> {
+    let queue = this.queues.get(key)
+    if (queue === undefined) this.queues.set(key, (queue = { heap: new Heap<Node>(before), armed: false }))
+    queue.heap.push(node)
+    return queue.armed ? Effect.void : this.arm(queue, key, ms)
+  }
+
+  private arm(queue: RateQueue, key: string, ms: number): Effect.Effect<void> {
+    queue.armed = true
+    return Effect.asVoid(Effect.forkIn(Effect.andThen(Effect.sleep(ms), this.wakeUp(queue, key)), this.host.scope))
+  }
+
+  private wakeUp(queue: RateQueue, key: string): Effect.Effect<void> {
+    return Effect.gen({ self: this }, function* () {
+      queue.armed = false
+      while (queue.heap.size > 0) {
+        const node = queue.heap.peek()!
+        if (node.state !== "parked") {
+          queue.heap.pop()
+          continue
+        }
+        const probe = yield* this.host.limiter.tryTake(key, 1)
+        if (probe._tag === "Wait") return yield* this.arm(queue, key, probe.ms)
+        queue.heap.pop()
+        node.rateTaken = true
+        this.host.makeReady(node)
+        this.host.wake()
+      }
+    })
+  }
+}

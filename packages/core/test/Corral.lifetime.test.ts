@@ -1,0 +1,395 @@
+import { Agent, Corral, type CorralEvent, type Outcome, ToolCalls, Usage } from "@corral/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, type Duration, Effect, Fiber, Logger, References } from "effect"
+import { TestClock } from "effect/testing"
+import { isLegal, Lifecycle } from "../src/internal/lifecycle.ts"
+
+const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
+  Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
+
+const finishWithin = <A, E>(effect: Effect.Effect<A, E>, within: Duration.Input = "10 minutes") =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.forkChild(effect, { startImmediately: true })
+    yield* TestClock.adjust(within)
+    const exit = fiber.pollUnsafe()
+    if (exit === undefined) {
+      yield* Fiber.interrupt(fiber)
+      return assert.fail(`still running after ${within} of virtual time (deadlock)`)
+    }
+    return yield* Fiber.join(fiber)
+  })
+
+const lines: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
+const annotated = Logger.make(({ message, fiber }) =>
+  lines.push({
+    message: Array.isArray(message) ? message[0] : message,
+    annotations: { ...fiber.getRef(References.CurrentLogAnnotations) }
+  })
+)
+
+describe("an agent's context lives as long as the agent", () => {
+  it.effect("a fiber the agent forks reads and reports as that agent after it ended", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const reported = yield* Deferred.make<void>()
+      const seen: Array<unknown> = []
+      const first = Agent.make("first", {
+        claims: { write: ["a.txt"] },
+        run: Effect.forkDetach(
+          Effect.gen(function* () {
+            yield* Deferred.await(late)
+            const me = yield* Agent.current
+            const annotations = yield* References.CurrentLogAnnotations
+            seen.push({ agentId: me?.agentId, fenced: me?.fencingToken !== undefined, log: { ...annotations } })
+            yield* Effect.log("late line")
+            yield* Usage.report({ costUsd: 1, inputTokens: 10 })
+            yield* Deferred.succeed(reported, undefined)
+          })
+        ).pipe(Effect.asVoid)
+      })
+      const second = Agent.make("second", {
+        run: Effect.gen(function* () {
+          yield* Deferred.succeed(late, undefined)
+          yield* Deferred.await(reported)
+        })
+      })
+      const result = yield* Corral.run([first, second], { concurrency: 1, runId: "r" })
+      assert.deepStrictEqual(seen, [
+        { agentId: "first", fenced: true, log: { "corral.run.id": "r", "corral.agent.id": "first" } }
+      ])
+      assert.deepStrictEqual(result.get("first")!.usage, { inputTokens: 10, outputTokens: 0, costUsd: 1 })
+      assert.deepStrictEqual(result.get("second")!.usage, Usage.zero)
+      assert.deepStrictEqual(result.usage, { inputTokens: 10, outputTokens: 0, costUsd: 1 })
+      assert.deepStrictEqual(lines, [
+        { message: "late line", annotations: { "corral.run.id": "r", "corral.agent.id": "first" } }
+      ])
+    }).pipe(Effect.provide(Logger.layer([annotated])))
+  )
+
+  it.effect("usage a forked fiber reports after its agent ended counts towards the budget, naming that agent", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const first = Agent.make("first", {
+        run: Effect.forkDetach(Effect.andThen(Deferred.await(late), Usage.report({ costUsd: 5 })))
+      })
+      const second = Agent.make("second", {
+        run: Effect.andThen(Deferred.succeed(late, undefined), Effect.never)
+      })
+      const result = yield* finishWithin(Corral.run([first, second], { concurrency: 1, budget: { costUsd: 2 } }))
+      assert.deepStrictEqual(tags(result), { first: "Succeeded", second: "Interrupted" })
+      assert.deepStrictEqual(result.stopped, {
+        _tag: "BudgetExceeded",
+        agentId: "first",
+        limit: "costUsd",
+        spent: 5,
+        budget: 2
+      })
+      assert.strictEqual(result.get("first")!.usage.costUsd, 5)
+    })
+  )
+
+  const logs: Array<string> = []
+  const capture = Logger.layer([Logger.make(({ message, logLevel }) => logs.push(`${logLevel}: ${String(message)}`))])
+
+  it.effect("usage reported after the run ended is dropped with a warning naming the agent", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const reported = yield* Deferred.make<void>()
+      const agent = Agent.make("leaky", {
+        run: Effect.forkDetach(
+          Effect.andThen(Deferred.await(late), Usage.report({ costUsd: 1 })).pipe(
+            Effect.andThen(Deferred.succeed(reported, undefined))
+          )
+        )
+      })
+      const result = yield* Corral.run([agent])
+      yield* Deferred.succeed(late, undefined)
+      yield* Deferred.await(reported)
+      assert.strictEqual(result.get("leaky")!.usage.costUsd, 0)
+      assert.strictEqual(logs.length, 1)
+      assert.include(logs[0]!, "Warn")
+      assert.include(logs[0]!, '"leaky"')
+    }).pipe(Effect.provide(capture))
+  )
+})
+
+describe("a run nested inside an agent", () => {
+  it.effect("inherits the claims the agent holds: tool calls on its own keys run, serialized among themselves", () =>
+    Effect.gen(function* () {
+      const log: Array<string> = []
+      const call = (name: string) =>
+        Effect.gen(function* () {
+          log.push(`${name} @${yield* Effect.clockWith((c) => c.currentTimeMillis)}`)
+          yield* Effect.sleep("1 second")
+          return name
+        })
+      const editor = Agent.make("editor", {
+        claims: { write: ["src/"] },
+        run: Effect.asVoid(
+          ToolCalls.run([
+            { name: "write", write: ["src/x.ts"], run: call("write") },
+            { name: "read", read: ["src/x.ts"], run: call("read") },
+            { name: "read-other", read: ["src/y.ts"], run: call("read-other") }
+          ])
+        )
+      })
+      const other = Agent.make("other", { claims: { write: ["src/x.ts"] }, run: Effect.asVoid(call("other")) })
+      const result = yield* finishWithin(Corral.run([editor, other], { concurrency: 2 }))
+      assert.deepStrictEqual(tags(result), { editor: "Succeeded", other: "Succeeded" })
+      assert.deepStrictEqual([...log].sort(), ["other @2000", "read @1000", "read-other @0", "write @0"])
+    })
+  )
+
+  it.effect("a user's own nested Corral.run inherits the same way, through runs nested twice", () =>
+    Effect.gen(function* () {
+      const inner = Agent.make("inner", { claims: { write: ["src/a/b.ts"] }, run: Effect.succeed("deep") })
+      const middle = Agent.make("middle", {
+        claims: { write: ["src/a/"] },
+        run: Effect.map(Corral.run([inner]), (r) => r.get("inner")!._tag)
+      })
+      const outer = Agent.make("outer", {
+        claims: { write: ["src/"] },
+        run: Effect.map(Corral.run([middle]), (r) => (r.get("middle") as Outcome.Succeeded).value)
+      })
+      const result = yield* finishWithin(Corral.run([outer]))
+      assert.strictEqual((result.get("outer") as Outcome.Succeeded).value, "Succeeded")
+    })
+  )
+
+  it.effect("a nested claim on a key held by another agent still waits for it", () =>
+    Effect.gen(function* () {
+      const log: Array<string> = []
+      const holder = Agent.make("holder", { claims: { write: ["b.txt"] }, run: Effect.sleep("5 seconds") })
+      const editor = Agent.make("editor", {
+        claims: { write: ["a.txt"] },
+        run: ToolCalls.run([
+          {
+            name: "touch-b",
+            write: ["b.txt"],
+            run: Effect.clockWith((c) => c.currentTimeMillis).pipe(Effect.map((t) => log.push(`b @${t}`)))
+          }
+        ])
+      })
+      const result = yield* finishWithin(Corral.run([holder, editor], { concurrency: 2 }))
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(log, ["b @5000"])
+    })
+  )
+
+  it.effect("a nested claim that conflicts with the agent's own claim but is not covered by it fails at once", () =>
+    Effect.gen(function* () {
+      const editor = Agent.make("editor", {
+        claims: { read: ["src/x.ts"] },
+        run: ToolCalls.run([{ name: "write", write: ["src/x.ts"], run: Effect.void }])
+      })
+      const result = yield* finishWithin(Corral.run([editor]))
+      const outcome = result.get("editor")!
+      assert.strictEqual(outcome._tag, "Failed")
+      const message = (outcome as Outcome.Failed).message
+      assert.include(message, "0:write")
+      assert.include(message, "src/x.ts")
+      assert.include(message, '"editor"')
+    })
+  )
+
+  it.effect("usage reported inside a nested run is credited to the nested agent and to the enclosing agent", () =>
+    Effect.gen(function* () {
+      let inner: ReadonlyArray<Outcome.Outcome<unknown, unknown>> = []
+      const outer = Agent.make("outer", {
+        run: Effect.map(
+          ToolCalls.run([{ name: "llm", run: Usage.report({ costUsd: 0.5 }) }]),
+          (outcomes) => (inner = outcomes)
+        )
+      })
+      const result = yield* Corral.run([outer])
+      assert.strictEqual(inner[0]!.usage.costUsd, 0.5)
+      assert.strictEqual(result.get("outer")!.usage.costUsd, 0.5)
+    })
+  )
+})
+
+describe("stops", () => {
+  it.effect("a stop complete before the run starts prevents every agent from starting", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const agents = [
+        Agent.make("instant", { run: Effect.sync(() => ran++) }),
+        Agent.make("slow", {
+          run: Effect.andThen(
+            Effect.sync(() => ran++),
+            Effect.sleep("1 hour")
+          )
+        })
+      ]
+      const result = yield* Corral.run(agents, { stopOn: Effect.succeed("stopped early") })
+      assert.strictEqual(ran, 0)
+      assert.deepStrictEqual(tags(result), { instant: "Cancelled", slow: "Cancelled" })
+      assert.include((result.get("instant") as Outcome.Cancelled).reason, "stopped early")
+      assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "stopped early" })
+    })
+  )
+
+  it.effect("a stop requested during a run that then finishes at once is still reported", () =>
+    Effect.gen(function* () {
+      const stop = yield* Deferred.make<string>()
+      const agents = [Agent.make("stopper", { run: Deferred.succeed(stop, "from inside") })]
+      const result = yield* Corral.run(agents, { stopOn: Deferred.await(stop) })
+      assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "from inside" })
+    })
+  )
+
+  it.effect("the agent whose usage crossed the budget says so in its outcome", () =>
+    Effect.gen(function* () {
+      const agents = [
+        Agent.make("spender", {
+          run: Effect.sleep("1 second").pipe(Effect.andThen(Usage.report({ costUsd: 3 })), Effect.andThen(Effect.never))
+        }),
+        Agent.make("sibling", { run: Effect.never })
+      ]
+      const result = yield* finishWithin(Corral.run(agents, { budget: { costUsd: 2 } }))
+      assert.deepStrictEqual(tags(result), { spender: "Interrupted", sibling: "Interrupted" })
+      const spender = result.get("spender") as Outcome.Interrupted
+      const sibling = result.get("sibling") as Outcome.Interrupted
+      assert.isTrue(spender.crossedBudget)
+      assert.isFalse(sibling.crossedBudget)
+      assert.include(spender.reason, "this agent's usage crossed the costUsd budget of 2")
+      assert.include(sibling.reason, 'by agent "spender"')
+    })
+  )
+})
+
+describe("events for a subscriber that falls behind", () => {
+  it.effect(
+    "at most `eventBuffer` events wait; the rest are counted in one EventsDropped and RunFinished always arrives",
+    () =>
+      Effect.gen(function* () {
+        const n = 200
+        const gate = yield* Deferred.make<void>()
+        let ran = 0
+        const agents = Array.from({ length: n }, (_, i) =>
+          Agent.make(`a${i}`, {
+            run: Effect.suspend(() => (++ran === n ? Deferred.succeed(gate, undefined) : Effect.void))
+          })
+        )
+        const seen: Array<CorralEvent.CorralEvent> = []
+        const result = yield* Corral.run(agents, {
+          concurrency: 4,
+          eventBuffer: 16,
+          onEvent: (event) =>
+            Effect.andThen(
+              Effect.sync(() => seen.push(event)),
+              seen.length === 1 ? Deferred.await(gate) : Effect.void
+            )
+        })
+        assert.isTrue(result.allSucceeded)
+        const dropped = seen.filter((e) => e._tag === "EventsDropped")
+        assert.strictEqual(dropped.length, 1)
+        const emitted = 1 + 3 * n + 1
+        const delivered = seen.length - dropped.length
+        assert.strictEqual(delivered + (dropped[0] as { count: number }).count, emitted)
+        assert.isAtMost(seen.length, 1 + 16 + 1)
+        assert.strictEqual(seen.at(-1)!._tag, "RunFinished")
+        assert.strictEqual(seen.at(-1)!.progress.done, n)
+      })
+  )
+
+  it.effect("a subscriber that never returns does not hold up the agents; interrupting the run detaches it", () =>
+    Effect.gen(function* () {
+      const n = 100
+      const allRan = yield* Deferred.make<void>()
+      const entered = yield* Deferred.make<void>()
+      const detached = yield* Deferred.make<void>()
+      let ran = 0
+      const agents = Array.from({ length: n }, (_, i) =>
+        Agent.make(`a${i}`, {
+          run: Effect.suspend(() => (++ran === n ? Deferred.succeed(allRan, undefined) : Effect.void))
+        })
+      )
+      const fiber = yield* Effect.forkChild(
+        Corral.run(agents, {
+          eventBuffer: 8,
+          onEvent: () =>
+            Deferred.succeed(entered, undefined).pipe(
+              Effect.andThen(Effect.never),
+              Effect.onInterrupt(() => Deferred.succeed(detached, undefined))
+            )
+        }),
+        { startImmediately: true }
+      )
+      yield* Deferred.await(entered)
+      yield* Deferred.await(allRan)
+      assert.strictEqual(ran, n)
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* Fiber.interrupt(fiber)
+      yield* Deferred.await(detached)
+    })
+  )
+})
+
+describe("a run started by a fiber that outlived its agent", () => {
+  it.effect("inherits nothing from the ended agent: its claims wait for the agents that hold the keys now", () =>
+    Effect.gen(function* () {
+      const late = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<number>()
+      const first = Agent.make("first", {
+        claims: { write: ["shared.txt"] },
+        run: Effect.asVoid(
+          Effect.forkDetach(
+            Deferred.await(late).pipe(
+              Effect.andThen(ToolCalls.run([{ name: "write", write: ["shared.txt"], run: Effect.void }])),
+              Effect.andThen(Effect.clockWith((c) => c.currentTimeMillis)),
+              Effect.flatMap((t) => Deferred.succeed(done, t))
+            )
+          )
+        )
+      })
+      const second = Agent.make("second", {
+        claims: { write: ["shared.txt"] },
+        dependsOn: ["first"],
+        run: Effect.andThen(Deferred.succeed(late, undefined), Effect.sleep("5 seconds"))
+      })
+      const run = yield* Effect.forkChild(Corral.run([first, second]), { startImmediately: true })
+      yield* TestClock.adjust("10 seconds")
+      assert.isTrue((yield* Fiber.join(run)).allSucceeded)
+      assert.strictEqual(yield* Deferred.await(done), 5000)
+    })
+  )
+})
+
+describe("the agent lifecycle", () => {
+  it("allows exactly the moves of the documented table and rejects every other", () => {
+    const states = ["waiting-deps", "ready", "parked", "running", "done"] as const
+    const table = new Set([
+      "waiting-deps>ready",
+      "waiting-deps>done",
+      "ready>running",
+      "ready>parked",
+      "ready>done",
+      "parked>ready",
+      "parked>done",
+      "running>done"
+    ])
+    for (const from of states) {
+      for (const to of states) assert.strictEqual(isLegal(from, to), table.has(`${from}>${to}`), `${from} -> ${to}`)
+    }
+    const lifecycle = new Lifecycle(2)
+    const a = { id: "a", state: "waiting-deps" as const } as { id: string; state: (typeof states)[number] }
+    lifecycle.move(a, "ready")
+    lifecycle.move(a, "running")
+    assert.throws(() => lifecycle.move(a, "parked"), /illegal lifecycle move of agent "a" from running to parked/)
+    lifecycle.finish(a, "Succeeded")
+    assert.deepStrictEqual(lifecycle.progress(), {
+      total: 2,
+      pending: 1,
+      waiting: 0,
+      running: 0,
+      done: 1,
+      succeeded: 1,
+      failed: 0,
+      timedOut: 0,
+      interrupted: 0,
+      cancelled: 0,
+      skipped: 0
+    })
+  })
+})
