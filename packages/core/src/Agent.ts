@@ -228,13 +228,13 @@ export const CurrentRef = Context.Reference<Frame | undefined>("@corral/core/Age
  *
  * @example
  * ```ts
-  * import { Agent } from "@corral/core"
-  * import { Effect } from "effect"
-  *
-  * const write = Effect.gen(function*() {
-  *   const me = yield* Agent.current
-  *   return `written by ${me?.agentId} with token ${me?.fencingToken}`
-  * })
+ * import { Agent } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const write = Effect.gen(function*() {
+ *   const me = yield* Agent.current
+ *   return `written by ${me?.agentId} with token ${me?.fencingToken}`
+ * })
  * ```
  * @since 0.1.0
  * @category accessors
