@@ -89,6 +89,19 @@ const checkAfterResume = async (repo: string, killedRunId: string) => {
   expect(runs.stdout).toMatch(/succeeded/)
 }
 
+/** The kill landed after the run recorded its end: there is nothing to resume (the run finished). */
+const recordedEnd = (repo: string, runId: string): boolean => {
+  const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
+  try {
+    const row = ledger.prepare("SELECT ended_at FROM runs WHERE run_id = ?").get(runId) as
+      | { ended_at: number | null }
+      | undefined
+    return row?.ended_at !== undefined && row.ended_at !== null
+  } finally {
+    ledger.close()
+  }
+}
+
 const killAndResume = async (env: Record<string, string>, killAfterEvents: number | undefined) => {
   const repo = makeRepo()
   const plan = writePlan(tempDir("plan-"), "plan.yaml", planText())
@@ -105,7 +118,7 @@ const killAndResume = async (env: Record<string, string>, killAfterEvents: numbe
   const seen = events(ended.stdout)
   const killedRunId = seen.find((event) => event.runId !== undefined)?.runId
   expect(killedRunId, ended.stderr).toBeDefined()
-  if (ended.code === 0) return { repo, killed: false, seen }
+  if (ended.code === 0 || recordedEnd(repo, killedRunId!)) return { repo, killed: false, seen }
   expect(ended.signal).toBe("SIGKILL")
   const resumed = await runCli(["run", plan, "--resume"], { cwd: repo })
   expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)

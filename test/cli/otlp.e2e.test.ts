@@ -110,5 +110,24 @@ describe("corral run with OTEL_EXPORTER_OTLP_ENDPOINT (end to end)", () => {
     expect(result.code, result.stdout + result.stderr).toBe(0)
     expect(result.stdout).toContain("3 succeeded")
     expect(Date.now() - started).toBeLessThan(8_000)
+    const output = result.stdout + result.stderr
+    expect(output.match(/cannot reach the OTLP collector at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/g)).toHaveLength(
+      1
+    )
+  })
+
+  it("warns once when the collector refuses the spans", async () => {
+    const server = NodeHttp.createServer((req, res) => {
+      req.resume()
+      req.on("end", () => res.writeHead(500).end())
+    })
+    servers.push(server)
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const repo = makeRepo()
+    const result = await runCli(runArgs(repo), { cwd: repo, env: { OTEL_EXPORTER_OTLP_ENDPOINT: url } })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const output = result.stdout + result.stderr
+    expect(output.match(/exporting telemetry to http:\/\/127\.0\.0\.1:\d+ failed/g)).toHaveLength(1)
   })
 })

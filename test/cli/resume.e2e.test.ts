@@ -48,7 +48,7 @@ describe("crash and resume (end to end)", () => {
     for (const id of finishedFirst) expect(rerun, `${id} ran again`).not.toContain(id)
     const expected = Array.from({ length: 10 }, (_, i) => `agent-${i}`).filter((id) => !finishedFirst.includes(id))
     expect([...rerun].sort()).toEqual(expected.sort())
-    expect(resumed.stdout).toMatch(/Cached/)
+    expect(resumed.stdout).toMatch(/cached/)
 
     const runs = await runCli(["runs"], { cwd: repo })
     const statuses = runs.stdout

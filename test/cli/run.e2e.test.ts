@@ -169,9 +169,10 @@ describe("corral run (end to end)", () => {
     cli.signal("SIGINT")
     const result = await cli.done
     expect(result.code, result.stdout + result.stderr).toBe(130)
-    expect(result.stdout).toMatch(/Interrupted/)
-    expect(result.stdout).toMatch(/Cancelled/)
+    expect(result.stdout).toMatch(/interrupted/)
+    expect(result.stdout).toMatch(/cancelled/)
     expect(result.stdout).toMatch(/interrupted \(Ctrl-C\)/)
+    expect(result.stdout).not.toMatch(/merged work|git merge/)
     for (const pid of started) expect(isAlive(pid), `pid ${pid}`).toBe(false)
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
     expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])

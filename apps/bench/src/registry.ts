@@ -7,6 +7,7 @@ import { ledger } from "./scenarios/ledger.ts"
 import { perRunScenario } from "./scenarios/per-run.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
+import { workspacesReal } from "./scenarios/workspaces-real.ts"
 import type { Report, Scenario, SuiteOptions } from "./types.ts"
 
 export interface Entry {
@@ -27,6 +28,7 @@ export const registry: ReadonlyArray<Entry> = [
   ready(perRunScenario),
   ready(events),
   optional("workspaces"),
+  ready(workspacesReal),
   optional("spawn"),
   ready(ledger),
   optional("sandbox")

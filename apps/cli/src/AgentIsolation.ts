@@ -163,7 +163,7 @@ export const guardGitLink = (dir: string) => {
   let tampered = false
   const intact = () => {
     const now = NodeFs.lstatSync(file, { throwIfNoEntry: false })
-    return now !== undefined && now.isFile() && NodeFs.readFileSync(file, "utf8") === original
+    return now?.isFile() && NodeFs.readFileSync(file, "utf8") === original
   }
   return {
     file,

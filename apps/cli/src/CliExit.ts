@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { Data, Effect, Runtime } from "effect"
+import * as OutputGuard from "./OutputGuard.ts"
 
 /**
  * @since 0.1.0
@@ -27,6 +28,6 @@ export class CliExit extends Data.TaggedError("CliExit")<{ readonly code: number
  */
 export const invalidInput = (message: string): Effect.Effect<never, CliExit> =>
   Effect.andThen(
-    Effect.sync(() => process.stderr.write(`corral: ${message}\n`)),
+    Effect.sync(() => OutputGuard.write(process.stderr, `corral: ${message}\n`)),
     Effect.fail(new CliExit({ code: 2 }))
   )

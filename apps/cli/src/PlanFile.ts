@@ -80,6 +80,9 @@ export interface AgentClaims {
 export interface AgentLimits {
   readonly memoryMb: number | undefined
   readonly cpuSeconds: number | undefined
+  readonly fileSizeMb: number | undefined
+  readonly maxProcesses: number | undefined
+  readonly nice: number | undefined
   readonly maxOutputBytes: number | undefined
   readonly cpuPercent: number | undefined
   readonly diskMb: number | undefined
@@ -185,6 +188,12 @@ export interface Plan {
   readonly mode: "settle" | "fail-fast"
   readonly isolation: "worktree" | "directory" | "none"
   readonly merge: "auto" | "none"
+  /** How each agent's work lands on the integration branch (see docs/workspaces.md). */
+  readonly history: "merge" | "squash" | "linear"
+  /** Author of the commits corral writes; default: the repository's git identity. */
+  readonly author: { readonly name: string; readonly email: string } | undefined
+  /** Committer of the commits corral writes; default: the author. */
+  readonly committer: { readonly name: string; readonly email: string } | undefined
   readonly pools: Readonly<Record<string, number>>
   readonly rateLimits: Readonly<Record<string, RateLimit>>
   readonly defaults: Defaults
@@ -277,8 +286,35 @@ export const load = Effect.fn("PlanFile.load")(function* (path: string) {
     })
   }
   const fs = yield* FileSystem.FileSystem
-  const text = yield* fs
-    .readFileString(path)
+  const bytes = yield* fs
+    .readFile(path)
     .pipe(Effect.mapError((error) => new PlanFileError({ file: path, issues: [readIssue(error)] })))
+  const text = yield* Effect.fromResult(
+    Result.mapError(utf8(bytes), (issue) => new PlanFileError({ file: path, issues: [issue] }))
+  )
   return yield* decode(text, { path, format })
 })
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
+/** Plan files are UTF-8: an invalid byte is an error at its line, never a silent U+FFFD in a command. */
+const utf8 = (bytes: Uint8Array): Result.Result<string, PlanFileIssue> => {
+  try {
+    return Result.succeed(strictUtf8.decode(bytes))
+  } catch {
+    let start = 0
+    let line = 1
+    while (start <= bytes.length) {
+      const end = bytes.indexOf(0x0a, start)
+      const stop = end === -1 ? bytes.length : end
+      try {
+        strictUtf8.decode(bytes.subarray(start, stop))
+      } catch {
+        return Result.fail({ path: "", message: "the file is not valid UTF-8 text", line })
+      }
+      start = stop + 1
+      line++
+    }
+    return Result.fail({ path: "", message: "the file is not valid UTF-8 text" })
+  }
+}

@@ -5,7 +5,9 @@
  * @since 0.1.0
  */
 import { CorralEvent, type Outcome } from "@corral/core"
+import * as OutcomeText from "./OutcomeText.ts"
 import type { RunEvent } from "./RunEvent.ts"
+import * as TerminalText from "./TerminalText.ts"
 
 /**
  * @since 0.1.0
@@ -19,6 +21,8 @@ export interface Row {
   attempt: number
   waitingFor: string | undefined
   lastLine: string | undefined
+  /** Why a finished agent did not succeed. */
+  reason: string | undefined
   dependsOn: ReadonlyArray<string>
 }
 
@@ -43,6 +47,7 @@ export class ViewState {
         attempt: 0,
         waitingFor: agent.dependsOn.length > 0 ? `after ${agent.dependsOn.join(", ")}` : undefined,
         lastLine: undefined,
+        reason: undefined,
         dependsOn: agent.dependsOn
       })
     }
@@ -80,17 +85,20 @@ export class ViewState {
         row.state = outcomeState(event.outcome)
         row.endedAt = event.at
         row.waitingFor = undefined
+        row.reason = event.outcome._tag === "Succeeded" ? undefined : OutcomeText.detail(event.outcome)
         this.costUsd += event.outcome.usage.costUsd
         return
-      case "Output":
-        if (row !== undefined && event.text.trim().length > 0) row.lastLine = event.text.trim()
+      case "Output": {
+        const text = TerminalText.clean(event.text)
+        if (row !== undefined && text.length > 0) row.lastLine = text
         return
+      }
       case "MergeConflict":
-        if (row !== undefined) row.lastLine = `merge conflict in ${event.paths.join(", ")}`
+        if (row !== undefined) row.reason = `merge conflict in ${event.paths.join(", ")}`
         this.notices.push(`${event.agentId}: merge conflict in ${event.paths.join(", ")} (branch ${event.branch} kept)`)
         return
       case "ConflictPredicted":
-        this.notices.push(`predicted conflict between ${event.agents.join(" and ")} in ${event.paths.join(", ")}`)
+        this.notices.push(conflictWarning(event.agents, event.paths))
         return
       case "Notice":
         this.notices.push(event.message)
@@ -101,8 +109,10 @@ export class ViewState {
   }
 }
 
-const outcomeState = (outcome: Outcome.Outcome): string =>
-  outcome._tag === "Succeeded" && outcome.cached ? "cached" : outcome._tag.toLowerCase()
+const outcomeState = (outcome: Outcome.Outcome): string => OutcomeText.word(OutcomeText.tagOf(outcome))
+
+const conflictWarning = (agents: ReadonlyArray<string>, paths: ReadonlyArray<string>): string =>
+  `${agents.join(" and ")} are likely to conflict in ${paths.join(", ")}`
 
 const symbols: Record<string, string> = {
   pending: "·",
@@ -111,22 +121,21 @@ const symbols: Record<string, string> = {
   succeeded: "✓",
   cached: "✓",
   failed: "✗",
-  timedout: "⏱",
-  claimtimedout: "⏱",
+  "timed out": "⏱",
+  "claim timed out": "⏱",
   interrupted: "■",
   cancelled: "○",
   skipped: "↷"
 }
 
-const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`
+const seconds = OutcomeText.seconds
 
 const elapsed = (row: Row, now: number): string => {
   if (row.startedAt === undefined) return ""
   return seconds((row.endedAt ?? now) - row.startedAt)
 }
 
-const fit = (text: string, width: number): string =>
-  text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`
+const fit = TerminalText.fit
 
 /**
  * Renders the rows and a summary line for a terminal `columns` wide.
@@ -138,8 +147,13 @@ export const renderTty = (view: ViewState, now: number, columns: number): string
   const idWidth = Math.min(24, Math.max(5, ...[...view.rows.keys()].map((id) => id.length)))
   const lines: Array<string> = []
   for (const row of view.rows.values()) {
-    const head = `${symbols[row.state] ?? "?"} ${row.id.padEnd(idWidth)} ${row.state.padEnd(13)} ${elapsed(row, now).padStart(7)}${row.attempt > 1 ? ` #${row.attempt}` : "   "}`
-    const detail = row.state === "waiting" || row.state === "pending" ? (row.waitingFor ?? "") : (row.lastLine ?? "")
+    const head = `${symbols[row.state] ?? "?"} ${fit(row.id, idWidth).padEnd(idWidth)} ${row.state.padEnd(15)} ${elapsed(row, now).padStart(7)}${row.attempt > 1 ? ` #${row.attempt}` : "   "}`
+    const detail =
+      row.state === "waiting" || row.state === "pending"
+        ? (row.waitingFor ?? "")
+        : row.state === "running"
+          ? (row.lastLine ?? "")
+          : (row.reason ?? row.lastLine ?? "")
     lines.push(fit(detail.length > 0 ? `${head}  ${detail}` : head, columns))
   }
   lines.push("")
@@ -187,13 +201,13 @@ export const plainLine = (event: RunEvent, startedAt: number): string | undefine
     case "Retrying":
       return `${t} ${event.agentId}: retrying (attempt ${event.attempt})`
     case "Finished":
-      return `${t} ${event.agentId}: ${outcomeState(event.outcome)}${detailOf(event.outcome)}`
+      return `${t} ${event.agentId}: ${OutcomeText.describe(event.outcome)}`
     case "Merged":
       return `${t} ${event.agentId}: merged (${event.commit.slice(0, 10)})`
     case "MergeConflict":
       return `${t} ${event.agentId}: merge conflict in ${event.paths.join(", ")}; branch ${event.branch} kept`
     case "ConflictPredicted":
-      return `${t} warning: ${event.agents.join(" and ")} are likely to conflict in ${event.paths.join(", ")}`
+      return `${t} warning: ${conflictWarning(event.agents, event.paths)}`
     case "WorkspaceKept":
       return `${t} ${event.agentId}: workspace kept at ${event.path} (${event.reason})`
     case "Stopping":
@@ -209,32 +223,10 @@ export const plainLine = (event: RunEvent, startedAt: number): string | undefine
  * @since 0.1.0
  * @category rendering
  */
-export const detailOf = (outcome: Outcome.Outcome): string => {
-  switch (outcome._tag) {
-    case "Failed":
-      return `: ${outcome.message}`
-    case "TimedOut":
-      return ` after ${seconds(outcome.afterMs)}`
-    case "Skipped":
-      return ` (${outcome.dependency} ${outcome.dependencyOutcome.toLowerCase()})`
-    case "ClaimTimedOut":
-      return ` after ${seconds(outcome.afterMs)} waiting for ${outcome.blockers.map((b) => `${b.key} held by ${b.holder}`).join(", ")}`
-    case "Interrupted":
-    case "Cancelled":
-      return ` (${outcome.reason})`
-    default:
-      return ""
-  }
-}
-
-/**
- * @since 0.1.0
- * @category rendering
- */
 export const stopText = (reason: CorralEvent.StopReason): string => {
   switch (reason._tag) {
     case "AgentFailed":
-      return `${reason.agentId} ended ${reason.outcome.toLowerCase()} (fail-fast)`
+      return `${reason.agentId} ${OutcomeText.word(reason.outcome)} (fail-fast)`
     case "BudgetExceeded":
       return `${reason.limit} budget ${reason.budget} exceeded by ${reason.agentId}`
     case "Stopped":

@@ -5,8 +5,10 @@
  * @since 0.1.0
  */
 import { createLogUpdate } from "log-update"
+import * as OutputGuard from "./OutputGuard.ts"
 import { plainLine, renderTty, ViewState } from "./ProgressView.ts"
 import { type RunEvent, toJsonLine } from "./RunEvent.ts"
+import * as TerminalText from "./TerminalText.ts"
 
 /**
  * @since 0.1.0
@@ -29,7 +31,7 @@ export type Mode = "tty" | "plain" | "json"
  * @category constructors
  */
 export const modeFor = (json: boolean, stream: NodeJS.WriteStream): Mode =>
-  json ? "json" : stream.isTTY ? "tty" : "plain"
+  json ? "json" : TerminalText.isUsableTerminal(stream) ? "tty" : "plain"
 
 /**
  * @since 0.1.0
@@ -43,8 +45,8 @@ export const make = (
   switch (mode) {
     case "json":
       return {
-        onEvent: (event) => stream.write(`${toJsonLine(event)}\n`),
-        note: (message) => process.stderr.write(`${message}\n`),
+        onEvent: (event) => OutputGuard.write(stream, `${toJsonLine(event)}\n`),
+        note: (message) => OutputGuard.write(process.stderr, `${message}\n`),
         close: () => {}
       }
     case "plain":
@@ -60,9 +62,9 @@ const plain = (stream: NodeJS.WriteStream): Reporter => {
     onEvent: (event) => {
       if (event._tag === "RunStarted") startedAt = event.at
       const line = plainLine(event, startedAt)
-      if (line !== undefined) stream.write(`${line}\n`)
+      if (line !== undefined) OutputGuard.write(stream, `${line}\n`)
     },
-    note: (message) => stream.write(`${message}\n`),
+    note: (message) => OutputGuard.write(stream, `${message}\n`),
     close: () => {}
   }
 }
@@ -73,7 +75,9 @@ const live = (
 ): Reporter => {
   const view = new ViewState(agents)
   const update = createLogUpdate(stream)
-  const draw = () => update(renderTty(view, Date.now(), stream.columns ?? 100))
+  const draw = () => {
+    if (!OutputGuard.isClosed(stream)) update(renderTty(view, Date.now(), stream.columns || 80))
+  }
   const timer = setInterval(draw, 100)
   let closed = false
   return {
@@ -87,7 +91,7 @@ const live = (
       closed = true
       clearInterval(timer)
       draw()
-      update.done()
+      if (!OutputGuard.isClosed(stream)) update.done()
     }
   }
 }

@@ -11,7 +11,9 @@ import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
-import { Data, Effect, Schedule, type Scope } from "effect"
+import * as Git from "@corral/platform-node/Git"
+import { Data, Effect, type Exit, Fiber, Schedule, Scope, Semaphore } from "effect"
+import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
@@ -19,6 +21,7 @@ import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
 import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
+import * as OutcomeText from "./OutcomeText.ts"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 import type { RunEvent } from "./RunEvent.ts"
 
@@ -99,10 +102,17 @@ export interface Report {
   readonly runId: string
   readonly result: RunResult.RunResult<AgentResult, unknown>
   readonly integrationBranch: string | undefined
+  /** The commit the integration branch started from; work was merged when the head differs. */
+  readonly integrationBase: string | undefined
   readonly integrationHead: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
+  /** git commands and their process time, per agent (set-up, commit, merge and release). */
+  readonly git: Readonly<Record<string, Git.Tally>>
 }
+
+/** Workspaces released at once in the background, off the agents' concurrency slots. */
+const RELEASE_CONCURRENCY = 2
 
 interface Context {
   readonly options: Options
@@ -110,13 +120,24 @@ interface Context {
   readonly integration: WorkspaceModule.Integration | undefined
   readonly isolation: WorkspaceModule.Strategy
   readonly logDir: string
-  readonly live: Set<WorkspaceModule.WorkspaceHandle>
+  /** Work committed and not merged yet: what merge-time conflict predictions compare against. */
+  readonly committed: Map<WorkspaceModule.WorkspaceHandle, WorkspaceModule.CommittedWork>
   readonly kept: Array<WorkspaceModule.ReleaseReport>
+  /** Workspace warnings already shown: each once per run, not once per agent. */
+  readonly warned: Set<string>
+  readonly tallies: Map<string, Git.Tally>
+  /** The run's scope: workspaces are released in it, after the agent's slot is free. */
+  readonly scope: Scope.Scope
+  readonly releases: Semaphore.Semaphore
+  readonly pending: Set<Fiber.Fiber<void>>
+  /** The release under way per agent: a retry waits for it (it deletes the branch the retry re-creates). */
+  readonly releasing: Map<string, Fiber.Fiber<void>>
 }
 
 /**
  * Runs the plan. Fails with a workspace error before anything starts when the repository is not
- * usable (for example not a git repository with `isolation: worktree`).
+ * usable (for example not a git repository with `isolation: worktree`). When it returns, every
+ * workspace has been released (removed, or kept and listed in the report) and the run's lease is gone.
  *
  * @since 0.1.0
  * @category running
@@ -127,7 +148,9 @@ export const run = (
   Report,
   WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun | RunLedger.RunLedgerError,
   Workspace | ChildProcessSpawner | Scope.Scope
-> =>
+> => Effect.scoped(runScoped(options))
+
+const runScoped = (options: Options) =>
   Effect.gen(function* () {
     const workspace = yield* Workspace
     const isolation = options.isolation ?? options.plan.isolation
@@ -135,7 +158,14 @@ export const run = (
     yield* workspace.registerRun(options.repo, options.runId)
     const integration =
       isolation === "worktree" && merge === "auto"
-        ? yield* workspace.integration({ repo: options.repo, runId: options.runId, base: options.base })
+        ? yield* workspace.integration({
+            repo: options.repo,
+            runId: options.runId,
+            base: options.base,
+            history: options.plan.history,
+            author: options.plan.author,
+            committer: options.plan.committer
+          })
         : undefined
     const ctx: Context = {
       options,
@@ -143,8 +173,14 @@ export const run = (
       integration,
       isolation,
       logDir: NodePath.join(options.stateDir, "runs", options.runId, "logs"),
-      live: new Set(),
-      kept: []
+      committed: new Map(),
+      kept: [],
+      warned: new Set(),
+      tallies: new Map(),
+      scope: yield* Effect.scope,
+      releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
+      pending: new Set(),
+      releasing: new Map()
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
@@ -155,13 +191,13 @@ export const run = (
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
       rateLimits: rateLimitsOf(options.plan),
-      onEvent: (event) =>
-        ledger === undefined
-          ? Effect.sync(() => options.onEvent(event))
-          : Effect.andThen(
-              Effect.sync(() => options.onEvent(event)),
-              Effect.ignore(ledger.record(options.runId, event))
-            ),
+      onEvent: (event) => {
+        const emit = Effect.sync(() => {
+          logTrailer(ctx.logDir, event)
+          options.onEvent(event)
+        })
+        return ledger === undefined ? emit : Effect.andThen(emit, Effect.ignore(ledger.record(options.runId, event)))
+      },
       stopOn: options.stopOn
     }).pipe(
       ledger === undefined
@@ -172,22 +208,41 @@ export const run = (
               Effect.provideService(RunLedgerModule.RunLedger, ledger)
             )
     )
+    yield* Fiber.awaitAll([...ctx.pending])
     return {
       runId: options.runId,
       result,
       integrationBranch: integration?.branch,
+      integrationBase: integration?.baseCommit,
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
-      keptWorkspaces: ctx.kept
+      keptWorkspaces: ctx.kept,
+      git: Object.fromEntries(ctx.tallies)
     }
   })
+
+/**
+ * Ends an agent's log with why corral stopped it (`[corral] timed out after 3.0s`): the process
+ * runner's own trailer is written only when the process ends by itself.
+ */
+const logTrailer = (logDir: string, event: RunEvent): void => {
+  if (event._tag !== "Finished" || event.outcome.startedAt === null) return
+  const outcome = event.outcome
+  if (outcome._tag !== "TimedOut" && outcome._tag !== "Interrupted") return
+  const file = NodePath.join(logDir, `${outcome.agentId}.log`)
+  try {
+    if (NodeFs.existsSync(file)) NodeFs.appendFileSync(file, `[corral] ${OutcomeText.describe(outcome)}\n`)
+  } catch {
+    // the log is best effort; the outcome itself is recorded in the ledger
+  }
+}
 
 const toAgent = (ctx: Context, agent: PlanAgent) => {
   const pools = { ...agent.claims.pools }
   if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined)
     pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
-    run: Effect.scoped(runAgent(ctx, agent)),
+    run: inWorkspaceScope(ctx, agent),
     idempotencyKey: ctx.options.ledger === undefined ? undefined : idempotencyKeyOf(ctx.options, agent),
     timeout: agent.timeoutMs,
     retry:
@@ -277,6 +332,55 @@ const startRecord = (options: Options, ledger: RunLedger.Service, agents: Readon
     }))
   })
 
+const tallyOf = (ctx: Context, agentId: string) => {
+  const existing = ctx.tallies.get(agentId)
+  if (existing !== undefined) return existing
+  const created = Git.makeTally()
+  ctx.tallies.set(agentId, created)
+  return created
+}
+
+/**
+ * Runs the agent with its workspace in a scope of its own, and closes that scope (removing the
+ * worktree) in the background once the agent's work is committed and merged, so the agent's slot is
+ * free at once. At most {@link RELEASE_CONCURRENCY} releases run at a time; `run` waits for all of
+ * them, and the run's scope closing (Ctrl-C, failure) finishes any still queued.
+ */
+const inWorkspaceScope = (ctx: Context, agent: PlanAgent) =>
+  Effect.gen(function* () {
+    const previous = ctx.releasing.get(agent.id)
+    if (previous !== undefined) yield* Fiber.await(previous)
+    const scope = yield* Scope.fork(ctx.scope)
+    const tally = tallyOf(ctx, agent.id)
+    return yield* runAgent(ctx, agent).pipe(
+      Scope.provide(scope),
+      Effect.onExit((exit) => releaseLater(ctx, agent.id, scope, exit, tally)),
+      Effect.provideService(Git.CurrentTally, tally)
+    )
+  })
+
+const releaseLater = (
+  ctx: Context,
+  agentId: string,
+  scope: Scope.Closeable,
+  exit: Exit.Exit<unknown, unknown>,
+  tally: Git.Tally
+) =>
+  Effect.gen(function* () {
+    const release = Scope.close(scope, exit).pipe(
+      ctx.releases.withPermit,
+      Effect.provideService(Git.CurrentTally, tally),
+      Effect.uninterruptible
+    )
+    const fiber = yield* Effect.forkIn(release, ctx.scope)
+    ctx.pending.add(fiber)
+    ctx.releasing.set(agentId, fiber)
+    fiber.addObserver(() => {
+      ctx.pending.delete(fiber)
+      if (ctx.releasing.get(agentId) === fiber) ctx.releasing.delete(agentId)
+    })
+  })
+
 const runAgent = (ctx: Context, agent: PlanAgent) =>
   Effect.gen(function* () {
     const { options } = ctx
@@ -292,6 +396,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
       stateDir: options.stateDir,
       sparse: agent.sparse ? sparseFolders(agent) : undefined,
       keep: options.keepWorkspaces,
+      recycle: true,
       onRelease: (report) =>
         Effect.andThen(
           Effect.sync(() => onRelease(ctx, report)),
@@ -301,10 +406,25 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
         )
     })
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
-    ctx.live.add(handle)
-    yield* Effect.addFinalizer(() => Effect.sync(() => ctx.live.delete(handle)))
-    for (const warning of handle.warnings)
-      options.onEvent({ _tag: "Notice", at: Date.now(), message: `${agent.id}: ${warning}` })
+    return yield* inWorkspace(ctx, agent, handle, me, postgres).pipe(
+      Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
+    )
+  })
+
+const inWorkspace = (
+  ctx: Context,
+  agent: PlanAgent,
+  handle: WorkspaceModule.WorkspaceHandle,
+  me: Agent.Current | undefined,
+  postgres: ReturnType<typeof postgresOf>
+) =>
+  Effect.gen(function* () {
+    const { options } = ctx
+    for (const warning of handle.warnings) {
+      if (ctx.warned.has(warning)) continue
+      ctx.warned.add(warning)
+      options.onEvent({ _tag: "Notice", at: Date.now(), message: `warning: ${warning}` })
+    }
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
     const isolated = AgentIsolation.of(agent, handle, options)
     const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
@@ -382,16 +502,10 @@ const passed = (agent: PlanAgent): Record<string, string> =>
  */
 export const defaultMaxOutputBytes = 64 * 1024 * 1024
 
-const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => {
-  const limits: { -readonly [K in keyof ProcessRunner.ProcessLimits]: ProcessRunner.ProcessLimits[K] } = {
-    maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
-  }
-  if (agent.limits.memoryMb !== undefined) limits.memoryMb = agent.limits.memoryMb
-  if (agent.limits.cpuSeconds !== undefined) limits.cpuSeconds = agent.limits.cpuSeconds
-  if (agent.limits.cpuPercent !== undefined) limits.cpuPercent = agent.limits.cpuPercent
-  if (agent.limits.diskMb !== undefined) limits.diskMb = agent.limits.diskMb
-  return limits
-}
+const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
+  ...Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined)),
+  maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
+})
 
 const recordMerge = (ctx: Context, event: RunEvent) =>
   ctx.options.ledger === undefined
@@ -415,7 +529,8 @@ const mergeBack = (
       yield* recordMerge(ctx, event)
       return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
     }
-    const others = [...ctx.live].filter((other) => other !== handle)
+    const others = [...ctx.committed.values()]
+    ctx.committed.set(handle, { agentId: agent.id, commit: commit.commit, base: handle.baseCommit })
     const predictions = yield* integration
       .predictConflicts(handle, others)
       .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
@@ -436,6 +551,7 @@ const mergeBack = (
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
     KillPoint.reached("merged", agent.id)
+    ctx.committed.delete(handle)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
     yield* recordMerge(ctx, event)

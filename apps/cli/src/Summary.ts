@@ -1,23 +1,36 @@
 /**
  * The end-of-run summary: a table of agents with outcome, duration, attempts, cost and merge
- * result, then conflicts, kept workspaces, where the logs are and how to take the work.
+ * result fitted to the terminal's width (details wrap, or move under the table when it is narrow),
+ * then what to copy — kept branches and workspaces, the command that takes the merged work, where
+ * the logs are — each in full on its own line.
  *
  * @since 0.1.0
  */
 import type { Outcome } from "@corral/core"
 import Table from "cli-table3"
-import { detailOf, stopText } from "./ProgressView.ts"
-import type { AgentResult, Report } from "./RunPlan.ts"
+import * as OutcomeText from "./OutcomeText.ts"
+import { stopText } from "./ProgressView.ts"
+import type { AgentResult, MergeConflict, Report } from "./RunPlan.ts"
+import * as TerminalText from "./TerminalText.ts"
 
 const duration = (outcome: Outcome.Outcome): string =>
-  outcome.startedAt === null ? "-" : `${((outcome.endedAt - outcome.startedAt) / 1000).toFixed(1)}s`
+  outcome.startedAt === null ? "-" : OutcomeText.seconds(outcome.endedAt - outcome.startedAt)
+
+const conflictOf = (outcome: Outcome.Outcome): MergeConflict | undefined =>
+  outcome._tag === "Failed" && (outcome.error as { _tag?: string } | undefined)?._tag === "MergeConflict"
+    ? (outcome.error as MergeConflict)
+    : undefined
 
 const mergeOf = (outcome: Outcome.Outcome): string => {
   if (outcome._tag === "Succeeded") return (outcome.value as AgentResult | undefined)?.merge ?? ""
-  if (outcome._tag === "Failed" && (outcome.error as { _tag?: string } | undefined)?._tag === "MergeConflict")
-    return "conflict"
-  return ""
+  return conflictOf(outcome) === undefined ? "" : "conflict"
 }
+
+/** The narrowest detail column worth having; below it, details go under the table. */
+const minDetailWidth = 20
+
+/** Long agent ids wrap inside their column down to this width. */
+const minAgentWidth = 12
 
 /**
  * The exit code of a finished run: 0 when every agent succeeded (and merged), 1 otherwise.
@@ -27,8 +40,49 @@ const mergeOf = (outcome: Outcome.Outcome): string => {
  */
 export const exitCode = (report: Report): 0 | 1 => (report.result.allSucceeded ? 0 : 1)
 
+const tableOf = (report: Report, options: { readonly color: boolean; readonly columns: number }) => {
+  const outcomes = report.result.outcomes
+  const withCost = outcomes.some((outcome) => outcome.usage.costUsd > 0)
+  const head = ["agent", "outcome", "time", "tries", ...(withCost ? ["cost"] : []), "merge"]
+  const rows = outcomes.map((outcome) => [
+    outcome.agentId,
+    OutcomeText.word(OutcomeText.tagOf(outcome)),
+    duration(outcome),
+    String(outcome.attempts),
+    ...(withCost ? [outcome.usage.costUsd > 0 ? `$${outcome.usage.costUsd.toFixed(3)}` : ""] : []),
+    mergeOf(outcome)
+  ])
+  const details = outcomes.map((outcome) => OutcomeText.detail(outcome))
+  const widths = head.map(
+    (title, i) => Math.max(TerminalText.width(title), ...rows.map((row) => TerminalText.width(row[i]!))) + 2
+  )
+  const anyDetail = details.some((detail) => detail.length > 0)
+  const others = widths.slice(1).reduce((sum, w) => sum + w, 0)
+  const borders = head.length + 1
+  const agentFor = (room: number) => Math.max(minAgentWidth, Math.min(widths[0]!, room))
+  const inlineAgent = agentFor(options.columns - others - borders - 1 - minDetailWidth)
+  const detailWidth = options.columns - others - borders - 1 - inlineAgent
+  const inline = anyDetail && detailWidth >= minDetailWidth
+  widths[0] = inline ? inlineAgent : agentFor(options.columns - others - borders)
+  const table = new Table({
+    head: inline ? [...head, "detail"] : head,
+    style: { head: options.color ? ["cyan"] : [], border: options.color ? ["grey"] : [] },
+    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
+    colWidths: (inline ? [...widths, detailWidth] : widths) as never
+  })
+  const cellWidths = inline ? [...widths, detailWidth] : widths
+  for (const [i, row] of rows.entries()) {
+    const cells = inline ? [...row, details[i]!] : row
+    table.push(cells.map((cell, column) => TerminalText.wrapHard(cell, cellWidths[column]! - 2)))
+  }
+  const below = inline
+    ? []
+    : outcomes.flatMap((outcome, i) => (details[i]!.length > 0 ? [`${outcome.agentId}: ${details[i]}`] : []))
+  return [table.toString(), ...below]
+}
+
 /**
- * Renders the summary as text.
+ * Renders the summary as text for a terminal `columns` wide (default 80).
  *
  * @since 0.1.0
  * @category summary
@@ -37,38 +91,33 @@ export const render = (
   report: Report,
   options: { readonly color: boolean; readonly columns?: number | undefined }
 ): string => {
-  const idWidth = Math.max(7, ...report.result.outcomes.map((o) => o.agentId.length + 2))
-  const detailWidth = Math.max(24, Math.min(80, (options.columns ?? 120) - idWidth - 60))
-  const table = new Table({
-    head: ["agent", "outcome", "time", "tries", "cost", "merge", "detail"],
-    style: { head: options.color ? ["cyan"] : [], border: options.color ? ["grey"] : [] },
-    wordWrap: true,
-    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
-    colWidths: [null, null, null, null, null, null, detailWidth] as never
-  })
-  for (const outcome of report.result.outcomes) {
-    table.push([
-      outcome.agentId,
-      outcome._tag === "Succeeded" && outcome.cached ? "Cached" : outcome._tag,
-      duration(outcome),
-      String(outcome.attempts),
-      outcome.usage.costUsd > 0 ? `$${outcome.usage.costUsd.toFixed(3)}` : "",
-      mergeOf(outcome),
-      detailOf(outcome).replace(/^[: ]+/, "")
-    ])
-  }
-  const lines = [table.toString(), ""]
+  const columns = options.columns !== undefined && options.columns > 0 ? options.columns : 80
+  const lines = [...tableOf(report, { color: options.color, columns }), ""]
+  const say = (text: string) => lines.push(TerminalText.wrap(text, columns))
+  const copy = (text: string) => lines.push(`  ${text}`)
   const { result } = report
-  const counts = Object.entries(result.counts).map(([tag, n]) => `${n} ${tag.toLowerCase()}`)
-  lines.push(`run ${report.runId}: ${counts.join(", ")} in ${(result.wallMs / 1000).toFixed(1)}s`)
-  if (result.stopped !== undefined) lines.push(`stopped: ${stopText(result.stopped)}`)
-  if (result.usage.costUsd > 0) lines.push(`cost: $${result.usage.costUsd.toFixed(3)}`)
-  for (const kept of report.keptWorkspaces) lines.push(`kept workspace ${kept.dir}: ${kept.reasons.join("; ")}`)
-  if (report.integrationBranch !== undefined) {
-    lines.push(
-      `merged work: branch ${report.integrationBranch} (${report.integrationHead?.slice(0, 10)}); take it with: git merge ${report.integrationBranch}`
-    )
+  const counts = Object.entries(result.counts).map(([tag, n]) => `${n} ${OutcomeText.word(tag)}`)
+  say(`run ${report.runId}: ${counts.join(", ")} in ${OutcomeText.seconds(result.wallMs)}`)
+  if (result.stopped !== undefined) say(`stopped: ${stopText(result.stopped)}`)
+  if (result.usage.costUsd > 0) say(`cost: $${result.usage.costUsd.toFixed(3)}`)
+  for (const outcome of result.outcomes) {
+    const conflict = conflictOf(outcome)
+    if (conflict === undefined) continue
+    say(`${conflict.agentId} conflicts in ${conflict.paths.join(", ")}; its branch is kept:`)
+    copy(conflict.branch)
   }
-  lines.push(`logs: ${report.logDir}`)
+  for (const kept of report.keptWorkspaces) {
+    say(`kept the workspace of ${kept.agentId} (${kept.reasons.join("; ")}):`)
+    copy(kept.dir)
+  }
+  if (report.integrationBranch !== undefined && report.integrationHead !== report.integrationBase) {
+    const merged = result.outcomes.filter((outcome) => mergeOf(outcome) === "merged").length
+    say(
+      `merged work of ${merged} agent${merged === 1 ? "" : "s"} (${report.integrationHead?.slice(0, 10)}); take it with:`
+    )
+    copy(`git merge ${report.integrationBranch}`)
+  }
+  say("logs:")
+  copy(report.logDir)
   return lines.join("\n")
 }

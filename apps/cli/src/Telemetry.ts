@@ -4,9 +4,10 @@
  *
  * @since 0.1.0
  */
-import { Layer, Option } from "effect"
-import { FetchHttpClient } from "effect/http"
+import { Duration, Effect, Layer, Option } from "effect"
+import { FetchHttpClient, HttpClient } from "effect/http"
 import { OtlpLogger, OtlpSerialization, OtlpTracer } from "effect/observability"
+import * as NodeNet from "node:net"
 
 /**
  * What the exported telemetry describes: the `service.name` and the run it belongs to.
@@ -27,7 +28,17 @@ export interface Resource {
 export interface Options {
   /** Also export log records to `<endpoint>/v1/logs`. Default `false`. */
   readonly logs?: boolean | undefined
+  /** Told once when an export fails (the collector is down or refuses the data). */
+  readonly onExportError?: ((message: string) => void) | undefined
 }
+
+/**
+ * The longest corral waits at exit for the last spans to reach the collector.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const shutdownTimeout = Duration.seconds(2)
 
 /**
  * The standard OpenTelemetry environment variable naming the collector's base URL.
@@ -72,10 +83,43 @@ const otlpResource = (resource: Resource) => ({
 })
 
 const tracesLayer = (endpoint: string, resource: Resource) =>
-  OtlpTracer.layer({ url: signalUrl(endpoint, "traces"), resource: otlpResource(resource) })
+  OtlpTracer.layer({ url: signalUrl(endpoint, "traces"), resource: otlpResource(resource), shutdownTimeout })
 
 const logsLayer = (endpoint: string, resource: Resource) =>
-  OtlpLogger.layer({ url: signalUrl(endpoint, "logs"), resource: otlpResource(resource), mergeWithExisting: true })
+  OtlpLogger.layer({
+    url: signalUrl(endpoint, "logs"),
+    resource: otlpResource(resource),
+    mergeWithExisting: true,
+    shutdownTimeout
+  })
+
+const once = (warn: ((message: string) => void) | undefined) => {
+  let told = false
+  return (message: string) => {
+    if (told || warn === undefined) return
+    told = true
+    warn(message)
+  }
+}
+
+/** The fetch client, telling `warn` (once) about the first failed export. */
+const httpLayer = (endpoint: string, warn: (message: string) => void) =>
+  Layer.effect(
+    HttpClient.HttpClient,
+    Effect.map(Effect.service(HttpClient.HttpClient), (client) =>
+      client.pipe(
+        HttpClient.tap((response) =>
+          Effect.sync(() => {
+            if (response.status >= 400)
+              warn(`exporting telemetry to ${endpoint} failed (HTTP ${response.status}); spans may be lost`)
+          })
+        ),
+        HttpClient.tapError((error) =>
+          Effect.sync(() => warn(`exporting telemetry to ${endpoint} failed (${error.message}); spans may be lost`))
+        )
+      )
+    )
+  ).pipe(Layer.provide(FetchHttpClient.layer))
 
 /**
  * Exports the spans of everything it is provided to (`corral.run`, `corral.agent`, ...) to
@@ -105,4 +149,50 @@ export const layer = (endpoint: string | undefined, resource: Resource, options:
     : Layer.mergeAll(
         tracesLayer(endpoint, resource),
         options.logs === true ? logsLayer(endpoint, resource) : Layer.empty
-      ).pipe(Layer.provide([FetchHttpClient.layer, OtlpSerialization.layerJson]))
+      ).pipe(Layer.provide([httpLayer(endpoint, once(options.onExportError)), OtlpSerialization.layerJson]))
+
+const reachable = (endpoint: string, timeoutMs: number): Effect.Effect<string | undefined> =>
+  Effect.callback<string | undefined>((resume) => {
+    let url: URL
+    try {
+      url = new URL(endpoint)
+    } catch {
+      resume(Effect.succeed("not a URL"))
+      return
+    }
+    const port = Number(url.port || (url.protocol === "https:" ? 443 : 80))
+    const socket = NodeNet.connect({ host: url.hostname.replace(/^\[|\]$/g, ""), port })
+    const done = (problem: string | undefined) => {
+      socket.destroy()
+      resume(Effect.succeed(problem))
+    }
+    socket.setTimeout(timeoutMs, () => done(`no answer within ${timeoutMs} ms`))
+    socket.once("connect", () => done(undefined))
+    socket.once("error", (error: NodeJS.ErrnoException) => done(error.code ?? error.message))
+    return Effect.sync(() => socket.destroy())
+  })
+
+/**
+ * {@link layer}, after checking that the collector accepts connections (within one second): when
+ * it does not, `onExportError` is told once and nothing is exported, so an unreachable collector
+ * costs neither retries during the run nor a flush at exit.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerChecked = (
+  endpoint: string | undefined,
+  resource: Resource,
+  options: Options = {}
+): Layer.Layer<never> =>
+  endpoint === undefined
+    ? Layer.empty
+    : Layer.unwrap(
+        Effect.map(reachable(endpoint, 1000), (problem) => {
+          if (problem === undefined) return layer(endpoint, resource, options)
+          options.onExportError?.(
+            `cannot reach the OTLP collector at ${endpoint} (${problem}); this run's spans are not exported`
+          )
+          return Layer.empty
+        })
+      )

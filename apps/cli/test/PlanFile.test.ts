@@ -83,7 +83,16 @@ describe("PlanFile.decode: valid plans", () => {
   it.effect("applies defaults to a minimal plan", () =>
     Effect.gen(function* () {
       const plan = yield* decodeYaml(agentsYaml("{ id: a, run: echo a }"))
-      expect(plan).toMatchObject({ concurrency: 4, mode: "settle", isolation: "worktree", merge: "auto", pools: {} })
+      expect(plan).toMatchObject({
+        concurrency: 4,
+        mode: "settle",
+        isolation: "worktree",
+        merge: "auto",
+        history: "merge",
+        author: undefined,
+        committer: undefined,
+        pools: {}
+      })
       expect(plan.agents[0]).toMatchObject({ timeoutMs: undefined, claimTimeoutMs: undefined, retries: 0, env: {} })
     })
   )
@@ -178,6 +187,21 @@ describe("PlanFile errors", () => {
     Effect.gen(function* () {
       const error = yield* failure(decodeYaml(`concurency: 2\n${agentsYaml("{ id: a, run: echo a }")}`))
       assert.include(issueAt(error, "concurency").message, "unknown field")
+    })
+  )
+
+  it.effect("history, author and committer are checked", () =>
+    Effect.gen(function* () {
+      const agents = agentsYaml("{ id: a, run: echo a }")
+      const plan = yield* decodeYaml(`history: squash\nauthor: { name: Bot, email: bot@x }\n${agents}`)
+      expect(plan).toMatchObject({ history: "squash", author: { name: "Bot", email: "bot@x" } })
+      const history = yield* failure(decodeYaml(`history: rebase\n${agents}`))
+      assert.include(issueAt(history, "history").message, "squash")
+      const author = yield* failure(decodeYaml(`author: { name: Bot }\n${agents}`))
+      assert.isDefined(
+        author.issues.find((i) => i.path.startsWith("author")),
+        author.message
+      )
     })
   )
 

@@ -103,3 +103,33 @@ export const run: (args: ReadonlyArray<string>, options: Options) => Effect.Effe
  */
 export const test: (args: ReadonlyArray<string>, options: Options) => Effect.Effect<boolean, GitFailure> =
   internal.gitTest
+
+/**
+ * A running count of git commands and the wall time their processes took.
+ *
+ * @since 0.1.0
+ * @category tally
+ */
+export type Tally = internal.GitTally
+
+/**
+ * A fresh tally at zero.
+ *
+ * @since 0.1.0
+ * @category tally
+ */
+export const makeTally: () => Tally = internal.makeTally
+
+/**
+ * The tally every git command run by the current fiber adds to; provide one to measure a piece of work.
+ *
+ * @example
+ * ```ts
+ * const tally = Git.makeTally()
+ * yield* Git.run(["status"], { cwd: repo }).pipe(Effect.provideService(Git.CurrentTally, tally))
+ * // tally.commands === 1
+ * ```
+ * @since 0.1.0
+ * @category tally
+ */
+export const CurrentTally = internal.CurrentGitTally

@@ -34,6 +34,8 @@ export interface AgentRecord {
   readonly dependsOn: ReadonlyArray<string>
   /** Outcome tag (`Succeeded`, `Failed`, ...), `Cached` for a success reused from an earlier run, or null while unfinished. */
   readonly outcome: string | null
+  /** Where the agent is now: `pending`, `queued`, `waiting` (claims or a rate limit), `running` or `done`. */
+  readonly state?: "pending" | "queued" | "waiting" | "running" | "done" | undefined
   readonly detail: string
   readonly attempts: number
   readonly queuedAt: number | null
@@ -54,7 +56,7 @@ export interface AgentRecord {
  * @since 0.1.0
  * @category models
  */
-export type RunStatus = "running" | "succeeded" | "failed" | "interrupted" | "crashed"
+export type RunStatus = "running" | "succeeded" | "failed" | "interrupted" | "crashed" | "discarded"
 
 /**
  * @since 0.1.0
@@ -71,5 +73,7 @@ export interface RunRecord {
   readonly endedAt: number | null
   /** Agent ids on the critical path (longest chain of dependent agents by measured duration). */
   readonly criticalPath: ReadonlyArray<string>
+  /** Why the run was stopped early (`interrupted (Ctrl-C)`, `output closed`), when it was. */
+  readonly stopReason?: string | undefined
   readonly agents: ReadonlyArray<AgentRecord>
 }

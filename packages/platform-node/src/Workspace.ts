@@ -44,6 +44,13 @@ export interface AcquireOptions {
   readonly sparse?: ReadonlyArray<string> | undefined
   /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
+  /**
+   * Reuse worktrees within the run: a released clean worktree is detached, cleaned of every untracked
+   * and ignored file (`git clean -ffdx`) and handed to the run's next agent, which checks out its own
+   * branch in it; the pool is removed when the run's `registerRun` scope closes. Not for sparse
+   * workspaces. @default false
+   */
+  readonly recycle?: boolean | undefined
   /** Keep the workspace (and its branch) at release instead of removing it. @default false */
   readonly keep?: boolean | undefined
   /** Called from the scope finalizer with what was removed or kept. */
@@ -82,7 +89,8 @@ export interface WorkspaceHandle {
 export interface ReleaseReport {
   readonly agentId: string
   readonly dir: string
-  readonly workspace: "removed" | "kept" | "shared"
+  /** `recycled`: cleaned and pooled for the run's next agent (see `AcquireOptions.recycle`). */
+  readonly workspace: "removed" | "recycled" | "kept" | "shared"
   readonly branch: "deleted" | "kept" | "none"
   readonly reasons: ReadonlyArray<string>
 }
@@ -125,6 +133,47 @@ export interface CommitResult {
 }
 
 /**
+ * How an agent's work lands on the integration branch:
+ *
+ * - `merge` (default): the agent's commits, then a merge commit with two parents (a fast-forward when
+ *   nothing else landed since the agent started).
+ * - `squash`: one commit per agent on top of the integration head (the agent's own commits stay on its branch).
+ * - `linear`: each of the agent's commits replayed on top of the integration head, no merge commits
+ *   (an agent whose commits include a merge lands squashed).
+ *
+ * Every commit corral writes carries the trailers `Corral-Run: <runId>` and `Corral-Agent: <agentId>`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type History = "merge" | "squash" | "linear"
+
+/**
+ * A git identity.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Identity {
+  readonly name: string
+  readonly email: string
+}
+
+/**
+ * Another agent's work as a commit, for {@link Integration.predictConflicts}: used as it is, its
+ * worktree is not read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CommittedWork {
+  readonly agentId: string
+  readonly commit: string
+  /** The commit the agent's work started from; a change already there is not the agent's own. */
+  readonly base?: string | undefined
+}
+
+/**
  * The integration branch `corral/<runId>/integration` of one run. Merges are applied one at a time.
  *
  * @example
@@ -149,12 +198,22 @@ export interface Integration {
   readonly runId: string
   readonly branch: string
   readonly baseCommit: string
+  readonly history: History
+  /** Author of the commits corral writes (and of `commitAll` commits). */
+  readonly author: Identity
+  readonly committer: Identity
+  /** The branch tip; this process's own merges are remembered, so this usually runs no git command. */
   readonly head: () => Effect.Effect<string, WorkspaceError>
   readonly commitAll: (handle: WorkspaceHandle, message: string) => Effect.Effect<CommitResult, WorkspaceError>
   readonly merge: (handle: WorkspaceHandle) => Effect.Effect<MergeResult, WorkspaceError>
+  /**
+   * Files that would conflict when `handle`'s work is merged, against the integration head and each of
+   * `others`. A workspace's committed work (from `commitAll`) is used as committed; a workspace that has
+   * not committed is snapshotted through a temporary index. Never pass a workspace being released.
+   */
   readonly predictConflicts: (
     handle: WorkspaceHandle,
-    others: ReadonlyArray<WorkspaceHandle>
+    others: ReadonlyArray<WorkspaceHandle | CommittedWork>
   ) => Effect.Effect<ReadonlyArray<ConflictPrediction>, WorkspaceError>
 }
 
@@ -167,6 +226,12 @@ export interface IntegrationOptions {
   readonly runId: string
   /** @default "HEAD" */
   readonly base?: string | undefined
+  /** @default "merge" */
+  readonly history?: History | undefined
+  /** @default the repository's `user.name` / `user.email`, else `corral <corral@localhost>` */
+  readonly author?: Identity | undefined
+  /** @default the author */
+  readonly committer?: Identity | undefined
 }
 
 /**
@@ -175,10 +240,13 @@ export interface IntegrationOptions {
  */
 export interface GcOptions {
   readonly repo: string
-  /** Only runs whose lease (or folder) is at least this old are collected. @default 0 */
+  /**
+   * Only runs whose lease (or folder) is at least this old are collected. A run with a live lease is
+   * never touched, whatever `stateDir` says. @default 0
+   */
   readonly olderThan?: Duration.Input | undefined
   readonly dryRun?: boolean | undefined
-  /** @default "<repo>/.corral" */
+  /** Where leftover workspace folders are looked for. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
 }
 
@@ -201,7 +269,8 @@ export interface GcReport {
 }
 
 /**
- * A run's liveness lease at `.corral/runs/<runId>.json`.
+ * A run's liveness lease at `<git-common-dir>/corral/runs/<runId>.json` (`<repo>/.corral/runs/` outside
+ * git): one place per repository whatever state folder the run uses (see `RunRegistry`).
  *
  * @since 0.1.0
  * @category models

@@ -260,6 +260,15 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live("the log header shows a multi-line shell command as written", () =>
+    Effect.gen(function* () {
+      const logDir = join(dir, "header-logs")
+      const result = yield* run({ name: "block", command: "echo one\necho two\n", shell: true, logDir })
+      const lines = readFileSync(result.logPath!, "utf8").split("\n")
+      assert.deepStrictEqual(lines.slice(0, 2), ["[corral] $ echo one", "echo two"])
+    })
+  )
+
   it.live("redacts secret values in tail, message and log", () =>
     Effect.gen(function* () {
       const error = yield* failed(

@@ -35,6 +35,18 @@ const userState = (repo: string) => ({
   branch: sh(repo, "symbolic-ref", "HEAD")
 })
 
+const userIdentity = (repo: string) => {
+  const get = (key: string) => {
+    try {
+      return sh(repo, "config", "--get", key)
+    } catch {
+      return ""
+    }
+  }
+  const [name, email] = [get("user.name"), get("user.email")]
+  return name === "" || email === "" ? "corral <corral@localhost>" : `${name} <${email}>`
+}
+
 const worktreeCount = (repo: string) => sh(repo, "worktree", "list", "--porcelain").split("\n\n").length
 
 const edit = (handle: WorkspaceHandle, file: string, text: string) =>
@@ -81,7 +93,7 @@ describe("Workspace", () => {
         assert.deepStrictEqual(userState(repo), before)
         assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "r5")))
         const log = sh(repo, "log", "-1", "--format=%an <%ae>", head)
-        assert.strictEqual(log, "corral <corral@localhost>")
+        assert.strictEqual(log, userIdentity(repo))
       })
     )
   )
@@ -347,12 +359,151 @@ describe("Workspace", () => {
         assert.strictEqual(taken._tag, "BranchAlreadyExists")
         assert.include(taken.message, "corral/re/taken")
         assert.include(taken.message, repo)
+        yield* ws.gc({ repo })
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/re/taken"), "corral/re/taken")
         const invalid = yield* Effect.flip(Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "../evil" })))
         assert.strictEqual(invalid._tag, "InvalidWorkspaceId")
         const none = yield* Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "shared", strategy: "none" }))
         const integration = yield* ws.integration({ repo, runId: "re" })
         const unsupported = yield* Effect.flip(integration.commitAll(none, "nope"))
         assert.strictEqual(unsupported._tag, "UnsupportedStrategy")
+      })
+    )
+  )
+
+  it.live("a set-up that fails is rolled back, and the report names the workspace, never the user's checkout", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        fs.mkdirSync(path.join(repo, "pkg"))
+        fs.writeFileSync(path.join(repo, "pkg", "x.txt"), "x\n")
+        sh(repo, "add", ".")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "pkg")
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const failed = yield* Effect.scoped(
+          ws.acquire({ repo, runId: "rb", agentId: "bad-sparse", sparse: ["pkg/*"], onRelease })
+        ).pipe(Effect.flip)
+        assert.strictEqual(failed._tag, "GitError")
+        execFileSync("mkfifo", [path.join(repo, "fifo")])
+        const copyFailed = yield* Effect.scoped(
+          ws.acquire({ repo, runId: "rb", agentId: "bad-copy", sparse: ["pkg"], copyFiles: ["fifo"], onRelease })
+        ).pipe(Effect.flip)
+        assert.strictEqual(copyFailed._tag, "WorkspaceIoError")
+        fs.rmSync(path.join(repo, "fifo"))
+        assert.deepStrictEqual(
+          reports.map((r) => [r.agentId, path.relative(repo, r.dir), r.workspace, r.branch]),
+          [
+            ["bad-sparse", ".corral/worktrees/rb/bad-sparse", "removed", "deleted"],
+            ["bad-copy", ".corral/worktrees/rb/bad-copy", "removed", "deleted"]
+          ]
+        )
+        assert.strictEqual(worktreeCount(repo), 1)
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+        assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "rb")))
+      })
+    )
+  )
+
+  it.live("a recycled worktree never shows the next agent a previous agent's tracked, untracked or ignored files", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        fs.writeFileSync(path.join(repo, ".gitignore"), "build/\n*.log\n")
+        sh(repo, "add", ".gitignore")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* ws.registerRun(repo, "pool")
+            const integration = yield* ws.integration({ repo, runId: "pool" })
+            const acquire = (agentId: string, base: string) =>
+              ws.acquire({ repo, runId: "pool", agentId, base, recycle: true, onRelease })
+            const firstDir = yield* Effect.scoped(
+              Effect.gen(function* () {
+                const first = yield* acquire("first", yield* integration.head())
+                fs.writeFileSync(path.join(first.dir, "a.txt"), "first was here\n")
+                fs.mkdirSync(path.join(first.dir, "build", "deep"), { recursive: true })
+                fs.writeFileSync(path.join(first.dir, "build", "deep", "secret.bin"), "first's build output")
+                fs.writeFileSync(path.join(first.dir, "debug.log"), "first's log")
+                fs.mkdirSync(path.join(first.dir, "nested"))
+                sh(path.join(first.dir, "nested"), "init", "--quiet")
+                fs.writeFileSync(path.join(first.dir, "nested", "inner.txt"), "a nested repository")
+                fs.writeFileSync(path.join(first.dir, ".gitignore"), "build/\n*.log\nnested/\n")
+                yield* integration.commitAll(first, "first edits")
+                assert.strictEqual((yield* integration.merge(first))._tag, "Merged")
+                return first.dir
+              })
+            )
+            assert.deepStrictEqual(
+              reports.map((r) => [r.agentId, r.workspace, r.branch]),
+              [["first", "recycled", "deleted"]]
+            )
+            const base = yield* integration.head()
+            const second = yield* acquire("second", base)
+            assert.notStrictEqual(second.dir, firstDir)
+            assert.isFalse(fs.existsSync(firstDir))
+            assert.strictEqual(sh(second.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+            assert.strictEqual(sh(second.dir, "rev-parse", "HEAD"), base)
+            assert.strictEqual(sh(second.dir, "symbolic-ref", "HEAD"), "refs/heads/corral/pool/second")
+            for (const gone of ["build", "debug.log", "nested"])
+              assert.isFalse(fs.existsSync(path.join(second.dir, gone)))
+            assert.strictEqual(fs.readFileSync(path.join(second.dir, "a.txt"), "utf8"), "first was here\n")
+            fs.writeFileSync(path.join(second.dir, "untracked.txt"), "never committed")
+          })
+        )
+        assert.deepStrictEqual(
+          reports.map((r) => [r.agentId, r.workspace]),
+          [
+            ["first", "recycled"],
+            ["second", "kept"]
+          ]
+        )
+        assert.strictEqual(worktreeCount(repo), 2)
+        assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees", "pool")), ["second"])
+      })
+    )
+  )
+
+  it.live("a set-up interrupted at any instant leaves no worktree, branch or folder behind", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        for (const dir of ["pkg", "other"]) {
+          fs.mkdirSync(path.join(repo, dir))
+          for (let i = 0; i < 50; i++) fs.writeFileSync(path.join(repo, dir, `f${i}.txt`), `${dir} ${i}\n`)
+        }
+        sh(repo, "add", ".")
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "folders")
+        const ws = yield* Workspace
+        const reports: Array<ReleaseReport> = []
+        for (const [i, delay] of [0, 5, 15, 30, 50, 80, 120, 200].entries()) {
+          const fiber = yield* Effect.forkChild(
+            Effect.scoped(
+              ws
+                .acquire({
+                  repo,
+                  runId: "int",
+                  agentId: `a${i}`,
+                  sparse: ["pkg"],
+                  onRelease: (r) => Effect.sync(() => reports.push(r))
+                })
+                .pipe(Effect.andThen(Effect.never))
+            )
+          )
+          yield* Effect.sleep(delay)
+          yield* Fiber.interrupt(fiber)
+          assert.strictEqual(worktreeCount(repo), 1, `interrupted after ${delay} ms`)
+          assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "", `interrupted after ${delay} ms`)
+        }
+        for (const report of reports) {
+          assert.notStrictEqual(report.dir, repo)
+          assert.notStrictEqual(report.workspace, "kept", report.reasons.join("; "))
+        }
+        assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "int")))
       })
     )
   )

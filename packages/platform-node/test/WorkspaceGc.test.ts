@@ -82,7 +82,7 @@ describe("Workspace.gc", () => {
       const live = yield* ws.acquire({ repo, runId: "live", agentId: "worker" })
       fs.writeFileSync(path.join(live.dir, "c.txt"), "live edit\n")
       yield* runAndKill(repo)
-      assert.isTrue(fs.existsSync(path.join(repo, ".corral", "runs", "crashed.json")))
+      assert.isTrue(fs.existsSync(path.join(repo, ".git", "corral", "runs", "crashed.json")))
       const worktreesBefore = sh(repo, "worktree", "list")
 
       const preview = yield* ws.gc({ repo, dryRun: true })
@@ -93,7 +93,7 @@ describe("Workspace.gc", () => {
       assert.deepStrictEqual(targets(report.removed, repo), [
         "branch:corral/crashed/clean",
         "branch:corral/crashed/merged",
-        "lease:.corral/runs/crashed.json",
+        "lease:.git/corral/runs/crashed.json",
         "worktree:.corral/worktrees/crashed/clean",
         "worktree:.corral/worktrees/crashed/merged",
         "worktree:.corral/worktrees/crashed/unmerged"
@@ -104,14 +104,14 @@ describe("Workspace.gc", () => {
           "branch:corral/crashed/dirty: its worktree was kept",
           "branch:corral/crashed/integration: corral/crashed/integration holds merged work that none of your branches contain yet",
           "branch:corral/crashed/unmerged: corral/crashed/unmerged has commits that are not merged into corral/crashed/integration",
-          "worktree:.corral/worktrees/crashed/dirty: the worktree has uncommitted changes"
+          "worktree:.corral/worktrees/crashed/dirty: the worktree has uncommitted changes or ignored files corral did not create"
         ]
       )
       const remaining = sh(repo, "worktree", "list", "--porcelain")
       assert.include(remaining, live.dir)
       assert.include(remaining, path.join(repo, ".corral", "worktrees", "crashed", "dirty"))
       assert.strictEqual(fs.readFileSync(path.join(live.dir, "c.txt"), "utf8"), "live edit\n")
-      assert.isTrue(fs.existsSync(path.join(repo, ".corral", "runs", "live.json")))
+      assert.isTrue(fs.existsSync(path.join(repo, ".git", "corral", "runs", "live.json")))
       assert.strictEqual(sh(repo, "status", "--porcelain"), "")
       assert.strictEqual(sh(repo, "symbolic-ref", "HEAD"), "refs/heads/main")
     }).pipe(Effect.provide(Workspace.layer))
@@ -135,6 +135,76 @@ describe("Workspace.gc", () => {
         })
       )
       assert.isFalse(fs.existsSync(lease.path))
+    }).pipe(Effect.provide(Workspace.layer))
+  )
+
+  it.live("a live run is never touched, whatever state folder gc is pointed at or the run used", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const elsewhere = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "corral-gc-state-")))
+      const ws = yield* Workspace
+      yield* ws.registerRun(repo, "live")
+      yield* ws.integration({ repo, runId: "live" })
+      const handle = yield* ws.acquire({ repo, runId: "live", agentId: "worker", stateDir: elsewhere })
+      for (const stateDir of [undefined, elsewhere, path.join(repo, ".corral")]) {
+        const report = yield* ws.gc({ repo, stateDir })
+        assert.deepStrictEqual(report.removed, [], `gc with stateDir ${stateDir}`)
+      }
+      assert.isTrue(fs.existsSync(path.join(handle.dir, "a.txt")))
+      assert.include(sh(repo, "branch", "--list", "corral/live/*"), "corral/live/worker")
+      assert.include(sh(repo, "branch", "--list", "corral/live/*"), "corral/live/integration")
+    }).pipe(Effect.provide(Workspace.layer))
+  )
+
+  it.live("removes only branches corral recorded: a user's corral/notes branch survives", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      sh(repo, "branch", "corral/notes")
+      sh(repo, "branch", "corral/old-run/integration")
+      const ws = yield* Workspace
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* ws.registerRun(repo, "finished")
+          yield* ws.integration({ repo, runId: "finished" })
+        })
+      )
+      const report = yield* ws.gc({ repo })
+      assert.deepStrictEqual(targets(report.removed, repo), ["branch:corral/finished/integration"])
+      assert.include(sh(repo, "branch", "--list", "corral/*"), "corral/notes")
+      assert.include(sh(repo, "branch", "--list", "corral/*"), "corral/old-run/integration")
+    }).pipe(Effect.provide(Workspace.layer))
+  )
+
+  it.live("ignored files in a dead run's worktree are the user's; files corral copied in are not", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      fs.writeFileSync(path.join(repo, ".gitignore"), "build/\n.env\n")
+      sh(repo, "add", ".gitignore")
+      sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+      fs.writeFileSync(path.join(repo, ".env"), "TOKEN=1\n")
+      const ws = yield* Workspace
+      const handle = yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* ws.registerRun(repo, "dead")
+          const handle = yield* ws.acquire({ repo, runId: "dead", agentId: "builder", keep: true, copyFiles: [".env"] })
+          fs.mkdirSync(path.join(handle.dir, "build"))
+          fs.writeFileSync(path.join(handle.dir, "build", "out.bin"), "artifact")
+          return handle
+        })
+      )
+      const first = yield* ws.gc({ repo })
+      assert.deepStrictEqual(
+        first.kept.map((item) => `${item.kind}:${show(repo, item.target)}`),
+        ["worktree:.corral/worktrees/dead/builder", "branch:corral/dead/builder"]
+      )
+      assert.strictEqual(fs.readFileSync(path.join(handle.dir, "build", "out.bin"), "utf8"), "artifact")
+      fs.rmSync(path.join(handle.dir, "build"), { recursive: true })
+      const second = yield* ws.gc({ repo })
+      assert.includeMembers(targets(second.removed, repo), [
+        "worktree:.corral/worktrees/dead/builder",
+        "branch:corral/dead/builder"
+      ])
+      assert.isFalse(fs.existsSync(handle.dir))
     }).pipe(Effect.provide(Workspace.layer))
   )
 })

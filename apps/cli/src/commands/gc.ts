@@ -66,6 +66,10 @@ export const gc = Command.make(
       for (const item of report.removed) yield* Console.log(`${verb} ${item.kind} ${item.target}`)
       for (const item of report.kept) yield* Console.log(`kept ${item.kind} ${item.target}: ${item.reason}`)
       yield* Console.log(`${report.removed.length} ${verb}, ${report.kept.length} kept`)
+      if (report.kept.length > 0)
+        yield* Console.log(
+          "to remove a run's branches and worktrees anyway: corral discard <run-id> (or --all-merged, --older-than 7d); it asks first"
+        )
     })
 ).pipe(
   Command.withDescription(

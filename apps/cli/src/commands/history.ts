@@ -1,12 +1,15 @@
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import type { RunRecord } from "@corral/platform-node/RunRecord"
-import { Console, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { type CliExit, invalidInput } from "../CliExit.ts"
+import * as OutcomeText from "../OutcomeText.ts"
+import * as OutputGuard from "../OutputGuard.ts"
 import { resolve } from "../Paths.ts"
 import * as Report from "../Report.ts"
+import * as StatusView from "../StatusView.ts"
 
 const location = {
   repo: Flag.String("repo").pipe(
@@ -35,14 +38,25 @@ const withLedger = <A>(
     )
   })
 
+const recentRuns = (runs: ReadonlyArray<{ readonly runId: string }>) =>
+  runs.length === 0
+    ? "no runs are recorded"
+    : `recent runs: ${runs
+        .slice(0, 3)
+        .map((run) => run.runId)
+        .join(", ")} (corral runs lists them all)`
+
 const findRun = (ledger: RunLedger.Service, runId: Option.Option<string>) =>
   Effect.gen(function* () {
-    const id = Option.isSome(runId) ? runId.value : (yield* ledger.listRuns())[0]?.runId
+    const runs = yield* ledger.listRuns()
+    const id = Option.isSome(runId) ? runId.value : runs[0]?.runId
     if (id === undefined) return yield* invalidInput("no runs recorded yet")
-    const run = yield* ledger.getRun(id)
-    if (Option.isNone(run)) return yield* invalidInput(`no recorded run ${id}`)
+    const run = runs.some((known) => known.runId === id) ? yield* ledger.getRun(id) : Option.none()
+    if (Option.isNone(run)) return yield* invalidInput(`no such run ${JSON.stringify(id)}; ${recentRuns(runs)}`)
     return run.value
   })
+
+const print = (text: string) => Effect.sync(() => OutputGuard.write(process.stdout, `${text}\n`))
 
 const time = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(0, 19)
 const duration = (from: number | null, to: number | null) =>
@@ -57,25 +71,13 @@ export const runs = Command.make("runs", location, (flags) =>
   withLedger(flags, (ledger) =>
     Effect.gen(function* () {
       for (const run of yield* ledger.listRuns()) {
-        yield* Console.log(
+        yield* print(
           `${run.runId}  ${run.status.padEnd(11)} ${time(run.startedAt)}  ${duration(run.startedAt, run.endedAt).padStart(7)}  ${run.succeeded}/${run.total} succeeded  ${run.planFile}`
         )
       }
     })
   )
 ).pipe(Command.withDescription("List recorded runs, newest first"))
-
-const statusText = (run: RunRecord): string => {
-  const lines = [
-    `run ${run.runId}: ${run.status}, plan ${run.planFile}, started ${time(run.startedAt)}, ${duration(run.startedAt, run.endedAt)}`
-  ]
-  for (const agent of run.agents) {
-    lines.push(
-      `  ${agent.agentId.padEnd(20)} ${(agent.outcome ?? "pending").padEnd(13)} ${duration(agent.startedAt, agent.endedAt).padStart(7)}  ${agent.attempts} attempt(s)  ${agent.detail}`
-    )
-  }
-  return lines.join("\n")
-}
 
 /**
  * `corral status [RUN_ID]`.
@@ -86,30 +88,145 @@ export const status = Command.make(
   "status",
   { ...location, runId: Argument.String("run-id").pipe(Argument.optional) },
   (flags) =>
-    withLedger(flags, (ledger) => Effect.flatMap(findRun(ledger, flags.runId), (run) => Console.log(statusText(run))))
-).pipe(Command.withDescription("Show one run (default: the latest) agent by agent"))
+    withLedger(flags, (ledger) =>
+      Effect.flatMap(findRun(ledger, flags.runId), (run) => print(StatusView.render(run, Date.now())))
+    )
+).pipe(
+  Command.withDescription(
+    "Show one run (default: the latest) agent by agent; during a run, what each agent waits for or how long it has run"
+  ),
+  Command.withExamples([
+    { command: "corral status", description: "the latest run, live while it runs" },
+    { command: "corral status 20261125-231816-k3f9", description: "one run" }
+  ])
+)
 
 /**
- * `corral logs RUN_ID AGENT`.
+ * The log file of `agentId` in a recorded run. Both names are resolved against the run's records,
+ * never used as paths, so `../../x` names no agent.
+ *
+ * @since 0.1.0
+ */
+export const logFileOf = (stateDir: string, run: RunRecord, agentId: string) =>
+  Effect.gen(function* () {
+    const agent = run.agents.find((known) => known.agentId === agentId)
+    if (agent === undefined) {
+      const ids = run.agents.map((known) => known.agentId)
+      return yield* invalidInput(
+        `run ${run.runId} has no agent ${JSON.stringify(agentId)}; its agents: ${ids.slice(0, 20).join(", ")}${ids.length > 20 ? ", …" : ""}`
+      )
+    }
+    const logs = NodePath.join(stateDir, "runs", run.runId, "logs")
+    const file = NodePath.join(logs, `${agent.agentId}.log`)
+    if (NodePath.dirname(file) !== logs) return yield* invalidInput(`agent ${JSON.stringify(agentId)} has no log file`)
+    return { agent, file }
+  })
+
+const followUntilDone = (
+  ledger: RunLedger.Service,
+  runId: string,
+  agentId: string,
+  file: string,
+  offset: number
+): Effect.Effect<void, RunLedger.RunLedgerError> =>
+  Effect.gen(function* () {
+    let read = offset
+    while (true) {
+      const record = Option.getOrUndefined(yield* ledger.getRun(runId))
+      const agent = record?.agents.find((known) => known.agentId === agentId)
+      const finished = record === undefined || record.status !== "running" || agent?.outcome !== null
+      read = copyFrom(file, read)
+      if (finished || OutputGuard.isClosed()) return
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
+const copyFrom = (file: string, offset: number): number => {
+  if (!NodeFs.existsSync(file)) return offset
+  const size = NodeFs.statSync(file).size
+  if (size <= offset) return offset
+  const fd = NodeFs.openSync(file, "r")
+  try {
+    const buffer = Buffer.alloc(size - offset)
+    NodeFs.readSync(fd, buffer, 0, buffer.length, offset)
+    OutputGuard.write(process.stdout, buffer.toString("utf8"))
+  } finally {
+    NodeFs.closeSync(fd)
+  }
+  return size
+}
+
+/**
+ * `corral logs [RUN_ID] AGENT [--follow]`.
  *
  * @since 0.1.0
  */
 export const logs = Command.make(
   "logs",
-  { ...location, runId: Argument.String("run-id"), agent: Argument.String("agent") },
+  {
+    ...location,
+    first: Argument.String("run-id-or-agent").pipe(
+      Argument.withDescription("The run id then the agent, or only the agent (of the latest run)"),
+      Argument.optional
+    ),
+    second: Argument.String("agent").pipe(Argument.optional),
+    follow: Flag.Boolean("follow").pipe(
+      Flag.withAlias("f"),
+      Flag.withDefault(false),
+      Flag.withDescription("Keep printing the agent's output until it finishes")
+    )
+  },
   (flags) =>
-    withLedger(flags, (_ledger, stateDir) =>
+    withLedger(flags, (ledger, stateDir) =>
       Effect.gen(function* () {
-        const file = NodePath.join(stateDir, "runs", flags.runId, "logs", `${flags.agent}.log`)
-        if (!NodeFs.existsSync(file))
-          return yield* invalidInput(`no log for agent ${flags.agent} of run ${flags.runId} (${file})`)
-        process.stdout.write(NodeFs.readFileSync(file, "utf8"))
+        if (Option.isNone(flags.first)) {
+          const latest = yield* findRun(ledger, Option.none())
+          return yield* invalidInput(
+            `which agent? corral logs [<run-id>] <agent>; the agents of the latest run ${latest.runId}: ${latest.agents.map((agent) => agent.agentId).join(", ")}`
+          )
+        }
+        const [runId, agentId] = Option.isSome(flags.second)
+          ? [flags.first, flags.second.value]
+          : [Option.none<string>(), flags.first.value]
+        const run = yield* findRun(ledger, runId)
+        if (Option.isNone(runId)) yield* Effect.sync(() => OutputGuard.write(process.stderr, `run ${run.runId}\n`))
+        const { agent, file } = yield* logFileOf(stateDir, run, agentId)
+        if (!NodeFs.existsSync(file) && !(flags.follow && run.status === "running")) {
+          return yield* invalidInput(
+            agent.outcome === null
+              ? `agent ${agentId} of run ${run.runId} has not started, so it has no output yet`
+              : `agent ${agentId} of run ${run.runId} ended ${OutcomeText.word(agent.outcome)} without starting a process, so it has no output`
+          )
+        }
+        const offset = copyFrom(file, 0)
+        if (flags.follow) yield* followUntilDone(ledger, run.runId, agent.agentId, file, offset)
       })
     )
-).pipe(Command.withDescription("Print the output of one agent of a run"))
+).pipe(
+  Command.withDescription("Print the output of one agent of a run (default: the latest run)"),
+  Command.withExamples([
+    { command: "corral logs tests", description: "agent tests of the latest run (the run used is printed on stderr)" },
+    { command: "corral logs 20261125-231816-k3f9 tests", description: "agent tests of one run" },
+    { command: "corral logs tests --follow", description: "keep printing while it runs" }
+  ])
+)
+
+const writeOut = (what: string, file: string, text: () => string) =>
+  Effect.try({
+    try: () => {
+      NodeFs.mkdirSync(NodePath.dirname(NodePath.resolve(file)), { recursive: true })
+      NodeFs.writeFileSync(file, text())
+    },
+    catch: (error) => (error as Error).message
+  }).pipe(
+    Effect.matchEffect({
+      onFailure: (message) => invalidInput(`cannot write the ${what} to ${file}: ${message}`),
+      onSuccess: () => print(`${what}: ${NodePath.resolve(file)}`)
+    })
+  )
 
 /**
- * `corral report RUN_ID --html FILE --trace FILE`.
+ * `corral report [RUN_ID] [--html FILE] [--trace FILE]`.
  *
  * @since 0.1.0
  */
@@ -118,31 +235,33 @@ export const report = Command.make(
   {
     ...location,
     runId: Argument.String("run-id").pipe(Argument.optional),
-    html: Flag.String("html").pipe(Flag.optional, Flag.withDescription("Write a self-contained HTML timeline here")),
+    html: Flag.String("html").pipe(
+      Flag.optional,
+      Flag.withDescription("Write the HTML timeline here (default: <state-dir>/runs/<run-id>/report.html)")
+    ),
     trace: Flag.String("trace").pipe(
       Flag.optional,
-      Flag.withDescription("Write Chrome trace-event JSON here (Perfetto, chrome://tracing)")
+      Flag.withDescription(
+        "Write the Chrome trace-event JSON here (Perfetto, chrome://tracing; default: <state-dir>/runs/<run-id>/trace.json)"
+      )
     )
   },
   (flags) =>
-    withLedger(flags, (ledger) =>
+    withLedger(flags, (ledger, stateDir) =>
       Effect.gen(function* () {
-        if (Option.isNone(flags.html) && Option.isNone(flags.trace))
-          return yield* invalidInput("give --html FILE, --trace FILE or both")
         const run = yield* findRun(ledger, flags.runId)
-        if (Option.isSome(flags.html)) {
-          NodeFs.writeFileSync(flags.html.value, Report.html(run))
-          yield* Console.log(`wrote ${flags.html.value}`)
-        }
-        if (Option.isSome(flags.trace)) {
-          NodeFs.writeFileSync(flags.trace.value, JSON.stringify(Report.trace(run)))
-          yield* Console.log(`wrote ${flags.trace.value}`)
-        }
+        const dir = NodePath.join(stateDir, "runs", run.runId)
+        const neither = Option.isNone(flags.html) && Option.isNone(flags.trace)
+        const html = neither ? Option.some(NodePath.join(dir, "report.html")) : flags.html
+        const trace = neither ? Option.some(NodePath.join(dir, "trace.json")) : flags.trace
+        if (Option.isSome(html)) yield* writeOut("report", html.value, () => Report.html(run))
+        if (Option.isSome(trace)) yield* writeOut("trace", trace.value, () => JSON.stringify(Report.trace(run)))
       })
     )
 ).pipe(
-  Command.withDescription("Write a run's timeline as HTML and as a Chrome trace"),
+  Command.withDescription("Write a run's timeline as HTML and as a Chrome trace, by default into the run's folder"),
   Command.withExamples([
-    { command: "corral report --html report.html --trace trace.json", description: "the latest run" }
+    { command: "corral report", description: "the latest run, into <state-dir>/runs/<run-id>/" },
+    { command: "corral report --html report.html --trace trace.json", description: "the latest run, to these files" }
   ])
 )

@@ -7,18 +7,19 @@ import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { Argument, Command, Flag } from "effect/cli"
-import * as AgentIsolation from "../AgentIsolation.ts"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
+import * as OutputGuard from "../OutputGuard.ts"
 import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
-import * as PlanFile from "../PlanFile.ts"
+import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
 import * as Telemetry from "../Telemetry.ts"
+import { loadChecked } from "./validate.ts"
 
 const flags = {
   plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")),
@@ -52,6 +53,10 @@ const flags = {
     Flag.withDescription("Resume the latest unfinished run of this plan: recorded successes are not run again")
   ),
   resumeFrom: Flag.String("resume-from").pipe(Flag.optional, Flag.withDescription("Resume the run with this id")),
+  verbose: Flag.Boolean("verbose").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Also print the git commands each agent cost (count and process time)")
+  ),
   report: Flag.Boolean("report").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Write report.html and trace.json")
@@ -76,11 +81,11 @@ type Flags = {
   readonly resume: boolean
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
+  readonly verbose: boolean
   readonly otlpEndpoint: Option.Option<string>
 }
 
-const loadPlan = (file: string) =>
-  PlanFile.load(file).pipe(Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`)))
+const loadPlan = (file: string) => Effect.map(loadChecked(file), ({ plan }) => plan)
 
 const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Reporter) =>
   Effect.acquireRelease(
@@ -97,12 +102,18 @@ const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Repor
       }
       process.on("SIGINT", onSignal)
       process.on("SIGTERM", onSignal)
-      return onSignal
+      const offClosed = OutputGuard.onClosed(() => {
+        count++
+        reporter.note("output closed: stopping agents and cleaning up…")
+        Deferred.doneUnsafe(stop, Effect.succeed("output closed"))
+      })
+      return { onSignal, offClosed }
     }),
-    (onSignal) =>
+    ({ onSignal, offClosed }) =>
       Effect.sync(() => {
         process.off("SIGINT", onSignal)
         process.off("SIGTERM", onSignal)
+        offClosed()
       })
   )
 
@@ -159,6 +170,18 @@ const writeReport = (stateDir: string, runId: string) =>
     return dir
   })
 
+const gitLines = (report: RunPlan.Report) => {
+  const rows = Object.entries(report.git)
+  const total = rows.reduce((sum, [, t]) => ({ commands: sum.commands + t.commands, millis: sum.millis + t.millis }), {
+    commands: 0,
+    millis: 0
+  })
+  const width = Math.max(5, ...rows.map(([id]) => id.length))
+  const line = (id: string, t: { commands: number; millis: number }) =>
+    `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms`
+  return ["git per agent:", ...rows.map(([id, t]) => line(id, t)), line("total", total)].join("\n")
+}
+
 /** Resuming without knowing what the integration branch holds could apply work twice: refuse. */
 const reconcileFailed = (message: string) =>
   Effect.andThen(
@@ -170,7 +193,7 @@ const reconcileFailed = (message: string) =>
 
 const storeFailed = (what: string, message: string) =>
   Effect.andThen(
-    Effect.sync(() => process.stderr.write(`corral: the ${what} failed: ${message}\n`)),
+    Effect.sync(() => OutputGuard.write(process.stderr, `corral: the ${what} failed: ${message}\n`)),
     Effect.succeed(1)
   )
 
@@ -178,8 +201,6 @@ const execute = (flags: Flags) =>
   Effect.gen(function* () {
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
-    const unsupported = AgentIsolation.unsupported(plan)
-    if (unsupported !== undefined) return yield* invalidInput(`${plan.file}: ${unsupported}`)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }
@@ -198,7 +219,7 @@ const execute = (flags: Flags) =>
       }),
       Effect.catchTag("RunLedgerError", (error) =>
         Effect.andThen(
-          Effect.sync(() => process.stderr.write(`corral: the run ledger failed: ${error.message}\n`)),
+          Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
           Effect.succeed(1)
         )
       )
@@ -260,7 +281,11 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       inputsHash
     }).pipe(
       Effect.provide(
-        Telemetry.layer(Telemetry.endpointFrom(flags.otlpEndpoint, process.env), { serviceName: "corral", runId })
+        Telemetry.layerChecked(
+          Telemetry.endpointFrom(flags.otlpEndpoint, process.env),
+          { serviceName: "corral", runId },
+          { onExportError: (message) => reporter.note(`warning: ${message}`) }
+        )
       ),
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
@@ -273,13 +298,28 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
     yield* ledger.finishRun(runId, statusOf(report), report.result.endedAt)
     const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const reportDir = flags.report ? yield* writeReport(paths.stateDir, runId) : undefined
-    const text =
+    const withReport =
       reportDir === undefined
         ? summary
         : `${summary}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
-    if (mode === "json") process.stderr.write(`${text}\n`)
-    else process.stdout.write(`\n${text}\n`)
-    return Summary.exitCode(report)
+    const text = flags.verbose
+      ? `${withReport}
+${gitLines(report)}`
+      : withReport
+    if (mode === "json")
+      OutputGuard.write(
+        process.stderr,
+        `${text}
+`
+      )
+    else
+      OutputGuard.write(
+        process.stdout,
+        `
+${text}
+`
+      )
+    return OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report)
   }).pipe(Effect.scoped)
 
 /**

@@ -29,6 +29,25 @@ export const describe = (plan: PlanFile.Plan, analysis: Plan.Analysis): string =
 }
 
 /**
+ * Loads and checks a plan exactly as `corral validate` does; `corral run` uses the same check, so a
+ * plan that validates is one the run accepts. Fails with exit code 2 and the issues printed.
+ *
+ * @since 0.1.0
+ */
+export const loadChecked = (file: string) =>
+  Effect.gen(function* () {
+    const plan = yield* PlanFile.load(file).pipe(
+      Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
+    )
+    const analysis = Plan.analyze(shapeOf(plan), { pools: plan.pools })
+    if (Result.isFailure(analysis)) return yield* invalidInput(`invalid plan ${file}\n${analysis.failure.message}`)
+    const unsupported = AgentIsolation.unsupported(plan)
+    if (unsupported !== undefined)
+      return yield* invalidInput(`${file}: ${unsupported}\n${AgentIsolation.describeSupport()}`)
+    return { plan, analysis: analysis.success }
+  })
+
+/**
  * `corral validate <plan>`.
  *
  * @since 0.1.0
@@ -38,16 +57,9 @@ export const validate = Command.make(
   { plan: Argument.String("plan").pipe(Argument.withDescription("The plan file (YAML or JSON)")) },
   ({ plan }) =>
     Effect.gen(function* () {
-      const loaded = yield* PlanFile.load(plan).pipe(
-        Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
-      )
-      const analysis = Plan.analyze(shapeOf(loaded), { pools: loaded.pools })
-      if (Result.isFailure(analysis)) return yield* invalidInput(`invalid plan ${plan}\n${analysis.failure.message}`)
-      const unsupported = AgentIsolation.unsupported(loaded)
-      if (unsupported !== undefined) {
-        return yield* invalidInput(`${plan}: ${unsupported}\n${AgentIsolation.describeSupport()}`)
-      }
-      yield* Console.log(`${describe(loaded, analysis.success)}\n${AgentIsolation.describeSupport()}`)
+      const checked = yield* loadChecked(plan)
+      yield* Console.log(`${describe(checked.plan, checked.analysis)}
+${AgentIsolation.describeSupport()}`)
     })
 ).pipe(
   Command.withDescription(

@@ -48,6 +48,9 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     limits: {
       memoryMb: agent.limits?.memoryMb,
       cpuSeconds: agent.limits?.cpuSeconds,
+      fileSizeMb: agent.limits?.fileSizeMb,
+      maxProcesses: agent.limits?.maxProcesses,
+      nice: agent.limits?.nice,
       maxOutputBytes: agent.limits?.maxOutputBytes,
       cpuPercent: agent.limits?.cpuPercent,
       diskMb: agent.limits?.diskMb
@@ -90,6 +93,9 @@ export const build = (plan: RawPlan, file: string): Plan => {
     mode: plan.mode ?? "settle",
     isolation: plan.isolation ?? "worktree",
     merge: plan.merge ?? "auto",
+    history: plan.history ?? "merge",
+    author: plan.author,
+    committer: plan.committer,
     pools: { ...plan.pools },
     rateLimits: buildRateLimits(plan),
     defaults,

@@ -96,16 +96,23 @@ export const ClaimKey = Schema.String.pipe(
 
 const relativePattern = Schema.String.check(
   Schema.makeFilter((pattern: string) =>
-    pattern.trim().length === 0 || pattern.startsWith("/") || /^[A-Za-z]:[\\/]/.test(pattern)
-      ? `expected a relative glob pattern like "src/**/*.ts", got ${JSON.stringify(pattern)}`
-      : pattern.split(/[\\/]/).includes("..")
-        ? `expected a pattern inside the repository, got ${JSON.stringify(pattern)} (it escapes with "..")`
-        : undefined
+    pattern.startsWith("-")
+      ? `expected a pattern that does not start with "-" (git would read it as an option), got ${JSON.stringify(pattern)}`
+      : pattern.trim().length === 0 || pattern.startsWith("/") || /^[A-Za-z]:[\\/]/.test(pattern)
+        ? `expected a relative glob pattern like "src/**/*.ts", got ${JSON.stringify(pattern)}`
+        : pattern.split(/[\\/]/).includes("..")
+          ? `expected a pattern inside the repository, got ${JSON.stringify(pattern)} (it escapes with "..")`
+          : undefined
   )
 )
 
+/** Ids become branch names, worktree folders and log file names: at most this many characters. */
+export const maxIdLength = 100
+
 const agentIdMessage = (id: string): string | undefined => {
   if (id.trim().length === 0) return "an agent id must not be blank"
+  if (id.length > maxIdLength)
+    return `expected an id of at most ${maxIdLength} characters (ids become branch, folder and log file names), got ${id.length}`
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id) || id.includes("..") || id.endsWith(".") || id.endsWith(".lock")) {
     return `expected an id of letters, digits, ".", "_" and "-" that starts with a letter or digit (ids become git branch names), got ${JSON.stringify(id)}`
   }
@@ -116,7 +123,13 @@ const agentIdMessage = (id: string): string | undefined => {
 
 const AgentId = Schema.String.check(Schema.makeFilter(agentIdMessage))
 
-const EnvValue = Schema.Union([Schema.String, Schema.Finite, Schema.Boolean]).pipe(
+const EnvValue = Schema.Union([
+  Schema.String.check(
+    Schema.makeFilter((value: string) => (value.includes("\0") ? `a value ${nulMessage}` : undefined))
+  ),
+  Schema.Finite,
+  Schema.Boolean
+]).pipe(
   Schema.decodeTo(
     Schema.String,
     SchemaTransformation.transform<string, string | number | boolean>({ decode: String, encode: (s) => s })
@@ -141,8 +154,18 @@ const EnvName = Schema.String.check(
   )
 )
 
+const nulMessage = "must not contain a NUL character (\\0); a process cannot receive it"
+
 const Command = Schema.String.check(
-  Schema.makeFilter((run: string) => (run.trim().length === 0 ? "a command must not be blank" : undefined))
+  Schema.makeFilter((run: string) =>
+    run.trim().length === 0
+      ? "a command must not be blank"
+      : run.includes("\0")
+        ? `a command ${nulMessage}`
+        : run.trimStart().startsWith("-")
+          ? `a command must not start with "-" (sh -c would read it as an option), got ${JSON.stringify(run)}`
+          : undefined
+  )
 )
 
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -154,9 +177,15 @@ const ClaimsSchema = Schema.Struct({
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt))
 })
 
+const Niceness = Schema.Int.check(Schema.isBetween({ minimum: -20, maximum: 19 }))
+
+/** The process limits of docs/limits.md: exactly the fields `ProcessRunner` enforces. */
 export const LimitsSchema = Schema.Struct({
   memoryMb: Schema.optionalKey(PositiveInt),
   cpuSeconds: Schema.optionalKey(PositiveInt),
+  fileSizeMb: Schema.optionalKey(PositiveInt),
+  maxProcesses: Schema.optionalKey(PositiveInt),
+  nice: Schema.optionalKey(Niceness),
   maxOutputBytes: Schema.optionalKey(PositiveInt),
   cpuPercent: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
   diskMb: Schema.optionalKey(PositiveInt)
@@ -230,6 +259,11 @@ const DefaultsSchema = Schema.Struct({
   database: Schema.optionalKey(DatabaseSchema)
 })
 
+const IdentitySchema = Schema.Struct({
+  name: Schema.String.check(Schema.isNonEmpty({ message: "a name is required" })),
+  email: Schema.String.check(Schema.isNonEmpty({ message: "an email is required" }))
+})
+
 /** The plan file as written, with durations in milliseconds and claim keys normalized. */
 export const PlanSchema = Schema.Struct({
   version: Schema.optionalKey(Schema.Literal(1)),
@@ -237,6 +271,9 @@ export const PlanSchema = Schema.Struct({
   mode: Schema.optionalKey(Schema.Literals(["settle", "fail-fast"])),
   isolation: Schema.optionalKey(Schema.Literals(["worktree", "directory", "none"])),
   merge: Schema.optionalKey(Schema.Literals(["auto", "none"])),
+  history: Schema.optionalKey(Schema.Literals(["merge", "squash", "linear"])),
+  author: Schema.optionalKey(IdentitySchema),
+  committer: Schema.optionalKey(IdentitySchema),
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt)),
   rateLimits: Schema.optionalKey(Schema.Record(Schema.String, RateLimitSchema)),
   defaults: Schema.optionalKey(DefaultsSchema),

@@ -1,5 +1,16 @@
 import { Result } from "effect"
-import { isMap, isPair, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLError } from "yaml"
+import {
+  type Document,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  LineCounter,
+  type Node,
+  parseDocument,
+  visit,
+  type YAMLError
+} from "yaml"
 import type { Format, PlanFileIssue } from "../PlanFile.ts"
 
 /** A parsed plan file: its value and a way to find the line of a path in it. */
@@ -45,15 +56,42 @@ const lineOfIn =
 
 const yamlMessage = (message: string): string => message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")
 
+const hints: Readonly<Record<string, string>> = {
+  BLOCK_AS_IMPLICIT_KEY:
+    'a plain value cannot contain ": "; quote it (run: "echo a: b") or use a block (run: |, the command on the next lines)'
+}
+
 const syntaxIssue = (error: YAMLError): PlanFileIssue => {
   const at = error.linePos?.[0]
-  return { path: at ? positionPath(at.line, at.col) : "", message: yamlMessage(error.message) }
+  const hint = hints[error.code]
+  const message = yamlMessage(error.message)
+  return {
+    path: at ? positionPath(at.line, at.col) : "",
+    message: hint === undefined ? message : `${message}; ${hint}`
+  }
+}
+
+const unresolvedAliases = (doc: Document, lines: LineCounter): Array<PlanFileIssue> => {
+  const issues: Array<PlanFileIssue> = []
+  visit(doc, {
+    Alias: (_key, alias) => {
+      if (alias.resolve(doc) !== undefined) return
+      const at = lines.linePos(alias.range?.[0] ?? 0)
+      issues.push({
+        path: positionPath(at.line, at.col),
+        message: `unknown alias *${alias.source}; define the anchor &${alias.source} before it is used`
+      })
+    }
+  })
+  return issues
 }
 
 const parseYaml = (text: string): Result.Result<Source, ReadonlyArray<PlanFileIssue>> => {
   const lines = new LineCounter()
   const doc = parseDocument(text, { lineCounter: lines, merge: true })
   if (doc.errors.length > 0) return Result.fail(doc.errors.map(syntaxIssue))
+  const aliases = unresolvedAliases(doc, lines)
+  if (aliases.length > 0) return Result.fail(aliases)
   return Result.try({
     try: () => ({ value: doc.toJS({ maxAliasCount: 100 }) as unknown, lineOf: lineOfIn(doc.contents, lines) }),
     catch: (error) => [{ path: "", message: error instanceof Error ? error.message : String(error) }]

@@ -45,6 +45,7 @@ const legend = (run: RunRecord): string => {
     ...spans,
     legendItem("swatch failmark", "failed attempt"),
     legendItem("swatch cp", `critical path${path}`),
+    `<span class="item muted">critical path: the chain that decided when the run ended — each agent on it waited for the one before (a dependency, or a claim it held)</span>`,
     `<span class="item muted">bar end = outcome colour; hover a bar for details</span>`
   ].join("")}</div>`
 }

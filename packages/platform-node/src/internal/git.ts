@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process"
 import { existsSync } from "node:fs"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -50,6 +51,19 @@ export interface GitOutput {
   readonly exitCode: number
 }
 
+/** A running count of git commands and the wall time their processes took. */
+export interface GitTally {
+  commands: number
+  millis: number
+}
+
+export const makeTally = (): GitTally => ({ commands: 0, millis: 0 })
+
+/** The tally that git commands run by the current fiber add to (none by default). */
+export const CurrentGitTally = Context.Reference<GitTally | undefined>("@corral/platform-node/Git/CurrentTally", {
+  defaultValue: () => undefined
+})
+
 const lockPattern =
   /\.lock'?: File exists|Unable to create '.*\.lock'|cannot lock ref|could not lock config file|is locked/i
 const diskFullPattern = /No space left on device|ENOSPC|disk quota exceeded/i
@@ -71,15 +85,30 @@ export const corralIdentity = [
   "commit.gpgsign=false"
 ] as const
 
-const globalArgs = ["-c", "gc.auto=0", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+const globalArgs = [
+  "-c",
+  "gc.auto=0",
+  "-c",
+  "maintenance.auto=false",
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "advice.detachedHead=false"
+]
 
 const spawnGit = (args: ReadonlyArray<string>, options: GitOptions) =>
+  Effect.flatMap(Effect.service(CurrentGitTally), (tally) => spawnTallied(args, options, tally))
+
+const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: GitTally | undefined) =>
   Effect.callback<GitOutput, GitNotFound>((resume, signal) => {
+    const started = performance.now()
+    if (tally !== undefined) tally.commands++
     execFile(
       "git",
       [...globalArgs, ...args],
       { cwd: options.cwd, env: { ...baseEnv(), ...options.env }, maxBuffer: 256 * 1024 * 1024, signal },
       (error, stdout, stderr) => {
+        if (tally !== undefined) tally.millis += performance.now() - started
         const code = (error as NodeJS.ErrnoException | null)?.code
         if (code === "ENOENT" && stderr === "" && existsSync(options.cwd)) {
           return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
@@ -113,13 +142,17 @@ export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Eff
     })
   )
 
-/** Retries `effect` while it fails because another git process holds a lock, running `cleanup` first. */
+/**
+ * Retries `effect` while it fails because another git process holds a lock, running `cleanup` after
+ * each failure for which `shouldClean` holds (every failure by default).
+ */
 export const retryLockedWith = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
-  cleanup: Effect.Effect<void, never, R>
+  cleanup: Effect.Effect<void, never, R>,
+  shouldClean: (error: E) => boolean = () => true
 ): Effect.Effect<A, E, R> =>
   effect.pipe(
-    Effect.tapError(() => cleanup),
+    Effect.tapError((error) => (shouldClean(error) ? cleanup : Effect.void)),
     Effect.retry({ schedule: lockRetry, while: (e) => e instanceof GitError && e.isLockContention })
   )
 

@@ -58,6 +58,9 @@ export const newAgentRow = (
   valueJson: null
 })
 
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`
+
+/** The detail recorded with an outcome, worded as the command words it everywhere (`after 3.0s`). */
 export const outcomeDetail = (outcome: Outcome.Outcome): string => {
   switch (outcome._tag) {
     case "Succeeded":
@@ -65,14 +68,14 @@ export const outcomeDetail = (outcome: Outcome.Outcome): string => {
     case "Failed":
       return outcome.message
     case "TimedOut":
-      return `timed out after ${outcome.afterMs}ms`
+      return `after ${seconds(outcome.afterMs)}`
     case "Interrupted":
     case "Cancelled":
       return outcome.reason
     case "Skipped":
-      return `dependency ${outcome.dependency} ${outcome.dependencyOutcome}`
+      return `${outcome.dependency} ${outcome.dependencyOutcome.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase()}`
     case "ClaimTimedOut":
-      return `waited ${outcome.afterMs}ms for ${outcome.blockers.map((b) => `${b.key} held by ${b.holder}`).join(", ")}`
+      return `after ${seconds(outcome.afterMs)} waiting for ${outcome.blockers.map((b) => `${b.key} held by ${b.holder}`).join(", ")}`
   }
 }
 

@@ -93,6 +93,7 @@ const agentRecord = (
     agentId: agent.agentId,
     dependsOn: JSON.parse(agent.dependsOn) as Array<string>,
     outcome: agent.outcome,
+    state: agent.state,
     detail: agent.detail,
     attempts: agent.attempts,
     queuedAt: agent.queuedAt,
@@ -109,38 +110,57 @@ const agentRecord = (
   }
 }
 
-const measured = (agent: RunRecord.AgentRecord): number =>
-  agent.spans.reduce((sum, s) => (s.kind === "running" ? sum + (s.end - s.start) : sum), 0)
+/** The agents named as holders in an agent's claim waits (`src/a.ts (write, held by b)`). */
+const claimHolders = (agent: RunRecord.AgentRecord): Array<string> =>
+  agent.spans.flatMap((span) =>
+    span.kind === "waiting-claims" && span.note !== undefined
+      ? [...span.note.matchAll(/held by ([^)]+)\)/g)].flatMap((match) => match[1]!.split(", "))
+      : []
+  )
 
-/** The longest chain of dependent agents by the time they spent running. */
+/**
+ * The run's critical path from its actual waits: it ends with the agent that finished last and goes
+ * back, agent by agent, to the one whose end let it start — the latest-ending of its dependencies
+ * and of the holders of the claims it waited for. Agents that started as soon as they were queued
+ * begin the path.
+ */
 export const criticalPath = (agents: ReadonlyArray<RunRecord.AgentRecord>): Array<string> => {
   const byId = new Map(agents.map((agent) => [agent.agentId, agent]))
-  const best = new Map<string, { readonly total: number; readonly path: Array<string> }>()
-  const visit = (id: string, trail: ReadonlySet<string>): { readonly total: number; readonly path: Array<string> } => {
-    const known = best.get(id)
-    if (known !== undefined) return known
-    const agent = byId.get(id)
-    if (agent === undefined || trail.has(id)) return { total: 0, path: [] }
-    const inner = new Set(trail).add(id)
-    let head = { total: 0, path: [] as Array<string> }
-    for (const dep of agent.dependsOn) {
-      const candidate = visit(dep, inner)
-      if (candidate.total > head.total || head.path.length === 0) head = candidate
+  const started = agents.filter((agent) => agent.startedAt !== null && agent.endedAt !== null)
+  let current = started.reduce<RunRecord.AgentRecord | undefined>(
+    (last, agent) => (last === undefined || agent.endedAt! > last.endedAt! ? agent : last),
+    undefined
+  )
+  const path: Array<string> = []
+  const seen = new Set<string>()
+  while (current !== undefined && !seen.has(current.agentId)) {
+    seen.add(current.agentId)
+    path.push(current.agentId)
+    const startedAt = current.startedAt!
+    let next: RunRecord.AgentRecord | undefined
+    for (const id of new Set([...current.dependsOn, ...claimHolders(current)])) {
+      const candidate = byId.get(id)
+      if (candidate?.endedAt === null || candidate?.endedAt === undefined || candidate.startedAt === null) continue
+      if (candidate.endedAt > startedAt) continue
+      if (next === undefined || candidate.endedAt > next.endedAt!) next = candidate
     }
-    const result = { total: head.total + measured(agent), path: [...head.path, id] }
-    best.set(id, result)
-    return result
+    current = next
   }
-  let winner = { total: -1, path: [] as Array<string> }
-  for (const agent of agents) {
-    const candidate = visit(agent.agentId, new Set())
-    if (candidate.total > winner.total) winner = candidate
-  }
-  return winner.path
+  return path.reverse()
 }
 
 const horizonOf = (run: RunRow, transitions: ReadonlyArray<TransitionRow>): number =>
   run.endedAt ?? transitions.reduce((latest, row) => Math.max(latest, row.at), Math.max(run.heartbeatAt, run.startedAt))
+
+const stopReasonOf = (transitions: ReadonlyArray<TransitionRow>): string | undefined => {
+  const stopping = transitions.find((row) => row.tag === "Stopping" && row.agentId === null)
+  if (stopping === undefined) return undefined
+  const reason = dataField(stopping, "reason") as { _tag?: string; reason?: unknown; agentId?: unknown } | undefined
+  if (typeof reason?.reason === "string") return reason.reason
+  if (reason?._tag === "AgentFailed" && typeof reason.agentId === "string")
+    return `${reason.agentId} failed (fail-fast)`
+  return stopping.note ?? undefined
+}
 
 /** Derives the read model from the stored rows of one run. */
 export const buildRunRecord = (
@@ -170,6 +190,7 @@ export const buildRunRecord = (
     startedAt: run.startedAt,
     endedAt: run.endedAt,
     criticalPath: criticalPath(records),
-    agents: records
+    agents: records,
+    stopReason: stopReasonOf(transitions)
   }
 }

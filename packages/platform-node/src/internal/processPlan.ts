@@ -138,6 +138,12 @@ export const wrapArgv = (
   return ["/bin/sh", "-c", ulimitScript(limits), "corral-limits", ...niced]
 }
 
+/** A shell command is shown as written (a YAML `run: |` block loses only its trailing newline). */
+const displayOf = (spec: ProcessSpec): string =>
+  spec.shell === true && (spec.args ?? []).length === 0
+    ? spec.command.replace(/\s+$/, "")
+    : [spec.command, ...(spec.args ?? [])].map(quote).join(" ")
+
 const limitWarnings = (name: string, limits: ProcessLimits, tools: Tools): ReadonlyArray<string> =>
   limits.nice !== undefined && tools.nice === undefined
     ? [`nice limit of process "${name}" is not applied: no \`nice\` executable on PATH`]
@@ -172,7 +178,7 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
   const id = crypto.randomUUID()
   const plan: Plan = {
     name,
-    display: redactWith(secrets)([spec.command, ...(spec.args ?? [])].map(quote).join(" ")),
+    display: redactWith(secrets)(displayOf(spec)),
     argv: sandbox.argv,
     bridge: sandbox.bridge,
     cwd,

@@ -3,7 +3,7 @@ import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { AcquireOptions, ReleaseReport, Strategy, WorkspaceHandle } from "../Workspace.ts"
-import { git, retryLockedWith } from "./git.ts"
+import { GitError, git, retryLockedWith } from "./git.ts"
 import {
   type AgentDirs,
   type PortBlock,
@@ -13,8 +13,10 @@ import {
   makeAgentDirs,
   namespaceOf
 } from "./workspaceEnv.ts"
-import { BranchAlreadyExists, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
-import { copyFile, copyTree, exists, listDir, removePath, stampTree } from "./workspaceFs.ts"
+import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
+import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
+import { appendRecord } from "./runRegistry.ts"
+import { awaitPooled, drainPooled, type Pools, poolKey, putPooled, releasing, takePooled } from "./workspacePool.ts"
 import {
   agentBranch,
   branchExists,
@@ -23,8 +25,9 @@ import {
   isAncestor,
   type RepoInfo,
   type RepoLocks,
+  locateRepo,
   resolveCommit,
-  resolveRepo,
+  takeMergedTip,
   userCheckoutDirty,
   validateId,
   worktreeDirty
@@ -32,17 +35,21 @@ import {
 
 export interface AcquireDeps {
   readonly locks: RepoLocks
+  readonly pools: Pools
   readonly ports: (agentId: string) => Effect.Effect<PortBlock, WorkspaceError, Scope.Scope>
 }
 
 interface Placement {
   readonly root: string
+  readonly registry: string
   readonly stateDir: string
   readonly dir: string
   readonly branch: string | undefined
   readonly baseCommit: string | undefined
   readonly warnings: ReadonlyArray<string>
   readonly copied: Array<string>
+  /** Set once the workspace is ready for the agent; a release before that rolls the set-up back. */
+  ready: boolean
 }
 
 type Outcome = Omit<ReleaseReport, "agentId" | "dir">
@@ -54,6 +61,9 @@ const workspaceDir = (stateDir: string, runId: string, agentId: string) =>
 
 const stateDirOf = (options: AcquireOptions, root: string) =>
   path.resolve(options.stateDir ?? path.join(root, ".corral"))
+
+/** A full commit id (what `Integration.head` returns) needs no `rev-parse`: `worktree add` checks it. */
+const fullCommitId = /^[0-9a-f]{40}$/
 
 const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: boolean }>()
 const DIRTY_CHECK_TTL_MS = 5_000
@@ -80,28 +90,82 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
   Effect.gen(function* () {
     const branch = placement.branch!
     yield* excludeStateDir(repo, placement.stateDir)
-    if (yield* branchExists(repo.root, branch)) {
-      return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
-    }
     if (yield* exists(placement.dir)) {
       const cause = new Error("the folder already exists; run gc or pick another run id")
       return yield* new WorkspaceIoError({ path: placement.dir, operation: "create worktree at", cause })
     }
+    if (yield* branchExists(repo.root, branch)) {
+      return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
+    }
+    yield* appendRecord(placement.registry, options.runId, { branch })
+    yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
     const sparse = options.sparse !== undefined && options.sparse.length > 0 ? ["--no-checkout"] : []
-    const add = git(["worktree", "add", "--quiet", ...sparse, "-b", branch, placement.dir, placement.baseCommit!], {
-      cwd: repo.root,
-      retryOnLock: false
-    })
+    const add = git(
+      ["worktree", "add", "--quiet", ...sparse, "-b", branch, "--", placement.dir, placement.baseCommit!],
+      {
+        cwd: repo.root,
+        retryOnLock: false
+      }
+    )
     const undo = undoPartialAdd(repo, placement.dir, branch)
     const verified = Effect.flatMap(add, () =>
       Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
         ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
       )
     )
-    yield* retryLockedWith(verified, undo).pipe(
-      Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree })
+    const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
+    yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
+      Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
+      Effect.catchTag(
+        "GitError",
+        (error): Effect.Effect<never, WorkspaceError> =>
+          branchTaken(error)
+            ? Effect.fail(new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId }))
+            : Effect.fail(error)
+      )
     )
   })
+
+const branchTakenPattern = /a branch named .* already exists/
+
+const recyclable = (options: AcquireOptions) =>
+  options.recycle === true && (options.sparse === undefined || options.sparse.length === 0)
+
+/** Moves a pooled worktree to the agent's folder and checks out the agent's branch at its base. */
+const reuseWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placement, pooled: string) =>
+  Effect.gen(function* () {
+    const branch = placement.branch!
+    if (yield* branchExists(repo.root, branch)) {
+      return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
+    }
+    yield* appendRecord(placement.registry, options.runId, { branch })
+    yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
+    yield* git(["worktree", "move", "--", pooled, placement.dir], { cwd: repo.root })
+    yield* git(["checkout", "--quiet", "--force", "-b", branch, placement.baseCommit!, "--"], {
+      cwd: placement.dir
+    }).pipe(Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch)))
+  })
+
+const discardPooled = (repo: RepoInfo, dir: string) =>
+  git(["worktree", "remove", "--force", "--", dir], { cwd: repo.root }).pipe(
+    Effect.catch(() => removePath(dir).pipe(Effect.andThen(git(["worktree", "prune"], { cwd: repo.root })))),
+    Effect.ignore
+  )
+
+/** Removes the run's pooled worktrees (when the run ends). */
+export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: string) =>
+  Effect.forEach(
+    drainPooled(deps.pools, runId),
+    ({ commonDir, dir, root }) =>
+      deps.locks(commonDir).withPermit(
+        git(["worktree", "remove", "--force", "--", dir], { cwd: root }).pipe(
+          Effect.catch(() => removePath(dir)),
+          Effect.andThen(removeEmptyParent(path.dirname(dir))),
+          Effect.ignore
+        )
+      ),
+    { discard: true }
+  )
 
 class IncompleteWorktree extends WorkspaceIoError {}
 
@@ -118,7 +182,7 @@ const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
 const applySparse = (dir: string, sparse: ReadonlyArray<string> | undefined) =>
   sparse === undefined || sparse.length === 0
     ? Effect.void
-    : git(["sparse-checkout", "set", "--cone", ...sparse], { cwd: dir }).pipe(
+    : git(["sparse-checkout", "set", "--cone", "--", ...sparse], { cwd: dir }).pipe(
         Effect.andThen(git(["checkout", "--quiet"], { cwd: dir })),
         Effect.asVoid
       )
@@ -138,8 +202,46 @@ const removeUnchangedCopies = (root: string, dir: string, copied: ReadonlyArray<
     }).pipe(Effect.catchDefect(() => Effect.void))
   )
 
-const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement): Release =>
+const rollBack = (deps: AcquireDeps, repo: RepoInfo, placement: Placement): Release =>
+  deps
+    .locks(repo.commonDir)
+    .withPermit(undoPartialAdd(repo, placement.dir, placement.branch!))
+    .pipe(Effect.as({ workspace: "removed", branch: "deleted", reasons: ["set-up did not finish"] } as const))
+
+/** Deletes `branch` only while it still points at `tip` (one compare-and-swap, no reachability walk). */
+const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
+  git(["update-ref", "-d", "--", `refs/heads/${branch}`, tip], { cwd: repo.root }).pipe(
+    Effect.as(true),
+    Effect.catchTag("GitError", () => Effect.succeed(false))
+  )
+
+/** Readies a clean worktree for the next agent: detached, with no untracked or ignored file left. */
+const detachAndClean = (dir: string) =>
+  git(["checkout", "--quiet", "--detach"], { cwd: dir }).pipe(
+    Effect.andThen(git(["clean", "-ffdxq"], { cwd: dir })),
+    Effect.as(true),
+    Effect.catch(() => Effect.succeed(false))
+  )
+
+const releaseBranch = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement) =>
   Effect.gen(function* () {
+    const branch = placement.branch!
+    const mergedTip = takeMergedTip(repo.commonDir, branch)
+    if (mergedTip !== undefined && (yield* deleteIfAt(repo, branch, mergedTip))) return "deleted" as const
+    if (!(yield* branchIsSafeToDelete(repo.root, runId, branch, placement.baseCommit!))) return "kept" as const
+    yield* deps.locks(repo.commonDir).withPermit(git(["branch", "-D", "--quiet", branch], { cwd: repo.root }))
+    return "deleted" as const
+  })
+
+const releaseWorktree = (
+  deps: AcquireDeps,
+  repo: RepoInfo,
+  runId: string,
+  placement: Placement,
+  recycle: boolean
+): Release =>
+  Effect.gen(function* () {
+    if (!placement.ready) return yield* rollBack(deps, repo, placement)
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
@@ -147,15 +249,25 @@ const releaseWorktree = (deps: AcquireDeps, repo: RepoInfo, runId: string, place
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
-    const removal = present
-      ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
-      : git(["worktree", "prune"], { cwd: repo.root })
-    yield* lock.withPermit(removal)
-    if (!(yield* branchIsSafeToDelete(repo.root, runId, branch, placement.baseCommit!))) {
-      return { workspace: "removed", branch: "kept", reasons: [`${branch} has commits that are not merged`] } as const
+    const recycled = present && recycle && (yield* detachAndClean(placement.dir))
+    if (!recycled) {
+      const removal = present
+        ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
+        : git(["worktree", "prune"], { cwd: repo.root })
+      yield* lock.withPermit(removal)
     }
-    yield* lock.withPermit(git(["branch", "-D", "--quiet", branch], { cwd: repo.root }))
-    return { workspace: "removed", branch: "deleted", reasons: [] } as const
+    const workspace = recycled ? "recycled" : "removed"
+    const branchOutcome = yield* releaseBranch(deps, repo, runId, placement)
+    if (recycled) {
+      putPooled(deps.pools, poolKey(repo.commonDir, runId), {
+        dir: placement.dir,
+        root: repo.root,
+        commonDir: repo.commonDir
+      })
+    }
+    return branchOutcome === "deleted"
+      ? ({ workspace, branch: "deleted", reasons: [] } as const)
+      : ({ workspace, branch: "kept", reasons: [`${branch} has commits that are not merged`] } as const)
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
@@ -181,25 +293,56 @@ const releaseCopy = (dir: string, before: { readonly files: number; readonly new
 
 const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finish) =>
   Effect.gen(function* () {
-    const repo = yield* resolveRepo(options.repo)
+    const located = yield* locateRepo(options.repo)
+    const base = options.base ?? "HEAD"
+    const baseCommit = fullCommitId.test(base)
+      ? base
+      : yield* resolveCommit({ ...located, head: base }, base).pipe(
+          Effect.catchTag(
+            "GitError",
+            (error): Effect.Effect<never, WorkspaceError> =>
+              base === "HEAD" ? Effect.fail(new NotAGitRepository({ path: located.root })) : Effect.fail(error)
+          )
+        )
+    const repo: RepoInfo = { ...located, head: baseCommit }
     const stateDir = stateDirOf(options, repo.root)
     const placement: Placement = {
       root: repo.root,
+      registry: path.join(repo.commonDir, "corral"),
+      ready: false,
       stateDir,
       dir: workspaceDir(stateDir, options.runId, options.agentId),
       branch: agentBranch(options.runId, options.agentId),
-      baseCommit: yield* resolveCommit(repo, options.base ?? "HEAD"),
+      baseCommit,
       warnings: yield* dirtyWarning(repo),
       copied: []
     }
-    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(addWorktree(repo, options, placement)), () =>
-      (options.keep === true ? keptByRequest("kept") : releaseWorktree(deps, repo, options.runId, placement)).pipe(
-        Effect.flatMap(finish)
-      )
+    const key = poolKey(repo.commonDir, options.runId)
+    if (recyclable(options)) yield* awaitPooled(deps.pools, key)
+    const create = Effect.suspend(() => {
+      const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
+      return pooled === undefined
+        ? addWorktree(repo, options, placement)
+        : reuseWorktree(repo, options, placement, pooled).pipe(
+            Effect.catch((error) =>
+              error instanceof BranchAlreadyExists
+                ? Effect.fail(error)
+                : Effect.andThen(discardPooled(repo, pooled), addWorktree(repo, options, placement))
+            )
+          )
+    })
+    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
+      (options.keep === true
+        ? keptByRequest("kept")
+        : recyclable(options)
+          ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
+          : releaseWorktree(deps, repo, options.runId, placement, false)
+      ).pipe(Effect.flatMap(finish))
     )
     yield* applySparse(placement.dir, options.sparse)
-    const copies = yield* copyDeclaredFiles(repo.root, placement.dir, options.copyFiles)
+    const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
+    placement.ready = true
     return { ...placement, warnings: [...placement.warnings, ...copies.warnings] }
   })
 
@@ -214,6 +357,8 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
     )
     const placement: Placement = {
       root,
+      registry: stateDir,
+      ready: true,
       stateDir,
       dir,
       branch: undefined,
@@ -230,6 +375,8 @@ const placeShared = (options: AcquireOptions, finish: Finish) =>
     yield* Effect.addFinalizer(() => finish({ workspace: "shared", branch: "none", reasons: [] }))
     const placement: Placement = {
       root,
+      registry: stateDirOf(options, root),
+      ready: true,
       stateDir: stateDirOf(options, root),
       dir: root,
       branch: undefined,
@@ -240,19 +387,21 @@ const placeShared = (options: AcquireOptions, finish: Finish) =>
     return placement
   })
 
-const copyDeclaredFile = (root: string, dir: string, file: string) =>
+const copyDeclaredFile = (placement: Placement, runId: string, file: string) =>
   Effect.gen(function* () {
+    const { root, dir } = placement
     const from = path.resolve(root, file)
     const relative = path.relative(root, from)
     if (relative.startsWith("..")) return { warning: `copyFiles: ${file} is outside ${root}; skipped` }
     if (!(yield* exists(from))) return { warning: `copyFiles: ${file} does not exist in ${root}; skipped` }
     if (yield* exists(path.join(dir, relative))) return { warning: `copyFiles: ${file} is tracked by git; skipped` }
+    yield* appendRecord(placement.registry, runId, { copy: relative, worktree: dir })
     yield* copyFile(from, path.join(dir, relative))
     return { copied: relative }
   })
 
-const copyDeclaredFiles = (root: string, dir: string, files: ReadonlyArray<string> | undefined) =>
-  Effect.forEach(files ?? [], (file) => copyDeclaredFile(root, dir, file)).pipe(
+const copyDeclaredFiles = (placement: Placement, runId: string, files: ReadonlyArray<string> | undefined) =>
+  Effect.forEach(files ?? [], (file) => copyDeclaredFile(placement, runId, file)).pipe(
     Effect.map((results) => ({
       warnings: results.flatMap((r) => ("warning" in r ? [r.warning] : [])),
       copied: results.flatMap((r) => ("copied" in r ? [r.copied] : []))
@@ -275,11 +424,11 @@ const place = (deps: AcquireDeps, options: AcquireOptions, strategy: Strategy, f
       ? placeCopy(options, finish)
       : placeShared(options, finish)
 
-const removeEmptyParent = (dir: string) =>
-  listDir(dir).pipe(
-    Effect.flatMap((entries) => (entries.length === 0 ? removePath(dir) : Effect.void)),
-    Effect.ignore
-  )
+/**
+ * Removes `dir` only if it is empty, in one `rmdir`: a check-then-remove would race with another
+ * agent's worktree being created in it and delete that live worktree.
+ */
+const removeEmptyParent = (dir: string) => Effect.promise(() => fs.rmdir(dir).catch(() => undefined))
 
 const cleanupPrivateDirs = (dirs: AgentDirs | undefined, outcome: Outcome) =>
   dirs === undefined
@@ -297,14 +446,17 @@ export const acquireWorkspace = (
     yield* validateId("runId", options.runId)
     yield* validateId("agentId", options.agentId)
     const strategy = options.strategy ?? "worktree"
-    const created: { dirs?: AgentDirs | undefined; dir?: string | undefined } = {}
+    const created: { dirs?: AgentDirs | undefined } = {}
+    const dir =
+      strategy === "none"
+        ? undefined
+        : workspaceDir(stateDirOf(options, path.resolve(options.repo)), options.runId, options.agentId)
     const finish: Finish = (outcome) =>
       cleanupPrivateDirs(created.dirs, outcome).pipe(
-        Effect.andThen(created.dir === undefined ? Effect.void : removeEmptyParent(path.dirname(created.dir))),
-        Effect.andThen(reportRelease(options, created.dir ?? options.repo, outcome))
+        Effect.andThen(dir === undefined ? Effect.void : removeEmptyParent(path.dirname(dir))),
+        Effect.andThen(reportRelease(options, dir ?? path.resolve(options.repo), outcome))
       )
     const placement = yield* place(deps, options, strategy, finish)
-    created.dir = strategy === "none" ? undefined : placement.dir
     const namespace = namespaceOf({ lockHash: yield* lockfileHash(placement.dir), agentId: options.agentId })
     const dirs = agentDirs(placement.stateDir, options.runId, options.agentId, namespace)
     created.dirs = dirs

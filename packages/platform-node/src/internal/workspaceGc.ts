@@ -7,6 +7,7 @@ import type { Config, GcItem, GcOptions, GcReport } from "../Workspace.ts"
 import { git, lines } from "./git.ts"
 import type { WorkspaceError } from "./workspaceErrors.ts"
 import { attempt, exists, listDir, removePath } from "./workspaceFs.ts"
+import { listRecordedRuns, readRecords, removeRecords } from "./runRegistry.ts"
 import { isLeaseAlive, type LeaseFile, leasePath, readLeases } from "./workspaceLease.ts"
 import {
   branchPrefix,
@@ -15,8 +16,7 @@ import {
   isAncestor,
   type RepoInfo,
   type RepoLocks,
-  resolveRepo,
-  worktreeDirty
+  resolveRepo
 } from "./workspaceRepo.ts"
 
 interface WorktreeEntry {
@@ -29,6 +29,8 @@ interface Collector {
   readonly kept: Array<GcItem & { readonly reason: string }>
   readonly dryRun: boolean
   readonly keptBranches: Set<string>
+  /** Files corral copied into worktrees (`copyFiles`): ignored, and corral's own. */
+  readonly copies: ReadonlySet<string>
 }
 
 const runOfBranch = (branch: string) => branch.slice(branchPrefix.length).split("/")[0]!
@@ -75,14 +77,22 @@ const act = (collector: Collector, item: GcItem, effect: Effect.Effect<unknown, 
 const keep = (collector: Collector, item: GcItem, reason: string) =>
   Effect.sync(() => collector.kept.push({ ...item, reason }))
 
+/** Uncommitted changes, untracked files, or ignored files other than the ones corral copied in. */
+const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
+  git(["status", "--porcelain", "--untracked-files=all", "--ignored=matching"], { cwd: dir }).pipe(
+    Effect.map((out) =>
+      lines(out).some((line) => !(line.startsWith("!! ") && copies.has(path.join(dir, line.slice(3)))))
+    )
+  )
+
 const collectWorktree = (repo: RepoInfo, locks: RepoLocks, collector: Collector, entry: WorktreeEntry) =>
   Effect.gen(function* () {
     const item: GcItem = { kind: "worktree", target: entry.path }
     if (!(yield* exists(entry.path))) return yield* act(collector, item, Effect.void)
-    const dirty = yield* worktreeDirty(entry.path).pipe(Effect.orElseSucceed(() => true))
+    const dirty = yield* holdsUserFiles(entry.path, collector.copies).pipe(Effect.orElseSucceed(() => true))
     if (dirty) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
-      return yield* keep(collector, item, "the worktree has uncommitted changes")
+      return yield* keep(collector, item, "the worktree has uncommitted changes or ignored files corral did not create")
     }
     const remove = git(["worktree", "remove", "--force", entry.path], { cwd: repo.root })
     yield* act(collector, item, locks(repo.commonDir).withPermit(remove))
@@ -155,9 +165,15 @@ const runAge = (stateDir: string, lease: LeaseFile | undefined, now: number) =>
         )
       )
 
-const deadRuns = (config: Config, options: GcOptions, stateDir: string, candidates: ReadonlySet<string>) =>
+const deadRuns = (
+  config: Config,
+  options: GcOptions,
+  registry: string,
+  stateDir: string,
+  candidates: ReadonlySet<string>
+) =>
   Effect.gen(function* () {
-    const leases = yield* readLeases(stateDir)
+    const leases = yield* readLeases(registry)
     const now = yield* Clock.currentTimeMillis
     const minAge = Duration.toMillis(Duration.fromInputUnsafe(options.olderThan ?? 0))
     const dead = new Set<string>()
@@ -177,23 +193,32 @@ export const collectGarbage = (
 ): Effect.Effect<GcReport, WorkspaceError> =>
   Effect.gen(function* () {
     const repo = yield* resolveRepo(options.repo)
+    const registry = path.join(repo.commonDir, "corral")
     const stateDir = path.resolve(options.stateDir ?? path.join(repo.root, ".corral"))
-    const collector: Collector = { removed: [], kept: [], dryRun: options.dryRun ?? false, keptBranches: new Set() }
+    const records = yield* Effect.forEach(yield* listRecordedRuns(registry), (runId) => readRecords(registry, runId))
+    const runOfPath = new Map(records.flatMap((r) => r.worktrees.map((dir) => [dir, r.runId] as const)))
+    const runOfRecordedBranch = new Map(records.flatMap((r) => r.branches.map((b) => [b, r.runId] as const)))
+    const collector: Collector = {
+      removed: [],
+      kept: [],
+      dryRun: options.dryRun ?? false,
+      keptBranches: new Set(),
+      copies: new Set(records.flatMap((r) => r.copies))
+    }
+    const underState = (dir: string) => dir.startsWith(path.join(stateDir, "worktrees") + path.sep)
     const worktrees = (yield* listWorktrees(repo.root)).filter(
-      (entry) =>
-        entry.branch?.startsWith(branchPrefix) || entry.path.startsWith(path.join(stateDir, "worktrees") + path.sep)
+      (entry) => runOfPath.has(entry.path) || underState(entry.path)
     )
-    const branches = yield* listCorralBranches(repo.root)
+    const branches = (yield* listCorralBranches(repo.root)).filter((branch) => runOfRecordedBranch.has(branch))
     const dirs = (yield* listDir(path.join(stateDir, "worktrees"))).map((entry) => entry.name)
-    const candidates = new Set([...branches.map(runOfBranch), ...dirs])
-    const { dead, leases } = yield* deadRuns(config, options, stateDir, candidates)
-    const runOfWorktree = (entry: WorktreeEntry) =>
-      entry.branch?.startsWith(branchPrefix) ? runOfBranch(entry.branch) : path.basename(path.dirname(entry.path))
+    const candidates = new Set([...records.map((r) => r.runId), ...dirs])
+    const { dead, leases } = yield* deadRuns(config, options, registry, stateDir, candidates)
+    const runOfWorktree = (entry: WorktreeEntry) => runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
     for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {
       yield* collectWorktree(repo, locks, collector, entry)
     }
     if (!collector.dryRun) yield* git(["worktree", "prune"], { cwd: repo.root })
-    const deadBranches = branches.filter((branch) => dead.has(runOfBranch(branch)))
+    const deadBranches = branches.filter((branch) => dead.has(runOfRecordedBranch.get(branch)!))
     const ordered = [
       ...deadBranches.filter((b) => !b.endsWith(`/${integrationName}`)),
       ...deadBranches.filter((b) => b.endsWith(`/${integrationName}`))
@@ -205,10 +230,15 @@ export const collectGarbage = (
       if (leases.has(runId)) {
         yield* act(
           collector,
-          { kind: "lease", target: leasePath(stateDir, runId) },
-          removePath(leasePath(stateDir, runId))
+          { kind: "lease", target: leasePath(registry, runId) },
+          removePath(leasePath(registry, runId))
         )
       }
+      const own = records.find((r) => r.runId === runId)
+      const keptAny = collector.kept.some(
+        (item) => own?.branches.includes(item.target) || own?.worktrees.includes(item.target)
+      )
+      if (own !== undefined && !keptAny && !collector.dryRun) yield* removeRecords(registry, runId).pipe(Effect.ignore)
     }
     return { removed: collector.removed, kept: collector.kept }
   })

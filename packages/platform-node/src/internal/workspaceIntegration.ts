@@ -4,20 +4,25 @@ import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Semaphore from "effect/Semaphore"
 import type {
+  CommittedWork,
   CommitResult,
+  History,
+  Identity,
   ConflictPrediction,
   Integration,
   IntegrationOptions,
   MergeResult,
   WorkspaceHandle
 } from "../Workspace.ts"
-import { corralIdentity, git, gitOutput } from "./git.ts"
+import { corralIdentity, GitError, git, gitOutput, lines } from "./git.ts"
+import { appendRecord } from "./runRegistry.ts"
 import { BranchAlreadyExists, IntegrationMoved, UnsupportedStrategy, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt } from "./workspaceFs.ts"
 import {
   branchExists,
   integrationBranch,
   isAncestor,
+  markMerged,
   type RepoInfo,
   type RepoLocks,
   resolveCommit,
@@ -43,7 +48,21 @@ const addAll = (handle: WorkspaceHandle) => [
   ...handle.copiedFiles.map((file) => `:(exclude,literal)${file}`)
 ]
 
-const trailer = (runId: string, agentId: string) => `\n\nCorral-Run: ${runId}\nCorral-Agent: ${agentId}`
+const trailerLines = (runId: string, agentId: string) => `Corral-Run: ${runId}\nCorral-Agent: ${agentId}`
+
+const withTrailers = (message: string, runId: string, agentId: string) =>
+  message.includes(`Corral-Agent: ${agentId}`)
+    ? message
+    : `${message.replace(/\s+$/, "")}\n\n${trailerLines(runId, agentId)}`
+
+const identityEnv = (author: Identity, committer: Identity): Record<string, string> => ({
+  GIT_AUTHOR_NAME: author.name,
+  GIT_AUTHOR_EMAIL: author.email,
+  GIT_COMMITTER_NAME: committer.name,
+  GIT_COMMITTER_EMAIL: committer.email
+})
+
+const noSigning = ["-c", "commit.gpgsign=false"]
 
 export const mergeTree = (cwd: string, ours: string, theirs: string): Effect.Effect<MergeTree, WorkspaceError> =>
   gitOutput(["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs], {
@@ -56,18 +75,59 @@ export const mergeTree = (cwd: string, ours: string, theirs: string): Effect.Eff
     })
   )
 
-const commitAll = (runId: string, handle: WorkspaceHandle, message: string) =>
+const pairOf = (a: string, b: string) => (a < b ? `${a} ${b}` : `${b} ${a}`)
+
+/** `git merge-tree` of two commits, reusing the last result for the same pair (merging is symmetric). */
+const mergeOf = (state: State, ours: string, theirs: string) =>
+  Effect.suspend(() => {
+    const pair = pairOf(ours, theirs)
+    if (state.lastMerge?.pair === pair) return Effect.succeed(state.lastMerge.result)
+    return Effect.tap(mergeTree(state.repo.root, ours, theirs), (result) =>
+      Effect.sync(() => {
+        state.lastMerge = { pair, result }
+      })
+    )
+  })
+
+interface State {
+  readonly repo: RepoInfo
+  readonly runId: string
+  readonly branch: string
+  readonly history: History
+  readonly author: Identity
+  readonly committer: Identity
+  /** The integration head as this process last set it (the compare-and-swap update checks it). */
+  head: string | undefined
+  /** Every commit this process set the branch to: a commit whose only parent is one of them descends from it. */
+  readonly pastHeads: Set<string>
+  /** The last merge computed (by a prediction or a merge), reused when the same pair is merged next. */
+  lastMerge: { readonly pair: string; readonly result: MergeTree } | undefined
+  /** Commits made by `commitAll`, per workspace, with their messages. */
+  /** Files changed between two commits, by `base..commit`. */
+  readonly changedFiles: Map<string, ReadonlySet<string>>
+  readonly committed: WeakMap<
+    WorkspaceHandle,
+    { readonly commit: string; readonly message: string; readonly parents: ReadonlyArray<string> }
+  >
+}
+
+const nothingToCommit = /nothing (added )?to commit|no changes added to commit/
+
+const commitAll = (state: State, handle: WorkspaceHandle, message: string) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
     yield* git(addAll(handle), { cwd })
-    const staged = yield* gitOutput(["diff", "--cached", "--quiet"], { cwd, okExitCodes: [1] })
-    if (staged.exitCode === 1) {
-      const full = `${message}${trailer(runId, handle.agentId)}`
-      yield* git([...corralIdentity, "commit", "--quiet", "--no-verify", "-m", full], { cwd })
+    const full = withTrailers(message, state.runId, handle.agentId)
+    const args = [...noSigning, "commit", "--quiet", "--no-verify", "--untracked-files=no", "-m", full]
+    const out = yield* gitOutput(args, { cwd, env: identityEnv(state.author, state.committer), okExitCodes: [1] })
+    if (out.exitCode === 1 && !nothingToCommit.test(out.stdout + out.stderr)) {
+      return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
     }
-    const commit = yield* git(["rev-parse", "HEAD"], { cwd })
-    return { commit, changed: staged.exitCode === 1 } satisfies CommitResult
+    const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")
+    const changed = out.exitCode === 0
+    if (changed) state.committed.set(handle, { commit, message: full, parents })
+    return { commit, changed } satisfies CommitResult
   })
 
 const casUpdate = (
@@ -76,7 +136,7 @@ const casUpdate = (
   next: string,
   expected: string
 ): Effect.Effect<string, WorkspaceError> =>
-  git(["update-ref", "-m", "corral: merge", `refs/heads/${branch}`, next, expected], { cwd: repo.root }).pipe(
+  git(["update-ref", "-m", "corral: merge", "--", `refs/heads/${branch}`, next, expected], { cwd: repo.root }).pipe(
     Effect.catchTag(
       "GitError",
       (error): Effect.Effect<never, WorkspaceError> =>
@@ -86,26 +146,158 @@ const casUpdate = (
     )
   )
 
-const mergeInto = (repo: RepoInfo, runId: string, branch: string, handle: WorkspaceHandle) =>
+interface SeriesCommit {
+  readonly commit: string
+  readonly parents: ReadonlyArray<string>
+  readonly authorName: string
+  readonly authorEmail: string
+  readonly authorDate: string
+  readonly message: string
+}
+
+const seriesOf = (repo: RepoInfo, head: string, tip: string) =>
+  git(["log", "-z", "--reverse", "--topo-order", "--format=%H%x01%P%x01%an%x01%ae%x01%aI%x01%B", `${head}..${tip}`], {
+    cwd: repo.root
+  }).pipe(
+    Effect.map((out) =>
+      out
+        .split("\0")
+        .filter((entry) => entry.trim().length > 0)
+        .map((entry): SeriesCommit => {
+          const [commit = "", parents = "", authorName = "", authorEmail = "", authorDate = "", message = ""] = entry
+            .replace(/^\n/, "")
+            .split("\x01")
+          return {
+            commit,
+            parents: parents.split(" ").filter((p) => p !== ""),
+            authorName,
+            authorEmail,
+            authorDate,
+            message
+          }
+        })
+    )
+  )
+
+type Landed =
+  | { readonly _tag: "Landed"; readonly commit: string }
+  | { readonly _tag: "Conflict"; readonly paths: ReadonlyArray<string> }
+
+const commitTree = (state: State, tree: string, parents: ReadonlyArray<string>, message: string, author: Identity) =>
+  git([...noSigning, "commit-tree", tree, ...parents.flatMap((p) => ["-p", p]), "-m", message], {
+    cwd: state.repo.root,
+    env: identityEnv(author, state.committer)
+  })
+
+const mergeCommit = (state: State, head: string, tip: string, agentRef: string, agentId: string) =>
   Effect.gen(function* () {
+    const merged = yield* mergeOf(state, head, tip)
+    if (merged.conflicts.length > 0) return { _tag: "Conflict", paths: merged.conflicts } satisfies Landed
+    const message = withTrailers(`corral: merge ${agentRef} into ${state.branch}`, state.runId, agentId)
+    const commit = yield* commitTree(state, merged.tree, [head, tip], message, state.author)
+    return { _tag: "Landed", commit } satisfies Landed
+  })
+
+const squashCommit = (state: State, head: string, tip: string, message: string, agentId: string) =>
+  Effect.gen(function* () {
+    const merged = yield* mergeTree(state.repo.root, head, tip)
+    if (merged.conflicts.length > 0) return { _tag: "Conflict", paths: merged.conflicts } satisfies Landed
+    const commit = yield* commitTree(
+      state,
+      merged.tree,
+      [head],
+      withTrailers(message, state.runId, agentId),
+      state.author
+    )
+    return { _tag: "Landed", commit } satisfies Landed
+  })
+
+/**
+ * Replays each commit of the agent onto the integration head without a working tree: a throwaway
+ * commit whose parents are the current head and the replayed commit's parent makes that parent the
+ * merge base, so `merge-tree` applies exactly the commit's own change (a cherry-pick).
+ */
+const replaySeries = (state: State, head: string, tip: string, agentId: string, fallback: string) =>
+  Effect.gen(function* () {
+    const series = yield* seriesOf(state.repo, head, tip)
+    if (series.some((c) => c.parents.length !== 1)) return yield* squashCommit(state, head, tip, fallback, agentId)
+    let current = head
+    for (const c of series) {
+      const pivot = yield* commitTree(
+        state,
+        `${current}^{tree}`,
+        [current, c.parents[0]!],
+        "corral: replay base",
+        state.author
+      )
+      const merged = yield* mergeTree(state.repo.root, pivot, c.commit)
+      if (merged.conflicts.length > 0) return { _tag: "Conflict", paths: merged.conflicts } satisfies Landed
+      const author = { name: c.authorName, email: c.authorEmail }
+      current = yield* commitTree(state, merged.tree, [current], withTrailers(c.message, state.runId, agentId), author)
+    }
+    return { _tag: "Landed", commit: current } satisfies Landed
+  })
+
+const mergeInto = (state: State, handle: WorkspaceHandle) =>
+  Effect.gen(function* () {
+    const { repo, branch } = state
     const agentRef = yield* requireWorktree(handle, "merge")
-    const head = yield* resolveCommit(repo, `refs/heads/${branch}`)
-    const tip = yield* resolveCommit(repo, `refs/heads/${agentRef}`)
-    if (yield* isAncestor(repo.root, tip, head)) return { _tag: "UpToDate", head } satisfies MergeResult
-    if (yield* isAncestor(repo.root, head, tip)) {
+    const head = state.head ?? (yield* resolveCommit(repo, `refs/heads/${branch}`))
+    const made = state.committed.get(handle)
+    const tip = made?.commit ?? (yield* resolveCommit(repo, `refs/heads/${agentRef}`))
+    if (tip === head || (made === undefined && (yield* isAncestor(repo.root, tip, head)))) {
+      return { _tag: "UpToDate", head } satisfies MergeResult
+    }
+    const message = made?.message ?? `corral ${state.runId}: ${handle.agentId}`
+    const parent = made !== undefined && made.parents.length === 1 ? made.parents[0] : undefined
+    const onHead = parent === head
+    const behindHead = parent !== undefined && parent !== head && state.pastHeads.has(parent)
+    const fastForward = onHead || (!behindHead && (yield* isAncestor(repo.root, head, tip)))
+    if (state.history !== "squash" && fastForward) {
+      if (state.history === "linear") {
+        const series = yield* seriesOf(repo, head, tip)
+        if (series.some((c) => c.parents.length !== 1)) {
+          return yield* land(
+            state,
+            handle,
+            agentRef,
+            head,
+            tip,
+            yield* squashCommit(state, head, tip, message, handle.agentId)
+          )
+        }
+      }
       yield* casUpdate(repo, branch, tip, head)
+      state.head = tip
+      state.pastHeads.add(tip)
+      markMerged(repo, agentRef, tip)
       return { _tag: "Merged", head: tip, fastForward: true } satisfies MergeResult
     }
-    const merged = yield* mergeTree(repo.root, head, tip)
-    if (merged.conflicts.length > 0) {
-      return { _tag: "Conflict", head, agentId: handle.agentId, branch: agentRef, paths: merged.conflicts } as const
+    const landed =
+      state.history === "merge"
+        ? yield* mergeCommit(state, head, tip, agentRef, handle.agentId)
+        : state.history === "squash"
+          ? yield* squashCommit(state, head, tip, message, handle.agentId)
+          : yield* replaySeries(state, head, tip, handle.agentId, message)
+    return yield* land(state, handle, agentRef, head, tip, landed)
+  }).pipe(
+    Effect.tapError((error) =>
+      Effect.sync(() => {
+        if (error._tag === "IntegrationMoved") state.head = undefined
+      })
+    )
+  )
+
+const land = (state: State, handle: WorkspaceHandle, agentRef: string, head: string, tip: string, landed: Landed) =>
+  Effect.gen(function* () {
+    if (landed._tag === "Conflict") {
+      return { _tag: "Conflict", head, agentId: handle.agentId, branch: agentRef, paths: landed.paths } as const
     }
-    const message = `corral: merge ${agentRef} into ${branch}${trailer(runId, handle.agentId)}`
-    const commit = yield* git([...corralIdentity, "commit-tree", merged.tree, "-p", head, "-p", tip, "-m", message], {
-      cwd: repo.root
-    })
-    yield* casUpdate(repo, branch, commit, head)
-    return { _tag: "Merged", head: commit, fastForward: false } satisfies MergeResult
+    yield* casUpdate(state.repo, state.branch, landed.commit, head)
+    state.head = landed.commit
+    state.pastHeads.add(landed.commit)
+    markMerged(state.repo, agentRef, tip)
+    return { _tag: "Merged", head: landed.commit, fastForward: false } satisfies MergeResult
   })
 
 const withTempIndex = <A, E>(use: (indexFile: string) => Effect.Effect<A, E>) =>
@@ -129,29 +321,77 @@ export const snapshot = (handle: WorkspaceHandle): Effect.Effect<string, Workspa
     })
   )
 
-const predict = (repo: RepoInfo, branch: string, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle>) =>
+/** Files `commit` changed since `base` (cached per pair: commits don't change). */
+const changedFiles = (state: State, base: string | undefined, commit: string) => {
+  if (base === undefined) return Effect.succeed(undefined)
+  const key = `${base}..${commit}`
+  const known = state.changedFiles.get(key)
+  if (known !== undefined) return Effect.succeed(known)
+  return Effect.map(
+    gitOutput(["diff", "--name-only", "--no-renames", "-z", base, commit, "--"], { cwd: state.repo.root }),
+    (out) => {
+      const files: ReadonlySet<string> = new Set(out.stdout.split("\0").filter((file) => file.length > 0))
+      state.changedFiles.set(key, files)
+      return files
+    }
+  )
+}
+
+const targetCommit = (state: State, target: WorkspaceHandle | CommittedWork): Effect.Effect<string, WorkspaceError> => {
+  if ("commit" in target) return Effect.succeed(target.commit)
+  const made = state.committed.get(target)
+  return made === undefined ? snapshot(target) : Effect.succeed(made.commit)
+}
+
+const baseOf = (target: WorkspaceHandle | CommittedWork): string | undefined =>
+  "commit" in target ? target.base : target.baseCommit
+
+/**
+ * Conflicts between this agent's work and the other live agents' work, from committed work (or a
+ * snapshot of a worktree not yet committed), never from a worktree being removed. Only files both
+ * agents changed themselves count: a change already in an agent's base is not its own, and a
+ * conflict with merged work is the merge's to report, right after.
+ */
+const predict = (state: State, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle | CommittedWork>) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "predict conflicts")
-    const mine = yield* snapshot(handle)
-    const head = yield* resolveCommit(repo, `refs/heads/${branch}`)
-    const targets = [
-      { agent: "integration", commit: Effect.succeed(head) },
-      ...others
-        .filter((other) => other.agentId !== handle.agentId && other.strategy === "worktree")
-        .map((other) => ({ agent: other.agentId, commit: snapshot(other) }))
-    ]
+    const mine = state.committed.get(handle)?.commit ?? (yield* snapshot(handle))
+    const mineChanged = yield* changedFiles(state, handle.baseCommit, mine)
+    const targets = others.filter(
+      (other) => other.agentId !== handle.agentId && ("commit" in other || other.strategy === "worktree")
+    )
     const found = yield* Effect.forEach(
       targets,
-      (target) =>
+      (other) =>
         Effect.gen(function* () {
-          const theirs = yield* target.commit
-          const { conflicts } = yield* mergeTree(repo.root, mine, theirs)
-          return conflicts.length === 0 ? [] : [{ agents: [handle.agentId, target.agent] as const, paths: conflicts }]
+          const theirs = yield* targetCommit(state, other)
+          const theirsChanged = yield* changedFiles(state, baseOf(other), theirs)
+          const { conflicts } = yield* mergeOf(state, mine, theirs)
+          const own = conflicts.filter((file) => (mineChanged?.has(file) ?? true) && (theirsChanged?.has(file) ?? true))
+          return own.length === 0 ? [] : [{ agents: [handle.agentId, other.agentId] as const, paths: own }]
         }),
       { concurrency: 4 }
     )
     return found.flat() satisfies ReadonlyArray<ConflictPrediction>
   })
+
+const fallbackIdentity: Identity = { name: "corral", email: "corral@localhost" }
+
+/** The user's `user.name` and `user.email` in `repo`, or corral's own identity when either is unset. */
+const userIdentity = (repo: RepoInfo) =>
+  gitOutput(["config", "--get-regexp", "^user\\.(name|email)$"], { cwd: repo.root, okExitCodes: [1] }).pipe(
+    Effect.map((out): Identity => {
+      const values = new Map(
+        lines(out.stdout).map((line) => {
+          const space = line.indexOf(" ")
+          return [line.slice(0, space), line.slice(space + 1)] as const
+        })
+      )
+      const name = values.get("user.name")
+      const email = values.get("user.email")
+      return name === undefined || email === undefined || name === "" ? fallbackIdentity : { name, email }
+    })
+  )
 
 export const makeIntegration = (
   locks: RepoLocks,
@@ -162,23 +402,44 @@ export const makeIntegration = (
     const repo = yield* resolveRepo(options.repo)
     const branch = integrationBranch(options.runId)
     const baseCommit = yield* resolveCommit(repo, options.base ?? "HEAD")
+    const author = options.author ?? (yield* userIdentity(repo))
     yield* locks(repo.commonDir).withPermit(
       Effect.gen(function* () {
         if (yield* branchExists(repo.root, branch)) {
           return yield* new BranchAlreadyExists({ repo: repo.root, branch })
         }
-        yield* git(["branch", "--no-track", branch, baseCommit], { cwd: repo.root })
+        yield* appendRecord(path.join(repo.commonDir, "corral"), options.runId, { branch })
+        yield* git(["branch", "--no-track", "--", branch, baseCommit], { cwd: repo.root })
       })
     )
     const mergeLock = yield* Semaphore.make(1)
+    const state: State = {
+      repo,
+      runId: options.runId,
+      branch,
+      history: options.history ?? "merge",
+      author,
+      committer: options.committer ?? author,
+      head: baseCommit,
+      pastHeads: new Set([baseCommit]),
+      lastMerge: undefined,
+      changedFiles: new Map(),
+      committed: new WeakMap()
+    }
     return {
       repo: repo.root,
       runId: options.runId,
       branch,
       baseCommit,
-      head: () => resolveCommit(repo, `refs/heads/${branch}`),
-      commitAll: (handle, message) => commitAll(options.runId, handle, message),
-      merge: (handle) => mergeLock.withPermit(mergeInto(repo, options.runId, branch, handle)),
-      predictConflicts: (handle, others) => predict(repo, branch, handle, others)
+      history: state.history,
+      author: state.author,
+      committer: state.committer,
+      head: () =>
+        Effect.suspend(() =>
+          state.head !== undefined ? Effect.succeed(state.head) : resolveCommit(repo, `refs/heads/${branch}`)
+        ),
+      commitAll: (handle, message) => commitAll(state, handle, message),
+      merge: (handle) => mergeLock.withPermit(mergeInto(state, handle)),
+      predictConflicts: (handle, others) => predict(state, handle, others)
     }
   })

@@ -9,7 +9,8 @@ import type { Config, RunLease } from "../Workspace.ts"
 import { hostname } from "./workspaceEnv.ts"
 import { InvalidWorkspaceId, type WorkspaceError } from "./workspaceErrors.ts"
 import { isPidAlive, listDir, readTextOrUndefined, removePath, writeText } from "./workspaceFs.ts"
-import { excludeStateDir, resolveRepo, validateId } from "./workspaceRepo.ts"
+import { registryRoot } from "./runRegistry.ts"
+import { validateId } from "./workspaceRepo.ts"
 
 export interface LeaseFile {
   readonly pid: number
@@ -18,14 +19,8 @@ export interface LeaseFile {
   readonly heartbeatAt: number
 }
 
-export const leasePath = (stateDir: string, runId: string) => path.join(stateDir, "runs", `${runId}.json`)
-
-const prepareStateDir = (repo: string) =>
-  resolveRepo(repo).pipe(
-    Effect.tap((info) => excludeStateDir(info, path.join(info.root, ".corral"))),
-    Effect.map((info) => path.join(info.root, ".corral")),
-    Effect.catchTag("NotAGitRepository", () => Effect.succeed(path.join(path.resolve(repo), ".corral")))
-  )
+/** `root` is the run registry's folder ({@link registryRoot}). */
+export const leasePath = (root: string, runId: string) => path.join(root, "runs", `${runId}.json`)
 
 const parseLease = (text: string | undefined): LeaseFile | undefined => {
   if (text === undefined) return undefined
@@ -44,15 +39,15 @@ const parseLease = (text: string | undefined): LeaseFile | undefined => {
   }
 }
 
-export const readLease = (stateDir: string, runId: string) =>
-  readTextOrUndefined(leasePath(stateDir, runId)).pipe(Effect.map(parseLease))
+export const readLease = (root: string, runId: string) =>
+  readTextOrUndefined(leasePath(root, runId)).pipe(Effect.map(parseLease))
 
-export const readLeases = (stateDir: string) =>
-  listDir(path.join(stateDir, "runs")).pipe(
+export const readLeases = (root: string) =>
+  listDir(path.join(root, "runs")).pipe(
     Effect.flatMap((entries) =>
       Effect.forEach(
         entries.filter((entry) => entry.name.endsWith(".json")).map((entry) => entry.name.slice(0, -5)),
-        (runId) => readLease(stateDir, runId).pipe(Effect.map((lease) => [runId, lease] as const))
+        (runId) => readLease(root, runId).pipe(Effect.map((lease) => [runId, lease] as const))
       )
     ),
     Effect.map((pairs) => new Map(pairs.filter((pair): pair is readonly [string, LeaseFile] => pair[1] !== undefined)))
@@ -73,10 +68,10 @@ export const registerRun = (
 ): Effect.Effect<RunLease, WorkspaceError, Scope.Scope> =>
   Effect.gen(function* () {
     yield* validateId("runId", runId)
-    const stateDir = yield* prepareStateDir(repo)
-    const file = leasePath(stateDir, runId)
+    const root = yield* registryRoot(repo)
+    const file = leasePath(root, runId)
     const now = yield* Clock.currentTimeMillis
-    if (isLeaseAlive(yield* readLease(stateDir, runId), now, config.staleAfter)) {
+    if (isLeaseAlive(yield* readLease(root, runId), now, config.staleAfter)) {
       return yield* new InvalidWorkspaceId({ field: "runId", value: runId, reason: `run is already live (${file})` })
     }
     const lease: LeaseFile = { pid: process.pid, hostname: hostname(), startedAt: now, heartbeatAt: now }
@@ -92,5 +87,5 @@ export const registerRun = (
     return { runId, path: file, pid: lease.pid, hostname: lease.hostname, startedAt: lease.startedAt }
   })
 
-export const removeLeaseFile = (stateDir: string, runId: string) =>
-  Effect.promise(() => fs.rm(leasePath(stateDir, runId), { force: true }))
+export const removeLeaseFile = (root: string, runId: string) =>
+  Effect.promise(() => fs.rm(leasePath(root, runId), { force: true }))

@@ -32,20 +32,37 @@ export const validateId = (field: "runId" | "agentId", value: string) => {
   return Effect.void
 }
 
+const locations = new Map<string, { readonly root: string; readonly commonDir: string }>()
+
+const locate = (
+  absolute: string
+): Effect.Effect<{ readonly root: string; readonly commonDir: string }, NotAGitRepository | GitFailure | FsFailure> =>
+  Effect.gen(function* () {
+    const known = locations.get(absolute)
+    if (known !== undefined && (yield* exists(known.commonDir))) return known
+    if (!(yield* exists(absolute))) return yield* new NotAGitRepository({ path: absolute })
+    const out = yield* git(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], {
+      cwd: absolute
+    }).pipe(Effect.catchTag("GitError", () => Effect.fail(new NotAGitRepository({ path: absolute }))))
+    const [root = "", commonDir = ""] = out.split("\n")
+    const found = { root, commonDir }
+    locations.set(absolute, found)
+    return found
+  })
+
+/** The repository holding `repo`; its root and git folder are looked up once per process. */
 export const resolveRepo = (repo: string): Effect.Effect<RepoInfo, NotAGitRepository | GitFailure | FsFailure> =>
   Effect.gen(function* () {
     const absolute = path.resolve(repo)
-    if (!(yield* exists(absolute))) return yield* new NotAGitRepository({ path: absolute })
-    const notRepo = () => Effect.fail(new NotAGitRepository({ path: absolute }))
-    const root = yield* git(["rev-parse", "--show-toplevel"], { cwd: absolute }).pipe(
-      Effect.catchTag("GitError", notRepo)
-    )
-    const commonDir = yield* git(["rev-parse", "--path-format=absolute", "--git-common-dir"], { cwd: root })
+    const { root, commonDir } = yield* locate(absolute)
     const head = yield* git(["rev-parse", "--verify", "HEAD^{commit}"], { cwd: root }).pipe(
-      Effect.catchTag("GitError", notRepo)
+      Effect.catchTag("GitError", () => Effect.fail(new NotAGitRepository({ path: absolute })))
     )
     return { root, commonDir, head }
   })
+
+/** The repository's root and git folder without its `HEAD` (one git command the first time, none after). */
+export const locateRepo = (repo: string) => locate(path.resolve(repo))
 
 export const resolveCommit = (repo: RepoInfo, rev: string) =>
   git(["rev-parse", "--verify", `${rev}^{commit}`], { cwd: repo.root })
@@ -74,6 +91,21 @@ export const excludeStateDir = (repo: RepoInfo, stateDir: string) => {
     const separator = current.length === 0 || current.endsWith("\n") ? "" : "\n"
     await fs.appendFile(file, `${separator}# corral workspaces\n${pattern}\n`)
   })
+}
+
+const mergedTips = new Map<string, string>()
+
+/** Notes that `branch` was merged at `tip`: its release may delete it while it still points there. */
+export const markMerged = (repo: RepoInfo, branch: string, tip: string) => {
+  mergedTips.set(`${repo.commonDir}\0${branch}`, tip)
+}
+
+/** The tip at which `branch` was merged by this process, forgotten once read. */
+export const takeMergedTip = (commonDir: string, branch: string): string | undefined => {
+  const key = `${commonDir}\0${branch}`
+  const tip = mergedTips.get(key)
+  mergedTips.delete(key)
+  return tip
 }
 
 export const makeRepoLocks = () => {

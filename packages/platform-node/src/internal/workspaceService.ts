@@ -1,19 +1,24 @@
 import * as Effect from "effect/Effect"
 import type { Config, Workspace } from "../Workspace.ts"
-import { acquireWorkspace } from "./workspaceAcquire.ts"
+import { acquireWorkspace, drainPool } from "./workspaceAcquire.ts"
 import { makePortAllocator } from "./workspaceEnv.ts"
 import { collectGarbage } from "./workspaceGc.ts"
 import { makeIntegration } from "./workspaceIntegration.ts"
 import { registerRun } from "./workspaceLease.ts"
+import { makePools } from "./workspacePool.ts"
 import { makeRepoLocks } from "./workspaceRepo.ts"
 
 export const makeWorkspace = (config: Config): Workspace["Service"] => {
   const locks = makeRepoLocks()
+  const pools = makePools()
   const ports = makePortAllocator({ base: config.portBase, size: config.portsPerAgent, blocks: config.portBlocks })
   return {
-    acquire: (options) => acquireWorkspace({ locks, ports }, options),
+    acquire: (options) => acquireWorkspace({ locks, ports, pools }, options),
     integration: (options) => makeIntegration(locks, options),
-    registerRun: (repo, runId) => registerRun(config, repo, runId),
+    registerRun: (repo, runId) =>
+      registerRun(config, repo, runId).pipe(
+        Effect.tap(() => Effect.addFinalizer(() => drainPool({ locks, pools }, runId)))
+      ),
     gc: (options) => collectGarbage(config, locks, options).pipe(Effect.withSpan("Workspace.gc"))
   }
 }

@@ -1,0 +1,286 @@
+import { execFile, execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { mulberry32 } from "../lib/async.ts"
+import { metricAtLeast, metricAtMost, ratioAtMost } from "../lib/targets.ts"
+import type { Approach, Case, Sample, Scenario } from "../types.ts"
+
+interface Params {
+  /** A generated repository shared by every run of the case (each run works on its own clone). */
+  readonly source: string
+  readonly scratch: string
+  readonly concurrency: number
+  /** The tree a sequential run produces, the reference every approach is compared with. */
+  readonly expectedTree: string
+}
+
+const ms = (value: number) => `${value.toFixed(0)} ms`
+const same = (value: number) => (value === 1 ? "same tree" : "different tree")
+
+const AGENTS = 10
+const FOLDERS_PER_AGENT = 10
+const corralBin = fileURLToPath(new URL("../../../cli/bin/corral", import.meta.url))
+
+const git = (cwd: string, ...args: Array<string>) =>
+  execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@bench", ...args], {
+    cwd,
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024
+  }).trim()
+
+const sh = (cwd: string, command: string) =>
+  new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
+    execFile("sh", ["-c", command], { cwd, maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) =>
+      error === null ? resolve({ stdout, stderr }) : reject(new Error(`${command}: ${stderr || error.message}`))
+    )
+  )
+
+/** A CPU-bound, deterministic rewrite of every file in the folders given: a formatter's stand-in. */
+const rewriteScript = `
+import { createHash } from "node:crypto"
+import { readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+for (const folder of process.argv.slice(2)) {
+  for (const name of readdirSync(folder).sort()) {
+    const file = join(folder, name)
+    const lines = readFileSync(file, "utf8").split("\\n")
+    const out = lines.map((line) => {
+      let digest = line
+      for (let round = 0; round < 40; round++) digest = createHash("sha256").update(digest).digest("hex")
+      return line.length === 0 ? line : line.trim().replace(/\\s+/g, " ") + " // " + digest.slice(0, 8)
+    })
+    writeFileSync(file, out.join("\\n"))
+  }
+}
+`
+
+const checkScript = `
+import { readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+let files = 0
+for (const pkg of readdirSync("src").sort())
+  for (const mod of readdirSync(join("src", pkg)).sort())
+    for (const name of readdirSync(join("src", pkg, mod))) {
+      const text = readFileSync(join("src", pkg, mod, name), "utf8")
+      if (!text.includes(" // ")) { console.error("not rewritten: " + join(pkg, mod, name)); process.exit(1) }
+      files++
+    }
+writeFileSync("CHECKED.txt", files + " files rewritten\\n")
+`
+
+const folderOf = (agent: number, folder: number) => `src/pkg${agent}/mod${folder}`
+
+const generate = (root: string, files: number, bytesPerFile: number) => {
+  const random = mulberry32(20_261_126)
+  fs.mkdirSync(root, { recursive: true })
+  git(root, "init", "--quiet", "--initial-branch=main")
+  const words = ["const", "value", "return", "async", "await", "export", "import", "type", "=>", "{", "}"]
+  for (let i = 0; i < files; i++) {
+    const folder = folderOf(i % AGENTS, Math.floor(i / AGENTS) % FOLDERS_PER_AGENT)
+    fs.mkdirSync(path.join(root, folder), { recursive: true })
+    const lines: Array<string> = []
+    let size = 0
+    while (size < bytesPerFile) {
+      const line = Array.from({ length: 8 }, () => words[Math.floor(random() * words.length)]).join("   ")
+      lines.push(line)
+      size += line.length + 1
+    }
+    fs.writeFileSync(path.join(root, folder, `file${i}.ts`), `${lines.join("\n")}\n`)
+  }
+  fs.writeFileSync(path.join(root, "CHANGELOG.md"), "# Changelog\n\n- pkg0: pending\n\n- pkg1: pending\n")
+  git(root, "add", ".")
+  git(root, "commit", "--quiet", "-m", "generated")
+}
+
+const agentCommand = (tools: string, agent: number) => {
+  const folders = Array.from({ length: FOLDERS_PER_AGENT }, (_, f) => folderOf(agent, f)).join(" ")
+  const changelog = agent < 2 ? ` && sed -i 's/- pkg${agent}: pending/- pkg${agent}: formatted/' CHANGELOG.md` : ""
+  return `node ${path.join(tools, "rewrite.mjs")} ${folders}${changelog}`
+}
+
+const checkCommand = (tools: string) => `node ${path.join(tools, "check.mjs")}`
+
+const planYaml = (tools: string) =>
+  [
+    "agents:",
+    ...Array.from({ length: AGENTS }, (_, agent) =>
+      [
+        `  - id: fmt-pkg${agent}`,
+        `    run: ${JSON.stringify(agentCommand(tools, agent))}`,
+        `    claims: { write: [src/pkg${agent}/${agent < 2 ? ", CHANGELOG.md" : ""}] }`
+      ].join("\n")
+    ),
+    "  - id: check",
+    `    run: ${JSON.stringify(checkCommand(tools))}`,
+    `    dependsOn: [${Array.from({ length: AGENTS }, (_, a) => `fmt-pkg${a}`).join(", ")}]`,
+    ""
+  ].join("\n")
+
+let clones = 0
+const cloneOf = (params: Params) => {
+  const dir = path.join(params.scratch, `clone-${clones++}`)
+  execFileSync("git", ["clone", "--quiet", "--local", params.source, dir])
+  return dir
+}
+
+const toolsOf = (params: Params) => path.join(params.scratch, "tools")
+
+const treeOf = (dir: string) => {
+  git(dir, "add", "--all")
+  return git(dir, "write-tree")
+}
+
+const finish = (dir: string, expectedTree: string, ms: number, metrics: Record<string, number> = {}): Sample => {
+  const sameTree = treeOf(dir) === expectedTree ? 1 : 0
+  fs.rmSync(dir, { recursive: true, force: true })
+  return { ms, metrics: { ...metrics, sameTree } }
+}
+
+const sequential: Approach<Params> = {
+  name: "sequential",
+  run: async (params) => {
+    const dir = cloneOf(params)
+    const tools = toolsOf(params)
+    const start = performance.now()
+    for (let agent = 0; agent < AGENTS; agent++) await sh(dir, agentCommand(tools, agent))
+    await sh(dir, checkCommand(tools))
+    return finish(dir, params.expectedTree, performance.now() - start)
+  }
+}
+
+const xargs: Approach<Params> = {
+  name: "xargs -P N",
+  run: async (params) => {
+    const dir = cloneOf(params)
+    const tools = toolsOf(params)
+    const commands = Array.from({ length: AGENTS }, (_, agent) => agentCommand(tools, agent))
+    const list = path.join(params.scratch, `xargs-${clones}.txt`)
+    fs.writeFileSync(list, `${commands.join("\n")}\n`)
+    const start = performance.now()
+    await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`)
+    await sh(dir, checkCommand(tools))
+    return finish(dir, params.expectedTree, performance.now() - start)
+  }
+}
+
+interface CorralEvent {
+  readonly type: string
+  readonly at: number
+  readonly agentId?: string
+}
+
+/** Per agent: how long after its `Merged` event its slot was free (`Finished`). */
+const slotHoldMs = (events: ReadonlyArray<CorralEvent>) => {
+  const merged = new Map(events.filter((e) => e.type === "Merged").map((e) => [e.agentId, e.at]))
+  const holds = events
+    .filter((e) => e.type === "Finished" && merged.has(e.agentId))
+    .map((e) => e.at - merged.get(e.agentId)!)
+  return holds.length === 0 ? 0 : Math.max(...holds)
+}
+
+const gitPerAgent = (stderr: string) => {
+  const rows = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms$/gm)].filter((m) => m[1] !== "total")
+  const commands = rows.reduce((sum, m) => sum + Number(m[2]), 0)
+  const ms = rows.reduce((sum, m) => sum + Number(m[3]), 0)
+  return rows.length === 0
+    ? { gitPerAgent: 0, gitMsPerAgent: 0 }
+    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length }
+}
+
+const corral: Approach<Params> = {
+  name: "corral",
+  run: async (params) => {
+    const dir = cloneOf(params)
+    const plan = path.join(params.scratch, "plan.yaml")
+    const state = path.join(params.scratch, `state-${clones}`)
+    const start = performance.now()
+    const out = await sh(
+      dir,
+      `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`
+    )
+    const ms = performance.now() - start
+    const events = out.stdout
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as CorralEvent)
+    const integration = git(dir, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/")
+      .split("\n")
+      .find((ref) => ref.endsWith("/integration"))
+    if (integration === undefined) throw new Error("corral left no integration branch")
+    const sameTree = git(dir, "rev-parse", `${integration}^{tree}`) === params.expectedTree ? 1 : 0
+    fs.rmSync(dir, { recursive: true, force: true })
+    fs.rmSync(state, { recursive: true, force: true })
+    return { ms, metrics: { ...gitPerAgent(out.stderr), slotHoldMs: slotHoldMs(events), sameTree } }
+  }
+}
+
+const prepare = (base: string, quick: boolean) => {
+  const scratch = fs.mkdtempSync(path.join(base, "corral-bench-real-"))
+  const source = path.join(scratch, "source")
+  generate(source, quick ? 400 : 2000, quick ? 2_000 : 10_000)
+  const tools = path.join(scratch, "tools")
+  fs.mkdirSync(tools)
+  fs.writeFileSync(path.join(tools, "rewrite.mjs"), rewriteScript)
+  fs.writeFileSync(path.join(tools, "check.mjs"), checkScript)
+  fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools))
+  const reference = path.join(scratch, "reference")
+  execFileSync("git", ["clone", "--quiet", "--local", source, reference])
+  for (let agent = 0; agent < AGENTS; agent++)
+    execFileSync("sh", ["-c", agentCommand(tools, agent)], { cwd: reference })
+  execFileSync("sh", ["-c", checkCommand(tools)], { cwd: reference })
+  const expectedTree = treeOf(reference)
+  fs.rmSync(reference, { recursive: true, force: true })
+  process.once("exit", () => fs.rmSync(scratch, { recursive: true, force: true }))
+  return { source, scratch, expectedTree }
+}
+
+const locations = () =>
+  [
+    { name: "tmpfs", dir: "/dev/shm" },
+    { name: "disk", dir: os.tmpdir() }
+  ].filter((location) => fs.existsSync(location.dir))
+
+/**
+ * A real-scale worktree run: a generated repository shaped like a real one (≈ 2,000 files in ≈ 100
+ * folders, ≈ 20 MB), a CPU-bound deterministic rewrite split by folder across 10 agents with write
+ * claims on their folders, two of them serialized on `CHANGELOG.md`, and a `check` agent depending on
+ * all ten. corral (`corral run --concurrency N`) against the same commands run one after another and
+ * through `xargs -P N` in one folder (no isolation, no claims, no merge), on tmpfs and on disk.
+ */
+export const workspacesReal: Scenario<Params> = {
+  name: "workspaces-real",
+  description:
+    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N",
+  floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
+  targets: [
+    ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),
+    metricAtMost("git process time ≤ 0.3 s per agent on tmpfs", /tmpfs/, "corral", "gitMsPerAgent", 300, ms),
+    metricAtMost("a slot is free ≤ 50 ms after the agent's merge", /./, "corral", "slotHoldMs", 50, ms),
+    metricAtLeast("corral's integration tree equals the sequential result", /./, "corral", "sameTree", 1, same)
+  ],
+  floorApproach: "xargs -P N",
+  reps: 3,
+  timeoutMs: 600_000,
+  columns: [
+    { key: "gitPerAgent", label: "git cmds/agent", format: (v) => v.toFixed(1) },
+    { key: "gitMsPerAgent", label: "git ms/agent", format: (v) => v.toFixed(0) },
+    { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
+    { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
+  ],
+  approaches: [sequential, xargs, corral],
+  cases: ({ quick }) => {
+    const cases: Array<Case<Params>> = []
+    for (const location of locations()) {
+      const prepared = prepare(location.dir, quick)
+      for (const concurrency of [2, 4]) {
+        cases.push({
+          label: `N = ${concurrency} on ${location.name}${quick ? " (quick: 400 files)" : ""}`,
+          params: { ...prepared, concurrency }
+        })
+      }
+    }
+    return cases
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * `corral status`: a recorded run agent by agent, live while it runs — waiting (for what: claims
+ * and their holders, dependencies, a rate limit), running (elapsed, attempt), done (outcome).
+ *
+ * @since 0.1.0
+ */
+import type { AgentRecord, RunRecord } from "@corral/platform-node/RunRecord"
+import * as OutcomeText from "./OutcomeText.ts"
+import * as TerminalText from "./TerminalText.ts"
+
+const time = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(0, 19)
+
+const attemptText = (agent: AgentRecord): string =>
+  agent.attempts > 1 ? `, attempt ${agent.attempts}` : agent.attempts === 1 ? ", attempt 1" : ""
+
+/**
+ * What one agent is doing, e.g. `running 12.3s, attempt 2` or `waiting for src/a.ts (write, held by b)`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const agentState = (run: RunRecord, agent: AgentRecord, now: number): string => {
+  if (agent.outcome !== null) {
+    const took =
+      agent.startedAt === null || agent.endedAt === null
+        ? ""
+        : ` in ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
+    const detail = agent.detail.length > 0 ? ` — ${agent.detail}` : ""
+    return `${OutcomeText.word(agent.outcome)}${took}${attemptText(agent)}${detail}`
+  }
+  if (run.status !== "running") return `never finished (the run is ${run.status})`
+  const last = agent.spans.at(-1)
+  if (agent.state === "running" || (agent.state === undefined && last?.kind === "running")) {
+    const since = agent.startedAt ?? last?.start ?? now
+    return `running ${OutcomeText.seconds(now - since)}${attemptText(agent)}`
+  }
+  if (agent.state === "waiting" && last?.kind === "waiting-claims") return `waiting for ${last.note ?? "claims"}`
+  if (agent.state === "waiting" && last?.kind === "waiting-rate-limit")
+    return `waiting for rate limit ${last.note ?? ""}`.trim()
+  const unfinished = agent.dependsOn.filter(
+    (dep) => run.agents.find((other) => other.agentId === dep)?.outcome === null
+  )
+  if (unfinished.length > 0) return `waiting for ${unfinished.join(", ")} to finish`
+  return agent.state === "queued" ? "queued for a free slot" : "pending"
+}
+
+/**
+ * The text `corral status` prints.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const render = (run: RunRecord, now: number): string => {
+  const took = OutcomeText.seconds((run.endedAt ?? now) - run.startedAt)
+  const stopped = run.stopReason === undefined ? "" : ` (${run.stopReason})`
+  const lines = [
+    `run ${run.runId}: ${run.status}${stopped}, plan ${run.planFile}, started ${time(run.startedAt)}, ${took}`
+  ]
+  const idWidth = Math.min(24, Math.max(5, ...run.agents.map((agent) => TerminalText.width(agent.agentId))))
+  for (const agent of run.agents)
+    lines.push(`  ${TerminalText.pad(agent.agentId, idWidth)}  ${agentState(run, agent, now)}`)
+  return lines.join("\n")
+}

@@ -1,0 +1,226 @@
+import * as Git from "@corral/platform-node/Git"
+import * as RunLedger from "@corral/platform-node/RunLedger"
+import type { RunRecord } from "@corral/platform-node/RunRecord"
+import { Duration, Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import * as NodeReadline from "node:readline"
+import { CliExit, invalidInput } from "../CliExit.ts"
+import * as OutputGuard from "../OutputGuard.ts"
+import { type Paths, resolve } from "../Paths.ts"
+import { isAlive } from "./run.ts"
+
+interface Removal {
+  readonly runId: string
+  readonly worktrees: ReadonlyArray<string>
+  readonly branches: ReadonlyArray<string>
+  readonly folders: ReadonlyArray<string>
+}
+
+const say = (text: string) => OutputGuard.write(process.stdout, `${text}\n`)
+
+const parseAge = (text: string) => {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
+  if (match === null) return undefined
+  const units = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
+  return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
+}
+
+/** The worktrees git has registered for a run: on one of its branches or under its worktree folder. */
+const worktreesOf = (repo: string, stateDir: string, runId: string) =>
+  Git.run(["worktree", "list", "--porcelain"], { cwd: repo }).pipe(
+    Effect.map((out) =>
+      out.split("\n\n").flatMap((block) => {
+        const fields = block.split("\n")
+        const dir = fields.find((line) => line.startsWith("worktree "))?.slice("worktree ".length)
+        const branch = fields.find((line) => line.startsWith("branch "))?.slice("branch refs/heads/".length)
+        if (dir === undefined) return []
+        const inFolder = dir.startsWith(`${NodePath.join(stateDir, "worktrees", runId)}${NodePath.sep}`)
+        return inFolder || branch?.startsWith(`corral/${runId}/`) === true ? [dir] : []
+      })
+    )
+  )
+
+/** The branches corral made for a run: one per recorded agent and the integration branch, when they exist. */
+const branchesOf = (repo: string, run: RunRecord) =>
+  Effect.filter(
+    [...run.agents.map((agent) => agent.agentId), "integration"].map((name) => `corral/${run.runId}/${name}`),
+    (branch) => Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`], { cwd: repo })
+  )
+
+const planRemoval = (paths: Paths, run: RunRecord) =>
+  Effect.gen(function* () {
+    const folders = [
+      NodePath.join(paths.stateDir, "runs", run.runId),
+      NodePath.join(paths.stateDir, "runs", `${run.runId}.json`),
+      NodePath.join(paths.stateDir, "worktrees", run.runId)
+    ].filter((folder) => NodeFs.existsSync(folder))
+    return {
+      runId: run.runId,
+      worktrees: yield* worktreesOf(paths.repo, paths.stateDir, run.runId),
+      branches: yield* branchesOf(paths.repo, run),
+      folders
+    } satisfies Removal
+  })
+
+const remove = (repo: string, removal: Removal) =>
+  Effect.gen(function* () {
+    for (const dir of removal.worktrees) {
+      yield* Git.run(["worktree", "remove", "--force", "--force", dir], { cwd: repo })
+      say(`removed worktree ${dir}`)
+    }
+    yield* Effect.ignore(Git.run(["worktree", "prune"], { cwd: repo }))
+    for (const branch of removal.branches) {
+      yield* Git.run(["branch", "-D", branch], { cwd: repo })
+      say(`removed branch ${branch}`)
+    }
+    for (const folder of removal.folders) {
+      NodeFs.rmSync(folder, { recursive: true, force: true })
+      say(`removed ${folder}`)
+    }
+  })
+
+const confirm = (question: string): Effect.Effect<boolean> =>
+  Effect.callback<boolean>((resume) => {
+    const rl = NodeReadline.createInterface({ input: process.stdin, output: process.stderr })
+    let answered = false
+    rl.question(question, (answer) => {
+      answered = true
+      rl.close()
+      resume(Effect.succeed(/^y(es)?$/i.test(answer.trim())))
+    })
+    rl.on("close", () => {
+      if (!answered) resume(Effect.succeed(false))
+    })
+    return Effect.sync(() => rl.close())
+  })
+
+interface Flags {
+  readonly runId: Option.Option<string>
+  readonly allMerged: boolean
+  readonly olderThan: Option.Option<string>
+  readonly yes: boolean
+  readonly repo: Option.Option<string>
+  readonly stateDir: Option.Option<string>
+}
+
+const select = (ledger: RunLedger.Service, flags: Flags) =>
+  Effect.gen(function* () {
+    const runs = (yield* ledger.listRuns()).filter((run) => run.status !== "discarded")
+    if (Option.isSome(flags.runId)) {
+      const wanted = flags.runId.value
+      const found = runs.find((run) => run.runId === wanted)
+      if (found === undefined) return yield* invalidInput(`no such run ${JSON.stringify(wanted)} to discard`)
+      return [found]
+    }
+    const age = Option.map(flags.olderThan, parseAge)
+    if (Option.isSome(age) && age.value === undefined)
+      return yield* invalidInput(
+        `--older-than ${Option.getOrElse(flags.olderThan, () => "")}: expected an age such as 12h or 7d`
+      )
+    const cutoff = Option.isSome(age) && age.value !== undefined ? Date.now() - Duration.toMillis(age.value) : undefined
+    if (!flags.allMerged && cutoff === undefined)
+      return yield* invalidInput("give a run id, --all-merged or --older-than AGE (corral runs lists the runs)")
+    return runs.filter(
+      (run) =>
+        (!flags.allMerged || run.status === "succeeded") &&
+        (cutoff === undefined || (run.endedAt ?? run.startedAt) < cutoff)
+    )
+  })
+
+const execute = (flags: Flags) =>
+  Effect.gen(function* () {
+    const paths = yield* resolve(flags.repo, flags.stateDir)
+    const file = NodePath.join(paths.stateDir, "ledger.db")
+    if (!NodeFs.existsSync(file)) return yield* invalidInput(`no runs recorded in ${paths.stateDir}`)
+    return yield* discardRuns(flags, paths).pipe(
+      Effect.provide(RunLedger.layerSqlite(file)),
+      Effect.catchTag("RunLedgerError", (error) => invalidInput(`cannot read the run ledger: ${error.message}`)),
+      Effect.catchTags({
+        GitError: (error) => invalidInput(`git failed: ${error.message}`),
+        GitNotFound: (error) => invalidInput(error.message),
+        DiskFull: (error) => invalidInput(error.message)
+      })
+    )
+  })
+
+const discardRuns = (flags: Flags, paths: Paths) =>
+  Effect.gen(function* () {
+    const ledger = yield* RunLedger.RunLedger
+    const chosen = yield* select(ledger, flags)
+    const removals: Array<Removal> = []
+    for (const summary of chosen) {
+      if (summary.status === "running" && isAlive(summary.pid, summary.hostname)) {
+        say(`skipped run ${summary.runId}: it is still running`)
+        continue
+      }
+      const run = yield* ledger.getRun(summary.runId)
+      if (Option.isSome(run)) removals.push(yield* planRemoval(paths, run.value))
+    }
+    if (removals.length === 0) return say("nothing to discard")
+    for (const removal of removals) {
+      say(`run ${removal.runId}:`)
+      for (const item of [
+        ...removal.branches.map((b) => `branch ${b}`),
+        ...removal.worktrees.map((w) => `worktree ${w}`),
+        ...removal.folders
+      ])
+        say(`  ${item}`)
+    }
+    if (
+      !flags.yes &&
+      !(yield* confirm(
+        `discard ${removals.length === 1 ? "this run" : `these ${removals.length} runs`} and its unmerged work? [y/N] `
+      ))
+    ) {
+      say("nothing removed")
+      return yield* new CliExit({ code: 1 })
+    }
+    for (const removal of removals) {
+      yield* remove(paths.repo, removal)
+      const endedAt = chosen.find((run) => run.runId === removal.runId)?.endedAt ?? Date.now()
+      yield* ledger.finishRun(removal.runId, "discarded", endedAt)
+    }
+    say(`discarded ${removals.length} run${removals.length === 1 ? "" : "s"}`)
+  })
+
+/**
+ * `corral discard`.
+ *
+ * @since 0.1.0
+ */
+export const discard = Command.make(
+  "discard",
+  {
+    runId: Argument.String("run-id").pipe(Argument.optional),
+    allMerged: Flag.Boolean("all-merged").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription("Every run that succeeded (all its agents' work merged into its integration branch)")
+    ),
+    olderThan: Flag.String("older-than").pipe(
+      Flag.optional,
+      Flag.withDescription("Every run that ended at least this long ago (12h, 7d)")
+    ),
+    yes: Flag.Boolean("yes").pipe(
+      Flag.withAlias("y"),
+      Flag.withDefault(false),
+      Flag.withDescription("Do not ask for confirmation")
+    ),
+    repo: Flag.String("repo").pipe(
+      Flag.optional,
+      Flag.withDescription("The target repository (default: current directory)")
+    ),
+    stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory"))
+  },
+  execute
+).pipe(
+  Command.withDescription(
+    "Remove a run's branches, worktrees and folder, including work never merged into your branches (asks first)"
+  ),
+  Command.withExamples([
+    { command: "corral discard 20261125-231816-k3f9", description: "one run, after confirmation" },
+    { command: "corral discard --all-merged --yes", description: "every run that succeeded, without asking" },
+    { command: "corral discard --older-than 7d", description: "every run that ended more than a week ago" }
+  ])
+)

@@ -1,0 +1,80 @@
+/**
+ * What corral created in a repository for each run, and where the run's liveness lease lives: one
+ * folder per repository, `<git-common-dir>/corral/runs/` (`<repo>/.corral/runs/` outside git), the
+ * same whatever `--state-dir`, `CORRAL_HOME` or `--repo` a command was given, so that `corral gc` and
+ * `corral discard` see every live run and touch only what corral made.
+ *
+ * - `<runId>.json`: the lease (pid, host, heartbeat) while the run is alive.
+ * - `<runId>.records`: one JSON line per branch, worktree and copied file, written before corral
+ *   creates it; so after a crash at any instant every corral-made branch is named there.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { GitFailure } from "./Git.ts"
+import * as registry from "./internal/runRegistry.ts"
+import type { FsFailure } from "./internal/workspaceFs.ts"
+import { isLeaseAlive, readLease } from "./internal/workspaceLease.ts"
+import { defaultConfig } from "./Workspace.ts"
+
+/**
+ * Branches, worktrees and copied files (absolute paths) corral created for one run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunRecords = registry.RunRecords
+
+/**
+ * The registry folder of `repo`.
+ *
+ * @since 0.1.0
+ * @category reading
+ */
+export const root: (repo: string) => Effect.Effect<string, GitFailure | FsFailure> = registry.registryRoot
+
+/**
+ * What corral recorded for `runId` in `repo` (empty lists when nothing was recorded).
+ *
+ * @example
+ * ```ts
+ * const made = yield* RunRegistry.records("/path/to/repo", "20261126-101500-ab12")
+ * // made.branches: ["corral/20261126-101500-ab12/integration", "corral/20261126-101500-ab12/fmt-src", ...]
+ * ```
+ * @since 0.1.0
+ * @category reading
+ */
+export const records = (repo: string, runId: string): Effect.Effect<RunRecords, GitFailure | FsFailure> =>
+  Effect.flatMap(registry.registryRoot(repo), (dir) => registry.readRecords(dir, runId))
+
+/**
+ * The runs with records in `repo`.
+ *
+ * @since 0.1.0
+ * @category reading
+ */
+export const runs = (repo: string): Effect.Effect<ReadonlyArray<string>, GitFailure | FsFailure> =>
+  Effect.flatMap(registry.registryRoot(repo), registry.listRecordedRuns)
+
+/**
+ * Whether `runId` holds a live lease in `repo`: its process is running (same host), or its heartbeat
+ * is recent (another host).
+ *
+ * @since 0.1.0
+ * @category reading
+ */
+export const isLive = (repo: string, runId: string): Effect.Effect<boolean, GitFailure | FsFailure> =>
+  Effect.gen(function* () {
+    const lease = yield* readLease(yield* registry.registryRoot(repo), runId)
+    return isLeaseAlive(lease, yield* Clock.currentTimeMillis, defaultConfig.staleAfter)
+  })
+
+/**
+ * Forgets `runId`'s records, once everything they name is gone.
+ *
+ * @since 0.1.0
+ * @category writing
+ */
+export const forget = (repo: string, runId: string): Effect.Effect<void, GitFailure | FsFailure> =>
+  Effect.flatMap(registry.registryRoot(repo), (dir) => registry.removeRecords(dir, runId))

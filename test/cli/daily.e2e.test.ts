@@ -1,0 +1,303 @@
+import { execFileSync } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { width as stringWidth } from "../../apps/cli/src/TerminalText.ts"
+import { describe, expect, it } from "vitest"
+import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+
+const runIdOf = (repo: string): string => {
+  const id = execFileSync(NodePath.join(import.meta.dirname, "../../apps/cli/bin/corral"), ["runs"], {
+    cwd: repo,
+    encoding: "utf8"
+  }).split(" ")[0]!
+  return id
+}
+
+describe("corral status, logs and report (end to end)", () => {
+  it("status shows live states during a run, logs follows an agent, report writes into the run's folder", async () => {
+    const repo = makeRepo()
+    const gate = `${tempDir("gate-")}/go`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 3
+agents:
+  - id: holder
+    run: sh -c 'echo holding; while [ ! -e ${gate} ]; do sleep 0.05; done; echo released'
+    claims: { write: [shared.txt] }
+  - id: waiter
+    run: echo waited
+    claims: { write: [shared.txt] }
+  - id: follower
+    run: echo followed
+    dependsOn: [holder]
+`
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    const status = async () => (await runCli(["status"], { cwd: repo })).stdout
+    let live = ""
+    await waitFor(
+      () => {
+        try {
+          live = execFileSync(NodePath.join(import.meta.dirname, "../../apps/cli/bin/corral"), ["status"], {
+            cwd: repo,
+            encoding: "utf8"
+          })
+        } catch {
+          return false
+        }
+        return /waiter\s+waiting for shared\.txt \(write, held by holder\)/.test(live)
+      },
+      30_000,
+      "the waiter to be waiting"
+    )
+    expect(live).toMatch(/: running, plan /)
+    expect(live).toMatch(/holder\s+running \d+\.\ds, attempt 1/)
+    expect(live).toMatch(/follower\s+waiting for holder to finish/)
+    expect(live).not.toMatch(/pending/)
+    const follow = startCli(["logs", "holder", "--follow"], { cwd: repo })
+    await waitFor(() => follow.output().includes("holding"), 20_000, "the followed output")
+    NodeFs.writeFileSync(gate, "")
+    const followed = await follow.done
+    expect(followed.code).toBe(0)
+    expect(followed.stdout).toMatch(/holding[\s\S]*released/)
+    expect(followed.stderr).toMatch(/^run \S+/)
+    expect((await cli.done).code).toBe(0)
+    const done = await status()
+    expect(done).toMatch(/holder\s+succeeded in \d+\.\ds, attempt 1/)
+    expect(done).toMatch(/follower\s+succeeded/)
+    const runId = runIdOf(repo)
+    const report = await runCli(["report"], { cwd: repo })
+    expect(report.code, report.stderr).toBe(0)
+    const dir = NodePath.join(NodeFs.realpathSync(repo), ".corral", "runs", runId)
+    expect(report.stdout).toContain(`report: ${NodePath.join(dir, "report.html")}`)
+    expect(report.stdout).toContain(`trace: ${NodePath.join(dir, "trace.json")}`)
+    expect(NodeFs.existsSync(NodePath.join(dir, "report.html"))).toBe(true)
+    expect(JSON.parse(NodeFs.readFileSync(NodePath.join(dir, "trace.json"), "utf8"))).toBeTruthy()
+  })
+
+  it("logs names the real problem and never reads a path it was given", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: tests\n    run: echo from-tests\n")
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const runId = runIdOf(repo)
+    const latest = await runCli(["logs", "tests"], { cwd: repo })
+    expect(latest.code).toBe(0)
+    expect(latest.stdout).toContain("from-tests")
+    expect(latest.stderr).toContain(`run ${runId}`)
+    const explicit = await runCli(["logs", runId, "tests"], { cwd: repo })
+    expect(explicit.stdout).toContain("from-tests")
+    const bogus = await runCli(["logs", "bogus-run", "tests"], { cwd: repo })
+    expect(bogus.code).toBe(2)
+    expect(bogus.stderr).toMatch(/no such run "bogus-run"; recent runs: /)
+    const secret = NodePath.join(tempDir("secret-"), "private.log")
+    NodeFs.writeFileSync(secret, "PRIVATE\n")
+    const relative = NodePath.relative(NodePath.join(repo, ".corral", "runs", runId, "logs"), secret.slice(0, -4))
+    const escaped = await runCli(["logs", runId, relative], { cwd: repo })
+    expect(escaped.code).toBe(2)
+    expect(escaped.stdout + escaped.stderr).not.toContain("PRIVATE")
+    expect(escaped.stderr).toMatch(/has no agent .*; its agents: tests/)
+    const none = await runCli(["logs"], { cwd: repo })
+    expect(none.code).toBe(2)
+    expect(none.stderr).toMatch(/which agent\?.*tests/)
+    expect(none.stderr).not.toMatch(/USAGE/)
+  })
+
+  it("a timed-out agent: one wording everywhere and a trailer in its log", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: slow\n    run: echo begun; sleep 30\n    timeout: 1s\n"
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code).toBe(1)
+    expect(result.stdout).toMatch(/slow: timed out after 1\.0s/)
+    expect(result.stdout).toMatch(/│ slow\s+│ timed out\s+│.*after 1\.0s/)
+    expect(result.stdout + result.stderr).not.toMatch(/timedout|TimedOut|1000ms/)
+    const log = await runCli(["logs", "slow"], { cwd: repo })
+    expect(log.stdout.trim().split("\n").at(-1)).toBe("[corral] timed out after 1.0s")
+    const status = await runCli(["status"], { cwd: repo })
+    expect(status.stdout).toMatch(/slow\s+timed out in \d+\.\ds, attempt 1 — after 1\.0s/)
+  })
+})
+
+describe("the end-of-run summary (end to end)", () => {
+  it("fits 80 columns, prints what to copy in full on its own line, and says 'merged work' only when something merged", async () => {
+    const repo = makeRepo({ "README.md": "line 1\nline 2\nline 3\n" })
+    NodeFs.writeFileSync(NodePath.join(repo, "README.md"), "changed but not committed\n")
+    const id = (name: string) => `${name}-with-a-rather-long-descriptive-agent-identifier`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 3
+agents:
+  - id: ${id("first")}
+    run: printf 'line 1\\nfirst\\nline 3\\n' > README.md
+  - id: ${id("second")}
+    run: printf 'line 1\\nsecond\\nline 3\\n' > README.md
+    dependsOn: []
+  - id: ${id("third")}
+    run: echo "a failure message that is long enough to need wrapping on a narrow terminal" >&2; exit 3
+`
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code).toBe(1)
+    const lines = result.stdout.split("\n")
+    const summary = lines.slice(lines.findIndex((line) => line.startsWith("┌")))
+    const copyLines = summary.filter((line) => /^ {2}\S+( \S+)*$/.test(line))
+    for (const line of summary.filter((line) => !copyLines.includes(line)))
+      expect(stringWidth(line), line).toBeLessThanOrEqual(80)
+    const runId = runIdOf(repo)
+    const kept = branches(repo).find((b) => b.startsWith(`corral/${runId}/`) && !b.endsWith("/integration"))!
+    expect(kept).toMatch(/(first|second)-with-a-rather-long-descriptive-agent-identifier$/)
+    expect(lines).toContain(`  ${kept}`)
+    expect(result.stdout).toMatch(/third-with-a-rather-long-descriptive-agent-identifier: .*exit/)
+    expect(branches(repo)).toContain(kept)
+    const integration = `corral/${runId}/integration`
+    expect(lines).toContain(`  git merge ${integration}`)
+    expect(result.stdout.match(/uncommitted changes/g)?.length).toBe(1)
+    const nothing = writePlan(tempDir("plan-"), "nothing.yaml", "agents:\n  - id: idle\n    run: 'true'\n")
+    const idle = await runCli(["run", nothing], { cwd: repo })
+    expect(idle.code).toBe(0)
+    expect(idle.stdout).not.toMatch(/merged work|git merge/)
+  })
+
+  it("no early conflict warning for a change already in the other agent's base, and never 'integration' as an agent", async () => {
+    const repo = makeRepo({ "README.md": "line 1\nline 2\nline 3\n", "src/a.txt": "a\n" })
+    const marks = tempDir("marks-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 3
+agents:
+  - id: readme-x
+    run: printf 'line 1\\nfrom x\\nline 3\\n' > README.md
+  - id: rogue-b
+    run: sh -c 'while [ ! -e ${marks}/upper-started ]; do sleep 0.05; done; printf "line 1\\nfrom b\\nline 3\\n" > README.md'
+  - id: add-upper
+    dependsOn: [readme-x]
+    run: sh -c 'touch ${marks}/upper-started; echo upper > src/a.txt; while [ ! -e ${marks}/release ]; do sleep 0.05; done'
+`
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => /rogue-b: failed/.test(cli.output()), 30_000, "rogue-b to finish")
+    NodeFs.writeFileSync(NodePath.join(marks, "release"), "")
+    const result = await cli.done
+    expect(result.code).toBe(1)
+    expect(result.stdout).toMatch(/rogue-b: merge conflict in README\.md/)
+    expect(result.stdout).not.toMatch(/likely to conflict/)
+    expect(result.stdout + result.stderr).not.toMatch(/and integration|integration and/)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+  })
+})
+
+describe("corral discard and init (end to end)", () => {
+  it("discard removes a run's branches, worktrees and folder after confirmation, never the user's branches", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: writer\n    run: echo work > out.txt\n  - id: broken\n    run: echo partial > part.txt; exit 1\n"
+    )
+    expect((await runCli(["run", plan, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
+    const runId = runIdOf(repo)
+    expect(branches(repo).filter((b) => b.startsWith(`corral/${runId}/`)).length).toBeGreaterThan(0)
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.stdout).toMatch(/corral discard <run-id>/)
+    git(repo, "branch", "corral/notes")
+    const declined = startCli(["discard", runId], { cwd: repo })
+    const declinedResult = await declined.done
+    expect(declinedResult.code).toBe(1)
+    expect(declinedResult.stdout).toMatch(/nothing removed/)
+    expect(branches(repo).some((b) => b.startsWith(`corral/${runId}/`))).toBe(true)
+    const result = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toMatch(new RegExp(`removed branch corral/${runId}/integration`))
+    expect(result.stdout).toMatch(/removed worktree /)
+    expect(branches(repo).filter((b) => b.startsWith(`corral/${runId}/`))).toEqual([])
+    expect(branches(repo)).toContain("corral/notes")
+    expect(branches(repo)).toContain("main")
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "runs", runId))).toBe(false)
+    const runs = await runCli(["runs"], { cwd: repo })
+    expect(runs.stdout).toMatch(new RegExp(`${runId}\\s+discarded`))
+    const again = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(again.code).toBe(2)
+  })
+
+  it("discard --all-merged removes only runs that succeeded", async () => {
+    const repo = makeRepo()
+    const good = writePlan(tempDir("plan-"), "good.yaml", "agents:\n  - id: ok\n    run: echo ok > ok.txt\n")
+    const bad = writePlan(tempDir("plan-"), "bad.yaml", "agents:\n  - id: no\n    run: exit 1\n")
+    expect((await runCli(["run", good], { cwd: repo })).code).toBe(0)
+    const goodId = runIdOf(repo)
+    expect((await runCli(["run", bad], { cwd: repo })).code).toBe(1)
+    const badId = runIdOf(repo)
+    const result = await runCli(["discard", "--all-merged", "--yes"], { cwd: repo })
+    expect(result.code, result.stderr).toBe(0)
+    expect(branches(repo)).not.toContain(`corral/${goodId}/integration`)
+    expect(branches(repo)).toContain(`corral/${badId}/integration`)
+  })
+
+  it("init writes a valid commented starter plan with the top-level folders as claims, and never overwrites", async () => {
+    const repo = makeRepo({ "README.md": "# r\n", "src/a.ts": "a\n", "docs/b.md": "b\n", ".github/c.yml": "c\n" })
+    const result = await runCli(["init"], { cwd: repo })
+    expect(result.code, result.stderr).toBe(0)
+    const text = NodeFs.readFileSync(NodePath.join(repo, "corral.yaml"), "utf8")
+    expect(text).toMatch(/^# /)
+    expect(text).toContain('claims: { write: ["src/"] }')
+    expect(text).toContain('claims: { write: ["docs/"] }')
+    expect(text).not.toContain(".github")
+    const valid = await runCli(["validate", "corral.yaml"], { cwd: repo })
+    expect(valid.code, valid.stderr).toBe(0)
+    const ran = await runCli(["run", "corral.yaml"], { cwd: repo })
+    expect(ran.code, ran.stdout + ran.stderr).toBe(0)
+    NodeFs.writeFileSync(NodePath.join(repo, "corral.yaml"), "mine\n")
+    const again = await runCli(["init"], { cwd: repo })
+    expect(again.code).toBe(2)
+    expect(again.stderr).toMatch(/already exists/)
+    expect(NodeFs.readFileSync(NodePath.join(repo, "corral.yaml"), "utf8")).toBe("mine\n")
+  })
+})
+
+describe("the report's critical path (end to end)", () => {
+  it("follows the run's real waits — claims as well as dependencies — not the lone slow agent", async () => {
+    const repo = makeRepo()
+    const gate = `${tempDir("gate-")}/go`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 3
+agents:
+  - id: holder
+    run: sh -c 'while [ ! -e ${gate} ]; do sleep 0.05; done'
+    claims: { write: [shared.txt] }
+  - id: waiter
+    run: echo waited > waited.txt
+    claims: { write: [shared.txt] }
+  - id: lone
+    run: sleep 30
+    timeout: 1s
+`
+    )
+    const cli = startCli(["run", plan, "--report"], { cwd: repo })
+    await waitFor(() => /lone: timed out/.test(cli.output()), 30_000, "lone to time out")
+    NodeFs.writeFileSync(gate, "")
+    expect((await cli.done).code).toBe(1)
+    const runId = runIdOf(repo)
+    const dir = NodePath.join(repo, ".corral", "runs", runId)
+    const trace = JSON.parse(NodeFs.readFileSync(NodePath.join(dir, "trace.json"), "utf8")) as {
+      traceEvents: ReadonlyArray<{ name: string; args?: { criticalPath?: boolean } }>
+    }
+    const critical = new Set(trace.traceEvents.filter((e) => e.args?.criticalPath === true).map((e) => e.name))
+    expect([...critical].sort()).toEqual(["holder", "waiter"])
+    const html = NodeFs.readFileSync(NodePath.join(dir, "report.html"), "utf8")
+    expect(html).toContain("critical path (holder → waiter)")
+    expect(html).toMatch(/each agent on it waited for the one before \(a dependency, or a claim it held\)/)
+  })
+})

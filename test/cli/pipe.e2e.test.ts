@@ -1,0 +1,85 @@
+import { spawn } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { branches, corralBin, isAlive, makeRepo, runCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+
+/** Starts corral with its stdout on a pipe this test can close, like `corral … | head`. */
+const startPiped = (args: ReadonlyArray<string>, cwd: string) => {
+  const child = spawn(corralBin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+  let stdout = ""
+  let stderr = ""
+  child.stdout.on("data", (chunk) => (stdout += chunk))
+  child.stderr.on("data", (chunk) => (stderr += chunk))
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal }))
+  )
+  return {
+    stdout: () => stdout,
+    stderr: () => stderr,
+    closeReader: () => child.stdout.destroy(),
+    done
+  }
+}
+
+const chattyPlan = (pids: string) => `version: 1
+concurrency: 3
+agents:
+  - id: chatty
+    run: sh -c 'echo $$ > ${pids}/chatty; while true; do echo tick; sleep 0.05; done'
+    claims: { write: [a.txt] }
+  - id: quiet
+    run: sh -c 'echo $$ > ${pids}/quiet; while [ ! -e ${pids}.go ]; do sleep 0.05; done'
+    claims: { write: [b.txt] }
+  - id: after
+    run: echo never
+    dependsOn: [chatty]
+`
+
+describe("a closed output (end to end)", () => {
+  for (const json of [true, false]) {
+    it(`corral run${json ? " --json" : ""} | head: the run stops, is recorded as stopped and exits 141`, async () => {
+      const repo = makeRepo()
+      const pids = tempDir("pids-")
+      const plan = writePlan(tempDir("plan-"), "plan.yaml", chattyPlan(pids))
+      const cli = startPiped(["run", plan, ...(json ? ["--json"] : [])], repo)
+      await waitFor(() => NodeFs.readdirSync(pids).length === 2, 20_000, "both agents to start")
+      const started = NodeFs.readdirSync(pids).map((f) => Number(NodeFs.readFileSync(NodePath.join(pids, f), "utf8")))
+      cli.closeReader()
+      // corral notices at its next write: --json writes chatty's output, plain output the next state change
+      NodeFs.writeFileSync(`${pids}.go`, "")
+      const result = await cli.done
+      expect(result.code, cli.stderr()).toBe(141)
+      expect(cli.stderr()).not.toMatch(/EPIPE|\n\s+at /)
+      for (const pid of started) expect(isAlive(pid), `pid ${pid}`).toBe(false)
+      expect(NodeFs.readdirSync(NodePath.join(repo, ".corral", "runs")).filter((f) => f.endsWith(".json"))).toEqual([])
+      expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+      expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
+      const runs = await runCli(["runs"], { cwd: repo })
+      expect(runs.stdout).toMatch(/ interrupted /)
+      const status = await runCli(["status"], { cwd: repo })
+      expect(status.stdout).toMatch(/: interrupted \(output closed\)/)
+      expect(status.stdout).toMatch(/chatty\s+interrupted .*output closed/)
+      expect(status.stdout).toMatch(/after\s+cancelled/)
+      const again = writePlan(
+        tempDir("plan-"),
+        "again.yaml",
+        "agents:\n  - id: next\n    run: echo next\n    claims: { write: [a.txt, b.txt] }\n    claimTimeout: 5s\n"
+      )
+      expect((await runCli(["run", again], { cwd: repo })).code, "the claims were released").toBe(0)
+    })
+  }
+
+  it("read-only commands exit quietly when their reader is gone", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: one\n    run: echo hello\n")
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    for (const args of [["runs"], ["status"], ["logs", "one"]]) {
+      const cli = startPiped(args, repo)
+      cli.closeReader()
+      const result = await cli.done
+      expect([0, 141], `${args.join(" ")}: ${cli.stderr()}`).toContain(result.code)
+      expect(cli.stderr()).not.toMatch(/EPIPE|\n\s+at |Error/)
+    }
+  })
+})

@@ -1,0 +1,138 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+
+const waitingAgent = (marker: string, go: string) =>
+  `    run: touch ${marker}; while [ ! -e ${go} ]; do sleep 0.05; done; echo done > out.txt\n`
+
+describe("gc and live runs (end to end)", () => {
+  for (const how of ["--state-dir", "CORRAL_HOME"] as const) {
+    it(`gc never touches a live run whose state is elsewhere (${how}), whatever gc is pointed at`, async () => {
+      const repo = makeRepo()
+      const state = tempDir("state-")
+      const signals = tempDir("signals-")
+      const marker = NodePath.join(signals, "started")
+      const go = NodePath.join(signals, "go")
+      const plan = writePlan(tempDir("plan-"), "plan.yaml", `agents:\n  - id: slow\n${waitingAgent(marker, go)}`)
+      const placement =
+        how === "--state-dir" ? { args: ["--state-dir", state], env: {} } : { args: [], env: { CORRAL_HOME: state } }
+      const cli = startCli(["run", plan, ...placement.args], { cwd: repo, env: placement.env })
+      await waitFor(() => NodeFs.existsSync(marker), 20_000, "the agent to start")
+      const before = { worktrees: worktrees(repo), branches: branches(repo) }
+      for (const gc of [
+        { args: ["gc"], env: {} },
+        { args: ["gc", "--state-dir", state], env: {} },
+        { args: ["gc"], env: { CORRAL_HOME: state } }
+      ]) {
+        const result = await runCli(gc.args, { cwd: repo, env: gc.env })
+        expect(result.code, result.stdout + result.stderr).toBe(0)
+        expect(result.stdout).toContain("0 removed")
+      }
+      expect(worktrees(repo)).toEqual(before.worktrees)
+      expect(branches(repo)).toEqual(before.branches)
+      NodeFs.writeFileSync(go, "")
+      const result = await cli.done
+      expect(result.code, result.stdout + result.stderr).toBe(0)
+      expect(result.stderr).not.toMatch(/\n\s+at /)
+      const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+      expect(git(repo, "show", `${integration}:out.txt`)).toBe("done\n")
+    })
+  }
+})
+
+describe("plan values never reach git as options (end to end)", () => {
+  it("a sparse agent claiming folders that start with '-' checks them out and merges", async () => {
+    const repo = makeRepo({
+      "README.md": "# r\n",
+      "-no-cone/a.txt": "a\n",
+      "--stdin/b.txt": "b\n",
+      "other/c.txt": "c\n"
+    })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: dashes
+    sparse: true
+    claims: { write: [-no-cone/out.txt, --stdin/out.txt] }
+    run: test -e ./-no-cone/a.txt && test -e ./--stdin/b.txt && test ! -e other/c.txt && echo x > ./-no-cone/out.txt && echo y > ./--stdin/out.txt
+`
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:-no-cone/out.txt`)).toBe("x\n")
+    expect(git(repo, "show", `${integration}:--stdin/out.txt`)).toBe("y\n")
+    expect(git(repo, "show", `${integration}:other/c.txt`)).toBe("c\n")
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+  })
+})
+
+describe("errors are messages (end to end)", () => {
+  it("a workspace failure at run start prints what failed, without a stack trace, and exits 1", async () => {
+    const repo = makeRepo()
+    NodeFs.writeFileSync(NodePath.join(repo, ".git", "corral"), "not a folder")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: a\n    run: echo a > a.txt\n")
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stderr).toContain(NodePath.join(NodeFs.realpathSync(repo), ".git", "corral"))
+    expect(result.stderr).toMatch(/^corral: /m)
+    expect(result.stderr).not.toMatch(/\n\s+at /)
+  })
+})
+
+describe("releases off the critical path still complete (end to end)", () => {
+  const setup = () => {
+    const repo = makeRepo()
+    const signals = tempDir("signals-")
+    const go = NodePath.join(signals, "go")
+    const agents = [
+      "  - id: fast\n    run: echo fast > fast.txt\n",
+      ...[1, 2].map(
+        (i) =>
+          `  - id: slow${i}\n${waitingAgent(NodePath.join(signals, `slow${i}`), go).replace("out.txt", `slow${i}.txt`)}`
+      )
+    ]
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", `concurrency: 3\nagents:\n${agents.join("")}`)
+    const cli = startCli(["run", plan, "--json"], { cwd: repo })
+    const ready = () =>
+      waitFor(
+        () =>
+          NodeFs.existsSync(NodePath.join(signals, "slow1")) &&
+          NodeFs.existsSync(NodePath.join(signals, "slow2")) &&
+          cli.output().includes(`"type":"Merged"`) &&
+          /"type":"Merged","at":\d+,"agentId":"fast"/.test(cli.output()),
+        30_000,
+        "fast to merge while the slow agents run"
+      )
+    return { repo, cli, ready }
+  }
+
+  it("Ctrl-C after an agent merged: every workspace, pooled or live, is gone when corral exits", async () => {
+    const { repo, cli, ready } = setup()
+    await ready()
+    cli.signal("SIGINT")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(branches(repo).filter((b) => b !== "main" && !b.endsWith("/integration"))).toEqual([])
+  })
+
+  it("kill -9 after an agent merged: corral gc explains and removes everything that was left", async () => {
+    const { repo, cli, ready } = setup()
+    await ready()
+    cli.signal("SIGKILL")
+    await cli.done
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(branches(repo).filter((b) => b !== "main" && !b.endsWith("/integration"))).toEqual([])
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:fast.txt`)).toBe("fast\n")
+    expect(gc.stdout).toMatch(/kept branch corral\/.*\/integration: .* holds merged work/)
+    expect(
+      NodeFs.readdirSync(NodePath.join(repo, ".git", "corral", "runs")).filter((f) => f.endsWith(".json"))
+    ).toEqual([])
+  })
+})
