@@ -125,9 +125,15 @@ export const makeTally: () => Tally = internal.makeTally
  *
  * @example
  * ```ts
- * const tally = Git.makeTally()
- * yield* Git.run(["status"], { cwd: repo }).pipe(Effect.provideService(Git.CurrentTally, tally))
- * // tally.commands === 1
+ * import { Git } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const repo = "/path/to/repo"
+ * const program = Effect.gen(function*() {
+ *   const tally = Git.makeTally()
+ *   yield* Git.run(["status"], { cwd: repo }).pipe(Effect.provideService(Git.CurrentTally, tally))
+ *   return tally // tally.commands === 1
+ * })
  * ```
  * @since 0.1.0
  * @category tally
