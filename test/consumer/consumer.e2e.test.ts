@@ -249,7 +249,7 @@ describe("the command installed globally with npm", () => {
     expect((await run(bin, ["--version"], { cwd: work, env })).trim()).toContain(packed.get("@corral/cli")!.version)
     const repo = makeRepo({ "README.md": "# app\n" })
     const plan = writePlan(
-      tempDir("corral-consumer-plan-"),
+      work,
       "plan.yaml",
       "version: 1\nconcurrency: 2\nagents:\n  - id: one\n    run: echo one > one.txt\n  - id: two\n    run: cat one.txt > two.txt\n    dependsOn: [one]\n"
     )
