@@ -98,9 +98,13 @@ describe("corral run with OTEL_EXPORTER_OTLP_ENDPOINT (end to end)", () => {
     expect(agents).toHaveLength(3)
   })
 
-  it("still exits 0, within the exporter's shutdown timeout, when the collector is unreachable", async () => {
+  it("still exits 0, no slower than a run without telemetry, when the collector is unreachable", async () => {
     const { url } = await startReceiver()
     for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve))
+    const plain = makeRepo()
+    const plainStarted = Date.now()
+    expect((await runCli(runArgs(plain), { cwd: plain })).code).toBe(0)
+    const baseline = Date.now() - plainStarted
     const repo = makeRepo()
     const started = Date.now()
     const result = await runCli(runArgs(repo), {
@@ -109,7 +113,8 @@ describe("corral run with OTEL_EXPORTER_OTLP_ENDPOINT (end to end)", () => {
     })
     expect(result.code, result.stdout + result.stderr).toBe(0)
     expect(result.stdout).toContain("3 succeeded")
-    expect(Date.now() - started).toBeLessThan(8_000)
+    // the same run without telemetry, just before, is the yardstick: an unreachable collector adds no flush wait
+    expect(Date.now() - started).toBeLessThan(baseline + 2_500)
     const output = result.stdout + result.stderr
     expect(output.match(/cannot reach the OTLP collector at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/g)).toHaveLength(
       1

@@ -5,7 +5,9 @@ import { events } from "./scenarios/events.ts"
 import { ioScaling } from "./scenarios/io-scaling.ts"
 import { ledger } from "./scenarios/ledger.ts"
 import { perRunScenario } from "./scenarios/per-run.ts"
+import { providers } from "./scenarios/providers.ts"
 import { ratelimit } from "./scenarios/ratelimit.ts"
+import { sharedLimiter } from "./scenarios/shared-limiter.ts"
 import { scheduling } from "./scenarios/scheduling.ts"
 import { workspacesReal } from "./scenarios/workspaces-real.ts"
 import type { Report, Scenario, SuiteOptions } from "./types.ts"
@@ -27,6 +29,8 @@ export const registry: ReadonlyArray<Entry> = [
   ready(ratelimit),
   ready(perRunScenario),
   ready(events),
+  ready(providers),
+  ready(sharedLimiter),
   optional("workspaces"),
   ready(workspacesReal),
   optional("spawn"),

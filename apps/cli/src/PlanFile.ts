@@ -149,7 +149,16 @@ export interface Defaults {
  */
 export interface PlanAgent {
   readonly id: string
+  /** The command, or for a coding agent the tool's name. */
   readonly run: string
+  /** A built-in coding agent run instead of a command. */
+  readonly use: "claude-code" | "codex" | undefined
+  /** Written to a file named by `CORRAL_PROMPT_FILE` (a coding agent reads it on stdin). */
+  readonly prompt: string | undefined
+  /** A coding agent's `--model`. */
+  readonly model: string | undefined
+  /** Extra arguments for a coding agent's CLI. */
+  readonly args: ReadonlyArray<string>
   readonly claims: AgentClaims
   readonly dependsOn: ReadonlyArray<string>
   readonly timeoutMs: number | undefined
@@ -196,6 +205,8 @@ export interface Plan {
   readonly committer: { readonly name: string; readonly email: string } | undefined
   readonly pools: Readonly<Record<string, number>>
   readonly rateLimits: Readonly<Record<string, RateLimit>>
+  /** Stop the run once the agents together spent more (tokens = input + output). */
+  readonly budget: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined }
   readonly defaults: Defaults
   readonly agents: ReadonlyArray<PlanAgent>
   readonly hash: string

@@ -24,6 +24,8 @@ export interface Row {
   /** Why a finished agent did not succeed. */
   reason: string | undefined
   dependsOn: ReadonlyArray<string>
+  /** Cost reported by the running attempt so far (`Usage` events), until it finishes. */
+  liveCostUsd: number
 }
 
 /**
@@ -48,7 +50,8 @@ export class ViewState {
         waitingFor: agent.dependsOn.length > 0 ? `after ${agent.dependsOn.join(", ")}` : undefined,
         lastLine: undefined,
         reason: undefined,
-        dependsOn: agent.dependsOn
+        dependsOn: agent.dependsOn,
+        liveCostUsd: 0
       })
     }
   }
@@ -86,7 +89,13 @@ export class ViewState {
         row.endedAt = event.at
         row.waitingFor = undefined
         row.reason = event.outcome._tag === "Succeeded" ? undefined : OutcomeText.detail(event.outcome)
-        this.costUsd += event.outcome.usage.costUsd
+        this.costUsd += event.outcome.usage.costUsd - row.liveCostUsd
+        row.liveCostUsd = 0
+        return
+      case "Usage":
+        if (row === undefined || row.endedAt !== undefined) return
+        row.liveCostUsd += event.usage.costUsd
+        this.costUsd += event.usage.costUsd
         return
       case "Output": {
         const text = TerminalText.clean(event.text)

@@ -41,6 +41,12 @@ export type CommandEvent =
       readonly reason: string
     }
   | { readonly _tag: "Notice"; readonly at: number; readonly message: string }
+  | {
+      readonly _tag: "Usage"
+      readonly at: number
+      readonly agentId: string
+      readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly costUsd: number }
+    }
 
 /**
  * @since 0.1.0

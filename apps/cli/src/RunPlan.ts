@@ -1,12 +1,14 @@
 /**
  * Runs a plan: every agent's command in its own workspace, under the plan's concurrency, claims,
- * dependencies and limits; each successful agent's work is committed and merged into the run's
+ * dependencies and limits (rate limits are shared with other runs through `<stateDir>/locks.db`); each successful agent's work is committed and merged into the run's
  * integration branch, one merge at a time, while its claims are still held.
  *
  * @since 0.1.0
  */
-import { Agent, Corral, type RunResult } from "@corral/core"
+import { Agent, Corral, RateLimiter, type RunResult } from "@corral/core"
+import * as CodingAgent from "@corral/platform-node/CodingAgent"
 import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
+import * as SqliteRateLimiter from "@corral/platform-node/SqliteRateLimiter"
 import { Workspace } from "@corral/platform-node/Workspace"
 import type * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
@@ -146,7 +148,10 @@ export const run = (
   options: Options
 ): Effect.Effect<
   Report,
-  WorkspaceModule.WorkspaceError | import("@corral/core").CorralError.InvalidRun | RunLedger.RunLedgerError,
+  | WorkspaceModule.WorkspaceError
+  | import("@corral/core").CorralError.InvalidRun
+  | RunLedger.RunLedgerError
+  | SqliteRateLimiter.LimiterError,
   Workspace | ChildProcessSpawner | Scope.Scope
 > => Effect.scoped(runScoped(options))
 
@@ -185,12 +190,17 @@ const runScoped = (options: Options) =>
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
     const ledger = options.ledger
+    const buckets = rateLimitsOf(options.plan)
+    const limiter =
+      buckets === undefined
+        ? undefined
+        : yield* SqliteRateLimiter.scoped(NodePath.join(options.stateDir, "locks.db"), buckets)
     const result = yield* Corral.run(agents, {
       runId: options.runId,
       concurrency: options.concurrency ?? options.plan.concurrency,
       mode: options.mode ?? options.plan.mode,
       pools: options.plan.pools,
-      rateLimits: rateLimitsOf(options.plan),
+      budget: budgetOf(options.plan),
       onEvent: (event) => {
         const emit = Effect.sync(() => {
           logTrailer(ctx.logDir, event)
@@ -200,6 +210,7 @@ const runScoped = (options: Options) =>
       },
       stopOn: options.stopOn
     }).pipe(
+      limiter === undefined ? (effect) => effect : Effect.provideService(RateLimiter.RateLimiter, limiter),
       ledger === undefined
         ? (effect) => effect
         : (effect) =>
@@ -242,7 +253,7 @@ const toAgent = (ctx: Context, agent: PlanAgent) => {
   if (agent.limits.memoryMb !== undefined && ctx.options.plan.pools.memoryMb !== undefined)
     pools.memoryMb = agent.limits.memoryMb
   return Agent.make(agent.id, {
-    run: inWorkspaceScope(ctx, agent),
+    run: (deps: Readonly<Record<string, unknown>>) => inWorkspaceScope(ctx, agent, deps),
     idempotencyKey: ctx.options.ledger === undefined ? undefined : idempotencyKeyOf(ctx.options, agent),
     timeout: agent.timeoutMs,
     retry:
@@ -277,6 +288,19 @@ export const rateLimitsOf = (
         : { limit: bucket.limit, interval: bucket.intervalMs, burst: bucket.burst }
     ])
   )
+}
+
+/**
+ * The plan's `budget` in the form `Corral.run` takes, or `undefined` when it sets none.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const budgetOf = (plan: Plan): { costUsd?: number; tokens?: number } | undefined => {
+  const budget: { costUsd?: number; tokens?: number } = {}
+  if (plan.budget.costUsd !== undefined) budget.costUsd = plan.budget.costUsd
+  if (plan.budget.tokens !== undefined) budget.tokens = plan.budget.tokens
+  return Object.keys(budget).length === 0 ? undefined : budget
 }
 
 /**
@@ -346,13 +370,13 @@ const tallyOf = (ctx: Context, agentId: string) => {
  * free at once. At most {@link RELEASE_CONCURRENCY} releases run at a time; `run` waits for all of
  * them, and the run's scope closing (Ctrl-C, failure) finishes any still queued.
  */
-const inWorkspaceScope = (ctx: Context, agent: PlanAgent) =>
+const inWorkspaceScope = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
     const previous = ctx.releasing.get(agent.id)
     if (previous !== undefined) yield* Fiber.await(previous)
     const scope = yield* Scope.fork(ctx.scope)
     const tally = tallyOf(ctx, agent.id)
-    return yield* runAgent(ctx, agent).pipe(
+    return yield* runAgent(ctx, agent, deps).pipe(
       Scope.provide(scope),
       Effect.onExit((exit) => releaseLater(ctx, agent.id, scope, exit, tally)),
       Effect.provideService(Git.CurrentTally, tally)
@@ -381,7 +405,44 @@ const releaseLater = (
     })
   })
 
-const runAgent = (ctx: Context, agent: PlanAgent) =>
+/**
+ * Where an agent's `CORRAL_*` files live: `io/` beside its private data folder (removed with it), so
+ * a sandbox that hides the state folder still shows the agent only its own folders.
+ */
+const protocolDirOf = (options: Options, agent: PlanAgent, handle: WorkspaceModule.WorkspaceHandle): string => {
+  const dataDir = handle.env.CORRAL_AGENT_DIR
+  return dataDir === undefined
+    ? NodePath.resolve(options.stateDir, "agents", options.runId, agent.id, "io")
+    : NodePath.join(NodePath.dirname(NodePath.resolve(dataDir)), "io")
+}
+
+/** A coding agent's sandbox also reads the launcher and the Node binary that runs it. */
+const sandboxOf = (agent: PlanAgent, sandbox: ProcessRunner.SandboxOptions): ProcessRunner.SandboxOptions =>
+  agent.use === undefined
+    ? sandbox
+    : {
+        ...sandbox,
+        allow: { ...sandbox.allow, read: [...(sandbox.allow?.read ?? []), ...CodingAgent.launcherReadPaths()] }
+      }
+
+const writePrompt = (dir: string, prompt: string) =>
+  Effect.sync(() => {
+    const file = NodePath.join(dir, "prompt.md")
+    NodeFs.mkdirSync(dir, { recursive: true })
+    NodeFs.writeFileSync(file, prompt)
+    return file
+  })
+
+const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const results: Record<string, unknown> = {}
+  for (const [id, value] of Object.entries(deps)) {
+    const result = (value as Partial<AgentResult> | undefined)?.process?.result
+    if (result !== undefined) results[id] = result
+  }
+  return results
+}
+
+const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
@@ -406,7 +467,7 @@ const runAgent = (ctx: Context, agent: PlanAgent) =>
         )
     })
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
-    return yield* inWorkspace(ctx, agent, handle, me, postgres).pipe(
+    return yield* inWorkspace(ctx, agent, handle, me, postgres, deps).pipe(
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
     )
   })
@@ -416,7 +477,8 @@ const inWorkspace = (
   agent: PlanAgent,
   handle: WorkspaceModule.WorkspaceHandle,
   me: Agent.Current | undefined,
-  postgres: ReturnType<typeof postgresOf>
+  postgres: ReturnType<typeof postgresOf>,
+  deps: Readonly<Record<string, unknown>>
 ) =>
   Effect.gen(function* () {
     const { options } = ctx
@@ -426,11 +488,17 @@ const inWorkspace = (
       options.onEvent({ _tag: "Notice", at: Date.now(), message: `warning: ${warning}` })
     }
     const fencing = me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) }
+    const protocolDir = protocolDirOf(options, agent, handle)
+    const prompt =
+      agent.prompt === undefined ? {} : { CORRAL_PROMPT_FILE: yield* writePrompt(protocolDir, agent.prompt) }
     const isolated = AgentIsolation.of(agent, handle, options)
     const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,
-      command: agent.run,
+      command:
+        agent.use === undefined
+          ? agent.run
+          : CodingAgent.commandLine({ kind: agent.use, model: agent.model, args: agent.args }),
       shell: true,
       cwd: handle.dir,
       env: {
@@ -440,14 +508,19 @@ const inWorkspace = (
         ...(postgres === undefined ? {} : AgentDatabase.agentEnv(postgres.url, postgres.schema)),
         ...agent.env,
         ...fencing,
+        ...prompt,
         CORRAL_RUN_ID: options.runId,
         CORRAL_AGENT_ID: agent.id
       },
       secrets: agent.secrets,
       inheritEnv: agent.inheritEnv,
       logDir: ctx.logDir,
+      protocolDir,
+      ...(agent.dependsOn.length === 0 ? {} : { deps: resultsOf(deps) }),
+      onWarning: (message) => options.onEvent({ _tag: "Notice", at: Date.now(), message }),
+      onUsage: (usage) => options.onEvent({ _tag: "Usage", at: Date.now(), agentId: agent.id, usage }),
       privateDirs: isolated.privateDirs,
-      ...(isolated.sandbox === undefined ? {} : { sandbox: isolated.sandbox }),
+      ...(isolated.sandbox === undefined ? {} : { sandbox: sandboxOf(agent, isolated.sandbox) }),
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)

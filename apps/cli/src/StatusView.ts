@@ -57,7 +57,10 @@ export const render = (run: RunRecord, now: number): string => {
     `run ${run.runId}: ${run.status}${stopped}, plan ${run.planFile}, started ${time(run.startedAt)}, ${took}`
   ]
   const idWidth = Math.min(24, Math.max(5, ...run.agents.map((agent) => TerminalText.width(agent.agentId))))
-  for (const agent of run.agents)
+  for (const agent of run.agents) {
     lines.push(`  ${TerminalText.pad(agent.agentId, idWidth)}  ${agentState(run, agent, now)}`)
+    const result = (agent.value as { readonly process?: { readonly result?: unknown } } | undefined)?.process?.result
+    if (result !== undefined) lines.push(`  ${" ".repeat(idWidth)}  result: ${JSON.stringify(result)}`)
+  }
   return lines.join("\n")
 }

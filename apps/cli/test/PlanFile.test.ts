@@ -364,7 +364,10 @@ describe("PlanFile errors", () => {
       assert.include(issueAt(error, "agents[0].id").message, "expected string, got 7")
       assert.include(issueAt(error, "agents[0].retries").message, "greater than or equal to 0")
       assert.include(issueAt(error, "agents[0].env.A").message, "expected")
-      assert.strictEqual(issueAt(error, "agents[1].run").message, "missing required field")
+      assert.strictEqual(
+        issueAt(error, "agents[1].run").message,
+        "expected `run` (a command) or `use` (claude-code or codex)"
+      )
       assert.include(issueAt(error, "agents[2]").message, "expected object")
       assert.strictEqual(error.message.split("\n").length, error.issues.length)
     })

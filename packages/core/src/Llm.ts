@@ -3,7 +3,9 @@
  * takes a request token and its estimated tokens from the `RateLimiter` in context (the run's own
  * when it has `rateLimits`), settles the estimate with the real count, reports usage and cost with
  * `Usage.report`, and after a 429 pauses the buckets for every caller and retries honouring
- * `Retry-After`. `Llm.scripted` is a deterministic `LanguageModel` for tests under `TestClock`.
+ * `Retry-After`. Providers that report usage themselves (`OpenAiCompat`, `Anthropic`, which mark
+ * their finish part with `metadata.corral.reported`) are not reported twice; their own price table
+ * gives the cost. `Llm.scripted` is a deterministic `LanguageModel` for tests under `TestClock`.
  *
  * @since 0.1.0
  */
@@ -82,6 +84,13 @@ const usageOf = (usage: Response.Usage, options: Options): Usage.Usage => {
   return { inputTokens, outputTokens, costUsd }
 }
 
+const reportedByProvider = (response: unknown): boolean => {
+  const content = (response as { readonly content?: ReadonlyArray<Response.AnyPart> }).content
+  const finish = content?.find((part) => part.type === "finish")
+  const corral = finish?.metadata?.corral as { readonly reported?: unknown } | null | undefined
+  return corral?.reported === true
+}
+
 interface Budget {
   readonly limiter: RateLimiter.Service | undefined
   readonly estimate: number
@@ -123,7 +132,8 @@ const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
       call.pipe(
         Effect.tap((response) => {
           const usage = usageOf(response.usage, options)
-          return Effect.andThen(settle(budget, options, Usage.tokens(usage)), Usage.report(usage))
+          const settled = settle(budget, options, Usage.tokens(usage))
+          return reportedByProvider(response) ? settled : Effect.andThen(settled, Usage.report(usage))
         }),
         Effect.catch((error) => {
           const limited = toRateLimited(error, options.requests ?? options.tokens ?? "llm", options.defaultRetryAfter)

@@ -135,7 +135,22 @@ export const validateBuckets = (buckets: Buckets, field = "rateLimits"): Readonl
   return issues
 }
 
-const configOf = (bucket: Bucket): BucketConfig => ({
+/**
+ * The arithmetic of one bucket (tokens, refill, reservations, pauses), for limiters that keep the
+ * state elsewhere, such as `SqliteRateLimiter` in a table shared by processes.
+ *
+ * @since 0.1.0
+ * @category internals
+ */
+export { TokenBucket }
+
+/**
+ * A bucket's capacity and refill rate per millisecond.
+ *
+ * @since 0.1.0
+ * @category internals
+ */
+export const configOf = (bucket: Bucket): BucketConfig => ({
   capacity: bucket.burst ?? bucket.limit,
   perMs: bucket.limit / Duration.toMillis(bucket.interval)
 })

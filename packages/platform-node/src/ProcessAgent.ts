@@ -34,9 +34,23 @@ export type ProcessAgent<Id extends string = string> = Agent.Agent<
   Id
 >
 
+const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const results: Record<string, unknown> = {}
+  for (const [id, value] of Object.entries(deps)) {
+    const result = (value as Partial<ProcessRunner.ProcessResult> | undefined)?.result
+    if (result !== undefined) results[id] = result
+  }
+  return results
+}
+
 /**
  * Defines an agent that runs a command. A timeout or interruption kills the whole process tree; a crash or
  * an exceeded limit fails only this agent, with `ProcessFailed`.
+ *
+ * The command finds three paths in its environment: `CORRAL_USAGE_FILE` (append JSON lines such as
+ * `{"inputTokens":1200,"outputTokens":300,"costUsd":0.004}`; they become this agent's usage as they are
+ * written), `CORRAL_RESULT_FILE` (JSON written there becomes `ProcessResult.result`) and, for an agent
+ * with `dependsOn`, `CORRAL_DEPS_DIR` (`<dependency-id>.json` holding each dependency's result).
  *
  * @example
  * ```ts
@@ -65,7 +79,8 @@ export const make = <const Id extends string>(id: Id, options: Options): Process
   const { timeout, retry, claims, claimTimeout, dependsOn, estimate, rateLimit, idempotencyKey, labels, ...spec } =
     options
   return Agent.make(id, {
-    run: ProcessRunner.run({ name: id, ...spec }),
+    run: (deps: Readonly<Record<string, unknown>>) =>
+      ProcessRunner.run({ name: id, ...spec, ...(dependsOn === undefined ? {} : { deps: resultsOf(deps) }) }),
     timeout,
     retry,
     claims,

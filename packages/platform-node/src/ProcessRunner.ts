@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type * as Usage from "@corral/core/Usage"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
@@ -129,8 +130,27 @@ export interface ProcessSpec {
   readonly onLine?: (line: OutputLine) => void
   /** Called with the process (and process group) id once it started, and again with `undefined` once it is gone. */
   readonly onProcess?: (pid: number | undefined) => void
-  /** A JSON file (relative to `cwd`) the command writes; parsed into `ProcessResult.result` on success. */
+  /**
+   * A JSON file (relative to `cwd`) the command writes; parsed into `ProcessResult.result` on success, and
+   * a missing or invalid file fails the run. Without it the command may write JSON to `$CORRAL_RESULT_FILE`
+   * (a missing file then means no result; invalid JSON still fails).
+   */
   readonly resultFile?: string
+  /**
+   * Values of the agent's dependencies by id, written as `<id>.json` into the folder named by
+   * `$CORRAL_DEPS_DIR` (entries that are `undefined` are left out).
+   */
+  readonly deps?: Readonly<Record<string, unknown>>
+  /**
+   * Folder (relative to `cwd`) for `usage.jsonl` (`$CORRAL_USAGE_FILE`), `result.json`
+   * (`$CORRAL_RESULT_FILE`) and `deps/` (`$CORRAL_DEPS_DIR`); kept after the run. Default: a folder of
+   * a private temporary directory, removed after the run.
+   */
+  readonly protocolDir?: string
+  /** Called with warnings about malformed `$CORRAL_USAGE_FILE` lines. Default: `Effect.logWarning`. */
+  readonly onWarning?: (message: string) => void
+  /** Called with the usage read from each batch of new `$CORRAL_USAGE_FILE` lines (also passed to `Usage.report`). */
+  readonly onUsage?: (usage: Usage.Usage) => void
   /**
    * Run inside a bubblewrap sandbox: `true` or options. Fails at start (reason `spawn`) when the machine
    * cannot sandbox; there is no fallback to an unsandboxed run.

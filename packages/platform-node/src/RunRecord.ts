@@ -47,6 +47,8 @@ export interface AgentRecord {
   readonly branch: string | null
   readonly merge: string | null
   readonly logPath: string | null
+  /** The value of a successful agent as recorded in the ledger (for `corral run`: its `AgentResult`). */
+  readonly value?: unknown
   /** Failed attempts (retries) with their time and message. */
   readonly failures: ReadonlyArray<{ readonly at: number; readonly attempt: number; readonly message: string }>
   readonly spans: ReadonlyArray<Span>

@@ -1,6 +1,7 @@
 /**
  * @since 0.1.0
  */
+export * as FakeModelServer from "./FakeModelServer.ts"
 export * as Git from "./Git.ts"
 export * as ProcessAgent from "./ProcessAgent.ts"
 export * as ProcessRunner from "./ProcessRunner.ts"

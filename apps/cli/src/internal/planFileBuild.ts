@@ -35,7 +35,11 @@ const sandboxOf = (raw: NonNullable<RawAgent["sandbox"]>): AgentSandbox | undefi
 const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
   const definition: Omit<PlanAgent, "hash"> = {
     id: agent.id,
-    run: agent.run,
+    run: agent.run ?? agent.use ?? "",
+    use: agent.use,
+    prompt: agent.prompt,
+    model: agent.model,
+    args: [...(agent.args ?? [])],
     claims: {
       read: unique(agent.claims?.read),
       write: unique(agent.claims?.write),
@@ -67,7 +71,8 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     estimateMs: agent.estimate,
     labels: { ...agent.labels }
   }
-  return { ...definition, hash: hashOf(definition) }
+  const { args, ...rest } = definition
+  return { ...definition, hash: hashOf(args.length === 0 ? rest : definition) }
 }
 
 const buildRateLimits = (plan: RawPlan): Readonly<Record<string, RateLimit>> =>
@@ -98,6 +103,7 @@ export const build = (plan: RawPlan, file: string): Plan => {
     committer: plan.committer,
     pools: { ...plan.pools },
     rateLimits: buildRateLimits(plan),
+    budget: { costUsd: plan.budget?.costUsd, tokens: plan.budget?.tokens },
     defaults,
     agents: plan.agents.map((agent) => buildAgent(agent, defaults))
   }

@@ -191,6 +191,33 @@ export const LimitsSchema = Schema.Struct({
   diskMb: Schema.optionalKey(PositiveInt)
 })
 
+const Prompt = Schema.String.check(
+  Schema.makeFilter((prompt: string) => (prompt.trim().length === 0 ? "a prompt must not be blank" : undefined))
+)
+
+interface CommandFields {
+  readonly run?: string | undefined
+  readonly use?: string | undefined
+  readonly prompt?: string | undefined
+  readonly model?: string | undefined
+  readonly args?: ReadonlyArray<string> | undefined
+}
+
+const commandIssues = (agent: CommandFields): Array<Schema.FilterIssue> => {
+  if (agent.run !== undefined && agent.use !== undefined)
+    return [{ path: ["use"], issue: "expected either `run` (a command) or `use` (a coding agent), not both" }]
+  if (agent.run === undefined && agent.use === undefined)
+    return [{ path: ["run"], issue: "expected `run` (a command) or `use` (claude-code or codex)" }]
+  const issues: Array<Schema.FilterIssue> = []
+  if (agent.use !== undefined && agent.prompt === undefined)
+    issues.push({ path: ["prompt"], issue: `\`use: ${agent.use}\` needs a prompt` })
+  for (const field of ["model", "args"] as const) {
+    if (agent.use === undefined && agent[field] !== undefined)
+      issues.push({ path: [field], issue: `\`${field}\` applies only to coding agents (\`use\`)` })
+  }
+  return issues
+}
+
 const SandboxPath = Schema.String.check(
   Schema.makeFilter((dir: string) =>
     dir.trim().length === 0 ? "expected a path (absolute, or relative to the repository)" : undefined
@@ -225,7 +252,11 @@ const DatabaseSchema = Schema.Literals(["shared", "per-agent"])
 
 const AgentSchema = Schema.Struct({
   id: AgentId,
-  run: Command,
+  run: Schema.optionalKey(Command),
+  use: Schema.optionalKey(Schema.Literals(["claude-code", "codex"])),
+  prompt: Schema.optionalKey(Prompt),
+  model: Schema.optionalKey(Schema.String),
+  args: Schema.optionalKey(Schema.Array(Schema.String)),
   claims: Schema.optionalKey(ClaimsSchema),
   dependsOn: Schema.optionalKey(Schema.Array(Schema.String)),
   timeout: Schema.optionalKey(PositiveDuration),
@@ -243,12 +274,17 @@ const AgentSchema = Schema.Struct({
   rateLimit: Schema.optionalKey(Schema.String),
   estimate: Schema.optionalKey(Duration),
   labels: Schema.optionalKey(Schema.Record(Schema.String, EnvValue))
-})
+}).check(Schema.makeFilter(commandIssues))
 
 const RateLimitSchema = Schema.Struct({
   limit: PositiveInt,
   interval: PositiveDuration,
   burst: Schema.optionalKey(Count)
+})
+
+const BudgetSchema = Schema.Struct({
+  costUsd: Schema.optionalKey(Schema.Finite.check(Schema.isGreaterThan(0))),
+  tokens: Schema.optionalKey(PositiveInt)
 })
 
 const DefaultsSchema = Schema.Struct({
@@ -276,6 +312,7 @@ export const PlanSchema = Schema.Struct({
   committer: Schema.optionalKey(IdentitySchema),
   pools: Schema.optionalKey(Schema.Record(Schema.String, PositiveInt)),
   rateLimits: Schema.optionalKey(Schema.Record(Schema.String, RateLimitSchema)),
+  budget: Schema.optionalKey(BudgetSchema),
   defaults: Schema.optionalKey(DefaultsSchema),
   agents: Schema.Array(AgentSchema).check(Schema.isMinLength(1, { message: "a plan needs at least one agent" }))
 })

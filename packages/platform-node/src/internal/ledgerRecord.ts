@@ -1,5 +1,5 @@
 import type * as RunRecord from "../RunRecord.ts"
-import type { AgentRow, RunRow, TransitionRow } from "./ledgerModel.ts"
+import { type AgentRow, decodeValue, type RunRow, type TransitionRow } from "./ledgerModel.ts"
 
 type Span = RunRecord.Span
 type Failure = RunRecord.AgentRecord["failures"][number]
@@ -105,6 +105,7 @@ const agentRecord = (
     branch: agent.branch,
     merge: agent.merge,
     logPath: agent.logPath,
+    value: agent.valueJson === null ? undefined : decodeValue(agent.valueJson),
     failures: failuresOf(agent, rows),
     spans: spans.sort((a, b) => a.start - b.start)
   }

@@ -2,7 +2,7 @@ import * as fsp from "node:fs/promises"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
+import * as Fiber from "effect/Fiber"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Scope from "effect/Scope"
@@ -14,7 +14,9 @@ import { finalDiskCheck, guards } from "./processGuards.ts"
 import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
+import * as Protocol from "./processProtocol.ts"
 import { openBridge } from "./sandboxBridge.ts"
+import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
   isGroupAlive,
@@ -216,13 +218,34 @@ const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
 const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
   Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
 
-const readResult = (plan: Plan, failed: (detail: string) => ProcessFailed) =>
+const readResult = (plan: Plan, protocol: Protocol.Protocol, failed: (detail: string) => ProcessFailed) =>
   plan.resultPath === undefined
     ? Effect.succeed(undefined)
     : Effect.tryPromise({
-        try: async () => JSON.parse(await fsp.readFile(plan.resultPath!, "utf8")) as unknown,
+        try: async () => {
+          let text: string
+          try {
+            text = await fsp.readFile(plan.resultPath!, "utf8")
+          } catch (error) {
+            if (!protocol.resultRequired && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined
+            throw error
+          }
+          try {
+            return JSON.parse(text) as unknown
+          } catch (error) {
+            throw new Error(`the result file is not valid JSON (${(error as Error).message})`)
+          }
+        },
         catch: (error) => failed(`${plan.resultPath}: ${error instanceof Error ? error.message : String(error)}`)
       })
+
+const USAGE_POLL_INTERVAL = Duration.millis(250)
+
+const usageWarning = (spec: ProcessSpec) => (message: string) =>
+  spec.onWarning === undefined ? Effect.logWarning(message) : Effect.sync(() => spec.onWarning!(message))
+
+const tailUsage = (tail: Protocol.UsageTail): Effect.Effect<never> =>
+  Effect.forever(Effect.andThen(Effect.sleep(USAGE_POLL_INTERVAL), Effect.uninterruptible(tail.read(false))))
 
 const succeed = (ended: Ended, result: unknown): ProcessResult => ({
   exitCode: 0,
@@ -238,7 +261,7 @@ const succeed = (ended: Ended, result: unknown): ProcessResult => ({
   ...(result === undefined ? {} : { result })
 })
 
-const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
+const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, protocol: Protocol.Protocol) {
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
   const scope = yield* Scope.Scope
@@ -289,6 +312,8 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
+  const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
+  const tailing = yield* Effect.forkScoped(tailUsage(usage))
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
       ? Effect.void
@@ -301,6 +326,8 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   yield* reapTree(handle.pid, plan.killGraceMs, watch)
   yield* awaitDone(pumps, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
+  yield* Fiber.interrupt(tailing)
+  yield* usage.read(true)
   const ended: Ended = {
     plan,
     limits,
@@ -313,7 +340,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan) {
   if (plan.logPath !== undefined) yield* log.write(`[corral] ${describeEnd(ended)} after ${ended.durationMs} ms\n`)
   const failure = classify(ended)
   if (failure !== undefined) return yield* failure
-  const result = yield* readResult(plan, (detail) => new ProcessFailed({ ...failureBase(ended), detail }))
+  const result = yield* readResult(plan, protocol, (detail) => new ProcessFailed({ ...failureBase(ended), detail }))
   return succeed(ended, result)
 })
 
@@ -337,5 +364,23 @@ export const run = (
       const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
       return Effect.fail(startFailure({ ...spec, command }, defaultName(spec), planned.detail))
     }
-    return Effect.scoped(supervise(spec, planned.plan))
+    let protocol: Protocol.Protocol
+    try {
+      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd)
+    } catch (error) {
+      const detail = `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
+      return Effect.fail(startFailure(spec, planned.plan.name, detail))
+    }
+    // A sandboxed process can write only to its cwd and private folders: the protocol folder is one.
+    const replanned =
+      sandboxOptions(spec) === undefined
+        ? planned
+        : makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+    if (replanned._tag === "Invalid") return Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
+    const plan: Plan = {
+      ...replanned.plan,
+      env: { ...replanned.plan.env, ...protocol.env },
+      resultPath: protocol.resultPath
+    }
+    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol)))
   })

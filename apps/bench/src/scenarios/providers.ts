@@ -1,0 +1,134 @@
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
+import { OpenAiCompat } from "@corral/core"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { LanguageModel } from "effect/ai"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { ratioAtMost } from "../lib/targets.ts"
+import type { Approach, Scenario } from "../types.ts"
+
+interface Params {
+  readonly url: string
+  readonly calls: number
+  readonly concurrency: number
+}
+
+const completion = JSON.stringify({
+  id: "chatcmpl-bench",
+  object: "chat.completion",
+  model: "bench-model",
+  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 12, completion_tokens: 1, total_tokens: 13 }
+})
+
+/** A Chat Completions server on 127.0.0.1 answering every request with the same small completion. */
+const startServer = (): Promise<string> =>
+  new Promise((resolve) => {
+    const server = Http.createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(completion)
+      })
+    })
+    server.keepAliveTimeout = 60_000
+    server.listen(0, "127.0.0.1", () => {
+      server.unref()
+      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
+    })
+  })
+
+const body = JSON.stringify({ model: "bench-model", messages: [{ role: "user", content: "Say ok" }] })
+
+const inBatches = async (p: Params, call: () => Promise<unknown>): Promise<void> => {
+  let next = 0
+  const worker = async () => {
+    while (next < p.calls) {
+      next++
+      await call()
+    }
+  }
+  await Promise.all(Array.from({ length: p.concurrency }, worker))
+}
+
+const bareFetch: Approach<Params> = {
+  name: "bare fetch + JSON.parse",
+  run: async (p) => {
+    const start = performance.now()
+    await inBatches(p, async () => {
+      const response = await fetch(`${p.url}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer bench" },
+        body
+      })
+      const json = (await response.json()) as { choices: Array<{ message: { content: string } }> }
+      if (json.choices[0]?.message.content !== "ok") throw new Error("unexpected reply")
+    })
+    return { ms: performance.now() - start }
+  }
+}
+
+const effectHttp: Approach<Params> = {
+  name: "effect/http HttpClient POST + JSON.parse",
+  run: async (p, { signal }) => {
+    const call = Effect.flatMap(HttpClient.HttpClient, (client) =>
+      client
+        .execute(
+          HttpClientRequest.post(`${p.url}/chat/completions`).pipe(
+            HttpClientRequest.bodyText(body, "application/json"),
+            HttpClientRequest.bearerToken("bench")
+          )
+        )
+        .pipe(
+          Effect.flatMap((response) => response.text),
+          Effect.map((text) => JSON.parse(text))
+        )
+    )
+    const program = Effect.forEach(Array.from({ length: p.calls }), () => call, {
+      concurrency: p.concurrency,
+      discard: true
+    })
+    const start = performance.now()
+    await Effect.runPromise(Effect.provide(program, FetchHttpClient.layer), { signal })
+    return { ms: performance.now() - start }
+  }
+}
+
+const corralName = "corral OpenAiCompat generateText"
+
+const corralProvider: Approach<Params> = {
+  name: corralName,
+  run: async (p, { signal }) => {
+    const model = OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(
+      Layer.provide(FetchHttpClient.layer)
+    )
+    const call = LanguageModel.generateText({ prompt: "Say ok" }).pipe(
+      Effect.flatMap((response) => (response.text === "ok" ? Effect.void : Effect.die("unexpected reply")))
+    )
+    const program = Effect.forEach(Array.from({ length: p.calls }), () => call, {
+      concurrency: p.concurrency,
+      discard: true
+    })
+    const start = performance.now()
+    await Effect.runPromise(Effect.provide(program, model), { signal })
+    return { ms: performance.now() - start }
+  }
+}
+
+export const providers: Scenario<Params> = {
+  name: "providers",
+  description:
+    "Chat Completions calls against a local server on 127.0.0.1 answering at once, 100 in flight: the " +
+    "cost of corral's OpenAI-compatible provider (effect/http client, schema decoding, usage reporting) " +
+    "over a bare fetch of the same request.",
+  floor: "bare fetch + JSON.parse of the same request against the same server; ratio = provider / fetch",
+  targets: [ratioAtMost("corral provider ≤ 1.1× a bare fetch at 100 concurrent calls", /calls/, corralName, 1.1)],
+  floorApproach: "bare fetch + JSON.parse",
+  approaches: [bareFetch, effectHttp, corralProvider],
+  cases: async (options) => {
+    const url = await startServer()
+    const calls = options.quick ? 1000 : 5000
+    return [{ label: `${calls} calls, 100 concurrent`, params: { url, calls, concurrency: 100 } }]
+  }
+}

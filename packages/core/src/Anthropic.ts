@@ -1,0 +1,513 @@
+/**
+ * A `LanguageModel` for Anthropic's Messages API (`POST /v1/messages`), built on effect's
+ * `effect/ai` and its platform-free `effect/http` client (`FetchHttpClient.layer` works everywhere).
+ *
+ * - Text and tool use, whole (`generateText`) or streamed over SSE (`streamText`);
+ *   `generateObject` forces a tool whose input schema is the object's schema and returns its input.
+ * - The API key is a `Redacted` value sent as `x-api-key` (never logged); `layerConfig` reads
+ *   `ANTHROPIC_API_KEY`.
+ * - Every completed call reports its tokens (cache reads and writes included in the input) and
+ *   cost (from `Pricing`) with `Usage.report`.
+ * - 429 and 529 ("overloaded") fail with a retryable `RateLimitError` carrying `Retry-After`;
+ *   network failures and no response within `timeout` are retryable `NetworkError`s; other 4xx
+ *   are not retryable; malformed bodies and streams that stop before `message_stop` fail with a
+ *   typed error that says what was wrong.
+ *
+ * Why not `@effect/ai-anthropic`: its releases import `effect/unstable/*`, which effect 4.1
+ * removed; this module is the small subset corral needs, written against 4.1's modules.
+ *
+ * @since 0.1.0
+ */
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
+import * as Base64 from "effect/encoding/Base64"
+import * as HttpClient from "effect/http/HttpClient"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
+import * as ModelHttp from "./internal/modelHttp.ts"
+import * as Pricing from "./Pricing.ts"
+import * as Usage from "./Usage.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The model name sent in each request, also the key into the price table. */
+  readonly model: string
+  /** Default `https://api.anthropic.com/v1`; requests go to `${baseUrl}/messages`. */
+  readonly baseUrl?: string | undefined
+  /** Sent as `x-api-key`. */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** `max_tokens` of each request (Anthropic requires one). Default 4096. */
+  readonly maxTokens?: number | undefined
+  /** The `anthropic-version` header. Default `2023-06-01`. */
+  readonly version?: string | undefined
+  /** Prices merged over `Pricing.defaults` (yours win). */
+  readonly prices?: Pricing.Table | undefined
+  /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
+  readonly timeout?: Duration.Input | undefined
+  /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
+  readonly defaultRetryAfter?: Duration.Input | undefined
+  /** Extra fields merged into every request body, e.g. `{ temperature: 0 }`. */
+  readonly body?: Readonly<Record<string, unknown>> | undefined
+  /** Extra request headers, e.g. `anthropic-beta`. */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+const RawUsage = Schema.Struct({
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+})
+type RawUsage = typeof RawUsage.Type
+
+const Block = Schema.Struct({
+  type: Schema.String,
+  text: Schema.optional(Schema.String),
+  id: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String),
+  input: Schema.optional(Schema.Unknown)
+})
+
+const Message = Schema.Struct({
+  id: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  content: Schema.Array(Block),
+  stop_reason: Schema.optional(Schema.NullOr(Schema.String)),
+  usage: RawUsage
+})
+
+const Event = Schema.Struct({
+  type: Schema.String,
+  index: Schema.optional(Schema.Number),
+  message: Schema.optional(
+    Schema.Struct({ id: Schema.optional(Schema.String), model: Schema.optional(Schema.String), usage: RawUsage })
+  ),
+  content_block: Schema.optional(Block),
+  delta: Schema.optional(
+    Schema.Struct({
+      type: Schema.optional(Schema.String),
+      text: Schema.optional(Schema.String),
+      partial_json: Schema.optional(Schema.String),
+      stop_reason: Schema.optional(Schema.NullOr(Schema.String))
+    })
+  ),
+  usage: Schema.optional(Schema.Struct({ output_tokens: Schema.Number })),
+  error: Schema.optional(Schema.Struct({ type: Schema.String, message: Schema.String }))
+})
+
+type Content = Array<Record<string, unknown>>
+
+const imageBlock = (part: Prompt.FilePart): Record<string, unknown> | undefined => {
+  if (!part.mediaType.startsWith("image/")) return undefined
+  if (part.data instanceof URL) return { type: "image", source: { type: "url", url: part.data.href } }
+  const data = typeof part.data === "string" ? part.data : Base64.encode(part.data)
+  return { type: "image", source: { type: "base64", media_type: part.mediaType, data } }
+}
+
+const resultText = (result: unknown): string => (typeof result === "string" ? result : JSON.stringify(result ?? null))
+
+const blocksOf = (message: Prompt.Message): Content => {
+  const blocks: Content = []
+  if (message.role === "system") return blocks
+  for (const part of message.content) {
+    switch (part.type) {
+      case "text":
+        if (part.text !== "") blocks.push({ type: "text", text: part.text })
+        break
+      case "file": {
+        const image = imageBlock(part)
+        if (image !== undefined) blocks.push(image)
+        break
+      }
+      case "tool-call":
+        if (!part.providerExecuted)
+          blocks.push({ type: "tool_use", id: part.id, name: part.name, input: part.params ?? {} })
+        break
+      case "tool-result":
+        if (message.role === "tool" || !part.providerExecuted)
+          blocks.push({
+            type: "tool_result",
+            tool_use_id: part.id,
+            content: resultText(part.result),
+            ...(part.isFailure && { is_error: true })
+          })
+        break
+    }
+  }
+  return blocks
+}
+
+/** Anthropic's `system` and `messages` for a prompt; tool results go in user turns. @internal */
+export const messagesOf = (
+  prompt: Prompt.Prompt
+): { system: string | undefined; messages: Array<Record<string, unknown>> } => {
+  const system: Array<string> = []
+  const messages: Array<{ role: string; content: Content }> = []
+  for (const message of prompt.content) {
+    if (message.role === "system") {
+      system.push(message.content)
+      continue
+    }
+    const role = message.role === "assistant" ? "assistant" : "user"
+    const blocks = blocksOf(message)
+    if (blocks.length === 0) continue
+    const last = messages[messages.length - 1]
+    if (last !== undefined && last.role === role) last.content.push(...blocks)
+    else messages.push({ role, content: blocks })
+  }
+  return { system: system.length === 0 ? undefined : system.join("\n\n"), messages }
+}
+
+const toolsOf = (options: LanguageModel.ProviderOptions): Record<string, unknown> => {
+  if (options.responseFormat.type === "json") {
+    const name = options.responseFormat.objectName
+    return {
+      tools: [
+        {
+          name,
+          description: `Respond with the ${name} object`,
+          input_schema: Tool.getJsonSchemaFromSchema(options.responseFormat.schema)
+        }
+      ],
+      tool_choice: { type: "tool", name }
+    }
+  }
+  const choice = options.toolChoice
+  const allowed = typeof choice === "object" && "oneOf" in choice ? new Set(choice.oneOf) : undefined
+  const tools = options.tools
+    .filter((tool) => !Tool.isProviderDefined(tool) && (allowed === undefined || allowed.has(tool.name)))
+    .map((tool) => ({
+      name: tool.name,
+      description: Tool.getDescription(tool) ?? "",
+      input_schema: Tool.getJsonSchema(tool)
+    }))
+  if (tools.length === 0) return {}
+  const toolChoice =
+    typeof choice === "string"
+      ? { type: choice === "required" ? "any" : choice }
+      : "tool" in choice
+        ? { type: "tool", name: choice.tool }
+        : { type: choice.mode === "required" ? "any" : "auto" }
+  return { tools, tool_choice: toolChoice }
+}
+
+const finishReason = (reason: string | null | undefined): Response.FinishReason => {
+  switch (reason) {
+    case "end_turn":
+    case "stop_sequence":
+      return "stop"
+    case "max_tokens":
+      return "length"
+    case "tool_use":
+      return "tool-calls"
+    case "refusal":
+      return "content-filter"
+    case "pause_turn":
+      return "pause"
+    case null:
+    case undefined:
+      return "unknown"
+    default:
+      return "other"
+  }
+}
+
+const tokensOf = (raw: RawUsage): Pricing.Tokens => {
+  const cachedInputTokens = raw.cache_read_input_tokens ?? 0
+  const cacheWriteTokens = raw.cache_creation_input_tokens ?? 0
+  return {
+    inputTokens: raw.input_tokens + cachedInputTokens + cacheWriteTokens,
+    outputTokens: raw.output_tokens,
+    cachedInputTokens,
+    cacheWriteTokens
+  }
+}
+
+const finish = (
+  setup: Setup,
+  reason: Response.FinishReason,
+  raw: RawUsage
+): Effect.Effect<Response.FinishPartEncoded> => {
+  const tokens = tokensOf(raw)
+  const usage = Pricing.usage(setup.prices, setup.options.model, tokens)
+  return Effect.as(Usage.report(usage), {
+    type: "finish",
+    reason,
+    usage: {
+      inputTokens: {
+        total: tokens.inputTokens,
+        uncached: raw.input_tokens,
+        cacheRead: tokens.cachedInputTokens,
+        cacheWrite: tokens.cacheWriteTokens
+      },
+      outputTokens: { total: tokens.outputTokens }
+    },
+    metadata: { corral: { costUsd: usage.costUsd, reported: true } }
+  })
+}
+
+interface Setup {
+  readonly options: Options
+  readonly client: HttpClient.HttpClient
+  readonly prices: Pricing.Table
+  readonly url: string
+}
+
+const targetOf = (setup: Setup, method: string): ModelHttp.Target => ({
+  module: "Anthropic",
+  method,
+  client: setup.client,
+  timeoutMs: Duration.toMillis(setup.options.timeout ?? "60 seconds"),
+  defaultRetryAfterMs: Duration.toMillis(setup.options.defaultRetryAfter ?? "1 second")
+})
+
+const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream: boolean) => {
+  const { system, messages } = messagesOf(options.prompt)
+  const body = {
+    model: setup.options.model,
+    max_tokens: setup.options.maxTokens ?? 4096,
+    ...(system !== undefined && { system }),
+    messages,
+    ...toolsOf(options),
+    ...setup.options.body,
+    ...(stream && { stream: true })
+  }
+  return HttpClientRequest.post(setup.url).pipe(
+    HttpClientRequest.bodyJsonUnsafe(body),
+    HttpClientRequest.setHeaders({
+      accept: stream ? "text/event-stream" : "application/json",
+      "anthropic-version": setup.options.version ?? "2023-06-01",
+      ...setup.options.headers
+    }),
+    (request) =>
+      setup.options.apiKey === undefined
+        ? request
+        : HttpClientRequest.setHeader(request, "x-api-key", Redacted.value(setup.options.apiKey))
+  )
+}
+
+const objectText = (options: LanguageModel.ProviderOptions, name: string | undefined, input: unknown) =>
+  options.responseFormat.type === "json" && name === options.responseFormat.objectName
+    ? JSON.stringify(input)
+    : undefined
+
+const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
+  const target = targetOf(setup, "generateText")
+  const request = requestOf(setup, options, false)
+  return Effect.gen(function* () {
+    const response = yield* ModelHttp.send(target, request)
+    const message = yield* ModelHttp.readJson(target, request, response, Message)
+    const parts: Array<Response.PartEncoded> = [{ type: "response-metadata", id: message.id, modelId: message.model }]
+    for (const block of message.content) {
+      if (block.type === "text" && block.text !== undefined) parts.push({ type: "text", text: block.text })
+      if (block.type !== "tool_use") continue
+      const object = objectText(options, block.name, block.input)
+      if (object !== undefined) parts.push({ type: "text", text: object })
+      else if (block.id === undefined || block.name === undefined)
+        return yield* AiError.make({
+          module: "Anthropic",
+          method: "generateText",
+          reason: new AiError.InvalidResponseError({ description: "a tool_use block has no id or name" })
+        })
+      else parts.push({ type: "tool-call", id: block.id, name: block.name, params: block.input ?? {} })
+    }
+    parts.push(yield* finish(setup, finishReason(message.stop_reason), message.usage))
+    return parts
+  })
+}
+
+interface OpenBlock {
+  readonly kind: "text" | "tool" | "object" | "other"
+  readonly id: string
+  readonly name: string
+  json: string
+}
+
+const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
+  const target = targetOf(setup, "streamText")
+  const request = requestOf(setup, options, true)
+  const invalid = (description: string) =>
+    AiError.make({
+      module: "Anthropic",
+      method: "streamText",
+      reason: new AiError.InvalidResponseError({ description })
+    })
+  return Stream.unwrap(
+    Effect.map(ModelHttp.send(target, request), (response) => {
+      let usage: RawUsage = { input_tokens: 0, output_tokens: 0 }
+      let reason: Response.FinishReason = "unknown"
+      const blocks = new Map<number, OpenBlock>()
+      const onEvent = (event: typeof Event.Type): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.AiError> => {
+        switch (event.type) {
+          case "message_start": {
+            if (event.message !== undefined) usage = event.message.usage
+            return Effect.succeed([{ type: "response-metadata", id: event.message?.id, modelId: event.message?.model }])
+          }
+          case "content_block_start": {
+            const index = event.index ?? 0
+            const block = event.content_block
+            if (block?.type === "text") {
+              blocks.set(index, { kind: "text", id: `text-${index}`, name: "", json: "" })
+              const first = block.text ?? ""
+              return Effect.succeed([
+                { type: "text-start", id: `text-${index}` },
+                ...(first === "" ? [] : [{ type: "text-delta" as const, id: `text-${index}`, delta: first }])
+              ])
+            }
+            if (block?.type === "tool_use") {
+              const id = block.id ?? `tool-${index}`
+              const name = block.name ?? ""
+              const isObject = options.responseFormat.type === "json" && name === options.responseFormat.objectName
+              blocks.set(index, { kind: isObject ? "object" : "tool", id, name, json: "" })
+              return Effect.succeed(isObject ? [{ type: "text-start", id }] : [{ type: "tool-params-start", id, name }])
+            }
+            blocks.set(index, { kind: "other", id: `other-${index}`, name: "", json: "" })
+            return Effect.succeed([])
+          }
+          case "content_block_delta": {
+            const open = blocks.get(event.index ?? 0)
+            if (open === undefined)
+              return Effect.fail(invalid(`a delta for block ${event.index} that was never started`))
+            const delta = event.delta
+            if (open.kind === "text" && delta?.text !== undefined)
+              return Effect.succeed([{ type: "text-delta", id: open.id, delta: delta.text }])
+            if ((open.kind === "tool" || open.kind === "object") && delta?.partial_json !== undefined) {
+              open.json += delta.partial_json
+              return Effect.succeed([
+                open.kind === "tool"
+                  ? { type: "tool-params-delta", id: open.id, delta: delta.partial_json }
+                  : { type: "text-delta", id: open.id, delta: delta.partial_json }
+              ])
+            }
+            return Effect.succeed([])
+          }
+          case "content_block_stop": {
+            const open = blocks.get(event.index ?? 0)
+            if (open === undefined || open.kind === "other") return Effect.succeed([])
+            if (open.kind === "text" || open.kind === "object")
+              return Effect.succeed([{ type: "text-end", id: open.id }])
+            return Effect.map(
+              ModelHttp.decodeJson(
+                target,
+                Schema.Unknown,
+                `the input of tool call ${JSON.stringify(open.name)} (${open.id})`,
+                open.json || "{}"
+              ),
+              (params): Array<Response.StreamPartEncoded> => [
+                { type: "tool-params-end", id: open.id },
+                { type: "tool-call", id: open.id, name: open.name, params }
+              ]
+            )
+          }
+          case "message_delta": {
+            if (event.delta?.stop_reason != null) reason = finishReason(event.delta.stop_reason)
+            if (event.usage !== undefined) usage = { ...usage, output_tokens: event.usage.output_tokens }
+            return Effect.succeed([])
+          }
+          case "message_stop":
+            return Effect.map(finish(setup, reason, usage), (part) => [part])
+          case "error": {
+            const error = event.error
+            const overloaded = error?.type === "overloaded_error" || error?.type === "rate_limit_error"
+            return Effect.fail(
+              AiError.make({
+                module: "Anthropic",
+                method: "streamText",
+                reason: overloaded
+                  ? new AiError.RateLimitError({ retryAfter: Duration.millis(target.defaultRetryAfterMs) })
+                  : new AiError.InternalProviderError({
+                      description: `stream error ${error?.type ?? "unknown"}: ${error?.message ?? ""}`
+                    })
+              })
+            )
+          }
+          default:
+            return Effect.succeed([])
+        }
+      }
+      return ModelHttp.events(target, request, response, "message_stop").pipe(
+        Stream.mapEffect((event) =>
+          Effect.flatMap(ModelHttp.decodeJson(target, Event, `a ${event.event || "stream"} event`, event.data), onEvent)
+        ),
+        Stream.flattenIterable
+      )
+    })
+  )
+}
+
+/**
+ * The provider as a `LanguageModel` service, using the `HttpClient` in context.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const base = (options.baseUrl ?? "https://api.anthropic.com/v1").replace(/\/+$/, "")
+    const setup: Setup = {
+      options,
+      client,
+      prices: { ...Pricing.defaults, ...options.prices },
+      url: `${base}/messages`
+    }
+    return yield* LanguageModel.make({
+      generateText: (provider) => generateText(setup, provider),
+      streamText: (provider) => streamText(setup, provider)
+    })
+  })
+
+/**
+ * A `LanguageModel` layer for Anthropic's Messages API.
+ *
+ * @example
+ * ```ts
+ * import { Anthropic } from "@corral/core"
+ * import { Config, Effect, Layer } from "effect"
+ * import { LanguageModel } from "effect/ai"
+ * import { FetchHttpClient } from "effect/http"
+ *
+ * const model = Anthropic.layerConfig({ model: "claude-sonnet-4-20250514" }).pipe(Layer.provide(FetchHttpClient.layer))
+ * const program = LanguageModel.generateText({ prompt: "Say hi" }).pipe(Effect.provide(model))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  Layer.effect(LanguageModel.LanguageModel, make(options))
+
+/**
+ * Like `layer`, with `apiKey` from `ANTHROPIC_API_KEY` and `baseUrl` from `ANTHROPIC_BASE_URL` when
+ * they are set (values given in `options` win).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: Options
+): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.gen(function* () {
+      const apiKey = yield* Config.option(Config.Redacted("ANTHROPIC_API_KEY"))
+      const baseUrl = yield* Config.option(Config.String("ANTHROPIC_BASE_URL"))
+      return yield* make({
+        ...options,
+        apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
+        baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
+      })
+    })
+  )

@@ -1,0 +1,488 @@
+/**
+ * A `LanguageModel` for any server speaking OpenAI's Chat Completions API — OpenAI itself,
+ * OpenRouter, vLLM, Ollama, LM Studio and most gateways, chosen by `baseUrl`. Built on effect's
+ * `effect/ai` and its platform-free `effect/http` client, so it needs only an `HttpClient` layer
+ * (`FetchHttpClient.layer` works everywhere).
+ *
+ * - Text and tool calls, whole (`generateText`) or streamed over SSE (`streamText`).
+ * - The API key is a `Redacted` value (never logged); `layerConfig` reads `OPENAI_API_KEY`.
+ * - Every completed call reports its tokens and cost (from `Pricing`) with `Usage.report`.
+ * - 429 (and 529) fail with a retryable `RateLimitError` carrying `Retry-After`, which corral's
+ *   runner and `Llm.layer` honour; no response within `timeout` and network failures are
+ *   retryable `NetworkError`s; other 4xx are not retryable; malformed bodies and streams that stop
+ *   before `[DONE]` fail with a typed error that says what was wrong.
+ *
+ * Why not `@effect/ai-openai-compat`: its releases import `effect/unstable/*`, which effect 4.1
+ * removed; this module is the small subset corral needs, written against 4.1's modules.
+ *
+ * @since 0.1.0
+ */
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
+import * as Base64 from "effect/encoding/Base64"
+import * as HttpClient from "effect/http/HttpClient"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
+import * as ModelHttp from "./internal/modelHttp.ts"
+import * as Pricing from "./Pricing.ts"
+import * as Usage from "./Usage.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The model name sent in each request, also the key into the price table. */
+  readonly model: string
+  /** Default `https://api.openai.com/v1`; requests go to `${baseUrl}/chat/completions`. */
+  readonly baseUrl?: string | undefined
+  /** Sent as `Authorization: Bearer …`; omit for local servers that need no key. */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Prices merged over `Pricing.defaults` (yours win). */
+  readonly prices?: Pricing.Table | undefined
+  /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
+  readonly timeout?: Duration.Input | undefined
+  /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
+  readonly defaultRetryAfter?: Duration.Input | undefined
+  /** Extra fields merged into every request body, e.g. `{ temperature: 0, max_tokens: 512 }`. */
+  readonly body?: Readonly<Record<string, unknown>> | undefined
+  /** Extra request headers. */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+const Usage_ = Schema.NullOr(
+  Schema.Struct({
+    prompt_tokens: Schema.Number,
+    completion_tokens: Schema.Number,
+    prompt_tokens_details: Schema.optional(
+      Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.NullOr(Schema.Number)) }))
+    )
+  })
+)
+
+const ToolCall = Schema.Struct({
+  id: Schema.String,
+  function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
+})
+
+const Completion = Schema.Struct({
+  id: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  choices: Schema.Array(
+    Schema.Struct({
+      message: Schema.Struct({
+        content: Schema.optional(Schema.NullOr(Schema.String)),
+        tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCall)))
+      }),
+      finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    })
+  ),
+  usage: Schema.optional(Usage_)
+})
+
+const Chunk = Schema.Struct({
+  id: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  choices: Schema.Array(
+    Schema.Struct({
+      delta: Schema.optional(
+        Schema.NullOr(
+          Schema.Struct({
+            content: Schema.optional(Schema.NullOr(Schema.String)),
+            tool_calls: Schema.optional(
+              Schema.NullOr(
+                Schema.Array(
+                  Schema.Struct({
+                    index: Schema.Number,
+                    id: Schema.optional(Schema.NullOr(Schema.String)),
+                    function: Schema.optional(
+                      Schema.NullOr(
+                        Schema.Struct({
+                          name: Schema.optional(Schema.NullOr(Schema.String)),
+                          arguments: Schema.optional(Schema.NullOr(Schema.String))
+                        })
+                      )
+                    )
+                  })
+                )
+              )
+            )
+          })
+        )
+      ),
+      finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    })
+  ),
+  usage: Schema.optional(Usage_)
+})
+
+type Message = Record<string, unknown>
+
+const textOf = (parts: ReadonlyArray<{ readonly type: string }>): string =>
+  parts
+    .filter((part): part is Prompt.TextPart => part.type === "text")
+    .map((part) => part.text)
+    .join("")
+
+const fileContent = (part: Prompt.FilePart): Record<string, unknown> | undefined => {
+  if (!part.mediaType.startsWith("image/")) return undefined
+  const url =
+    part.data instanceof URL
+      ? part.data.href
+      : typeof part.data === "string"
+        ? part.data.startsWith("data:") || part.data.startsWith("http")
+          ? part.data
+          : `data:${part.mediaType};base64,${part.data}`
+        : `data:${part.mediaType};base64,${Base64.encode(part.data)}`
+  return { type: "image_url", image_url: { url } }
+}
+
+const userContent = (parts: ReadonlyArray<Prompt.UserMessagePart>): string | Array<Record<string, unknown>> => {
+  if (parts.every((part) => part.type === "text")) return textOf(parts)
+  return parts.flatMap((part): Array<Record<string, unknown>> => {
+    if (part.type === "text") return [{ type: "text", text: part.text }]
+    const file = fileContent(part)
+    return file === undefined ? [] : [file]
+  })
+}
+
+const resultText = (result: unknown): string => (typeof result === "string" ? result : JSON.stringify(result ?? null))
+
+/** Chat Completions messages for a prompt. @internal */
+export const messagesOf = (prompt: Prompt.Prompt): Array<Message> => {
+  const messages: Array<Message> = []
+  for (const message of prompt.content) {
+    switch (message.role) {
+      case "system":
+        messages.push({ role: "system", content: message.content })
+        break
+      case "user":
+        messages.push({ role: "user", content: userContent(message.content) })
+        break
+      case "assistant": {
+        const calls = message.content.filter(
+          (part): part is Prompt.ToolCallPart => part.type === "tool-call" && !part.providerExecuted
+        )
+        const text = textOf(message.content)
+        messages.push({
+          role: "assistant",
+          content: text === "" && calls.length > 0 ? null : text,
+          ...(calls.length > 0 && {
+            tool_calls: calls.map((call) => ({
+              id: call.id,
+              type: "function",
+              function: { name: call.name, arguments: JSON.stringify(call.params ?? {}) }
+            }))
+          })
+        })
+        break
+      }
+      case "tool":
+        for (const part of message.content) {
+          if (part.type === "tool-result")
+            messages.push({ role: "tool", tool_call_id: part.id, content: resultText(part.result) })
+        }
+        break
+    }
+  }
+  return messages
+}
+
+const toolsOf = (options: LanguageModel.ProviderOptions): Record<string, unknown> => {
+  const choice = options.toolChoice
+  const allowed = typeof choice === "object" && "oneOf" in choice ? new Set(choice.oneOf) : undefined
+  const tools = options.tools
+    .filter((tool) => !Tool.isProviderDefined(tool) && (allowed === undefined || allowed.has(tool.name)))
+    .map((tool) => ({
+      type: "function",
+      function: { name: tool.name, description: Tool.getDescription(tool) ?? "", parameters: Tool.getJsonSchema(tool) }
+    }))
+  if (tools.length === 0) return {}
+  const toolChoice =
+    typeof choice === "string"
+      ? choice
+      : "tool" in choice
+        ? { type: "function", function: { name: choice.tool } }
+        : (choice.mode ?? "auto")
+  return { tools, tool_choice: toolChoice }
+}
+
+const responseFormatOf = (options: LanguageModel.ProviderOptions): Record<string, unknown> =>
+  options.responseFormat.type === "json"
+    ? {
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: options.responseFormat.objectName,
+            schema: Tool.getJsonSchemaFromSchema(options.responseFormat.schema)
+          }
+        }
+      }
+    : {}
+
+const finishReason = (reason: string | null | undefined): Response.FinishReason => {
+  switch (reason) {
+    case "stop":
+      return "stop"
+    case "length":
+      return "length"
+    case "tool_calls":
+    case "function_call":
+      return "tool-calls"
+    case "content_filter":
+      return "content-filter"
+    case null:
+    case undefined:
+      return "unknown"
+    default:
+      return "other"
+  }
+}
+
+interface Reported {
+  readonly tokens: Pricing.Tokens
+  readonly usage: Usage.Usage
+}
+
+const report = (model: string, prices: Pricing.Table, raw: typeof Usage_.Type | undefined): Effect.Effect<Reported> => {
+  const tokens: Pricing.Tokens = {
+    inputTokens: raw?.prompt_tokens ?? 0,
+    outputTokens: raw?.completion_tokens ?? 0,
+    cachedInputTokens: raw?.prompt_tokens_details?.cached_tokens ?? 0
+  }
+  const usage = Pricing.usage(prices, model, tokens)
+  return Effect.as(raw == null ? Effect.void : Usage.report(usage), { tokens, usage })
+}
+
+const finishPart = (reason: Response.FinishReason, reported: Reported): Response.FinishPartEncoded => ({
+  type: "finish",
+  reason,
+  usage: {
+    inputTokens: {
+      total: reported.tokens.inputTokens,
+      cacheRead: reported.tokens.cachedInputTokens,
+      uncached: reported.tokens.inputTokens - (reported.tokens.cachedInputTokens ?? 0)
+    },
+    outputTokens: { total: reported.tokens.outputTokens }
+  },
+  metadata: { corral: { costUsd: reported.usage.costUsd, reported: true } }
+})
+
+const parseArguments = (target: ModelHttp.Target, name: string, id: string, text: string) =>
+  ModelHttp.decodeJson(
+    target,
+    Schema.Unknown,
+    `the arguments of tool call ${JSON.stringify(name)} (${id})`,
+    text || "{}"
+  )
+
+interface Setup {
+  readonly options: Options
+  readonly client: HttpClient.HttpClient
+  readonly prices: Pricing.Table
+  readonly url: string
+}
+
+const targetOf = (setup: Setup, method: string): ModelHttp.Target => ({
+  module: "OpenAiCompat",
+  method,
+  client: setup.client,
+  timeoutMs: Duration.toMillis(setup.options.timeout ?? "60 seconds"),
+  defaultRetryAfterMs: Duration.toMillis(setup.options.defaultRetryAfter ?? "1 second")
+})
+
+const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream: boolean) => {
+  const body = {
+    model: setup.options.model,
+    messages: messagesOf(options.prompt),
+    ...toolsOf(options),
+    ...responseFormatOf(options),
+    ...setup.options.body,
+    ...(stream && { stream: true, stream_options: { include_usage: true } })
+  }
+  let request = HttpClientRequest.post(setup.url).pipe(
+    HttpClientRequest.bodyJsonUnsafe(body),
+    HttpClientRequest.setHeaders({
+      accept: stream ? "text/event-stream" : "application/json",
+      ...setup.options.headers
+    })
+  )
+  if (setup.options.apiKey !== undefined) request = HttpClientRequest.bearerToken(request, setup.options.apiKey)
+  return request
+}
+
+const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
+  const target = targetOf(setup, "generateText")
+  const request = requestOf(setup, options, false)
+  return Effect.gen(function* () {
+    const response = yield* ModelHttp.send(target, request)
+    const completion = yield* ModelHttp.readJson(target, request, response, Completion)
+    const choice = completion.choices[0]
+    if (choice === undefined)
+      return yield* AiError.make({
+        module: "OpenAiCompat",
+        method: "generateText",
+        reason: new AiError.InvalidResponseError({ description: "the response has no choices" })
+      })
+    const parts: Array<Response.PartEncoded> = [
+      { type: "response-metadata", id: completion.id, modelId: completion.model }
+    ]
+    if (choice.message.content != null && choice.message.content !== "")
+      parts.push({ type: "text", text: choice.message.content })
+    for (const call of choice.message.tool_calls ?? []) {
+      const params = yield* parseArguments(target, call.function.name, call.id, call.function.arguments)
+      parts.push({ type: "tool-call", id: call.id, name: call.function.name, params })
+    }
+    const reported = yield* report(setup.options.model, setup.prices, completion.usage)
+    parts.push(finishPart(finishReason(choice.finish_reason), reported))
+    return parts
+  })
+}
+
+interface PendingCall {
+  id: string
+  name: string
+  args: string
+}
+
+const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
+  const target = targetOf(setup, "streamText")
+  const request = requestOf(setup, options, true)
+  return Stream.unwrap(
+    Effect.map(ModelHttp.send(target, request), (response) => {
+      let started = false
+      let textOpen = false
+      let reason: Response.FinishReason = "unknown"
+      let usage: typeof Usage_.Type | undefined
+      const calls = new Map<number, PendingCall>()
+      const onChunk = (chunk: typeof Chunk.Type): Array<Response.StreamPartEncoded> => {
+        const parts: Array<Response.StreamPartEncoded> = []
+        if (!started) {
+          started = true
+          parts.push({ type: "response-metadata", id: chunk.id, modelId: chunk.model })
+        }
+        if (chunk.usage != null) usage = chunk.usage
+        for (const choice of chunk.choices) {
+          const delta = choice.delta
+          if (delta?.content != null && delta.content !== "") {
+            if (!textOpen) parts.push({ type: "text-start", id: "text" })
+            textOpen = true
+            parts.push({ type: "text-delta", id: "text", delta: delta.content })
+          }
+          for (const call of delta?.tool_calls ?? []) {
+            let pending = calls.get(call.index)
+            if (pending === undefined) {
+              pending = { id: call.id ?? `call_${call.index}`, name: call.function?.name ?? "", args: "" }
+              calls.set(call.index, pending)
+              parts.push({ type: "tool-params-start", id: pending.id, name: pending.name })
+            }
+            const args = call.function?.arguments
+            if (args != null && args !== "") {
+              pending.args += args
+              parts.push({ type: "tool-params-delta", id: pending.id, delta: args })
+            }
+          }
+          if (choice.finish_reason != null) reason = finishReason(choice.finish_reason)
+        }
+        return parts
+      }
+      const onDone = Effect.gen(function* () {
+        const parts: Array<Response.StreamPartEncoded> = []
+        if (textOpen) parts.push({ type: "text-end", id: "text" })
+        for (const call of calls.values()) {
+          parts.push({ type: "tool-params-end", id: call.id })
+          const params = yield* parseArguments(target, call.name, call.id, call.args)
+          parts.push({ type: "tool-call", id: call.id, name: call.name, params })
+        }
+        parts.push(finishPart(reason, yield* report(setup.options.model, setup.prices, usage)))
+        return parts
+      })
+      return ModelHttp.events(target, request, response, "[DONE]").pipe(
+        Stream.mapEffect((event) =>
+          event.data === "[DONE]"
+            ? onDone
+            : Effect.map(ModelHttp.decodeJson(target, Chunk, "a stream chunk", event.data), onChunk)
+        ),
+        Stream.flattenIterable
+      )
+    })
+  )
+}
+
+/**
+ * The provider as a `LanguageModel` service, using the `HttpClient` in context.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const base = (options.baseUrl ?? "https://api.openai.com/v1").replace(/\/+$/, "")
+    const setup: Setup = {
+      options,
+      client,
+      prices: { ...Pricing.defaults, ...options.prices },
+      url: `${base}/chat/completions`
+    }
+    return yield* LanguageModel.make({
+      generateText: (provider) => generateText(setup, provider),
+      streamText: (provider) => streamText(setup, provider)
+    })
+  })
+
+/**
+ * A `LanguageModel` layer for an OpenAI-compatible server.
+ *
+ * @example
+ * ```ts
+ * import { OpenAiCompat } from "@corral/core"
+ * import { Effect, Layer, Redacted } from "effect"
+ * import { LanguageModel } from "effect/ai"
+ * import { FetchHttpClient } from "effect/http"
+ *
+ * const model = OpenAiCompat.layer({
+ *   model: "llama3.2",
+ *   baseUrl: "http://127.0.0.1:11434/v1" // Ollama
+ * }).pipe(Layer.provide(FetchHttpClient.layer))
+ *
+ * const program = LanguageModel.generateText({ prompt: "Say hi" }).pipe(Effect.provide(model))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  Layer.effect(LanguageModel.LanguageModel, make(options))
+
+/**
+ * Like `layer`, with `apiKey` from `OPENAI_API_KEY` and `baseUrl` from `OPENAI_BASE_URL` when they
+ * are set (values given in `options` win).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: Options
+): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.gen(function* () {
+      const apiKey = yield* Config.option(Config.Redacted("OPENAI_API_KEY"))
+      const baseUrl = yield* Config.option(Config.String("OPENAI_BASE_URL"))
+      return yield* make({
+        ...options,
+        apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
+        baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
+      })
+    })
+  )

@@ -1,0 +1,232 @@
+/**
+ * The HTTP side shared by the model providers: sending a request with a deadline, turning a status
+ * into an `AiError` reason (429/529 → `RateLimitError` with its `Retry-After`), reading JSON and
+ * SSE bodies with typed errors for malformed or truncated ones.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as AiError from "effect/ai/AiError"
+import * as Sse from "effect/encoding/Sse"
+import type * as HttpClient from "effect/http/HttpClient"
+import type * as HttpClientError from "effect/http/HttpClientError"
+import type * as HttpClientRequest from "effect/http/HttpClientRequest"
+import type * as HttpClientResponse from "effect/http/HttpClientResponse"
+
+export interface Target {
+  readonly module: string
+  readonly method: string
+  readonly client: HttpClient.HttpClient
+  /** Deadline for the response headers (and for the whole body of a non-streaming call). */
+  readonly timeoutMs: number
+  /** Wait assumed after a 429/529 without a usable `Retry-After`. */
+  readonly defaultRetryAfterMs: number
+}
+
+const fail = (target: Target, reason: AiError.AiErrorReason): AiError.AiError =>
+  AiError.make({ module: target.module, method: target.method, reason })
+
+/** `Retry-After` (seconds or an HTTP date) or OpenAI's `retry-after-ms`, in milliseconds. */
+export const retryAfterMs = (
+  headers: Readonly<Record<string, string | undefined>>,
+  now: number
+): number | undefined => {
+  const ms = headers["retry-after-ms"]
+  if (ms !== undefined && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Number(ms)
+  const value = headers["retry-after"]
+  if (value === undefined || value.trim() === "") return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : undefined
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+const providerMessage = (body: string): string | undefined => {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown }
+    if (typeof parsed.error === "string") return parsed.error
+    if (typeof parsed.error?.message === "string") return parsed.error.message
+    if (typeof parsed.message === "string") return parsed.message
+  } catch {
+    return undefined
+  }
+  return undefined
+}
+
+const clip = (text: string, max = 300): string => (text.length > max ? `${text.slice(0, max)}…` : text)
+
+/** The `AiError` reason for a non-2xx response. */
+export const reasonOfStatus = (
+  status: number,
+  headers: Readonly<Record<string, string | undefined>>,
+  body: string,
+  defaultRetryAfterMs: number,
+  now: number
+): AiError.AiErrorReason => {
+  const message = providerMessage(body)
+  const description = `HTTP ${status}: ${message ?? (clip(body) || "(empty body)")}`
+  const http = { response: { status, headers: headers as Record<string, string> }, body: clip(body, 2000) }
+  if (status === 429 || status === 529) {
+    const after = retryAfterMs(headers, now) ?? defaultRetryAfterMs
+    return new AiError.RateLimitError({ retryAfter: Duration.millis(after), http })
+  }
+  if (status === 401) return new AiError.AuthenticationError({ kind: "InvalidKey", description, http })
+  if (status === 403) return new AiError.AuthenticationError({ kind: "InsufficientPermissions", description, http })
+  if (status >= 500) return new AiError.InternalProviderError({ description, http })
+  if (status >= 400) return new AiError.InvalidRequestError({ description, http })
+  return new AiError.InvalidResponseError({ description: `unexpected ${description}`, http })
+}
+
+const transport = (target: Target, request: HttpClientRequest.HttpClientRequest, description: string) =>
+  fail(
+    target,
+    new AiError.NetworkError({ reason: "TransportError", method: request.method, url: request.url, description })
+  )
+
+const fromHttpError = (
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest,
+  error: HttpClientError.HttpClientError
+): AiError.AiError => {
+  const reason = error.reason
+  switch (reason._tag) {
+    case "TransportError":
+    case "EncodeError":
+    case "InvalidUrlError":
+      return fail(
+        target,
+        new AiError.NetworkError({
+          reason: reason._tag,
+          method: request.method,
+          url: request.url,
+          description: reason.description ?? String(reason.cause ?? error.message)
+        })
+      )
+    default:
+      return fail(target, new AiError.InvalidResponseError({ description: error.message }))
+  }
+}
+
+/**
+ * Sends `request`; a non-2xx status fails with the matching reason, no response within the deadline
+ * with a retryable `NetworkError`.
+ */
+export const send = (
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest
+): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> =>
+  target.client.execute(request).pipe(
+    Effect.mapError((error) => fromHttpError(target, request, error)),
+    Effect.timeoutOrElse({
+      duration: target.timeoutMs,
+      orElse: () => Effect.fail(transport(target, request, `no response within ${target.timeoutMs} ms`))
+    }),
+    Effect.flatMap((response) => {
+      if (response.status >= 200 && response.status < 300) return Effect.succeed(response)
+      return response.text.pipe(
+        Effect.orElseSucceed(() => ""),
+        Effect.flatMap((body) =>
+          Effect.clockWith((clock) =>
+            Effect.fail(
+              fail(
+                target,
+                reasonOfStatus(
+                  response.status,
+                  response.headers,
+                  body,
+                  target.defaultRetryAfterMs,
+                  clock.currentTimeMillisUnsafe()
+                )
+              )
+            )
+          )
+        )
+      )
+    })
+  )
+
+/** Decodes `text` as JSON of `schema`; the error names what was wrong and where. */
+export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  target: Target,
+  schema: S,
+  what: string,
+  text: string
+): Effect.Effect<S["Type"], AiError.AiError> => {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (cause) {
+    return Effect.fail(
+      fail(
+        target,
+        new AiError.InvalidResponseError({
+          description: `${what} is not valid JSON (${(cause as Error).message}): ${clip(text, 200) || "(empty)"}`
+        })
+      )
+    )
+  }
+  return Schema.decodeUnknownEffect(schema)(json).pipe(
+    Effect.mapError((error) =>
+      fail(
+        target,
+        new AiError.InvalidResponseError({ description: `${what} has an unexpected shape: ${error.message}` })
+      )
+    )
+  )
+}
+
+/** Reads a whole JSON body of `schema` within the deadline. */
+export const readJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest,
+  response: HttpClientResponse.HttpClientResponse,
+  schema: S
+): Effect.Effect<S["Type"], AiError.AiError> =>
+  response.text.pipe(
+    Effect.mapError((error) => fromHttpError(target, request, error)),
+    Effect.timeoutOrElse({
+      duration: target.timeoutMs,
+      orElse: () => Effect.fail(transport(target, request, `response body not complete within ${target.timeoutMs} ms`))
+    }),
+    Effect.flatMap((text) => decodeJson(target, schema, "the response body", text))
+  )
+
+/**
+ * The SSE events of a streaming response. A body that ends before `isLast` saw its terminal event
+ * fails with a retryable `NetworkError` saying the stream was cut.
+ */
+export const events = (
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest,
+  response: HttpClientResponse.HttpClientResponse,
+  terminal: string
+): Stream.Stream<Sse.Event, AiError.AiError> => {
+  let ended = false
+  const body: Stream.Stream<Sse.Event, AiError.AiError> = response.stream.pipe(
+    Stream.decodeText(),
+    Stream.pipeThroughChannel(Sse.decode()),
+    Stream.mapError((error): AiError.AiError => {
+      if (error instanceof Sse.Retry)
+        return fail(target, new AiError.InvalidResponseError({ description: "unexpected SSE retry directive" }))
+      if (error instanceof Sse.SseError)
+        return fail(target, new AiError.InvalidResponseError({ description: `malformed SSE: ${error.message}` }))
+      return transport(target, request, `the event stream was cut: ${error.message}`)
+    }),
+    Stream.tap((event) =>
+      Effect.sync(() => {
+        if (event.data === terminal || event.event === terminal) ended = true
+      })
+    )
+  )
+  return Stream.concat(
+    body,
+    Stream.suspend(() =>
+      ended
+        ? Stream.empty
+        : Stream.fail(transport(target, request, `the event stream ended before its ${JSON.stringify(terminal)} event`))
+    )
+  )
+}

@@ -1,0 +1,171 @@
+/**
+ * The file protocol between corral and a process agent:
+ *
+ * - `CORRAL_USAGE_FILE`: JSON lines the process appends (`{"inputTokens":…,"outputTokens":…,"costUsd":…}`).
+ *   The file is read while the process runs (every 250 ms) and once more after it exits; each
+ *   complete line is reported as the agent's usage. A line that is not such an object is skipped
+ *   with a warning naming the agent, the file and the line number.
+ * - `CORRAL_RESULT_FILE`: JSON the process writes; parsed into `ProcessResult.result` on success.
+ * - `CORRAL_DEPS_DIR`: a folder with `<dependency-id>.json` for each dependency with a result.
+ *
+ * The files live in `protocolDir` when the spec names one (kept), else in a folder of this
+ * process's private temporary directory that is removed after the run.
+ *
+ * @internal
+ */
+import * as fs from "node:fs"
+import * as fsp from "node:fs/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Usage from "@corral/core/Usage"
+import * as Effect from "effect/Effect"
+import type { ProcessSpec } from "../ProcessRunner.ts"
+
+export interface Protocol {
+  readonly dir: string
+  readonly owned: boolean
+  readonly usagePath: string
+  readonly resultPath: string
+  /** True when the spec named the result file: then a missing file is an error. */
+  readonly resultRequired: boolean
+  readonly env: Record<string, string>
+}
+
+let privateRoot: string | undefined
+let counter = 0
+
+const rootDir = (): string => {
+  if (privateRoot === undefined) {
+    privateRoot = fs.mkdtempSync(path.join(os.tmpdir(), "corral-agents-"))
+    const root = privateRoot
+    process.once("exit", () => fs.rmSync(root, { recursive: true, force: true }))
+  }
+  return privateRoot
+}
+
+const safe = (name: string): string => name.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 80)
+
+/** Creates the folder, writes the dependency files and returns the environment for the child. */
+export const prepare = (spec: ProcessSpec, name: string, cwd: string): Protocol => {
+  const owned = spec.protocolDir === undefined
+  const dir = owned ? path.join(rootDir(), `${safe(name)}-${++counter}`) : path.resolve(cwd, spec.protocolDir as string)
+  fs.mkdirSync(dir, { recursive: true })
+  const usagePath = path.join(dir, "usage.jsonl")
+  fs.rmSync(usagePath, { force: true })
+  const resultPath = spec.resultFile === undefined ? path.join(dir, "result.json") : path.resolve(cwd, spec.resultFile)
+  if (spec.resultFile === undefined) fs.rmSync(resultPath, { force: true })
+  const env: Record<string, string> = { CORRAL_USAGE_FILE: usagePath, CORRAL_RESULT_FILE: resultPath }
+  const deps = Object.entries(spec.deps ?? {}).filter(([, value]) => value !== undefined)
+  if (spec.deps !== undefined) {
+    const depsDir = path.join(dir, "deps")
+    fs.rmSync(depsDir, { recursive: true, force: true })
+    fs.mkdirSync(depsDir)
+    for (const [id, value] of deps) fs.writeFileSync(path.join(depsDir, `${safe(id)}.json`), JSON.stringify(value))
+    env.CORRAL_DEPS_DIR = depsDir
+  }
+  return { dir, owned, usagePath, resultPath, resultRequired: spec.resultFile !== undefined, env }
+}
+
+export const cleanup = (protocol: Protocol): Effect.Effect<void> =>
+  protocol.owned
+    ? Effect.promise(() => fsp.rm(protocol.dir, { recursive: true, force: true }).catch(() => undefined))
+    : Effect.void
+
+const fields = ["inputTokens", "outputTokens", "costUsd"] as const
+
+/** The usage in one line, or why it is not one. */
+export const parseUsageLine = (line: string): Partial<Usage.Usage> | string => {
+  let value: unknown
+  try {
+    value = JSON.parse(line)
+  } catch {
+    return `not JSON: ${line.length > 80 ? `${line.slice(0, 80)}…` : line}`
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return `expected an object like {"inputTokens":1200,"outputTokens":300,"costUsd":0.004}, got ${line}`
+  const usage: { -readonly [K in keyof Usage.Usage]?: number } = {}
+  for (const field of fields) {
+    const n = (value as Record<string, unknown>)[field]
+    if (n === undefined) continue
+    if (typeof n !== "number" || !Number.isFinite(n) || n < 0)
+      return `${field} must be a non-negative number, got ${JSON.stringify(n)}`
+    usage[field] = n
+  }
+  if (Object.keys(usage).length === 0) return `expected at least one of ${fields.join(", ")}, got ${line}`
+  return usage
+}
+
+/** Reads what was appended to the usage file since the last call; complete lines only. */
+export class UsageTail {
+  private offset = 0
+  private partial = ""
+  private line = 0
+
+  readonly path: string
+  readonly agent: string
+  readonly onWarning: (message: string) => Effect.Effect<void>
+  readonly onUsage: ((usage: Usage.Usage) => void) | undefined
+
+  constructor(
+    path: string,
+    agent: string,
+    onWarning: (message: string) => Effect.Effect<void>,
+    onUsage?: (usage: Usage.Usage) => void
+  ) {
+    this.path = path
+    this.agent = agent
+    this.onWarning = onWarning
+    this.onUsage = onUsage
+  }
+
+  /** Reports each new complete line (all of it when `final`, a last line without newline too). */
+  read(final: boolean): Effect.Effect<void> {
+    return Effect.flatMap(
+      Effect.promise(() => this.readNew()),
+      (text) => {
+        this.partial += text
+        const lines = this.partial.split("\n")
+        this.partial = final ? "" : (lines.pop() ?? "")
+        const reports: Array<Partial<Usage.Usage>> = []
+        const warnings: Array<string> = []
+        for (const raw of lines) {
+          this.line++
+          const line = raw.trim()
+          if (line === "") continue
+          const parsed = parseUsageLine(line)
+          if (typeof parsed === "string")
+            warnings.push(`agent ${JSON.stringify(this.agent)}: ${this.path} line ${this.line}: ${parsed}`)
+          else reports.push(parsed)
+        }
+        const total = reports.reduce(Usage.add, Usage.zero)
+        const reported =
+          reports.length === 0
+            ? Effect.void
+            : Effect.andThen(
+                Usage.report(total),
+                Effect.sync(() => this.onUsage?.(total))
+              )
+        return Effect.andThen(Effect.forEach(warnings, this.onWarning, { discard: true }), reported)
+      }
+    )
+  }
+
+  private async readNew(): Promise<string> {
+    let handle: fsp.FileHandle
+    try {
+      handle = await fsp.open(this.path, "r")
+    } catch {
+      return ""
+    }
+    try {
+      const { size } = await handle.stat()
+      if (size <= this.offset) return ""
+      const buffer = Buffer.alloc(size - this.offset)
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.offset)
+      this.offset += bytesRead
+      return buffer.subarray(0, bytesRead).toString("utf8")
+    } finally {
+      await handle.close()
+    }
+  }
+}

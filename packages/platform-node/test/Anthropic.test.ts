@@ -1,0 +1,215 @@
+import { Anthropic, Llm, RateLimiter, Usage } from "@corral/core"
+import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted, Schema, Stream } from "effect"
+import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
+import { FetchHttpClient } from "effect/http"
+
+const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
+  Anthropic.layer({
+    model: "claude-test",
+    baseUrl: url,
+    apiKey: Redacted.make("sk-ant-secret"),
+    prices: {
+      "claude-test": {
+        inputPerMillion: 1000,
+        outputPerMillion: 5000,
+        cachedInputPerMillion: 100,
+        cacheWritePerMillion: 1250
+      }
+    },
+    ...options
+  }).pipe(Layer.provide(FetchHttpClient.layer))
+
+const collectUsage = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const reported: Array<Partial<Usage.Usage>> = []
+    const value = yield* effect.pipe(Effect.provideService(Usage.Reporter, (usage) => reported.push(usage)))
+    return { value, reported }
+  })
+
+const Lookup = Tool.make("lookup", {
+  description: "Look a word up",
+  parameters: Schema.Struct({ word: Schema.String }),
+  success: Schema.String
+})
+const Words = Toolkit.make(Lookup)
+const wordHandlers = Words.toLayer({ lookup: ({ word }) => Effect.succeed(`${word}: a small animal`) })
+
+describe("Anthropic", () => {
+  it.effect(
+    "generates text with x-api-key, anthropic-version and a top-level system prompt; usage counts cache reads",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeModelServer.make(() =>
+          FakeModelServer.anthropic({ text: "Bonjour", inputTokens: 1000, outputTokens: 200, cachedInputTokens: 600 })
+        )
+        const prompt = Prompt.make([
+          { role: "system", content: "Answer in French." },
+          { role: "user", content: "Say hello" }
+        ])
+        const { value, reported } = yield* collectUsage(
+          LanguageModel.generateText({ prompt }).pipe(Effect.provide(model(server.url)))
+        )
+        assert.strictEqual(value.text, "Bonjour")
+        assert.strictEqual(value.finishReason, "stop")
+        assert.strictEqual(value.usage.inputTokens.total, 1000)
+        assert.strictEqual(value.usage.inputTokens.cacheRead, 600)
+        // 400 fresh × $1000/M + 600 cached × $100/M + 200 out × $5000/M = 0.4 + 0.06 + 1.0
+        assert.deepStrictEqual(reported, [{ inputTokens: 1000, outputTokens: 200, costUsd: 1.46 }])
+        const request = server.requests[0]!
+        assert.strictEqual(request.path, "/messages")
+        assert.strictEqual(request.headers["x-api-key"], "sk-ant-secret")
+        assert.strictEqual(request.headers["anthropic-version"], "2023-06-01")
+        assert.strictEqual(request.body.system, "Answer in French.")
+        assert.strictEqual(request.body.max_tokens, 4096)
+        assert.deepStrictEqual(request.body.messages, [
+          { role: "user", content: [{ type: "text", text: "Say hello" }] }
+        ])
+      }).pipe(Effect.scoped)
+  )
+
+  it.effect("tool use: the call is resolved and its result goes back as a tool_result in a user turn", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make((_, call) =>
+        call === 1
+          ? FakeModelServer.anthropic({ toolCalls: [{ id: "toolu_1", name: "lookup", params: { word: "vole" } }] })
+          : FakeModelServer.anthropic({ text: "A vole is a small animal." })
+      )
+      const generate = (prompt: Prompt.RawInput) =>
+        LanguageModel.generateText({ prompt, toolkit: Words, toolChoice: "required" }).pipe(
+          Effect.provide(model(server.url))
+        )
+      const first = yield* generate("What is a vole?")
+      assert.strictEqual(first.finishReason, "tool-calls")
+      assert.deepStrictEqual(
+        first.toolResults.map((result) => result.result),
+        ["vole: a small animal"]
+      )
+      const sent = server.requests[0]!.body
+      assert.deepStrictEqual(sent.tool_choice, { type: "any" })
+      assert.strictEqual(sent.tools[0].name, "lookup")
+      assert.strictEqual(sent.tools[0].input_schema.properties.word.type, "string")
+      const second = yield* generate(
+        Prompt.concat(Prompt.make("What is a vole?"), Prompt.fromResponseParts(first.content))
+      )
+      assert.strictEqual(second.text, "A vole is a small animal.")
+      const messages = server.requests[1]!.body.messages
+      assert.deepStrictEqual(messages[1], {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "toolu_1", name: "lookup", input: { word: "vole" } }]
+      })
+      assert.deepStrictEqual(messages[2], {
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "vole: a small animal" }]
+      })
+    }).pipe(Effect.scoped, Effect.provide(wordHandlers))
+  )
+
+  it.effect("streams text and tool input deltas over SSE; usage combines message_start and message_delta", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.anthropicStream({
+          text: "Let me check.",
+          toolCalls: [{ id: "toolu_2", name: "lookup", params: { word: "stoat" } }],
+          inputTokens: 40,
+          outputTokens: 30
+        })
+      )
+      const { value: parts, reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "go", toolkit: Words, disableToolCallResolution: true }).pipe(
+          Stream.runCollect,
+          Effect.provide(model(server.url))
+        )
+      )
+      const text = parts.flatMap((part) => (part.type === "text-delta" ? [part.delta] : [])).join("")
+      assert.strictEqual(text, "Let me check.")
+      const call = parts.find((part) => part.type === "tool-call")
+      assert.deepStrictEqual(call?.type === "tool-call" && [call.id, call.params], ["toolu_2", { word: "stoat" }])
+      const finish = parts.find((part) => part.type === "finish")
+      assert.strictEqual(finish?.type === "finish" && finish.reason, "tool-calls")
+      assert.deepStrictEqual(reported, [{ inputTokens: 40, outputTokens: 30, costUsd: 0.19 }])
+    }).pipe(Effect.scoped, Effect.provide(wordHandlers))
+  )
+
+  it.effect("generateObject forces a tool with the object's schema and decodes its input", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.anthropic({ toolCalls: [{ id: "toolu_3", name: "Person", params: { name: "Ada", age: 36 } }] })
+      )
+      const response = yield* LanguageModel.generateObject({
+        prompt: "Who wrote the first program?",
+        objectName: "Person",
+        schema: Schema.Struct({ name: Schema.String, age: Schema.Number })
+      }).pipe(Effect.provide(model(server.url)))
+      assert.deepStrictEqual(response.value, { name: "Ada", age: 36 })
+      assert.deepStrictEqual(server.requests[0]!.body.tool_choice, { type: "tool", name: "Person" })
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("529 overloaded with Retry-After is a retryable RateLimitError corral pauses on", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.rateLimited(4, 529))
+      const error = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
+      )
+      assert.strictEqual(error.reason._tag, "RateLimitError")
+      assert.isTrue(error.isRetryable)
+      assert.strictEqual(RateLimiter.retryAfterOf(error), 4000)
+      assert.strictEqual(Llm.toRateLimited(error, "anthropic")?.retryAfter, 4000)
+      assert.notInclude(JSON.stringify(error), "sk-ant-secret")
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("an error event in the stream (overloaded) fails the stream with a RateLimitError", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => ({
+        _tag: "Sse",
+        events: [
+          {
+            event: "error",
+            data: JSON.stringify({ type: "error", error: { type: "overloaded_error", message: "Overloaded" } })
+          }
+        ]
+      }))
+      const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+        Stream.runDrain,
+        Effect.flip,
+        Effect.provide(model(server.url, { defaultRetryAfter: "2 seconds" }))
+      )
+      assert.strictEqual(error.reason._tag, "RateLimitError")
+      assert.strictEqual(RateLimiter.retryAfterOf(error), 2000)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("malformed JSON, a cut stream and a 400 give typed errors; only the cut stream is retryable", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make((_, call) =>
+        call === 1
+          ? FakeModelServer.raw("<html>bad gateway</html>")
+          : call === 2
+            ? FakeModelServer.anthropicStream({ text: "partial answer here" }, 3)
+            : FakeModelServer.failure(400, "messages: at least one message is required")
+      )
+      const malformed = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
+      )
+      assert.strictEqual(malformed.reason._tag, "InvalidResponseError")
+      assert.include(malformed.message, "not valid JSON")
+      assert.include(malformed.message, "<html>bad gateway</html>")
+      const cut = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+        Stream.runDrain,
+        Effect.flip,
+        Effect.provide(model(server.url))
+      )
+      assert.strictEqual(cut.reason._tag, "NetworkError")
+      assert.isTrue(cut.isRetryable)
+      const bad = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
+      )
+      assert.strictEqual(bad.reason._tag, "InvalidRequestError")
+      assert.isFalse(bad.isRetryable)
+      assert.include(bad.message, "at least one message is required")
+    }).pipe(Effect.scoped)
+  )
+})

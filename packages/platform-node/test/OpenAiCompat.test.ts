@@ -1,0 +1,280 @@
+import { Agent, Corral, Llm, OpenAiCompat, RateLimiter, Usage } from "@corral/core"
+import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted, Schema, Stream } from "effect"
+import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
+import { FetchHttpClient } from "effect/http"
+
+const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
+  OpenAiCompat.layer({
+    model: "test-model",
+    baseUrl: url,
+    apiKey: Redacted.make("sk-secret-123"),
+    prices: { "test-model": { inputPerMillion: 1000, outputPerMillion: 2000, cachedInputPerMillion: 100 } },
+    ...options
+  }).pipe(Layer.provide(FetchHttpClient.layer))
+
+const collectUsage = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const reported: Array<Partial<Usage.Usage>> = []
+    const value = yield* effect.pipe(Effect.provideService(Usage.Reporter, (usage) => reported.push(usage)))
+    return { value, reported }
+  })
+
+const failureOf = <A, R>(effect: Effect.Effect<A, AiError.AiError, R>) =>
+  Effect.flip(effect).pipe(Effect.map((error) => error.reason))
+
+const GetWeather = Tool.make("get_weather", {
+  description: "Weather for a city",
+  parameters: Schema.Struct({ city: Schema.String }),
+  success: Schema.String
+})
+const Weather = Toolkit.make(GetWeather)
+const weatherHandlers = Weather.toLayer({ get_weather: ({ city }) => Effect.succeed(`sunny in ${city}`) })
+
+describe("OpenAiCompat", () => {
+  it.effect("generates text over HTTP, sends the key as a bearer token and reports usage with its cost", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAi({ text: "hello there", inputTokens: 1000, outputTokens: 500, cachedInputTokens: 400 })
+      )
+      const { value, reported } = yield* collectUsage(
+        LanguageModel.generateText({ prompt: "Say hello" }).pipe(Effect.provide(model(server.url)))
+      )
+      assert.strictEqual(value.text, "hello there")
+      assert.strictEqual(value.usage.inputTokens.total, 1000)
+      assert.strictEqual(value.usage.inputTokens.cacheRead, 400)
+      assert.strictEqual(value.finishReason, "stop")
+      // 600 fresh × $1000/M + 400 cached × $100/M + 500 out × $2000/M = 0.6 + 0.04 + 1.0
+      assert.deepStrictEqual(reported, [{ inputTokens: 1000, outputTokens: 500, costUsd: 1.64 }])
+      const request = server.requests[0]!
+      assert.strictEqual(request.path, "/chat/completions")
+      assert.strictEqual(request.headers.authorization, "Bearer sk-secret-123")
+      assert.strictEqual(request.body.model, "test-model")
+      assert.deepStrictEqual(request.body.messages, [{ role: "user", content: "Say hello" }])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("sends tools, resolves the model's tool call and sends the result back in the next turn", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make((_, call) =>
+        call === 1
+          ? FakeModelServer.openAi({ toolCalls: [{ id: "call_1", name: "get_weather", params: { city: "Oslo" } }] })
+          : FakeModelServer.openAi({ text: "It is sunny in Oslo." })
+      )
+      const generate = (prompt: Prompt.RawInput) =>
+        LanguageModel.generateText({ prompt, toolkit: Weather }).pipe(Effect.provide(model(server.url)))
+      const first = yield* generate("Weather in Oslo?")
+      assert.deepStrictEqual(
+        first.toolCalls.map((call) => [call.name, call.params]),
+        [["get_weather", { city: "Oslo" }]]
+      )
+      assert.deepStrictEqual(
+        first.toolResults.map((result) => result.result),
+        ["sunny in Oslo"]
+      )
+      const sentTools = server.requests[0]!.body.tools
+      assert.strictEqual(sentTools[0].function.name, "get_weather")
+      assert.strictEqual(sentTools[0].function.parameters.properties.city.type, "string")
+      const followUp = Prompt.concat(Prompt.make("Weather in Oslo?"), Prompt.fromResponseParts(first.content))
+      const second = yield* generate(followUp)
+      assert.strictEqual(second.text, "It is sunny in Oslo.")
+      const messages = server.requests[1]!.body.messages
+      assert.deepStrictEqual(messages[1].tool_calls, [
+        { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }
+      ])
+      assert.deepStrictEqual(messages[2], { role: "tool", tool_call_id: "call_1", content: "sunny in Oslo" })
+    }).pipe(Effect.scoped, Effect.provide(weatherHandlers))
+  )
+
+  it.effect("streams text deltas and tool calls over SSE and reports usage at the end", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({
+          text: "streamed answer",
+          toolCalls: [{ id: "call_9", name: "get_weather", params: { city: "Lima" } }],
+          inputTokens: 10,
+          outputTokens: 20
+        })
+      )
+      const { value: parts, reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "go", toolkit: Weather, disableToolCallResolution: true }).pipe(
+          Stream.runCollect,
+          Effect.provide(model(server.url))
+        )
+      )
+      const text = parts.flatMap((part) => (part.type === "text-delta" ? [part.delta] : [])).join("")
+      assert.strictEqual(text, "streamed answer")
+      const call = parts.find((part) => part.type === "tool-call")
+      assert.deepStrictEqual(call?.type === "tool-call" && [call.id, call.params], ["call_9", { city: "Lima" }])
+      const finish = parts.find((part) => part.type === "finish")
+      assert.strictEqual(finish?.type === "finish" && finish.reason, "tool-calls")
+      assert.deepStrictEqual(reported, [{ inputTokens: 10, outputTokens: 20, costUsd: 0.05 }])
+      assert.strictEqual(server.requests[0]!.body.stream, true)
+      assert.deepStrictEqual(server.requests[0]!.body.stream_options, { include_usage: true })
+    }).pipe(Effect.scoped, Effect.provide(weatherHandlers))
+  )
+
+  it.effect("generateObject asks for a json_schema response format and decodes the JSON text", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: '{"city":"Oslo","celsius":4}' }))
+      const response = yield* LanguageModel.generateObject({
+        prompt: "Weather?",
+        objectName: "Weather",
+        schema: Schema.Struct({ city: Schema.String, celsius: Schema.Number })
+      }).pipe(Effect.provide(model(server.url)))
+      assert.deepStrictEqual(response.value, { city: "Oslo", celsius: 4 })
+      const format = server.requests[0]!.body.response_format
+      assert.strictEqual(format.type, "json_schema")
+      assert.strictEqual(format.json_schema.name, "Weather")
+      assert.strictEqual(format.json_schema.schema.properties.city.type, "string")
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a 429 with Retry-After is a retryable RateLimitError that becomes corral's RateLimited", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.rateLimited(7))
+      const error = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
+      )
+      assert.strictEqual(error.reason._tag, "RateLimitError")
+      assert.isTrue(error.isRetryable)
+      assert.strictEqual(RateLimiter.retryAfterOf(error), 7000)
+      const limited = Llm.toRateLimited(error, "openai")
+      assert.strictEqual(limited?._tag, "RateLimited")
+      assert.strictEqual(limited?.retryAfter, 7000)
+      assert.notInclude(JSON.stringify(error), "sk-secret-123")
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a 529 without Retry-After waits the default", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.rateLimited(undefined, 529))
+      const error = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(model(server.url, { defaultRetryAfter: "3 seconds" }))
+        )
+      )
+      assert.strictEqual(error.reason._tag, "RateLimitError")
+      assert.strictEqual(RateLimiter.retryAfterOf(error), 3000)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("500 is retryable, 400 and 401 are not, and the provider's message is kept", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make((_, call) =>
+        call === 1
+          ? FakeModelServer.failure(500, "upstream exploded")
+          : call === 2
+            ? FakeModelServer.failure(400, "max_tokens is too large")
+            : FakeModelServer.failure(401, "Incorrect API key provided")
+      )
+      const call = LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
+      const serverError = yield* failureOf(call)
+      assert.strictEqual(serverError._tag, "InternalProviderError")
+      assert.isTrue(serverError.isRetryable)
+      assert.include(serverError.message, "upstream exploded")
+      const badRequest = yield* failureOf(call)
+      assert.strictEqual(badRequest._tag, "InvalidRequestError")
+      assert.isFalse(badRequest.isRetryable)
+      assert.include(badRequest.message, "max_tokens is too large")
+      const auth = yield* failureOf(call)
+      assert.strictEqual(auth._tag, "AuthenticationError")
+      assert.isFalse(auth.isRetryable)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("malformed JSON and a body of the wrong shape fail with InvalidResponseError saying what was wrong", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make((_, call) =>
+        call === 1
+          ? FakeModelServer.raw('{"choices": [')
+          : FakeModelServer.json({ choices: [{ message: { content: 3 } }] })
+      )
+      const call = LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url)))
+      const malformed = yield* failureOf(call)
+      assert.strictEqual(malformed._tag, "InvalidResponseError")
+      assert.include(malformed.message, "not valid JSON")
+      const shape = yield* failureOf(call)
+      assert.strictEqual(shape._tag, "InvalidResponseError")
+      assert.include(shape.message, "unexpected shape")
+      assert.include(shape.message, "content")
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a stream cut mid-way fails with a retryable NetworkError after the parts that arrived", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "a long answer that will be cut", outputTokens: 9 }, 3)
+      )
+      const seen: Array<string> = []
+      const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+        Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && seen.push(part.delta))),
+        Effect.flip,
+        Effect.provide(model(server.url))
+      )
+      assert.strictEqual(seen.join(""), "a long a")
+      assert.strictEqual(error.reason._tag, "NetworkError")
+      assert.isTrue(error.isRetryable)
+      assert.include(error.message, "the event stream was cut")
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "a stream that ends cleanly without [DONE] is truncated: a retryable NetworkError names the missing event",
+    () =>
+      Effect.gen(function* () {
+        const whole = FakeModelServer.openAiStream({ text: "abc" })
+        const server = yield* FakeModelServer.make(() =>
+          whole._tag === "Sse" ? { ...whole, events: whole.events.slice(0, -1) } : whole
+        )
+        const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.flip,
+          Effect.provide(model(server.url))
+        )
+        assert.strictEqual(error.reason._tag, "NetworkError")
+        assert.include(error.message, 'ended before its "[DONE]" event')
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("no response within the timeout and a refused connection are retryable network errors", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.hang)
+      const slow = yield* failureOf(
+        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(server.url, { timeout: "300 millis" })))
+      )
+      assert.strictEqual(slow._tag, "NetworkError")
+      assert.isTrue(slow.isRetryable)
+      assert.include(slow.message, "no response within 300 ms")
+      const closed = yield* FakeModelServer.closedPort
+      const refused = yield* failureOf(LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(closed))))
+      assert.strictEqual(refused._tag, "NetworkError")
+      assert.isTrue(refused.isRetryable)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("in a run, a 429 pauses the run's bucket and the agent's retry succeeds; usage lands on its outcome", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make((_, call) =>
+        call === 1
+          ? FakeModelServer.rateLimited(0)
+          : FakeModelServer.openAi({ text: "ok", inputTokens: 3, outputTokens: 2 })
+      )
+      const agent = Agent.make("ask", {
+        rateLimit: "openai",
+        run: LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.map((response) => response.text),
+          Effect.provide(model(server.url))
+        )
+      })
+      const result = yield* Corral.run([agent], { rateLimits: { openai: { limit: 100, interval: "1 second" } } })
+      const outcome = result.outcomes[0]!
+      assert.strictEqual(outcome._tag, "Succeeded")
+      assert.strictEqual(outcome._tag === "Succeeded" && outcome.value, "ok")
+      assert.strictEqual(outcome.attempts, 2)
+      assert.deepStrictEqual(outcome.usage, { inputTokens: 3, outputTokens: 2, costUsd: 0.007 })
+      assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped)
+  )
+})

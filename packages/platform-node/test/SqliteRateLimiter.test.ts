@@ -1,0 +1,96 @@
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Agent, Corral, RateLimiter } from "@corral/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { Reactivity } from "effect/reactivity"
+import * as SqliteClient from "../src/SqliteClient.ts"
+import * as SqliteRateLimiter from "../src/SqliteRateLimiter.ts"
+
+const worker = fileURLToPath(new URL("./fixtures/rateLimitWorker.ts", import.meta.url))
+const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "corral-limits-")), "locks.db")
+
+const runWorker = (db: string, calls: number) =>
+  Effect.callback<ReadonlyArray<number>, Error>((resume) => {
+    execFile(process.execPath, [worker, db, String(calls)], (error, stdout, stderr) =>
+      resume(
+        error === null ? Effect.succeed(JSON.parse(stdout)) : Effect.fail(new Error(`${error.message}\n${stderr}`))
+      )
+    )
+  })
+
+/** The most calls in any window of `ms` milliseconds. */
+const maxInWindow = (times: ReadonlyArray<number>, ms: number): number => {
+  const sorted = [...times].sort((a, b) => a - b)
+  let best = 0
+  let start = 0
+  for (let end = 0; end < sorted.length; end++) {
+    while (sorted[end]! - sorted[start]! >= ms) start++
+    best = Math.max(best, end - start + 1)
+  }
+  return best
+}
+
+describe("SqliteRateLimiter", () => {
+  it.live("two processes × 100 calls through one 50/s burst-10 bucket never exceed 60 calls in any second", () =>
+    Effect.gen(function* () {
+      const db = tempDb()
+      const [a, b] = yield* Effect.all([runWorker(db, 100), runWorker(db, 100)], { concurrency: 2 })
+      const all = [...a!, ...b!]
+      assert.strictEqual(all.length, 200)
+      const peak = maxInWindow(all, 1000)
+      assert.isAtMost(peak, 60, `peak ${peak} calls in one sliding second`)
+      // Both processes were served throughout, not one after the other.
+      assert.isBelow(Math.min(...b!), Math.max(...a!))
+      assert.isBelow(Math.min(...a!), Math.max(...b!))
+    })
+  )
+
+  it.live("a pause after a 429 in one limiter makes another limiter on the same file wait", () =>
+    Effect.gen(function* () {
+      const db = tempDb()
+      const buckets: RateLimiter.Buckets = { api: { limit: 1000, interval: "1 second" } }
+      const first = yield* SqliteRateLimiter.scoped(db, buckets)
+      const second = yield* SqliteRateLimiter.scoped(db, buckets)
+      assert.deepStrictEqual(yield* second.tryTake("api"), { _tag: "Taken" })
+      yield* first.pause("api", "30 seconds")
+      const probe = yield* second.tryTake("api")
+      assert.strictEqual(probe._tag, "Wait")
+      assert.isAbove(probe._tag === "Wait" ? probe.ms : 0, 29_000)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("as the run's limiter, a RateLimited agent pauses the shared bucket and is retried", () =>
+    Effect.gen(function* () {
+      const db = tempDb()
+      const limiter = yield* SqliteRateLimiter.scoped(db, { api: { limit: 100, interval: "1 second" } })
+      let calls = 0
+      const agent = Agent.make("call", {
+        rateLimit: "api",
+        run: Effect.suspend(() =>
+          ++calls === 1
+            ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 50 }))
+            : Effect.succeed("ok")
+        )
+      })
+      const before = Date.now()
+      const result = yield* Corral.run([agent]).pipe(Effect.provideService(RateLimiter.RateLimiter, limiter))
+      assert.strictEqual(result.get("call")?._tag, "Succeeded")
+      assert.strictEqual(result.get("call")?.attempts, 2)
+      const sql = yield* SqliteClient.make({ filename: db }).pipe(Effect.provide(Reactivity.layer))
+      const rows = yield* sql<{ paused_until: number }>`SELECT paused_until FROM rate_buckets WHERE key = 'api'`
+      assert.isAtLeast(Number(rows[0]?.paused_until), before + 50)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("rejects invalid buckets with InvalidRun naming the field", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(SqliteRateLimiter.scoped(tempDb(), { api: { limit: 0, interval: "1 second" } }))
+      assert.strictEqual(error._tag, "InvalidRun")
+      assert.include(error.message, "rateLimits.api.limit")
+    }).pipe(Effect.scoped)
+  )
+})
