@@ -22,6 +22,8 @@ const words: Readonly<Record<string, string>> = {
  *
  * @example
  * ```ts
+ * import * as OutcomeText from "./OutcomeText.ts"
+ *
  * OutcomeText.word("TimedOut") // "timed out"
  * ```
  * @since 0.1.0

@@ -244,7 +244,13 @@ const decodeSource = (source: Source, file: string): Result.Result<Plan, Readonl
  *
  * @example
  * ```ts
- * const plan = yield* PlanFile.decode("agents: [{ id: a, run: echo hi }]", { path: "plan.yaml" })
+ * import { Effect } from "effect"
+ * import * as PlanFile from "./PlanFile.ts"
+ *
+ * const program = Effect.gen(function*() {
+ *   const plan = yield* PlanFile.decode("agents: [{ id: a, run: echo hi }]", { path: "plan.yaml" })
+ *   return plan.agents.map((agent) => agent.id)
+ * })
  * ```
  * @since 0.1.0
  * @category decoding
@@ -270,7 +276,14 @@ const readIssue = (error: PlatformError): PlanFileIssue => {
  *
  * @example
  * ```ts
- * const plan = yield* PlanFile.load("plan.yaml").pipe(Effect.provide(NodeServices.layer))
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ * import * as PlanFile from "./PlanFile.ts"
+ *
+ * const program = Effect.gen(function*() {
+ *   const plan = yield* PlanFile.load("plan.yaml").pipe(Effect.provide(NodeServices.layer))
+ *   return plan.agents.length
+ * })
  * ```
  * @since 0.1.0
  * @category decoding

@@ -65,9 +65,11 @@ export interface TraceFile {
  *
  * @example
  * ```ts
+ * import type { RunRecord } from "@corral/platform-node/RunRecord"
  * import { writeFileSync } from "node:fs"
  * import * as Report from "./Report.ts"
  *
+ * declare const run: RunRecord // from RunLedger's getRun
  * writeFileSync("run.html", Report.html(run))
  * ```
  *
@@ -83,9 +85,11 @@ export const html = (run: RunRecord): string => page(run)
  *
  * @example
  * ```ts
+ * import type { RunRecord } from "@corral/platform-node/RunRecord"
  * import { writeFileSync } from "node:fs"
  * import * as Report from "./Report.ts"
  *
+ * declare const run: RunRecord // from RunLedger's getRun
  * writeFileSync("run.trace.json", JSON.stringify(Report.trace(run)))
  * ```
  *

@@ -54,6 +54,9 @@ export const endpointEnv = "OTEL_EXPORTER_OTLP_ENDPOINT"
  *
  * @example
  * ```ts
+ * import { Option } from "effect"
+ * import * as Telemetry from "./Telemetry.ts"
+ *
  * Telemetry.endpointFrom(Option.none(), { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318" })
  * // "http://127.0.0.1:4318"
  * ```
@@ -126,8 +129,14 @@ const httpLayer = (endpoint: string, warn: (message: string) => void) =>
  *
  * @example
  * ```ts
+ * import { Agent, Corral } from "@corral/core"
+ * import { Effect, Option } from "effect"
+ * import * as Telemetry from "./Telemetry.ts"
+ *
+ * const agents = [Agent.make("a", { run: Effect.succeed(1) })]
+ * const runId = "r1"
  * const endpoint = Telemetry.endpointFrom(Option.none(), process.env)
- * yield* Corral.run(agents, { runId }).pipe(
+ * const program = Corral.run(agents, { runId }).pipe(
  *   Effect.provide(Telemetry.layer(endpoint, { serviceName: "corral", runId }))
  * )
  * ```

@@ -18,6 +18,8 @@ const controls = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g
  *
  * @example
  * ```ts
+ * import * as TerminalText from "./TerminalText.ts"
+ *
  * TerminalText.clean("\u001b[31mred\u001b[0m\u0007") // "red"
  * ```
  * @since 0.1.0

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import { Workspace } from "@corral/platform-node/Workspace"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, References } from "effect"

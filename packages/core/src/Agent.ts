@@ -32,9 +32,9 @@ export type Deps = Readonly<Record<string, unknown>>
  * @since 0.1.0
  * @category models
  */
-export interface Agent<out A, out E = never, out R = never> extends Pipeable {
+export interface Agent<out A, out E = never, out R = never, out Id extends string = string> extends Pipeable {
   readonly [TypeId]: typeof TypeId
-  readonly id: string
+  readonly id: Id
   readonly run: (deps: Deps) => Effect.Effect<A, E, R>
   readonly timeout: Duration.Input | undefined
   readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
@@ -129,17 +129,17 @@ export interface Options<A, E, R, D extends Deps = Deps> {
  * @since 0.1.0
  * @category constructors
  */
-export const make = <A, E = never, R = never, D extends Deps = Deps>(
-  id: string,
+export const make = <A, E = never, R = never, D extends Deps = Deps, const Id extends string = string>(
+  id: Id,
   options: Options<A, E, R, D>
-): Agent<A, E, R> => new AgentImpl(id, options as Options<A, E, R>)
+): Agent<A, E, R, Id> => new AgentImpl(id, options as Options<A, E, R>)
 
 const noDependencies: ReadonlyArray<string> = Object.freeze([])
 const noLabels: Readonly<Record<string, string>> = Object.freeze({})
 
-class AgentImpl<A, E, R> extends PipeableClass implements Agent<A, E, R> {
+class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Agent<A, E, R, Id> {
   declare readonly [TypeId]: typeof TypeId
-  readonly id: string
+  readonly id: Id
   readonly run: (deps: Deps) => Effect.Effect<A, E, R>
   readonly timeout: Duration.Input | undefined
   readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
@@ -153,7 +153,7 @@ class AgentImpl<A, E, R> extends PipeableClass implements Agent<A, E, R> {
   readonly inputs: ReadonlyArray<string> | undefined
   readonly labels: Readonly<Record<string, string>>
 
-  constructor(id: string, options: Options<A, E, R>) {
+  constructor(id: Id, options: Options<A, E, R>) {
     super()
     const run = options.run
     this.id = id
@@ -228,6 +228,9 @@ export const CurrentRef = Context.Reference<Frame | undefined>("@corral/core/Age
  *
  * @example
  * ```ts
+ * import { Agent } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const write = Effect.gen(function*() {
  *   const me = yield* Agent.current
  *   return `written by ${me?.agentId} with token ${me?.fencingToken}`

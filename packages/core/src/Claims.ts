@@ -16,6 +16,8 @@ import * as Result from "effect/Result"
  *
  * @example
  * ```ts
+ * import { Claims } from "@corral/core"
+ *
  * const claims: Claims.Claims = { write: ["src/parser.ts"], read: ["src/types.ts"], pools: { llm: 1 } }
  * ```
  * @since 0.1.0
@@ -92,6 +94,8 @@ const windowsAbsolute = /^[A-Za-z]:[\\/]/
  *
  * @example
  * ```ts
+ * import { Claims } from "@corral/core"
+ *
  * Claims.normalizeKey("./src//parser.ts") // Result.succeed({ key: "src/parser.ts", segments: ["src", "parser.ts"] })
  * ```
  * @since 0.1.0

@@ -10,6 +10,7 @@ import type * as Agent from "./Agent.ts"
 import type { CorralEvent } from "./CorralEvent.ts"
 import type { InvalidRun } from "./CorralError.ts"
 import * as runner from "./internal/runner.ts"
+import type * as Outcome from "./Outcome.ts"
 import type * as RateLimiter from "./RateLimiter.ts"
 import type { RunResult } from "./RunResult.ts"
 
@@ -68,7 +69,9 @@ export interface Options {
    * Rate-limit buckets for agents with a `rateLimit`, e.g.
    * `{ openai: { limit: 60, interval: "1 minute", burst: 10 } }`. The run builds its own limiter from
    * them and provides it to its agents as the `RateLimiter` service (so `Llm` calls share the
-   * buckets). Without this option the run uses the `RateLimiter` service from the context, if any.
+   * buckets); keys it does not define are served by the `RateLimiter` service from the context, if
+   * any. Without this option the run uses that service alone. An agent's `rateLimit` naming a key
+   * that neither defines is an `InvalidRun` issue, reported before any agent starts.
    *
    * An agent with a `rateLimit` takes one token before it starts; while it waits it holds no
    * concurrency slot (it is `waiting`, with a `WaitingForRateLimit` event). When the run has a
@@ -80,9 +83,36 @@ export interface Options {
 }
 
 /**
+ * The result of `Corral.run(agents)`: a `RunResult` holding the unions of the agents' success and
+ * failure types, whose `get(id)` gives an agent's outcome at that agent's own types when its id is a
+ * literal (`Agent.make("fetch", ...)`), and an id that is not in the list does not compile. With ids
+ * only known at run time (`ids.map((id) => Agent.make(id, ...))`) it takes any string and may give
+ * `undefined`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResultOf<Agents extends ReadonlyArray<Agent.Any>>
+  extends Omit<RunResult<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>, "get"> {
+  /** The outcome of one agent. */
+  get<const Id extends Agents[number]["id"]>(
+    id: Id
+  ): string extends Agents[number]["id"]
+    ? Outcome.Outcome<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>> | undefined
+    : Outcome.Outcome<
+        Agent.Success<Extract<Agents[number], { readonly id: Id }>>,
+        Agent.Failure<Extract<Agents[number], { readonly id: Id }>>
+      >
+}
+
+/**
  * Runs agents and returns a `RunResult` with one outcome per agent, in input order. Invalid agents
  * or options fail with `InvalidRun` before anything starts. Interrupting the returned effect
  * interrupts every agent and runs every finalizer before it completes.
+ *
+ * The agents may succeed and fail with different types: the result holds their unions. With
+ * `rateLimits`, the run provides its own `RateLimiter` to the agents, so agents that use
+ * `RateLimiter.withToken` need no other limiter.
  *
  * @example
  * ```ts
@@ -101,7 +131,13 @@ export interface Options {
  * @since 0.1.0
  * @category running
  */
-export const run: <A, E, R>(
-  agents: ReadonlyArray<Agent.Agent<A, E, R>>,
-  options?: Options
-) => Effect.Effect<RunResult<A, E>, InvalidRun, R> = runner.run
+export const run: {
+  <const Agents extends ReadonlyArray<Agent.Any>>(
+    agents: Agents,
+    options: Options & { readonly rateLimits: RateLimiter.Buckets }
+  ): Effect.Effect<ResultOf<Agents>, InvalidRun, Exclude<Agent.Services<Agents[number]>, RateLimiter.RateLimiter>>
+  <const Agents extends ReadonlyArray<Agent.Any>>(
+    agents: Agents,
+    options?: Options
+  ): Effect.Effect<ResultOf<Agents>, InvalidRun, Agent.Services<Agents[number]>>
+} = runner.run as any

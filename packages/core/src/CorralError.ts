@@ -12,7 +12,11 @@ import * as Data from "effect/Data"
  * @category models
  */
 export interface Issue {
+  /** The agent at fault, when it has an id. */
   readonly agentId?: string | undefined
+  /** The agent's position in the list given to `Corral.run`, for every problem of one agent. */
+  readonly index?: number | undefined
+  /** The option at fault: a run option (`concurrency`, `pools.gpu`) or a field of the agent (`timeout`, `claims.write[0]`). */
   readonly field: string
   readonly message: string
 }
@@ -30,10 +34,15 @@ export class InvalidRun extends Data.TaggedError("InvalidRun")<{ readonly issues
 }
 
 /**
- * Renders an issue as `agent "id": field: message`.
+ * Renders an issue as `agent "id" (agents[i]): field: message`, `agents[i]: field: message` for an
+ * agent without a usable id, or `field: message` for a run option.
  *
  * @since 0.1.0
  * @category formatting
  */
-export const formatIssue = (issue: Issue): string =>
-  `  ${issue.agentId === undefined ? "" : `agent ${JSON.stringify(issue.agentId)}: `}${issue.field}: ${issue.message}`
+export const formatIssue = (issue: Issue): string => {
+  const at = issue.index === undefined ? undefined : `agents[${issue.index}]`
+  const agent =
+    issue.agentId === undefined ? at : `agent ${JSON.stringify(issue.agentId)}${at === undefined ? "" : ` (${at})`}`
+  return `  ${[agent, issue.field === "" ? undefined : issue.field, issue.message].filter((part) => part !== undefined).join(": ")}`
+}

@@ -82,6 +82,10 @@ export const makeMemory = (): Service => {
  *
  * @example
  * ```ts
+ * import { Agent, Corral, Ledger } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const agents = [Agent.make("a", { run: Effect.succeed(1) }), Agent.make("b", { run: Effect.fail("flaky") })]
  * const reruns = Effect.gen(function*() {
  *   const first = yield* Corral.run(agents)
  *   const second = yield* Corral.run(agents) // only the agents that did not succeed run again
@@ -100,6 +104,9 @@ export const layerMemory: Layer.Layer<Ledger> = Layer.sync(Ledger, makeMemory)
  *
  * @example
  * ```ts
+ * import { Agent, Ledger } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const key = Ledger.keyOf(Agent.make("a", { run: Effect.void, inputs: ["model=gpt-5"] }), {})
  * ```
  * @since 0.1.0

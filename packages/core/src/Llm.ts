@@ -51,8 +51,16 @@ const defaultEstimate = (prompt: Prompt.RawInput): number => {
  *
  * @example
  * ```ts
- * const limited = Llm.toRateLimited(error, "openai")
- * if (limited !== undefined) yield* Effect.sleep(limited.retryAfter)
+ * import { Llm } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * declare const callProvider: Effect.Effect<string, Error>
+ * const call = callProvider.pipe(
+ *   Effect.catch((error) => {
+ *     const limited = Llm.toRateLimited(error, "openai")
+ *     return limited === undefined ? Effect.fail(error) : Effect.sleep(limited.retryAfter).pipe(Effect.andThen(callProvider))
+ *   })
+ * )
  * ```
  * @since 0.1.0
  * @category errors
@@ -170,9 +178,11 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
  *
  * @example
  * ```ts
- * import { Corral, Llm } from "@corral/core"
+ * import { Agent, Corral, Llm } from "@corral/core"
+ * import { Effect, Layer } from "effect"
  * import { LanguageModel } from "effect/ai"
  *
+ * declare const providerLayer: Layer.Layer<LanguageModel.LanguageModel>
  * const llm = Llm.layer({ requests: "openai-rpm", tokens: "openai-tpm", price: { inputPer1k: 0.002, outputPer1k: 0.008 } })
  * const agent = Agent.make("summarize", {
  *   rateLimit: "openai-rpm",
@@ -244,10 +254,15 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
 
 /**
  * A real `LanguageModel` that plays a script: replies, token counts, latencies and 429s given by
- * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`.
+ * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`. Each
+ * build of the layer plays the script from its first reply, so tests may share one layer value.
  *
  * @example
  * ```ts
+ * import { Llm } from "@corral/core"
+ * import { Effect } from "effect"
+ * import { LanguageModel } from "effect/ai"
+ *
  * const model = Llm.scripted([
  *   { rateLimited: { retryAfter: "30 seconds" } },
  *   { text: "summary", inputTokens: 1200, outputTokens: 300, latency: "2 seconds" }
@@ -257,25 +272,26 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
  * @since 0.1.0
  * @category testing
  */
-export const scripted = (script: Script): Layer.Layer<LanguageModel.LanguageModel> => {
-  const counter = { calls: 0 }
-  return Layer.effect(
+export const scripted = (script: Script): Layer.Layer<LanguageModel.LanguageModel> =>
+  Layer.effect(
     LanguageModel.LanguageModel,
-    LanguageModel.make({
-      generateText: (options) => Effect.map(play(script, counter, options.prompt), partsOf),
-      streamText: (options) =>
-        Stream.unwrap(
-          Effect.map(
-            play(script, counter, options.prompt),
-            (reply): Stream.Stream<Response.StreamPartEncoded> =>
-              Stream.fromIterable([
-                { type: "text-start", id: "0" },
-                { type: "text-delta", id: "0", delta: reply.text ?? "" },
-                { type: "text-end", id: "0" },
-                partsOf(reply)[1] as Response.StreamPartEncoded
-              ])
-          )
-        )
-    })
+    Effect.suspend(() => scriptedModel(script, { calls: 0 }))
   )
-}
+
+const scriptedModel = (script: Script, counter: { calls: number }) =>
+  LanguageModel.make({
+    generateText: (options) => Effect.map(play(script, counter, options.prompt), partsOf),
+    streamText: (options) =>
+      Stream.unwrap(
+        Effect.map(
+          play(script, counter, options.prompt),
+          (reply): Stream.Stream<Response.StreamPartEncoded> =>
+            Stream.fromIterable([
+              { type: "text-start", id: "0" },
+              { type: "text-delta", id: "0", delta: reply.text ?? "" },
+              { type: "text-end", id: "0" },
+              partsOf(reply)[1] as Response.StreamPartEncoded
+            ])
+        )
+      )
+  })

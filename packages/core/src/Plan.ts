@@ -12,6 +12,7 @@ import * as Agent from "./Agent.ts"
 import type * as Claims from "./Claims.ts"
 import * as Corral from "./Corral.ts"
 import type { InvalidRun } from "./CorralError.ts"
+import type * as Outcome from "./Outcome.ts"
 import * as analysis from "./internal/analysis.ts"
 import { validate } from "./internal/validate.ts"
 import type { RunResult } from "./RunResult.ts"
@@ -45,6 +46,17 @@ export interface AgentOptions<Results, Deps extends ReadonlyArray<keyof Results 
 }
 
 /**
+ * What the compiler shows for an id that is already in the plan: `Argument of type '"a"' is not
+ * assignable to parameter of type '"a" & DuplicateId<"a">'`.
+ *
+ * @since 0.1.0
+ * @category type-level
+ */
+export interface DuplicateId<Id extends string> {
+  readonly "this id is already in the plan": Id
+}
+
+/**
  * A plan whose agents succeed with `Results[id]`, fail with `E` and need `R`.
  *
  * @since 0.1.0
@@ -62,7 +74,7 @@ export interface Plan<Results extends Record<string, unknown> = {}, E = never, R
     R2 = never,
     const Deps extends ReadonlyArray<keyof Results & string> = readonly []
   >(
-    id: Id & (Id extends keyof Results ? "error: this id is already in the plan" : unknown),
+    id: Id & (string extends keyof Results ? unknown : Id extends keyof Results ? DuplicateId<Id> : unknown),
     options: AgentOptions<Results, Deps, A, E2, R2>
   ): Plan<Results & { readonly [K in Id]: A }, E | E2, R | R2>
 }
@@ -117,7 +129,35 @@ export const make = (): Plan => new PlanImpl([]) as Plan
 export const run = <Results extends Record<string, unknown>, E, R>(
   plan: Plan<Results, E, R>,
   options?: Corral.Options
-): Effect.Effect<RunResult<Results[keyof Results], E>, InvalidRun, R> => Corral.run(plan.agents, options)
+): Effect.Effect<PlanResult<Results, E>, InvalidRun, R> =>
+  Corral.run(plan.agents, options) as Effect.Effect<PlanResult<Results, E>, InvalidRun, R>
+
+/**
+ * The result of `Plan.run`: a `RunResult` whose `get(id)` takes only the plan's ids and gives that
+ * agent's outcome with its own success type.
+ *
+ * @example
+ * ```ts
+ * import { Plan } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const plan = Plan.make()
+ *   .agent("count", { run: Effect.succeed(3) })
+ *   .agent("summary", { dependsOn: ["count"], run: ({ count }) => Effect.succeed(`${count} files`) })
+ * const program = Effect.gen(function*() {
+ *   const result = yield* Plan.run(plan)
+ *   const summary = result.get("summary") // Outcome<string, never>
+ *   return summary._tag === "Succeeded" ? summary.value : "no summary"
+ * })
+ * ```
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanResult<Results extends Record<string, unknown>, E>
+  extends Omit<RunResult<Results[keyof Results], E>, "get"> {
+  /** The outcome of the agent `id` of the plan. */
+  get<Id extends keyof Results & string>(id: Id): Outcome.Outcome<Results[Id], E>
+}
 
 /**
  * The shape of a plan: `order` is a topological order (input order among independent agents);
@@ -149,6 +189,12 @@ export interface AnalyzeOptions {
  *
  * @example
  * ```ts
+ * import { Plan } from "@corral/core"
+ * import { Effect, Result } from "effect"
+ *
+ * const plan = Plan.make()
+ *   .agent("research", { run: Effect.succeed("notes") })
+ *   .agent("outline", { dependsOn: ["research"], run: ({ research }) => Effect.succeed(research.length) })
  * const analysis = Plan.analyze(plan.agents, { durations: { research: 60_000 } })
  * if (Result.isSuccess(analysis)) console.log(analysis.success.criticalPath.ids.join(" -> "))
  * ```

@@ -88,6 +88,8 @@ export const defaults: Table = {
  *
  * @example
  * ```ts
+ * import { Pricing } from "@corral/core"
+ *
  * Pricing.lookup(Pricing.defaults, "gpt-4o-mini-2024-07-18") // the "gpt-4o-mini" price
  * ```
  * @since 0.1.0
@@ -128,6 +130,8 @@ export const cost = (price: Price | undefined, tokens: Tokens): number => {
  *
  * @example
  * ```ts
+ * import { Pricing } from "@corral/core"
+ *
  * const usage = Pricing.usage({ ...Pricing.defaults, "my-model": { inputPerMillion: 1, outputPerMillion: 2 } },
  *   "my-model", { inputTokens: 1000, outputTokens: 500 })
  * // { inputTokens: 1000, outputTokens: 500, costUsd: 0.002 }

@@ -26,6 +26,8 @@ import { millis } from "./internal/validate.ts"
  *
  * @example
  * ```ts
+ * import { RateLimiter } from "@corral/core"
+ *
  * const openai: RateLimiter.Bucket = { limit: 60, interval: "1 minute", burst: 10 }
  * ```
  * @since 0.1.0
@@ -59,6 +61,9 @@ export type Probe = { readonly _tag: "Taken" } | { readonly _tag: "Wait"; readon
  *
  * @example
  * ```ts
+ * import { RateLimiter } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const call = Effect.fail(new RateLimiter.RateLimited({ key: "openai", retryAfter: 30_000 }))
  * ```
  * @since 0.1.0
@@ -97,8 +102,8 @@ export interface Service {
 }
 
 /**
- * The limiter service. `Corral.run` uses it for agents with a `rateLimit` when the run has no
- * `rateLimits` option of its own.
+ * The limiter service. `Corral.run` uses it for agents with a `rateLimit`, and for the keys its own
+ * `rateLimits` option does not define.
  *
  * @since 0.1.0
  * @category services
@@ -193,12 +198,35 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
 }
 
 /**
+ * A limiter with the buckets of `own` and, for every other key, those of `outer`: how a run with
+ * its own `rateLimits` serves keys that only a `RateLimiter` layer around it defines.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const overlay = (own: Service, outer: Service): Service => {
+  const pick = (key: string): Service => (own.keys.includes(key) ? own : outer)
+  return {
+    keys: [...own.keys, ...outer.keys.filter((key) => !own.keys.includes(key))],
+    tryTake: (key, tokens) => pick(key).tryTake(key, tokens),
+    take: (key, tokens) => pick(key).take(key, tokens),
+    settle: (key, estimated, actual) => pick(key).settle(key, estimated, actual),
+    pause: (key, retryAfter) => pick(key).pause(key, retryAfter)
+  }
+}
+
+/**
  * Builds a limiter; invalid buckets fail with `InvalidRun` listing every problem.
  *
  * @example
  * ```ts
- * const limiter = yield* RateLimiter.make({ openai: { limit: 60, interval: "1 minute", burst: 10 } })
- * yield* limiter.take("openai")
+ * import { RateLimiter } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const limiter = yield* RateLimiter.make({ openai: { limit: 60, interval: "1 minute", burst: 10 } })
+ *   yield* limiter.take("openai")
+ * })
  * ```
  * @since 0.1.0
  * @category constructors
@@ -214,6 +242,10 @@ export const make = (buckets: Buckets): Effect.Effect<Service, InvalidRun> => {
  *
  * @example
  * ```ts
+ * import { Agent, Corral, RateLimiter } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const agents = [Agent.make("ask", { run: Effect.succeed("answer"), rateLimit: "openai" })]
  * const program = Corral.run(agents).pipe(
  *   Effect.provide(RateLimiter.layer({ openai: { limit: 60, interval: "1 minute", burst: 10 } }))
  * )
@@ -229,6 +261,10 @@ export const layer = (buckets: Buckets): Layer.Layer<RateLimiter, InvalidRun> =>
  *
  * @example
  * ```ts
+ * import { RateLimiter } from "@corral/core"
+ * import type { Effect } from "effect"
+ *
+ * declare const callProvider: Effect.Effect<string>
  * const call = callProvider.pipe(RateLimiter.withToken("openai"))
  * const batch = RateLimiter.withToken(callProvider, "openai", 10)
  * ```

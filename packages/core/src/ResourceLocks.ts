@@ -93,6 +93,9 @@ export interface Snapshot {
  *
  * @example
  * ```ts
+ * import { Claims, ResourceLocks } from "@corral/core"
+ * import { Effect, Result } from "effect"
+ *
  * const program = Effect.gen(function*() {
  *   const locks = yield* ResourceLocks.ResourceLocks
  *   const request = Result.getOrThrow(Claims.normalize({ write: ["src/parser.ts"] }, {}))

@@ -11,8 +11,14 @@ import * as Usage from "./Usage.ts"
 /**
  * @example
  * ```ts
- * const result = yield* Corral.run(agents, { concurrency: 4 })
- * if (!result.allSucceeded) console.log(result.failed.map((o) => o.agentId))
+ * import { Agent, Corral } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const agents = [Agent.make("a", { run: Effect.succeed(1) }), Agent.make("b", { run: Effect.fail("no") })]
+ * const program = Effect.gen(function*() {
+ *   const result = yield* Corral.run(agents, { concurrency: 4 })
+ *   if (!result.allSucceeded) console.log(result.failed.map((o) => o.agentId))
+ * })
  * ```
  * @since 0.1.0
  * @category models

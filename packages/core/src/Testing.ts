@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import type * as Duration from "effect/Duration"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
@@ -65,18 +66,20 @@ export class Timeline {
  *
  * @example
  * ```ts
+ * import * as Testing from "@corral/core/Testing"
+ *
  * const timeline = new Testing.Timeline()
  * const agent = Testing.scripted(timeline, "a", { duration: "2 seconds", result: 1 }, { claims: { write: ["x"] } })
  * ```
  * @since 0.1.0
  * @category constructors
  */
-export const scripted = <A = unknown>(
+export const scripted = <A = unknown, const Id extends string = string>(
   timeline: Timeline,
-  id: string,
+  id: Id,
   script: Script<A>,
   options: Omit<Agent.Options<A, unknown, never>, "run"> = {}
-): Agent.Agent<A, unknown> => {
+): Agent.Agent<A, unknown, never, Id> => {
   let attempt = 0
   const run = Effect.gen(function* () {
     attempt++
@@ -121,40 +124,72 @@ export interface Recorded<A, E> {
 
 /**
  * Runs agents under `TestClock`, moving virtual time forward until the run completes. Use it
- * inside `it.effect`.
+ * inside `it.effect`. Every event is recorded and also passed to `options.onEvent`, if given. A run
+ * that is not done after `options.limit` of virtual time (default 1 day) fails with `NotDone`.
  *
  * @since 0.1.0
  * @category running
  */
-export const runScripted = <A, E, R>(
-  agents: ReadonlyArray<Agent.Agent<A, E, R>>,
-  options: Corral.Options = {}
-): Effect.Effect<Recorded<A, E>, InvalidRun, R> =>
+export const runScripted = <const Agents extends ReadonlyArray<Agent.Any>>(
+  agents: Agents,
+  options: Corral.Options & { readonly limit?: Duration.Input | undefined } = {}
+): Effect.Effect<
+  Recorded<Agent.Success<Agents[number]>, Agent.Failure<Agents[number]>>,
+  InvalidRun | NotDone,
+  Agent.Services<Agents[number]>
+> =>
   Effect.gen(function* () {
+    const { limit, onEvent, ...runOptions } = options
     const events: Array<CorralEvent> = []
+    const record = (event: CorralEvent) => Effect.sync(() => events.push(event))
     const fiber = yield* Effect.forkChild(
-      Corral.run(agents, { ...options, onEvent: (event) => Effect.sync(() => events.push(event)) }),
+      Corral.run(agents, {
+        ...runOptions,
+        onEvent: onEvent === undefined ? record : (event) => Effect.andThen(record(event), onEvent(event))
+      }),
       { startImmediately: true }
     )
-    yield* advanceUntilDone(fiber)
+    yield* advanceUntilDone(fiber, "1 second", limit)
     const result = yield* Fiber.join(fiber)
     return { result, events }
   })
 
 /**
- * Moves the `TestClock` forward in steps until the fiber is done.
+ * `advanceUntilDone` moved the `TestClock` by its whole limit and the fiber is still running: it
+ * waits for something virtual time cannot bring (`Effect.never`, a claim never released, a
+ * `Deferred` nobody completes).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotDone extends Data.TaggedError("NotDone")<{ readonly limit: Duration.Duration }> {
+  override get message() {
+    return `the fiber was still running after the TestClock moved ${Duration.format(this.limit)}: it waits for something virtual time cannot bring (Effect.never, a claim never released, a Deferred nobody completes); raise the limit if it really needs longer`
+  }
+}
+
+/**
+ * Moves the `TestClock` forward by `step` until the fiber is done, at most by `limit` (default
+ * 1 day) in all; a fiber still running then fails the effect with `NotDone` (the fiber keeps
+ * running; interrupt it, or let the test's scope do it).
  *
  * @since 0.1.0
  * @category running
  */
 export const advanceUntilDone = <A, E>(
   fiber: Fiber.Fiber<A, E>,
-  step: Duration.Input = "1 second"
-): Effect.Effect<void> =>
+  step: Duration.Input = "1 second",
+  limit: Duration.Input = "1 day"
+): Effect.Effect<void, NotDone> =>
   Effect.gen(function* () {
+    const stepMs = Duration.toMillis(Duration.fromInputUnsafe(step))
+    const limitDuration = Duration.fromInputUnsafe(limit)
+    let left = Duration.toMillis(limitDuration)
     yield* Effect.yieldNow
     while (fiber.pollUnsafe() === undefined) {
-      yield* TestClock.adjust(step)
+      if (left <= 0) return yield* new NotDone({ limit: limitDuration })
+      yield* TestClock.adjust(Math.min(stepMs, left))
+      left -= stepMs
       yield* Effect.yieldNow
     }
   })

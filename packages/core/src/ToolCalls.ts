@@ -31,11 +31,21 @@ export interface ToolCall<A, E, R> {
  *
  * @example
  * ```ts
- * const outcomes = yield* ToolCalls.run([
- *   { name: "read_file", read: ["src/a.ts"], run: readFile("src/a.ts") },
- *   { name: "search", read: ["src/"], run: search("parse") },
- *   { name: "write_file", write: ["src/a.ts"], run: writeFile("src/a.ts", text) }
- * ])
+ * import { ToolCalls } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * declare const readFile: (path: string) => Effect.Effect<string>
+ * declare const search: (pattern: string) => Effect.Effect<string>
+ * declare const writeFile: (path: string, text: string) => Effect.Effect<string>
+ *
+ * const program = Effect.gen(function*() {
+ *   const outcomes = yield* ToolCalls.run([
+ *     { name: "read_file", read: ["src/a.ts"], run: readFile("src/a.ts") },
+ *     { name: "search", read: ["src/"], run: search("parse") },
+ *     { name: "write_file", write: ["src/a.ts"], run: writeFile("src/a.ts", "text") }
+ *   ])
+ *   return outcomes.map((outcome) => outcome._tag)
+ * })
  * ```
  * @since 0.1.0
  * @category running

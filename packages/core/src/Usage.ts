@@ -75,6 +75,9 @@ export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | un
  *
  * @example
  * ```ts
+ * import { Usage } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const call = Effect.gen(function*() {
  *   yield* Usage.report({ inputTokens: 1200, outputTokens: 300, costUsd: 0.004 })
  * })

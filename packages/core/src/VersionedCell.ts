@@ -54,8 +54,11 @@ export interface VersionedCell<A> {
 /**
  * @example
  * ```ts
+ * import { VersionedCell } from "@corral/core"
+ * import { Effect } from "effect"
+ *
  * const summary = VersionedCell.make("")
- * yield* summary.update((text) => Effect.succeed(text + "\n- parser: done"), { attempts: 5 })
+ * const program = summary.update((text) => Effect.succeed(text + "\n- parser: done"), { attempts: 5 })
  * ```
  * @since 0.1.0
  * @category constructors

@@ -1,12 +1,55 @@
 import { Agent, Corral, CorralError, type Outcome, RateLimiter } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { Effect } from "effect"
 
 const starts = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o.startedAt]))
 
 describe("Corral.run with rate limits", () => {
+  it.effect("an agent using RateLimiter.withToken needs no RateLimiter layer when the run sets rateLimits", () =>
+    Effect.gen(function* () {
+      const agent = Agent.make("ask", { run: Effect.succeed("answer").pipe(RateLimiter.withToken("api")) })
+      const program = Corral.run([agent], { rateLimits: { api: { limit: 1, interval: "1 second" } } })
+      expectTypeOf<Effect.Services<typeof program>>().toEqualTypeOf<never>()
+      expectTypeOf<
+        Effect.Services<ReturnType<typeof Corral.run<[typeof agent]>>>
+      >().toEqualTypeOf<RateLimiter.RateLimiter>()
+      const result = yield* program
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.value),
+        ["answer"]
+      )
+    })
+  )
+
+  it.effect("a run's own rateLimits add to a RateLimiter layer; a key neither defines is an InvalidRun issue", () =>
+    Effect.gen(function* () {
+      const outer = RateLimiter.layer({ shared: { limit: 1, interval: "1 second", burst: 1 } })
+      const options = { rateLimits: { own: { limit: 1, interval: "1 second", burst: 1 } } } as const
+      let ran = 0
+      const agents = [
+        Agent.make("a", { rateLimit: "shared", run: Effect.sync(() => ran++) }),
+        Agent.make("b", { run: Effect.sync(() => ran++).pipe(RateLimiter.withToken("shared")) }),
+        Agent.make("c", { run: Effect.sync(() => ran++).pipe(RateLimiter.withToken("own")) })
+      ]
+      const { result } = yield* Testing.runScripted(agents, options).pipe(Effect.provide(outer))
+      assert.deepStrictEqual(starts(result), { a: 0, b: 0, c: 0 })
+      assert.strictEqual(ran, 3)
+      assert.strictEqual(result.get("b")!.endedAt, 1000)
+      const error = yield* Effect.flip(
+        Corral.run([...agents, Agent.make("d", { rateLimit: "nope", run: Effect.void })], options).pipe(
+          Effect.provide(outer)
+        )
+      )
+      assert.deepStrictEqual(
+        error.issues.map((issue) => issue.message),
+        ['unknown rate limit "nope" (known: own, shared)']
+      )
+      assert.strictEqual(ran, 3)
+    })
+  )
+
   it.effect("starts rate-limited agents at the bucket's rate", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()
@@ -117,7 +160,7 @@ describe("Corral.run with rate limits", () => {
       )
       assert.instanceOf(unknown, CorralError.InvalidRun)
       assert.deepStrictEqual(unknown.issues, [
-        { agentId: "a", field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }
+        { agentId: "a", index: 0, field: "rateLimit", message: 'unknown rate limit "nope" (known: api)' }
       ])
       const none = yield* Effect.flip(Corral.run(agents))
       assert.include(none.issues[0]!.message, "no rate limits are configured")

@@ -1,6 +1,6 @@
 import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { type Duration, Effect, Exit, Fiber, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
@@ -8,6 +8,34 @@ const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
 
 describe("Corral.run", () => {
+  it.effect("agents with different result types run together; outcomes are typed per agent id", () =>
+    Effect.gen(function* () {
+      const agents = [
+        Agent.make("count", { run: Effect.succeed(1) }),
+        Agent.make("name", { run: Effect.succeed("one") }),
+        Agent.make("check", { run: Effect.fail("bad" as const) })
+      ]
+      const program = Corral.run(agents)
+      expectTypeOf<Effect.Error<typeof program>>().toEqualTypeOf<CorralError.InvalidRun>()
+      expectTypeOf<Effect.Services<typeof program>>().toEqualTypeOf<never>()
+      const result = yield* program
+      expectTypeOf(result.outcomes).toEqualTypeOf<ReadonlyArray<Outcome.Outcome<number | string, "bad">>>()
+      expectTypeOf(result.get("count")).toEqualTypeOf<Outcome.Outcome<number, never>>()
+      expectTypeOf(result.get("check")).toEqualTypeOf<Outcome.Outcome<never, "bad">>()
+      // @ts-expect-error "nope" is not an agent of the run
+      result.get("nope")
+      const ids: Array<string> = ["count"]
+      const dynamic = yield* Corral.run(ids.map((id) => Agent.make(id, { run: Effect.succeed(id.length) })))
+      expectTypeOf(dynamic.get("any id")).toEqualTypeOf<Outcome.Outcome<number, never> | undefined>()
+      const count = result.get("count")
+      assert.strictEqual(count._tag === "Succeeded" ? count.value + 1 : 0, 2)
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.value),
+        [1, "one"]
+      )
+    })
+  )
+
   it.effect("never runs more than `concurrency` agents and reaches the bound when work allows", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()
@@ -156,6 +184,37 @@ describe("Corral.run", () => {
     })
   )
 
+  it.effect("reports every bad claim of an agent, and names agents the same way for every problem", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        Corral.run(
+          [
+            Agent.make("ok", { run: Effect.void }),
+            "not an agent" as unknown as Agent.Agent<void>,
+            Agent.make("edit", {
+              run: Effect.void,
+              claims: { write: ["src/a.ts", "/abs", "../up"], read: [""], pools: { gpu: 1, llm: 9 } }
+            })
+          ],
+          { pools: { llm: 2 } }
+        )
+      )
+      assert.deepStrictEqual(
+        error.issues.map((issue) => [issue.agentId, issue.index, issue.field]),
+        [
+          [undefined, 1, ""],
+          ["edit", 2, "claims.write[1]"],
+          ["edit", 2, "claims.write[2]"],
+          ["edit", 2, "claims.read[0]"],
+          ["edit", 2, "claims.pools.gpu"],
+          ["edit", 2, "claims.pools.llm"]
+        ]
+      )
+      assert.include(error.message, "  agents[1]: expected an agent built with Agent.make, got string")
+      assert.include(error.message, '  agent "edit" (agents[2]): claims.write[1]: invalid claim "/abs"')
+    })
+  )
+
   it.effect("validates everything before anything runs", () =>
     Effect.gen(function* () {
       let ran = 0
@@ -180,26 +239,26 @@ describe("Corral.run", () => {
         )
       )
       assert.instanceOf(error, CorralError.InvalidRun)
-      const messages = error.issues.map((i) => `${i.agentId ?? "-"}|${i.field}|${i.message}`)
+      const messages = error.issues.map((i) => `${i.agentId ?? "-"}|${i.index ?? "-"}|${i.field}|${i.message}`)
       const expect = [
-        "-|concurrency|must be an integer of at least 1, got 0",
-        "a|id|duplicate id (agents[0] and agents[1])",
-        "-|agents[2].id|agent ids must not be blank",
-        "neg|timeout|must not be negative",
-        "bad-duration|timeout|expected a duration",
-        'abs|claims|invalid claim "/etc/passwd": absolute paths are not allowed',
-        'escape|claims|invalid claim "../secrets": the path escapes the repository',
-        'empty|claims|invalid claim "": keys must not be empty',
-        'pool|claims|invalid claim "gpu": unknown pool; the run configures "llm"',
-        'too-much|claims|invalid claim "llm": asks for 5 but the pool holds 2',
-        'ghost|dependsOn|unknown agent "nobody"',
-        "self|dependsOn|an agent cannot depend on itself"
+        "-|-|concurrency|must be an integer of at least 1, got 0",
+        "a|1|id|duplicate id: agents[0] already uses it",
+        "-|2|id|agent ids must not be blank",
+        "neg|3|timeout|must not be negative",
+        "bad-duration|4|timeout|expected a duration",
+        'abs|5|claims.write[0]|invalid claim "/etc/passwd": absolute paths are not allowed',
+        'escape|6|claims.read[0]|invalid claim "../secrets": the path escapes the repository',
+        'empty|7|claims.write[0]|invalid claim "": keys must not be empty',
+        'pool|8|claims.pools.gpu|invalid claim "gpu": unknown pool; the run configures "llm"',
+        'too-much|9|claims.pools.llm|invalid claim "llm": asks for 5 but the pool holds 2',
+        'ghost|10|dependsOn|unknown agent "nobody"',
+        "self|11|dependsOn|an agent cannot depend on itself"
       ]
       assert.strictEqual(messages.length, expect.length, messages.join("\n"))
       expect.forEach((e, i) => {
         assert.include(messages[i], e)
       })
-      assert.include(error.message, `agent "abs": claims: invalid claim "/etc/passwd"`)
+      assert.include(error.message, `agent "abs" (agents[5]): claims.write[0]: invalid claim "/etc/passwd"`)
       assert.strictEqual(ran, 0)
     })
   )
@@ -222,7 +281,7 @@ describe("Corral.run", () => {
 
   it.effect("an empty run succeeds with no outcomes", () =>
     Effect.gen(function* () {
-      const result = yield* Corral.run<never, never, never>([])
+      const result = yield* Corral.run([])
       assert.deepStrictEqual(result.outcomes, [])
       assert.isTrue(result.allSucceeded)
     })

@@ -20,6 +20,14 @@ describe("Llm", () => {
     }).pipe(Effect.provide(Llm.scripted([{ text: "hello", inputTokens: 3, outputTokens: 1, latency: "2 seconds" }])))
   )
 
+  it.effect("a scripted model starts its script afresh for every build of the layer", () => {
+    const model = Llm.scripted([{ text: "first" }, { text: "second" }])
+    const ask = LanguageModel.generateText({ prompt: "hi" }).pipe(Effect.provide(model))
+    return Effect.gen(function* () {
+      assert.deepStrictEqual([(yield* ask).text, (yield* ask).text], ["first", "first"])
+    })
+  })
+
   it.effect("takes request and token budgets, settles them with the real count and reports usage", () =>
     Effect.gen(function* () {
       const limiter = yield* RateLimiter.RateLimiter

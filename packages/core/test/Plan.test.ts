@@ -1,4 +1,4 @@
-import { Agent, Plan } from "@corral/core"
+import { Agent, type Outcome, Plan } from "@corral/core"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 
@@ -43,6 +43,48 @@ describe("Plan", () => {
     // @ts-expect-error the id is already in the plan
     base.agent("research", { run: Effect.void })
   })
+
+  it("names a duplicate id in the compile error instead of degrading to never (message: test/examples.test.ts)", () => {
+    expectTypeOf<"research" & Plan.DuplicateId<"research">>().not.toBeNever()
+  })
+
+  it.effect("looks outcomes up by id with that agent's own type; unknown ids do not compile", () =>
+    Effect.gen(function* () {
+      const result = yield* Plan.run(plan)
+      expectTypeOf(result.get("count")).toEqualTypeOf<Outcome.Outcome<number, never>>()
+      expectTypeOf(result.get("outline")).toEqualTypeOf<Outcome.Outcome<Array<string>, never>>()
+      // @ts-expect-error "nope" is not an agent of the plan
+      result.get("nope")
+      const count = result.get("count")
+      assert.strictEqual(count._tag === "Succeeded" ? count.value + 1 : 0, 3)
+    })
+  )
+
+  it.effect("builds a plan in a loop", () =>
+    Effect.gen(function* () {
+      const files = ["a.ts", "bb.ts"]
+      let looped = Plan.make().agent("setup", { run: Effect.succeed(10) })
+      for (const f of files) {
+        looped = looped.agent(`edit-${f}`, {
+          dependsOn: ["setup"],
+          run: ({ setup }) => Effect.succeed(setup + f.length)
+        })
+      }
+      let open: Plan.Plan<Record<string, number>> = Plan.make()
+      for (const f of files) open = open.agent(`len-${f}`, { run: Effect.succeed(f.length) })
+      const result = yield* Plan.run(open)
+      const first = result.get("len-a.ts")
+      expectTypeOf(first).toEqualTypeOf<Outcome.Outcome<number, never>>()
+      assert.deepStrictEqual(
+        (yield* Plan.run(looped)).succeeded.map((outcome) => outcome.value),
+        [10, 14, 15]
+      )
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.value),
+        [4, 5]
+      )
+    })
+  )
 
   it.effect("runs with the dependencies' results passed downstream", () =>
     Effect.gen(function* () {

@@ -24,7 +24,7 @@ export type Options = Spec & Omit<Agent.Options<unknown, BlockingFailed, never>,
  *
  * @example
  * ```ts
- * import { Blocking } from "@corral/platform-node/Blocking"
+ * import * as Blocking from "@corral/platform-node/Blocking"
  *
  * const hash = Blocking.agent("hash-files", {
  *   module: new URL("./hash.ts", import.meta.url),
@@ -37,7 +37,10 @@ export type Options = Spec & Omit<Agent.Options<unknown, BlockingFailed, never>,
  * @since 0.1.0
  * @category constructors
  */
-export const agent = (id: string, options: Options): Agent.Agent<unknown, BlockingFailed> => {
+export const agent = <const Id extends string>(
+  id: Id,
+  options: Options
+): Agent.Agent<unknown, BlockingFailed, never, Id> => {
   const { module, export: name, input, resourceLimits, ...agentOptions } = options
   return Agent.make(id, { ...agentOptions, run: run({ module, export: name, input, resourceLimits }) })
 }

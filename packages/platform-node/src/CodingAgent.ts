@@ -48,6 +48,8 @@ export interface Options {
  *
  * @example
  * ```ts
+ * import * as CodingAgent from "@corral/platform-node/CodingAgent"
+ *
  * CodingAgent.argv({ kind: "codex", model: "gpt-5" })
  * // ["codex", "exec", "--json", "--model", "gpt-5", "-"]
  * ```
@@ -115,6 +117,8 @@ const codexLine = (
  *
  * @example
  * ```ts
+ * import * as CodingAgent from "@corral/platform-node/CodingAgent"
+ *
  * CodingAgent.parseLine("codex", '{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":2}}')
  * // { usage: { inputTokens: 10, outputTokens: 2, costUsd: 0 } }
  * ```

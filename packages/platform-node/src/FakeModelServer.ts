@@ -381,10 +381,16 @@ const respond = (res: Http.ServerResponse, reply: Reply): void => {
  *
  * @example
  * ```ts
- * const server = yield* FakeModelServer.make((_, call) =>
- *   call === 1 ? FakeModelServer.rateLimited(2) : FakeModelServer.openAi({ text: "hi", inputTokens: 5, outputTokens: 1 })
- * )
- * const model = OpenAiCompat.layer({ model: "gpt-4o-mini", baseUrl: server.url })
+ * import { OpenAiCompat } from "@corral/core"
+ * import { FakeModelServer } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const server = yield* FakeModelServer.make((_, call) =>
+ *     call === 1 ? FakeModelServer.rateLimited(2) : FakeModelServer.openAi({ text: "hi", inputTokens: 5, outputTokens: 1 })
+ *   )
+ *   return OpenAiCompat.layer({ model: "gpt-4o-mini", baseUrl: server.url })
+ * })
  * ```
  * @since 0.1.0
  * @category constructors

@@ -72,7 +72,13 @@ export type Options = internal.GitOptions
  *
  * @example
  * ```ts
- * const head = yield* Git.run(["rev-parse", "HEAD"], { cwd: "/path/to/repo" })
+ * import { Git } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const head = yield* Git.run(["rev-parse", "HEAD"], { cwd: "/path/to/repo" })
+ *   return head.trim()
+ * })
  * ```
  * @since 0.1.0
  * @category commands
@@ -84,7 +90,13 @@ export const run: (args: ReadonlyArray<string>, options: Options) => Effect.Effe
  *
  * @example
  * ```ts
- * const merged = yield* Git.test(["merge-base", "--is-ancestor", "feature", "main"], { cwd: repo })
+ * import { Git } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const merged = yield* Git.test(["merge-base", "--is-ancestor", "feature", "main"], { cwd: "/path/to/repo" })
+ *   return merged
+ * })
  * ```
  * @since 0.1.0
  * @category commands
@@ -113,9 +125,15 @@ export const makeTally: () => Tally = internal.makeTally
  *
  * @example
  * ```ts
- * const tally = Git.makeTally()
- * yield* Git.run(["status"], { cwd: repo }).pipe(Effect.provideService(Git.CurrentTally, tally))
- * // tally.commands === 1
+ * import { Git } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const repo = "/path/to/repo"
+ * const program = Effect.gen(function*() {
+ *   const tally = Git.makeTally()
+ *   yield* Git.run(["status"], { cwd: repo }).pipe(Effect.provideService(Git.CurrentTally, tally))
+ *   return tally // tally.commands === 1
+ * })
  * ```
  * @since 0.1.0
  * @category tally

@@ -27,10 +27,11 @@ export type Options = ProcessRunner.ProcessSpec &
  * @since 0.1.0
  * @category models
  */
-export type ProcessAgent = Agent.Agent<
+export type ProcessAgent<Id extends string = string> = Agent.Agent<
   ProcessRunner.ProcessResult,
   ProcessRunner.ProcessFailed,
-  ChildProcessSpawner.ChildProcessSpawner
+  ChildProcessSpawner.ChildProcessSpawner,
+  Id
 >
 
 const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unknown> => {
@@ -53,6 +54,12 @@ const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unkn
  *
  * @example
  * ```ts
+ * import { Corral } from "@corral/core"
+ * import { ProcessAgent } from "@corral/platform-node"
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const build = ProcessAgent.make("build", { command: "pnpm", args: ["build"] })
  * const test = ProcessAgent.make("test", {
  *   command: "pnpm",
  *   args: ["test"],
@@ -68,7 +75,7 @@ const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unkn
  * @since 0.1.0
  * @category constructors
  */
-export const make = (id: string, options: Options): ProcessAgent => {
+export const make = <const Id extends string>(id: Id, options: Options): ProcessAgent<Id> => {
   const { timeout, retry, claims, claimTimeout, dependsOn, estimate, rateLimit, idempotencyKey, labels, ...spec } =
     options
   return Agent.make(id, {

@@ -201,6 +201,10 @@ export interface ProcessResult {
  *
  * @example
  * ```ts
+ * import { ProcessRunner } from "@corral/platform-node"
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ *
  * const build = ProcessRunner.run({
  *   name: "build",
  *   command: "pnpm",

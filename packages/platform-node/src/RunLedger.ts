@@ -215,6 +215,12 @@ const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
  *
  * @example
  * ```ts
+ * import { Agent, Corral } from "@corral/core"
+ * import { RunLedger } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ * import * as os from "node:os"
+ *
+ * const agents = [Agent.make("a", { run: Effect.succeed(1) })]
  * const program = Effect.gen(function*() {
  *   const ledger = yield* RunLedger.RunLedger
  *   yield* ledger.startRun({ runId: "r1", planFile: "plan.yaml", planHash: "h", options: {}, pid: process.pid,
@@ -234,6 +240,9 @@ export class RunLedger extends Context.Service<RunLedger, Service>()("@corral/pl
  *
  * @example
  * ```ts
+ * import { RunLedger, SqliteClient } from "@corral/platform-node"
+ * import { Layer } from "effect"
+ *
  * const ledger = RunLedger.layerSql().pipe(Layer.provide(SqliteClient.layer({ filename: "state.db" })))
  * ```
  * @since 0.1.0
@@ -275,6 +284,10 @@ const writerThread = (filename: string): Effect.Effect<Executor | undefined, Run
  *
  * @example
  * ```ts
+ * import { RunLedger } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.flatMap(RunLedger.RunLedger, (ledger) => ledger.getRun("r1"))
  * Effect.provide(program, RunLedger.layerSqlite(".corral/state.db"))
  * ```
  * @since 0.1.0
@@ -295,6 +308,10 @@ export const layerSqlite = (filename: string, options?: WriterOptions): Layer.La
  *
  * @example
  * ```ts
+ * import { RunLedger } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.flatMap(RunLedger.RunLedger, (ledger) => ledger.getRun("r1"))
  * Effect.provide(program, RunLedger.layerMemory)
  * ```
  * @since 0.1.0
@@ -311,6 +328,11 @@ export const layerMemory: Layer.Layer<RunLedger> = Layer.effect(
  *
  * @example
  * ```ts
+ * import { Agent, Corral } from "@corral/core"
+ * import { RunLedger } from "@corral/platform-node"
+ * import { Effect, Layer } from "effect"
+ *
+ * const agents = [Agent.make("a", { run: Effect.succeed(1) })]
  * const layers = RunLedger.asCoreLedger.pipe(Layer.provideMerge(RunLedger.layerSqlite("state.db")))
  * Corral.run(agents).pipe(Effect.provide(layers)) // agents that succeeded before are not run again
  * ```

@@ -39,8 +39,13 @@ export const root: (repo: string) => Effect.Effect<string, GitFailure | FsFailur
  *
  * @example
  * ```ts
- * const made = yield* RunRegistry.records("/path/to/repo", "20261126-101500-ab12")
- * // made.branches: ["corral/20261126-101500-ab12/integration", "corral/20261126-101500-ab12/fmt-src", ...]
+ * import { RunRegistry } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const made = yield* RunRegistry.records("/path/to/repo", "20261126-101500-ab12")
+ *   return made.branches // ["corral/20261126-101500-ab12/integration", "corral/20261126-101500-ab12/fmt-src", ...]
+ * })
  * ```
  * @since 0.1.0
  * @category reading

@@ -60,8 +60,13 @@ export const supportUnsafe = (): Support => internal.support()
  *
  * @example
  * ```ts
- * const support = yield* Sandbox.support
- * if (!support.available) yield* Console.log(support.detail)
+ * import { Sandbox } from "@corral/platform-node"
+ * import { Console, Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const support = yield* Sandbox.support
+ *   if (!support.available) yield* Console.log(support.detail)
+ * })
  * ```
  *
  * @since 0.1.0

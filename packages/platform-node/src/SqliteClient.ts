@@ -53,6 +53,9 @@ export interface SqliteClient extends SqlClient.SqlClient {
  *
  * @example
  * ```ts
+ * import { SqliteClient } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
  * const schema = Effect.flatMap(SqliteClient.SqliteClient, (sqlite) =>
  *   sqlite.executeScript("CREATE TABLE a (x INTEGER); CREATE INDEX a_x ON a (x);"))
  * ```
@@ -140,6 +143,10 @@ const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.
  *
  * @example
  * ```ts
+ * import { SqliteClient } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ * import { Reactivity } from "effect/reactivity"
+ *
  * const count = Effect.scoped(
  *   Effect.flatMap(SqliteClient.make({ filename: ":memory:" }), (sql) => sql`SELECT 1 AS one`)
  * ).pipe(Effect.provide(Reactivity.layer))

@@ -247,7 +247,13 @@ const every = (interval: Duration.Input, effect: Effect.Effect<void, SqlError.Sq
  *
  * @example
  * ```ts
- * const locks = yield* SqliteLocks.make({ ttl: "30 seconds" })
+ * import { SqliteLocks } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const locks = yield* SqliteLocks.make({ ttl: "30 seconds" })
+ *   return locks
+ * })
  * ```
  * @since 0.1.0
  * @category constructors
@@ -285,6 +291,9 @@ export const make = (
  *
  * @example
  * ```ts
+ * import { SqliteClient, SqliteLocks } from "@corral/platform-node"
+ * import { Layer } from "effect"
+ *
  * SqliteLocks.layerSql().pipe(Layer.provide(SqliteClient.layer({ filename: ".corral/locks.db" })))
  * ```
  * @since 0.1.0
@@ -300,6 +309,10 @@ export const layerSql = (
  *
  * @example
  * ```ts
+ * import { Claims, ResourceLocks } from "@corral/core"
+ * import { SqliteLocks } from "@corral/platform-node"
+ * import { Effect, Result } from "effect"
+ *
  * const program = Effect.gen(function*() {
  *   const locks = yield* ResourceLocks.ResourceLocks
  *   const request = Result.getOrThrow(Claims.normalize({ write: ["src/"] }, {}))

@@ -46,7 +46,13 @@ interface Row {
  *
  * @example
  * ```ts
- * const limiter = yield* SqliteRateLimiter.make({ openai: { limit: 50, interval: "1 second", burst: 10 } })
+ * import * as SqliteRateLimiter from "@corral/platform-node/SqliteRateLimiter"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const limiter = yield* SqliteRateLimiter.make({ openai: { limit: 50, interval: "1 second", burst: 10 } })
+ *   return limiter
+ * })
  * ```
  * @since 0.1.0
  * @category constructors
@@ -126,6 +132,11 @@ export const make = (
  *
  * @example
  * ```ts
+ * import { Agent, Corral } from "@corral/core"
+ * import * as SqliteRateLimiter from "@corral/platform-node/SqliteRateLimiter"
+ * import { Effect } from "effect"
+ *
+ * const agents = [Agent.make("ask", { rateLimit: "openai", run: Effect.succeed("answer") })]
  * Corral.run(agents).pipe(
  *   Effect.provide(SqliteRateLimiter.layer(".corral/locks.db", { openai: { limit: 50, interval: "1 second" } }))
  * )

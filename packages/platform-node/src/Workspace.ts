@@ -178,10 +178,17 @@ export interface CommittedWork {
  *
  * @example
  * ```ts
- * const integration = yield* ws.integration({ repo, runId: "r1" })
- * const handle = yield* ws.acquire({ repo, runId: "r1", agentId: "a", base: yield* integration.head() })
- * yield* integration.commitAll(handle, "add parser")
- * const result = yield* integration.merge(handle) // { _tag: "Merged" } or { _tag: "Conflict", paths }
+ * import { Workspace } from "@corral/platform-node/Workspace"
+ * import { Effect } from "effect"
+ *
+ * const repo = "/path/to/repo"
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const ws = yield* Workspace
+ *   const integration = yield* ws.integration({ repo, runId: "r1" })
+ *   const handle = yield* ws.acquire({ repo, runId: "r1", agentId: "a", base: yield* integration.head() })
+ *   yield* integration.commitAll(handle, "add parser")
+ *   return yield* integration.merge(handle) // { _tag: "Merged" } or { _tag: "Conflict", paths }
+ * })).pipe(Effect.provide(Workspace.layer))
  * ```
  * @since 0.1.0
  * @category models
@@ -392,11 +399,15 @@ export const defaultConfig: Config = {
  *
  * @example
  * ```ts
- * const program = Effect.scoped(Effect.gen(function* () {
+ * import { Workspace } from "@corral/platform-node/Workspace"
+ * import { Effect } from "effect"
+ *
+ * const repo = "/path/to/repo"
+ * const program = Effect.scoped(Effect.gen(function*() {
  *   const ws = yield* Workspace
  *   yield* ws.registerRun(repo, "r1")
  *   const handle = yield* ws.acquire({ repo, runId: "r1", agentId: "a" })
- *   // run the agent in handle.dir with handle.env
+ *   return handle.dir // run the agent in handle.dir with handle.env
  * })).pipe(Effect.provide(Workspace.layer))
  * ```
  * @since 0.1.0

@@ -142,6 +142,8 @@ const copyRow = async (location: string, repo: string, agents: number) => {
  *
  * @example
  * ```ts
+ * import { measureWorkspaces } from "./workspaces.ts"
+ *
  * console.table(await measureWorkspaces())
  * ```
  */

@@ -645,13 +645,13 @@ const limiterOf = (
   issues: ReadonlyArray<Issue>
 } => {
   const buckets = options.rateLimits
-  if (buckets !== undefined) {
-    const issues = RateLimiter.validateBuckets(buckets)
-    const limiter = issues.length > 0 ? undefined : RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
-    return { limiter, keys: Object.keys(buckets), issues }
-  }
-  const limiter = Option.getOrUndefined(Context.getOption(context, RateLimiter.RateLimiter))
-  return { limiter, keys: limiter?.keys, issues: noIssues }
+  const outer = Option.getOrUndefined(Context.getOption(context, RateLimiter.RateLimiter))
+  if (buckets === undefined) return { limiter: outer, keys: outer?.keys, issues: noIssues }
+  const issues = RateLimiter.validateBuckets(buckets)
+  if (issues.length > 0) return { limiter: undefined, keys: Object.keys(buckets), issues }
+  const own = RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
+  const limiter = outer === undefined ? own : RateLimiter.overlay(own, outer)
+  return { limiter, keys: limiter.keys, issues }
 }
 
 const noIssues: ReadonlyArray<Issue> = []

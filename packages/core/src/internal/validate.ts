@@ -102,19 +102,19 @@ const reportIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): void
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) {
-      issues.push({ field: `agents[${index}]`, message: "expected an agent built with Agent.make" })
+      issues.push({ index, field: "", message: `expected an agent built with Agent.make, got ${describe(agent)}` })
       continue
     }
     const id = agent.id
     if (typeof id !== "string" || isBlank(id)) {
-      issues.push({ field: `agents[${index}].id`, message: "agent ids must not be blank" })
+      issues.push({ index, field: "id", message: "agent ids must not be blank" })
       continue
     }
     const size = seen.size
     seen.add(id)
     if (seen.size === size) {
       const first = agents.findIndex((other) => Agent.isAgent(other) && other.id === id)
-      issues.push({ agentId: id, field: "id", message: `duplicate id (agents[${first}] and agents[${index}])` })
+      issues.push({ agentId: id, index, field: "id", message: `duplicate id: agents[${first}] already uses it` })
     }
   }
 }
@@ -152,7 +152,7 @@ const checkAgent = (
 ): Node | undefined => {
   if (isPlain(agent)) return new Node(index, agent, undefined, undefined, undefined, 1, noIndices)
   const before = issues.length
-  const report = (field: string, message: string) => issues.push({ agentId: agent.id, field, message })
+  const report = (field: string, message: string) => issues.push({ agentId: agent.id, index, field, message })
   const duration = (field: string, input: Duration.Input | undefined) => {
     const result = millis(input)
     if (Result.isFailure(result)) return void report(field, result.failure)
@@ -164,7 +164,7 @@ const checkAgent = (
   let request: Claims.Request | undefined
   if (agent.claims !== undefined) {
     const normalized = Claims.normalize(agent.claims, settings.pools, settings.poolScope)
-    if (Result.isFailure(normalized)) report("claims", normalized.failure.message)
+    if (Result.isFailure(normalized)) reportClaims(agent.claims, settings, report)
     else if (!Claims.isEmpty(normalized.success)) request = normalized.success
     if (request !== undefined && settings.held !== undefined) checkNested(agent.id, request, settings.held, issues)
   }
@@ -178,6 +178,27 @@ const checkAgent = (
   if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, report)
   if (issues.length > before) return undefined
   return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
+}
+
+const describe = (value: unknown): string =>
+  value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
+
+/** Every invalid key and pool of a claim set, each with its path (`claims.write[1]`, `claims.pools.gpu`). */
+const reportClaims = (
+  claims: Claims.Claims,
+  settings: RunSettings,
+  report: (field: string, message: string) => void
+) => {
+  for (const mode of ["write", "read"] as const) {
+    ;(claims[mode] ?? []).forEach((key, i) => {
+      const normalized = Claims.normalizeKey(key)
+      if (Result.isFailure(normalized)) report(`claims.${mode}[${i}]`, normalized.failure.message)
+    })
+  }
+  for (const [pool, amount] of Object.entries(claims.pools ?? {})) {
+    const normalized = Claims.normalize({ pools: { [pool]: amount } }, settings.pools, settings.poolScope)
+    if (Result.isFailure(normalized)) report(`claims.pools.${pool}`, normalized.failure.message)
+  }
 }
 
 const checkRateLimit = (
@@ -206,6 +227,7 @@ const checkCycles = (specs: ReadonlyArray<Node>, issues: Array<Issue>): void => 
         const cycle = [...stack.slice(stack.indexOf(dep)), dep].map((j) => specs[j]!.agent.id)
         issues.push({
           agentId: specs[dep]!.agent.id,
+          index: specs[dep]!.index,
           field: "dependsOn",
           message: `dependency cycle: ${cycle.join(" -> ")}`
         })

@@ -3,10 +3,11 @@ import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import * as Effect from "effect/Effect"
 import { BlockingFailed, type Spec } from "./blockingError.ts"
+import { workerEntry } from "./workerEntry.ts"
 
 export { BlockingFailed, type Spec } from "./blockingError.ts"
 
-const entry = new URL("./blockingWorker.ts", import.meta.url)
+const entry = workerEntry("blockingWorker", import.meta.url)
 
 type Reply =
   | { readonly ok: true; readonly value: unknown }

@@ -5,7 +5,11 @@ import { Schema } from "effect"
  *
  * @example
  * ```ts
- * ledger.getRun("r1").pipe(Effect.catchTag("RunLedgerError", (e) => Console.error(e.message)))
+ * import { RunLedger } from "@corral/platform-node"
+ * import { Console, Effect } from "effect"
+ *
+ * const program = Effect.flatMap(RunLedger.RunLedger, (ledger) =>
+ *   ledger.getRun("r1").pipe(Effect.catchTag("RunLedgerError", (e) => Console.error(e.message))))
  * ```
  * @since 0.1.0
  * @category errors

@@ -4,8 +4,9 @@ import { SqlError } from "effect/sql"
 import type { Executor, Planned } from "./ledgerSql.ts"
 import type { Failure, Reply, Request, WorkerConfig } from "./ledgerWorker.ts"
 import { toSqlError } from "./sqliteError.ts"
+import { workerEntry } from "./workerEntry.ts"
 
-const entry = new URL("./ledgerWorker.ts", import.meta.url)
+const entry = workerEntry("ledgerWorker", import.meta.url)
 
 const fromFailure = (failure: Failure, operation: string): SqlError.SqlError =>
   toSqlError(

@@ -24,6 +24,9 @@ export type FailureReason = "exit" | "signal" | "limit" | "spawn" | "result"
  *
  * @example
  * ```ts
+ * import { ProcessRunner } from "@corral/platform-node"
+ * import { Effect } from "effect"
+ *
  * ProcessRunner.run({ command: "make" }).pipe(
  *   Effect.catchTag("ProcessFailed", (e) => Effect.succeed(e.reason === "limit" ? e.limit : e.exitCode))
  * )
