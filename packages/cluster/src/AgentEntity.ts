@@ -147,7 +147,20 @@ const fenced = <A, E>(
  *
  * @example
  * ```ts
- * AgentEntity.layerHandlers({ runner: "127.0.0.1:9001", capacity: 8 }).pipe(Layer.provide(Executor.layerKinds([Summarize])))
+ * import { AgentEntity } from "@corral/cluster"
+ * import { AgentKind, Executor } from "@corral/core"
+ * import { Effect, Layer, Schema } from "effect"
+ *
+ * const Summarize = AgentKind.make("summarize", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.Struct({ words: Schema.Number }),
+ *   handler: ({ path }) => Effect.succeed({ words: path.length })
+ * })
+ *
+ * // the handlers of runner 127.0.0.1:9001; `Cluster.layerRunner` provides the `Sharding` they need
+ * const handlers = AgentEntity.layerHandlers({ runner: "127.0.0.1:9001", capacity: 8 }).pipe(
+ *   Layer.provide(Executor.layerKinds([Summarize]))
+ * )
  * ```
  * @since 0.1.0
  * @category layers

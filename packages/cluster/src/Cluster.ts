@@ -100,7 +100,21 @@ const layerFencing = (options: ClusterOptions) => {
  *
  * @example
  * ```ts
- * Layer.launch(Cluster.layerRunner({ url, port: 9001, capacity: 8 }).pipe(Layer.provide(Executor.layerKinds([Summarize]))))
+ * import { Cluster } from "@corral/cluster"
+ * import { AgentKind, Executor } from "@corral/core"
+ * import { NodeRuntime } from "@effect/platform-node"
+ * import { Effect, Layer, Schema } from "effect"
+ *
+ * const Summarize = AgentKind.make("summarize", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.Struct({ words: Schema.Number }),
+ *   handler: ({ path }) => Effect.succeed({ words: path.length })
+ * })
+ *
+ * const runner = Cluster.layerRunner({ url: "postgres://postgres@127.0.0.1:5432/corral", port: 9001, capacity: 8 }).pipe(
+ *   Layer.provide(Executor.layerKinds([Summarize]))
+ * )
+ * NodeRuntime.runMain(Layer.launch(runner)) // serves until interrupted (Ctrl-C)
  * ```
  * @since 0.1.0
  * @category layers
@@ -175,7 +189,21 @@ export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sh
  *
  * @example
  * ```ts
- * Corral.run(agents).pipe(Effect.provide(Cluster.layerExecutor({ url })))
+ * import { Cluster } from "@corral/cluster"
+ * import { AgentKind, Corral } from "@corral/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * // the same definition as on the runners; the coordinator only encodes inputs and decodes outputs
+ * const Summarize = AgentKind.make("summarize", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.Struct({ words: Schema.Number }),
+ *   handler: ({ path }) => Effect.succeed({ words: path.length })
+ * })
+ *
+ * const agents = ["a.md", "b.md"].map((path) => AgentKind.agent(Summarize, path, { path }))
+ * const program = Corral.run(agents).pipe(
+ *   Effect.provide(Cluster.layerExecutor({ url: "postgres://postgres@127.0.0.1:5432/corral" }))
+ * )
  * ```
  * @since 0.1.0
  * @category layers
@@ -193,7 +221,17 @@ export const layerExecutor = (options: ClusterOptions) =>
  *
  * @example
  * ```ts
- * const held = yield* Cluster.ownedShards // 0 until the runner's first assignment
+ * import { Cluster } from "@corral/cluster"
+ * import { Executor } from "@corral/core"
+ * import { Effect, Layer } from "effect"
+ *
+ * const runner = Cluster.layerRunner({ url: "postgres://postgres@127.0.0.1:5432/corral", port: 9001 }).pipe(
+ *   Layer.provide(Executor.layerKinds([]))
+ * )
+ * const program = Effect.gen(function*() {
+ *   const held = yield* Cluster.ownedShards // 0 until the runner's first assignment
+ *   yield* Effect.log(`this runner holds ${held} shards`)
+ * }).pipe(Effect.provide(runner))
  * ```
  * @since 0.1.0
  * @category accessors

@@ -30,7 +30,15 @@ export interface Options extends Cluster.RunnerOptions {
  *
  * @example
  * ```ts
- * Runner.serve({ url, port: 9001, capacity: 8 }, (address) => Console.log(`runner ${address} ready`))
+ * import { Runner } from "@corral/cluster"
+ * import { NodeRuntime } from "@effect/platform-node"
+ * import { Console } from "effect"
+ *
+ * NodeRuntime.runMain(
+ *   Runner.serve({ url: "postgres://postgres@127.0.0.1:5432/corral", port: 9001, capacity: 8 }, (address) =>
+ *     Console.log(`runner ${address} ready`)
+ *   )
+ * )
  * ```
  * @since 0.1.0
  * @category running

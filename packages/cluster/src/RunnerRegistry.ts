@@ -63,7 +63,16 @@ interface Row {
  *
  * @example
  * ```ts
- * const runners = yield* RunnerRegistry.list() // needs a SqlClient on the cluster's database
+ * import { RunnerRegistry } from "@corral/cluster"
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const runners = yield* RunnerRegistry.list() // runners seen within the last 10 seconds
+ *   for (const runner of runners) {
+ *     yield* Effect.log(`${runner.address}: ${runner.running}/${runner.capacity} running`)
+ *   }
+ * }).pipe(Effect.provide(PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral"))) // the cluster's database
  * ```
  * @since 0.1.0
  * @category queries
@@ -165,7 +174,15 @@ export class NoRunner extends Data.TaggedError("NoRunner")<{
  *
  * @example
  * ```ts
- * yield* RunnerRegistry.check(["gpu"]) // NoRunner: no runner online has the label "gpu" ...
+ * import { RunnerRegistry } from "@corral/cluster"
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Effect } from "effect"
+ *
+ * const program = RunnerRegistry.check(["gpu"]).pipe(
+ *   // NoRunner: no runner online has the label "gpu" (labels online: ...)
+ *   Effect.catchTag("NoRunner", (error) => Effect.logError(error.message)),
+ *   Effect.provide(PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral"))
+ * )
  * ```
  * @since 0.1.0
  * @category queries

@@ -52,6 +52,9 @@ export type Any = AgentKind<any, any, any, any>
  *
  * @example
  * ```ts
+ * import { AgentKind } from "@corral/core"
+ * import { Effect, Schema } from "effect"
+ *
  * const Summarize = AgentKind.make("summarize", {
  *   input: Schema.Struct({ path: Schema.String }),
  *   output: Schema.Struct({ words: Schema.Number }),
@@ -95,8 +98,17 @@ const invalid = (kind: Any, agentId: string, reason: Executor.ExecutionError["re
  *
  * @example
  * ```ts
+ * import { AgentKind, Corral, Executor } from "@corral/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Summarize = AgentKind.make("summarize", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.Struct({ words: Schema.Number }),
+ *   handler: ({ path }) => Effect.succeed({ words: path.length })
+ * })
+ *
  * const agents = ["a.md", "b.md"].map((path) => AgentKind.agent(Summarize, path, { path }, { timeout: "1 minute" }))
- * Corral.run(agents).pipe(Effect.provide(Executor.layerLocal([Summarize])))
+ * const program = Corral.run(agents).pipe(Effect.provide(Executor.layerLocal([Summarize])))
  * ```
  * @since 0.1.0
  * @category constructors

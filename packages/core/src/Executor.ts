@@ -88,10 +88,19 @@ export const StillCurrentRef = Context.Reference<Effect.Effect<boolean>>("@corra
  *
  * @example
  * ```ts
- * const handler = (input: Input) => Effect.gen(function*() {
- *   const result = yield* work(input)
- *   if (!(yield* Executor.stillCurrent)) return yield* Effect.interrupt // another runner took over
- *   yield* publish(result)
+ * import { AgentKind, Executor } from "@corral/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Publish = AgentKind.make("publish", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.String,
+ *   handler: ({ path }) =>
+ *     Effect.gen(function*() {
+ *       const summary = `summary of ${path}` // the work, which a re-run elsewhere repeats
+ *       if (!(yield* Executor.stillCurrent)) return yield* Effect.interrupt // another runner took over
+ *       yield* Effect.log(`publishing ${summary}`) // the write that must not happen twice
+ *       return summary
+ *     })
  * })
  * ```
  * @since 0.1.0
@@ -158,7 +167,18 @@ const runKind = <R>(kind: AgentKind.Any, request: Request, context: Context.Cont
  *
  * @example
  * ```ts
- * const runner = Executor.layerKinds([Summarize, AgentKind.make("noop", { input: Schema.Null, output: Schema.Null, handler: Effect.succeed })])
+ * import { AgentKind, Executor } from "@corral/core"
+ * import { Effect, type Layer, Schema } from "effect"
+ *
+ * const Summarize = AgentKind.make("summarize", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.Struct({ words: Schema.Number }),
+ *   handler: ({ path }) => Effect.succeed({ words: path.length })
+ * })
+ * const Noop = AgentKind.make("noop", { input: Schema.Null, output: Schema.Null, handler: Effect.succeed })
+ *
+ * // what a runner provides to `Cluster.layerRunner`
+ * const kinds: Layer.Layer<Executor.Kinds> = Executor.layerKinds([Summarize, Noop])
  * ```
  * @since 0.1.0
  * @category layers
@@ -201,7 +221,18 @@ export const runRegistered = (request: Request): Effect.Effect<Result, Execution
  *
  * @example
  * ```ts
- * Corral.run([AgentKind.agent(Summarize, "a", { path: "a.md" })]).pipe(Effect.provide(Executor.layerLocal([Summarize])))
+ * import { AgentKind, Corral, Executor } from "@corral/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Summarize = AgentKind.make("summarize", {
+ *   input: Schema.Struct({ path: Schema.String }),
+ *   output: Schema.Struct({ words: Schema.Number }),
+ *   handler: ({ path }) => Effect.succeed({ words: path.length })
+ * })
+ *
+ * const program = Corral.run([AgentKind.agent(Summarize, "a", { path: "a.md" })]).pipe(
+ *   Effect.provide(Executor.layerLocal([Summarize]))
+ * )
  * ```
  * @since 0.1.0
  * @category layers

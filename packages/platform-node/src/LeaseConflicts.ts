@@ -13,7 +13,17 @@ import * as internal from "./internal/sqliteLocksConflict.ts"
  *
  * @example
  * ```ts
- * const blockers = LeaseConflicts.blockersOf(request, liveLeases) // [] when it can be granted
+ * import { Claims, type ResourceLocks } from "@corral/core"
+ * import { LeaseConflicts } from "@corral/platform-node"
+ * import { Result } from "effect"
+ *
+ * const writes = (keys: Array<string>) => Result.getOrThrow(Claims.normalize({ write: keys }, {}))
+ * const liveLeases: Array<ResourceLocks.Lease> = [
+ *   { id: 1, holder: { runId: "r1", agentId: "a" }, request: writes(["src/"]), fencingToken: 7 }
+ * ]
+ * const blockers = LeaseConflicts.blockersOf(writes(["src/a.ts"]), liveLeases)
+ * // [{ _tag: "Key", key: "src", mode: "write", holder: { runId: "r1", agentId: "a" }, leaseId: 1 }]
+ * const none = LeaseConflicts.blockersOf(writes(["docs/"]), liveLeases) // [] when it can be granted
  * ```
  * @since 0.1.0
  * @category conflicts
@@ -28,7 +38,16 @@ export const blockersOf: (
  *
  * @example
  * ```ts
- * const held = leases.flatMap(LeaseConflicts.heldClaims)
+ * import { Claims, type ResourceLocks } from "@corral/core"
+ * import { LeaseConflicts } from "@corral/platform-node"
+ * import { Result } from "effect"
+ *
+ * const writes = (keys: Array<string>) => Result.getOrThrow(Claims.normalize({ write: keys }, {}))
+ * const liveLeases: Array<ResourceLocks.Lease> = [
+ *   { id: 1, holder: { runId: "r1", agentId: "a" }, request: writes(["src/"]), fencingToken: 7 }
+ * ]
+ * const held = liveLeases.flatMap(LeaseConflicts.heldClaims)
+ * // [{ holder: { runId: "r1", agentId: "a" }, key: "src", mode: "write" }]
  * ```
  * @since 0.1.0
  * @category conflicts

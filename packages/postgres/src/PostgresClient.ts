@@ -73,7 +73,15 @@ const check = (url: string): Effect.Effect<void, PostgresUnavailable> =>
  *
  * @example
  * ```ts
- * const sql = yield* PostgresClient.make("postgres://postgres@127.0.0.1:5432/corral")
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Effect } from "effect"
+ * import { Reactivity } from "effect/reactivity"
+ *
+ * const program = Effect.gen(function*() {
+ *   const sql = yield* PostgresClient.make("postgres://postgres@127.0.0.1:5432/corral")
+ *   const rows = yield* sql<{ readonly version: string }>`SELECT version()`
+ *   return rows[0]?.version
+ * }).pipe(Effect.scoped, Effect.provide(Reactivity.layer))
  * ```
  * @since 0.1.0
  * @category constructors
@@ -102,7 +110,14 @@ export const make = (url: string, options: Options = {}) =>
  *
  * @example
  * ```ts
- * const layer = PostgresLedger.layerSql().pipe(Layer.provide(PostgresClient.layer(url)))
+ * import { RunLedger } from "@corral/platform-node"
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Layer } from "effect"
+ *
+ * // the run ledger over this pool (what `PostgresLedger.layer` does)
+ * const ledger = RunLedger.layerSql().pipe(
+ *   Layer.provide(PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral"))
+ * )
  * ```
  * @since 0.1.0
  * @category layers

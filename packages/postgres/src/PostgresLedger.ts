@@ -14,6 +14,11 @@ import * as PostgresClient from "./PostgresClient.ts"
  *
  * @example
  * ```ts
+ * import { RunLedger } from "@corral/platform-node"
+ * import { PostgresLedger } from "@corral/postgres"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.flatMap(RunLedger.RunLedger, (ledger) => ledger.getRun("r1"))
  * Effect.provide(program, PostgresLedger.layer("postgres://postgres@127.0.0.1:5432/corral"))
  * ```
  * @since 0.1.0

@@ -264,7 +264,16 @@ const every = (interval: Duration.Input, what: string, effect: Effect.Effect<voi
  *
  * @example
  * ```ts
- * const locks = yield* PostgresLocks.make({ ttl: "30 seconds" })
+ * import { Claims } from "@corral/core"
+ * import { PostgresClient, PostgresLocks } from "@corral/postgres"
+ * import { Effect, Result } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const locks = yield* PostgresLocks.make({ ttl: "30 seconds" })
+ *   const request = Result.getOrThrow(Claims.normalize({ write: ["src/"] }, {}))
+ *   const lease = yield* locks.acquire({ runId: "r1", agentId: "a" }, request) // released with the scope
+ *   return lease.fencingToken
+ * }).pipe(Effect.scoped, Effect.provide(PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral")))
  * ```
  * @since 0.1.0
  * @category constructors
@@ -301,7 +310,14 @@ export const make = (
  *
  * @example
  * ```ts
- * PostgresLocks.layerClient().pipe(Layer.provide(PostgresClient.layer(url)))
+ * import { RunLedger } from "@corral/platform-node"
+ * import { PostgresClient, PostgresLocks } from "@corral/postgres"
+ * import { Layer } from "effect"
+ *
+ * // claims and run records over one pool
+ * const services = Layer.mergeAll(PostgresLocks.layerClient(), RunLedger.layerSql()).pipe(
+ *   Layer.provide(PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral"))
+ * )
  * ```
  * @since 0.1.0
  * @category layers
@@ -316,6 +332,10 @@ export const layerClient = (
  *
  * @example
  * ```ts
+ * import { Claims, ResourceLocks } from "@corral/core"
+ * import { PostgresLocks } from "@corral/postgres"
+ * import { Effect, Result } from "effect"
+ *
  * const program = Effect.gen(function*() {
  *   const locks = yield* ResourceLocks.ResourceLocks
  *   const request = Result.getOrThrow(Claims.normalize({ write: ["src/"] }, {}))
@@ -338,7 +358,25 @@ export const layer = (
  *
  * @example
  * ```ts
- * if (!(yield* PostgresLocks.isCurrent(lease))) return yield* Effect.interrupt // fenced
+ * import { Claims, ResourceLocks } from "@corral/core"
+ * import { PostgresClient, PostgresLocks } from "@corral/postgres"
+ * import { Effect, Layer, Result } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const locks = yield* ResourceLocks.ResourceLocks
+ *   const lease = yield* locks.acquire(
+ *     { runId: "r1", agentId: "a" },
+ *     Result.getOrThrow(Claims.normalize({ write: ["report.md"] }, {}))
+ *   )
+ *   yield* Effect.sleep("1 minute") // long work; this process may be stopped past the TTL meanwhile
+ *   if (!(yield* PostgresLocks.isCurrent(lease))) return yield* Effect.interrupt // fenced
+ *   yield* Effect.log(`writing report.md with fencing token ${lease.fencingToken}`)
+ * }).pipe(
+ *   Effect.scoped,
+ *   Effect.provide(
+ *     PostgresLocks.layerClient().pipe(Layer.provideMerge(PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral")))
+ *   )
+ * )
  * ```
  * @since 0.1.0
  * @category fencing

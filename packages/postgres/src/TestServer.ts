@@ -179,6 +179,9 @@ export interface Options {
  *
  * @example
  * ```ts
+ * import { TestServer } from "@corral/postgres"
+ * import { Effect } from "effect"
+ *
  * const program = Effect.gen(function*() {
  *   const server = yield* TestServer.start()
  *   const url = yield* server.createDatabase()
