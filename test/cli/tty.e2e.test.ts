@@ -101,7 +101,14 @@ agents:
     tmux("new-session", "-d", "-s", session, "-x", "80", "-y", "30", `cd ${repo} && ${corralBin} run ${plan}; sleep 30`)
     const screen = () => tmux("capture-pane", "-p", "-t", session)
     try {
-      await waitFor(() => /▶ noisy .*red 漢字漢字 end/.test(screen()) && /✗ broken/.test(screen()), 20_000, "rows")
+      await waitFor(
+        () =>
+          /▶ noisy .*red 漢字漢字 end/.test(screen()) &&
+          /✗ broken/.test(screen()) &&
+          /▶ wide .*ｗｉｄｅ/.test(screen()),
+        20_000,
+        "rows"
+      )
       const shown = screen()
       expect(tmux("display-message", "-p", "-t", session, "#{pane_title}")).not.toContain("HIJACKED")
       expect(shown).toMatch(/✗ broken\s+failed\s+\S+\s+.*exited with code 7/)
@@ -109,7 +116,7 @@ agents:
       for (const line of shown.split("\n")) expect(width(line), line).toBeLessThanOrEqual(80)
       const noisy = shown.split("\n").find((line) => line.includes("noisy"))!
       const wide = shown.split("\n").find((line) => line.includes("▶ wide"))!
-      expect(width(noisy.slice(0, noisy.indexOf("red")))).toBe(width(wide.slice(0, wide.indexOf("ｗｉｄｅ"))))
+      expect(width(noisy.slice(0, noisy.indexOf("red"))), shown).toBe(width(wide.slice(0, wide.indexOf("ｗｉｄｅ"))))
       NodeFs.writeFileSync(gate, "")
       await waitFor(() => /run \S+: 2 succeeded, 1 failed/.test(screen()), 30_000, "the summary")
     } finally {
