@@ -4,6 +4,7 @@ import { Claims, ResourceLocks } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Result, Schedule } from "effect"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
+import * as PostgresClient from "../src/PostgresClient.ts"
 import * as PostgresLocks from "../src/PostgresLocks.ts"
 import { sharedServer } from "./support/server.ts"
 
@@ -232,6 +233,14 @@ describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart",
         assert.strictEqual(retried._tag, "Acquired", "grants continue after the restart")
         if (retried._tag !== "Acquired") return
         assert.isAbove(retried.lease.fencingToken, before.lease.fencingToken, "fencing tokens keep increasing")
+        // until `a` has taken its owner session again, another service may reclaim its leases as dead
+        // (documented); wait for that before `b` queues behind the lease
+        yield* waitUntil(
+          PostgresLocks.isCurrent(retried.lease).pipe(
+            Effect.provide(PostgresClient.layer(url)),
+            Effect.orElseSucceed(() => false)
+          )
+        )
         const waiter = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "z" }, req({ write: ["other"] })), {
           startImmediately: true
         })
