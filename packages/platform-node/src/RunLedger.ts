@@ -157,10 +157,11 @@ export interface Service {
   readonly latestUnfinished: (planHash: string) => Effect.Effect<Option.Option<RunSummary>, RunLedgerError>
   /**
    * Marks `running` runs whose process is gone as `crashed`, and their unfinished agents as
-   * `Interrupted` with detail `crashed`. Returns the ids of the runs it marked.
+   * `Interrupted` with detail `crashed`. Returns the ids of the runs it marked. `RunLiveness.markCrashed`
+   * asks a `RunLiveness` instead of a function of the recorded pid.
    */
   readonly markCrashed: (
-    isAlive: (pid: number, hostname: string) => boolean
+    isAlive: (pid: number, hostname: string, runId: string) => boolean
   ) => Effect.Effect<ReadonlyArray<string>, RunLedgerError>
   /** The latest success recorded with this idempotency key, in any run. */
   readonly cachedSuccess: (idempotencyKey: string) => Effect.Effect<Option.Option<CachedSuccess>, RunLedgerError>

@@ -159,9 +159,11 @@ export const makeLedger = (
         )
       )
 
-    const markCrashed = (isAlive: (pid: number, hostname: string) => boolean) =>
+    const markCrashed = (isAlive: (pid: number, hostname: string, runId: string) => boolean) =>
       Effect.gen(function* () {
-        const dead = (yield* read("markCrashed", store.running)).filter((run) => !isAlive(run.pid, run.hostname))
+        const dead = (yield* read("markCrashed", store.running)).filter(
+          (run) => !isAlive(run.pid, run.hostname, run.runId)
+        )
         for (const run of dead) {
           const agents = yield* read("markCrashed", store.agents(run.runId))
           yield* fail("markCrashed")(writer.add((batch) => crashedBatch(run, agents, batch)))

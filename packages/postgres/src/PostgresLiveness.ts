@@ -1,0 +1,187 @@
+/**
+ * `RunLiveness` in Postgres: any machine that reaches the cluster's database can tell a crashed
+ * coordinator from a live one, where a recorded pid means nothing.
+ *
+ * A coordinator registers a row in `corral_run_coordinators` (run, lineage, pid, host) and, through
+ * one dedicated connection, holds a session advisory lock on it and writes a heartbeat from the
+ * **database clock** every `heartbeatEvery`. It is alive while its lock is held (its Postgres session
+ * exists: a SIGKILLed process's connection closes and the lock goes with it) or its heartbeat is
+ * younger than `grace` (which covers the moments after a Postgres restart, before it has taken its
+ * lock again). A stopped (SIGSTOP) coordinator keeps its connection, so it counts as alive.
+ *
+ * `hold` with a lineage checks and registers in one transaction under a transaction-scoped advisory
+ * lock on the lineage, so of two coordinators resuming one run at once, one fails with
+ * `LineageBusy`.
+ *
+ * @since 0.1.0
+ */
+import { hostname } from "node:os"
+import { RunLedger, RunLiveness } from "@corral/platform-node"
+import { Deferred, Duration, Effect, Layer } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import * as PostgresClient from "./PostgresClient.ts"
+
+/** Advisory-lock namespaces (first key of the two-key form): a coordinator's row, a lineage's registration. */
+const runLockKey = 0x636f7202
+const lineageLockKey = 0x636f7203
+
+const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
+
+const createTable = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE corral_run_coordinators (
+    id SERIAL PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, lineage TEXT NOT NULL,
+    pid INTEGER NOT NULL, hostname TEXT NOT NULL, heartbeat_at BIGINT NOT NULL)`
+  yield* sql`CREATE INDEX corral_run_coordinators_lineage ON corral_run_coordinators (lineage)`
+})
+
+const migrate = Migrator.make({})({
+  table: "corral_liveness_migrations",
+  loader: Migrator.fromRecord({ "1_create_coordinators": createTable })
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** How often a coordinator writes its heartbeat (and checks its connection). @default "1 second" */
+  readonly heartbeatEvery?: Duration.Input | undefined
+  /** How long a coordinator without its lock still counts as alive after its last heartbeat. @default "5 seconds" */
+  readonly grace?: Duration.Input | undefined
+}
+
+const ledgerError = (operation: string) => (error: { readonly message: string }) =>
+  new RunLedger.RunLedgerError({ operation, message: error.message })
+
+/** Holds the row's session lock and writes heartbeats on one connection, re-taking it after a reconnect. */
+const keepAlive = (sql: SqlClient.SqlClient, id: number, every: Duration.Duration, held: Deferred.Deferred<void>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const connection = yield* sql.reserve
+      yield* Effect.acquireRelease(
+        connection.execute("SELECT pg_advisory_lock($1, $2)", [runLockKey, id], undefined),
+        () => Effect.ignore(connection.execute("SELECT pg_advisory_unlock($1, $2)", [runLockKey, id], undefined))
+      )
+      yield* Deferred.succeed(held, undefined)
+      return yield* Effect.forever(
+        Effect.andThen(
+          connection.execute(`UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1`, [id], undefined),
+          Effect.sleep(every)
+        )
+      )
+    })
+  ).pipe(
+    Effect.catch((error) =>
+      Effect.logWarning("corral: the coordinator's Postgres session was lost; reconnecting", error.message)
+    ),
+    Effect.andThen(Effect.sleep("200 millis")),
+    Effect.forever
+  )
+
+/**
+ * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<RunLiveness.Service, RunLedger.RunLedgerError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
+    const every = Duration.fromInputUnsafe(options.heartbeatEvery ?? "1 second")
+    const graceMs = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "5 seconds"))
+    const alive = sql.unsafe(`(EXISTS (SELECT 1 FROM pg_locks p WHERE p.locktype = 'advisory' AND p.granted
+      AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND p.classid = ${runLockKey}::oid AND p.objid = c.id::oid AND p.objsubid = 2)
+      OR c.heartbeat_at > ${nowMs} - ${graceMs})`)
+
+    const register = (runId: string, lineage: string) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SELECT pg_advisory_xact_lock(${lineageLockKey}, hashtext(${lineage}))`
+          const busy = yield* sql<{ run_id: string; pid: number; hostname: string }>`
+            SELECT c.run_id, c.pid, c.hostname FROM corral_run_coordinators c
+            WHERE c.lineage = ${lineage} AND ${alive} LIMIT 1`
+          if (busy[0] !== undefined) {
+            const { run_id, pid, hostname } = busy[0]
+            return yield* new RunLiveness.LineageBusy({ lineage, runId: run_id, pid: Number(pid), hostname })
+          }
+          const rows = yield* sql<{ id: number }>`
+            INSERT INTO corral_run_coordinators (run_id, lineage, pid, hostname, heartbeat_at)
+            VALUES (${runId}, ${lineage}, ${process.pid}, ${hostname()}, ${sql.unsafe(nowMs)}) RETURNING id`
+          return Number(rows[0]!.id)
+        })
+      )
+
+    const hold = (run: { readonly runId: string; readonly lineage?: string | undefined }) =>
+      Effect.gen(function* () {
+        const id = yield* Effect.acquireRelease(
+          register(run.runId, run.lineage ?? run.runId).pipe(
+            Effect.catchTag("SqlError", (error) => Effect.fail(ledgerError("hold")(error)))
+          ),
+          (id) => Effect.ignore(sql`DELETE FROM corral_run_coordinators WHERE id = ${id}`)
+        )
+        const held = Deferred.makeUnsafe<void>()
+        yield* Effect.forkScoped(keepAlive(sql, id, every, held))
+        yield* Deferred.await(held)
+      })
+
+    return RunLiveness.RunLiveness.of({
+      hold,
+      alive: (runs) =>
+        runs.length === 0
+          ? Effect.succeed(new Set<string>())
+          : sql<{ run_id: string }>`SELECT c.run_id FROM corral_run_coordinators c
+              WHERE ${sql.in("c.run_id", runs.map((run) => run.runId))} AND ${alive}`.pipe(
+              Effect.map((rows) => new Set(rows.map((row) => row.run_id))),
+              Effect.mapError(ledgerError("alive"))
+            )
+    })
+  })
+
+/**
+ * The liveness service over the `SqlClient` in context.
+ *
+ * @example
+ * ```ts
+ * import { RunLedger, RunLiveness } from "@corral/platform-node"
+ * import { PostgresClient, PostgresLedger, PostgresLiveness } from "@corral/postgres"
+ * import { Effect, Layer } from "effect"
+ *
+ * const client = PostgresClient.layer("postgres://postgres@127.0.0.1:5432/corral")
+ * const stores = Layer.merge(RunLedger.layerSql(), PostgresLiveness.layerClient()).pipe(Layer.provide(client))
+ * const crashed = RunLiveness.markCrashed.pipe(Effect.provide(stores)) // ids of runs whose coordinator is gone
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient = (
+  options?: Options
+): Layer.Layer<RunLiveness.RunLiveness, RunLedger.RunLedgerError, SqlClient.SqlClient> =>
+  Layer.effect(RunLiveness.RunLiveness, make(options))
+
+/**
+ * The liveness service over its own pool to `url`.
+ *
+ * @example
+ * ```ts
+ * import { RunLiveness } from "@corral/platform-node"
+ * import { PostgresLiveness } from "@corral/postgres"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.scoped(
+ *   Effect.flatMap(RunLiveness.RunLiveness, (liveness) => liveness.hold({ runId: "r1" }))
+ * ) // r1 counts as alive on every machine while the scope is open
+ * Effect.provide(program, PostgresLiveness.layer("postgres://postgres@127.0.0.1:5432/corral"))
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  url: string,
+  options?: Options & PostgresClient.Options
+): Layer.Layer<RunLiveness.RunLiveness, RunLedger.RunLedgerError | PostgresClient.PostgresUnavailable> =>
+  layerClient(options).pipe(Layer.provide(PostgresClient.layer(url, options)))
