@@ -39,13 +39,19 @@ export const Result = Schema.Union([
 ])
 
 /**
+ * One attempt of an agent. Its primary key is the attempt number, so within an entity
+ * (`<runId>/<agentId>`) an attempt is one persisted message: sending it again (a resumed coordinator
+ * taking over an execution, see `Cluster.ExecutorOptions.adopt`) returns the stored result or awaits
+ * the running execution instead of starting a second one.
+ *
  * @since 0.1.0
  * @category rpcs
  */
 export const Execute = Rpc.make("Execute", {
-  payload: Request,
+  payload: Request.fields,
   success: Result,
-  error: Executor.ExecutionError
+  error: Executor.ExecutionError,
+  primaryKey: (request) => String(request.attempt)
 })
 
 /**

@@ -14,7 +14,15 @@ import { PostgresClient, PostgresLocks } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
-import { RunnerAddress, ShardId, Sharding, ShardingConfig } from "effect/cluster"
+import {
+  EntityAddress,
+  EntityId,
+  MessageStorage,
+  RunnerAddress,
+  ShardId,
+  Sharding,
+  ShardingConfig
+} from "effect/cluster"
 import * as AgentEntity from "./AgentEntity.ts"
 
 /**
@@ -147,8 +155,73 @@ const unavailable = (request: Executor.Request, message: string) =>
   new Executor.ExecutionError({ kind: request.kind, agentId: request.agentId, reason: "Unavailable", message })
 
 /**
+ * Options of a coordinator's executor.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExecutorOptions extends ClusterOptions {
+  /**
+   * Executions a resumed coordinator takes over, by agent id: the runs (newest first) whose
+   * coordinator died while the agent had no outcome. The agent's first execution in this run is sent
+   * as the latest attempt persisted for it under the first of those runs that has one (same entity,
+   * same primary key), so it returns that execution's stored result, or awaits it while a runner
+   * still runs it (or runs it again after that runner died: at-least-once), instead of starting a
+   * second execution beside it. An agent with no persisted attempt runs as usual.
+   */
+  readonly adopt?: ReadonlyMap<string, ReadonlyArray<string>> | undefined
+}
+
+/** The highest attempt persisted for the entity of `agentId` in `runId` (0 when none). */
+const latestAttempt = (
+  sharding: Sharding.Sharding["Service"],
+  storage: MessageStorage.MessageStorage["Service"],
+  runId: string,
+  request: Executor.Request
+) =>
+  Effect.gen(function* () {
+    const entityId = EntityId.make(AgentEntity.entityId(runId, request.agentId, request.requires))
+    const address = EntityAddress.make({
+      shardId: sharding.getShardId(entityId, AgentEntity.AgentEntity.getShardGroup(entityId)),
+      entityType: AgentEntity.AgentEntity.type,
+      entityId
+    })
+    let found = 0
+    while (true) {
+      const id = yield* storage.requestIdForPrimaryKey({ address, tag: "Execute", id: String(found + 1) })
+      if (Option.isNone(id)) return found
+      found++
+    }
+  })
+
+/** The request to send for an agent's first execution in a resumed run: an adopted attempt, if any. */
+const adoption = (
+  sharding: Sharding.Sharding["Service"],
+  storage: MessageStorage.MessageStorage["Service"],
+  runs: ReadonlyArray<string>,
+  request: Executor.Request
+): Effect.Effect<Executor.Request> =>
+  Effect.gen(function* () {
+    for (const runId of runs) {
+      const attempt = yield* latestAttempt(sharding, storage, runId, request)
+      if (attempt > 0) return { ...request, runId, attempt }
+    }
+    return request
+  }).pipe(
+    Effect.catch((error) =>
+      Effect.as(
+        Effect.logWarning(
+          `corral: could not look up the persisted executions of agent ${request.agentId}; running it again`,
+          error.message
+        ),
+        request
+      )
+    )
+  )
+
+/**
  * The executor over the `Sharding` in context: each request becomes a persisted `Execute` message to
- * the entity `<runId>/<agentId>`.
+ * the entity `<runId>/<agentId>`, with the attempt as its primary key.
  *
  * @since 0.1.0
  * @category constructors
@@ -156,32 +229,60 @@ const unavailable = (request: Executor.Request, message: string) =>
 export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding> = Effect.gen(
   function* () {
     const clientFor = yield* AgentEntity.AgentEntity.client
-    return Executor.Executor.of({
-      execute: (request) =>
-        clientFor(AgentEntity.entityId(request.runId, request.agentId, request.requires))
-          .Execute({
-            kind: request.kind,
-            input: request.input,
-            runId: request.runId,
-            agentId: request.agentId,
-            attempt: request.attempt,
-            ...(request.fencingToken === undefined ? {} : { fencingToken: request.fencingToken }),
-            ...(request.requires === undefined ? {} : { requires: request.requires })
-          })
-          .pipe(
-            Effect.map(
-              (result): Executor.Result =>
-                result._tag === "Success"
-                  ? { _tag: "Success", value: result.value }
-                  : { _tag: "Failure", error: result.error }
-            ),
-            Effect.catch((error) =>
-              error._tag === "ExecutionError" ? Effect.fail(error) : Effect.fail(unavailable(request, error.message))
-            )
-          )
-    })
+    return Executor.Executor.of({ execute: (request) => send(clientFor, request) })
   }
 )
+
+const send = (
+  clientFor: Effect.Success<typeof AgentEntity.AgentEntity.client>,
+  request: Executor.Request
+): Effect.Effect<Executor.Result, Executor.ExecutionError> =>
+  clientFor(AgentEntity.entityId(request.runId, request.agentId, request.requires))
+    .Execute({
+      kind: request.kind,
+      input: request.input,
+      runId: request.runId,
+      agentId: request.agentId,
+      attempt: request.attempt,
+      ...(request.fencingToken === undefined ? {} : { fencingToken: request.fencingToken }),
+      ...(request.requires === undefined ? {} : { requires: request.requires })
+    })
+    .pipe(
+      Effect.map(
+        (result): Executor.Result =>
+          result._tag === "Success"
+            ? { _tag: "Success", value: result.value }
+            : { _tag: "Failure", error: result.error }
+      ),
+      Effect.catch((error) =>
+        error._tag === "ExecutionError" ? Effect.fail(error) : Effect.fail(unavailable(request, error.message))
+      )
+    )
+
+/**
+ * {@link makeExecutor} that takes over the executions named by `adopt` (see
+ * {@link ExecutorOptions.adopt}).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeAdoptingExecutor = (
+  adopt: ReadonlyMap<string, ReadonlyArray<string>>
+): Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding | MessageStorage.MessageStorage> =>
+  Effect.gen(function* () {
+    const clientFor = yield* AgentEntity.AgentEntity.client
+    const sharding = yield* Sharding.Sharding
+    const storage = yield* MessageStorage.MessageStorage
+    const pending = new Map(adopt)
+    return Executor.Executor.of({
+      execute: (request) => {
+        const runs = pending.get(request.agentId)
+        if (runs === undefined) return send(clientFor, request)
+        pending.delete(request.agentId)
+        return Effect.flatMap(adoption(sharding, storage, runs, request), (adopted) => send(clientFor, adopted))
+      }
+    })
+  })
 
 /**
  * A coordinator's `Executor`: joins the cluster as a client only (it takes no shards) and sends
@@ -208,8 +309,11 @@ export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sh
  * @since 0.1.0
  * @category layers
  */
-export const layerExecutor = (options: ClusterOptions) =>
-  Layer.effect(Executor.Executor, makeExecutor).pipe(
+export const layerExecutor = (options: ExecutorOptions) =>
+  Layer.effect(
+    Executor.Executor,
+    options.adopt === undefined || options.adopt.size === 0 ? makeExecutor : makeAdoptingExecutor(options.adopt)
+  ).pipe(
     Layer.provide(
       NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })
     ),

@@ -1,4 +1,5 @@
 import * as RunLedger from "@corral/platform-node/RunLedger"
+import * as RunLiveness from "@corral/platform-node/RunLiveness"
 import type { RunRecord } from "@corral/platform-node/RunRecord"
 import { Config, Context, Effect, Layer, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -33,24 +34,40 @@ type Location = {
 const clusterUrl = (flags: Location): string | undefined =>
   Option.isSome(flags.cluster) && flags.cluster.value !== "" ? flags.cluster.value : undefined
 
-/** The cluster's ledger in Postgres; the driver is loaded only here. */
-const clusterLedger = (url: string) =>
+/** What the history commands read: the ledger, and who tells a crashed coordinator from a live one. */
+interface Stores {
+  readonly ledger: RunLedger.Service
+  readonly liveness: RunLiveness.Service
+  /** The cluster's database, when reading a cluster's runs. */
+  readonly cluster: string | undefined
+}
+
+/** The cluster's ledger and coordinator liveness in Postgres; the driver is loaded only here. */
+const clusterStores = (url: string) =>
   Effect.gen(function* () {
-    const { PostgresLedger } = yield* Effect.promise(() => import("@corral/postgres"))
-    const context = yield* Layer.build(PostgresLedger.layer(url, { maxConnections: 2 })).pipe(
+    const { PostgresClient, PostgresLiveness } = yield* Effect.promise(() => import("@corral/postgres"))
+    const client = yield* Layer.build(PostgresClient.layer(url, { maxConnections: 2 })).pipe(
       Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
     )
-    return Context.get(context, RunLedger.RunLedger)
+    const context = yield* Layer.build(Layer.merge(RunLedger.layerSql(), PostgresLiveness.layerClient())).pipe(
+      Effect.provideContext(client)
+    )
+    return {
+      ledger: Context.get(context, RunLedger.RunLedger),
+      liveness: Context.get(context, RunLiveness.RunLiveness),
+      cluster: url
+    } satisfies Stores
   })
 
 const withLedger = <A>(
   flags: Location,
-  f: (ledger: RunLedger.Service, stateDir: string) => Effect.Effect<A, CliExit | RunLedger.RunLedgerError>
+  f: (stores: Stores, stateDir: string) => Effect.Effect<A, CliExit | RunLedger.RunLedgerError>
 ) =>
   Effect.gen(function* () {
     const url = clusterUrl(flags)
     if (url !== undefined) {
-      return yield* Effect.scoped(Effect.flatMap(clusterLedger(url), (ledger) => f(ledger, ""))).pipe(
+      const paths = yield* resolve(flags.repo, flags.stateDir)
+      return yield* Effect.scoped(Effect.flatMap(clusterStores(url), (stores) => f(stores, paths.stateDir))).pipe(
         Effect.catchTag("RunLedgerError", (error: RunLedger.RunLedgerError) =>
           invalidInput(`cannot read the run ledger: ${error.message}`)
         )
@@ -60,15 +77,30 @@ const withLedger = <A>(
     const file = NodePath.join(paths.stateDir, "ledger.db")
     if (!NodeFs.existsSync(file)) return yield* invalidInput(`no runs recorded in ${paths.stateDir}`)
     const use = Effect.gen(function* () {
-      return yield* f(yield* RunLedger.RunLedger, paths.stateDir)
+      const ledger = yield* RunLedger.RunLedger
+      return yield* f({ ledger, liveness: yield* RunLiveness.RunLiveness, cluster: undefined }, paths.stateDir)
     })
     return yield* use.pipe(
-      Effect.provide(RunLedger.layerSqlite(file)),
+      Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerPid)),
       Effect.catchTag("RunLedgerError", (error: RunLedger.RunLedgerError) =>
         invalidInput(`cannot read the run ledger: ${error.message}`)
       )
     )
   })
+
+/** `run` as its coordinator's liveness shows it: a `running` run whose coordinator is gone crashed. */
+const withLiveness = (liveness: RunLiveness.Service, run: RunRecord) =>
+  run.status !== "running"
+    ? Effect.succeed(run)
+    : Effect.map(
+        liveness.alive([
+          { ...run, planHash: "", options: null, heartbeatAt: run.startedAt, total: 0, done: 0, succeeded: 0, failed: 0 }
+        ]),
+        (alive): RunRecord =>
+          alive.has(run.runId)
+            ? run
+            : { ...run, status: "crashed", stopReason: `coordinator pid ${run.pid} on ${run.hostname} is gone` }
+      )
 
 const recentRuns = (runs: ReadonlyArray<{ readonly runId: string }>) =>
   runs.length === 0
@@ -100,11 +132,13 @@ const duration = (from: number | null, to: number | null) =>
  * @since 0.1.0
  */
 export const runs = Command.make("runs", location, (flags) =>
-  withLedger(flags, (ledger) =>
+  withLedger(flags, ({ ledger, liveness }) =>
     Effect.gen(function* () {
-      for (const run of yield* ledger.listRuns()) {
+      const all = yield* ledger.listRuns()
+      const alive = yield* liveness.alive(all.filter((run) => run.status === "running"))
+      for (const run of all) {
         yield* print(
-          `${run.runId}  ${run.status.padEnd(11)} ${time(run.startedAt)}  ${duration(run.startedAt, run.endedAt).padStart(7)}  ${run.succeeded}/${run.total} succeeded  ${run.planFile}`
+          `${run.runId}  ${RunLiveness.statusOf(run, alive).padEnd(11)} ${time(run.startedAt)}  ${duration(run.startedAt, run.endedAt).padStart(7)}  ${run.succeeded}/${run.total} succeeded  ${run.planFile}`
         )
       }
     })
@@ -120,8 +154,10 @@ export const status = Command.make(
   "status",
   { ...location, runId: Argument.String("run-id").pipe(Argument.optional) },
   (flags) =>
-    withLedger(flags, (ledger) =>
-      Effect.flatMap(findRun(ledger, flags.runId), (run) => print(StatusView.render(run, Date.now())))
+    withLedger(flags, ({ ledger, liveness }) =>
+      Effect.flatMap(findRun(ledger, flags.runId), (run) =>
+        Effect.flatMap(withLiveness(liveness, run), (shown) => print(StatusView.render(shown, Date.now())))
+      )
     )
 ).pipe(
   Command.withDescription(
@@ -283,9 +319,9 @@ export const report = Command.make(
     )
   },
   (flags) =>
-    withLedger(flags, (ledger, stateDir) =>
+    withLedger(flags, ({ ledger, liveness }, stateDir) =>
       Effect.gen(function* () {
-        const run = yield* findRun(ledger, flags.runId)
+        const run = yield* Effect.flatMap(findRun(ledger, flags.runId), (run) => withLiveness(liveness, run))
         const dir = NodePath.join(stateDir, "runs", run.runId)
         const neither = Option.isNone(flags.html) && Option.isNone(flags.trace)
         const html = neither ? Option.some(NodePath.join(dir, "report.html")) : flags.html

@@ -5,20 +5,29 @@
  * in Postgres (`PostgresLedger`). The live view, `--json` events, summary and exit codes are those of
  * a local run.
  *
+ * `--resume` (or `--resume-from ID`) continues a cluster run whose coordinator died: the coordinator
+ * liveness in Postgres (`PostgresLiveness`) marks it crashed, successes recorded under the run's
+ * lineage are reused (`Cached`), and each agent that had no outcome takes over its persisted
+ * execution (`Cluster.ExecutorOptions.adopt`): the stored result if it finished meanwhile, else the
+ * running execution is awaited (re-run only when its runner dies too: at-least-once, fenced).
+ *
  * Not supported with `--cluster` yet (exit 2): worktree or directory isolation (no workspaces across
- * machines), `--resume`/`--resume-from`, `--report`, `--keep-workspaces`.
+ * machines), `--keep-workspaces`.
  *
  * @since 0.1.0
  */
 import * as NodeOs from "node:os"
 import { Cluster, ProcessKind, RunnerRegistry } from "@corral/cluster"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import { Agent, AgentKind, Corral } from "@corral/core"
-import { RunLedger } from "@corral/platform-node"
-import { PostgresClient, PostgresLedger, PostgresLocks } from "@corral/postgres"
+import { RunLedger, RunLiveness } from "@corral/platform-node"
+import { PostgresClient, PostgresLedger, PostgresLiveness, PostgresLocks } from "@corral/postgres"
 import { Context, Deferred, Effect, Layer, Option, Schedule } from "effect"
 import { invalidInput } from "../CliExit.ts"
-import { newRunId } from "../Paths.ts"
+import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
+import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
 import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
@@ -43,19 +52,22 @@ export interface ClusterFlags {
   readonly resume: boolean
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
+  readonly repo: Option.Option<string>
+  readonly stateDir: Option.Option<string>
 }
 
 const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefined => {
   const isolation = Option.getOrElse(flags.isolation, () => plan.isolation)
   if (isolation !== "none")
     return `${plan.file}: isolation ${isolation} is not supported with --cluster yet; agents run in each runner's --repo (set isolation: none or pass --isolation none)`
-  if (flags.resume || Option.isSome(flags.resumeFrom)) return "--resume is not supported with --cluster yet"
-  if (flags.report) return "--report is not supported with --cluster yet"
   if (flags.keepWorkspaces) return "--keep-workspaces has no meaning with --cluster (agents run without workspaces)"
   return undefined
 }
 
-const toAgent = (agent: PlanFile.PlanAgent) => {
+/** Successes are cached per lineage: only a resumed run reuses them (plan `inputs` are not hashed: the runners' checkouts are not visible here). */
+const idempotencyKeyOf = (agent: PlanFile.PlanAgent, lineage: string) => `${agent.hash}:run:${lineage}`
+
+const toAgent = (agent: PlanFile.PlanAgent, lineage: string) => {
   const kindAgent = AgentKind.agent(
     ProcessKind.ProcessKind,
     agent.id,
@@ -97,9 +109,75 @@ const toAgent = (agent: PlanFile.PlanAgent) => {
     estimate: kindAgent.estimate,
     rateLimit: kindAgent.rateLimit,
     inputs: kindAgent.inputs,
+    idempotencyKey: idempotencyKeyOf(agent, lineage),
     labels: kindAgent.labels
   })
 }
+
+const wasRunning = (agent: { readonly outcome: string | null; readonly detail: string }) =>
+  agent.outcome === null || (agent.outcome === "Interrupted" && agent.detail === "crashed")
+
+/** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
+const resumeTarget = (flags: ClusterFlags, plan: PlanFile.Plan, ledger: RunLedger.Service) =>
+  Effect.gen(function* () {
+    if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
+    const previous = Option.isSome(flags.resumeFrom)
+      ? (yield* ledger.listRuns()).find((run) => Option.contains(flags.resumeFrom, run.runId))
+      : Option.getOrUndefined(yield* ledger.latestUnfinished(plan.hash))
+    if (previous === undefined) {
+      return yield* invalidInput(
+        Option.isSome(flags.resumeFrom)
+          ? `no recorded run ${flags.resumeFrom.value} in the cluster's ledger`
+          : `no unfinished run of ${plan.file} in the cluster's ledger to resume`
+      )
+    }
+    if (previous.status === "running")
+      return yield* invalidInput(
+        `run ${previous.runId} is still running: its coordinator (pid ${previous.pid} on ${previous.hostname}) is alive; stop it first or wait for it`
+      )
+    return { runId: previous.runId, lineage: (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId }
+  })
+
+/**
+ * For each agent of the plan, the runs of `lineage` (newest first) whose coordinator died while the
+ * agent had no outcome, back to the last run that gave it one: where its persisted execution may be.
+ */
+const adoptable = (ledger: RunLedger.Service, plan: PlanFile.Plan, lineage: string) =>
+  Effect.gen(function* () {
+    const runs = (yield* ledger.listRuns()).filter(
+      (run) => ((run.options as { lineage?: string } | null)?.lineage ?? run.runId) === lineage
+    )
+    const records = []
+    for (const run of runs) {
+      const record = yield* ledger.getRun(run.runId)
+      if (Option.isSome(record)) records.push(record.value)
+    }
+    const adopt = new Map<string, Array<string>>()
+    for (const agent of plan.agents) {
+      const candidates: Array<string> = []
+      for (const record of records) {
+        const recorded = record.agents.find((known) => known.agentId === agent.id)
+        if (recorded === undefined) continue
+        if (!wasRunning(recorded)) break
+        candidates.push(record.runId)
+      }
+      if (candidates.length > 0) adopt.set(agent.id, candidates)
+    }
+    return adopt
+  })
+
+const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: string) =>
+  Effect.gen(function* () {
+    yield* ledger.flush
+    const run = yield* ledger.getRun(runId)
+    if (Option.isNone(run)) return undefined
+    const { stateDir } = yield* resolve(flags.repo, flags.stateDir)
+    const dir = NodePath.join(stateDir, "runs", runId)
+    NodeFs.mkdirSync(dir, { recursive: true })
+    NodeFs.writeFileSync(NodePath.join(dir, "report.html"), Report.html(run.value))
+    NodeFs.writeFileSync(NodePath.join(dir, "trace.json"), JSON.stringify(Report.trace(run.value)))
+    return dir
+  })
 
 /**
  * Runs the plan on the cluster; returns the exit code. Ctrl-C stops the run as a local one.
@@ -114,7 +192,7 @@ export const execute = (flags: ClusterFlags) =>
     )
     const problem = unsupported(flags, plan)
     if (problem !== undefined) return yield* invalidInput(problem)
-    const client = yield* Layer.build(PostgresClient.layer(flags.cluster, { maxConnections: 2 })).pipe(
+    const client = yield* Layer.build(PostgresClient.layer(flags.cluster, { maxConnections: 3 })).pipe(
       Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
     )
     const required = [
@@ -131,20 +209,46 @@ export const execute = (flags: ClusterFlags) =>
     const ledger = yield* Layer.build(PostgresLedger.layer(flags.cluster)).pipe(
       Effect.map((context) => Context.get(context, RunLedger.RunLedger))
     )
+    const liveness = yield* PostgresLiveness.make().pipe(Effect.provideContext(client))
+    yield* RunLiveness.markCrashed.pipe(
+      Effect.provideService(RunLedger.RunLedger, ledger),
+      Effect.provideService(RunLiveness.RunLiveness, liveness)
+    )
+    const resumed = yield* resumeTarget(flags, plan, ledger)
     const runId = newRunId()
-    const agents = plan.agents.map(toAgent)
+    const lineage = resumed?.lineage ?? runId
+    yield* liveness
+      .hold({ runId, lineage })
+      .pipe(Effect.catchTag("LineageBusy", (error) => invalidInput(error.message)))
+    const adopt = resumed === undefined ? new Map<string, Array<string>>() : yield* adoptable(ledger, plan, lineage)
+    const agents = plan.agents.map((agent) => toAgent(agent, lineage))
     yield* ledger.startRun({
       runId,
       planFile: plan.file,
       planHash: plan.hash,
-      options: { cluster: PostgresClient.redact(flags.cluster), isolation: "none" },
+      options: {
+        cluster: PostgresClient.redact(flags.cluster),
+        isolation: "none",
+        lineage,
+        resumes: resumed?.runId ?? null
+      },
       pid: process.pid,
       hostname: NodeOs.hostname(),
       startedAt: Date.now(),
-      agents: agents.map((agent) => ({ agentId: agent.id, dependsOn: agent.dependsOn }))
+      agents: agents.map((agent) => ({
+        agentId: agent.id,
+        dependsOn: agent.dependsOn,
+        idempotencyKey: agent.idempotencyKey ?? null
+      }))
     })
+    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
     const mode = Reporter.modeFor(flags.json, process.stdout)
     const reporter = Reporter.make(mode, plan.agents)
+    if (resumed !== undefined) {
+      reporter.note(
+        `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} unfinished agent(s) take over their executions on the runners`
+      )
+    }
     const stop = yield* Deferred.make<string>()
     yield* interruptions(stop, reporter)
     const result = yield* Corral.run(agents, {
@@ -160,8 +264,10 @@ export const execute = (flags: ClusterFlags) =>
         ),
       stopOn: Deferred.await(stop)
     }).pipe(
-      Effect.provide(Cluster.layerExecutor({ url: flags.cluster })),
+      Effect.provide(Cluster.layerExecutor({ url: flags.cluster, adopt })),
       Effect.provide(PostgresLocks.layer(flags.cluster)),
+      Effect.provide(RunLedger.asCoreLedger),
+      Effect.provideService(RunLedger.RunLedger, ledger),
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTag("InvalidRun", (error) => invalidInput(error.message))
     )
@@ -171,7 +277,7 @@ export const execute = (flags: ClusterFlags) =>
       integrationBranch: undefined,
       integrationBase: undefined,
       integrationHead: undefined,
-      logDir: "on each runner (not collected with --cluster)",
+      logDir: "in the cluster's ledger (corral logs --cluster)",
       keptWorkspaces: [],
       git: {}
     }
@@ -180,7 +286,12 @@ export const execute = (flags: ClusterFlags) =>
       result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
       result.endedAt
     )
-    const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
+    const reportDir = flags.report ? yield* writeReport(ledger, flags, runId) : undefined
+    const rendered = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
+    const summary =
+      reportDir === undefined
+        ? rendered
+        : `${rendered}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
     return Summary.exitCode(report)
