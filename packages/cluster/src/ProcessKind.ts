@@ -1,7 +1,8 @@
 /**
  * The built-in kind every runner registers: run a command (`ProcessRunner.run`) in the runner's
  * repository, with `CORRAL_RUN_ID`, `CORRAL_AGENT_ID` and `CORRAL_FENCING_TOKEN` (the execution
- * lease's token) in its environment. Its processes die with the runner: each process group gets a detached watchdog that
+ * lease's token) in its environment. Its output lines go to the runner's `AgentOutput` sink (the
+ * cluster's database) while it runs. Its processes die with the runner: each process group gets a detached watchdog that
  * kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
  * runs beside a leftover.
  *
@@ -12,6 +13,7 @@ import { isAbsolute, resolve } from "node:path"
 import { Agent, AgentKind } from "@corral/core"
 import { ProcessRunner } from "@corral/platform-node"
 import { Context, Effect, Schema } from "effect"
+import * as AgentOutput from "./AgentOutput.ts"
 
 /**
  * The folder relative `cwd`s resolve against: the runner's `--repo`.
@@ -90,16 +92,24 @@ export const ProcessKind = AgentKind.make("corral/process", {
         ...(me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) })
       }
       const cwd = input.cwd === undefined ? repo : isAbsolute(input.cwd) ? input.cwd : resolve(repo, input.cwd)
+      const output = yield* AgentOutput.capture({
+        runId: me?.runId ?? "",
+        agentId: me?.agentId ?? "",
+        attempt: me?.attempt ?? 1,
+        fencingToken: me?.fencingToken
+      })
       const result = yield* ProcessRunner.run({
         command: input.command,
         ...(input.args === undefined ? {} : { args: input.args }),
         ...(input.shell === undefined ? {} : { shell: input.shell }),
         env: { ...input.env, ...identity },
         cwd,
+        ...(output.onLine === undefined ? {} : { onLine: output.onLine }),
         onProcess: (pid) => {
           if (pid !== undefined) watchdog(process.pid, pid)
         }
       }).pipe(
+        Effect.ensuring(output.finish),
         Effect.mapError(
           (error) =>
             new CommandFailed({
@@ -112,5 +122,5 @@ export const ProcessKind = AgentKind.make("corral/process", {
         )
       )
       return { exitCode: 0 as const, durationMs: result.durationMs, tail: result.tail, runnerPid: process.pid }
-    })
+    }).pipe(Effect.scoped)
 })

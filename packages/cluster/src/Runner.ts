@@ -1,6 +1,6 @@
 /**
  * A runner process: joins the cluster, registers the built-in process kind (and any others given),
- * announces itself in the runner registry, and executes agents until interrupted. Interrupting it
+ * stores its agents' output in the cluster's database (`AgentOutput`), announces itself in the runner registry, and executes agents until interrupted. Interrupting it
  * (Ctrl-C) stops taking work and hands back what it runs: the sharding layer releases its shards
  * and its unfinished agents' persisted messages are delivered to the next owners.
  *
@@ -10,6 +10,7 @@ import { type AgentKind, Executor } from "@corral/core"
 import { PostgresClient } from "@corral/postgres"
 import { NodeServices } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
+import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
 import { ProcessKind, RunnerRepo } from "./ProcessKind.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
@@ -48,15 +49,17 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
     const capacity = options.capacity ?? 8
     let running = 0
+    const registry = yield* Layer.build(
+      PostgresClient.layer(options.url, { maxConnections: 3, applicationName: `corral-runner ${address}` })
+    )
+    const output = yield* AgentOutput.make(address).pipe(Effect.provideContext(registry))
     const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? [])]).pipe(
       Layer.provide(NodeServices.layer),
-      Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd()))
+      Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd())),
+      Layer.provide(Layer.succeed(AgentOutput.CurrentSink, output))
     )
     yield* Layer.build(
       Cluster.layerRunner({ ...options, capacity, onLoad: (n) => (running = n) }).pipe(Layer.provide(kinds))
-    )
-    const registry = yield* Layer.build(
-      PostgresClient.layer(options.url, { maxConnections: 2, applicationName: `corral-runner ${address}` })
     )
     yield* RunnerRegistry.register({ address, capacity, labels: options.labels ?? [], running: () => running }).pipe(
       Effect.provideContext(registry)

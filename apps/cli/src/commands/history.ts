@@ -1,5 +1,6 @@
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLiveness from "@corral/platform-node/RunLiveness"
+import type * as AgentOutput from "@corral/cluster/AgentOutput"
 import type { RunRecord } from "@corral/platform-node/RunRecord"
 import { Config, Context, Effect, Layer, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -38,14 +39,21 @@ const clusterUrl = (flags: Location): string | undefined =>
 interface Stores {
   readonly ledger: RunLedger.Service
   readonly liveness: RunLiveness.Service
-  /** The cluster's database, when reading a cluster's runs. */
-  readonly cluster: string | undefined
+  /** The agents' output stored by the cluster's runners (`AgentOutput`); `undefined` for local runs. */
+  readonly output: OutputReader | undefined
 }
+
+type OutputReader = (
+  runIds: ReadonlyArray<string>,
+  agentId: string,
+  after: number
+) => Effect.Effect<ReadonlyArray<AgentOutput.Stored>, CliExit>
 
 /** The cluster's ledger and coordinator liveness in Postgres; the driver is loaded only here. */
 const clusterStores = (url: string) =>
   Effect.gen(function* () {
     const { PostgresClient, PostgresLiveness } = yield* Effect.promise(() => import("@corral/postgres"))
+    const Output = yield* Effect.promise(() => import("@corral/cluster/AgentOutput"))
     const client = yield* Layer.build(PostgresClient.layer(url, { maxConnections: 2 })).pipe(
       Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
     )
@@ -55,7 +63,11 @@ const clusterStores = (url: string) =>
     return {
       ledger: Context.get(context, RunLedger.RunLedger),
       liveness: Context.get(context, RunLiveness.RunLiveness),
-      cluster: url
+      output: (runIds, agentId, after) =>
+        Output.read(runIds, agentId, after).pipe(
+          Effect.provideContext(client),
+          Effect.catch((error) => invalidInput(`cannot read the agents' output: ${error.message}`))
+        )
     } satisfies Stores
   })
 
@@ -78,7 +90,7 @@ const withLedger = <A>(
     if (!NodeFs.existsSync(file)) return yield* invalidInput(`no runs recorded in ${paths.stateDir}`)
     const use = Effect.gen(function* () {
       const ledger = yield* RunLedger.RunLedger
-      return yield* f({ ledger, liveness: yield* RunLiveness.RunLiveness, cluster: undefined }, paths.stateDir)
+      return yield* f({ ledger, liveness: yield* RunLiveness.RunLiveness, output: undefined }, paths.stateDir)
     })
     return yield* use.pipe(
       Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerPid)),
@@ -169,6 +181,15 @@ export const status = Command.make(
   ])
 )
 
+const agentOf = (run: RunRecord, agentId: string) => {
+  const agent = run.agents.find((known) => known.agentId === agentId)
+  if (agent !== undefined) return Effect.succeed(agent)
+  const ids = run.agents.map((known) => known.agentId)
+  return invalidInput(
+    `run ${run.runId} has no agent ${JSON.stringify(agentId)}; its agents: ${ids.slice(0, 20).join(", ")}${ids.length > 20 ? ", …" : ""}`
+  )
+}
+
 /**
  * The log file of `agentId` in a recorded run. Both names are resolved against the run's records,
  * never used as paths, so `../../x` names no agent.
@@ -177,13 +198,7 @@ export const status = Command.make(
  */
 export const logFileOf = (stateDir: string, run: RunRecord, agentId: string) =>
   Effect.gen(function* () {
-    const agent = run.agents.find((known) => known.agentId === agentId)
-    if (agent === undefined) {
-      const ids = run.agents.map((known) => known.agentId)
-      return yield* invalidInput(
-        `run ${run.runId} has no agent ${JSON.stringify(agentId)}; its agents: ${ids.slice(0, 20).join(", ")}${ids.length > 20 ? ", …" : ""}`
-      )
-    }
+    const agent = yield* agentOf(run, agentId)
     const logs = NodePath.join(stateDir, "runs", run.runId, "logs")
     const file = NodePath.join(logs, `${agent.agentId}.log`)
     if (NodePath.dirname(file) !== logs) return yield* invalidInput(`agent ${JSON.stringify(agentId)} has no log file`)
@@ -224,6 +239,65 @@ const copyFrom = (file: string, offset: number): number => {
   return size
 }
 
+const lineageOf = (run: { readonly runId: string; readonly options: unknown }) =>
+  (run.options as { lineage?: string } | null)?.lineage ?? run.runId
+
+/**
+ * `logs --cluster`: the output the runners stored for the agent's executions in this run and in the
+ * runs of its lineage before it (a resumed run takes over executions of the run it resumes), each
+ * execution announced on stderr. With `--follow`, until the agent has an outcome or the run ended.
+ */
+const clusterLogs = (
+  ledger: RunLedger.Service,
+  liveness: RunLiveness.Service,
+  output: OutputReader,
+  run: RunRecord,
+  agentId: string,
+  follow: boolean
+) =>
+  Effect.gen(function* () {
+    const agent = yield* agentOf(run, agentId)
+    const summaries = yield* ledger.listRuns()
+    const self = summaries.find((known) => known.runId === run.runId)
+    const lineage = self === undefined ? run.runId : lineageOf(self)
+    const runIds = summaries
+      .filter((known) => lineageOf(known) === lineage && known.startedAt <= run.startedAt)
+      .map((known) => known.runId)
+    let after = 0
+    let execution = ""
+    const copy = Effect.flatMap(output(runIds, agent.agentId, after), (lines) =>
+      Effect.sync(() => {
+        for (const line of lines) {
+          const at = `run ${line.runId} attempt ${line.attempt} on runner ${line.runner}`
+          if (at !== execution) OutputGuard.write(process.stderr, `── ${(execution = at)}\n`)
+          OutputGuard.write(process.stdout, `${line.text}\n`)
+          after = line.id
+        }
+        return lines.length
+      })
+    )
+    const first = yield* copy
+    const live = (yield* withLiveness(liveness, run)).status === "running" && agent.outcome === null
+    if (first === 0 && !(follow && live)) {
+      return yield* invalidInput(
+        agent.outcome === null
+          ? `agent ${agentId} of run ${run.runId} has no stored output yet (not started, or it printed nothing so far)`
+          : `agent ${agentId} of run ${run.runId} ended ${OutcomeText.word(agent.outcome)} with no stored output`
+      )
+    }
+    while (follow && !OutputGuard.isClosed()) {
+      const record = Option.getOrUndefined(yield* ledger.getRun(run.runId))
+      const now = record === undefined ? undefined : yield* withLiveness(liveness, record)
+      const done =
+        now === undefined ||
+        now.status !== "running" ||
+        now.agents.find((known) => known.agentId === agent.agentId)?.outcome !== null
+      yield* copy
+      if (done) return
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
 /**
  * `corral logs [RUN_ID] AGENT [--follow]`.
  *
@@ -245,12 +319,8 @@ export const logs = Command.make(
     )
   },
   (flags) =>
-    withLedger(flags, (ledger, stateDir) =>
+    withLedger(flags, ({ ledger, liveness, output }, stateDir) =>
       Effect.gen(function* () {
-        if (clusterUrl(flags) !== undefined)
-          return yield* invalidInput(
-            "with --cluster, agents' output stays on the runners; `corral logs` reads local runs"
-          )
         if (Option.isNone(flags.first)) {
           const latest = yield* findRun(ledger, Option.none())
           return yield* invalidInput(
@@ -262,6 +332,7 @@ export const logs = Command.make(
           : [Option.none<string>(), flags.first.value]
         const run = yield* findRun(ledger, runId)
         if (Option.isNone(runId)) yield* Effect.sync(() => OutputGuard.write(process.stderr, `run ${run.runId}\n`))
+        if (output !== undefined) return yield* clusterLogs(ledger, liveness, output, run, agentId, flags.follow)
         const { agent, file } = yield* logFileOf(stateDir, run, agentId)
         if (!NodeFs.existsSync(file) && !(flags.follow && run.status === "running")) {
           return yield* invalidInput(

@@ -246,7 +246,7 @@ export const execute = (flags: ClusterFlags) =>
     const reporter = Reporter.make(mode, plan.agents)
     if (resumed !== undefined) {
       reporter.note(
-        `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} unfinished agent(s) take over their executions on the runners`
+        `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`
       )
     }
     const stop = yield* Deferred.make<string>()
@@ -277,7 +277,7 @@ export const execute = (flags: ClusterFlags) =>
       integrationBranch: undefined,
       integrationBase: undefined,
       integrationHead: undefined,
-      logDir: "in the cluster's ledger (corral logs --cluster)",
+      logDir: `in the cluster's database: corral logs ${runId} <agent> --cluster <url>`,
       keptWorkspaces: [],
       git: {}
     }
