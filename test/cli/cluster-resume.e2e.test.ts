@@ -109,7 +109,9 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     // a second coordinator of the live run is refused
     const twice = await runCli(["run", plan, "--resume", "--cluster", url], { cwd: repo })
     expect(twice.code, twice.stderr).toBe(2)
-    expect(twice.stderr).toMatch(new RegExp(`run ${firstRunId} is still running: its coordinator \\(pid ${coordinator.pid} on `))
+    expect(twice.stderr).toMatch(
+      new RegExp(`run ${firstRunId} is still running: its coordinator \\(pid ${coordinator.pid} on `)
+    )
 
     coordinator.signal("SIGKILL")
     await coordinator.done
@@ -128,13 +130,15 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     }
     expect(crashed).toMatch(new RegExp(`${firstRunId}\\s+crashed`))
     const status = await runCli(["status", firstRunId], { cwd: other, env: { CORRAL_CLUSTER: url } })
-    expect(status.stdout).toMatch(new RegExp(`run ${firstRunId}: crashed \\(coordinator pid ${coordinator.pid} on \\S+ is gone\\)`))
+    expect(status.stdout).toMatch(
+      new RegExp(`run ${firstRunId}: crashed \\(coordinator pid ${coordinator.pid} on \\S+ is gone\\)`)
+    )
 
     // held-1 ends while no coordinator runs: its result waits in Postgres for the resumed run
     NodeFs.writeFileSync(NodePath.join(repo, "release-held-1"), "")
     await waitFor(ran("held-1", "end"), 60_000, "held-1 to end")
 
-    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json", "--report"], { cwd: repo })
     started.push(resumed)
     await waitFor(() => /resuming run/.test(resumed.output()), 60_000, `resume to start: ${resumed.output()}`)
     // held-2 is still running on its runner: the resumed run awaits that execution
@@ -142,7 +146,11 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     NodeFs.writeFileSync(NodePath.join(repo, "release-held-2"), "")
     const result = await resumed.done
     expect(result.code, result.stderr).toBe(0)
-    expect(result.stderr).toMatch(new RegExp(`resuming run ${firstRunId}: recorded successes are reused; 3 agent\\(s\\) without an outcome take over`))
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `resuming run ${firstRunId}: recorded successes are reused; 3 agent\\(s\\) without an outcome take over`
+      )
+    )
 
     // exactly one Finished per agent; the quick ones from the ledger, the held ones from their executions
     const finished = finishedOf(result.stdout)
@@ -164,6 +172,9 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
       expect(lines.find((line) => line.agent === id)!.runId, id).toBe(firstRunId)
     const resumedRunId = lines.find((line) => line.agent === "after")!.runId
     expect(resumedRunId).not.toBe(firstRunId)
+    const reportFile = NodePath.join(NodeFs.realpathSync(repo), ".corral", "runs", resumedRunId, "report.html")
+    expect(result.stderr).toContain(`report: ${reportFile}`)
+    expect(NodeFs.readFileSync(reportFile, "utf8")).toContain("held-2")
 
     // the ledger: the first run crashed, the resumed one succeeded with every agent once
     const listed = await runCli(["runs", "--cluster", url], { cwd: other })

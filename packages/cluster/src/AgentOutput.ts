@@ -114,7 +114,9 @@ export const make = (
       if (!Arr.isReadonlyArrayNonEmpty(rows)) return Effect.void
       return sql`INSERT INTO corral_agent_output ${sql.insert(rows)}`.pipe(
         Effect.asVoid,
-        Effect.catch((error) => Effect.logWarning(`corral: could not store ${rows.length} output line(s)`, error.message))
+        Effect.catch((error) =>
+          Effect.logWarning(`corral: could not store ${rows.length} output line(s)`, error.message)
+        )
       )
     }
     return { write }

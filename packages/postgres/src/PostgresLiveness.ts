@@ -66,7 +66,11 @@ const keepAlive = (sql: SqlClient.SqlClient, id: number, every: Duration.Duratio
       yield* Deferred.succeed(held, undefined)
       return yield* Effect.forever(
         Effect.andThen(
-          connection.execute(`UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1`, [id], undefined),
+          connection.execute(
+            `UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1`,
+            [id],
+            undefined
+          ),
           Effect.sleep(every)
         )
       )
@@ -135,7 +139,10 @@ export const make = (
         runs.length === 0
           ? Effect.succeed(new Set<string>())
           : sql<{ run_id: string }>`SELECT c.run_id FROM corral_run_coordinators c
-              WHERE ${sql.in("c.run_id", runs.map((run) => run.runId))} AND ${alive}`.pipe(
+              WHERE ${sql.in(
+                "c.run_id",
+                runs.map((run) => run.runId)
+              )} AND ${alive}`.pipe(
               Effect.map((rows) => new Set(rows.map((row) => row.run_id))),
               Effect.mapError(ledgerError("alive"))
             )

@@ -106,7 +106,16 @@ const withLiveness = (liveness: RunLiveness.Service, run: RunRecord) =>
     ? Effect.succeed(run)
     : Effect.map(
         liveness.alive([
-          { ...run, planHash: "", options: null, heartbeatAt: run.startedAt, total: 0, done: 0, succeeded: 0, failed: 0 }
+          {
+            ...run,
+            planHash: "",
+            options: null,
+            heartbeatAt: run.startedAt,
+            total: 0,
+            done: 0,
+            succeeded: 0,
+            failed: 0
+          }
         ]),
         (alive): RunRecord =>
           alive.has(run.runId)

@@ -135,7 +135,10 @@ const resumeTarget = (flags: ClusterFlags, plan: PlanFile.Plan, ledger: RunLedge
       return yield* invalidInput(
         `run ${previous.runId} is still running: its coordinator (pid ${previous.pid} on ${previous.hostname}) is alive; stop it first or wait for it`
       )
-    return { runId: previous.runId, lineage: (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId }
+    return {
+      runId: previous.runId,
+      lineage: (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId
+    }
   })
 
 /**
