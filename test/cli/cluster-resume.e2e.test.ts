@@ -16,6 +16,7 @@ afterAll(() => {
 interface JsonEvent {
   readonly type: string
   readonly agentId?: string
+  readonly runId?: string
   readonly outcome?: { readonly type: string; readonly cached?: boolean }
 }
 
@@ -61,7 +62,7 @@ agents:
   - id: held-1
     run: echo "start $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt; echo "held-1 waiting"; while [ ! -e release-held-1 ]; do sleep 0.05; done; echo "held-1 released"; echo "end $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt
   - id: held-2
-    run: echo "start $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt; while [ ! -e release-held-2 ]; do sleep 0.05; done; echo "end $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt
+    run: echo "start $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt; echo "held-2 waiting"; while [ ! -e release-held-2 ]; do sleep 0.05; done; echo "held-2 released"; echo "end $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt
   - id: after
     run: echo "start $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt && echo "end $CORRAL_AGENT_ID $CORRAL_RUN_ID" >> record.txt
     dependsOn: [held-1]
@@ -143,7 +144,16 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     await waitFor(() => /resuming run/.test(resumed.output()), 60_000, `resume to start: ${resumed.output()}`)
     // held-2 is still running on its runner: the resumed run awaits that execution
     expect(ran("held-2", "end")()).toBe(false)
+    await waitFor(() => eventsOf(resumed.output()).some((event) => event.type === "RunStarted"), 60_000, "RunStarted")
+    const resumedId = (eventsOf(resumed.output()).find((event) => event.type === "RunStarted") as { runId: string })
+      .runId
+    // machine B follows held-2's output while it runs, until the resumed run records its outcome
+    const follow = startCli(["logs", resumedId, "held-2", "--follow", "--cluster", url], { cwd: other })
+    await waitFor(() => follow.output().includes("held-2 waiting\n"), 60_000, `live output: ${follow.output()}`)
     NodeFs.writeFileSync(NodePath.join(repo, "release-held-2"), "")
+    const followed = await follow.done
+    expect(followed.code, followed.stderr).toBe(0)
+    expect(followed.stdout).toBe("held-2 waiting\nheld-2 released\n")
     const result = await resumed.done
     expect(result.code, result.stderr).toBe(0)
     expect(result.stderr).toMatch(
@@ -171,6 +181,7 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     for (const id of ["quick-1", "quick-2", "held-1", "held-2"])
       expect(lines.find((line) => line.agent === id)!.runId, id).toBe(firstRunId)
     const resumedRunId = lines.find((line) => line.agent === "after")!.runId
+    expect(resumedRunId).toBe(resumedId)
     expect(resumedRunId).not.toBe(firstRunId)
     const reportFile = NodePath.join(NodeFs.realpathSync(repo), ".corral", "runs", resumedRunId, "report.html")
     expect(result.stderr).toContain(`report: ${reportFile}`)
