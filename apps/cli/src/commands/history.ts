@@ -274,16 +274,18 @@ const clusterLogs = (
       .map((known) => known.runId)
     let after = 0
     let execution = ""
-    const copy = Effect.flatMap(output(runIds, agent.agentId, after), (lines) =>
-      Effect.sync(() => {
-        for (const line of lines) {
-          const at = `run ${line.runId} attempt ${line.attempt} on runner ${line.runner}`
-          if (at !== execution) OutputGuard.write(process.stderr, `── ${(execution = at)}\n`)
-          OutputGuard.write(process.stdout, `${line.text}\n`)
-          after = line.id
-        }
-        return lines.length
-      })
+    const copy = Effect.flatMap(
+      Effect.suspend(() => output(runIds, agent.agentId, after)),
+      (lines) =>
+        Effect.sync(() => {
+          for (const line of lines) {
+            const at = `run ${line.runId} attempt ${line.attempt} on runner ${line.runner}`
+            if (at !== execution) OutputGuard.write(process.stderr, `── ${(execution = at)}\n`)
+            OutputGuard.write(process.stdout, `${line.text}\n`)
+            after = line.id
+          }
+          return lines.length
+        })
     )
     const first = yield* copy
     const live = (yield* withLiveness(liveness, run)).status === "running" && agent.outcome === null
