@@ -3,7 +3,7 @@ import * as NodePath from "node:path"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { isAlive, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
 const server = await sharedServer()
 const started: Array<RunningCli> = []
@@ -36,9 +36,24 @@ const recorded = (repo: string) => {
     .split("\n")
     .filter((line) => line !== "")
     .map((line) => {
-      const [what, agent, runId] = line.split(" ")
-      return { what: what!, agent: agent!, runId: runId! }
+      const [what, agent, runId, , pid] = line.split(" ")
+      return { what: what!, agent: agent!, runId: runId!, pid }
     })
+}
+
+/** The runner among `runners` that `pid` descends from (read from /proc while `pid` lives). */
+const runnerOf = (pid: number, runners: ReadonlyArray<RunningCli>): RunningCli | undefined => {
+  for (let current = pid, hops = 0; current > 1 && hops < 20; hops++) {
+    const found = runners.find((runner) => runner.pid === current)
+    if (found !== undefined) return found
+    try {
+      const stat = NodeFs.readFileSync(`/proc/${current}/stat`, "utf8")
+      current = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
 }
 
 const startRunner = async (url: string, repo: string) => {
@@ -206,5 +221,60 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     const silent = await runCli(["logs", resumedRunId, "quick-2", "--cluster", url], { cwd: other })
     expect(silent.code).toBe(2)
     expect(silent.stderr).toMatch(/agent quick-2 of run \S+ ended cached with no stored output/)
+  }, 240_000)
+
+  it("an execution whose runner dies while no coordinator runs is run again on another runner once the run is resumed (at-least-once), and ends once", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = tempDir("corral-cluster-resume-rerun-")
+    dirs.push(repo)
+    const plan = writePlan(
+      repo,
+      "plan.yaml",
+      `version: 1
+isolation: none
+agents:
+  - id: held
+    run: echo "start $CORRAL_AGENT_ID $CORRAL_RUN_ID $PPID $$" >> record.txt; while [ ! -e release ]; do sleep 0.05; done; echo "end $CORRAL_AGENT_ID $CORRAL_RUN_ID $PPID $$" >> record.txt
+`
+    )
+    const runners = [await startRunner(url, repo), await startRunner(url, repo)]
+    const starts = () => recorded(repo).filter((line) => line.what === "start")
+    const coordinator = startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+    started.push(coordinator)
+    await waitFor(() => starts().length === 1, 60_000, `held to start: ${coordinator.output()}`)
+    coordinator.signal("SIGKILL")
+    await coordinator.done
+
+    // the runner that runs it dies too (placement is random: find it among the agent's ancestors)
+    const [, , firstRunId, , agentPid] = NodeFs.readFileSync(NodePath.join(repo, "record.txt"), "utf8")
+      .trim()
+      .split(" ")
+    const victim = runnerOf(Number(agentPid), runners)
+    expect(victim, `the runner of held (pid ${agentPid})`).toBeDefined()
+    victim!.signal("SIGKILL")
+    await victim!.done
+    await waitFor(() => !isAlive(Number(agentPid)), 30_000, "the agent's process to die with its runner")
+
+    const listed = async () => (await runCli(["runs", "--cluster", url], { cwd: repo })).stdout
+    const until = Date.now() + 60_000
+    while (!new RegExp(`${firstRunId}\\s+crashed`).test(await listed()) && Date.now() < until);
+    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+    started.push(resumed)
+    // delivered again to the surviving runner once the dead runner's shards lapse, as the same execution
+    await waitFor(() => starts().length === 2, 90_000, `held to run again: ${resumed.output()}`)
+    const survivor = runners.find((runner) => runner !== victim)!
+    expect(runnerOf(Number(starts()[1]!.pid), runners)).toBe(survivor)
+    NodeFs.writeFileSync(NodePath.join(repo, "release"), "")
+    const result = await resumed.done
+    expect(result.code, result.stderr).toBe(0)
+    expect(finishedOf(result.stdout).map((event) => [event.agentId, event.outcome?.type])).toEqual([
+      ["held", "Succeeded"]
+    ])
+    const lines = recorded(repo)
+    expect(lines.map((line) => [line.what, line.runId])).toEqual([
+      ["start", firstRunId],
+      ["start", firstRunId],
+      ["end", firstRunId]
+    ])
   }, 240_000)
 })
