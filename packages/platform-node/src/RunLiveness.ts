@@ -33,6 +33,18 @@ export class LineageBusy extends Schema.TaggedError<LineageBusy>()("LineageBusy"
 }
 
 /**
+ * What liveness is decided from: a run as recorded (`RunLedger.RunSummary` and `RunRecord` are ones).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RecordedRun {
+  readonly runId: string
+  readonly pid: number
+  readonly hostname: string
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -47,7 +59,7 @@ export interface Service {
     readonly lineage?: string | undefined
   }) => Effect.Effect<void, LineageBusy | RunLedgerError, Scope.Scope>
   /** The ids among `runs` whose coordinator is alive. */
-  readonly alive: (runs: ReadonlyArray<RunLedger.RunSummary>) => Effect.Effect<ReadonlySet<string>, RunLedgerError>
+  readonly alive: (runs: ReadonlyArray<RecordedRun>) => Effect.Effect<ReadonlySet<string>, RunLedgerError>
 }
 
 /**

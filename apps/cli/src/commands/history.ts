@@ -105,18 +105,7 @@ const withLiveness = (liveness: RunLiveness.Service, run: RunRecord) =>
   run.status !== "running"
     ? Effect.succeed(run)
     : Effect.map(
-        liveness.alive([
-          {
-            ...run,
-            planHash: "",
-            options: null,
-            heartbeatAt: run.startedAt,
-            total: 0,
-            done: 0,
-            succeeded: 0,
-            failed: 0
-          }
-        ]),
+        liveness.alive([run]),
         (alive): RunRecord =>
           alive.has(run.runId)
             ? run
