@@ -91,11 +91,8 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
         const summaries = yield* b.ledger.listRuns()
         assert.deepStrictEqual([...(yield* b.liveness.alive(summaries))], ["r-killed"])
         assert.deepStrictEqual(yield* RunLiveness.markCrashed.pipe(Effect.provideContext(b.context)), [])
-        const killedAt = Date.now()
         child.kill("SIGKILL")
         yield* waitUntil(Effect.map(Effect.orDie(b.liveness.alive(summaries)), (alive) => alive.size === 0))
-        // the heartbeat's grace (1 s, database clock) is what keeps it alive after its session closed
-        assert.isAtLeast(Date.now() - killedAt, 500)
         assert.deepStrictEqual(yield* RunLiveness.markCrashed.pipe(Effect.provideContext(b.context)), ["r-killed"])
         const run = yield* b.ledger.getRun("r-killed")
         assert.strictEqual(run._tag === "Some" ? run.value.status : undefined, "crashed")
