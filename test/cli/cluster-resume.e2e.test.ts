@@ -221,7 +221,7 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     const silent = await runCli(["logs", resumedRunId, "quick-2", "--cluster", url], { cwd: other })
     expect(silent.code).toBe(2)
     expect(silent.stderr).toMatch(/agent quick-2 of run \S+ ended cached with no stored output/)
-  }, 240_000)
+  }, 480_000)
 
   it("an execution whose runner dies while no coordinator runs is run again on another runner once the run is resumed (at-least-once), and ends once", async () => {
     const url = await Effect.runPromise(server!.createDatabase())
@@ -276,5 +276,5 @@ agents:
       ["start", firstRunId],
       ["end", firstRunId]
     ])
-  }, 240_000)
+  }, 480_000)
 })
