@@ -65,16 +65,23 @@ const stateDirOf = (options: AcquireOptions, root: string) =>
 /** A full commit id (what `Integration.head` returns) needs no `rev-parse`: `worktree add` checks it. */
 const fullCommitId = /^[0-9a-f]{40}$/
 
-const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: boolean }>()
+const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: Effect.Effect<boolean, WorkspaceError> }>()
 const DIRTY_CHECK_TTL_MS = 5_000
 
+/** Whether the user's checkout has changes: one `git status` per 5 s, shared by agents starting together. */
 const checkoutDirty = (root: string) =>
   Effect.suspend(() => {
     const cached = dirtyChecks.get(root)
-    if (cached !== undefined && Date.now() - cached.at < DIRTY_CHECK_TTL_MS) return Effect.succeed(cached.dirty)
-    return Effect.tap(userCheckoutDirty(root), (dirty) =>
-      Effect.sync(() => dirtyChecks.set(root, { at: Date.now(), dirty }))
-    )
+    if (cached !== undefined && Date.now() - cached.at < DIRTY_CHECK_TTL_MS) return cached.dirty
+    return Effect.flatMap(Effect.cached(userCheckoutDirty(root)), (dirty) => {
+      const entry = { at: Date.now(), dirty }
+      dirtyChecks.set(root, entry)
+      return Effect.tapError(dirty, () =>
+        Effect.sync(() => {
+          if (dirtyChecks.get(root) === entry) dirtyChecks.delete(root)
+        })
+      )
+    })
   })
 
 const dirtyWarning = (repo: RepoInfo) =>
@@ -215,9 +222,12 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
     Effect.catchTag("GitError", () => Effect.succeed(false))
   )
 
-/** Readies a clean worktree for the next agent: detached, with no untracked or ignored file left. */
+/**
+ * Readies a clean worktree for the next agent: detached (`update-ref --no-deref HEAD`, which moves no
+ * file and, unlike `checkout --detach`, does not rescan the tree), with no untracked or ignored file left.
+ */
 const detachAndClean = (dir: string) =>
-  git(["checkout", "--quiet", "--detach"], { cwd: dir }).pipe(
+  git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], { cwd: dir }).pipe(
     Effect.andThen(git(["clean", "-ffdxq"], { cwd: dir })),
     Effect.as(true),
     Effect.catch(() => Effect.succeed(false))
