@@ -206,13 +206,17 @@ const slotHoldMs = (events: ReadonlyArray<CorralEvent>) => {
   return holds.length === 0 ? 0 : Math.max(...holds)
 }
 
+/** From `--verbose`: git commands and process time per agent, and the run's own (`(run)` row). */
 const gitPerAgent = (stderr: string) => {
-  const rows = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms$/gm)].filter((m) => m[1] !== "total")
+  const all = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms$/gm)]
+  const rows = all.filter((m) => m[1] !== "total" && m[1] !== "(run)")
+  const run = all.find((m) => m[1] === "(run)")
   const commands = rows.reduce((sum, m) => sum + Number(m[2]), 0)
   const ms = rows.reduce((sum, m) => sum + Number(m[3]), 0)
+  const own = { gitRun: Number(run?.[2] ?? 0) }
   return rows.length === 0
-    ? { gitPerAgent: 0, gitMsPerAgent: 0 }
-    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length }
+    ? { gitPerAgent: 0, gitMsPerAgent: 0, ...own }
+    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length, ...own }
 }
 
 const corral: Approach<Params> = {
@@ -305,6 +309,7 @@ export const workspacesReal: Scenario<Params> = {
     { key: "agentOverheadMs", label: "slot ms/agent not in its command", format: (v) => v.toFixed(0) },
     { key: "gitPerAgent", label: "git cmds/agent", format: (v) => v.toFixed(1) },
     { key: "gitMsPerAgent", label: "git ms/agent", format: (v) => v.toFixed(0) },
+    { key: "gitRun", label: "git cmds/run", format: (v) => v.toFixed(0) },
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
