@@ -66,8 +66,8 @@ export const retire = (pools: Pools, key: string, pooled: Pooled): void => {
 }
 
 /**
- * Waits while no worktree is free but a release that may free one is under way: recycling one
- * (a status, a detach and a clean) costs less than a new `worktree add`.
+ * Waits while no worktree is free but a release that may free one is under way: recycling one (a
+ * status and a clean, and a detach when its work was not merged) costs less than a `worktree add`.
  */
 export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
   Effect.suspend(() => {
