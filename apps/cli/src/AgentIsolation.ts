@@ -124,9 +124,10 @@ export const of = (
  * @since 0.1.0
  * @category isolation
  */
-export const unsupported = (plan: Plan, support: Sandbox.Support = Sandbox.supportUnsafe()): string | undefined => {
+export const unsupported = (plan: Plan, machine?: Sandbox.Support): string | undefined => {
   const sandboxed = plan.agents.filter((agent) => agent.sandbox !== undefined)
   if (sandboxed.length === 0) return undefined
+  const support = machine ?? Sandbox.supportUnsafe()
   const ids = sandboxed.map((agent) => agent.id).join(", ")
   if (!support.available) return `agents ${ids} ask for a sandbox, but ${support.detail}`
   const offline = sandboxed.filter((agent) => agent.sandbox?.network !== true)

@@ -109,7 +109,11 @@ export interface Report {
   readonly integrationHead: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
-  /** git commands and their process time, per agent (set-up, commit, merge and release). */
+  /**
+   * git commands and their process time, per agent (set-up, commit, merge and release), and under
+   * {@link runTallyKey} those of the run itself (integration branch, removing the worktree pool and
+   * deleting merged branches at the end).
+   */
   readonly git: Readonly<Record<string, Git.Tally>>
 }
 
@@ -153,9 +157,20 @@ export const run = (
   | RunLedger.RunLedgerError
   | SqliteRateLimiter.LimiterError,
   Workspace | ChildProcessSpawner | Scope.Scope
-> => Effect.scoped(runScoped(options))
+> => {
+  const tally = Git.makeTally()
+  return Effect.scoped(runScoped(options, tally)).pipe(Effect.provideService(Git.CurrentTally, tally))
+}
 
-const runScoped = (options: Options) =>
+/**
+ * The key of the run's own git commands in {@link Report.git} (agent ids cannot contain parentheses).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const runTallyKey = "(run)"
+
+const runScoped = (options: Options, runTally: Git.Tally) =>
   Effect.gen(function* () {
     const workspace = yield* Workspace
     const isolation = options.isolation ?? options.plan.isolation
@@ -228,7 +243,7 @@ const runScoped = (options: Options) =>
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
       keptWorkspaces: ctx.kept,
-      git: Object.fromEntries(ctx.tallies)
+      git: { ...Object.fromEntries(ctx.tallies), [runTallyKey]: runTally }
     }
   })
 

@@ -1,24 +1,10 @@
 #!/usr/bin/env node
-import { Workspace } from "@corral/platform-node/Workspace"
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Effect, Layer, References } from "effect"
-import { CliError, Command } from "effect/cli"
-import { cli, version } from "./Cli.ts"
-import { CliExit } from "./CliExit.ts"
-import * as OutputGuard from "./OutputGuard.ts"
+/**
+ * The `corral` executable. Most of a short run's start-up is compiling the command's modules, so it
+ * turns on Node's on-disk compile cache (`module.enableCompileCache`, in the system's temporary
+ * folder; `NODE_DISABLE_COMPILE_CACHE=1` turns it off) before it loads them (`main.ts`).
+ */
+import * as NodeModule from "node:module"
 
-OutputGuard.install()
-
-const reported = (error: unknown) =>
-  Effect.andThen(
-    Effect.sync(() => process.stderr.write(`corral: ${error instanceof Error ? error.message : String(error)}\n`)),
-    Effect.fail(new CliExit({ code: 1 }))
-  )
-
-Command.run(cli, { version }).pipe(
-  Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),
-  Effect.catchIf((error) => !(error instanceof CliExit), reported),
-  Effect.provide(Layer.mergeAll(NodeServices.layer, Workspace.layer)),
-  Effect.provideService(References.MinimumLogLevel, "Error"),
-  NodeRuntime.runMain
-)
+NodeModule.enableCompileCache?.()
+await import("./main.ts")

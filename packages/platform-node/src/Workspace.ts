@@ -45,10 +45,12 @@ export interface AcquireOptions {
   /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
   /**
-   * Reuse worktrees within the run: a released clean worktree is detached, cleaned of every untracked
-   * and ignored file (`git clean -ffdx`) and handed to the run's next agent, which checks out its own
-   * branch in it; the pool is removed when the run's `registerRun` scope closes. Not for sparse
-   * workspaces. @default false
+   * Reuse worktrees within the run: a released clean worktree is cleaned of every untracked and
+   * ignored file (`git clean -ffdx`) and handed to the run's next agent, which checks out its own
+   * branch in it. A merged agent's branch stays checked out in the pooled worktree until then and is
+   * deleted, with the run's other merged branches, when the run's `registerRun` scope closes, which
+   * also removes the pool; any other worktree is detached and its branch released at once. Not for
+   * sparse workspaces. @default false
    */
   readonly recycle?: boolean | undefined
   /** Keep the workspace (and its branch) at release instead of removing it. @default false */

@@ -468,6 +468,50 @@ describe("Workspace", () => {
     )
   )
 
+  it.live("merged branches of recycled worktrees are deleted together when the run ends, unless one moved", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const corralBranches = () =>
+          sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/").split("\n").sort()
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* ws.registerRun(repo, "batch")
+            const integration = yield* ws.integration({ repo, runId: "batch" })
+            const agent = (agentId: string, file: string) =>
+              Effect.scoped(
+                Effect.gen(function* () {
+                  const base = yield* integration.head()
+                  const handle = yield* ws.acquire({ repo, runId: "batch", agentId, base, recycle: true })
+                  yield* edit(handle, file, `${agentId} was here\n`)
+                  yield* integration.commitAll(handle, agentId)
+                  assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+                })
+              )
+            yield* agent("one", "a.txt")
+            assert.deepStrictEqual(corralBranches(), ["corral/batch/integration", "corral/batch/one"])
+            yield* agent("one", "d.txt")
+            yield* agent("two", "b.txt")
+            yield* agent("three", "c.txt")
+            assert.deepStrictEqual(corralBranches(), [
+              "corral/batch/integration",
+              "corral/batch/one",
+              "corral/batch/three",
+              "corral/batch/two"
+            ])
+            sh(repo, "update-ref", "refs/heads/corral/batch/three", sh(repo, "rev-parse", "main"))
+          })
+        )
+        assert.deepStrictEqual(corralBranches(), ["corral/batch/integration", "corral/batch/three"])
+        assert.strictEqual(worktreeCount(repo), 1)
+        const merged = sh(repo, "show", "corral/batch/integration:d.txt")
+        assert.strictEqual(merged, "one was here")
+        assert.strictEqual(sh(repo, "show", "corral/batch/integration:c.txt"), "three was here")
+      })
+    )
+  )
+
   it.live("a set-up interrupted at any instant leaves no worktree, branch or folder behind", () =>
     provide(
       Effect.gen(function* () {

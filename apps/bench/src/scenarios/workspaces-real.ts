@@ -169,6 +169,32 @@ interface CorralEvent {
   readonly type: string
   readonly at: number
   readonly agentId?: string
+  readonly outcome?: {
+    readonly startedAt?: number | null
+    readonly endedAt?: number
+    readonly value?: { readonly process?: { readonly durationMs?: number } }
+  }
+}
+
+/**
+ * Where corral's wall time goes: before its first event (process start-up, ledger, plan, integration
+ * branch), after its last (summary, ledger close), and per agent the slot time that is not the
+ * agent's own command (workspace set-up, commit, merge).
+ */
+const breakdown = (events: ReadonlyArray<CorralEvent>, spawnedAt: number, exitedAt: number) => {
+  const started = events.find((e) => e.type === "RunStarted")?.at ?? spawnedAt
+  const finished = events.find((e) => e.type === "RunFinished")?.at ?? exitedAt
+  const overheads = events.flatMap((e) => {
+    const outcome = e.type === "Finished" ? e.outcome : undefined
+    const duration = outcome?.value?.process?.durationMs
+    if (outcome?.startedAt == null || outcome.endedAt === undefined || duration === undefined) return []
+    return [outcome.endedAt - outcome.startedAt - duration]
+  })
+  return {
+    startMs: started - spawnedAt,
+    endMs: exitedAt - finished,
+    agentOverheadMs: overheads.length === 0 ? 0 : overheads.reduce((a, b) => a + b, 0) / overheads.length
+  }
 }
 
 /** Per agent: how long after its `Merged` event its slot was free (`Finished`). */
@@ -180,13 +206,17 @@ const slotHoldMs = (events: ReadonlyArray<CorralEvent>) => {
   return holds.length === 0 ? 0 : Math.max(...holds)
 }
 
+/** From `--verbose`: git commands and process time per agent, and the run's own (`(run)` row). */
 const gitPerAgent = (stderr: string) => {
-  const rows = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms$/gm)].filter((m) => m[1] !== "total")
+  const all = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms$/gm)]
+  const rows = all.filter((m) => m[1] !== "total" && m[1] !== "(run)")
+  const run = all.find((m) => m[1] === "(run)")
   const commands = rows.reduce((sum, m) => sum + Number(m[2]), 0)
   const ms = rows.reduce((sum, m) => sum + Number(m[3]), 0)
+  const own = { gitRun: Number(run?.[2] ?? 0) }
   return rows.length === 0
-    ? { gitPerAgent: 0, gitMsPerAgent: 0 }
-    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length }
+    ? { gitPerAgent: 0, gitMsPerAgent: 0, ...own }
+    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length, ...own }
 }
 
 const corral: Approach<Params> = {
@@ -196,11 +226,13 @@ const corral: Approach<Params> = {
     const plan = path.join(params.scratch, "plan.yaml")
     const state = path.join(params.scratch, `state-${clones}`)
     const start = performance.now()
+    const spawnedAt = Date.now()
     const out = await sh(
       dir,
       `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`
     )
     const ms = performance.now() - start
+    const exitedAt = Date.now()
     const events = out.stdout
       .split("\n")
       .filter((line) => line.startsWith("{"))
@@ -212,7 +244,15 @@ const corral: Approach<Params> = {
     const sameTree = git(dir, "rev-parse", `${integration}^{tree}`) === params.expectedTree ? 1 : 0
     fs.rmSync(dir, { recursive: true, force: true })
     fs.rmSync(state, { recursive: true, force: true })
-    return { ms, metrics: { ...gitPerAgent(out.stderr), slotHoldMs: slotHoldMs(events), sameTree } }
+    return {
+      ms,
+      metrics: {
+        ...breakdown(events, spawnedAt, exitedAt),
+        ...gitPerAgent(out.stderr),
+        slotHoldMs: slotHoldMs(events),
+        sameTree
+      }
+    }
   }
 }
 
@@ -264,8 +304,12 @@ export const workspacesReal: Scenario<Params> = {
   reps: 3,
   timeoutMs: 600_000,
   columns: [
+    { key: "startMs", label: "before 1st event (ms)", format: (v) => v.toFixed(0) },
+    { key: "endMs", label: "after last event (ms)", format: (v) => v.toFixed(0) },
+    { key: "agentOverheadMs", label: "slot ms/agent not in its command", format: (v) => v.toFixed(0) },
     { key: "gitPerAgent", label: "git cmds/agent", format: (v) => v.toFixed(1) },
     { key: "gitMsPerAgent", label: "git ms/agent", format: (v) => v.toFixed(0) },
+    { key: "gitRun", label: "git cmds/run", format: (v) => v.toFixed(0) },
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],

@@ -190,7 +190,7 @@ const gitLines = (report: RunPlan.Report) => {
   const width = Math.max(5, ...rows.map(([id]) => id.length))
   const line = (id: string, t: { commands: number; millis: number }) =>
     `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms`
-  return ["git per agent:", ...rows.map(([id, t]) => line(id, t)), line("total", total)].join("\n")
+  return ["git per agent (and the run's own):", ...rows.map(([id, t]) => line(id, t)), line("total", total)].join("\n")
 }
 
 /** Resuming without knowing what the integration branch holds could apply work twice: refuse. */

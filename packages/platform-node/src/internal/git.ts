@@ -43,6 +43,8 @@ export interface GitOptions {
   readonly okExitCodes?: ReadonlyArray<number> | undefined
   /** Retry when another git process holds a lock. @default true */
   readonly retryOnLock?: boolean | undefined
+  /** Written to git's standard input (for `--stdin` commands). */
+  readonly input?: string | undefined
 }
 
 export interface GitOutput {
@@ -103,7 +105,7 @@ const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: G
   Effect.callback<GitOutput, GitNotFound>((resume, signal) => {
     const started = performance.now()
     if (tally !== undefined) tally.commands++
-    execFile(
+    const child = execFile(
       "git",
       [...globalArgs, ...args],
       { cwd: options.cwd, env: { ...baseEnv(), ...options.env }, maxBuffer: 256 * 1024 * 1024, signal },
@@ -118,6 +120,11 @@ const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: G
         resume(Effect.succeed({ stdout, stderr: detail, exitCode }))
       }
     )
+    if (options.input !== undefined) {
+      // git may exit before reading all of it (a failed transaction); its exit code reports that.
+      child.stdin?.on("error", () => undefined)
+      child.stdin?.end(options.input)
+    }
   })
 
 const classify = (

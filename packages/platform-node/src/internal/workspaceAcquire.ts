@@ -16,7 +16,19 @@ import {
 import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
 import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
-import { awaitPooled, drainPooled, type Pools, poolKey, putPooled, releasing, takePooled } from "./workspacePool.ts"
+import {
+  awaitPooled,
+  drainPooled,
+  type Pooled,
+  type Pools,
+  poolKey,
+  putPooled,
+  type Retired,
+  reclaim,
+  releasing,
+  retire,
+  takePooled
+} from "./workspacePool.ts"
 import {
   agentBranch,
   branchExists,
@@ -65,16 +77,23 @@ const stateDirOf = (options: AcquireOptions, root: string) =>
 /** A full commit id (what `Integration.head` returns) needs no `rev-parse`: `worktree add` checks it. */
 const fullCommitId = /^[0-9a-f]{40}$/
 
-const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: boolean }>()
+const dirtyChecks = new Map<string, { readonly at: number; readonly dirty: Effect.Effect<boolean, WorkspaceError> }>()
 const DIRTY_CHECK_TTL_MS = 5_000
 
+/** Whether the user's checkout has changes: one `git status` per 5 s, shared by agents starting together. */
 const checkoutDirty = (root: string) =>
   Effect.suspend(() => {
     const cached = dirtyChecks.get(root)
-    if (cached !== undefined && Date.now() - cached.at < DIRTY_CHECK_TTL_MS) return Effect.succeed(cached.dirty)
-    return Effect.tap(userCheckoutDirty(root), (dirty) =>
-      Effect.sync(() => dirtyChecks.set(root, { at: Date.now(), dirty }))
-    )
+    if (cached !== undefined && Date.now() - cached.at < DIRTY_CHECK_TTL_MS) return cached.dirty
+    return Effect.flatMap(Effect.cached(userCheckoutDirty(root)), (dirty) => {
+      const entry = { at: Date.now(), dirty }
+      dirtyChecks.set(root, entry)
+      return Effect.tapError(dirty, () =>
+        Effect.sync(() => {
+          if (dirtyChecks.get(root) === entry) dirtyChecks.delete(root)
+        })
+      )
+    })
   })
 
 const dirtyWarning = (repo: RepoInfo) =>
@@ -131,41 +150,125 @@ const branchTakenPattern = /a branch named .* already exists/
 const recyclable = (options: AcquireOptions) =>
   options.recycle === true && (options.sparse === undefined || options.sparse.length === 0)
 
-/** Moves a pooled worktree to the agent's folder and checks out the agent's branch at its base. */
-const reuseWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placement, pooled: string) =>
+/**
+ * Moves a pooled worktree to the agent's folder and checks out the agent's branch at its base; the
+ * merged branch of its previous agent, no longer checked out, is retired.
+ */
+const reuseWorktree = (
+  deps: AcquireDeps,
+  repo: RepoInfo,
+  options: AcquireOptions,
+  placement: Placement,
+  pooled: Pooled
+) =>
   Effect.gen(function* () {
     const branch = placement.branch!
+    const key = poolKey(repo.commonDir, options.runId)
     if (yield* branchExists(repo.root, branch)) {
+      putPooled(deps.pools, key, pooled)
       return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
-    yield* git(["worktree", "move", "--", pooled, placement.dir], { cwd: repo.root })
+    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root })
     yield* git(["checkout", "--quiet", "--force", "-b", branch, placement.baseCommit!, "--"], {
       cwd: placement.dir
     }).pipe(Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch)))
+    retire(deps.pools, key, pooled)
   })
 
-const discardPooled = (repo: RepoInfo, dir: string) =>
-  git(["worktree", "remove", "--force", "--", dir], { cwd: repo.root }).pipe(
-    Effect.catch(() => removePath(dir).pipe(Effect.andThen(git(["worktree", "prune"], { cwd: repo.root })))),
+const discardPooled = (deps: AcquireDeps, repo: RepoInfo, runId: string, pooled: Pooled) =>
+  git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: repo.root }).pipe(
+    Effect.catch(() => removePath(pooled.dir).pipe(Effect.andThen(git(["worktree", "prune"], { cwd: repo.root })))),
+    Effect.andThen(Effect.sync(() => retire(deps.pools, poolKey(repo.commonDir, runId), pooled))),
     Effect.ignore
   )
 
-/** Removes the run's pooled worktrees (when the run ends). */
-export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: string) =>
-  Effect.forEach(
-    drainPooled(deps.pools, runId),
-    ({ commonDir, dir, root }) =>
-      deps.locks(commonDir).withPermit(
-        git(["worktree", "remove", "--force", "--", dir], { cwd: root }).pipe(
-          Effect.catch(() => removePath(dir)),
-          Effect.andThen(removeEmptyParent(path.dirname(dir))),
-          Effect.ignore
-        )
-      ),
-    { discard: true }
+/**
+ * Deletes merged branches that no worktree has checked out, in one ref transaction, each only while
+ * it still points at its merged tip; when the transaction fails (a branch moved), one at a time, and
+ * a branch that moved is kept.
+ */
+const deleteRetired = (root: string, retired: ReadonlyArray<Retired>) => {
+  if (retired.length === 0) return Effect.void
+  const input = retired.map(({ branch, tip }) => `delete refs/heads/${branch} ${tip}\n`).join("")
+  return git(["update-ref", "-m", "corral: merged", "--stdin"], { cwd: root, input }).pipe(
+    Effect.catch(() =>
+      Effect.forEach(
+        retired,
+        ({ branch, tip }) =>
+          git(["update-ref", "-d", "--", `refs/heads/${branch}`, tip], { cwd: root }).pipe(
+            Effect.catch(() => Effect.logWarning(`corral kept ${branch}: it moved after its work was merged`))
+          ),
+        { discard: true }
+      )
+    ),
+    Effect.ignore
   )
+}
+
+/**
+ * Deletes the agent's own branch when it is a merged branch of an earlier attempt still waiting for
+ * deletion (see `workspacePool.ts`); a pooled worktree that has it checked out is detached first.
+ */
+const reclaimBranch = (
+  deps: AcquireDeps,
+  repo: RepoInfo,
+  runId: string,
+  branch: string,
+  { pooled, retired }: ReturnType<typeof reclaim>
+) =>
+  Effect.gen(function* () {
+    const key = poolKey(repo.commonDir, runId)
+    if (retired !== undefined) yield* deleteIfAt(repo, retired.branch, retired.tip)
+    if (pooled?.checkedOut === undefined) return
+    const detached = yield* git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], {
+      cwd: pooled.dir
+    }).pipe(
+      Effect.as(true),
+      Effect.catch(() => Effect.succeed(false))
+    )
+    if (detached) {
+      yield* deleteIfAt(repo, branch, pooled.checkedOut.tip)
+      putPooled(deps.pools, key, { dir: pooled.dir, root: pooled.root, commonDir: pooled.commonDir })
+    } else {
+      yield* discardPooled(deps, repo, runId, pooled)
+    }
+  })
+
+/** Removes the run's pooled worktrees and deletes its retired branches (when the run ends). */
+export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: string) =>
+  Effect.gen(function* () {
+    const { worktrees, retired } = drainPooled(deps.pools, runId)
+    const deletable = [...retired]
+    yield* Effect.forEach(
+      worktrees,
+      (pooled) =>
+        deps.locks(pooled.commonDir).withPermit(
+          git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: pooled.root }).pipe(
+            Effect.catch(() => removePath(pooled.dir)),
+            Effect.andThen(
+              Effect.sync(() => {
+                if (pooled.checkedOut !== undefined) deletable.push({ ...pooled.checkedOut, root: pooled.root })
+              })
+            ),
+            Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))),
+            Effect.ignore
+          )
+        ),
+      { discard: true }
+    )
+    const roots = [...new Set(deletable.map((entry) => entry.root))]
+    yield* Effect.forEach(
+      roots,
+      (root) =>
+        deleteRetired(
+          root,
+          deletable.filter((entry) => entry.root === root)
+        ),
+      { discard: true }
+    )
+  })
 
 class IncompleteWorktree extends WorkspaceIoError {}
 
@@ -215,18 +318,31 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
     Effect.catchTag("GitError", () => Effect.succeed(false))
   )
 
-/** Readies a clean worktree for the next agent: detached, with no untracked or ignored file left. */
+/**
+ * Readies a clean worktree for the next agent: detached (`update-ref --no-deref HEAD`, which moves no
+ * file and, unlike `checkout --detach`, does not rescan the tree), with no untracked or ignored file left.
+ */
 const detachAndClean = (dir: string) =>
-  git(["checkout", "--quiet", "--detach"], { cwd: dir }).pipe(
-    Effect.andThen(git(["clean", "-ffdxq"], { cwd: dir })),
+  git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], { cwd: dir }).pipe(
+    Effect.andThen(cleanAll(dir))
+  )
+
+/** Removes every untracked and ignored file, nested repositories included. */
+const cleanAll = (dir: string) =>
+  git(["clean", "-ffdxq"], { cwd: dir }).pipe(
     Effect.as(true),
     Effect.catch(() => Effect.succeed(false))
   )
 
-const releaseBranch = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement) =>
+const releaseBranch = (
+  deps: AcquireDeps,
+  repo: RepoInfo,
+  runId: string,
+  placement: Placement,
+  mergedTip: string | undefined
+) =>
   Effect.gen(function* () {
     const branch = placement.branch!
-    const mergedTip = takeMergedTip(repo.commonDir, branch)
     if (mergedTip !== undefined && (yield* deleteIfAt(repo, branch, mergedTip))) return "deleted" as const
     if (!(yield* branchIsSafeToDelete(repo.root, runId, branch, placement.baseCommit!))) return "kept" as const
     yield* deps.locks(repo.commonDir).withPermit(git(["branch", "-D", "--quiet", branch], { cwd: repo.root }))
@@ -249,6 +365,13 @@ const releaseWorktree = (
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
+    const mergedTip = takeMergedTip(repo.commonDir, branch)
+    const key = poolKey(repo.commonDir, runId)
+    if (present && recycle && mergedTip !== undefined && (yield* cleanAll(placement.dir))) {
+      const checkedOut = { branch, tip: mergedTip }
+      putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
+      return { workspace: "recycled", branch: "deleted", reasons: [] } as const
+    }
     const recycled = present && recycle && (yield* detachAndClean(placement.dir))
     if (!recycled) {
       const removal = present
@@ -257,9 +380,9 @@ const releaseWorktree = (
       yield* lock.withPermit(removal)
     }
     const workspace = recycled ? "recycled" : "removed"
-    const branchOutcome = yield* releaseBranch(deps, repo, runId, placement)
+    const branchOutcome = yield* releaseBranch(deps, repo, runId, placement, mergedTip)
     if (recycled) {
-      putPooled(deps.pools, poolKey(repo.commonDir, runId), {
+      putPooled(deps.pools, key, {
         dir: placement.dir,
         root: repo.root,
         commonDir: repo.commonDir
@@ -319,15 +442,23 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     }
     const key = poolKey(repo.commonDir, options.runId)
     if (recyclable(options)) yield* awaitPooled(deps.pools, key)
+    const reclaimed = reclaim(deps.pools, key, placement.branch!)
+    if (reclaimed.pooled !== undefined || reclaimed.retired !== undefined) {
+      const lock = deps.locks(repo.commonDir)
+      yield* lock.withPermit(reclaimBranch(deps, repo, options.runId, placement.branch!, reclaimed))
+    }
     const create = Effect.suspend(() => {
       const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
       return pooled === undefined
         ? addWorktree(repo, options, placement)
-        : reuseWorktree(repo, options, placement, pooled).pipe(
+        : reuseWorktree(deps, repo, options, placement, pooled).pipe(
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
                 ? Effect.fail(error)
-                : Effect.andThen(discardPooled(repo, pooled), addWorktree(repo, options, placement))
+                : Effect.andThen(
+                    discardPooled(deps, repo, options.runId, pooled),
+                    addWorktree(repo, options, placement)
+                  )
             )
           )
     })

@@ -355,11 +355,12 @@ const baseOf = (target: WorkspaceHandle | CommittedWork): string | undefined =>
 const predict = (state: State, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle | CommittedWork>) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "predict conflicts")
-    const mine = state.committed.get(handle)?.commit ?? (yield* snapshot(handle))
-    const mineChanged = yield* changedFiles(state, handle.baseCommit, mine)
     const targets = others.filter(
       (other) => other.agentId !== handle.agentId && ("commit" in other || other.strategy === "worktree")
     )
+    if (targets.length === 0) return []
+    const mine = state.committed.get(handle)?.commit ?? (yield* snapshot(handle))
+    const mineChanged = yield* changedFiles(state, handle.baseCommit, mine)
     const found = yield* Effect.forEach(
       targets,
       (other) =>

@@ -1,20 +1,40 @@
 /**
- * Worktrees of a run waiting to be reused by its next agent. A pooled worktree is detached, its
- * agent's branch is gone, and `git clean -ffdx` has removed every untracked and ignored file, so the
- * next agent gets it with one `checkout -f -b` of its own base (changed files only) instead of a full
- * `worktree add`, and the run saves the `worktree remove` of every agent but the last few.
+ * Worktrees of a run waiting to be reused by its next agent. `git clean -ffdx` has removed every
+ * untracked and ignored file of a pooled worktree, so the next agent gets it with one `checkout -f -b`
+ * of its own base (changed files only) instead of a full `worktree add`, and the run saves the
+ * `worktree remove` of every agent but the last few.
+ *
+ * A pooled worktree whose agent's work was merged still has that agent's branch checked out (at the
+ * merged tip): once the next agent's checkout has left it, or the pool's worktree is removed, the
+ * branch is retired, and the run's retired branches are deleted together when the run ends (one
+ * `update-ref --stdin` transaction, each deletion checked against its merged tip). Any other pooled
+ * worktree is detached and its agent's branch was released on its own.
  */
 import * as Effect from "effect/Effect"
+
+/** A merged agent's branch and the tip it was merged at. */
+export interface MergedBranch {
+  readonly branch: string
+  readonly tip: string
+}
 
 export interface Pooled {
   readonly dir: string
   /** The repository's root (where `git worktree remove` runs) and its git folder (for the repository lock). */
   readonly root: string
   readonly commonDir: string
+  /** The merged agent branch still checked out in the worktree, if any. */
+  readonly checkedOut?: MergedBranch | undefined
+}
+
+/** A merged branch no worktree has checked out any more, to delete when the run ends. */
+export interface Retired extends MergedBranch {
+  readonly root: string
 }
 
 interface Pool {
   readonly free: Array<Pooled>
+  readonly retired: Array<Retired>
   /** Releases under way that may add a worktree. */
   pending: number
   readonly waiters: Array<() => void>
@@ -29,7 +49,7 @@ export const poolKey = (commonDir: string, runId: string) => `${commonDir}\0${ru
 const poolOf = (pools: Pools, key: string): Pool => {
   const existing = pools.get(key)
   if (existing !== undefined) return existing
-  const created: Pool = { free: [], pending: 0, waiters: [] }
+  const created: Pool = { free: [], retired: [], pending: 0, waiters: [] }
   pools.set(key, created)
   return created
 }
@@ -38,11 +58,16 @@ const wake = (pool: Pool) => {
   for (const waiter of pool.waiters.splice(0)) waiter()
 }
 
-export const takePooled = (pools: Pools, key: string): string | undefined => pools.get(key)?.free.pop()?.dir
+export const takePooled = (pools: Pools, key: string): Pooled | undefined => pools.get(key)?.free.pop()
+
+/** Notes that `pooled`'s merged branch is no longer checked out: it is deleted when the run ends. */
+export const retire = (pools: Pools, key: string, pooled: Pooled): void => {
+  if (pooled.checkedOut !== undefined) poolOf(pools, key).retired.push({ ...pooled.checkedOut, root: pooled.root })
+}
 
 /**
- * Waits while no worktree is free but a release that may free one is under way: recycling one
- * (a status, a detach and a clean) costs less than a new `worktree add`.
+ * Waits while no worktree is free but a release that may free one is under way: recycling one (a
+ * status and a clean, and a detach when its work was not merged) costs less than a `worktree add`.
  */
 export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -79,14 +104,36 @@ export const putPooled = (pools: Pools, key: string, entry: Pooled): void => {
   wake(pool)
 }
 
-/** Every pooled worktree of `runId` (in any repository), removed from the pool. */
-export const drainPooled = (pools: Pools, runId: string): Array<Pooled> => {
-  const drained: Array<Pooled> = []
+/**
+ * Takes `branch` out of the run's merged branches waiting for deletion (a retried agent re-creates
+ * it): the retired entry, or the pooled worktree that still has it checked out.
+ */
+export const reclaim = (
+  pools: Pools,
+  key: string,
+  branch: string
+): { readonly retired?: Retired | undefined; readonly pooled?: Pooled | undefined } => {
+  const pool = pools.get(key)
+  if (pool === undefined) return {}
+  const retiredAt = pool.retired.findIndex((entry) => entry.branch === branch)
+  if (retiredAt >= 0) return { retired: pool.retired.splice(retiredAt, 1)[0] }
+  const pooledAt = pool.free.findIndex((entry) => entry.checkedOut?.branch === branch)
+  return pooledAt >= 0 ? { pooled: pool.free.splice(pooledAt, 1)[0] } : {}
+}
+
+/** Every pooled worktree and retired branch of `runId` (in any repository), removed from the pool. */
+export const drainPooled = (
+  pools: Pools,
+  runId: string
+): { readonly worktrees: Array<Pooled>; readonly retired: Array<Retired> } => {
+  const worktrees: Array<Pooled> = []
+  const retired: Array<Retired> = []
   for (const [key, pool] of pools) {
     if (key.split("\0")[1] !== runId) continue
-    drained.push(...pool.free)
+    worktrees.push(...pool.free)
+    retired.push(...pool.retired)
     pools.delete(key)
     wake(pool)
   }
-  return drained
+  return { worktrees, retired }
 }

@@ -1,0 +1,24 @@
+import { Workspace } from "@corral/platform-node/Workspace"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { Effect, Layer, References } from "effect"
+import { CliError, Command } from "effect/cli"
+import { cli, version } from "./Cli.ts"
+import { CliExit } from "./CliExit.ts"
+import * as OutputGuard from "./OutputGuard.ts"
+
+OutputGuard.install()
+
+const reported = (error: unknown) =>
+  Effect.andThen(
+    Effect.sync(() => process.stderr.write(`corral: ${error instanceof Error ? error.message : String(error)}\n`)),
+    Effect.fail(new CliExit({ code: 1 }))
+  )
+
+Command.run(cli, { version }).pipe(
+  Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),
+  Effect.catchIf((error) => !(error instanceof CliExit), reported),
+  Effect.provide(Layer.mergeAll(NodeServices.layer, Workspace.layer)),
+  Effect.provideService(References.MinimumLogLevel, "Error"),
+  NodeRuntime.runMain
+)
