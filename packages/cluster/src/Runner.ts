@@ -46,7 +46,7 @@ export interface Options extends Cluster.RunnerOptions {
 export const serve = <E, R>(options: Options, onReady: (address: string) => Effect.Effect<void, E, R>) =>
   Effect.gen(function* () {
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
-    const capacity = options.capacity ?? 8
+    const capacity = options.capacity ?? Cluster.defaults.capacity
     let running = 0
     const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? [])]).pipe(
       Layer.provide(NodeServices.layer),

@@ -1,11 +1,11 @@
 import { Runner } from "@corral/cluster"
 import { Console, Effect } from "effect"
-import { Sleep } from "./clusterKinds.ts"
+import { Mark, Sleep } from "./clusterKinds.ts"
 
 const [url, port, capacity] = process.argv.slice(2)
 
 Effect.runPromise(
-  Runner.serve({ url: url!, port: Number(port), capacity: Number(capacity), kinds: [Sleep] }, (address) =>
+  Runner.serve({ url: url!, port: Number(port), capacity: Number(capacity), kinds: [Sleep, Mark] }, (address) =>
     Console.log(`runner ${address} ready`)
   )
 ).catch((error) => {
