@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Executor } from "@corral/core"
-import { Context, type Duration, Effect, Exit, Schema, Semaphore } from "effect"
+import { Context, type Duration, Effect, Exit, Layer, Schema, Semaphore } from "effect"
 import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 
@@ -180,10 +180,9 @@ const fenced = <A, E>(
  * @category layers
  */
 export const layerHandlers = (options: HandlerOptions) =>
-  AgentEntity.toLayer(
-    Effect.gen(function* () {
-      const kinds = yield* Effect.service(Executor.Kinds)
-      const fence = yield* Effect.serviceOption(Fencing)
+  Layer.unwrap(
+    Effect.sync(() => {
+      // one semaphore and one count for the runner: the build below runs once per entity (agent)
       const permits = Semaphore.makeUnsafe(options.capacity ?? 8)
       let running = 0
       const track = (delta: number) =>
@@ -191,24 +190,32 @@ export const layerHandlers = (options: HandlerOptions) =>
           running += delta
           options.onLoad?.(running)
         })
-      return AgentEntity.of({
-        Execute: ({ payload }) =>
-          permits.withPermits(1)(
-            Effect.acquireUseRelease(
-              track(1),
-              () => {
-                const execute = (fencingToken: number | undefined) =>
-                  Effect.map(kinds.run({ ...payload, fencingToken }), (result) =>
-                    result._tag === "Success"
-                      ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
-                      : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
-                  )
-                return fence._tag === "None" ? execute(payload.fencingToken) : fenced(fence.value, payload, execute)
-              },
-              () => track(-1)
-            )
-          )
-      })
-    }),
-    { maxIdleTime: "1 minute", concurrency: 1 }
+      return AgentEntity.toLayer(
+        Effect.gen(function* () {
+          const kinds = yield* Effect.service(Executor.Kinds)
+          const fence = yield* Effect.serviceOption(Fencing)
+          return AgentEntity.of({
+            Execute: ({ payload }) =>
+              permits.withPermits(1)(
+                Effect.acquireUseRelease(
+                  track(1),
+                  () => {
+                    const execute = (fencingToken: number | undefined) =>
+                      Effect.map(kinds.run({ ...payload, fencingToken }), (result) =>
+                        result._tag === "Success"
+                          ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
+                          : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
+                      )
+                    return fence._tag === "None" ? execute(payload.fencingToken) : fenced(fence.value, payload, execute)
+                  },
+                  () => track(-1)
+                )
+              )
+          })
+        }),
+        // an agent's entity serves one request per attempt: idle entities only count towards
+        // `maxResidentEntities`, beyond which a runner skips new ones
+        { maxIdleTime: "5 seconds", concurrency: 1 }
+      )
+    })
   )

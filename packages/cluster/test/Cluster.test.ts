@@ -147,6 +147,32 @@ describe.skipIf(server === undefined)("Cluster", () => {
   )
 
   it.live(
+    "a runner executes at most its capacity of agents at once, across entities",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "capacity.log")
+        const runner = yield* runnerProcess(url, 2)
+        yield* balanced([runner])
+        const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 300, log }))
+        const result = yield* Corral.run(agents, { runId: "cluster-capacity", concurrency: 6 }).pipe(
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        )
+        assert.isTrue(result.allSucceeded)
+        const lines = readLog(log)
+        const intervals = agents.map((agent) => ({
+          start: lines.find((l) => l.event === "start" && l.agent === agent.id)!.at,
+          end: lines.find((l) => l.event === "end" && l.agent === agent.id)!.at
+        }))
+        const most = Math.max(
+          ...intervals.map(({ start }) => intervals.filter((other) => other.start <= start && other.end > start).length)
+        )
+        assert.isAtMost(most, 2, `at most 2 agents ran at once on a runner of capacity 2 (${most} did)`)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
     "a runner killed with SIGKILL mid-agent: its agents run again on another runner and every agent ends with one outcome",
     () =>
       Effect.gen(function* () {

@@ -22,9 +22,8 @@ import * as path from "node:path"
 import { Cluster } from "@corral/cluster"
 import { Agent, AgentKind, Claims, Corral, Executor, ResourceLocks } from "@corral/core"
 import { SqliteLocks } from "@corral/platform-node"
-import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
+import { PostgresLocks, TestServer } from "@corral/postgres"
 import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
-import { SqlClient } from "effect/sql"
 import { recordsTable } from "../format.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
 import type { Verdict } from "../types.ts"
@@ -42,7 +41,9 @@ const freePort = Effect.callback<number>((resume) => {
 
 interface BenchRunner {
   readonly child: ChildProcess
-  readonly address: string
+  /** Shards of the default group it reported holding last; -1 once it exited. */
+  shards: number
+  readonly changed: Array<() => void>
 }
 
 const startRunner = (url: string, capacity: number) =>
@@ -52,15 +53,43 @@ const startRunner = (url: string, capacity: number) =>
         const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
           stdio: ["ignore", "pipe", "inherit"]
         })
-        child.stdout!.on(
-          "data",
-          (chunk) => String(chunk).includes("ready") && resume(Effect.succeed({ child, address: `127.0.0.1:${port}` }))
-        )
-        child.once("exit", (code) => resume(Effect.die(new Error(`bench runner exited with ${code}`))))
+        const runner: BenchRunner = { child, shards: 0, changed: [] }
+        let buffer = ""
+        child.stdout!.on("data", (chunk) => {
+          buffer += String(chunk)
+          const lines = buffer.split("\n")
+          buffer = lines.pop()!
+          for (const line of lines) {
+            if (line.includes("ready")) resume(Effect.succeed(runner))
+            const shards = /^shards (\d+)$/.exec(line)
+            if (shards !== null) {
+              runner.shards = Number(shards[1])
+              for (const listener of runner.changed.splice(0)) listener()
+            }
+          }
+        })
+        child.once("exit", (code) => {
+          runner.shards = -1
+          for (const listener of runner.changed.splice(0)) listener()
+          resume(Effect.die(new Error(`bench runner exited with ${code}`)))
+        })
       }),
       (runner) => Effect.sync(() => runner.child.kill("SIGKILL"))
     )
   )
+
+/** Waits until the runners together hold all 300 shards of the default group, each some. */
+const settled = (runners: ReadonlyArray<BenchRunner>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a bench runner exited"))
+    if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
+    return Effect.andThen(
+      Effect.callback<void>((resume) => {
+        for (const runner of runners) runner.changed.push(() => resume(Effect.void))
+      }),
+      settled(runners)
+    )
+  })
 
 const startRunners = (url: string, count: number, capacity: number) =>
   Effect.tap(
@@ -68,23 +97,7 @@ const startRunners = (url: string, count: number, capacity: number) =>
       Array.from({ length: count }, () => startRunner(url, capacity)),
       { concurrency: "unbounded" }
     ),
-    (runners) => settled(url, runners)
-  )
-
-/** Waits until the runners together hold all 300 shards of the default group, each some. */
-const settled = (url: string, runners: ReadonlyArray<BenchRunner>) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql<{ address: string; shards: string }>`SELECT address, count(*) AS shards
-      FROM cluster_locks WHERE shard_id LIKE 'default:%' GROUP BY address`
-    const held = new Map(rows.map((row) => [row.address, Number(row.shards)]))
-    const total = [...held.values()].reduce((a, b) => a + b, 0)
-    return runners.every((runner) => (held.get(runner.address) ?? 0) > 0) && total === 300
-  }).pipe(
-    Effect.catch(() => Effect.succeed(false)),
-    Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: (done) => done }),
-    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
-    Effect.orDie
+    settled
   )
 
 const clusterExecutor = (url: string) =>
