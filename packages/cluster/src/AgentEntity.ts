@@ -114,7 +114,10 @@ export interface ExecutionLease {
  * @category models
  */
 export interface Fence {
-  /** Waits until no other execution holds the lease of `entity`, and takes it. */
+  /**
+   * Waits until no other execution holds the lease of `entity`, and takes it; called uninterruptibly,
+   * so it must be interruptible while it waits.
+   */
   readonly acquire: (entity: string) => Effect.Effect<ExecutionLease>
   readonly isCurrent: (lease: ExecutionLease) => Effect.Effect<boolean>
   /** Gives the lease back; true when it was still current until then. */
@@ -138,7 +141,7 @@ const fenced = <A, E>(
 ): Effect.Effect<A, E> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
-      const lease = yield* restore(fence.acquire(entityId(request.runId, request.agentId, request.requires)))
+      const lease = yield* fence.acquire(entityId(request.runId, request.agentId, request.requires))
       const current = fence.isCurrent(lease)
       const lost = Effect.andThen(Effect.sleep(fence.checkEvery), current).pipe(
         Effect.repeat({ while: (ok) => ok }),

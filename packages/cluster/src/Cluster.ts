@@ -93,7 +93,8 @@ const shardingConfig = (options: ClusterOptions) => {
 /**
  * Execution leases (`corral_executions` on the cluster's database), with a TTL of
  * `shardLockExpiration`: a runner that is stopped or cut off for longer loses them (and its shards)
- * together. A lease check that cannot reach Postgres within a second counts as lost.
+ * together. A lease check that fails six times, 200 ms apart, counts as lost, and so does a lease
+ * that cannot be given back within 5 seconds (its execution's result is not sent).
  */
 const layerFencing = (options: ClusterOptions) => {
   const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
@@ -113,7 +114,11 @@ const layerFencing = (options: ClusterOptions) => {
       return AgentEntity.Fencing.of({
         acquire: leases.acquire,
         isCurrent: (lease) => orLost(leases.isCurrent(lease)),
-        release: (lease) => orLost(leases.release(lease)),
+        release: (lease) =>
+          orLost(leases.release(lease)).pipe(
+            Effect.timeoutOption("5 seconds"),
+            Effect.map((current) => current._tag === "Some" && current.value)
+          ),
         checkEvery: Duration.divideUnsafe(ttl, 4)
       })
     })

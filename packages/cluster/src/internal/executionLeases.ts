@@ -49,7 +49,10 @@ export interface ExecutionLease {
 }
 
 export interface ExecutionLeases {
-  /** Waits until `entity` is free (never taken, released, expired, or its owner gone) and takes it. */
+  /**
+   * Waits until `entity` is free (never taken, released, expired, or its owner gone) and takes it.
+   * Call it uninterruptibly: it is interruptible only while it queries or waits.
+   */
   readonly acquire: (entity: string) => Effect.Effect<ExecutionLease>
   /** Whether `lease` is unexpired and still carries its fencing token. */
   readonly isCurrent: (lease: ExecutionLease) => Effect.Effect<boolean, SqlError.SqlError>
@@ -114,19 +117,20 @@ export const make = (
         WHERE e.expires_at <= ${sql.literal(nowMs)} OR NOT ${sql.literal(ownerAlive("e.owner_id"))}
         RETURNING fencing_token`
 
+    // Interruptible only while it queries or waits: called uninterruptibly, a lease it returns
+    // is always in the caller's hands, and one taken by an interrupted query is not renewed and lapses.
+    const retry = (entity: string) =>
+      Effect.andThen(
+        Effect.interruptible(Effect.sleep(options.retryEvery)),
+        Effect.suspend(() => acquire(entity))
+      )
     const acquire = (entity: string): Effect.Effect<ExecutionLease> =>
-      Effect.matchEffect(take(entity), {
+      Effect.matchEffect(Effect.interruptible(take(entity)), {
         onFailure: (error) =>
-          warn(`taking the lease of ${entity} failed; retrying`)(error).pipe(
-            Effect.andThen(Effect.sleep(options.retryEvery)),
-            Effect.andThen(Effect.suspend(() => acquire(entity)))
-          ),
+          Effect.andThen(warn(`taking the lease of ${entity} failed; retrying`)(error), retry(entity)),
         onSuccess: ([taken]) =>
           taken === undefined
-            ? Effect.andThen(
-                Effect.sleep(options.retryEvery),
-                Effect.suspend(() => acquire(entity))
-              )
+            ? retry(entity)
             : Effect.sync(() => {
                 const fencingToken = Number(taken.fencing_token)
                 held.add(fencingToken)
