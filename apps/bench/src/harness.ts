@@ -179,18 +179,20 @@ const save = async (name: string, data: unknown): Promise<string> => {
   return file.pathname
 }
 
-export const printReport = async (report: Report, elapsedMs: number): Promise<void> => {
+export const printReport = async (report: Report, elapsedMs: number, loadStart?: number): Promise<void> => {
   console.log(`\n=== ${report.name} ===\n${report.text}`)
   const saved = {
     scenario: report.name,
     startedAt: new Date(Date.now() - elapsedMs).toISOString(),
     elapsedMs,
     command: commandLine(),
-    loadAverage: { start: undefined, end: os.loadavg()[0]! },
+    loadAverage: { start: loadStart, end: os.loadavg()[0]! },
     machine: machine(),
     text: report.text,
-    data: report.data
+    data: report.data,
+    ...(report.targets === undefined ? {} : { targets: report.targets })
   }
+  for (const verdict of report.targets ?? []) console.log(`verdict: ${verdictLine(verdict)}`)
   console.log(`\n(${duration(elapsedMs)}; saved ${await save(report.name, saved)})`)
 }
 

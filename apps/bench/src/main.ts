@@ -1,3 +1,4 @@
+import * as os from "node:os"
 import { spawnSync } from "node:child_process"
 import { type Args, parseArgs } from "./args.ts"
 import { printReport, runScenario } from "./harness.ts"
@@ -33,9 +34,10 @@ const selected = (args: Args): ReadonlyArray<string> => {
 
 const runOne = async (name: string, options: SuiteOptions): Promise<void> => {
   const started = Date.now()
+  const loadStart = os.loadavg()[0]
   const loaded = await registry.find((entry) => entry.name === name)!.load(options)
   if (typeof loaded === "string") console.log(`\n=== ${name} ===\n${loaded}`)
-  else if ("text" in loaded) await printReport(loaded, Date.now() - started)
+  else if ("text" in loaded) await printReport(loaded, Date.now() - started, loadStart)
   else await runScenario(loaded, options)
 }
 

@@ -1,5 +1,5 @@
 import { recordsTable } from "./format.ts"
-import type { Report, Scenario, SuiteOptions } from "./types.ts"
+import type { Report, Scenario, SuiteOptions, Verdict } from "./types.ts"
 
 const isScenario = (value: unknown): value is Scenario =>
   typeof value === "object" &&
@@ -31,7 +31,12 @@ const fromModule = async (mod: Record<string, unknown>, name: string, options: S
 const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
+const isVerdict = (value: unknown): value is Verdict =>
+  isRecord(value) && typeof value.target === "string" && typeof value.figure === "string"
+
 const report = (name: string, out: unknown): Report => {
+  if (isRecord(out) && typeof out.text === "string" && Array.isArray(out.targets) && out.targets.every(isVerdict))
+    return { name, text: out.text, data: out.data ?? null, targets: out.targets }
   if (Array.isArray(out) && out.length > 0 && out.every(isRecord)) return { name, text: recordsTable(out), data: out }
   if (typeof out === "string") return { name, text: out, data: out }
   return { name, text: `${name}: ${JSON.stringify(out) ?? "done"}`, data: out ?? null }

@@ -107,4 +107,6 @@ export interface Report {
   readonly name: string
   readonly text: string
   readonly data: unknown
+  /** Verdicts a scenario that prints its own tables evaluated itself. */
+  readonly targets?: ReadonlyArray<Verdict> | undefined
 }

@@ -6,8 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Claims, Executor, type ResourceLocks } from "@corral/core"
-import { Context, type Duration, Effect, Result as R, Schedule, Schema, Semaphore } from "effect"
+import { Executor } from "@corral/core"
+import { Context, type Duration, Effect, Exit, Layer, Schema, Semaphore } from "effect"
 import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 
@@ -99,17 +99,35 @@ export interface HandlerOptions {
 }
 
 /**
- * How a runner fences executions: before running an agent it takes the write lease
- * `corral-exec:<runId>/<agentId>` (so two runners never execute one agent at once), passes the
- * lease's fencing token to the handler as `Agent.current().fencingToken`, checks every `checkEvery`
- * that the lease is still current, and interrupts the handler (sending no result) once it is not.
+ * An execution lease: the agent's entity id and the fencing token of this execution.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExecutionLease {
+  readonly entity: string
+  readonly fencingToken: number
+}
+
+/**
+ * How a runner fences executions: before running an agent it takes the execution lease of the
+ * agent's entity (so two runners never execute one agent at once), passes the lease's fencing token
+ * to the handler as `Agent.current().fencingToken`, checks every `checkEvery` that the lease is
+ * still current, and interrupts the handler (sending no result) once it is not. Giving the lease
+ * back tells whether it was current until then; a result is sent only when it was.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Fence {
-  readonly locks: ResourceLocks.ResourceLocks["Service"]
-  readonly isCurrent: (lease: ResourceLocks.Lease) => Effect.Effect<boolean>
+  /**
+   * Waits until no other execution holds the lease of `entity`, and takes it; called uninterruptibly,
+   * so it must be interruptible while it waits.
+   */
+  readonly acquire: (entity: string) => Effect.Effect<ExecutionLease>
+  readonly isCurrent: (lease: ExecutionLease) => Effect.Effect<boolean>
+  /** Gives the lease back; true when it was still current until then. */
+  readonly release: (lease: ExecutionLease) => Effect.Effect<boolean>
   readonly checkEvery: Duration.Input
 }
 
@@ -121,29 +139,28 @@ export interface Fence {
  */
 export class Fencing extends Context.Service<Fencing, Fence>()("@corral/cluster/AgentEntity/Fencing") {}
 
-const execClaim = (request: typeof Request.Type) =>
-  R.getOrThrow(Claims.normalize({ write: [`corral-exec:${request.runId}/${request.agentId}`] }, {}))
-
 /** Runs `run` under the agent's execution lease; interrupted (no result) once the lease is lost. */
 const fenced = <A, E>(
   fence: Fence,
   request: typeof Request.Type,
   run: (fencingToken: number) => Effect.Effect<A, E>
 ): Effect.Effect<A, E> =>
-  Effect.scoped(
+  Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
-      const lease = yield* fence.locks.acquire({ runId: request.runId, agentId: request.agentId }, execClaim(request))
+      const lease = yield* fence.acquire(entityId(request.runId, request.agentId, request.requires))
       const current = fence.isCurrent(lease)
-      const lost = current.pipe(
-        Effect.repeat({ schedule: Schedule.spaced(fence.checkEvery), while: (ok) => ok }),
+      const lost = Effect.andThen(Effect.sleep(fence.checkEvery), current).pipe(
+        Effect.repeat({ while: (ok) => ok }),
         Effect.andThen(Effect.interrupt)
       )
-      const result = yield* Effect.raceFirst(
-        run(lease.fencingToken).pipe(Effect.provideService(Executor.StillCurrentRef, current)),
-        lost
+      const exit = yield* Effect.exit(
+        restore(
+          Effect.raceFirst(run(lease.fencingToken).pipe(Effect.provideService(Executor.StillCurrentRef, current)), lost)
+        )
       )
-      if (!(yield* current)) return yield* Effect.interrupt
-      return result
+      const wasCurrent = yield* fence.release(lease)
+      if (Exit.isFailure(exit)) return yield* exit
+      return wasCurrent ? exit.value : yield* Effect.interrupt
     })
   )
 
@@ -172,10 +189,9 @@ const fenced = <A, E>(
  * @category layers
  */
 export const layerHandlers = (options: HandlerOptions) =>
-  AgentEntity.toLayer(
-    Effect.gen(function* () {
-      const kinds = yield* Effect.service(Executor.Kinds)
-      const fence = yield* Effect.serviceOption(Fencing)
+  Layer.unwrap(
+    Effect.sync(() => {
+      // one semaphore and one count for the runner: the build below runs once per entity (agent)
       const permits = Semaphore.makeUnsafe(options.capacity ?? 8)
       let running = 0
       const track = (delta: number) =>
@@ -183,24 +199,32 @@ export const layerHandlers = (options: HandlerOptions) =>
           running += delta
           options.onLoad?.(running)
         })
-      return AgentEntity.of({
-        Execute: ({ payload }) =>
-          permits.withPermits(1)(
-            Effect.acquireUseRelease(
-              track(1),
-              () => {
-                const execute = (fencingToken: number | undefined) =>
-                  Effect.map(kinds.run({ ...payload, fencingToken }), (result) =>
-                    result._tag === "Success"
-                      ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
-                      : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
-                  )
-                return fence._tag === "None" ? execute(payload.fencingToken) : fenced(fence.value, payload, execute)
-              },
-              () => track(-1)
-            )
-          )
-      })
-    }),
-    { maxIdleTime: "1 minute", concurrency: 1 }
+      return AgentEntity.toLayer(
+        Effect.gen(function* () {
+          const kinds = yield* Effect.service(Executor.Kinds)
+          const fence = yield* Effect.serviceOption(Fencing)
+          return AgentEntity.of({
+            Execute: ({ payload }) =>
+              permits.withPermits(1)(
+                Effect.acquireUseRelease(
+                  track(1),
+                  () => {
+                    const execute = (fencingToken: number | undefined) =>
+                      Effect.map(kinds.run({ ...payload, fencingToken }), (result) =>
+                        result._tag === "Success"
+                          ? ({ _tag: "Success", value: result.value, runner: options.runner } as const)
+                          : ({ _tag: "Failure", error: result.error, runner: options.runner } as const)
+                      )
+                    return fence._tag === "None" ? execute(payload.fencingToken) : fenced(fence.value, payload, execute)
+                  },
+                  () => track(-1)
+                )
+              )
+          })
+        }),
+        // an agent's entity serves one request per attempt: idle entities only count towards
+        // `maxResidentEntities`, beyond which a runner skips new ones
+        { maxIdleTime: "5 seconds", concurrency: 1 }
+      )
+    })
   )

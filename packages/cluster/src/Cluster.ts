@@ -10,10 +10,10 @@
  * @since 0.1.0
  */
 import { Executor } from "@corral/core"
-import { PostgresClient, PostgresLocks } from "@corral/postgres"
+import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option, Schedule } from "effect"
-import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql"
 import {
   EntityAddress,
   EntityId,
@@ -24,6 +24,7 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import * as AgentEntity from "./AgentEntity.ts"
+import * as ExecutionLeases from "./internal/executionLeases.ts"
 
 /**
  * Settings shared by runners and coordinators; they must agree across the cluster.
@@ -58,42 +59,75 @@ export interface RunnerOptions extends ClusterOptions {
   readonly onLoad?: ((running: number) => void) | undefined
 }
 
+/**
+ * The defaults of {@link ClusterOptions} and {@link RunnerOptions}.
+ *
+ * @example
+ * ```ts
+ * import { Cluster } from "@corral/cluster"
+ * import { Duration } from "effect"
+ *
+ * // a runner that stops refreshing loses its shards and execution leases after this long
+ * const ttl = Duration.fromInputUnsafe(Cluster.defaults.shardLockExpiration)
+ * ```
+ * @since 0.1.0
+ * @category defaults
+ */
+export const defaults = {
+  shardLockExpiration: "10 seconds",
+  refreshEvery: "1 second",
+  capacity: 8
+} as const
+
+/**
+ * The `effect/cluster` settings corral passes (the rest are `ShardingConfig.defaults`). Requests
+ * reach their runner by a direct notification after they are persisted; the polls below only cover
+ * what a notification missed.
+ */
 const shardingConfig = (options: ClusterOptions) => {
-  const expiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? "10 seconds")
-  const refresh = options.refreshEvery ?? "1 second"
+  const expiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
+  const refresh = options.refreshEvery ?? defaults.refreshEvery
   return {
     shardLockExpiration: expiration,
     shardLockRefreshInterval: Duration.divideUnsafe(expiration, 3),
     refreshAssignmentsInterval: refresh,
+    runnerHealthCheckInterval: refresh,
     entityMessagePollInterval: "100 millis",
     entityReplyPollInterval: "100 millis",
-    sendRetryInterval: "100 millis",
-    runnerHealthCheckInterval: refresh
+    sendRetryInterval: "100 millis"
   } as const
 }
 
 /**
- * Execution leases on the cluster's database, with a TTL of `shardLockExpiration`: a runner that is
- * stopped or cut off for longer loses them (and its shards) together. A lease check that cannot reach
- * Postgres within a second counts as lost.
+ * Execution leases (`corral_executions` on the cluster's database), with a TTL of
+ * `shardLockExpiration`: a runner that is stopped or cut off for longer loses them (and its shards)
+ * together. A lease check that fails six times, 200 ms apart, counts as lost, and so does a lease
+ * that cannot be given back within 5 seconds (its execution's result is not sent).
  */
 const layerFencing = (options: ClusterOptions) => {
-  const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? "10 seconds")
-  const checkEvery = Duration.divideUnsafe(ttl, 4)
+  const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
   return Layer.effect(
     AgentEntity.Fencing,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const locks = yield* PostgresLocks.make({ ttl, renewEvery: Duration.divideUnsafe(ttl, 3) })
+      const leases = yield* ExecutionLeases.make({
+        ttl,
+        renewEvery: Duration.divideUnsafe(ttl, 3),
+        retryEvery: "100 millis"
+      })
+      const orLost = (check: Effect.Effect<boolean, SqlError.SqlError>) =>
+        check.pipe(
+          Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 5 }),
+          Effect.orElseSucceed(() => false)
+        )
       return AgentEntity.Fencing.of({
-        locks,
-        checkEvery,
-        isCurrent: (lease) =>
-          PostgresLocks.isCurrent(lease).pipe(
-            Effect.provideService(SqlClient.SqlClient, sql),
-            Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 5 }),
-            Effect.orElseSucceed(() => false)
-          )
+        acquire: leases.acquire,
+        isCurrent: (lease) => orLost(leases.isCurrent(lease)),
+        release: (lease) =>
+          orLost(leases.release(lease)).pipe(
+            Effect.timeoutOption("5 seconds"),
+            Effect.map((current) => current._tag === "Some" && current.value)
+          ),
+        checkEvery: Duration.divideUnsafe(ttl, 4)
       })
     })
   )
@@ -101,10 +135,11 @@ const layerFencing = (options: ClusterOptions) => {
 
 /**
  * A runner: joins the cluster at `host:port`, takes shards, and executes the agents sent to them
- * with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the lease
- * `corral-exec:<runId>/<agentId>` (TTL `shardLockExpiration`): a re-delivered agent starts on its
- * new runner only once the old execution's lease is released or lapsed, its handler sees that
- * lease's fencing token, and an execution whose lease was lost is interrupted without a result.
+ * with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the
+ * execution lease of its entity `<runId>/<agentId>` (table `corral_executions`, TTL
+ * `shardLockExpiration`): a re-delivered agent starts on its new runner only once the old
+ * execution's lease is released, lapsed or its runner's session gone, its handler sees that lease's
+ * fencing token, and an execution whose lease was lost is interrupted without a result.
  *
  * @example
  * ```ts
@@ -132,7 +167,7 @@ export const layerRunner = (options: RunnerOptions) => {
   const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
   return AgentEntity.layerHandlers({
     runner: `${host}:${options.port}`,
-    capacity: options.capacity,
+    capacity: options.capacity ?? defaults.capacity,
     onLoad: options.onLoad
   }).pipe(
     Layer.provide(layerFencing(options)),

@@ -47,7 +47,7 @@ export interface Options extends Cluster.RunnerOptions {
 export const serve = <E, R>(options: Options, onReady: (address: string) => Effect.Effect<void, E, R>) =>
   Effect.gen(function* () {
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
-    const capacity = options.capacity ?? 8
+    const capacity = options.capacity ?? Cluster.defaults.capacity
     let running = 0
     const registry = yield* Layer.build(
       PostgresClient.layer(options.url, { maxConnections: 3, applicationName: `corral-runner ${address}` })

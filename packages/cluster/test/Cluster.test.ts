@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:net"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -126,8 +126,9 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const url = yield* Effect.orDie(server!.createDatabase())
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
         yield* balanced(runners)
-        const agents = Array.from({ length: 12 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
-        const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 12 }).pipe(
+        // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
+        const agents = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
+        const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
           Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
         )
         const pids = new Set<number>()
@@ -146,14 +147,44 @@ describe.skipIf(server === undefined)("Cluster", () => {
   )
 
   it.live(
+    "a runner executes at most its capacity of agents at once, across entities",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "capacity.log")
+        const runner = yield* runnerProcess(url, 2)
+        yield* balanced([runner])
+        const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 300, log }))
+        const result = yield* Corral.run(agents, { runId: "cluster-capacity", concurrency: 6 }).pipe(
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        )
+        assert.isTrue(result.allSucceeded)
+        const lines = readLog(log)
+        const intervals = agents.map((agent) => ({
+          start: lines.find((l) => l.event === "start" && l.agent === agent.id)!.at,
+          end: lines.find((l) => l.event === "end" && l.agent === agent.id)!.at
+        }))
+        const most = Math.max(
+          ...intervals.map(({ start }) => intervals.filter((other) => other.start <= start && other.end > start).length)
+        )
+        assert.isAtMost(most, 2, `at most 2 agents ran at once on a runner of capacity 2 (${most} did)`)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
     "a runner killed with SIGKILL mid-agent: its agents run again on another runner and every agent ends with one outcome",
     () =>
       Effect.gen(function* () {
         const url = yield* Effect.orDie(server!.createDatabase())
         const log = join(dir, "sigkill.log")
+        const release = join(dir, "sigkill.release")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
         yield* balanced(runners)
-        const agents = Array.from({ length: 8 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 1500, log }))
+        // every agent waits for `release`, written only after the kill: none can end on the victim first
+        const agents = Array.from({ length: 8 }, (_, i) =>
+          AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
+        )
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-kill", concurrency: 8 }).pipe(
             Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
@@ -172,6 +203,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         )
         assert.isAbove(onVictim.size, 0, "the victim was running agents")
         victim!.child.kill("SIGKILL")
+        writeFileSync(release, "")
         const result = yield* Fiber.join(run)
         for (const agent of agents) {
           const outcome = result.get(agent.id)!
@@ -207,9 +239,13 @@ describe.skipIf(server === undefined)("Cluster", () => {
       Effect.gen(function* () {
         const url = yield* Effect.orDie(server!.createDatabase())
         const log = join(dir, "sigstop.log")
+        const release = join(dir, "sigstop.release")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
         yield* balanced(runners)
-        const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 6000, log }))
+        // every agent waits for `release`, written while the victim is stopped: none can end before
+        const agents = Array.from({ length: 6 }, (_, i) =>
+          AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
+        )
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-stop", concurrency: 6 }).pipe(
             Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
@@ -231,6 +267,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
             lines.some((l) => l.event === "start" && l.agent === agent && l.pid === survivor!.child.pid)
           )
         )
+        writeFileSync(release, "")
         victim!.child.kill("SIGCONT")
         const result = yield* Fiber.join(run)
         for (const agent of agents) {
@@ -306,8 +343,9 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const needsGpu = Array.from({ length: 6 }, (_, i) =>
           AgentKind.agent(Probe, `gpu-${i}`, { sleepMs: 10 }, { requires: "gpu" })
         )
-        const any = Array.from({ length: 8 }, (_, i) => AgentKind.agent(Probe, `any-${i}`, { sleepMs: 10 }))
-        const result = yield* Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 14 }).pipe(
+        // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
+        const any = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `any-${i}`, { sleepMs: 10 }))
+        const result = yield* Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 16 }).pipe(
           Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
         )
         const pidOf = (id: string) => {

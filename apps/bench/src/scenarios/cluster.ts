@@ -1,20 +1,32 @@
 /**
- * `pnpm bench cluster`: dispatch overhead per agent (in process, SQLite-shared claims, Postgres claims,
- * a cluster of one runner), throughput with 1, 2 and 4 runner processes, claim grants per second on
- * hot and disjoint keys (Postgres and SQLite), and the wake-up latency of a waiter after a release
- * (Postgres NOTIFY). Starts its own throwaway Postgres.
+ * `pnpm bench cluster`: distributed runs against a throwaway Postgres the scenario starts itself.
+ *
+ * 1. Dispatch overhead per no-op agent: in process, with SQLite-shared and Postgres claims, and
+ *    through a cluster of one runner process (target <= 2 ms per agent), with the CPU time every
+ *    process spent per agent (this process, the runner, the Postgres backends).
+ * 2. Throughput of agents sleeping 200 ms with 1, 2 and 4 runner processes of capacity 8 (target: 4
+ *    runners >= 3.6x one), with the coordinator's concurrency at the runners' total capacity and with
+ *    every agent dispatched at once (the runners queue what exceeds their capacity).
+ * 3. Claim grants per second on one hot key and on 64 disjoint keys, Postgres against SQLite, and the
+ *    wake-up latency of a waiter in another service after a release (Postgres NOTIFY, target p50 <= 10 ms).
+ * 4. Failover: time from a runner's SIGKILL to its agents running on the other runner, against the
+ *    shard lock expiration (target <= TTL + 1 s).
+ *
+ * The machine is shared: wall-clock figures move between runs; compare rows of one run.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { createServer } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cluster, RunnerRegistry } from "@corral/cluster"
+import { Cluster } from "@corral/cluster"
 import { Agent, AgentKind, Claims, Corral, Executor, ResourceLocks } from "@corral/core"
 import { SqliteLocks } from "@corral/platform-node"
-import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
-import { Context, Effect, Fiber, Layer, Result, Schedule } from "effect"
-import { Sleep } from "../lib/clusterKinds.ts"
+import { PostgresLocks, TestServer } from "@corral/postgres"
+import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
+import { recordsTable } from "../format.ts"
+import { Mark, Sleep } from "../lib/clusterKinds.ts"
+import type { Verdict } from "../types.ts"
 
 const runnerScript = new URL("../lib/clusterRunner.ts", import.meta.url).pathname
 
@@ -27,28 +39,70 @@ const freePort = Effect.callback<number>((resume) => {
   })
 })
 
+interface BenchRunner {
+  readonly child: ChildProcess
+  /** Shards of the default group it reported holding last; -1 once it exited. */
+  shards: number
+  readonly changed: Array<() => void>
+}
+
 const startRunner = (url: string, capacity: number) =>
   Effect.flatMap(freePort, (port) =>
     Effect.acquireRelease(
-      Effect.callback<ChildProcess>((resume) => {
+      Effect.callback<BenchRunner>((resume) => {
         const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
           stdio: ["ignore", "pipe", "inherit"]
         })
-        child.stdout!.on("data", (chunk) => String(chunk).includes("ready") && resume(Effect.succeed(child)))
-        child.once("exit", (code) => resume(Effect.die(new Error(`bench runner exited with ${code}`))))
+        const runner: BenchRunner = { child, shards: 0, changed: [] }
+        let buffer = ""
+        child.stdout!.on("data", (chunk) => {
+          buffer += String(chunk)
+          const lines = buffer.split("\n")
+          buffer = lines.pop()!
+          for (const line of lines) {
+            if (line.includes("ready")) resume(Effect.succeed(runner))
+            const shards = /^shards (\d+)$/.exec(line)
+            if (shards !== null) {
+              runner.shards = Number(shards[1])
+              for (const listener of runner.changed.splice(0)) listener()
+            }
+          }
+        })
+        child.once("exit", (code) => {
+          runner.shards = -1
+          for (const listener of runner.changed.splice(0)) listener()
+          resume(Effect.die(new Error(`bench runner exited with ${code}`)))
+        })
       }),
-      (child) => Effect.sync(() => child.kill("SIGKILL"))
+      (runner) => Effect.sync(() => runner.child.kill("SIGKILL"))
     )
   )
 
-/** Waits until `count` runners are registered and each has had time to take shards (two refreshes). */
-const settled = (url: string, count: number) =>
-  RunnerRegistry.list().pipe(
-    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
-    Effect.map((list) => list.length),
-    Effect.repeat({ schedule: Schedule.spaced("200 millis"), until: (n) => n >= count }),
-    Effect.andThen(Effect.sleep("3 seconds")),
-    Effect.orDie
+/** Waits until the runners together hold all 300 shards of the default group, each some. */
+const settled = (runners: ReadonlyArray<BenchRunner>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a bench runner exited"))
+    if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
+    return Effect.andThen(
+      Effect.callback<void>((resume) => {
+        for (const runner of runners) runner.changed.push(() => resume(Effect.void))
+      }),
+      settled(runners)
+    )
+  })
+
+const startRunners = (url: string, count: number, capacity: number) =>
+  Effect.tap(
+    Effect.all(
+      Array.from({ length: count }, () => startRunner(url, capacity)),
+      { concurrency: "unbounded" }
+    ),
+    settled
+  )
+
+const clusterExecutor = (url: string) =>
+  Effect.map(Layer.build(Layer.orDie(Cluster.layerExecutor({ url }))), (context) =>
+    Context.get(context, Executor.Executor)
   )
 
 const timedRun = <E, R>(agents: ReadonlyArray<Agent.Agent<unknown, E, R>>, concurrency: number) =>
@@ -71,72 +125,177 @@ const kindAgents = (n: number, ms: number, prefix = "a") =>
 const locksOf = (layer: Layer.Layer<ResourceLocks.ResourceLocks, unknown>) =>
   Effect.map(Layer.build(Layer.orDie(layer)), (context) => Context.get(context, ResourceLocks.ResourceLocks))
 
-const figure = (scenario: string, what: string, value: number, unit: string) => ({ case: scenario, what, value, unit })
-
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits
 
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
-const dispatch = (url: string, sqliteFile: string, n: number) =>
+/** CPU milliseconds (user + system) a process has used, from /proc; 0 where /proc is missing. */
+const cpuOf = (pid: number): number => {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+  } catch {
+    return 0
+  }
+}
+
+const childrenOf = (pid: number): Array<number> => {
+  try {
+    return fs
+      .readdirSync("/proc")
+      .filter((entry) => /^\d+$/.test(entry))
+      .map(Number)
+      .filter((child) => {
+        try {
+          return Number(fs.readFileSync(`/proc/${child}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === pid
+        } catch {
+          return false
+        }
+      })
+  } catch {
+    return []
+  }
+}
+
+/** CPU time per process group over `effect`: this process, the runners, and the Postgres backends. */
+const withCpu = <A, E, R>(
+  server: TestServer.TestServer,
+  runners: ReadonlyArray<number>,
+  effect: Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function* () {
+    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + cpuOf(pid), 0)
+    const runnersCpu = () => runners.reduce((sum, pid) => sum + cpuOf(pid), 0)
+    const self = process.cpuUsage()
+    const pg = backends()
+    const run = runnersCpu()
+    const value = yield* effect
+    const used = process.cpuUsage(self)
+    return {
+      value,
+      cpu: { self: (used.user + used.system) / 1000, runners: runnersCpu() - run, postgres: backends() - pg }
+    }
+  })
+
+type Cpu = { readonly self: number; readonly runners: number; readonly postgres: number }
+
+const dispatchRow = (approach: string, n: number, ms: number, cpu: Cpu) => ({
+  approach,
+  perAgentMs: round(ms / n, 3),
+  cpuMsPerAgent: round((cpu.self + cpu.runners + cpu.postgres) / n, 2),
+  "cpu: here / runner / postgres": `${round(cpu.self / n, 2)} / ${round(cpu.runners / n, 2)} / ${round(cpu.postgres / n, 2)}`
+})
+
+const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) =>
   Effect.gen(function* () {
     const rows: Array<Record<string, unknown>> = []
-    const row = (what: string, ms: number) =>
-      rows.push({ case: `dispatch, ${n} no-op agents`, what, perAgentMs: round(ms / n, 3) })
-    row("in process (Agent.make)", yield* timedRun(noopAgents(n, false), 8))
-    row(
-      "in process, registered kind (Executor.layerLocal)",
-      yield* timedRun(kindAgents(n, 0), 8).pipe(Effect.provide(Executor.layerLocal([Sleep])))
+    const measure = <E, R>(
+      approach: string,
+      count: number,
+      runners: ReadonlyArray<number>,
+      run: Effect.Effect<number, E, R>
+    ) =>
+      Effect.map(withCpu(server, runners, run), ({ value, cpu }) => {
+        const row = dispatchRow(approach, count, value, cpu)
+        rows.push(row)
+        return row
+      })
+    yield* measure("in process (Agent.make), concurrency 8", n, [], timedRun(noopAgents(n, false), 8))
+    yield* measure(
+      "in process, registered kind (Executor.layerLocal), concurrency 8",
+      n,
+      [],
+      timedRun(kindAgents(n, 0), 8).pipe(Effect.provide(Executor.layerLocal([Sleep])))
     )
     const sqlite = yield* locksOf(SqliteLocks.layer(sqliteFile))
-    row(
-      "in process + SQLite-shared claims",
-      yield* timedRun(noopAgents(n, true), 8).pipe(Effect.provideService(ResourceLocks.ResourceLocks, sqlite))
+    yield* measure(
+      "in process + SQLite-shared claims, concurrency 8",
+      n,
+      [],
+      timedRun(noopAgents(n, true), 8).pipe(Effect.provideService(ResourceLocks.ResourceLocks, sqlite))
     )
+    const url = yield* Effect.orDie(server.createDatabase())
     const pg = yield* locksOf(PostgresLocks.layer(url))
-    row(
-      "in process + Postgres claims",
-      yield* timedRun(noopAgents(n, true), 8).pipe(Effect.provideService(ResourceLocks.ResourceLocks, pg))
+    yield* measure(
+      "in process + Postgres claims, concurrency 8",
+      n,
+      [],
+      timedRun(noopAgents(n, true), 8).pipe(Effect.provideService(ResourceLocks.ResourceLocks, pg))
     )
-    const executor = Context.get(yield* Layer.build(Layer.orDie(Cluster.layerExecutor({ url }))), Executor.Executor)
-    yield* timedRun(kindAgents(8, 0, "warm"), 8).pipe(Effect.provideService(Executor.Executor, executor))
-    row(
-      "cluster on Postgres, 1 runner (target <= 2 ms)",
-      yield* timedRun(kindAgents(n, 0), 64).pipe(Effect.provideService(Executor.Executor, executor))
+    const [runner] = yield* startRunners(url, 1, 64)
+    const executor = yield* clusterExecutor(url)
+    const onCluster = <E, R>(effect: Effect.Effect<number, E, R>) =>
+      Effect.provideService(effect, Executor.Executor, executor)
+    yield* onCluster(timedRun(kindAgents(64, 0, "warm"), 64))
+    const cluster = yield* measure(
+      "cluster on Postgres, 1 runner, concurrency 64",
+      n,
+      [runner!.child.pid!],
+      onCluster(timedRun(kindAgents(n, 0), 64))
     )
-    return rows
+    const one = Math.min(n, 50)
+    yield* measure(
+      "cluster on Postgres, 1 runner, one agent at a time (latency)",
+      one,
+      [runner!.child.pid!],
+      onCluster(timedRun(kindAgents(one, 0, "seq"), 1))
+    )
+    const verdict: Verdict = {
+      target: "cluster dispatch <= 2 ms per no-op agent (1 runner, concurrency 64)",
+      figure: `${cluster.perAgentMs} ms per agent (${cluster.cpuMsPerAgent} ms CPU per agent over all processes)`,
+      met: cluster.perAgentMs <= 2
+    }
+    return { rows, verdicts: [verdict] }
   })
 
 const throughput = (server: TestServer.TestServer, n: number, ms: number) =>
   Effect.gen(function* () {
     const rows: Array<Record<string, unknown>> = []
-    let one = 0
+    const modes = [
+      { name: "concurrency = runners x capacity", concurrency: (count: number) => count * 8 },
+      { name: "all dispatched at once", concurrency: () => n }
+    ]
+    const elapsed = new Map<string, number>()
     for (const count of [1, 2, 4]) {
-      const elapsed = yield* Effect.scoped(
+      yield* Effect.scoped(
         Effect.gen(function* () {
           const url = yield* Effect.orDie(server.createDatabase())
-          yield* Effect.all(
-            Array.from({ length: count }, () => startRunner(url, 8)),
-            { concurrency: "unbounded" }
+          yield* startRunners(url, count, 8)
+          const executor = yield* clusterExecutor(url)
+          yield* timedRun(kindAgents(count * 8, 0, "warm"), count * 8).pipe(
+            Effect.provideService(Executor.Executor, executor)
           )
-          yield* settled(url, count)
-          const executor = Context.get(
-            yield* Layer.build(Layer.orDie(Cluster.layerExecutor({ url }))),
-            Executor.Executor
-          )
-          return yield* timedRun(kindAgents(n, ms), count * 8).pipe(Effect.provideService(Executor.Executor, executor))
+          for (const [index, mode] of modes.entries()) {
+            const wall = yield* timedRun(kindAgents(n, ms, `m${index}-`), mode.concurrency(count)).pipe(
+              Effect.provideService(Executor.Executor, executor)
+            )
+            elapsed.set(`${mode.name}/${count}`, wall)
+          }
         })
       )
-      if (count === 1) one = elapsed
-      rows.push(
-        figure(
-          `throughput, ${n} agents x ${ms} ms, capacity 8 per runner`,
-          `${count} runner${count > 1 ? "s" : ""}: ${Math.round(elapsed)} ms (floor ${Math.round((n * ms) / (count * 8))} ms)${count === 4 ? " (target >= 3.6x)" : ""}`,
-          round(one / elapsed),
-          "x one runner"
-        )
-      )
     }
-    return rows
+    const verdicts: Array<Verdict> = []
+    for (const mode of modes) {
+      const one = elapsed.get(`${mode.name}/1`)!
+      for (const count of [1, 2, 4]) {
+        const wall = elapsed.get(`${mode.name}/${count}`)!
+        rows.push({
+          coordinator: mode.name,
+          runners: count,
+          ms: Math.round(wall),
+          floorMs: Math.round((n * ms) / (count * 8)),
+          "x floor": round(wall / ((n * ms) / (count * 8))),
+          "x one runner": round(one / wall)
+        })
+      }
+      const speedup = round(one / elapsed.get(`${mode.name}/4`)!)
+      verdicts.push({
+        target: `4 runners >= 3.6x one runner (${n} agents x ${ms} ms, capacity 8, ${mode.name})`,
+        figure: `${speedup}x`,
+        met: speedup >= 3.6
+      })
+    }
+    return { rows, verdicts }
   })
 
 const request = (key: string) => Result.getOrThrow(Claims.normalize({ write: [key] }, {}))
@@ -159,6 +318,7 @@ const grants = (locks: ResourceLocks.ResourceLocks["Service"], pairs: number, ho
     return performance.now() - start
   })
 
+/** From the start of a release in one service to the grant of the waiter in another. */
 const wakeUps = (
   locks: readonly [ResourceLocks.ResourceLocks["Service"], ResourceLocks.ResourceLocks["Service"]],
   samples: number
@@ -184,51 +344,150 @@ const wakeUps = (
     return latencies
   })
 
-const claimRows = (url: string, dir: string, pairs: number) =>
+const claims = (url: string, dir: string, pairs: number, samples: number) =>
   Effect.gen(function* () {
-    const rows: Array<Record<string, unknown>> = []
+    const grantRows: Array<Record<string, unknown>> = []
+    const wakeRows: Array<Record<string, unknown>> = []
+    const verdicts: Array<Verdict> = []
     const sqliteFile = path.join(dir, "claims.db")
     const layers = {
-      Postgres: () => PostgresLocks.layer(url, { pollEvery: "1 second" }),
-      SQLite: () => SqliteLocks.layer(sqliteFile, { pollEvery: "5 millis" })
+      // polling once a second, so that a wake-up within it can only come from NOTIFY
+      "Postgres (NOTIFY; polls every 1 s)": () => PostgresLocks.layer(url, { pollEvery: "1 second" }),
+      "SQLite (polls every 5 ms)": () => SqliteLocks.layer(sqliteFile, { pollEvery: "5 millis" })
     }
     for (const [name, layer] of Object.entries(layers)) {
       const locks = yield* locksOf(layer())
       for (const hot of [true, false]) {
         const ms = yield* grants(locks, pairs, hot)
-        rows.push({
-          case: `claim grants, ${pairs} acquire+release, 4 fibers`,
-          what: `${name}, ${hot ? "one hot key" : "64 disjoint keys"}`,
+        grantRows.push({
+          service: name.split(" ")[0],
+          keys: hot ? "one hot key" : "64 disjoint keys",
           grantsPerSec: Math.round(pairs / (ms / 1000)),
           meanMs: round(ms / pairs, 3)
         })
       }
-      const latencies = yield* wakeUps([yield* locksOf(layer()), yield* locksOf(layer())], 20)
-      rows.push({
-        case: "wake-up after a release, other service, 20 samples",
-        what: `${name}${name === "Postgres" ? " (NOTIFY; target p50 <= 10 ms)" : " (polling every 5 ms)"}`,
-        p50Ms: round(median(latencies)),
-        maxMs: round(Math.max(...latencies))
-      })
+      const latencies = yield* wakeUps([yield* locksOf(layer()), yield* locksOf(layer())], samples)
+      const p50 = round(median(latencies))
+      wakeRows.push({ service: name, samples, p50Ms: p50, maxMs: round(Math.max(...latencies)) })
+      if (name.startsWith("Postgres"))
+        verdicts.push({
+          target: "wake-up after a release p50 <= 10 ms (Postgres NOTIFY, waiter in another service)",
+          figure: `${p50} ms`,
+          met: p50 <= 10
+        })
     }
-    return rows
+    return { grantRows, wakeRows, verdicts }
   })
 
-/** The scenario: a table of figures (run once; this machine's timings are noise). */
-export const cluster = async (options: { readonly quick: boolean }): Promise<Array<Record<string, unknown>>> => {
+interface Start {
+  readonly agent: string
+  readonly pid: number
+  readonly at: number
+}
+
+const readStarts = (file: string): Array<Start> => {
+  try {
+    return fs
+      .readFileSync(file, "utf8")
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => JSON.parse(line))
+  } catch {
+    return []
+  }
+}
+
+const waitFor = (done: () => boolean) =>
+  Effect.suspend(() => (done() ? Effect.void : Effect.fail("not yet"))).pipe(
+    Effect.retry({ schedule: Schedule.spaced("10 millis"), times: 12_000 }),
+    Effect.orDie
+  )
+
+/**
+ * Two runners, 8 agents spread over them by shard; once all have started, the runner with the most
+ * is killed with SIGKILL. Measures the time until each of its agents has started again on the other.
+ */
+const failoverOnce = (server: TestServer.TestServer, dir: string, round_: number) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server.createDatabase())
+      const log = path.join(dir, `failover-${round_}.log`)
+      const runners = yield* startRunners(url, 2, 8)
+      const executor = yield* clusterExecutor(url)
+      const agents = Array.from({ length: 8 }, (_, i) =>
+        AgentKind.agent(Mark, `f${i}`, { agent: `f${i}`, ms: 3000, log })
+      )
+      const run = yield* Effect.forkChild(
+        Corral.run(agents, { concurrency: 8 }).pipe(Effect.provideService(Executor.Executor, executor)),
+        { startImmediately: true }
+      )
+      yield* waitFor(() => new Set(readStarts(log).map((s) => s.agent)).size === 8)
+      const started = readStarts(log)
+      const count = (runner: BenchRunner) => started.filter((s) => s.pid === runner.child.pid).length
+      const [victim, survivor] = [...runners].sort((a, b) => count(b) - count(a))
+      const moved = started.filter((s) => s.pid === victim!.child.pid).map((s) => s.agent)
+      const killedAt = Date.now()
+      victim!.child.kill("SIGKILL")
+      const restarted = () =>
+        moved.map((agent) => readStarts(log).find((s) => s.agent === agent && s.pid === survivor!.child.pid))
+      yield* waitFor(() => restarted().every((s) => s !== undefined))
+      const result = yield* Fiber.join(run)
+      if (!result.allSucceeded) return yield* Effect.die(new Error("an agent did not succeed after the failover"))
+      const times = restarted().map((s) => s!.at - killedAt)
+      return { agents: moved.length, first: Math.min(...times), last: Math.max(...times) }
+    })
+  )
+
+const failover = (server: TestServer.TestServer, dir: string, reps: number) =>
+  Effect.gen(function* () {
+    const ttl = Duration.toMillis(Duration.fromInputUnsafe(Cluster.defaults.shardLockExpiration))
+    const rounds: Array<{ agents: number; first: number; last: number }> = []
+    for (let i = 0; i < reps; i++) rounds.push(yield* failoverOnce(server, dir, i))
+    const rows = rounds.map((r, i) => ({
+      round: i + 1,
+      agentsMoved: r.agents,
+      "SIGKILL to first re-start ms": r.first,
+      "SIGKILL to last re-start ms": r.last,
+      "shard lock expiration (TTL) ms": ttl
+    }))
+    const last = median(rounds.map((r) => r.last))
+    const verdict: Verdict = {
+      target: `failover <= TTL + 1 s (SIGKILL to every agent running elsewhere; TTL ${ttl / 1000} s)`,
+      figure: `${(last / 1000).toFixed(2)} s (median of ${reps})`,
+      met: last <= ttl + 1000
+    }
+    return { rows, verdicts: [verdict] }
+  })
+
+const section = (title: string, rows: ReadonlyArray<Record<string, unknown>>) => `-- ${title} --\n${recordsTable(rows)}`
+
+/** The scenario: tables per item and the verdict on each target (run once; this machine's timings are noise). */
+export const cluster = async (options: {
+  readonly quick: boolean
+}): Promise<{ readonly text: string; readonly targets: ReadonlyArray<Verdict>; readonly data: unknown }> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-cluster-bench-"))
+  const sizes = options.quick
+    ? { dispatch: 200, throughput: 192, pairs: 400, wake: 20, failover: 1 }
+    : { dispatch: 1000, throughput: 1000, pairs: 2000, wake: 50, failover: 3 }
   const program = Effect.gen(function* () {
     const server = yield* Effect.orDie(TestServer.start())
-    const url = yield* Effect.orDie(server.createDatabase())
-    yield* startRunner(url, 64)
-    yield* settled(url, 1)
-    const n = options.quick ? 200 : 1000
-    return [
-      ...(yield* dispatch(url, path.join(dir, "dispatch.db"), n)),
-      ...(yield* throughput(server, options.quick ? 96 : 1000, 200)),
-      ...(yield* claimRows(yield* Effect.orDie(server.createDatabase()), dir, options.quick ? 400 : 2000)),
-      figure("failover (runner SIGKILL to agents running elsewhere)", "not measured yet", Number.NaN, "")
-    ]
+    const d = yield* Effect.scoped(dispatch(server, path.join(dir, "dispatch.db"), sizes.dispatch))
+    const t = yield* throughput(server, sizes.throughput, 200)
+    const c = yield* claims(yield* Effect.orDie(server.createDatabase()), dir, sizes.pairs, sizes.wake)
+    const f = yield* failover(server, dir, sizes.failover)
+    const text = [
+      section(`dispatch, ${sizes.dispatch} no-op agents (CPU: ms per agent, all processes)`, d.rows),
+      section(`throughput, ${sizes.throughput} agents x 200 ms, capacity 8 per runner`, t.rows),
+      section(`claim grants, ${sizes.pairs} acquire+release, 4 fibers`, c.grantRows),
+      section("wake-up of a waiter in another service after a release", c.wakeRows),
+      section("failover after a runner's SIGKILL (2 runners, 8 agents)", f.rows),
+      "The machine may be shared: compare rows of one run, not figures across runs."
+    ].join("\n\n")
+    return {
+      text,
+      targets: [...d.verdicts, ...t.verdicts, ...c.verdicts, ...f.verdicts],
+      data: { dispatch: d.rows, throughput: t.rows, grants: c.grantRows, wakeUps: c.wakeRows, failover: f.rows }
+    }
   })
   try {
     return await Effect.runPromise(Effect.scoped(program))

@@ -1,20 +1,25 @@
-import { appendFileSync } from "node:fs"
+import { appendFileSync, existsSync } from "node:fs"
 import { Agent, AgentKind, Executor } from "@corral/core"
 import { Effect, Schema } from "effect"
 
 /**
- * Sleeps, and reports which process ran it, when, and with which fencing token (appending the same
- * to `log` when given); its "end" is a write that a fenced execution must not make.
+ * Sleeps (then, with `release`, waits until that file exists), and reports which process ran it,
+ * when, and with which fencing token (appending the same to `log` when given); its "end" is a write
+ * that a fenced execution must not make.
  */
 export const Probe = AgentKind.make("probe", {
-  input: Schema.Struct({ sleepMs: Schema.Number, log: Schema.optional(Schema.String) }),
+  input: Schema.Struct({
+    sleepMs: Schema.Number,
+    log: Schema.optional(Schema.String),
+    release: Schema.optional(Schema.String)
+  }),
   output: Schema.Struct({
     pid: Schema.Number,
     start: Schema.Number,
     end: Schema.Number,
     token: Schema.NullOr(Schema.Number)
   }),
-  handler: ({ sleepMs, log }) =>
+  handler: ({ sleepMs, log, release }) =>
     Effect.gen(function* () {
       const me = yield* Agent.current
       const start = Date.now()
@@ -24,6 +29,8 @@ export const Probe = AgentKind.make("probe", {
           `${JSON.stringify({ event: "start", agent: me?.agentId, pid: process.pid, at: start, token: me?.fencingToken })}\n`
         )
       yield* Effect.sleep(sleepMs)
+      if (release !== undefined)
+        yield* Effect.sleep("20 millis").pipe(Effect.repeat({ until: () => existsSync(release) }))
       if (!(yield* Executor.stillCurrent)) return yield* Effect.interrupt
       const end = Date.now()
       if (log !== undefined)

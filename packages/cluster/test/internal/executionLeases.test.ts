@@ -1,0 +1,94 @@
+import { PostgresClient } from "@corral/postgres"
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Exit, Fiber, Layer, Schedule, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { sharedServer } from "../../../postgres/test/support/server.ts"
+import * as ExecutionLeases from "../../src/internal/executionLeases.ts"
+
+const server = await sharedServer()
+
+/** A lease service with its own pool (its own owner), closed with `scope`. */
+const service = (url: string, scope: Scope.Scope, options: Partial<ExecutionLeases.Options> = {}) =>
+  Effect.gen(function* () {
+    const context = yield* Layer.buildWithScope(Layer.orDie(PostgresClient.layer(url, { maxConnections: 3 })), scope)
+    return yield* ExecutionLeases.make({
+      ttl: "30 seconds",
+      renewEvery: "10 seconds",
+      retryEvery: "20 millis",
+      ...options
+    }).pipe(
+      Effect.provideService(SqlClient.SqlClient, Context.get(context, SqlClient.SqlClient)),
+      Scope.provide(scope),
+      Effect.orDie
+    )
+  })
+
+describe.skipIf(server === undefined)("ExecutionLeases", () => {
+  it.live("a taken lease blocks another service until it is given back; the next token is larger", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const scope = yield* Effect.scope
+      const [a, b] = [yield* service(url, scope), yield* service(url, scope)]
+      const first = yield* a.acquire("run/agent")
+      const waiting = yield* Effect.forkChild(b.acquire("run/agent"), { startImmediately: true })
+      assert.isTrue(yield* a.isCurrent(first))
+      // true only if no one took the lease over meanwhile: the waiter did not get it while it was held
+      assert.isTrue(yield* a.release(first), "given back while current")
+      const second = yield* Fiber.join(waiting)
+      assert.isAbove(second.fencingToken, first.fencingToken)
+      assert.isFalse(yield* a.isCurrent(first))
+      assert.isTrue(yield* b.isCurrent(second))
+      const other = yield* a.acquire("run/other")
+      assert.isAbove(other.fencingToken, second.fencingToken, "tokens come from one sequence")
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("an expired lease is taken over, and its holder learns it is no longer current", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const scope = yield* Effect.scope
+      // never renewed within the test: the lease lapses after its TTL
+      const stale = yield* service(url, scope, { ttl: "300 millis", renewEvery: "1 hour" })
+      const b = yield* service(url, scope)
+      const old = yield* stale.acquire("run/agent")
+      const taken = yield* b.acquire("run/agent")
+      assert.isAbove(taken.fencingToken, old.fencingToken)
+      assert.isFalse(yield* stale.isCurrent(old))
+      assert.isFalse(yield* stale.release(old), "a lost lease is not given back as current")
+      assert.isTrue(yield* b.isCurrent(taken), "giving back a lost lease leaves the new holder's")
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("a lease whose holder's session ended is taken over before its TTL", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const deadScope = yield* Scope.make()
+      const dead = yield* service(url, deadScope, { ttl: "1 hour" })
+      const old = yield* dead.acquire("run/agent")
+      yield* Scope.close(deadScope, Exit.void)
+      const b = yield* service(url, yield* Effect.scope)
+      const taken = yield* b.acquire("run/agent")
+      assert.isAbove(taken.fencingToken, old.fencingToken)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("a holder renews its leases", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const scope = yield* Effect.scope
+      const a = yield* service(url, scope, { renewEvery: "100 millis" })
+      const lease = yield* a.acquire("run/agent")
+      const sql = Context.get(
+        yield* Layer.build(Layer.orDie(PostgresClient.layer(url, { maxConnections: 1 }))),
+        SqlClient.SqlClient
+      )
+      const expiry = Effect.map(
+        sql<{ expires_at: string }>`SELECT expires_at FROM corral_executions WHERE entity = 'run/agent'`,
+        (rows) => Number(rows[0]!.expires_at)
+      ).pipe(Effect.orDie)
+      const first = yield* expiry
+      yield* expiry.pipe(Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: (at) => at > first }))
+      assert.isTrue(yield* a.isCurrent(lease))
+    }).pipe(Effect.scoped)
+  )
+})
