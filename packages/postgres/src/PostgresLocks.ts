@@ -14,10 +14,17 @@
  *   through one dedicated connection. A lease whose owner's session is gone (process killed,
  *   connection closed) is reclaimed by the next grant attempt, without waiting for the TTL; a
  *   stopped process that keeps its connection loses its leases at the TTL.
+ * - **Server restarts**: a restart ends every session. An owner that took its session lock before
+ *   the server started is not presumed dead: its leases stay until their TTL, and once the service
+ *   has reconnected and taken its lock again they are renewed as before. A lease is dropped from the
+ *   service only when its row is gone (a grant reclaimed it), so a release always deletes the row.
+ *   Waiters retry through connection errors; a release that cannot reach the server is retried with
+ *   the next renewal.
  * - **Wake-ups**: releases and reclaims `NOTIFY corral_lease_released` with the lease id; every
- *   service `LISTEN`s and wakes its waiters and `onRelease` listeners. Waiters also retry every
- *   `pollEvery` and when the first lease blocking them expires, which covers dead owners whom no one
- *   announces.
+ *   service `LISTEN`s and wakes its waiters and `onRelease` listeners. After re-`LISTEN`ing (a
+ *   notification sent meanwhile is lost) every waiter tries again and watched leases are looked up.
+ *   Waiters also retry every `pollEvery` and when the first lease blocking them expires, which covers
+ *   dead owners whom no one announces.
  * - **Fencing tokens** come from one sequence, taken inside the serialized grant, so they increase
  *   with every grant on every machine.
  *
