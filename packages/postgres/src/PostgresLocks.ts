@@ -322,8 +322,12 @@ const listenForReleases = (pg: PgClient.PgClient, table: LeaseTable, state: Stat
 const pollWatched = (table: LeaseTable, state: State): Effect.Effect<void, SqlError.SqlError> =>
   Effect.gen(function* () {
     if (state.watched.size === 0 || (state.waiters.size === 0 && state.listeners.size === 0)) return
-    const present = yield* table.present([...state.watched.keys()])
-    for (const [id, lease] of [...state.watched]) if (!present.has(id)) state.released(lease)
+    const ids = [...state.watched.keys()]
+    const present = yield* table.present(ids)
+    for (const id of ids) {
+      const lease = state.watched.get(id)
+      if (lease !== undefined && !present.has(id)) state.released(lease)
+    }
   })
 
 /**
@@ -339,9 +343,11 @@ const renew = (table: LeaseTable, state: State) =>
       state.unreleased.delete(id)
     }
     if (state.local.size === 0) return
-    const still = yield* table.renew([...state.local.keys()])
-    for (const [id, lease] of [...state.local]) {
-      if (still.has(id)) continue
+    const ids = [...state.local.keys()]
+    const still = yield* table.renew(ids)
+    for (const id of ids) {
+      const lease = state.local.get(id)
+      if (lease === undefined || still.has(id)) continue
       state.local.delete(id)
       yield* Effect.logWarning(
         `corral: lease ${id} of ${lease.holder.runId}/${lease.holder.agentId} was reclaimed (expired or owner presumed dead); its fencing token ${lease.fencingToken} is stale`
