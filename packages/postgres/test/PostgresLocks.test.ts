@@ -277,7 +277,7 @@ describe.skipIf(server === undefined)("PostgresLocks across a lost session", () 
 
 describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart", () => {
   it.live(
-    "leases of owners that reconnect survive, grants continue with higher fencing tokens, and waiters queued before and after are granted",
+    "leases of owners that reconnect survive, a release during the outage lands, grants continue with higher fencing tokens, and waiters queued before and after are granted",
     () =>
       Effect.gen(function* () {
         const url = yield* freshDatabase
@@ -285,14 +285,20 @@ describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart",
         const b = yield* open(url, { renewEvery: "100 millis", pollEvery: "10 minutes" })
         const before = yield* a.tryAcquire({ runId: "a", agentId: "x" }, req({ write: ["k"] }))
         if (before._tag !== "Acquired") return assert.fail("expected a grant")
+        const gone = yield* a.tryAcquire({ runId: "a", agentId: "g" }, req({ write: ["gone"] }))
+        if (gone._tag !== "Acquired") return assert.fail("expected a grant")
         const first = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "w1" }, req({ write: ["k"] })), {
           startImmediately: true
         })
+        const zeroth = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "w0" }, req({ write: ["gone"] })), {
+          startImmediately: true
+        })
         yield* waitUntil(
-          "b's first waiter is queued",
-          Effect.map(b.snapshot, (s) => s.waiting.length === 1)
+          "b's first waiters are queued",
+          Effect.map(b.snapshot, (s) => s.waiting.length === 2)
         )
         yield* server!.kill
+        yield* a.release(gone.lease) // the server is down: the row is deleted with a's first renewal after the restart
         yield* server!.restart
         const retried = yield* a.tryAcquire({ runId: "a", agentId: "y" }, req({ write: ["other"] }))
         if (retried._tag !== "Acquired") return assert.fail("grants continue after the restart")
@@ -311,7 +317,7 @@ describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart",
         })
         yield* waitUntil(
           "b's second waiter is queued",
-          Effect.map(b.snapshot, (s) => s.waiting.length === 2)
+          Effect.map(b.snapshot, (s) => s.waiting.some((waiter) => waiter.holder.agentId === "w2"))
         )
         yield* a.release(retried.lease)
         const afterRestart = yield* Fiber.join(second)
@@ -327,6 +333,9 @@ describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart",
           "grant order"
         )
         assert.strictEqual(new Set(tokens).size, tokens.length)
+        const afterOutage = yield* Fiber.join(zeroth)
+        assert.strictEqual(afterOutage.holder.agentId, "w0")
+        assert.isAbove(afterOutage.fencingToken, gone.lease.fencingToken)
       }).pipe(Effect.scoped),
     120_000
   )
