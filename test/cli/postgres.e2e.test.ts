@@ -1,22 +1,32 @@
 import { execFileSync } from "node:child_process"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { Effect } from "effect"
+import { beforeAll, describe, expect, it } from "vitest"
+import { TestServer } from "../../packages/postgres/src/index.ts"
+import { sharedServer } from "../../packages/postgres/test/support/server.ts"
 import { branches, git, makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
-import { hasPostgres, type Postgres, startPostgres } from "../postgres.ts"
 
-// With CI=true a machine without PostgreSQL 15 runs these tests and fails them; elsewhere they are skipped.
-const enabled = hasPostgres() || process.env.CI === "true"
+// Without PostgreSQL these tests are skipped; with CI=true a missing PostgreSQL (or psql) fails them.
+const server = await sharedServer()
+const found = TestServer.findBinaries()
+/** The agents and the checks run `psql`, taken from the server's own bin folder. */
+const bin = found._tag === "Found" ? found.bin : ""
+const hasPsql = NodeFs.existsSync(NodePath.join(bin, "psql"))
+if (server !== undefined && !hasPsql && process.env.CI === "true")
+  throw new Error(`psql is required on CI: none in ${bin} (install postgresql-client)`)
 
-let pg: Postgres
+let url = ""
 beforeAll(async () => {
-  if (enabled) pg = await startPostgres()
+  if (server !== undefined && hasPsql) url = await Effect.runPromise(server.createDatabase())
 }, 120_000)
-afterAll(async () => {
-  await pg?.stop()
-}, 60_000)
 
-const psql = (sql: string) => execFileSync("psql", [pg.url, "-At", "-c", sql], { encoding: "utf8" }).trim()
+const env = () => ({ CORRAL_POSTGRES_URL: url, PATH: `${bin}${NodePath.delimiter}${process.env.PATH ?? ""}` })
 
-describe.skipIf(!enabled)("database: per-agent with Postgres (real PostgreSQL 15)", () => {
+const psql = (sql: string) =>
+  execFileSync(NodePath.join(bin, "psql"), [url, "-At", "-c", sql], { encoding: "utf8" }).trim()
+
+describe.skipIf(server === undefined || !hasPsql)("database: per-agent with Postgres (real PostgreSQL 15)", () => {
   it("gives each agent its own schema, isolated from the others, dropped with its workspace", async () => {
     const repo = makeRepo({ "README.md": "# test\n" })
     const agent = (id: string) => `  - id: ${id}
@@ -28,7 +38,7 @@ describe.skipIf(!enabled)("database: per-agent with Postgres (real PostgreSQL 15
       echo "$CORRAL_AGENT_PG_SCHEMA" >> ${id}.txt
 `
     const plan = writePlan(tempDir("plan-"), "plan.yaml", `concurrency: 2\nagents:\n${agent("a")}${agent("b")}`)
-    const result = await runCli(["run", plan], { cwd: repo, env: { CORRAL_POSTGRES_URL: pg.url } })
+    const result = await runCli(["run", plan], { cwd: repo, env: env() })
     expect(result.code, result.stdout + result.stderr).toBe(0)
     const integration = branches(repo).find((b) => b.endsWith("/integration"))!
     const runId = integration.split("/")[1]!
@@ -50,7 +60,7 @@ describe.skipIf(!enabled)("database: per-agent with Postgres (real PostgreSQL 15
     )
     const result = await runCli(["run", plan, "--keep-workspaces"], {
       cwd: repo,
-      env: { CORRAL_POSTGRES_URL: pg.url }
+      env: env()
     })
     expect(result.code, result.stdout + result.stderr).toBe(0)
     expect(psql("select count(*) from pg_tables where schemaname like 'corral_%_keeper'")).toBe("1")

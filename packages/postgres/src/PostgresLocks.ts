@@ -14,10 +14,17 @@
  *   through one dedicated connection. A lease whose owner's session is gone (process killed,
  *   connection closed) is reclaimed by the next grant attempt, without waiting for the TTL; a
  *   stopped process that keeps its connection loses its leases at the TTL.
+ * - **Server restarts**: a restart ends every session. An owner that took its session lock before
+ *   the server started is not presumed dead: its leases stay until their TTL, and once the service
+ *   has reconnected and taken its lock again they are renewed as before. A lease is dropped from the
+ *   service only when its row is gone (a grant reclaimed it), so a release always deletes the row.
+ *   Waiters retry through connection errors; a release that cannot reach the server is retried with
+ *   the next renewal.
  * - **Wake-ups**: releases and reclaims `NOTIFY corral_lease_released` with the lease id; every
- *   service `LISTEN`s and wakes its waiters and `onRelease` listeners. Waiters also retry every
- *   `pollEvery` and when the first lease blocking them expires, which covers dead owners whom no one
- *   announces.
+ *   service `LISTEN`s and wakes its waiters and `onRelease` listeners. After re-`LISTEN`ing (a
+ *   notification sent meanwhile is lost) every waiter tries again and watched leases are looked up.
+ *   Waiters also retry every `pollEvery` and when the first lease blocking them expires, which covers
+ *   dead owners whom no one announces.
  * - **Fencing tokens** come from one sequence, taken inside the serialized grant, so they increase
  *   with every grant on every machine.
  *
@@ -27,8 +34,8 @@ import { hostname } from "node:os"
 import { type Claims, ResourceLocks } from "@corral/core"
 import { LeaseConflicts } from "@corral/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Deferred, Duration, Effect, Layer, Queue, type Scope } from "effect"
-import { type Migrator, SqlClient, type SqlError } from "effect/sql"
+import { Cause, Deferred, Duration, Effect, Layer, Queue, Schedule, type Scope } from "effect"
+import { type Migrator, SqlClient, SqlError } from "effect/sql"
 import {
   type LeaseTable,
   leaseIsCurrent,
@@ -77,6 +84,8 @@ class State {
   readonly watched = new Map<number, Lease>()
   readonly waiters = new Set<Waiter>()
   readonly listeners = new Set<(lease: Lease) => void>()
+  /** Leases released here whose row could not be deleted yet (the server was unreachable). */
+  readonly unreleased = new Set<number>()
   signal = Deferred.makeUnsafe<void>()
 
   wake(): void {
@@ -112,10 +121,55 @@ class State {
   }
 }
 
-const makeService = (table: LeaseTable, pollMillis: number, state: State) => {
+/**
+ * A failure that a reconnect cures: a connection error, or the server shutting down or starting up
+ * (SQLSTATE class 57P: `admin_shutdown`, `crash_shutdown`, `cannot_connect_now`).
+ */
+const isTransient = (error: SqlError.SqlError): boolean => {
+  if (error.isRetryable) return true
+  const code = (error.cause.cause as { readonly code?: unknown } | undefined)?.code
+  return typeof code === "string" && code.startsWith("57P")
+}
+
+/**
+ * `withTransaction` turns a failed ROLLBACK or COMMIT on a dead connection into defects; a cause made
+ * only of transient SQL errors (failures or such defects) becomes the first of them as a failure.
+ */
+const transientAsFailure = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A, SqlError.SqlError> =>
+  Effect.catchCause(effect, (cause) => {
+    const errors = cause.reasons.map((reason) =>
+      Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
+    )
+    const transient = errors.filter(
+      (error): error is SqlError.SqlError => SqlError.isSqlError(error) && isTransient(error)
+    )
+    return transient.length > 0 && transient.length === errors.length
+      ? Effect.fail(transient[0]!)
+      : Effect.failCause(cause)
+  })
+
+/** How long to wait before reconnecting, re-listening or retrying a grant after a connection error. */
+const reconnectDelay = "200 millis"
+
+/**
+ * Retries `effect` after transient errors for up to about `withinMillis` (the lease TTL: past it every
+ * lease is lost anyway), then dies: the `ResourceLocks` operations have no error channel.
+ */
+const retryTransient = <A>(effect: Effect.Effect<A, SqlError.SqlError>, withinMillis: number): Effect.Effect<A> =>
+  die(
+    transientAsFailure(effect).pipe(
+      Effect.retry({
+        schedule: Schedule.spaced(reconnectDelay),
+        times: Math.max(1, Math.ceil(withinMillis / Duration.toMillis(reconnectDelay))),
+        while: isTransient
+      })
+    )
+  )
+
+const makeService = (table: LeaseTable, ttlMillis: number, pollMillis: number, state: State) => {
   const tryAcquire = (holder: ResourceLocks.Holder, request: Claims.Request, onGrant: (lease: Lease) => void) =>
     Effect.gen(function* () {
-      const outcome = yield* die(table.tryInsert(holder, request))
+      const outcome = yield* transientAsFailure(table.tryInsert(holder, request))
       for (const stored of outcome.reclaimed) if (stored.owner !== table.owner) state.released(stored.lease)
       state.forget(outcome.held)
       if (outcome.granted._tag === "Blocked") {
@@ -130,30 +184,45 @@ const makeService = (table: LeaseTable, pollMillis: number, state: State) => {
   const release = (lease: Lease) =>
     Effect.suspend(() => {
       if (!state.local.delete(lease.id)) return Effect.void
-      return Effect.ensuring(
-        Effect.asVoid(die(table.remove(lease.id))),
-        Effect.sync(() => state.released(lease))
+      return table.remove(lease.id).pipe(
+        Effect.asVoid,
+        Effect.catch((error) =>
+          Effect.andThen(
+            Effect.sync(() => state.unreleased.add(lease.id)),
+            warn(`releasing lease ${lease.id} failed; retrying with the next renewal`)(error)
+          )
+        ),
+        Effect.ensuring(Effect.sync(() => state.released(lease)))
       )
     }).pipe(Effect.uninterruptible)
 
+  /** Retries until granted; a connection error (the server restarting) is retried, not fatal to the waiter. */
   const waitFor = (holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<Lease> =>
     Effect.suspend(() => {
       const waiter: Waiter = { holder, request }
       let granted: Lease | undefined
       const attempt: Effect.Effect<Lease> = Effect.suspend(() => {
         const signal = state.signal
-        return Effect.flatMap(
-          tryAcquire(holder, request, (lease) => (granted = lease)),
-          ([result, blockedFor]): Effect.Effect<Lease> =>
-            result._tag === "Acquired"
-              ? Effect.succeed(result.lease)
-              : Effect.andThen(
-                  Effect.raceFirst(
-                    Deferred.await(signal),
-                    Effect.sleep(Math.max(1, Math.min(pollMillis, blockedFor + 1)))
+        return tryAcquire(holder, request, (lease) => (granted = lease)).pipe(
+          Effect.matchEffect({
+            onSuccess: ([result, blockedFor]): Effect.Effect<Lease> =>
+              result._tag === "Acquired"
+                ? Effect.succeed(result.lease)
+                : Effect.andThen(
+                    Effect.raceFirst(
+                      Deferred.await(signal),
+                      Effect.sleep(Math.max(1, Math.min(pollMillis, blockedFor + 1)))
+                    ),
+                    attempt
                   ),
-                  attempt
-                )
+            onFailure: (error) =>
+              isTransient(error)
+                ? warn("a waiter's grant attempt failed; retrying")(error).pipe(
+                    Effect.andThen(Effect.sleep(reconnectDelay)),
+                    Effect.andThen(attempt)
+                  )
+                : Effect.die(error)
+          })
         )
       })
       state.waiters.add(waiter)
@@ -166,13 +235,16 @@ const makeService = (table: LeaseTable, pollMillis: number, state: State) => {
   return ResourceLocks.ResourceLocks.of({
     tryAcquire: (holder, request) =>
       Effect.map(
-        tryAcquire(holder, request, () => {}),
+        retryTransient(
+          tryAcquire(holder, request, () => {}),
+          ttlMillis
+        ),
         ([attempt]) => attempt
       ),
     acquire: (holder, request) => Effect.acquireRelease(waitFor(holder, request), release, { interruptible: true }),
     release,
     blockers: (request) =>
-      Effect.map(die(table.live), (held) => {
+      Effect.map(retryTransient(table.live, ttlMillis), (held) => {
         state.forget(held)
         const blockers = LeaseConflicts.blockersOf(
           request,
@@ -181,7 +253,7 @@ const makeService = (table: LeaseTable, pollMillis: number, state: State) => {
         state.watch(held, table.owner, blockers)
         return blockers
       }),
-    snapshot: Effect.map(die(table.live), (held) => ({
+    snapshot: Effect.map(retryTransient(table.live, ttlMillis), (held) => ({
       held: held.flatMap((stored) => LeaseConflicts.heldClaims(stored.lease)),
       waiting: [...state.waiters]
     })),
@@ -198,17 +270,22 @@ const makeService = (table: LeaseTable, pollMillis: number, state: State) => {
 const warn = (what: string) => (error: { readonly message: string }) =>
   Effect.logWarning(`corral: the Postgres lease table: ${what}`, error.message)
 
-/** Holds the owner's session advisory lock on a dedicated connection, re-taking it after a reconnect. */
+/**
+ * Holds the owner's session advisory lock on a dedicated connection, re-taking it after a reconnect
+ * and recording when it took it (which tells a lost session from a server restart, see
+ * `internal/leaseTable.ts`).
+ */
 const holdOwnerLock = (
   sql: SqlClient.SqlClient,
-  owner: number,
+  table: LeaseTable,
   checkEvery: Duration.Input,
   held: Deferred.Deferred<void>
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
       const connection = yield* sql.reserve
-      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [ownerLockKey, owner], undefined)
+      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [ownerLockKey, table.owner], undefined)
+      yield* table.locked
       yield* Deferred.succeed(held, undefined)
       return yield* Effect.forever(
         Effect.andThen(Effect.sleep(checkEvery), connection.execute("SELECT 1", [], undefined))
@@ -216,37 +293,61 @@ const holdOwnerLock = (
     })
   ).pipe(
     Effect.catch(warn("the owner's session was lost; reconnecting")),
-    Effect.andThen(Effect.sleep("200 millis")),
+    Effect.andThen(Effect.sleep(reconnectDelay)),
     Effect.forever
   )
 
-/** Wakes waiters and listeners on every announced release, re-listening after a reconnect. */
-const listenForReleases = (pg: PgClient.PgClient, state: State) =>
+/**
+ * Wakes waiters and listeners on every announced release, re-listening after a reconnect. Releases
+ * announced while nothing listened are lost, so once listening every waiter tries again and the
+ * watched leases are looked up.
+ */
+const listenForReleases = (pg: PgClient.PgClient, table: LeaseTable, state: State) =>
   Effect.scoped(
     Effect.gen(function* () {
       const queue = yield* pg.listen(releasedChannel)
       state.wake()
+      yield* pollWatched(table, state)
       return yield* Effect.forever(
         Effect.map(Queue.take(queue), (notification) => state.announced(Number(notification.payload)))
       )
     })
-  ).pipe(Effect.catch(warn("LISTEN failed; re-listening")), Effect.andThen(Effect.sleep("200 millis")), Effect.forever)
+  ).pipe(
+    Effect.catch(warn("LISTEN failed; re-listening")),
+    Effect.andThen(Effect.sleep(reconnectDelay)),
+    Effect.forever
+  )
 
 /** Leases of other owners that block someone here and vanished (expired, owner died) without an announcement. */
-const pollWatched = (table: LeaseTable, state: State) =>
+const pollWatched = (table: LeaseTable, state: State): Effect.Effect<void, SqlError.SqlError> =>
   Effect.gen(function* () {
     if (state.watched.size === 0 || (state.waiters.size === 0 && state.listeners.size === 0)) return
-    const present = yield* table.present([...state.watched.keys()])
-    for (const [id, lease] of [...state.watched]) if (!present.has(id)) state.released(lease)
+    const ids = [...state.watched.keys()]
+    const present = yield* table.present(ids)
+    for (const id of ids) {
+      const lease = state.watched.get(id)
+      if (lease !== undefined && !present.has(id)) state.released(lease)
+    }
   })
 
-/** Renews this owner's leases; a local lease missing from the table was reclaimed (the owner was presumed dead). */
+/**
+ * Deletes the leases whose release failed, then renews this owner's leases. A local lease whose row
+ * is gone was reclaimed by a grant (it expired, or the owner's session was presumed dead); one whose
+ * row is there is renewed even while the owner's session is being re-taken, and stays this
+ * service's to release.
+ */
 const renew = (table: LeaseTable, state: State) =>
   Effect.gen(function* () {
+    for (const id of [...state.unreleased]) {
+      yield* table.remove(id)
+      state.unreleased.delete(id)
+    }
     if (state.local.size === 0) return
-    const still = yield* table.renew
-    for (const [id, lease] of [...state.local]) {
-      if (still.has(id)) continue
+    const ids = [...state.local.keys()]
+    const still = yield* table.renew(ids)
+    for (const id of ids) {
+      const lease = state.local.get(id)
+      if (lease === undefined || still.has(id)) continue
       state.local.delete(id)
       yield* Effect.logWarning(
         `corral: lease ${id} of ${lease.holder.runId}/${lease.holder.agentId} was reclaimed (expired or owner presumed dead); its fencing token ${lease.fencingToken} is stale`
@@ -288,17 +389,19 @@ export const make = (
     const renewEvery = options.renewEvery ?? "10 seconds"
     const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options.pollEvery ?? "500 millis"))
     const owner = yield* registerOwner(sql, process.pid, hostname())
-    const table = makeLeaseTable(sql, owner, Duration.toMillis(Duration.fromInputUnsafe(options.ttl ?? "30 seconds")))
+    const ttlMillis = Duration.toMillis(Duration.fromInputUnsafe(options.ttl ?? "30 seconds"))
+    const table = makeLeaseTable(sql, owner, ttlMillis)
     const state = new State()
     const ownerHeld = Deferred.makeUnsafe<void>()
-    yield* Effect.forkScoped(holdOwnerLock(sql, owner, renewEvery, ownerHeld))
+    yield* Effect.forkScoped(holdOwnerLock(sql, table, renewEvery, ownerHeld))
     yield* Deferred.await(ownerHeld)
-    yield* Effect.forkScoped(listenForReleases(pg, state))
+    yield* Effect.forkScoped(listenForReleases(pg, table, state))
     yield* every(renewEvery, "renewing leases failed", renew(table, state))
     yield* every(pollMillis, "polling leases failed", pollWatched(table, state))
-    const service = makeService(table, pollMillis, state)
+    const service = makeService(table, ttlMillis, pollMillis, state)
     yield* Effect.addFinalizer(() =>
       Effect.forEach([...state.local.values()], service.release, { discard: true }).pipe(
+        Effect.andThen(Effect.ignore(table.removeAll)),
         Effect.andThen(Effect.ignore(sql`DELETE FROM corral_lock_owners WHERE id = ${owner}`))
       )
     )

@@ -3,6 +3,8 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import { Claims, ResourceLocks } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Result, Schedule } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { ownerLockKey } from "../src/internal/leaseTable.ts"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
 import * as PostgresClient from "../src/PostgresClient.ts"
 import * as PostgresLocks from "../src/PostgresLocks.ts"
@@ -21,11 +23,17 @@ const open = (url: string, options: PostgresLocks.Options = {}) =>
     (context) => Context.get(context, ResourceLocks.ResourceLocks)
   )
 
+const sqlAt = <A>(url: string, f: (sql: SqlClient.SqlClient) => Effect.Effect<A, SqlError.SqlError>) =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), f).pipe(
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+    Effect.orDie
+  )
+
 /** Retries `check` (which may fail while the server restarts) until it holds. */
-const waitUntil = (check: Effect.Effect<boolean>) =>
+const waitUntil = (what: string, check: Effect.Effect<boolean>) =>
   Effect.suspend(() => check).pipe(
-    Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail("not yet"))),
-    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 400 }),
+    Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail(`timed out waiting until ${what}`))),
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
     Effect.orDie
   )
 
@@ -215,49 +223,123 @@ const contender = (url: string, worker: string, key: string) =>
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
-// Known open defect (docs/development.md, issue #17): in a full run of this file the waiter queued
-// after the restart is sometimes never granted and the test hangs until its timeout; it passes when
-// run alone. It runs only with CORRAL_KNOWN_GAPS=1 until that is fixed.
-describe.skipIf(server === undefined || process.env.CORRAL_KNOWN_GAPS !== "1")(
-  "PostgresLocks across a Postgres restart",
-  () => {
-    it.live(
-      "services reconnect: leases are re-checked, grants continue, and a waiter is still woken (NOTIFY, or the fallback poll for a notification lost while re-listening)",
-      () =>
-        Effect.gen(function* () {
-          const url = yield* freshDatabase
-          const a = yield* open(url, { renewEvery: "200 millis", ttl: "10 minutes" })
-          const b = yield* open(url, { renewEvery: "200 millis", pollEvery: "1 second" })
-          const before = yield* a.tryAcquire({ runId: "a", agentId: "x" }, req({ write: ["k"] }))
-          if (before._tag !== "Acquired") return assert.fail("expected a grant")
-          yield* server!.kill
-          yield* server!.restart
-          const retried = yield* a
-            .tryAcquire({ runId: "a", agentId: "y" }, req({ write: ["other"] }))
-            .pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 600 }))
-          assert.strictEqual(retried._tag, "Acquired", "grants continue after the restart")
-          if (retried._tag !== "Acquired") return
-          assert.isAbove(retried.lease.fencingToken, before.lease.fencingToken, "fencing tokens keep increasing")
-          // until `a` has taken its owner session again, another service may reclaim its leases as dead
-          // (documented); wait for that before `b` queues behind the lease
-          yield* waitUntil(
-            PostgresLocks.isCurrent(retried.lease).pipe(
-              Effect.provide(PostgresClient.layer(url)),
-              Effect.orElseSucceed(() => false)
-            )
+/** Backend pids holding an owner's session lock in the database of `url`. */
+const ownerSessions = (url: string) =>
+  Effect.flatMap(
+    Effect.service(SqlClient.SqlClient),
+    (sql) =>
+      sql<{ pid: number }>`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+      AND classid = ${ownerLockKey}::oid AND objsubid = 2
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+  ).pipe(
+    Effect.map((rows) => rows.map((row) => Number(row.pid))),
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 }))
+  )
+
+const isCurrent = (url: string, lease: ResourceLocks.Lease) =>
+  PostgresLocks.isCurrent(lease).pipe(Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })), Effect.orDie)
+
+describe.skipIf(server === undefined)("PostgresLocks across a lost session", () => {
+  it.live(
+    "a service whose owner session is cut off takes it again, keeps its lease, and its release wakes a waiter",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const a = yield* open(url, { renewEvery: "50 millis", ttl: "10 minutes" })
+        const held = yield* a.tryAcquire({ runId: "a", agentId: "x" }, req({ write: ["k"] }))
+        if (held._tag !== "Acquired") return assert.fail("expected a grant")
+        const [session] = yield* Effect.orDie(ownerSessions(url))
+        yield* sqlAt(url, (sql) => sql`SELECT pg_terminate_backend(${session!})`)
+        yield* waitUntil(
+          "a holds its owner session again",
+          Effect.map(
+            Effect.orElseSucceed(ownerSessions(url), () => []),
+            (pids) => pids.length === 1 && pids[0] !== session
           )
-          const waiter = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "z" }, req({ write: ["other"] })), {
-            startImmediately: true
-          })
-          yield* waitUntil(Effect.map(b.snapshot, (s) => s.waiting.length === 1))
-          yield* a.release(retried.lease)
-          const lease = yield* Fiber.join(waiter)
-          assert.strictEqual(lease.holder.agentId, "z")
-        }).pipe(Effect.scoped),
-      120_000
-    )
-  }
-)
+        )
+        assert.isTrue(yield* isCurrent(url, held.lease), "no grant happened meanwhile, so the lease is still a's")
+        const b = yield* open(url, { pollEvery: "10 minutes" })
+        const waiter = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "y" }, req({ write: ["k"] })), {
+          startImmediately: true
+        })
+        yield* waitUntil(
+          "b's waiter is queued",
+          Effect.map(b.snapshot, (s) => s.waiting.length === 1)
+        )
+        yield* a.release(held.lease)
+        const lease = yield* Fiber.join(waiter)
+        assert.strictEqual(lease.holder.agentId, "y")
+        assert.isAbove(lease.fencingToken, held.lease.fencingToken)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
+
+describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart", () => {
+  it.live(
+    "leases of owners that reconnect survive, a release during the outage lands, grants continue with higher fencing tokens, and waiters queued before and after are granted",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const a = yield* open(url, { renewEvery: "100 millis", ttl: "10 minutes" })
+        const b = yield* open(url, { renewEvery: "100 millis", pollEvery: "10 minutes" })
+        const before = yield* a.tryAcquire({ runId: "a", agentId: "x" }, req({ write: ["k"] }))
+        if (before._tag !== "Acquired") return assert.fail("expected a grant")
+        const gone = yield* a.tryAcquire({ runId: "a", agentId: "g" }, req({ write: ["gone"] }))
+        if (gone._tag !== "Acquired") return assert.fail("expected a grant")
+        const first = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "w1" }, req({ write: ["k"] })), {
+          startImmediately: true
+        })
+        const zeroth = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "w0" }, req({ write: ["gone"] })), {
+          startImmediately: true
+        })
+        yield* waitUntil(
+          "b's first waiters are queued",
+          Effect.map(b.snapshot, (s) => s.waiting.length === 2)
+        )
+        yield* server!.kill
+        yield* a.release(gone.lease) // the server is down: the row is deleted with a's first renewal after the restart
+        yield* server!.restart
+        const retried = yield* a.tryAcquire({ runId: "a", agentId: "y" }, req({ write: ["other"] }))
+        if (retried._tag !== "Acquired") return assert.fail("grants continue after the restart")
+        assert.isAbove(retried.lease.fencingToken, before.lease.fencingToken, "fencing tokens keep increasing")
+        yield* waitUntil(
+          "both services hold their owner sessions again",
+          Effect.map(
+            Effect.orElseSucceed(ownerSessions(url), () => []),
+            (pids) => pids.length === 2
+          )
+        )
+        assert.isTrue(yield* isCurrent(url, before.lease), "the lease taken before the restart survived")
+        assert.isTrue(yield* isCurrent(url, retried.lease), "the lease taken after the restart is current")
+        const second = yield* Effect.forkChild(b.acquire({ runId: "b", agentId: "w2" }, req({ write: ["other"] })), {
+          startImmediately: true
+        })
+        yield* waitUntil(
+          "b's second waiter is queued",
+          Effect.map(b.snapshot, (s) => s.waiting.some((waiter) => waiter.holder.agentId === "w2"))
+        )
+        yield* a.release(retried.lease)
+        const afterRestart = yield* Fiber.join(second)
+        assert.strictEqual(afterRestart.holder.agentId, "w2")
+        yield* a.release(before.lease)
+        const beforeRestart = yield* Fiber.join(first)
+        assert.strictEqual(beforeRestart.holder.agentId, "w1")
+        const tokens = [before, retried].map((t) => t.lease.fencingToken)
+        tokens.push(afterRestart.fencingToken, beforeRestart.fencingToken)
+        assert.deepStrictEqual(
+          tokens,
+          [...tokens].sort((x, y) => x - y),
+          "grant order"
+        )
+        assert.strictEqual(new Set(tokens).size, tokens.length)
+        const afterOutage = yield* Fiber.join(zeroth)
+        assert.strictEqual(afterOutage.holder.agentId, "w0")
+        assert.isAbove(afterOutage.fencingToken, gone.lease.fencingToken)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
 
 describe.skipIf(server === undefined)("PostgresLocks across processes", () => {
   it.live(

@@ -28,10 +28,29 @@ const createTables = Effect.gen(function* () {
   yield* sql`CREATE SEQUENCE corral_lease_fence`
 })
 
+/**
+ * Owner liveness across a server restart. A restart ends every session, so every owner's session
+ * lock is gone until its service reconnects and takes it again. An owner is alive when it holds its
+ * session lock, or when it last took the lock before the server started (it has not had the chance
+ * to take it again): its leases then stay until their `expires_at`, as a stopped process's do. An
+ * owner that took its lock since the server started and no longer holds it has lost its session
+ * (killed, disconnected): dead at once.
+ */
+const ownerRestarts = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE corral_lock_owners ADD COLUMN locked_at BIGINT`
+  yield* sql`CREATE OR REPLACE FUNCTION corral_owner_alive(owner INTEGER) RETURNS BOOLEAN LANGUAGE sql STABLE
+    AS $$ SELECT EXISTS (SELECT 1 FROM pg_locks p WHERE p.locktype = 'advisory' AND p.granted
+      AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND p.classid = ${sql.literal(String(ownerLockKey))}::oid AND p.objid = owner::oid AND p.objsubid = 2)
+    OR EXISTS (SELECT 1 FROM corral_lock_owners o WHERE o.id = owner
+      AND o.locked_at < (extract(epoch FROM pg_postmaster_start_time()) * 1000)::BIGINT) $$`
+})
+
 /** The lease table's versioned schema, tracked in its own migrations table. */
 export const migrate = Migrator.make({})({
   table: "corral_pg_locks_migrations",
-  loader: Migrator.fromRecord({ "1_create_leases": createTables })
+  loader: Migrator.fromRecord({ "1_create_leases": createTables, "2_owner_restarts": ownerRestarts })
 })
 
 interface LeaseRow {
@@ -92,8 +111,16 @@ export interface LeaseTable {
   ) => Effect.Effect<Outcome, SqlError.SqlError>
   /** Deletes one of this owner's leases and announces it; false when it was no longer there. */
   readonly remove: (id: number) => Effect.Effect<boolean, SqlError.SqlError>
-  /** Extends this owner's leases; returns the ids still held. */
-  readonly renew: Effect.Effect<ReadonlySet<number>, SqlError.SqlError>
+  /** Deletes and announces every lease of this owner (when the service closes). */
+  readonly removeAll: Effect.Effect<void, SqlError.SqlError>
+  /**
+   * Extends those of `ids` that are still in the table (whether or not the owner's session is
+   * alive right now) and returns them: a missing one was reclaimed by a grant. A lease whose row
+   * is still there was not reclaimed, so no conflicting grant happened since it lapsed.
+   */
+  readonly renew: (ids: ReadonlyArray<number>) => Effect.Effect<ReadonlySet<number>, SqlError.SqlError>
+  /** Records that this owner holds its session lock again (see {@link migrate}). */
+  readonly locked: Effect.Effect<void, SqlError.SqlError>
   /** Of `ids`, those still held by a live owner and unexpired. */
   readonly present: (ids: ReadonlyArray<number>) => Effect.Effect<ReadonlySet<number>, SqlError.SqlError>
   /** Whether `id` is held with `fencingToken` by a live owner and unexpired. */
@@ -176,11 +203,19 @@ export const makeLeaseTable = (sql: SqlClient.SqlClient, owner: number, ttlMilli
           SELECT gone.id, pg_notify(${releasedChannel}, gone.id::text) FROM gone`,
         (rows) => rows.length > 0
       ),
-    renew: Effect.map(
-      sql<{ id: string }>`UPDATE corral_leases l SET expires_at = corral_now_ms() + ${ttlMillis}
-        WHERE owner_id = ${owner} AND ${sql.literal(liveCondition)} RETURNING id`,
-      (rows) => new Set(rows.map((row) => Number(row.id)))
+    removeAll: Effect.asVoid(
+      sql`WITH gone AS (DELETE FROM corral_leases WHERE owner_id = ${owner} RETURNING id)
+        SELECT gone.id, pg_notify(${releasedChannel}, gone.id::text) FROM gone`
     ),
+    renew: (ids) =>
+      ids.length === 0
+        ? Effect.succeed(new Set<number>())
+        : Effect.map(
+            sql<{ id: string }>`UPDATE corral_leases SET expires_at = corral_now_ms() + ${ttlMillis}
+              WHERE owner_id = ${owner} AND ${sql.in("id", ids)} RETURNING id`,
+            (rows) => new Set(rows.map((row) => Number(row.id)))
+          ),
+    locked: Effect.asVoid(sql`UPDATE corral_lock_owners SET locked_at = corral_now_ms() WHERE id = ${owner}`),
     present: (ids) =>
       ids.length === 0
         ? Effect.succeed(new Set<number>())
