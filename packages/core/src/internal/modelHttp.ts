@@ -28,7 +28,7 @@ export interface Target {
   readonly module: string
   readonly method: string
   readonly client: HttpClient.HttpClient
-  /** Deadline for the response headers (and for the whole body of a non-streaming call). */
+  /** Deadline for the whole response of a non-streaming call (headers and body), for a stream's headers. */
   readonly timeoutMs: number
   /** Wait assumed after a 429/529 without a usable `Retry-After`. */
   readonly defaultRetryAfterMs: number
