@@ -18,11 +18,10 @@
  *
  * @since 0.1.0
  */
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -32,7 +31,7 @@ import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as Tool from "effect/ai/Tool"
 import * as Base64 from "effect/encoding/Base64"
-import * as HttpClient from "effect/http/HttpClient"
+import type * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ModelHttp from "./internal/modelHttp.ts"
 import * as Pricing from "./Pricing.ts"
@@ -259,20 +258,7 @@ const finish = (
   })
 }
 
-interface Setup {
-  readonly options: Options
-  readonly client: HttpClient.HttpClient
-  readonly prices: Pricing.Table
-  readonly url: string
-}
-
-const targetOf = (setup: Setup, method: string): ModelHttp.Target => ({
-  module: "Anthropic",
-  method,
-  client: setup.client,
-  timeoutMs: Duration.toMillis(setup.options.timeout ?? "60 seconds"),
-  defaultRetryAfterMs: Duration.toMillis(setup.options.defaultRetryAfter ?? "1 second")
-})
+type Setup = ModelHttp.Setup<Options>
 
 const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream: boolean) => {
   const { system, messages } = messagesOf(options.prompt)
@@ -305,11 +291,10 @@ const objectText = (options: LanguageModel.ProviderOptions, name: string | undef
     : undefined
 
 const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
-  const target = targetOf(setup, "generateText")
+  const target = setup.generateText
   const request = requestOf(setup, options, false)
   return Effect.gen(function* () {
-    const response = yield* ModelHttp.send(target, request)
-    const message = yield* ModelHttp.readJson(target, request, response, Message)
+    const message = yield* ModelHttp.sendJson(target, request, Message)
     const parts: Array<Response.PartEncoded> = [{ type: "response-metadata", id: message.id, modelId: message.model }]
     for (const block of message.content) {
       if (block.type === "text" && block.text !== undefined) parts.push({ type: "text", text: block.text })
@@ -337,7 +322,7 @@ interface OpenBlock {
 }
 
 const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
-  const target = targetOf(setup, "streamText")
+  const target = setup.streamText
   const request = requestOf(setup, options, true)
   const invalid = (description: string) =>
     AiError.make({
@@ -448,6 +433,14 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   )
 }
 
+const provider: ModelHttp.Provider<Options> = {
+  module: "Anthropic",
+  defaultBaseUrl: "https://api.anthropic.com/v1",
+  path: "/messages",
+  generateText,
+  streamText
+}
+
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context.
  *
@@ -455,20 +448,7 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
  * @category constructors
  */
 export const make = (options: Options): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  Effect.gen(function* () {
-    const client = yield* HttpClient.HttpClient
-    const base = (options.baseUrl ?? "https://api.anthropic.com/v1").replace(/\/+$/, "")
-    const setup: Setup = {
-      options,
-      client,
-      prices: { ...Pricing.defaults, ...options.prices },
-      url: `${base}/messages`
-    }
-    return yield* LanguageModel.make({
-      generateText: (provider) => generateText(setup, provider),
-      streamText: (provider) => streamText(setup, provider)
-    })
-  })
+  ModelHttp.makeModel(provider, options)
 
 /**
  * A `LanguageModel` layer for Anthropic's Messages API.
@@ -499,15 +479,4 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
 export const layerConfig = (
   options: Options
 ): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    Effect.gen(function* () {
-      const apiKey = yield* Config.option(Config.Redacted("ANTHROPIC_API_KEY"))
-      const baseUrl = yield* Config.option(Config.String("ANTHROPIC_BASE_URL"))
-      return yield* make({
-        ...options,
-        apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
-        baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
-      })
-    })
-  )
+  ModelHttp.layerConfig(make, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", options)

@@ -17,11 +17,10 @@
  *
  * @since 0.1.0
  */
-import * as Config from "effect/Config"
-import * as Duration from "effect/Duration"
+import type * as Config from "effect/Config"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -31,7 +30,7 @@ import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as Tool from "effect/ai/Tool"
 import * as Base64 from "effect/encoding/Base64"
-import * as HttpClient from "effect/http/HttpClient"
+import type * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ModelHttp from "./internal/modelHttp.ts"
 import * as Pricing from "./Pricing.ts"
@@ -286,20 +285,7 @@ const parseArguments = (target: ModelHttp.Target, name: string, id: string, text
     text || "{}"
   )
 
-interface Setup {
-  readonly options: Options
-  readonly client: HttpClient.HttpClient
-  readonly prices: Pricing.Table
-  readonly url: string
-}
-
-const targetOf = (setup: Setup, method: string): ModelHttp.Target => ({
-  module: "OpenAiCompat",
-  method,
-  client: setup.client,
-  timeoutMs: Duration.toMillis(setup.options.timeout ?? "60 seconds"),
-  defaultRetryAfterMs: Duration.toMillis(setup.options.defaultRetryAfter ?? "1 second")
-})
+type Setup = ModelHttp.Setup<Options>
 
 const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream: boolean) => {
   const body = {
@@ -322,11 +308,10 @@ const requestOf = (setup: Setup, options: LanguageModel.ProviderOptions, stream:
 }
 
 const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
-  const target = targetOf(setup, "generateText")
+  const target = setup.generateText
   const request = requestOf(setup, options, false)
   return Effect.gen(function* () {
-    const response = yield* ModelHttp.send(target, request)
-    const completion = yield* ModelHttp.readJson(target, request, response, Completion)
+    const completion = yield* ModelHttp.sendJson(target, request, Completion)
     const choice = completion.choices[0]
     if (choice === undefined)
       return yield* AiError.make({
@@ -356,7 +341,7 @@ interface PendingCall {
 }
 
 const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
-  const target = targetOf(setup, "streamText")
+  const target = setup.streamText
   const request = requestOf(setup, options, true)
   return Stream.unwrap(
     Effect.map(ModelHttp.send(target, request), (response) => {
@@ -419,6 +404,14 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   )
 }
 
+const provider: ModelHttp.Provider<Options> = {
+  module: "OpenAiCompat",
+  defaultBaseUrl: "https://api.openai.com/v1",
+  path: "/chat/completions",
+  generateText,
+  streamText
+}
+
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context.
  *
@@ -426,20 +419,7 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
  * @category constructors
  */
 export const make = (options: Options): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  Effect.gen(function* () {
-    const client = yield* HttpClient.HttpClient
-    const base = (options.baseUrl ?? "https://api.openai.com/v1").replace(/\/+$/, "")
-    const setup: Setup = {
-      options,
-      client,
-      prices: { ...Pricing.defaults, ...options.prices },
-      url: `${base}/chat/completions`
-    }
-    return yield* LanguageModel.make({
-      generateText: (provider) => generateText(setup, provider),
-      streamText: (provider) => streamText(setup, provider)
-    })
-  })
+  ModelHttp.makeModel(provider, options)
 
 /**
  * A `LanguageModel` layer for an OpenAI-compatible server.
@@ -474,15 +454,4 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
 export const layerConfig = (
   options: Options
 ): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    Effect.gen(function* () {
-      const apiKey = yield* Config.option(Config.Redacted("OPENAI_API_KEY"))
-      const baseUrl = yield* Config.option(Config.String("OPENAI_BASE_URL"))
-      return yield* make({
-        ...options,
-        apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
-        baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
-      })
-    })
-  )
+  ModelHttp.layerConfig(make, "OPENAI_API_KEY", "OPENAI_BASE_URL", options)

@@ -1,9 +1,10 @@
-import { Anthropic, Llm, RateLimiter, Usage } from "@corral/core"
+import { Anthropic, Llm, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
+import { collectUsage, streamed } from "./fixtures/models.ts"
 
 const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
   Anthropic.layer({
@@ -20,13 +21,6 @@ const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
     },
     ...options
   }).pipe(Layer.provide(FetchHttpClient.layer))
-
-const collectUsage = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    const reported: Array<Partial<Usage.Usage>> = []
-    const value = yield* effect.pipe(Effect.provideService(Usage.Reporter, (usage) => reported.push(usage)))
-    return { value, reported }
-  })
 
 const Lookup = Tool.make("lookup", {
   description: "Look a word up",
@@ -122,12 +116,11 @@ describe("Anthropic", () => {
           Effect.provide(model(server.url))
         )
       )
-      const text = parts.flatMap((part) => (part.type === "text-delta" ? [part.delta] : [])).join("")
-      assert.strictEqual(text, "Let me check.")
-      const call = parts.find((part) => part.type === "tool-call")
-      assert.deepStrictEqual(call?.type === "tool-call" && [call.id, call.params], ["toolu_2", { word: "stoat" }])
-      const finish = parts.find((part) => part.type === "finish")
-      assert.strictEqual(finish?.type === "finish" && finish.reason, "tool-calls")
+      assert.deepStrictEqual(streamed(parts), {
+        text: "Let me check.",
+        call: ["toolu_2", { word: "stoat" }],
+        finishReason: "tool-calls"
+      })
       assert.deepStrictEqual(reported, [{ inputTokens: 40, outputTokens: 30, costUsd: 0.19 }])
     }).pipe(Effect.scoped, Effect.provide(wordHandlers))
   )

@@ -1,9 +1,10 @@
-import { Agent, Corral, Llm, OpenAiCompat, RateLimiter, Usage } from "@corral/core"
+import { Agent, Corral, Llm, OpenAiCompat, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
+import { collectUsage, streamed } from "./fixtures/models.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
   OpenAiCompat.layer({
@@ -13,13 +14,6 @@ const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
     prices: { "test-model": { inputPerMillion: 1000, outputPerMillion: 2000, cachedInputPerMillion: 100 } },
     ...options
   }).pipe(Layer.provide(FetchHttpClient.layer))
-
-const collectUsage = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    const reported: Array<Partial<Usage.Usage>> = []
-    const value = yield* effect.pipe(Effect.provideService(Usage.Reporter, (usage) => reported.push(usage)))
-    return { value, reported }
-  })
 
 const failureOf = <A, R>(effect: Effect.Effect<A, AiError.AiError, R>) =>
   Effect.flip(effect).pipe(Effect.map((error) => error.reason))
@@ -103,12 +97,11 @@ describe("OpenAiCompat", () => {
           Effect.provide(model(server.url))
         )
       )
-      const text = parts.flatMap((part) => (part.type === "text-delta" ? [part.delta] : [])).join("")
-      assert.strictEqual(text, "streamed answer")
-      const call = parts.find((part) => part.type === "tool-call")
-      assert.deepStrictEqual(call?.type === "tool-call" && [call.id, call.params], ["call_9", { city: "Lima" }])
-      const finish = parts.find((part) => part.type === "finish")
-      assert.strictEqual(finish?.type === "finish" && finish.reason, "tool-calls")
+      assert.deepStrictEqual(streamed(parts), {
+        text: "streamed answer",
+        call: ["call_9", { city: "Lima" }],
+        finishReason: "tool-calls"
+      })
       assert.deepStrictEqual(reported, [{ inputTokens: 10, outputTokens: 20, costUsd: 0.05 }])
       assert.strictEqual(server.requests[0]!.body.stream, true)
       assert.deepStrictEqual(server.requests[0]!.body.stream_options, { include_usage: true })

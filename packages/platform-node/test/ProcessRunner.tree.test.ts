@@ -29,7 +29,9 @@ const escapes = {
   "double fork": `sh -c 'sh -c "echo pid \\$\\$; exec sleep 1000" &' ; sleep 0.2`,
   "double fork into a new session": `sh -c 'setsid sh -c "echo pid \\$\\$; exec sleep 1000" &'`,
   nohup: `nohup sh -c 'echo "pid $$"; exec sleep 1000' &`,
-  "setsid, environment kept, parent gone at once": `(setsid -f sh -c 'echo "pid $$"; exec sleep 1000') ; true`
+  "setsid, environment kept, parent gone at once": `(setsid -f sh -c 'echo "pid $$"; exec sleep 1000') ; true`,
+  // bash's job control gives the job a group of its own in the same session; `env -i` drops the token.
+  "own group in the session, environment cleared, parent gone at once": `bash -c 'set -m; env -i /bin/sh -c "echo pid \\$\\$; exec /bin/sleep 1000" & true'`
 }
 
 const watchPids = () => {

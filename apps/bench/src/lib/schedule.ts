@@ -3,6 +3,8 @@
  * records when each task's work began and ended, and the scenario fails an approach whose schedule
  * broke the rules (two holders of a key overlapping, a node starting before a dependency ended).
  */
+import type { Sample } from "../types.ts"
+import { sleep } from "./async.ts"
 
 /** Start and end times (performance.now()) of each task, by task index. */
 export interface Recorder {
@@ -73,4 +75,28 @@ export const checkDependencies = (recorded: Recorder, depsOf: ReadonlyArray<Read
       }
     }
   })
+}
+
+/**
+ * Times `body`, which records each of `tasks` tasks' work in a fresh recorder, then checks the schedule
+ * from what the tasks recorded (`check` throws a `ScheduleViolation`). Only `body` is timed.
+ */
+export const timedAndChecked = async (
+  tasks: number,
+  body: (recorded: Recorder) => Promise<unknown>,
+  check: (recorded: Recorder) => void
+): Promise<Sample> => {
+  const recorded = recorder(tasks)
+  const start = performance.now()
+  await body(recorded)
+  const ms = performance.now() - start
+  check(recorded)
+  return { ms }
+}
+
+/** A task's work: `ms` of sleep, recorded as task `index`. */
+export const recordedWork = async (recorded: Recorder, index: number, ms: number): Promise<void> => {
+  recorded.begin(index)
+  await sleep(ms)
+  recorded.end(index)
 }

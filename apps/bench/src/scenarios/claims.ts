@@ -1,8 +1,8 @@
 import * as Effect from "effect/Effect"
 import pLimit from "p-limit"
-import { type Mutex, mutexes, sleep } from "../lib/async.ts"
+import { type Mutex, mutexes } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
-import { checkExclusive, type Recorder, recorder } from "../lib/schedule.ts"
+import { checkExclusive, type Recorder, recordedWork, timedAndChecked } from "../lib/schedule.ts"
 import { noWorseThan, ratioAtMost, metricAtLeast } from "../lib/targets.ts"
 import { busiestKeyCount, type ClaimJob, claimJobs, measureSleep } from "../lib/workload.ts"
 import type { Approach, Case, Sample, Scenario } from "../types.ts"
@@ -16,23 +16,13 @@ export interface Params {
 }
 
 /** Times `body`, which records each job's work in the recorder, then checks no key had two holders. */
-const checked = async (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> => {
-  const recorded = recorder(p.jobs.length)
-  const start = performance.now()
-  await body(recorded)
-  const ms = performance.now() - start
-  checkExclusive(
-    recorded,
-    p.jobs.map((job) => job.keys)
+const checked = (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> =>
+  timedAndChecked(p.jobs.length, body, (recorded) =>
+    checkExclusive(
+      recorded,
+      p.jobs.map((job) => job.keys)
+    )
   )
-  return { ms }
-}
-
-const work = async (recorded: Recorder, index: number, ms: number): Promise<void> => {
-  recorded.begin(index)
-  await sleep(ms)
-  recorded.end(index)
-}
 
 const lockAll = async (lock: (key: string) => Mutex, keys: ReadonlyArray<string>): Promise<() => void> => {
   for (const key of keys) await lock(key).acquire()
@@ -49,7 +39,7 @@ const slotThenLocks: Approach<Params> = {
       const lock = mutexes<string>()
       const job = async (index: number, keys: ReadonlyArray<string>) => {
         const release = await lockAll(lock, keys)
-        await work(recorded, index, p.workMs).finally(release)
+        await recordedWork(recorded, index, p.workMs).finally(release)
       }
       return Promise.all(p.jobs.map((j, index) => limit(() => job(index, j.keys))))
     })
@@ -63,7 +53,7 @@ const locksThenSlot: Approach<Params> = {
       const lock = mutexes<string>()
       const job = async (index: number, keys: ReadonlyArray<string>) => {
         const release = await lockAll(lock, keys)
-        await limit(() => work(recorded, index, p.workMs)).finally(release)
+        await limit(() => recordedWork(recorded, index, p.workMs)).finally(release)
       }
       return Promise.all(p.jobs.map((j, index) => job(index, j.keys)))
     })
@@ -84,7 +74,7 @@ const greedyRun = (p: Params, recorded: Recorder): Promise<void> =>
       const keys = p.jobs[index]!.keys
       for (const key of keys) busy.add(key)
       running++
-      work(recorded, index, p.workMs).then(() => {
+      recordedWork(recorded, index, p.workMs).then(() => {
         for (const key of keys) busy.delete(key)
         running--
         done++

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
-import { runPool, sleep } from "../lib/async.ts"
+import { runPool } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
-import { checkDependencies, type Recorder, recorder } from "../lib/schedule.ts"
+import { checkDependencies, type Recorder, recordedWork, timedAndChecked } from "../lib/schedule.ts"
 import { noWorseThan, ratioAtMost } from "../lib/targets.ts"
 import { type DagNode, levels, randomDag, remainingPath } from "../lib/workload.ts"
 import type { Approach, Case, Sample, Scenario } from "../types.ts"
@@ -12,23 +12,15 @@ interface Params {
 }
 
 /** Times `body`, which records each node's work, then checks every node started after its dependencies ended. */
-const checked = async (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> => {
-  const recorded = recorder(p.nodes.length)
-  const start = performance.now()
-  await body(recorded)
-  const ms = performance.now() - start
-  checkDependencies(
-    recorded,
-    p.nodes.map((node) => node.deps)
+const checked = (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> =>
+  timedAndChecked(p.nodes.length, body, (recorded) =>
+    checkDependencies(
+      recorded,
+      p.nodes.map((node) => node.deps)
+    )
   )
-  return { ms }
-}
 
-const work = async (recorded: Recorder, node: DagNode): Promise<void> => {
-  recorded.begin(node.index)
-  await sleep(node.ms)
-  recorded.end(node.index)
-}
+const work = (recorded: Recorder, node: DagNode): Promise<void> => recordedWork(recorded, node.index, node.ms)
 
 const byLevel: Approach<Params> = {
   name: "level by level",

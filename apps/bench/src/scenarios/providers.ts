@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { LanguageModel } from "effect/ai"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { NodeHttpClient } from "@effect/platform-node"
 import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Scenario } from "../types.ts"
 
@@ -96,13 +97,12 @@ const effectHttp: Approach<Params> = {
 }
 
 const corralName = "corral OpenAiCompat generateText"
+const corralUndiciName = "corral OpenAiCompat generateText (NodeHttpClient.layerUndici)"
 
-const corralProvider: Approach<Params> = {
-  name: corralName,
+const corralProvider = (name: string, transport: Layer.Layer<HttpClient.HttpClient>): Approach<Params> => ({
+  name,
   run: async (p, { signal }) => {
-    const model = OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(
-      Layer.provide(FetchHttpClient.layer)
-    )
+    const model = OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(Layer.provide(transport))
     const call = LanguageModel.generateText({ prompt: "Say ok" }).pipe(
       Effect.flatMap((response) => (response.text === "ok" ? Effect.void : Effect.die("unexpected reply")))
     )
@@ -114,18 +114,31 @@ const corralProvider: Approach<Params> = {
     await Effect.runPromise(Effect.provide(program, model), { signal })
     return { ms: performance.now() - start }
   }
-}
+})
 
 export const providers: Scenario<Params> = {
   name: "providers",
   description:
     "Chat Completions calls against a local server on 127.0.0.1 answering at once, 100 in flight: the " +
     "cost of corral's OpenAI-compatible provider (effect/http client, schema decoding, usage reporting) " +
-    "over a bare fetch of the same request.",
+    "over a bare fetch of the same request, with effect's fetch client and with its undici client.",
   floor: "bare fetch + JSON.parse of the same request against the same server; ratio = provider / fetch",
-  targets: [ratioAtMost("corral provider ≤ 1.1× a bare fetch at 100 concurrent calls", /calls/, corralName, 1.1)],
+  targets: [
+    ratioAtMost("corral provider ≤ 1.1× a bare fetch at 100 concurrent calls", /calls/, corralName, 1.1),
+    ratioAtMost(
+      "corral provider over undici ≤ 1.1× a bare fetch at 100 concurrent calls",
+      /calls/,
+      corralUndiciName,
+      1.1
+    )
+  ],
   floorApproach: "bare fetch + JSON.parse",
-  approaches: [bareFetch, effectHttp, corralProvider],
+  approaches: [
+    bareFetch,
+    effectHttp,
+    corralProvider(corralName, FetchHttpClient.layer),
+    corralProvider(corralUndiciName, NodeHttpClient.layerUndici)
+  ],
   cases: async (options) => {
     const url = await startServer()
     const calls = options.quick ? 1000 : 5000

@@ -1,30 +1,120 @@
 /**
- * The HTTP side shared by the model providers: sending a request with a deadline, turning a status
- * into an `AiError` reason (429/529 → `RateLimitError` with its `Retry-After`), reading JSON and
- * SSE bodies with typed errors for malformed or truncated ones.
+ * The HTTP side shared by the model providers: building a provider from its options once per
+ * layer, sending a request with a deadline, turning a status into an `AiError` reason (429/529 →
+ * `RateLimitError` with its `Retry-After`), reading JSON and SSE bodies with typed errors for
+ * malformed or truncated ones.
  *
  * @internal
  */
+import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Response from "effect/ai/Response"
 import * as Sse from "effect/encoding/Sse"
-import type * as HttpClient from "effect/http/HttpClient"
+import * as HttpClient from "effect/http/HttpClient"
 import type * as HttpClientError from "effect/http/HttpClientError"
 import type * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
+import * as Pricing from "../Pricing.ts"
 
 export interface Target {
   readonly module: string
   readonly method: string
   readonly client: HttpClient.HttpClient
-  /** Deadline for the response headers (and for the whole body of a non-streaming call). */
+  /** Deadline for the whole response of a non-streaming call (headers and body), for a stream's headers. */
   readonly timeoutMs: number
   /** Wait assumed after a 429/529 without a usable `Retry-After`. */
   readonly defaultRetryAfterMs: number
 }
+
+/** The options every provider has. */
+export interface CommonOptions {
+  readonly model: string
+  readonly baseUrl?: string | undefined
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  readonly prices?: Pricing.Table | undefined
+  readonly timeout?: Duration.Input | undefined
+  readonly defaultRetryAfter?: Duration.Input | undefined
+}
+
+/** A provider's options resolved once per layer (durations parsed, prices merged), not once per call. */
+export interface Setup<O extends CommonOptions> {
+  readonly options: O
+  readonly prices: Pricing.Table
+  readonly url: string
+  readonly generateText: Target
+  readonly streamText: Target
+}
+
+/** What a provider module names: itself, its default base URL, its path and how it answers. */
+export interface Provider<O extends CommonOptions> {
+  readonly module: string
+  readonly defaultBaseUrl: string
+  readonly path: string
+  readonly generateText: (
+    setup: Setup<O>,
+    options: LanguageModel.ProviderOptions
+  ) => Effect.Effect<Array<Response.PartEncoded>, AiError.AiError>
+  readonly streamText: (
+    setup: Setup<O>,
+    options: LanguageModel.ProviderOptions
+  ) => Stream.Stream<Response.StreamPartEncoded, AiError.AiError>
+}
+
+/** The provider as a `LanguageModel` service over the `HttpClient` in context. */
+export const makeModel = <O extends CommonOptions>(
+  provider: Provider<O>,
+  options: O
+): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const base = (options.baseUrl ?? provider.defaultBaseUrl).replace(/\/+$/, "")
+    const target = (method: string): Target => ({
+      module: provider.module,
+      method,
+      client,
+      timeoutMs: Duration.toMillis(options.timeout ?? "60 seconds"),
+      defaultRetryAfterMs: Duration.toMillis(options.defaultRetryAfter ?? "1 second")
+    })
+    const setup: Setup<O> = {
+      options,
+      prices: { ...Pricing.defaults, ...options.prices },
+      url: `${base}${provider.path}`,
+      generateText: target("generateText"),
+      streamText: target("streamText")
+    }
+    return yield* LanguageModel.make({
+      generateText: (request) => provider.generateText(setup, request),
+      streamText: (request) => provider.streamText(setup, request)
+    })
+  })
+
+/** `make` with `apiKey` and `baseUrl` read from the environment when the options leave them out. */
+export const layerConfig = <O extends CommonOptions>(
+  make: (options: O) => Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient>,
+  apiKeyVariable: string,
+  baseUrlVariable: string,
+  options: O
+): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.gen(function* () {
+      const apiKey = yield* Config.option(Config.Redacted(apiKeyVariable))
+      const baseUrl = yield* Config.option(Config.String(baseUrlVariable))
+      return yield* make({
+        ...options,
+        apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
+        baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
+      })
+    })
+  )
 
 const fail = (target: Target, reason: AiError.AiErrorReason): AiError.AiError =>
   AiError.make({ module: target.module, method: target.method, reason })
@@ -110,20 +200,13 @@ const fromHttpError = (
   }
 }
 
-/**
- * Sends `request`; a non-2xx status fails with the matching reason, no response within the deadline
- * with a retryable `NetworkError`.
- */
-export const send = (
+/** `request`'s response; a non-2xx status fails with the matching reason. */
+const execute = (
   target: Target,
   request: HttpClientRequest.HttpClientRequest
 ): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> =>
   target.client.execute(request).pipe(
     Effect.mapError((error) => fromHttpError(target, request, error)),
-    Effect.timeoutOrElse({
-      duration: target.timeoutMs,
-      orElse: () => Effect.fail(transport(target, request, `no response within ${target.timeoutMs} ms`))
-    }),
     Effect.flatMap((response) => {
       if (response.status >= 200 && response.status < 300) return Effect.succeed(response)
       return response.text.pipe(
@@ -146,6 +229,40 @@ export const send = (
         )
       )
     })
+  )
+
+/** No answer within the target's deadline: a retryable `NetworkError` saying what was late. */
+const deadline =
+  (target: Target, request: HttpClientRequest.HttpClientRequest, what: string) =>
+  <A>(effect: Effect.Effect<A, AiError.AiError>): Effect.Effect<A, AiError.AiError> =>
+    Effect.timeoutOrElse(effect, {
+      duration: target.timeoutMs,
+      orElse: () => Effect.fail(transport(target, request, `${what} within ${target.timeoutMs} ms`))
+    })
+
+/**
+ * Sends `request` (for a stream, whose body is read afterwards); a non-2xx status fails with the
+ * matching reason, no response within the deadline with a retryable `NetworkError`.
+ */
+export const send = (
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest
+): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> =>
+  deadline(target, request, "no response")(execute(target, request))
+
+/**
+ * Sends `request` and decodes its whole JSON body of `schema`: headers and body within one deadline
+ * (one timer per call, not one per step).
+ */
+export const sendJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest,
+  schema: S
+): Effect.Effect<S["Type"], AiError.AiError> =>
+  execute(target, request).pipe(
+    Effect.flatMap((response) => Effect.mapError(response.text, (error) => fromHttpError(target, request, error))),
+    deadline(target, request, "no response"),
+    Effect.flatMap((text) => decodeJson(target, schema, "the response body", text))
   )
 
 /** Decodes `text` as JSON of `schema`; the error names what was wrong and where. */
@@ -177,22 +294,6 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
     )
   )
 }
-
-/** Reads a whole JSON body of `schema` within the deadline. */
-export const readJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
-  target: Target,
-  request: HttpClientRequest.HttpClientRequest,
-  response: HttpClientResponse.HttpClientResponse,
-  schema: S
-): Effect.Effect<S["Type"], AiError.AiError> =>
-  response.text.pipe(
-    Effect.mapError((error) => fromHttpError(target, request, error)),
-    Effect.timeoutOrElse({
-      duration: target.timeoutMs,
-      orElse: () => Effect.fail(transport(target, request, `response body not complete within ${target.timeoutMs} ms`))
-    }),
-    Effect.flatMap((text) => decodeJson(target, schema, "the response body", text))
-  )
 
 /**
  * The SSE events of a streaming response. A body that ends before `isLast` saw its terminal event

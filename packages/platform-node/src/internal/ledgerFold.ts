@@ -41,7 +41,7 @@ export const newAgentRow = (
   runId,
   agentId,
   position,
-  dependsOn: JSON.stringify(dependsOn),
+  dependsOn: dependsOn.length === 0 ? "[]" : JSON.stringify(dependsOn),
   idempotencyKey,
   state: "pending",
   attempts: 0,
@@ -128,22 +128,47 @@ const noteOf = (event: LedgerEvent): string | null => {
   }
 }
 
-const omitted = new Set(["_tag", "runId", "agentId", "at", "progress", "outcome", "blockers"])
+const isOmitted = (key: string): boolean => {
+  switch (key) {
+    case "_tag":
+    case "runId":
+    case "agentId":
+    case "at":
+    case "progress":
+    case "outcome":
+    case "blockers":
+      return true
+    default:
+      return false
+  }
+}
 
 const dataOf = (event: LedgerEvent): string | null => {
-  const rest = Object.entries(event).filter(([key, value]) => !omitted.has(key) && value !== undefined)
-  if (rest.length === 0) return null
+  let rest: Record<string, unknown> | undefined
+  for (const key in event) {
+    if (isOmitted(key) || !Object.hasOwn(event, key)) continue
+    const value = field(event, key)
+    if (value !== undefined) (rest ??= {})[key] = value
+  }
+  if (rest === undefined) return null
   try {
-    return JSON.stringify(Object.fromEntries(rest))
+    return JSON.stringify(rest)
   } catch {
     return null
   }
 }
 
-const isKnownAgentEvent = (event: LedgerEvent): event is AgentEvent =>
-  ["Queued", "WaitingForClaims", "WaitingForRateLimit", "ClaimsAcquired", "Started", "Retrying", "Finished"].includes(
-    event._tag
-  )
+const knownAgentEvents: ReadonlySet<string> = new Set([
+  "Queued",
+  "WaitingForClaims",
+  "WaitingForRateLimit",
+  "ClaimsAcquired",
+  "Started",
+  "Retrying",
+  "Finished"
+])
+
+const isKnownAgentEvent = (event: LedgerEvent): event is AgentEvent => knownAgentEvents.has(event._tag)
 
 const annotate = (agent: AgentRow, event: LedgerEvent): AgentRow => {
   const merge = mergeTags[event._tag]

@@ -19,7 +19,19 @@ import type { WriteStats } from "./ledgerSql.ts"
 import type { LedgerStore, RunSummaryRow } from "./ledgerStore.ts"
 import { makeWriter, type WriterOptions } from "./ledgerWriter.ts"
 
-type Agents = Map<string, AgentRow>
+const key = (row: AgentRow): string => agentKey(row.runId, row.agentId)
+
+/** An agent's current row, and its key in a batch (built once per agent, not once per event). */
+interface Slot {
+  row: AgentRow
+  readonly key: string
+}
+
+type Agents = Map<string, Slot>
+
+const slot = (row: AgentRow): Slot => ({ row, key: key(row) })
+
+const slotsOf = (rows: ReadonlyArray<AgentRow>): Agents => new Map(rows.map((row) => [row.agentId, slot(row)]))
 
 const unfinished: ReadonlySet<RunRecord.RunStatus> = new Set(["running", "crashed", "interrupted"])
 
@@ -40,8 +52,6 @@ const runRow = (start: RunStart): RunRow => ({
   endedAt: null,
   heartbeatAt: start.startedAt
 })
-
-const key = (row: AgentRow): string => agentKey(row.runId, row.agentId)
 
 const putAgent = (batch: Batch, row: AgentRow): void => {
   batch.agents.set(key(row), row)
@@ -89,7 +99,7 @@ export const makeLedger = (
           return yield* new RunLedgerError({ operation: "record", message: `no run ${runId} was started` })
         }
         const rows = yield* read("record", store.agents(runId))
-        const agents = runs.get(runId) ?? new Map(rows.map((row) => [row.agentId, row]))
+        const agents = runs.get(runId) ?? slotsOf(rows)
         runs.set(runId, agents)
         return agents
       })
@@ -103,7 +113,7 @@ export const makeLedger = (
         const rows = start.agents.map((a, i) =>
           newAgentRow(start.runId, a.agentId, i, a.dependsOn, a.idempotencyKey ?? null)
         )
-        runs.set(start.runId, new Map(rows.map((row) => [row.agentId, row])))
+        runs.set(start.runId, slotsOf(rows))
         yield* fail("startRun")(
           writer.add((batch) => {
             batch.runs.push(runRow(start))
@@ -113,26 +123,39 @@ export const makeLedger = (
         yield* flush
       })
 
+    const failRecord = fail("record")
+    const flushRecord = failRecord(writer.flush)
+
+    /** One event into the agent's row and the pending batch, synchronously; the effect flushes if it must. */
+    const recordIn = (agents: Agents, runId: string, event: LedgerEvent): Effect.Effect<void, RunLedgerError> => {
+      const agentId = field(event, "agentId")
+      let current: Slot | undefined
+      if (typeof agentId === "string") {
+        current = agents.get(agentId)
+        if (current === undefined) agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size))))
+      }
+      const folded = foldEvent(runId, current?.row, event)
+      const batch = writer.pending()
+      if (current !== undefined && folded.agent !== undefined) {
+        current.row = folded.agent
+        if (event._tag !== "Queued" || batch.agents.has(current.key)) batch.agents.set(current.key, folded.agent)
+      }
+      batch.transitions.push(folded.transition)
+      if (folded.success !== undefined) batch.successes.set(folded.success.idempotencyKey, folded.success)
+      if (folded.run !== undefined) mergeRunUpdate(batch, folded.run)
+      const full = writer.written()
+      const commitNow = event._tag === "RunFinished" || (event._tag === "Finished" && options.commitEachFinished)
+      if (commitNow) return full === Effect.void ? flushRecord : failRecord(Effect.andThen(full, writer.flush))
+      if (event._tag === "Finished") writer.flushSoon()
+      return full === Effect.void ? Effect.void : failRecord(full)
+    }
+
     const record = (runId: string, event: LedgerEvent) =>
-      Effect.gen(function* () {
-        const agents = yield* agentsOf(runId)
-        const agentId = field(event, "agentId")
-        const current =
-          typeof agentId !== "string" ? undefined : (agents.get(agentId) ?? newAgentRow(runId, agentId, agents.size))
-        const folded = foldEvent(runId, current, event)
-        if (folded.agent !== undefined) agents.set(folded.agent.agentId, folded.agent)
-        yield* fail("record")(
-          writer.add((batch) => {
-            if (folded.agent !== undefined && (event._tag !== "Queued" || batch.agents.has(key(folded.agent)))) {
-              putAgent(batch, folded.agent)
-            }
-            batch.transitions.push(folded.transition)
-            if (folded.success !== undefined) batch.successes.set(folded.success.idempotencyKey, folded.success)
-            if (folded.run !== undefined) mergeRunUpdate(batch, folded.run)
-          })
-        )
-        if (event._tag === "RunFinished" || (event._tag === "Finished" && options.commitEachFinished)) yield* flush
-        else if (event._tag === "Finished") yield* writer.flushSoon
+      Effect.suspend(() => {
+        const agents = runs.get(runId)
+        return agents === undefined
+          ? Effect.flatMap(agentsOf(runId), (loaded) => recordIn(loaded, runId, event))
+          : recordIn(agents, runId, event)
       })
 
     const update = (operation: string, runId: string, fields: Omit<Parameters<typeof mergeRunUpdate>[1], "runId">) =>
@@ -196,7 +219,7 @@ export const makeLedger = (
     }
 
     const runOf = (agentId: string, key: string): string => {
-      for (const [runId, agents] of runs) if (agents.get(agentId)?.idempotencyKey === key) return runId
+      for (const [runId, agents] of runs) if (agents.get(agentId)?.row.idempotencyKey === key) return runId
       return ""
     }
 

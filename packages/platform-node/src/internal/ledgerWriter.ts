@@ -9,12 +9,19 @@ export interface WriterOptions {
   readonly flushSoon: Duration.Input
 }
 
-/** Buffers writes and commits them in one store transaction per flush. */
+/**
+ * Buffers writes and commits them in one store transaction per flush.
+ *
+ * A write changes `pending()` synchronously and then runs what `written()` returns: `Effect.void`
+ * (the same value every time) until the buffer is full, then a flush.
+ */
 export interface Writer {
+  readonly pending: () => Batch
+  readonly written: () => Effect.Effect<void, SqlError.SqlError>
   readonly add: (write: (batch: Batch) => void) => Effect.Effect<void, SqlError.SqlError>
   readonly flush: Effect.Effect<void, SqlError.SqlError>
-  /** Asks the background fiber to flush now, without waiting for it. */
-  readonly flushSoon: Effect.Effect<void>
+  /** Asks the background fiber to flush soon, without waiting for it. */
+  readonly flushSoon: () => void
 }
 
 /** With a concurrent store: how many times `maxBuffered` writes may wait before `add` waits for a flush. */
@@ -48,14 +55,17 @@ export const makeWriter = (store: LedgerStore, options: WriterOptions): Effect.E
     }
     // When the store commits on another thread, a full buffer starts a flush in the background, so the
     // commit does not hold up the caller; only a buffer that keeps growing meanwhile makes it wait.
+    const written = (): Effect.Effect<void, SqlError.SqlError> => {
+      const size = batchSize(pending)
+      if (size < options.maxBuffered) return Effect.void
+      if (!store.concurrent || size >= options.maxBuffered * backlog) return flush
+      signal(true)
+      return Effect.void
+    }
     const add = (write: (batch: Batch) => void) =>
       Effect.suspend(() => {
         write(pending)
-        const size = batchSize(pending)
-        if (size < options.maxBuffered) return Effect.void
-        if (!store.concurrent || size >= options.maxBuffered * backlog) return flush
-        signal(true)
-        return Effect.void
+        return written()
       })
     const delay = store.concurrent
       ? Effect.suspend(() => Effect.raceFirst(Effect.sleep(options.flushSoon), Deferred.await(now)))
@@ -72,6 +82,5 @@ export const makeWriter = (store: LedgerStore, options: WriterOptions): Effect.E
     )
     yield* Effect.forkScoped(Effect.forever(tick))
     yield* Effect.addFinalizer(() => logged)
-    const flushSoon = Effect.sync(() => signal(false))
-    return { add, flush, flushSoon }
+    return { pending: () => pending, written, add, flush, flushSoon: () => signal(false) }
   })

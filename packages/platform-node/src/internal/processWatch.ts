@@ -31,19 +31,32 @@ const readPageSize = (): number => {
   }
 }
 
-const statBuffer = Buffer.allocUnsafe(4096)
+let procBuffer = Buffer.allocUnsafe(4096)
 
-/** `/proc/<pid>/stat` with open, read and close only (`readFileSync` adds an fstat and a second read). */
-const readStat = (pid: string): string | undefined => {
+/**
+ * A /proc file with open, read and close only (`readFileSync` adds an fstat and more reads). The buffer
+ * grows for files longer than it (an environment can be).
+ */
+const readProc = (file: string): string | undefined => {
   let fd: number
   try {
-    fd = fs.openSync(`/proc/${pid}/stat`, "r")
+    fd = fs.openSync(file, "r")
   } catch {
     return undefined
   }
   try {
-    const length = fs.readSync(fd, statBuffer, 0, statBuffer.length, 0)
-    return statBuffer.toString("latin1", 0, length)
+    let length = 0
+    for (;;) {
+      const read = fs.readSync(fd, procBuffer, length, procBuffer.length - length, length)
+      if (read === 0) break
+      length += read
+      if (length === procBuffer.length) {
+        const larger = Buffer.allocUnsafe(procBuffer.length * 2)
+        procBuffer.copy(larger)
+        procBuffer = larger
+      }
+    }
+    return procBuffer.toString("latin1", 0, length)
   } catch {
     return undefined
   } finally {
@@ -51,11 +64,15 @@ const readStat = (pid: string): string | undefined => {
   }
 }
 
+const readStat = (pid: string): string | undefined => readProc(`/proc/${pid}/stat`)
+
 /** One process of a /proc scan: enough to walk a tree by parent pid and to tell a reused pid apart. */
 export interface ProcEntry {
   readonly pid: number
   readonly ppid: number
   readonly pgrp: number
+  /** Session id: a process stays in its session unless it calls `setsid`, which makes a new one. */
+  readonly sid: number
   /** Start time in clock ticks since boot (`/proc/<pid>/stat` field 22). */
   readonly start: number
   readonly alive: boolean
@@ -74,6 +91,7 @@ const addProcess = (
     pid,
     ppid: Number(fields[1]),
     pgrp,
+    sid: Number(fields[3]),
     start: Number(fields[19]),
     alive: fields[0] !== "Z" && fields[0] !== "X"
   })
@@ -125,11 +143,14 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  * - `track` (every watchdog sample) adds the descendants, by parent pid, of the group's members and
  *   of the processes already tracked;
  * - `collect` (at stop time, on a fresh scan) does the same, and adds processes started since the
- *   agent that carry its `token` in their environment: a process whose parent exited between two
- *   samples was re-parented to init, but it still has the environment it inherited.
+ *   agent that are in its session (the leader starts a new one, so only its descendants are in it) or
+ *   carry its `token` in their environment: a process whose parent exited between two samples was
+ *   re-parented to init, but it still has the environment it inherited. Environments are read once
+ *   per process (by pid and start time) for all agents, and never for processes this process started
+ *   itself or that are in its own session.
  *
- * A process that both left the group before the first sample reached it and cleared its
- * environment is not found.
+ * A process that left the session before the first sample reached it and cleared its environment is
+ * not found.
  */
 const YOUNG_MS = 2000
 
@@ -159,10 +180,16 @@ export class Strays {
     const young = performance.now() - this.startedAt < YOUNG_MS
     const entries = scanSince(this.pgid, young ? lastPid() : undefined)
     this.walk(entries)
+    const own = ownSession()
     for (const entry of entries) {
       if (entry.start < this.since || entry.pgrp === this.pgid || this.known.has(entry.pid)) continue
       if (entry.pid === process.pid || !entry.alive) continue
-      if (hasToken(entry.pid, this.token)) this.known.set(entry.pid, entry.start)
+      // The leader made a new session, so everything in it descends from the leader.
+      if (entry.sid === this.pgid) this.known.set(entry.pid, entry.start)
+      // Not ours: started by this process itself (a leader, or a helper in its session); this process is
+      // no subreaper, so an escaped process is never re-parented to it.
+      else if (entry.ppid === process.pid || entry.sid === own) continue
+      else if (tokensOf(entry).includes(this.token)) this.known.set(entry.pid, entry.start)
     }
     this.walk(entries)
     return entries.filter((entry) => entry.alive && this.known.get(entry.pid) === entry.start)
@@ -188,13 +215,16 @@ export class Strays {
 
 /** The pid most recently handed out (`/proc/loadavg`), or `undefined` when it cannot be read. */
 const lastPid = (): number | undefined => {
-  try {
-    const last = Number(fs.readFileSync("/proc/loadavg", "latin1").trim().split(" ")[4])
-    return Number.isInteger(last) && last > 0 ? last : undefined
-  } catch {
-    return undefined
-  }
+  const last = Number(readProc("/proc/loadavg")?.trim().split(" ")[4])
+  return Number.isInteger(last) && last > 0 ? last : undefined
 }
+
+let ownSid: number | undefined
+/** The session of this process (it never changes: Node does not call `setsid`). */
+const ownSession = (): number => (ownSid ??= sessionOf(readStat("self")))
+
+const sessionOf = (stat: string | undefined): number =>
+  stat === undefined ? -1 : Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3])
 
 /** Whether `pid` was handed out after `first` and up to `last`, numbering wrapping around once at most. */
 const between = (pid: number, first: number, last: number): boolean =>
@@ -226,12 +256,31 @@ const startOf = (pid: number): number | undefined => {
   return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
 }
 
-const hasToken = (pid: number, token: string): boolean => {
-  try {
-    return fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(token)
-  } catch {
-    return false
+const TOKEN_NAME = "CORRAL_PROCESS_TOKEN="
+const TOKEN_CACHE_MAX = 4096
+
+/**
+ * The `CORRAL_PROCESS_TOKEN=…` entries of a process's environment, by pid and start time. The
+ * environment /proc shows is the one the process was started with, so one read serves every agent that
+ * looks at the same process (a machine's other processes are seen by every agent that ends).
+ */
+const tokenCache = new Map<number, { readonly start: number; readonly tokens: ReadonlyArray<string> }>()
+
+const tokensOf = (entry: ProcEntry): ReadonlyArray<string> => {
+  const cached = tokenCache.get(entry.pid)
+  if (cached !== undefined && cached.start === entry.start) return cached.tokens
+  const environ = readProc(`/proc/${entry.pid}/environ`)
+  const tokens: Array<string> = []
+  for (let at = environ?.indexOf(TOKEN_NAME) ?? -1; at !== -1; at = environ!.indexOf(TOKEN_NAME, at + 1)) {
+    if (at > 0 && environ!.charCodeAt(at - 1) !== 0) continue
+    const end = environ!.indexOf("\0", at)
+    tokens.push(environ!.slice(at, end === -1 ? undefined : end))
   }
+  // An unreadable environment (the process just exited, or another user's) is read again next time.
+  if (environ === undefined) return tokens
+  if (tokenCache.size >= TOKEN_CACHE_MAX) tokenCache.clear()
+  tokenCache.set(entry.pid, { start: entry.start, tokens })
+  return tokens
 }
 
 /** Signals a stray and, when it leads a process group of its own, that group. */
