@@ -21,8 +21,13 @@
 import { Deferred, Duration, Effect, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
-/** The advisory-lock namespace (first key) of owners of execution leases. */
-const ownerLockKey = 0x636f7202
+/**
+ * The advisory-lock namespace (first key) of owners of execution leases. Namespaces share one key
+ * space per database: `@corral/postgres` uses 0x636f7200 (lease grants), 0x636f7201 (lock owners),
+ * 0x636f7202 (coordinators) and 0x636f7203 (lineages); reusing one makes unrelated owners block
+ * each other.
+ */
+const ownerLockKey = 0x636f7204
 
 const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
 
