@@ -119,8 +119,7 @@ const retryRateLimited = (
 }
 
 /** Fields of the node's outcome, ended now. */
-export const common = (clock: Clock.Clock, node: Node): Outcome.Common => {
-  const endedAt = clock.currentTimeMillisUnsafe()
+export const common = (clock: Clock.Clock, node: Node, endedAt = clock.currentTimeMillisUnsafe()): Outcome.Common => {
   return {
     agentId: node.id,
     attempts: node.attempts,
@@ -153,10 +152,15 @@ const succeeded = (endedAt: number, node: Node, value: unknown): Outcome.Succeed
   return outcome
 }
 
-/** The outcome of an agent that ran and exited with `exit`. */
-export const classify = (host: ExecHost, node: Node, exit: Exit.Exit<unknown, unknown>): Outcome.Outcome => {
-  if (Exit.isSuccess(exit)) return succeeded(host.clock.currentTimeMillisUnsafe(), node, exit.value)
-  const fields = common(host.clock, node)
+/** The outcome of an agent that ran and exited with `exit` at `endedAt` (default: now). */
+export const classify = (
+  host: ExecHost,
+  node: Node,
+  exit: Exit.Exit<unknown, unknown>,
+  endedAt = host.clock.currentTimeMillisUnsafe()
+): Outcome.Outcome => {
+  if (Exit.isSuccess(exit)) return succeeded(endedAt, node, exit.value)
+  const fields = common(host.clock, node, endedAt)
   const cause = exit.cause
   if (Cause.hasInterruptsOnly(cause)) {
     const stopping = host.stopping
