@@ -63,9 +63,14 @@ export class EventSink {
     return { runId: this.runId, at: this.clock.currentTimeMillisUnsafe(), progress: this.lifecycle.progress() }
   }
 
-  /** `Queued` or `Started` at `at`, built without the intermediate `base()` object. */
-  agentEvent(tag: "Queued" | "Started", agentId: string, at: number): CorralEvent {
-    return { _tag: tag, runId: this.runId, at, progress: this.lifecycle.progress(), agentId }
+  /** `Started` at `at`, built without the intermediate `base()` object. */
+  started(agentId: string, at: number): CorralEvent {
+    return { _tag: "Started", runId: this.runId, at, progress: this.lifecycle.progress(), agentId }
+  }
+
+  /** `Queued`: the run queues every agent at once, so its `Queued` events share one `progress`. */
+  queued(agentId: string, at: number, progress: Progress): CorralEvent {
+    return { _tag: "Queued", runId: this.runId, at, progress, agentId }
   }
 
   /** `Finished`, at the time the outcome ended (outcomes are recorded as they end). */

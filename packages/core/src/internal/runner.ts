@@ -171,7 +171,12 @@ class Runner<A, E, R> implements ExecHost {
   /** Completed when the last worker ended, a worker died, or the run stops. */
   readonly settled = Deferred.makeUnsafe<void>()
   maxWorkers = 0
-  topUpQueued = false
+  /**
+   * The queued top-up task's hold on this runner, cut when the run ends: the task runs on a later
+   * scheduler turn, and until then it would keep the whole run (agents, outcomes) alive, across any
+   * number of runs that complete without a macrotask in between.
+   */
+  topUpCell: { runner: Runner<A, E, R> | undefined } | undefined = undefined
   dispatcher: Scheduler.SchedulerDispatcher | undefined = undefined
   draining = false
   workerContext: Context.Context<never> | undefined = undefined
@@ -262,10 +267,13 @@ class Runner<A, E, R> implements ExecHost {
     this.enqueueRoots()
     if (events !== undefined) {
       events.emit({ _tag: "RunStarted", ...events.base(), concurrency: this.concurrency, mode: this.mode })
+      let progress = this.lifecycle.progress()
       for (const node of this.nodes) {
-        if (events.admit()) events.emit(events.agentEvent("Queued", node.id, this.startedAt))
+        if (events.admit()) events.emit(events.queued(node.id, this.startedAt, progress))
         const catchUp = events.catchUp()
-        if (catchUp !== undefined) yield* catchUp
+        if (catchUp === undefined) continue
+        yield* catchUp
+        progress = this.lifecycle.progress()
       }
     }
     const stopOn = this.options.stopOn
@@ -297,6 +305,7 @@ class Runner<A, E, R> implements ExecHost {
     if (!this.lifecycle.allDone) this.cancelRest()
     const endedAt = this.clock.currentTimeMillisUnsafe()
     this.finished = true
+    if (this.topUpCell !== undefined) this.topUpCell.runner = undefined
     if (events !== undefined && consumer !== undefined) {
       events.final({ _tag: "RunFinished", ...events.base(), stopped: this.stopping.reason })
       yield* Fiber.await(consumer)
@@ -339,8 +348,8 @@ class Runner<A, E, R> implements ExecHost {
     if (this.workerFibers.size === 0 || this.workerDefect !== undefined) Deferred.doneUnsafe(this.settled, Effect.void)
   }
 
-  private readonly topUp = (): void => {
-    this.topUpQueued = false
+  private topUp(): void {
+    this.topUpCell = undefined
     while (this.needsWorker()) this.spawn()
   }
 
@@ -449,9 +458,10 @@ class Runner<A, E, R> implements ExecHost {
 
   private wake(): void {
     if (this.idle.length === 0) {
-      if (!this.topUpQueued && this.needsWorker()) {
-        this.topUpQueued = true
-        this.dispatcher!.scheduleTask(this.topUp, 0)
+      if (this.topUpCell === undefined && this.needsWorker()) {
+        const cell: { runner: Runner<A, E, R> | undefined } = { runner: this }
+        this.topUpCell = cell
+        this.dispatcher!.scheduleTask(() => cell.runner?.topUp(), 0)
       }
     } else if (this.lifecycle.allDone) {
       for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
@@ -543,7 +553,7 @@ class Runner<A, E, R> implements ExecHost {
     this.lifecycle.move(node, "running")
     node.startedAt = at
     const events = this.events
-    if (events?.admit()) events.emit(events.agentEvent("Started", node.id, at))
+    if (events?.admit()) events.emit(events.started(node.id, at))
   }
 
   private depsOf(node: Node): Record<string, unknown> {
