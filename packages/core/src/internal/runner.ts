@@ -612,7 +612,6 @@ class Runner<A, E, R> implements ExecHost {
     const events = this.events
     if (events?.admit()) events.emit(events.finished(node.id, outcome))
     if (outcome._tag === "Succeeded") {
-      node.value = outcome.value
       this.releaseDependents(node)
     } else if (Outcome.isFailure(outcome)) {
       if (this.mode === "fail-fast") this.stop({ _tag: "AgentFailed", agentId: node.id, outcome: outcome._tag })
