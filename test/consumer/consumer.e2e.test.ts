@@ -111,8 +111,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await registry?.close()
-  if (work !== "") NodeFs.rmSync(work, { recursive: true, force: true })
-})
+  // the app's node_modules is large: removing it takes minutes on a loaded, noisy disk
+  if (work !== "") await NodeFs.promises.rm(work, { recursive: true, force: true })
+}, slow)
 
 describe("packed packages in an app outside the workspace", () => {
   it("packs manifests a registry can serve: dist exports, no workspace ranges, no tests", () => {
