@@ -10,9 +10,9 @@
  * emitters run `catchUp` after each agent (the run after each `Queued`): once the buffer is half
  * full, an emitter whose subscriber waits for events waits until it has taken them (it takes them
  * as soon as it runs), then yields once more (waking it resumes the emitter at once, before the
- * subscriber has handled what it took); a busy subscriber gets a yield each time, until one finds
- * that it took nothing meanwhile: then none until it takes events again, so a stalled subscriber
- * does not slow the agents.
+ * subscriber has handled what it took); a busy subscriber gets a yield per `buffer / 64` events
+ * queued, until one finds that it took nothing meanwhile: then none until it takes events again,
+ * so a stalled subscriber does not slow the agents.
  */
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
@@ -42,6 +42,11 @@ export class EventSink {
   private stalledAt = Number.NaN
   /** The subscriber waits for events; `took` completes when it has taken them. */
   private idle = false
+  /** Events queued so far, and that count at the last yield to a busy subscriber. */
+  private offered = 0
+  private offeredAtYield = Number.NEGATIVE_INFINITY
+  /** A busy subscriber gets a yield per this many events: it handles far more per turn. */
+  private readonly yieldEvery: number
   private took: Deferred.Deferred<void> | undefined = undefined
 
   constructor(
@@ -56,6 +61,7 @@ export class EventSink {
     this.clock = clock
     this.lifecycle = lifecycle
     this.buffer = buffer
+    this.yieldEvery = Math.max(1, Math.floor(buffer / 64))
   }
 
   /** Fields every event has: the run, the time and the progress after the event. */
@@ -104,7 +110,8 @@ export class EventSink {
   catchUp(): Effect.Effect<void> | undefined {
     if (this.backlog * 2 < this.buffer) return undefined
     if (this.idle) return Effect.andThen(Deferred.await((this.took ??= Deferred.makeUnsafe<void>())), Effect.yieldNow)
-    if (this.taken === this.stalledAt) return undefined
+    if (this.taken === this.stalledAt || this.offered - this.offeredAtYield < this.yieldEvery) return undefined
+    this.offeredAtYield = this.offered
     return this.yieldOnce
   }
 
@@ -177,6 +184,7 @@ export class EventSink {
 
   private offer(event: CorralEvent): void {
     this.backlog++
+    this.offered++
     Queue.offerUnsafe(this.queue, event)
   }
 
