@@ -38,7 +38,7 @@ const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number, g
       reject(new Error(`timed out after ${duration(timeoutMs)}`))
     }, timeoutMs)
   })
-  if (gc) settle()
+  if (gc) await settle()
   try {
     return await Promise.race([approach.run(params, { signal: controller.signal }), timeout])
   } finally {

@@ -137,38 +137,90 @@ export const make = <A, E = never, R = never, D extends Deps = Deps, const Id ex
 const noDependencies: ReadonlyArray<string> = Object.freeze([])
 const noLabels: Readonly<Record<string, string>> = Object.freeze({})
 
+type Extra = Omit<Options<unknown, unknown, unknown>, "run">
+
+/** The options other than `run`, copied; `undefined` when none is set (most agents). */
+const extraOf = (options: Options<unknown, unknown, unknown>): Extra | undefined =>
+  options.timeout === undefined &&
+  options.retry === undefined &&
+  options.claims === undefined &&
+  options.claimTimeout === undefined &&
+  options.dependsOn === undefined &&
+  options.estimate === undefined &&
+  options.rateLimit === undefined &&
+  options.idempotencyKey === undefined &&
+  options.idempotencyKeyOf === undefined &&
+  options.inputs === undefined &&
+  options.labels === undefined
+    ? undefined
+    : {
+        timeout: options.timeout,
+        retry: options.retry,
+        claims: options.claims,
+        claimTimeout: options.claimTimeout,
+        dependsOn: options.dependsOn,
+        estimate: options.estimate,
+        rateLimit: options.rateLimit,
+        idempotencyKey: options.idempotencyKey,
+        idempotencyKeyOf: options.idempotencyKeyOf,
+        inputs: options.inputs,
+        labels: options.labels
+      }
+
+/**
+ * An agent keeps its id, its `run` as given and the other options only when one is set, and reads
+ * the fields through getters: a run keeps every agent alive until it returns, so at 100k+ agents
+ * the agent's size (and a closure per agent for `run`) was a visible share of the collector's work.
+ */
 class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Agent<A, E, R, Id> {
   declare readonly [TypeId]: typeof TypeId
   readonly id: Id
-  readonly run: (deps: Deps) => Effect.Effect<A, E, R>
-  readonly timeout: Duration.Input | undefined
-  readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
-  readonly claims: Claims.Claims | undefined
-  readonly claimTimeout: Duration.Input | undefined
-  readonly dependsOn: ReadonlyArray<string>
-  readonly estimate: Duration.Input | undefined
-  readonly rateLimit: string | undefined
-  readonly idempotencyKey: string | undefined
-  readonly idempotencyKeyOf: ((deps: Deps) => string) | undefined
-  readonly inputs: ReadonlyArray<string> | undefined
-  readonly labels: Readonly<Record<string, string>>
+  private readonly given: Effect.Effect<A, E, R> | ((deps: Deps) => Effect.Effect<A, E, R>)
+  private readonly extra: Extra | undefined
 
   constructor(id: Id, options: Options<A, E, R>) {
     super()
-    const run = options.run
     this.id = id
-    this.run = Effect.isEffect(run) ? () => run : (deps) => Effect.suspend(() => run(deps))
-    this.timeout = options.timeout
-    this.retry = options.retry
-    this.claims = options.claims
-    this.claimTimeout = options.claimTimeout
-    this.dependsOn = options.dependsOn ?? noDependencies
-    this.estimate = options.estimate
-    this.rateLimit = options.rateLimit
-    this.idempotencyKey = options.idempotencyKey
-    this.idempotencyKeyOf = options.idempotencyKeyOf
-    this.inputs = options.inputs
-    this.labels = options.labels ?? noLabels
+    this.given = options.run
+    this.extra = extraOf(options as Options<unknown, unknown, unknown>)
+  }
+
+  get run(): (deps: Deps) => Effect.Effect<A, E, R> {
+    const given = this.given
+    return Effect.isEffect(given) ? () => given : (deps) => Effect.suspend(() => given(deps))
+  }
+  get timeout(): Duration.Input | undefined {
+    return this.extra?.timeout
+  }
+  get retry(): Schedule.Schedule<unknown, any, never, any> | undefined {
+    return this.extra?.retry
+  }
+  get claims(): Claims.Claims | undefined {
+    return this.extra?.claims
+  }
+  get claimTimeout(): Duration.Input | undefined {
+    return this.extra?.claimTimeout
+  }
+  get dependsOn(): ReadonlyArray<string> {
+    return this.extra?.dependsOn ?? noDependencies
+  }
+  get estimate(): Duration.Input | undefined {
+    return this.extra?.estimate
+  }
+  get rateLimit(): string | undefined {
+    return this.extra?.rateLimit
+  }
+  get idempotencyKey(): string | undefined {
+    return this.extra?.idempotencyKey
+  }
+  get idempotencyKeyOf(): ((deps: Deps) => string) | undefined {
+    return this.extra?.idempotencyKeyOf as ((deps: Deps) => string) | undefined
+  }
+  get inputs(): ReadonlyArray<string> | undefined {
+    return this.extra?.inputs
+  }
+  get labels(): Readonly<Record<string, string>> {
+    return this.extra?.labels ?? noLabels
   }
 }
 

@@ -45,6 +45,10 @@ export interface Options {
    * subscriber; while that many wait, new events are dropped and the subscriber later gets one
    * `EventsDropped` event with their count. `RunFinished` is never dropped, and the run returns once
    * the subscriber has handled it (interrupting the run interrupts a subscriber that never returns).
+   * Once half of `eventBuffer` events wait, the run lets the subscriber catch up: the worker that finds it
+   * so waits until a subscriber that is waiting for events has taken them, a busy one gets a yield
+   * (another only if it took events meanwhile), so one that keeps up sees every event, even of agents that
+   * never yield.
    */
   readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
   /** Most events waiting for `onEvent` before new ones are dropped (see `onEvent`). Default 10000. */

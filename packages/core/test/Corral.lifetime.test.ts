@@ -287,10 +287,33 @@ describe("events for a subscriber that falls behind", () => {
         const emitted = 1 + 3 * n + 1
         const delivered = seen.length - dropped.length
         assert.strictEqual(delivered + (dropped[0] as { count: number }).count, emitted)
-        assert.isAtMost(seen.length, 1 + 16 + 1)
+        // It handles RunStarted and blocks in the next event until the last agent ran: meanwhile at
+        // most 16 events wait, so at most 1 + 1 + 16 events from before the last agent ended arrive.
+        assert.isAtMost(seen.filter((e) => e._tag !== "EventsDropped" && e.progress.done < n).length, 1 + 1 + 16)
         assert.strictEqual(seen.at(-1)!._tag, "RunFinished")
         assert.strictEqual(seen.at(-1)!.progress.done, n)
       })
+  )
+
+  it.effect("a subscriber that keeps up sees every event, even of agents that never yield", () =>
+    Effect.gen(function* () {
+      const n = 2000
+      const agents = Array.from({ length: n }, (_, i) => Agent.make(`a${i}`, { run: Effect.void }))
+      const seen: Array<CorralEvent.CorralEvent> = []
+      const result = yield* Corral.run(agents, {
+        concurrency: 4,
+        eventBuffer: 64,
+        onEvent: (event) => Effect.sync(() => seen.push(event))
+      })
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(
+        seen.filter((e) => e._tag === "EventsDropped"),
+        []
+      )
+      assert.strictEqual(seen.length, 1 + 3 * n + 1)
+      assert.strictEqual(seen.filter((e) => e._tag === "Finished").length, n)
+      assert.strictEqual(seen.at(-1)!._tag, "RunFinished")
+    })
   )
 
   it.effect("a subscriber that never returns does not hold up the agents; interrupting the run detaches it", () =>

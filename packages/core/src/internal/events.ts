@@ -5,9 +5,18 @@
  * While the buffer is full new events are dropped and counted, and the subscriber gets one
  * `EventsDropped` with the count before the next event that fits. `RunFinished` is never dropped.
  * A subscriber that fails is detached with a warning; the run goes on.
+ *
+ * Agents that never yield would keep the subscriber's fiber from running until the run ends, so
+ * emitters run `catchUp` after each agent (the run after each `Queued`): once the buffer is half
+ * full, an emitter whose subscriber waits for events waits until it has taken them (it takes them
+ * as soon as it runs), then yields once more (waking it resumes the emitter at once, before the
+ * subscriber has handled what it took); a busy subscriber gets a yield per `buffer / 64` events
+ * queued, until one finds that it took nothing meanwhile: then none until it takes events again,
+ * so a stalled subscriber does not slow the agents.
  */
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import type { CorralEvent, Progress } from "../CorralEvent.ts"
@@ -28,6 +37,17 @@ export class EventSink {
   private readonly buffer: number
   private backlog = 0
   private dropped = 0
+  /** Events taken by the subscriber so far, and that count when a yield for it found no progress. */
+  private taken = 0
+  private stalledAt = Number.NaN
+  /** The subscriber waits for events; `took` completes when it has taken them. */
+  private idle = false
+  /** Events queued so far, and that count at the last yield to a busy subscriber. */
+  private offered = 0
+  private offeredAtYield = Number.NEGATIVE_INFINITY
+  /** A busy subscriber gets a yield per this many events: it handles far more per turn. */
+  private readonly yieldEvery: number
+  private took: Deferred.Deferred<void> | undefined = undefined
 
   constructor(
     queue: Queue.Queue<CorralEvent, Cause.Done>,
@@ -41,6 +61,7 @@ export class EventSink {
     this.clock = clock
     this.lifecycle = lifecycle
     this.buffer = buffer
+    this.yieldEvery = Math.max(1, Math.floor(buffer / 64))
   }
 
   /** Fields every event has: the run, the time and the progress after the event. */
@@ -48,22 +69,22 @@ export class EventSink {
     return { runId: this.runId, at: this.clock.currentTimeMillisUnsafe(), progress: this.lifecycle.progress() }
   }
 
-  /** `Queued` or `Started`, built without the intermediate `base()` object. */
-  agentEvent(tag: "Queued" | "Started", agentId: string): CorralEvent {
-    return {
-      _tag: tag,
-      runId: this.runId,
-      at: this.clock.currentTimeMillisUnsafe(),
-      progress: this.lifecycle.progress(),
-      agentId
-    }
+  /** `Started` at `at`, built without the intermediate `base()` object. */
+  started(agentId: string, at: number): CorralEvent {
+    return { _tag: "Started", runId: this.runId, at, progress: this.lifecycle.progress(), agentId }
   }
 
+  /** `Queued`: the run queues every agent at once, so its `Queued` events share one `progress`. */
+  queued(agentId: string, at: number, progress: Progress): CorralEvent {
+    return { _tag: "Queued", runId: this.runId, at, progress, agentId }
+  }
+
+  /** `Finished`, at the time the outcome ended (outcomes are recorded as they end). */
   finished(agentId: string, outcome: Outcome.Outcome): CorralEvent {
     return {
       _tag: "Finished",
       runId: this.runId,
-      at: this.clock.currentTimeMillisUnsafe(),
+      at: outcome.endedAt,
       progress: this.lifecycle.progress(),
       agentId,
       outcome
@@ -81,6 +102,26 @@ export class EventSink {
     }
     return true
   }
+
+  /**
+   * What an emitter waits for so that the subscriber catches up (see the module comment), or
+   * `undefined` while the buffer is less than half full.
+   */
+  catchUp(): Effect.Effect<void> | undefined {
+    if (this.backlog * 2 < this.buffer) return undefined
+    if (this.idle) return Effect.andThen(Deferred.await((this.took ??= Deferred.makeUnsafe<void>())), Effect.yieldNow)
+    if (this.taken === this.stalledAt || this.offered - this.offeredAtYield < this.yieldEvery) return undefined
+    this.offeredAtYield = this.offered
+    return this.yieldOnce
+  }
+
+  /** Yields once; a subscriber that took nothing meanwhile is stalled until it takes events. */
+  private readonly yieldOnce: Effect.Effect<void> = Effect.suspend(() => {
+    const before = this.taken
+    return Effect.map(Effect.yieldNow, () => {
+      if (this.taken === before) this.stalledAt = before
+    })
+  })
 
   emit(event: CorralEvent): void {
     if (this.backlog >= this.buffer || (this.dropped > 0 && this.backlog + 1 >= this.buffer)) {
@@ -100,16 +141,19 @@ export class EventSink {
 
   /** Delivers events until `final`; runs on its own fiber, taking whatever has queued at once. */
   consume(onEvent: (event: CorralEvent) => Effect.Effect<void, unknown>): Effect.Effect<void> {
+    // biome-ignore lint/complexity/noUselessThisAlias: the effects below outlive this call
     const sink = this
     let broken = false
     let batch: ReadonlyArray<CorralEvent> = []
     let next = 0
-    const deliver: Effect.Effect<void, unknown> = Effect.gen(function* () {
+    const deliver: Effect.Effect<void, unknown> = Effect.suspend(() => {
       while (next < batch.length) {
         const event = batch[next++]!
         sink.backlog--
-        if (!broken) yield* onEvent(event)
+        sink.taken++
+        if (!broken) return Effect.andThen(onEvent(event), deliver)
       }
+      return Effect.void
     })
     const guarded: Effect.Effect<void> = Effect.catchCause(deliver, (cause) =>
       Effect.suspend(() => {
@@ -120,16 +164,27 @@ export class EventSink {
         )
       })
     )
-    const take = Effect.flatMap(Queue.takeAll(this.queue), (events) => {
-      batch = events
-      next = 0
-      return guarded
+    const takeAll = Queue.takeAll(this.queue)
+    const take = Effect.suspend(() => {
+      sink.idle = true
+      return Effect.flatMap(takeAll, (events) => {
+        sink.idle = false
+        const took = sink.took
+        if (took !== undefined) {
+          sink.took = undefined
+          Deferred.doneUnsafe(took, Effect.void)
+        }
+        batch = events
+        next = 0
+        return guarded
+      })
     })
-    return Effect.forever(take).pipe(Effect.catchCause(() => Effect.void))
+    return Effect.forever(take, { disableYield: true }).pipe(Effect.catchCause(() => Effect.void))
   }
 
   private offer(event: CorralEvent): void {
     this.backlog++
+    this.offered++
     Queue.offerUnsafe(this.queue, event)
   }
 

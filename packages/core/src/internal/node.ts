@@ -27,17 +27,30 @@ export class WaitState {
 
 export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())
 
+/** What validation settled about an agent and the run never changes: one shared object for plain agents. */
+interface Spec {
+  readonly timeoutMs: number | undefined
+  readonly claimTimeoutMs: number | undefined
+  readonly estimateMs: number
+  readonly depIndices: ReadonlyArray<number>
+}
+
+const noIndices: ReadonlyArray<number> = []
+
+const plainSpec: Spec = { timeoutMs: undefined, claimTimeoutMs: undefined, estimateMs: 1, depIndices: noIndices }
+
 /**
  * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
- * agent's context, so binding costs no allocation.
+ * agent's context, so binding costs no allocation. Every node lives until the run returns, so the
+ * settings few agents have are in one `spec` object (shared by plain agents), and a dependency's
+ * value is read from its outcome rather than kept twice.
  */
 export class Node implements Agent.Frame {
   readonly index: number
   readonly agent: Agent.Any
   readonly id: string
   readonly request: Claims.Request | undefined
-  readonly timeoutMs: number | undefined
-  readonly claimTimeoutMs: number | undefined
+  private readonly spec: Spec
   deps: Array<Node> = noNodes
   dependents: Array<Node> = noNodes
   priority = 0
@@ -50,15 +63,11 @@ export class Node implements Agent.Frame {
   lease: ResourceLocks.Lease | undefined = undefined
   /** The token of the agent's lease; kept after the lease is released, for fibers the agent forked. */
   fencingToken: number | undefined = undefined
-  value: unknown = undefined
   outcome: Outcome.Outcome | undefined = undefined
   rateTaken = false
   ledgerKey: string | undefined = undefined
   wait: WaitState | undefined = undefined
   host: NodeHost = detached
-
-  readonly estimateMs: number
-  readonly depIndices: ReadonlyArray<number>
 
   constructor(
     index: number,
@@ -73,10 +82,31 @@ export class Node implements Agent.Frame {
     this.agent = agent
     this.id = agent.id
     this.request = request
-    this.timeoutMs = timeoutMs
-    this.claimTimeoutMs = claimTimeoutMs
-    this.estimateMs = estimateMs
-    this.depIndices = depIndices
+    this.spec =
+      timeoutMs === undefined && claimTimeoutMs === undefined && estimateMs === 1 && depIndices.length === 0
+        ? plainSpec
+        : { timeoutMs, claimTimeoutMs, estimateMs, depIndices }
+  }
+
+  get timeoutMs(): number | undefined {
+    return this.spec.timeoutMs
+  }
+
+  get claimTimeoutMs(): number | undefined {
+    return this.spec.claimTimeoutMs
+  }
+
+  get estimateMs(): number {
+    return this.spec.estimateMs
+  }
+
+  get depIndices(): ReadonlyArray<number> {
+    return this.spec.depIndices
+  }
+
+  /** The value of a node that succeeded. */
+  get value(): unknown {
+    return (this.outcome as Outcome.Succeeded | undefined)?.value
   }
 
   current(): Agent.Current {

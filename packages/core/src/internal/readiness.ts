@@ -69,7 +69,7 @@ interface RateQueue {
 /** Agents waiting for a rate-limit token, one queue per key with one timer armed at a time. */
 export class RateWaits {
   private readonly queues = new Map<string, RateQueue>()
-  private readonly host: RateHost
+  readonly host: RateHost
 
   constructor(host: RateHost) {
     this.host = host
@@ -83,27 +83,43 @@ export class RateWaits {
     return queue.armed ? Effect.void : this.arm(queue, key, ms)
   }
 
-  private arm(queue: RateQueue, key: string, ms: number): Effect.Effect<void> {
+  arm(queue: RateQueue, key: string, ms: number): Effect.Effect<void> {
     queue.armed = true
     return Effect.asVoid(Effect.forkIn(Effect.andThen(Effect.sleep(ms), this.wakeUp(queue, key)), this.host.scope))
   }
 
   private wakeUp(queue: RateQueue, key: string): Effect.Effect<void> {
-    return Effect.gen({ self: this }, function* () {
-      queue.armed = false
-      while (queue.heap.size > 0) {
-        const node = queue.heap.peek()!
-        if (node.state !== "parked") {
-          queue.heap.pop()
-          continue
-        }
-        const probe = yield* this.host.limiter.tryTake(key, 1)
-        if (probe._tag === "Wait") return yield* this.arm(queue, key, probe.ms)
+    return Effect.gen({ self: new WakeUp(this, queue, key) }, WakeUp.prototype.run)
+  }
+}
+
+/** A wake-up of one key's queue; a class so its generator is one function (see `Runner.runBody`). */
+class WakeUp {
+  readonly waits: RateWaits
+  readonly queue: RateQueue
+  readonly key: string
+
+  constructor(waits: RateWaits, queue: RateQueue, key: string) {
+    this.waits = waits
+    this.queue = queue
+    this.key = key
+  }
+
+  *run() {
+    const { waits, queue, key } = this
+    queue.armed = false
+    while (queue.heap.size > 0) {
+      const node = queue.heap.peek()!
+      if (node.state !== "parked") {
         queue.heap.pop()
-        node.rateTaken = true
-        this.host.makeReady(node)
-        this.host.wake()
+        continue
       }
-    })
+      const probe = yield* waits.host.limiter.tryTake(key, 1)
+      if (probe._tag === "Wait") return yield* waits.arm(queue, key, probe.ms)
+      queue.heap.pop()
+      node.rateTaken = true
+      waits.host.makeReady(node)
+      waits.host.wake()
+    }
   }
 }

@@ -1,16 +1,13 @@
 /**
  * Why and when a run stops before every agent ran: fail-fast, a budget, `stopOn`. The first request
- * wins; it completes `signal`, which interrupts the workers. Also the texts outcomes give as reason.
+ * wins (the runner then interrupts its workers). Also the texts outcomes give as reason.
  */
-import * as Deferred from "effect/Deferred"
-import * as Effect from "effect/Effect"
 import type { StopReason } from "../CorralEvent.ts"
 import * as Usage from "../Usage.ts"
 
 export type Budget = { readonly costUsd?: number | undefined; readonly tokens?: number | undefined }
 
 export class Stopping<Agent> {
-  readonly signal = Deferred.makeUnsafe<void>()
   reason: StopReason | undefined = undefined
   /** The agent whose reported usage crossed the budget. */
   crossing: Agent | undefined = undefined
@@ -19,7 +16,6 @@ export class Stopping<Agent> {
   request(reason: StopReason): boolean {
     if (this.reason !== undefined) return false
     this.reason = reason
-    Deferred.doneUnsafe(this.signal, Effect.void)
     return true
   }
 

@@ -83,7 +83,11 @@ const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Ids =
   return { index: undefined }
 }
 
+/** Up to this many agents, ids are compared pairwise: no copy and no sort for small (nested) runs. */
+const pairwiseMax = 16
+
 const idsAreValid = (agents: ReadonlyArray<Agent.Any>): boolean => {
+  if (agents.length <= pairwiseMax) return smallIdsAreValid(agents)
   const ids: Array<string> = new Array(agents.length)
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
@@ -94,6 +98,17 @@ const idsAreValid = (agents: ReadonlyArray<Agent.Any>): boolean => {
   }
   ids.sort()
   for (let i = 1; i < ids.length; i++) if (ids[i] === ids[i - 1]) return false
+  return true
+}
+
+const smallIdsAreValid = (agents: ReadonlyArray<Agent.Any>): boolean => {
+  for (let index = 0; index < agents.length; index++) {
+    const agent = agents[index]!
+    if (!Agent.isAgent(agent)) return false
+    const id = agent.id
+    if (typeof id !== "string" || isBlank(id)) return false
+    for (let other = 0; other < index; other++) if (agents[other]!.id === id) return false
+  }
   return true
 }
 
