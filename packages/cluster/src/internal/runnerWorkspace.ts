@@ -1,0 +1,119 @@
+import { createHash } from "node:crypto"
+import { Executor } from "@corral/core"
+import { RemoteWorkspace, Workspace } from "@corral/platform-node"
+import { Context, Effect, Exit, Layer, Scope, Semaphore } from "effect"
+
+/** What the coordinator sends with an agent that runs in a worktree on its runner. */
+export interface RemoteWorkspaceInput {
+  readonly remote: string
+  readonly base: string
+  readonly author: Workspace.Identity
+  readonly committer: Workspace.Identity
+  readonly sparse?: ReadonlyArray<string> | undefined
+}
+
+let shared: Workspace.Workspace["Service"] | undefined
+
+/** One workspace service per runner process: its repository locks and port blocks are shared by all agents. */
+const workspaceService = Effect.suspend(() =>
+  shared !== undefined
+    ? Effect.succeed(shared)
+    : Effect.scoped(Layer.build(Workspace.Workspace.layer)).pipe(
+        Effect.map((context) => {
+          shared ??= Context.get(context, Workspace.Workspace)
+          return shared
+        })
+      )
+)
+
+/**
+ * The id under which this runner keeps a run's workspaces in its repository: its own, so that its
+ * lease, records and branches never meet the coordinator's (or another runner's) when they share a
+ * repository.
+ */
+export const localRunId = (runId: string): string => {
+  const id = `${runId}.r${process.pid}`
+  return id.length <= 64 ? id : `${createHash("sha256").update(runId).digest("hex").slice(0, 40)}.r${process.pid}`
+}
+
+interface Registered {
+  count: number
+  readonly scope: Scope.Closeable
+}
+
+const registered = new Map<string, Registered>()
+const registering = Semaphore.makeUnsafe(1)
+
+/** The run's lease in the runner's repository, held while any of its agents runs here. */
+const holdRun = (ws: Workspace.Workspace["Service"], repo: string, runId: string) =>
+  Effect.acquireRelease(
+    registering.withPermit(
+      Effect.gen(function* () {
+        const key = `${repo}\0${runId}`
+        const known = registered.get(key)
+        if (known !== undefined) {
+          known.count++
+          return key
+        }
+        const scope = yield* Scope.make()
+        yield* ws.registerRun(repo, runId).pipe(
+          Scope.provide(scope),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        )
+        registered.set(key, { count: 1, scope })
+        return key
+      })
+    ),
+    (key) =>
+      registering.withPermit(
+        Effect.suspend(() => {
+          const known = registered.get(key)
+          if (known === undefined) return Effect.void
+          known.count--
+          if (known.count > 0) return Effect.void
+          registered.delete(key)
+          return Scope.close(known.scope, Exit.void)
+        })
+      )
+  )
+
+/**
+ * Runs `use` in a disposable worktree of `repo` started at the run's base (fetched from the remote),
+ * then commits what the agent left and pushes the agent's branch to the remote. The worktree and its
+ * branch are removed on every exit path (success, failure, interruption).
+ */
+export const inRemoteWorkspace = <A, E, R>(
+  repo: string,
+  runId: string,
+  agentId: string,
+  input: RemoteWorkspaceInput,
+  use: (handle: Workspace.WorkspaceHandle) => Effect.Effect<A, E, R>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const ws = yield* workspaceService
+      const local = localRunId(runId)
+      yield* holdRun(ws, repo, local)
+      yield* RemoteWorkspace.fetchBase(repo, input.remote, runId, input.base)
+      const handle = yield* ws.acquire({
+        repo,
+        runId: local,
+        agentId,
+        strategy: "worktree",
+        base: input.base,
+        sparse: input.sparse,
+        disposable: true
+      })
+      const result = yield* use(handle)
+      const committed = yield* RemoteWorkspace.commit(handle, {
+        runId,
+        message: `corral ${runId}: ${agentId}`,
+        author: input.author,
+        committer: input.committer
+      })
+      if (!committed.changed) return { result, commit: undefined }
+      if (!(yield* Executor.stillCurrent)) return yield* Effect.interrupt
+      yield* RemoteWorkspace.push(handle, input.remote, runId)
+      return { result, commit: committed.commit }
+    })
+  )
