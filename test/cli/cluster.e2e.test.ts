@@ -139,9 +139,11 @@ agents:
     expect(noRunner.stderr).toMatch(/no runner is online/)
 
     const worktrees = writePlan(repo, "worktrees.yaml", "version: 1\nagents:\n  - id: a\n    run: echo a\n")
-    const unsupported = await runCli(["run", worktrees, "--cluster", url], { cwd: repo })
-    expect(unsupported.code).toBe(2)
-    expect(unsupported.stderr).toMatch(/isolation worktree is not supported with --cluster yet/)
+    const notGit = await runCli(["run", worktrees, "--cluster", url], { cwd: repo })
+    expect(notGit.code).toBe(2)
+    expect(notGit.stderr).toMatch(
+      /is not a git repository \(worktree isolation with --cluster merges into a git repository\)/
+    )
 
     const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo })
     started.push(runner)
