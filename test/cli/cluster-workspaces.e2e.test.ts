@@ -1,6 +1,8 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Effect } from "effect"
+import { RunLedger } from "@corral/platform-node"
+import { PostgresLedger } from "@corral/postgres"
+import { Effect, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Reconcile from "../../apps/cli/src/Reconcile.ts"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
@@ -105,6 +107,8 @@ agents:
     run: ${JSON.stringify(meetThen("left", "right"))}
   - id: right
     run: ${JSON.stringify(meetThen("right", "left"))}
+  - id: broken
+    run: echo partial > partial.txt && exit 3
 `
     )
     const result = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
@@ -123,9 +127,10 @@ agents:
       beta: "Succeeded",
       gamma: "Succeeded",
       [winner]: "Succeeded",
-      [loser]: "Failed"
+      [loser]: "Failed",
+      broken: "Failed"
     })
-    expect(result.stderr).toMatch(/4 succeeded, 1 failed/)
+    expect(result.stderr).toMatch(/4 succeeded, 2 failed/)
     expect(result.stderr).toMatch(
       new RegExp(`${loser} conflicts in shared\\.txt; its branch is kept:\\n\\s+corral/\\S+/${loser}\\n`)
     )
@@ -142,6 +147,7 @@ agents:
     expect(show("beta.txt")).toBe("beta\n")
     expect(show("gamma.txt")).toBe("alpha\nbeta\n") // the dependent saw both dependencies' files
     expect(show("shared.txt")).toBe(`${winner}\n`)
+    expect(git(repo, "ls-tree", "--name-only", integration).split("\n")).not.toContain("partial.txt") // a failed agent's work is not merged
     // each agent ran in a worktree of one of the runners' clones, not in a runner's checkout or the user's
     for (const agent of ["alpha", "beta", "gamma"]) {
       const where = show(`where-${agent}.txt`).trim()
@@ -150,6 +156,20 @@ agents:
         where
       ).toBe(true)
     }
+    // the same records in the ledger as a local run
+    const record = await Effect.runPromise(
+      Effect.flatMap(RunLedger.RunLedger, (ledger) => ledger.getRun(runId)).pipe(
+        Effect.provide(PostgresLedger.layer(url))
+      )
+    )
+    expect(Object.fromEntries(Option.getOrThrow(record).agents.map((agent) => [agent.agentId, agent.merge]))).toEqual({
+      alpha: "merged",
+      beta: "merged",
+      gamma: "merged",
+      [winner]: "merged",
+      [loser]: "conflict",
+      broken: null
+    })
     // the loser's branch is kept in the user's repository with its work; merged agents' branches are gone
     const kept = `corral/${runId}/${loser}`
     expect(
