@@ -194,7 +194,7 @@ agents:
     for (const runner of runners) expect((await runner.done).code).toBe(130)
   }, 240_000)
 
-  it("rejects an unusable remote or plan with exit 2 before anything starts", async () => {
+  it("rejects an unusable remote or plan with exit 2 before anything starts; a runner without a git repository fails worktree agents", async () => {
     const url = await Effect.runPromise(server!.createDatabase())
     const repo = makeRepo()
     dirs.push(repo)
@@ -223,7 +223,16 @@ agents:
     expect(branches(repo)).toEqual(["main"])
     runner.signal("SIGINT")
     expect((await runner.done).code).toBe(130)
-  }, 120_000)
+
+    // a runner whose --repo is no git repository fails worktree agents, saying so
+    const lonely = await Effect.runPromise(server!.createDatabase())
+    const misplaced = await startRunner(lonely, scratch("corral-runner-not-git-"))
+    const failed = await runCli(["run", plan, "--cluster", lonely], { cwd: repo })
+    expect(failed.code, failed.stderr).toBe(1)
+    expect(failed.stdout + failed.stderr).toMatch(/--repo \S+ is not a git repository; worktree agents need a clone/)
+    misplaced.signal("SIGINT")
+    expect((await misplaced.done).code).toBe(130)
+  }, 180_000)
 
   it("a runner removes its worktree on Ctrl-C; after a SIGKILL, corral gc on its machine removes what is left", async () => {
     let url = await Effect.runPromise(server!.createDatabase())
@@ -231,6 +240,8 @@ agents:
     dirs.push(repo)
     const runnerRepo = cloneFor(repo, "d")
     const pidFile = NodePath.join(scratch("corral-pid-"), "agent.pid")
+    const bare = NodePath.join(scratch("corral-remote-"), "scratch.git")
+    git(NodePath.dirname(bare), "init", "-q", "--bare", bare)
     const plan = writePlan(
       scratch("corral-plan-"),
       "plan.yaml",
@@ -239,7 +250,7 @@ agents:
     const agentStarted = () => NodeFs.existsSync(pidFile) && NodeFs.readFileSync(pidFile, "utf8").trim() !== ""
     const runUntilStarted = async () => {
       NodeFs.rmSync(pidFile, { force: true })
-      const run = startCli(["run", plan, "--cluster", url], { cwd: repo })
+      const run = startCli(["run", plan, "--cluster", url, "--remote", `file://${bare}`], { cwd: repo })
       await waitFor(agentStarted, 60_000, `the agent to start: ${run.output()}`)
       return { run, agentPid: Number(NodeFs.readFileSync(pidFile, "utf8").trim()) }
     }

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { Executor } from "@corral/core"
-import { RemoteWorkspace, Workspace } from "@corral/platform-node"
+import { Git, RemoteWorkspace, Workspace } from "@corral/platform-node"
 import { Context, Effect, Exit, Layer, Scope, Semaphore } from "effect"
 
 /** What the coordinator sends with an agent that runs in a worktree on its runner. */
@@ -92,6 +92,16 @@ export const inRemoteWorkspace = <A, E, R>(
   Effect.scoped(
     Effect.gen(function* () {
       const ws = yield* workspaceService
+      const isRepo = yield* Git.test(["rev-parse", "--git-dir"], { cwd: repo }).pipe(Effect.orElseSucceed(() => false))
+      if (!isRepo) {
+        return yield* Effect.fail(
+          new RemoteWorkspace.RemoteError({
+            remote: input.remote,
+            operation: "fetch the base into this runner's repository from",
+            detail: `the runner's --repo ${repo} is not a git repository; worktree agents need a clone of the repository`
+          })
+        )
+      }
       const local = localRunId(runId)
       yield* holdRun(ws, repo, local)
       yield* RemoteWorkspace.fetchBase(repo, input.remote, runId, input.base)
