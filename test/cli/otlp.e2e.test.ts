@@ -113,8 +113,9 @@ describe("corral run with OTEL_EXPORTER_OTLP_ENDPOINT (end to end)", () => {
     })
     expect(result.code, result.stdout + result.stderr).toBe(0)
     expect(result.stdout).toContain("3 succeeded")
-    // the same run without telemetry, just before, is the yardstick: an unreachable collector adds no flush wait
-    expect(Date.now() - started).toBeLessThan(baseline + 2_500)
+    // the same run without telemetry, just before, is the yardstick: an unreachable collector adds no
+    // export retries during the run (each would wait out its backoff); the margin absorbs a loaded machine
+    expect(Date.now() - started).toBeLessThan(baseline + 4_000)
     const output = result.stdout + result.stderr
     expect(output.match(/cannot reach the OTLP collector at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/g)).toHaveLength(
       1
