@@ -199,7 +199,7 @@ export const execute = (flags: ClusterFlags) =>
     const emit = (event: RunEvent) =>
       Effect.andThen(
         Effect.sync(() => reporter.onEvent(event)),
-        Effect.ignore(ledger.record(runId, event as never))
+        Effect.ignore(ledger.record(runId, event as RunLedger.LedgerEvent))
       )
     const workspaces =
       target === undefined
