@@ -11,6 +11,7 @@ import { PostgresClient } from "@corral/postgres"
 import { NodeServices } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import * as Cluster from "./Cluster.ts"
+import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"
 import { ProcessKind, RunnerRepo } from "./ProcessKind.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
 
@@ -50,7 +51,8 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
     let running = 0
     const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? [])]).pipe(
       Layer.provide(NodeServices.layer),
-      Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd()))
+      Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd())),
+      Layer.provide(Layer.sync(CurrentRunnerWorkspaces, makeRunnerWorkspaces))
     )
     yield* Layer.build(
       Cluster.layerRunner({ ...options, capacity, onLoad: (n) => (running = n) }).pipe(Layer.provide(kinds))

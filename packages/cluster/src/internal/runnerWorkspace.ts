@@ -12,19 +12,41 @@ export interface RemoteWorkspaceInput {
   readonly sparse?: ReadonlyArray<string> | undefined
 }
 
-let shared: Workspace.Workspace["Service"] | undefined
+/** A runner's workspace state: one workspace service (shared repository locks and port blocks) and its runs' leases. */
+export interface RunnerWorkspaces {
+  service: Workspace.Workspace["Service"] | undefined
+  readonly registered: Map<string, Registered>
+  readonly registering: Semaphore.Semaphore
+}
 
-/** One workspace service per runner process: its repository locks and port blocks are shared by all agents. */
-const workspaceService = Effect.suspend(() =>
-  shared !== undefined
-    ? Effect.succeed(shared)
-    : Effect.scoped(Layer.build(Workspace.Workspace.layer)).pipe(
-        Effect.map((context) => {
-          shared ??= Context.get(context, Workspace.Workspace)
-          return shared
-        })
-      )
+interface Registered {
+  count: number
+  readonly scope: Scope.Closeable
+}
+
+export const makeRunnerWorkspaces = (): RunnerWorkspaces => ({
+  service: undefined,
+  registered: new Map(),
+  registering: Semaphore.makeUnsafe(1)
+})
+
+/** The runner's workspace state; `Runner.serve` provides a fresh one per runner. */
+export const CurrentRunnerWorkspaces = Context.Reference<RunnerWorkspaces>(
+  "@corral/cluster/internal/runnerWorkspace/CurrentRunnerWorkspaces",
+  { defaultValue: makeRunnerWorkspaces }
 )
+
+const workspaceService = (state: RunnerWorkspaces) =>
+  Effect.suspend(() =>
+    state.service !== undefined
+      ? Effect.succeed(state.service)
+      : Effect.scoped(Layer.build(Workspace.Workspace.layer)).pipe(
+          Effect.map((context) => {
+            state.service ??= Context.get(context, Workspace.Workspace)
+            return state.service
+          })
+        )
+  )
 
 /**
  * The id under which this runner keeps a run's workspaces in its repository: its own, so that its
@@ -36,17 +58,10 @@ export const localRunId = (runId: string): string => {
   return id.length <= 64 ? id : `${createHash("sha256").update(runId).digest("hex").slice(0, 40)}.r${process.pid}`
 }
 
-interface Registered {
-  count: number
-  readonly scope: Scope.Closeable
-}
-
-const registered = new Map<string, Registered>()
-const registering = Semaphore.makeUnsafe(1)
-
 /** The run's lease in the runner's repository, held while any of its agents runs here. */
-const holdRun = (ws: Workspace.Workspace["Service"], repo: string, runId: string) =>
-  Effect.acquireRelease(
+const holdRun = (state: RunnerWorkspaces, ws: Workspace.Workspace["Service"], repo: string, runId: string) => {
+  const { registered, registering } = state
+  return Effect.acquireRelease(
     registering.withPermit(
       Effect.gen(function* () {
         const key = `${repo}\0${runId}`
@@ -76,6 +91,7 @@ const holdRun = (ws: Workspace.Workspace["Service"], repo: string, runId: string
         })
       )
   )
+}
 
 /**
  * Runs `use` in a disposable worktree of `repo` started at the run's base (fetched from the remote),
@@ -91,7 +107,8 @@ export const inRemoteWorkspace = <A, E, R>(
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const ws = yield* workspaceService
+      const state = yield* CurrentRunnerWorkspaces
+      const ws = yield* workspaceService(state)
       const isRepo = yield* Git.test(["rev-parse", "--git-dir"], { cwd: repo }).pipe(Effect.orElseSucceed(() => false))
       if (!isRepo) {
         return yield* Effect.fail(
@@ -103,7 +120,7 @@ export const inRemoteWorkspace = <A, E, R>(
         )
       }
       const local = localRunId(runId)
-      yield* holdRun(ws, repo, local)
+      yield* holdRun(state, ws, repo, local)
       yield* RemoteWorkspace.fetchBase(repo, input.remote, runId, input.base)
       const handle = yield* ws.acquire({
         repo,
