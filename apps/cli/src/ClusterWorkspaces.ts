@@ -73,6 +73,8 @@ export const make = (options: {
   readonly runId: string
   readonly plan: Plan
   readonly remote: string
+  /** Start the integration branch from this commit or branch (a resumed run's integration head). @default "HEAD" */
+  readonly base?: string | undefined
   readonly emit: (event: RunEvent) => Effect.Effect<void>
 }) =>
   Effect.gen(function* () {
@@ -82,6 +84,7 @@ export const make = (options: {
     const integration = yield* workspace.integration({
       repo,
       runId,
+      base: options.base,
       history: options.plan.history,
       author: options.plan.author,
       committer: options.plan.committer
