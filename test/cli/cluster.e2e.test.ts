@@ -107,7 +107,7 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     const ended = await third.done
     expect(ended.code).toBe(130)
     expect((await listRunners(url)).map((r) => r.pid)).not.toContain(third.pid)
-  }, 120_000)
+  }, 240_000)
 
   it("corral run --cluster runs a plan's agents on the runners with the same events, summary and exit codes", async () => {
     const url = await Effect.runPromise(server!.createDatabase())
@@ -178,5 +178,5 @@ agents:
     expect(reported.code, reported.stderr).toBe(0)
     expect(NodeFs.readFileSync(html, "utf8")).toContain(runId)
     NodeFs.rmSync(repo, { recursive: true, force: true })
-  }, 120_000)
+  }, 240_000)
 })
