@@ -109,10 +109,10 @@ beforeAll(async () => {
   await run("npm", ["install", "--save-dev", ...tools.map((name) => `${name}@${pinned(name)}`)], { cwd: app })
 }, 2 * slow)
 
-// Removing the installed app (tens of thousands of files) outlasts the default 60 s hook timeout on a loaded disk.
 afterAll(async () => {
   await registry?.close()
-  if (work !== "") NodeFs.rmSync(work, { recursive: true, force: true })
+  // the app's node_modules is large: removing it takes minutes on a loaded, noisy disk
+  if (work !== "") await NodeFs.promises.rm(work, { recursive: true, force: true })
 }, slow)
 
 describe("packed packages in an app outside the workspace", () => {
