@@ -194,6 +194,69 @@ agents:
     for (const runner of runners) expect((await runner.done).code).toBe(130)
   }, 240_000)
 
+  it("--resume continues a worktree run whose coordinator was SIGKILLed after a merge: from its integration head, the merged agent not merged again, the running one taken over", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = makeRepo()
+    dirs.push(repo)
+    const head = git(repo, "rev-parse", "HEAD").trim()
+    const sync = scratch("corral-sync-")
+    const runner = await startRunner(url, cloneFor(repo, "r"))
+    // first merges only while held runs, so held is running when the coordinator dies after first's merge
+    const plan = writePlan(
+      scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 4
+agents:
+  - id: first
+    run: while [ ! -e ${sync}/held-started ]; do sleep 0.05; done; echo x >> ${sync}/first-runs; echo first > first.txt
+  - id: held
+    run: echo x >> ${sync}/held-runs; touch ${sync}/held-started; while [ ! -e ${sync}/release ]; do sleep 0.05; done; echo held > held.txt; touch ${sync}/held-ended
+  - id: later
+    dependsOn: [first]
+    run: cat first.txt > later.txt
+`
+    )
+    const crashed = startCli(["run", plan, "--cluster", url, "--json"], {
+      cwd: repo,
+      env: { CORRAL_TEST_KILL_AT: "merged:first" }
+    })
+    const died = await crashed.done
+    expect(died.code, crashed.output()).not.toBe(0)
+    const [firstIntegration] = branches(repo).filter((b) => b.endsWith("/integration"))
+    expect(firstIntegration, crashed.output()).toBeDefined()
+    const firstRunId = firstIntegration!.split("/")[1]!
+    expect(agentCommits(repo, head, firstIntegration!)).toEqual(["first"])
+    const until = Date.now() + 60_000
+    let listed = ""
+    while (Date.now() < until && !new RegExp(`${firstRunId}\\s+crashed`).test(listed))
+      listed = (await runCli(["runs", "--cluster", url], { cwd: repo })).stdout
+    expect(listed).toMatch(new RegExp(`${firstRunId}\\s+crashed`))
+
+    // held ends while no coordinator runs; the resumed run picks up its pushed work
+    NodeFs.writeFileSync(NodePath.join(sync, "release"), "")
+    await waitFor(() => NodeFs.existsSync(NodePath.join(sync, "held-ended")), 60_000, "held to end")
+    const resumed = await runCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(resumed.stderr).toContain(`first: merged by run ${firstRunId}`)
+    const finished = eventsOf(resumed.stdout).filter((e) => e.type === "Finished")
+    expect(finished.map((e) => e.agentId).sort()).toEqual(["first", "held", "later"])
+    expect((finished.find((e) => e.agentId === "first")!.outcome as { cached?: boolean }).cached).toBe(true)
+    const lines = (file: string) => NodeFs.readFileSync(NodePath.join(sync, file), "utf8").trim().split("\n")
+    expect(lines("first-runs")).toHaveLength(1)
+    expect(lines("held-runs")).toHaveLength(1)
+
+    const integration = branches(repo).find((b) => b.endsWith("/integration") && b !== firstIntegration)!
+    expect(git(repo, "merge-base", "--is-ancestor", firstIntegration!, integration)).toBe("")
+    expect(agentCommits(repo, head, integration)).toEqual(["first", "held", "later"])
+    expect(git(repo, "show", `${integration}:later.txt`)).toBe("first\n")
+    expect(git(repo, "show", `${integration}:held.txt`)).toBe("held\n")
+    const remote = NodePath.join(repo, ".git", "corral", "remote.git")
+    expect(git(remote, "for-each-ref", "--format=%(refname)", "refs/heads/corral/")).toBe("")
+    runner.signal("SIGINT")
+    expect((await runner.done).code).toBe(130)
+  }, 240_000)
+
   it("rejects an unusable remote or plan with exit 2 before anything starts; a runner without a git repository fails worktree agents", async () => {
     const url = await Effect.runPromise(server!.createDatabase())
     const repo = makeRepo()
@@ -216,9 +279,6 @@ agents:
     const unsupported = await runCli(["run", directory, "--cluster", url], { cwd: repo })
     expect(unsupported.code).toBe(2)
     expect(unsupported.stderr).toMatch(/isolation directory is not supported with --cluster/)
-    const resume = await runCli(["run", plan, "--cluster", url, "--resume"], { cwd: repo })
-    expect(resume.code, resume.stderr).toBe(2)
-    expect(resume.stderr).toContain("--resume with --cluster is not supported yet for worktree isolation")
     const outside = scratch("corral-not-git-")
     const notGit = await runCli(["run", plan, "--cluster", url], { cwd: outside })
     expect(notGit.code).toBe(2)

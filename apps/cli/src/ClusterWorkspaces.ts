@@ -37,11 +37,15 @@ export interface ClusterWorkspaces {
     NonNullable<typeof ProcessKind.Input.Type.workspace>,
     RemoteWorkspace.RemoteError | WorkspaceModule.WorkspaceError
   >
-  /** Fetches what the agent's runner pushed and merges it into the integration branch. */
+  /**
+   * Fetches what the agent's runner pushed (as `corral/<pushedBy>/<agentId>`, by default this run)
+   * and merges it into the integration branch.
+   */
   readonly mergeBack: (
     agent: PlanAgent,
     base: string,
-    commit: string | undefined
+    commit: string | undefined,
+    pushedBy?: string | undefined
   ) => Effect.Effect<
     { readonly merge: "merged" | "nothing to merge"; readonly commit: string | undefined },
     MergeConflict | RemoteWorkspace.RemoteError | WorkspaceModule.WorkspaceError
@@ -142,14 +146,14 @@ export const make = (options: {
         return { merge: "merged", commit: merged.head } as const
       }).pipe(Effect.ensuring(Effect.sync(() => waiting.delete(agent.id))))
 
-    const mergeBack = (agent: PlanAgent, base: string, commit: string | undefined) =>
+    const mergeBack = (agent: PlanAgent, base: string, commit: string | undefined, pushedBy?: string | undefined) =>
       Effect.gen(function* () {
         if (commit === undefined) {
           yield* emit({ _tag: "NothingToMerge", at: Date.now(), agentId: agent.id })
           return { merge: "nothing to merge", commit: undefined } as const
         }
         const work = yield* fetching.withPermit(
-          RemoteWorkspace.fetchWork(repo, remote, { runId, agentId: agent.id, commit, base })
+          RemoteWorkspace.fetchWork(repo, remote, { runId: pushedBy ?? runId, agentId: agent.id, commit, base })
         )
         return yield* land(agent, work)
       })

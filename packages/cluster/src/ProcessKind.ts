@@ -69,7 +69,14 @@ export const Output = Schema.Struct({
   tail: Schema.Array(Schema.String),
   runnerPid: Schema.Number,
   /** With `workspace`: the agent's commit, pushed to the remote; absent when it changed nothing. */
-  commit: Schema.optional(Schema.String)
+  commit: Schema.optional(Schema.String),
+  /**
+   * With `commit`: the run whose branch `corral/<runId>/<agentId>` on the remote holds it (an
+   * execution a resumed run took over pushed under the crashed run's id).
+   */
+  runId: Schema.optional(Schema.String),
+  /** With `commit`: the base the agent's worktree started at. */
+  base: Schema.optional(Schema.String)
 })
 
 /**
@@ -149,7 +156,9 @@ export const ProcessKind = AgentKind.make("corral/process", {
         durationMs: result.durationMs,
         tail: result.tail,
         runnerPid: process.pid,
-        ...(commit === undefined ? {} : { commit })
+        ...(commit === undefined || input.workspace === undefined
+          ? {}
+          : { commit, runId: me?.runId ?? "run", base: input.workspace.base })
       })
       if (input.workspace === undefined) return output(yield* run(repo, {}), undefined)
       const done = yield* inRemoteWorkspace(

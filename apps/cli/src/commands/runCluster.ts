@@ -11,11 +11,14 @@
  * liveness in Postgres (`PostgresLiveness`) marks it crashed, successes recorded under the run's
  * lineage are reused (`Cached`), and each agent that had no outcome takes over its persisted
  * execution (`Cluster.ExecutorOptions.adopt`): the stored result if it finished meanwhile, else the
- * running execution is awaited (re-run only when its runner dies too: at-least-once, fenced).
+ * running execution is awaited (re-run only when its runner dies too: at-least-once, fenced). A
+ * worktree run resumes in the repository it ran in, through the same remote: its integration branch
+ * starts at the crashed run's integration branch, agents found merged there (`Reconcile`) are
+ * recorded as successes first so they end `Cached`, and a taken-over execution's work is fetched
+ * from the branch the crashed run's runner pushed.
  *
  * Not supported with `--cluster` yet (exit 2): directory isolation, worktrees with `merge: none`,
- * `--keep-workspaces`, and `--resume`/`--resume-from` of a worktree run (resume is for
- * `isolation: none` plans).
+ * `--keep-workspaces`.
  *
  * @since 0.1.0
  */
@@ -26,6 +29,7 @@ import * as NodePath from "node:path"
 import { Agent, AgentKind, Corral } from "@corral/core"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
 import * as Git from "@corral/platform-node/Git"
+import * as RemoteWorkspace from "@corral/platform-node/RemoteWorkspace"
 import { Workspace } from "@corral/platform-node/Workspace"
 import { PostgresClient, PostgresLedger, PostgresLiveness, PostgresLocks } from "@corral/postgres"
 import { Context, Deferred, Effect, Layer, Option, Schedule } from "effect"
@@ -33,6 +37,7 @@ import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
+import * as Reconcile from "../Reconcile.ts"
 import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
 import type { RunEvent } from "../RunEvent.ts"
@@ -66,18 +71,12 @@ export interface ClusterFlags {
 const isolationOf = (flags: ClusterFlags, plan: PlanFile.Plan) =>
   Option.getOrElse(flags.isolation, () => plan.isolation)
 
-const resuming = (flags: ClusterFlags) => flags.resume || Option.isSome(flags.resumeFrom)
-
-const worktreeResumeUnsupported =
-  "--resume with --cluster is not supported yet for worktree isolation; isolation: none plans resume (pass --isolation none only if the plan's agents need no workspaces)"
-
 const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefined => {
   const isolation = isolationOf(flags, plan)
   if (isolation === "directory")
     return `${plan.file}: isolation directory is not supported with --cluster; use worktree (a git repository) or none`
   if (isolation === "worktree" && plan.merge === "none")
     return `${plan.file}: merge: none is not supported with --cluster and worktree isolation (runners remove their worktrees when their agents end); use merge: auto or isolation: none`
-  if (isolation === "worktree" && resuming(flags)) return `${plan.file}: ${worktreeResumeUnsupported}`
   if (isolation === "none" && Option.isSome(flags.remote)) return "--remote is used only with worktree isolation"
   if (flags.keepWorkspaces)
     return "--keep-workspaces is not supported with --cluster (runners remove their worktrees; an agent's work is on its branch)"
@@ -111,6 +110,32 @@ const workspaceTarget = (flags: ClusterFlags) =>
     return { repo: root, remote }
   })
 
+/**
+ * The remote of a worktree run: a resumed run keeps the crashed run's (its runners pushed there);
+ * exit 2 when `--remote` names another.
+ */
+const remoteOf = (
+  flags: ClusterFlags,
+  target: { readonly repo: string; readonly remote: string } | undefined,
+  recorded: string | undefined
+) =>
+  Effect.gen(function* () {
+    if (target === undefined) return ""
+    if (recorded === undefined || recorded === target.remote) return target.remote
+    if (Option.isSome(flags.remote))
+      return yield* invalidInput(
+        `--remote ${target.remote}: the run being resumed used the remote ${recorded}; pass that one or leave --remote out`
+      )
+    yield* Git.run(["ls-remote", "--", recorded, "HEAD"], { cwd: target.repo }).pipe(
+      Effect.catch((error) =>
+        invalidInput(
+          `the remote ${recorded} of the run being resumed is not a git repository corral can reach\n${"stderr" in error ? error.stderr : error.message}`
+        )
+      )
+    )
+    return recorded
+  })
+
 const toAgent = (
   agent: PlanFile.PlanAgent,
   lineage: string,
@@ -135,7 +160,7 @@ const toAgent = (
       const output = yield* AgentKind.agent(ProcessKind.ProcessKind, agent.id, { ...input, workspace }, requires).run(
         deps
       )
-      const merged = yield* ws.mergeBack(agent, workspace.base, output.commit)
+      const merged = yield* ws.mergeBack(agent, output.base ?? workspace.base, output.commit, output.runId)
       return {
         process: {
           exitCode: 0,
@@ -187,7 +212,13 @@ const wasRunning = (agent: { readonly outcome: string | null; readonly detail: s
   agent.outcome === null || (agent.outcome === "Interrupted" && agent.detail === "crashed")
 
 /** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
-const resumeTarget = (flags: ClusterFlags, plan: PlanFile.Plan, ledger: RunLedger.Service) =>
+const resumeTarget = (
+  flags: ClusterFlags,
+  plan: PlanFile.Plan,
+  ledger: RunLedger.Service,
+  isolation: "worktree" | "directory" | "none",
+  repo: string | undefined
+) =>
   Effect.gen(function* () {
     if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
     const previous = Option.isSome(flags.resumeFrom)
@@ -204,10 +235,23 @@ const resumeTarget = (flags: ClusterFlags, plan: PlanFile.Plan, ledger: RunLedge
       return yield* invalidInput(
         `run ${previous.runId} is still running: its coordinator (pid ${previous.pid} on ${previous.hostname}) is alive; stop it first or wait for it`
       )
-    const options = previous.options as { lineage?: string; isolation?: string } | null
-    if (options?.isolation === "worktree")
-      return yield* invalidInput(`run ${previous.runId} used worktree isolation: ${worktreeResumeUnsupported}`)
-    return { runId: previous.runId, lineage: options?.lineage ?? previous.runId }
+    const options = previous.options as { lineage?: string; isolation?: string; remote?: string } | null
+    const was = options?.isolation ?? "none"
+    if (was !== isolation)
+      return yield* invalidInput(
+        `run ${previous.runId} ran with isolation ${was}; resume it with the same isolation (--isolation ${was})`
+      )
+    const lineage = options?.lineage ?? previous.runId
+    if (repo === undefined) return { runId: previous.runId, lineage, base: undefined, remote: undefined }
+    const base = `corral/${previous.runId}/integration`
+    const exists = yield* Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${base}`], { cwd: repo }).pipe(
+      Effect.orElseSucceed(() => false)
+    )
+    if (!exists)
+      return yield* invalidInput(
+        `run ${previous.runId} merged into its integration branch ${base}, which is not in ${repo}; resume it from the repository it ran in`
+      )
+    return { runId: previous.runId, lineage, base, remote: options?.remote }
   })
 
 /**
@@ -288,13 +332,33 @@ export const execute = (flags: ClusterFlags) =>
       Effect.provideService(RunLedger.RunLedger, ledger),
       Effect.provideService(RunLiveness.RunLiveness, liveness)
     )
-    const resumed = yield* resumeTarget(flags, plan, ledger)
+    const resumed = yield* resumeTarget(flags, plan, ledger, isolation, target?.repo)
+    const remote = yield* remoteOf(flags, target, resumed?.remote)
     const runId = newRunId()
     const lineage = resumed?.lineage ?? runId
     yield* liveness
       .hold({ runId, lineage })
       .pipe(Effect.catchTag("LineageBusy", (error) => invalidInput(error.message)))
     const adopt = resumed === undefined ? new Map<string, Array<string>>() : yield* adoptable(ledger, plan, lineage)
+    const reconciled =
+      target === undefined || resumed?.base === undefined
+        ? []
+        : yield* Reconcile.reconcile({
+            ledger,
+            repo: target.repo,
+            plan,
+            base: resumed.base,
+            lineage,
+            runId,
+            inputsHash: {},
+            keyOf: (agent) => idempotencyKeyOf(agent, lineage)
+          }).pipe(
+            Effect.catch((error) =>
+              invalidInput(
+                `cannot read what run ${resumed.runId} already merged (${resumed.base}), not resuming: ${error.message}`
+              )
+            )
+          )
     const mode = Reporter.modeFor(flags.json, process.stdout)
     const reporter = Reporter.make(mode, plan.agents)
     const emit = (event: RunEvent) =>
@@ -305,7 +369,7 @@ export const execute = (flags: ClusterFlags) =>
     const workspaces =
       target === undefined
         ? undefined
-        : yield* ClusterWorkspaces.make({ repo: target.repo, runId, plan, remote: target.remote, emit }).pipe(
+        : yield* ClusterWorkspaces.make({ repo: target.repo, runId, plan, remote, base: resumed?.base, emit }).pipe(
             Effect.provide(Workspace.layer),
             Effect.catch((error) => invalidInput(`cannot start the run's integration branch: ${error.message}`))
           )
@@ -319,8 +383,8 @@ export const execute = (flags: ClusterFlags) =>
         isolation,
         lineage,
         resumes: resumed?.runId ?? null,
-        base: null,
-        ...(target === undefined ? {} : { remote: target.remote })
+        base: resumed?.base ?? null,
+        ...(target === undefined ? {} : { remote })
       },
       pid: process.pid,
       hostname: NodeOs.hostname(),
@@ -335,6 +399,11 @@ export const execute = (flags: ClusterFlags) =>
     if (resumed !== undefined) {
       reporter.note(
         `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`
+      )
+    }
+    for (const done of reconciled) {
+      reporter.note(
+        `${done.agentId}: merged by run ${done.runId} (${done.commit.slice(0, 10)}) before it stopped; not run again`
       )
     }
     const stop = yield* Deferred.make<string>()
@@ -370,6 +439,10 @@ export const execute = (flags: ClusterFlags) =>
       result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
       result.endedAt
     )
+    if (target !== undefined && resumed !== undefined && result.allSucceeded) {
+      for (const crashed of new Set([resumed.runId, ...[...adopt.values()].flat()]))
+        yield* RemoteWorkspace.clean(target.repo, remote, crashed)
+    }
     const reportDir = flags.report ? yield* writeReport(ledger, flags, runId) : undefined
     const rendered = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const summary =
