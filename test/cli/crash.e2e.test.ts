@@ -194,7 +194,12 @@ describe("processes of a killed run that left their group (end to end)", () => {
       `version: 1\nagents:\n  - id: daemon\n    run: setsid sh -c 'echo $$ > ${side}/pid; exec sleep 300' & sleep 300\n`
     )
     const first = startCli(["run", plan], { cwd: repo })
-    await waitFor(() => NodeFs.existsSync(NodePath.join(side, "pid")), 30_000, "the descendant to start")
+    const pidFile = NodePath.join(side, "pid")
+    await waitFor(
+      () => NodeFs.existsSync(pidFile) && NodeFs.readFileSync(pidFile, "utf8").trim() !== "",
+      30_000,
+      "the descendant to write its pid"
+    )
     const tracked = () => {
       const runs = NodePath.join(repo, ".corral", "runs")
       return (

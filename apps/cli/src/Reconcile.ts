@@ -71,6 +71,8 @@ export const reconcile = (options: {
   readonly lineage: string
   readonly runId: string
   readonly inputsHash: Readonly<Record<string, string>>
+  /** The key the new run looks the agent's success up under. @default `RunPlan.idempotencyKeyOf` */
+  readonly keyOf?: ((agent: Plan["agents"][number]) => string) | undefined
 }): Effect.Effect<ReadonlyArray<Reconciled>, RunLedger.RunLedgerError | Git.GitFailure> =>
   Effect.gen(function* () {
     const { ledger } = options
@@ -86,10 +88,12 @@ export const reconcile = (options: {
     for (const agent of options.plan.agents) {
       const done = merged.get(agent.id)
       if (done === undefined) continue
-      const key = RunPlan.idempotencyKeyOf(
-        { lineage: options.lineage, runId: options.runId, inputsHash: options.inputsHash },
-        agent
-      )
+      const key =
+        options.keyOf?.(agent) ??
+        RunPlan.idempotencyKeyOf(
+          { lineage: options.lineage, runId: options.runId, inputsHash: options.inputsHash },
+          agent
+        )
       if (Option.isSome(yield* ledger.cachedSuccess(key))) continue
       const value: RunPlan.ReconciledResult = { merge: "merged", commit: done.commit, mergedBy: done.runId }
       yield* ledger.recordSuccess(key, agent.id, value, Date.now())

@@ -1,8 +1,12 @@
 /**
  * The built-in kind every runner registers: run a command (`ProcessRunner.run`) in the runner's
  * repository, with `CORRAL_RUN_ID`, `CORRAL_AGENT_ID` and `CORRAL_FENCING_TOKEN` (the execution
- * lease's token) in its environment. Its output lines go to the runner's `AgentOutput` sink (the
- * cluster's database) while it runs. Its processes die with the runner: each process group gets a detached watchdog that
+ * lease's token) in its environment. With `workspace`, the command runs instead in a worktree of the
+ * runner's repository started at `workspace.base`, fetched from `workspace.remote`, with the
+ * workspace's environment (`CORRAL_WORKSPACE`, ports, private folders); what it leaves is committed
+ * and pushed to the remote as `corral/<runId>/<agentId>` (`RemoteWorkspace`), and the worktree is
+ * removed on every exit path. Its output lines go to the runner's `AgentOutput` sink (the cluster's
+ * database) while it runs. Its processes die with the runner: each process group gets a detached watchdog that
  * kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
  * runs beside a leftover.
  *
@@ -14,6 +18,7 @@ import { Agent, AgentKind } from "@corral/core"
 import { ProcessRunner } from "@corral/platform-node"
 import { Context, Effect, Schema } from "effect"
 import * as AgentOutput from "./AgentOutput.ts"
+import { inRemoteWorkspace } from "./internal/runnerWorkspace.ts"
 
 /**
  * The folder relative `cwd`s resolve against: the runner's `--repo`.
@@ -29,13 +34,29 @@ export const RunnerRepo = Context.Reference<string>("@corral/cluster/ProcessKind
  * @since 0.1.0
  * @category schemas
  */
+export const Identity = Schema.Struct({ name: Schema.String, email: Schema.String })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const Input = Schema.Struct({
   command: Schema.String,
   args: Schema.optional(Schema.Array(Schema.String)),
   shell: Schema.optional(Schema.Boolean),
   /** Relative to the runner's repository. */
   cwd: Schema.optional(Schema.String),
-  env: Schema.optional(Schema.Record(Schema.String, Schema.String))
+  env: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  /** Run in a worktree at `base` instead of the runner's repository; push the work to `remote`. */
+  workspace: Schema.optional(
+    Schema.Struct({
+      remote: Schema.String,
+      base: Schema.String,
+      author: Identity,
+      committer: Identity,
+      sparse: Schema.optional(Schema.Array(Schema.String))
+    })
+  )
 })
 
 /**
@@ -46,7 +67,16 @@ export const Output = Schema.Struct({
   exitCode: Schema.Literal(0),
   durationMs: Schema.Number,
   tail: Schema.Array(Schema.String),
-  runnerPid: Schema.Number
+  runnerPid: Schema.Number,
+  /** With `workspace`: the agent's commit, pushed to the remote; absent when it changed nothing. */
+  commit: Schema.optional(Schema.String),
+  /**
+   * With `commit`: the run whose branch `corral/<runId>/<agentId>` on the remote holds it (an
+   * execution a resumed run took over pushed under the crashed run's id).
+   */
+  runId: Schema.optional(Schema.String),
+  /** With `commit`: the base the agent's worktree started at. */
+  base: Schema.optional(Schema.String)
 })
 
 /**
@@ -91,36 +121,61 @@ export const ProcessKind = AgentKind.make("corral/process", {
         CORRAL_AGENT_ID: me?.agentId ?? "",
         ...(me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) })
       }
-      const cwd = input.cwd === undefined ? repo : isAbsolute(input.cwd) ? input.cwd : resolve(repo, input.cwd)
-      const output = yield* AgentOutput.capture({
+      const captured = yield* AgentOutput.capture({
         runId: me?.runId ?? "",
         agentId: me?.agentId ?? "",
         attempt: me?.attempt ?? 1,
         fencingToken: me?.fencingToken
       })
-      const result = yield* ProcessRunner.run({
-        command: input.command,
-        ...(input.args === undefined ? {} : { args: input.args }),
-        ...(input.shell === undefined ? {} : { shell: input.shell }),
-        env: { ...input.env, ...identity },
-        cwd,
-        ...(output.onLine === undefined ? {} : { onLine: output.onLine }),
-        onProcess: (pid) => {
-          if (pid !== undefined) watchdog(process.pid, pid)
-        }
-      }).pipe(
-        Effect.ensuring(output.finish),
-        Effect.mapError(
+      const run = (dir: string, env: Readonly<Record<string, string>>) =>
+        ProcessRunner.run({
+          command: input.command,
+          ...(input.args === undefined ? {} : { args: input.args }),
+          ...(input.shell === undefined ? {} : { shell: input.shell }),
+          env: { ...env, ...input.env, ...identity },
+          cwd: input.cwd === undefined ? dir : isAbsolute(input.cwd) ? input.cwd : resolve(dir, input.cwd),
+          ...(captured.onLine === undefined ? {} : { onLine: captured.onLine }),
+          onProcess: (pid) => {
+            if (pid !== undefined) watchdog(process.pid, pid)
+          }
+        }).pipe(
+          Effect.ensuring(captured.finish),
+          Effect.mapError(
+            (error) =>
+              new CommandFailed({
+                reason: error.reason,
+                command: error.command,
+                exitCode: error.exitCode,
+                tail: error.tail,
+                message: error.message
+              })
+          )
+        )
+      const output = (result: ProcessRunner.ProcessResult, commit: string | undefined) => ({
+        exitCode: 0 as const,
+        durationMs: result.durationMs,
+        tail: result.tail,
+        runnerPid: process.pid,
+        ...(commit === undefined || input.workspace === undefined
+          ? {}
+          : { commit, runId: me?.runId ?? "run", base: input.workspace.base })
+      })
+      if (input.workspace === undefined) return output(yield* run(repo, {}), undefined)
+      const done = yield* inRemoteWorkspace(
+        repo,
+        me?.runId ?? "run",
+        me?.agentId ?? "agent",
+        input.workspace,
+        (handle) => run(handle.dir, handle.env)
+      ).pipe(
+        Effect.catchIf(
+          (error) => !(error instanceof CommandFailed),
           (error) =>
-            new CommandFailed({
-              reason: error.reason,
-              command: error.command,
-              exitCode: error.exitCode,
-              tail: error.tail,
-              message: error.message
-            })
+            Effect.fail(
+              new CommandFailed({ reason: "workspace", command: input.command, tail: [], message: error.message })
+            )
         )
       )
-      return { exitCode: 0 as const, durationMs: result.durationMs, tail: result.tail, runnerPid: process.pid }
+      return output(done.result, done.commit)
     }).pipe(Effect.scoped)
 })

@@ -55,6 +55,13 @@ export interface AcquireOptions {
   readonly recycle?: boolean | undefined
   /** Keep the workspace (and its branch) at release instead of removing it. @default false */
   readonly keep?: boolean | undefined
+  /**
+   * A workspace whose work lives elsewhere once it is done (a cluster runner's, whose agent branch is
+   * pushed to a remote, and whose agent runs again from its base when it did not finish): at release
+   * its worktree is removed and its branch deleted even with uncommitted changes or unpushed commits,
+   * and `gc` does the same for it once its run is dead. Worktrees only. @default false
+   */
+  readonly disposable?: boolean | undefined
   /** Called from the scope finalizer with what was removed or kept. */
   readonly onRelease?: ((report: ReleaseReport) => Effect.Effect<void>) | undefined
 }
@@ -176,6 +183,17 @@ export interface CommittedWork {
 }
 
 /**
+ * An agent's work committed elsewhere (on a cluster runner) and fetched into the repository as
+ * `branch` at `commit`: {@link Integration.merge} lands it as it would a local workspace's work.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FetchedWork extends CommittedWork {
+  readonly branch: string
+}
+
+/**
  * The integration branch `corral/<runId>/integration` of one run. Merges are applied one at a time.
  *
  * @example
@@ -207,14 +225,15 @@ export interface Integration {
   /** The branch tip; this process's own merges are remembered, so this usually runs no git command. */
   readonly head: () => Effect.Effect<string, WorkspaceError>
   readonly commitAll: (handle: WorkspaceHandle, message: string) => Effect.Effect<CommitResult, WorkspaceError>
-  readonly merge: (handle: WorkspaceHandle) => Effect.Effect<MergeResult, WorkspaceError>
+  /** Lands a workspace's committed work, or work fetched from elsewhere ({@link FetchedWork}). */
+  readonly merge: (handle: WorkspaceHandle | FetchedWork) => Effect.Effect<MergeResult, WorkspaceError>
   /**
    * Files that would conflict when `handle`'s work is merged, against the integration head and each of
    * `others`. A workspace's committed work (from `commitAll`) is used as committed; a workspace that has
    * not committed is snapshotted through a temporary index. Never pass a workspace being released.
    */
   readonly predictConflicts: (
-    handle: WorkspaceHandle,
+    handle: WorkspaceHandle | FetchedWork,
     others: ReadonlyArray<WorkspaceHandle | CommittedWork>
   ) => Effect.Effect<ReadonlyArray<ConflictPrediction>, WorkspaceError>
 }

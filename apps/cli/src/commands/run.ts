@@ -66,6 +66,12 @@ const flags = {
     Flag.optional,
     Flag.withDescription("Run the agents on the runners of this cluster (Postgres URL; default: $CORRAL_CLUSTER)")
   ),
+  remote: Flag.String("remote").pipe(
+    Flag.optional,
+    Flag.withDescription(
+      "With --cluster and worktree isolation: the git remote (path or URL) runners fetch bases from and push agents' work to (default: a bare repository in the repository's .git/corral/, for runners on this machine)"
+    )
+  ),
   otlpEndpoint: Flag.String("otlp-endpoint").pipe(
     Flag.optional,
     Flag.withDescription(
@@ -87,6 +93,7 @@ type Flags = {
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
   readonly cluster: Option.Option<string>
+  readonly remote: Option.Option<string>
   readonly verbose: boolean
   readonly otlpEndpoint: Option.Option<string>
 }
@@ -219,6 +226,7 @@ const execute = (flags: Flags) =>
   Effect.gen(function* () {
     if (Option.isSome(flags.cluster) && flags.cluster.value !== "")
       return yield* executeOnCluster(flags, flags.cluster.value)
+    if (Option.isSome(flags.remote)) return yield* invalidInput("--remote is used only with --cluster")
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {

@@ -1,18 +1,24 @@
 /**
  * `corral run <plan> --cluster URL`: the plan is validated here and coordinated from this process;
- * each agent runs as a `corral/process` agent on a runner of the cluster, in that runner's `--repo`
- * (as with `isolation: none`). Claims are taken in Postgres (`PostgresLocks`) and the run is recorded
- * in Postgres (`PostgresLedger`). The live view, `--json` events, summary and exit codes are those of
- * a local run.
+ * each agent runs as a `corral/process` agent on a runner of the cluster. With `isolation: worktree`
+ * (the default) it runs in a worktree on its runner, started from the run's integration head
+ * published to a git remote, and its work is merged back here (`ClusterWorkspaces`); with
+ * `isolation: none` it runs in its runner's `--repo`. Claims are taken in Postgres (`PostgresLocks`)
+ * and the run is recorded in Postgres (`PostgresLedger`). The live view, `--json` events, summary
+ * and exit codes are those of a local run.
  *
  * `--resume` (or `--resume-from ID`) continues a cluster run whose coordinator died: the coordinator
  * liveness in Postgres (`PostgresLiveness`) marks it crashed, successes recorded under the run's
  * lineage are reused (`Cached`), and each agent that had no outcome takes over its persisted
  * execution (`Cluster.ExecutorOptions.adopt`): the stored result if it finished meanwhile, else the
- * running execution is awaited (re-run only when its runner dies too: at-least-once, fenced).
+ * running execution is awaited (re-run only when its runner dies too: at-least-once, fenced). A
+ * worktree run resumes in the repository it ran in, through the same remote: its integration branch
+ * starts at the crashed run's integration branch, agents found merged there (`Reconcile`) are
+ * recorded as successes first so they end `Cached`, and a taken-over execution's work is fetched
+ * from the branch the crashed run's runner pushed.
  *
- * Not supported with `--cluster` yet (exit 2): worktree or directory isolation (no workspaces across
- * machines), `--keep-workspaces`.
+ * Not supported with `--cluster` yet (exit 2): directory isolation, worktrees with `merge: none`,
+ * `--keep-workspaces`.
  *
  * @since 0.1.0
  */
@@ -22,16 +28,21 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { Agent, AgentKind, Corral } from "@corral/core"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
+import * as Git from "@corral/platform-node/Git"
+import * as RemoteWorkspace from "@corral/platform-node/RemoteWorkspace"
+import { Workspace } from "@corral/platform-node/Workspace"
 import { PostgresClient, PostgresLedger, PostgresLiveness, PostgresLocks } from "@corral/postgres"
 import { Context, Deferred, Effect, Layer, Option, Schedule } from "effect"
 import { invalidInput } from "../CliExit.ts"
+import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
+import * as Reconcile from "../Reconcile.ts"
 import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
 import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
-import { rateLimitsOf } from "../RunPlan.ts"
+import { MergeConflict, rateLimitsOf } from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
 import { interruptions } from "./run.ts"
 
@@ -53,41 +64,104 @@ export interface ClusterFlags {
   readonly resumeFrom: Option.Option<string>
   readonly report: boolean
   readonly repo: Option.Option<string>
+  readonly remote: Option.Option<string>
   readonly stateDir: Option.Option<string>
 }
 
+const isolationOf = (flags: ClusterFlags, plan: PlanFile.Plan) =>
+  Option.getOrElse(flags.isolation, () => plan.isolation)
+
 const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefined => {
-  const isolation = Option.getOrElse(flags.isolation, () => plan.isolation)
-  if (isolation !== "none")
-    return `${plan.file}: isolation ${isolation} is not supported with --cluster yet; agents run in each runner's --repo (set isolation: none or pass --isolation none)`
-  if (flags.keepWorkspaces) return "--keep-workspaces has no meaning with --cluster (agents run without workspaces)"
+  const isolation = isolationOf(flags, plan)
+  if (isolation === "directory")
+    return `${plan.file}: isolation directory is not supported with --cluster; use worktree (a git repository) or none`
+  if (isolation === "worktree" && plan.merge === "none")
+    return `${plan.file}: merge: none is not supported with --cluster and worktree isolation (runners remove their worktrees when their agents end); use merge: auto or isolation: none`
+  if (isolation === "none" && Option.isSome(flags.remote)) return "--remote is used only with worktree isolation"
+  if (flags.keepWorkspaces)
+    return "--keep-workspaces is not supported with --cluster (runners remove their worktrees; an agent's work is on its branch)"
   return undefined
 }
 
 /** Successes are cached per lineage: only a resumed run reuses them (plan `inputs` are not hashed: the runners' checkouts are not visible here). */
 const idempotencyKeyOf = (agent: PlanFile.PlanAgent, lineage: string) => `${agent.hash}:run:${lineage}`
 
-const toAgent = (agent: PlanFile.PlanAgent, lineage: string) => {
-  const kindAgent = AgentKind.agent(
-    ProcessKind.ProcessKind,
-    agent.id,
-    { command: agent.run, shell: true, env: { ...agent.env } },
-    {
-      timeout: agent.timeoutMs,
-      retry: agent.retries > 0 ? Schedule.recurs(agent.retries) : undefined,
-      claims: { read: agent.claims.read, write: agent.claims.write, pools: agent.claims.pools },
-      claimTimeout: agent.claimTimeoutMs,
-      dependsOn: agent.dependsOn,
-      estimate: agent.estimateMs,
-      rateLimit: agent.rateLimit,
-      labels: agent.labels,
-      ...(agent.labels.requires === undefined ? {} : { requires: agent.labels.requires })
-    }
-  )
-  const run = (deps: Agent.Deps) =>
-    Effect.map(
-      kindAgent.run(deps),
-      (output): AgentResult => ({
+/** The repository whose integration branch receives the work, and the remote runners reach; exit 2 when unusable. */
+const workspaceTarget = (flags: ClusterFlags) =>
+  Effect.gen(function* () {
+    const repo = NodePath.resolve(Option.getOrElse(flags.repo, () => process.cwd()))
+    const root = yield* Git.run(["rev-parse", "--show-toplevel"], { cwd: repo }).pipe(
+      Effect.catch(() =>
+        invalidInput(
+          `${repo} is not a git repository (worktree isolation with --cluster merges into a git repository)\nuse --isolation none, or run corral inside a git repository`
+        )
+      )
+    )
+    const remote = yield* ClusterWorkspaces.remoteOf(root, Option.getOrUndefined(flags.remote)).pipe(
+      Effect.catch((error) => invalidInput(`cannot create the run's remote: ${error.message}`))
+    )
+    yield* Git.run(["ls-remote", "--", remote, "HEAD"], { cwd: root }).pipe(
+      Effect.catch((error) =>
+        invalidInput(
+          `--remote ${remote}: not a git repository corral can reach\n${"stderr" in error ? error.stderr : error.message}`
+        )
+      )
+    )
+    return { repo: root, remote }
+  })
+
+/**
+ * The remote of a worktree run: a resumed run keeps the crashed run's (its runners pushed there);
+ * exit 2 when `--remote` names another.
+ */
+const remoteOf = (
+  flags: ClusterFlags,
+  target: { readonly repo: string; readonly remote: string } | undefined,
+  recorded: string | undefined
+) =>
+  Effect.gen(function* () {
+    if (target === undefined) return ""
+    if (recorded === undefined || recorded === target.remote) return target.remote
+    if (Option.isSome(flags.remote))
+      return yield* invalidInput(
+        `--remote ${target.remote}: the run being resumed used the remote ${recorded}; pass that one or leave --remote out`
+      )
+    yield* Git.run(["ls-remote", "--", recorded, "HEAD"], { cwd: target.repo }).pipe(
+      Effect.catch((error) =>
+        invalidInput(
+          `the remote ${recorded} of the run being resumed is not a git repository corral can reach\n${"stderr" in error ? error.stderr : error.message}`
+        )
+      )
+    )
+    return recorded
+  })
+
+const toAgent = (
+  agent: PlanFile.PlanAgent,
+  lineage: string,
+  workspaces: ClusterWorkspaces.ClusterWorkspaces | undefined
+) => {
+  const input = { command: agent.run, shell: true, env: { ...agent.env } }
+  const kindAgent = AgentKind.agent(ProcessKind.ProcessKind, agent.id, input, {
+    timeout: agent.timeoutMs,
+    retry: agent.retries > 0 ? Schedule.recurs(agent.retries) : undefined,
+    claims: { read: agent.claims.read, write: agent.claims.write, pools: agent.claims.pools },
+    claimTimeout: agent.claimTimeoutMs,
+    dependsOn: agent.dependsOn,
+    estimate: agent.estimateMs,
+    rateLimit: agent.rateLimit,
+    labels: agent.labels,
+    ...(agent.labels.requires === undefined ? {} : { requires: agent.labels.requires })
+  })
+  const requires = agent.labels.requires === undefined ? {} : { requires: agent.labels.requires }
+  const inWorktree = (deps: Agent.Deps, ws: ClusterWorkspaces.ClusterWorkspaces) =>
+    Effect.gen(function* () {
+      const workspace = yield* ws.prepare(agent)
+      const output = yield* AgentKind.agent(ProcessKind.ProcessKind, agent.id, { ...input, workspace }, requires).run(
+        deps
+      )
+      const merged = yield* ws.mergeBack(agent, output.base ?? workspace.base, output.commit, output.runId)
+      return {
         process: {
           exitCode: 0,
           durationMs: output.durationMs,
@@ -95,14 +169,34 @@ const toAgent = (agent: PlanFile.PlanAgent, lineage: string) => {
           usage: { cpuUserMs: 0, cpuSystemMs: 0, peakRssMb: 0 },
           droppedLines: 0
         },
-        merge: "not merged",
-        commit: undefined
-      })
-    )
+        merge: merged.merge,
+        commit: merged.commit
+      } satisfies AgentResult
+    })
+  const run = (deps: Agent.Deps) =>
+    workspaces !== undefined
+      ? inWorktree(deps, workspaces)
+      : Effect.map(
+          kindAgent.run(deps),
+          (output): AgentResult => ({
+            process: {
+              exitCode: 0,
+              durationMs: output.durationMs,
+              tail: output.tail,
+              usage: { cpuUserMs: 0, cpuSystemMs: 0, peakRssMb: 0 },
+              droppedLines: 0
+            },
+            merge: "not merged",
+            commit: undefined
+          })
+        )
   return Agent.make(kindAgent.id, {
     run,
     timeout: kindAgent.timeout,
-    retry: kindAgent.retry,
+    retry:
+      agent.retries > 0
+        ? Schedule.recurs(agent.retries).pipe(Schedule.while((meta) => !(meta.input instanceof MergeConflict)))
+        : undefined,
     claims: kindAgent.claims,
     claimTimeout: kindAgent.claimTimeout,
     dependsOn: kindAgent.dependsOn,
@@ -118,7 +212,13 @@ const wasRunning = (agent: { readonly outcome: string | null; readonly detail: s
   agent.outcome === null || (agent.outcome === "Interrupted" && agent.detail === "crashed")
 
 /** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
-const resumeTarget = (flags: ClusterFlags, plan: PlanFile.Plan, ledger: RunLedger.Service) =>
+const resumeTarget = (
+  flags: ClusterFlags,
+  plan: PlanFile.Plan,
+  ledger: RunLedger.Service,
+  isolation: "worktree" | "directory" | "none",
+  repo: string | undefined
+) =>
   Effect.gen(function* () {
     if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
     const previous = Option.isSome(flags.resumeFrom)
@@ -135,10 +235,23 @@ const resumeTarget = (flags: ClusterFlags, plan: PlanFile.Plan, ledger: RunLedge
       return yield* invalidInput(
         `run ${previous.runId} is still running: its coordinator (pid ${previous.pid} on ${previous.hostname}) is alive; stop it first or wait for it`
       )
-    return {
-      runId: previous.runId,
-      lineage: (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId
-    }
+    const options = previous.options as { lineage?: string; isolation?: string; remote?: string } | null
+    const was = options?.isolation ?? "none"
+    if (was !== isolation)
+      return yield* invalidInput(
+        `run ${previous.runId} ran with isolation ${was}; resume it with the same isolation (--isolation ${was})`
+      )
+    const lineage = options?.lineage ?? previous.runId
+    if (repo === undefined) return { runId: previous.runId, lineage, base: undefined, remote: undefined }
+    const base = `corral/${previous.runId}/integration`
+    const exists = yield* Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${base}`], { cwd: repo }).pipe(
+      Effect.orElseSucceed(() => false)
+    )
+    if (!exists)
+      return yield* invalidInput(
+        `run ${previous.runId} merged into its integration branch ${base}, which is not in ${repo}; resume it from the repository it ran in`
+      )
+    return { runId: previous.runId, lineage, base, remote: options?.remote }
   })
 
 /**
@@ -195,6 +308,8 @@ export const execute = (flags: ClusterFlags) =>
     )
     const problem = unsupported(flags, plan)
     if (problem !== undefined) return yield* invalidInput(problem)
+    const isolation = isolationOf(flags, plan)
+    const target = isolation === "worktree" ? yield* workspaceTarget(flags) : undefined
     const client = yield* Layer.build(PostgresClient.layer(flags.cluster, { maxConnections: 3 })).pipe(
       Effect.catchTag("PostgresUnavailable", (error) => invalidInput(error.message))
     )
@@ -217,23 +332,59 @@ export const execute = (flags: ClusterFlags) =>
       Effect.provideService(RunLedger.RunLedger, ledger),
       Effect.provideService(RunLiveness.RunLiveness, liveness)
     )
-    const resumed = yield* resumeTarget(flags, plan, ledger)
+    const resumed = yield* resumeTarget(flags, plan, ledger, isolation, target?.repo)
+    const remote = yield* remoteOf(flags, target, resumed?.remote)
     const runId = newRunId()
     const lineage = resumed?.lineage ?? runId
     yield* liveness
       .hold({ runId, lineage })
       .pipe(Effect.catchTag("LineageBusy", (error) => invalidInput(error.message)))
     const adopt = resumed === undefined ? new Map<string, Array<string>>() : yield* adoptable(ledger, plan, lineage)
-    const agents = plan.agents.map((agent) => toAgent(agent, lineage))
+    const reconciled =
+      target === undefined || resumed?.base === undefined
+        ? []
+        : yield* Reconcile.reconcile({
+            ledger,
+            repo: target.repo,
+            plan,
+            base: resumed.base,
+            lineage,
+            runId,
+            inputsHash: {},
+            keyOf: (agent) => idempotencyKeyOf(agent, lineage)
+          }).pipe(
+            Effect.catch((error) =>
+              invalidInput(
+                `cannot read what run ${resumed.runId} already merged (${resumed.base}), not resuming: ${error.message}`
+              )
+            )
+          )
+    const mode = Reporter.modeFor(flags.json, process.stdout)
+    const reporter = Reporter.make(mode, plan.agents)
+    const emit = (event: RunEvent) =>
+      Effect.andThen(
+        Effect.sync(() => reporter.onEvent(event)),
+        Effect.ignore(ledger.record(runId, event as RunLedger.LedgerEvent))
+      )
+    const workspaces =
+      target === undefined
+        ? undefined
+        : yield* ClusterWorkspaces.make({ repo: target.repo, runId, plan, remote, base: resumed?.base, emit }).pipe(
+            Effect.provide(Workspace.layer),
+            Effect.catch((error) => invalidInput(`cannot start the run's integration branch: ${error.message}`))
+          )
+    const agents = plan.agents.map((agent) => toAgent(agent, lineage, workspaces))
     yield* ledger.startRun({
       runId,
       planFile: plan.file,
       planHash: plan.hash,
       options: {
         cluster: PostgresClient.redact(flags.cluster),
-        isolation: "none",
+        isolation,
         lineage,
-        resumes: resumed?.runId ?? null
+        resumes: resumed?.runId ?? null,
+        base: resumed?.base ?? null,
+        ...(target === undefined ? {} : { remote })
       },
       pid: process.pid,
       hostname: NodeOs.hostname(),
@@ -245,11 +396,14 @@ export const execute = (flags: ClusterFlags) =>
       }))
     })
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
-    const mode = Reporter.modeFor(flags.json, process.stdout)
-    const reporter = Reporter.make(mode, plan.agents)
     if (resumed !== undefined) {
       reporter.note(
         `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`
+      )
+    }
+    for (const done of reconciled) {
+      reporter.note(
+        `${done.agentId}: merged by run ${done.runId} (${done.commit.slice(0, 10)}) before it stopped; not run again`
       )
     }
     const stop = yield* Deferred.make<string>()
@@ -260,11 +414,7 @@ export const execute = (flags: ClusterFlags) =>
       mode: Option.getOrElse(flags.mode, () => plan.mode),
       pools: plan.pools,
       rateLimits: rateLimitsOf(plan),
-      onEvent: (event) =>
-        Effect.andThen(
-          Effect.sync(() => reporter.onEvent(event as RunEvent)),
-          Effect.ignore(ledger.record(runId, event))
-        ),
+      onEvent: (event) => emit(event as RunEvent),
       stopOn: Deferred.await(stop)
     }).pipe(
       Effect.provide(Cluster.layerExecutor({ url: flags.cluster, adopt })),
@@ -277,9 +427,9 @@ export const execute = (flags: ClusterFlags) =>
     const report = {
       runId,
       result,
-      integrationBranch: undefined,
-      integrationBase: undefined,
-      integrationHead: undefined,
+      integrationBranch: workspaces?.integration.branch,
+      integrationBase: workspaces?.integration.baseCommit,
+      integrationHead: workspaces === undefined ? undefined : yield* workspaces.integration.head().pipe(Effect.orDie),
       logDir: `in the cluster's database: corral logs ${runId} <agent> --cluster <url>`,
       keptWorkspaces: [],
       git: {}
@@ -289,6 +439,10 @@ export const execute = (flags: ClusterFlags) =>
       result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
       result.endedAt
     )
+    if (target !== undefined && resumed !== undefined && result.allSucceeded) {
+      for (const crashed of new Set([resumed.runId, ...[...adopt.values()].flat()]))
+        yield* RemoteWorkspace.clean(target.repo, remote, crashed)
+    }
     const reportDir = flags.report ? yield* writeReport(ledger, flags, runId) : undefined
     const rendered = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const summary =

@@ -9,6 +9,7 @@ export type RegistryEntry =
   | { readonly branch: string }
   | { readonly worktree: string }
   | { readonly copy: string; readonly worktree: string }
+  | { readonly disposable: true }
 
 export interface RunRecords {
   readonly runId: string
@@ -16,6 +17,8 @@ export interface RunRecords {
   readonly worktrees: ReadonlyArray<string>
   /** Files corral copied into a worktree (`copyFiles`), as absolute paths. */
   readonly copies: ReadonlyArray<string>
+  /** The run's workspaces are disposable (`AcquireOptions.disposable`): gc removes them whatever they hold. */
+  readonly disposable: boolean
 }
 
 /**
@@ -41,11 +44,13 @@ const parseRecords = (runId: string, text: string | undefined): RunRecords => {
   const branches = new Set<string>()
   const worktrees = new Set<string>()
   const copies = new Set<string>()
+  let disposable = false
   for (const line of (text ?? "").split("\n")) {
     if (line.trim() === "") continue
     try {
-      const entry = JSON.parse(line) as Partial<{ branch: string; worktree: string; copy: string }>
-      if (typeof entry.copy === "string" && typeof entry.worktree === "string")
+      const entry = JSON.parse(line) as Partial<{ branch: string; worktree: string; copy: string; disposable: true }>
+      if (entry.disposable === true) disposable = true
+      else if (typeof entry.copy === "string" && typeof entry.worktree === "string")
         copies.add(path.join(entry.worktree, entry.copy))
       else if (typeof entry.worktree === "string") worktrees.add(entry.worktree)
       else if (typeof entry.branch === "string") branches.add(entry.branch)
@@ -53,7 +58,7 @@ const parseRecords = (runId: string, text: string | undefined): RunRecords => {
       // a line cut short by a crash names nothing; the entry before it was written whole
     }
   }
-  return { runId, branches: [...branches], worktrees: [...worktrees], copies: [...copies] }
+  return { runId, branches: [...branches], worktrees: [...worktrees], copies: [...copies], disposable }
 }
 
 export const readRecords = (root: string, runId: string) =>

@@ -148,7 +148,9 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
 const branchTakenPattern = /a branch named .* already exists/
 
 const recyclable = (options: AcquireOptions) =>
-  options.recycle === true && (options.sparse === undefined || options.sparse.length === 0)
+  options.recycle === true &&
+  options.disposable !== true &&
+  (options.sparse === undefined || options.sparse.length === 0)
 
 /**
  * Moves a pooled worktree to the agent's folder and checks out the agent's branch at its base; the
@@ -349,6 +351,13 @@ const releaseBranch = (
     return "deleted" as const
   })
 
+/** A disposable workspace's release: worktree and branch go, whatever they hold. */
+const discardWorktree = (deps: AcquireDeps, repo: RepoInfo, placement: Placement): Release =>
+  deps
+    .locks(repo.commonDir)
+    .withPermit(undoPartialAdd(repo, placement.dir, placement.branch!))
+    .pipe(Effect.as({ workspace: "removed", branch: "deleted", reasons: [] } as const))
+
 const releaseWorktree = (
   deps: AcquireDeps,
   repo: RepoInfo,
@@ -441,6 +450,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       copied: []
     }
     const key = poolKey(repo.commonDir, options.runId)
+    if (options.disposable === true) yield* appendRecord(placement.registry, options.runId, { disposable: true })
     if (recyclable(options)) yield* awaitPooled(deps.pools, key)
     const reclaimed = reclaim(deps.pools, key, placement.branch!)
     if (reclaimed.pooled !== undefined || reclaimed.retired !== undefined) {
@@ -465,9 +475,11 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
       (options.keep === true
         ? keptByRequest("kept")
-        : recyclable(options)
-          ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
-          : releaseWorktree(deps, repo, options.runId, placement, false)
+        : options.disposable === true
+          ? discardWorktree(deps, repo, placement)
+          : recyclable(options)
+            ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
+            : releaseWorktree(deps, repo, options.runId, placement, false)
       ).pipe(Effect.flatMap(finish))
     )
     yield* applySparse(placement.dir, options.sparse)

@@ -85,11 +85,18 @@ const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
     )
   )
 
-const collectWorktree = (repo: RepoInfo, locks: RepoLocks, collector: Collector, entry: WorktreeEntry) =>
+const collectWorktree = (
+  repo: RepoInfo,
+  locks: RepoLocks,
+  collector: Collector,
+  entry: WorktreeEntry,
+  disposable: boolean
+) =>
   Effect.gen(function* () {
     const item: GcItem = { kind: "worktree", target: entry.path }
     if (!(yield* exists(entry.path))) return yield* act(collector, item, Effect.void)
-    const dirty = yield* holdsUserFiles(entry.path, collector.copies).pipe(Effect.orElseSucceed(() => true))
+    const dirty =
+      !disposable && (yield* holdsUserFiles(entry.path, collector.copies).pipe(Effect.orElseSucceed(() => true)))
     if (dirty) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
       return yield* keep(collector, item, "the worktree has uncommitted changes or ignored files corral did not create")
@@ -113,12 +120,13 @@ const collectBranch = (
   locks: RepoLocks,
   collector: Collector,
   branch: string,
-  all: ReadonlyArray<string>
+  all: ReadonlyArray<string>,
+  disposable: boolean
 ) =>
   Effect.gen(function* () {
     const item: GcItem = { kind: "branch", target: branch }
     if (collector.keptBranches.has(branch)) return yield* keep(collector, item, "its worktree was kept")
-    const reason = yield* branchVerdict(repo.root, branch, all)
+    const reason = disposable ? undefined : yield* branchVerdict(repo.root, branch, all)
     if (reason !== undefined) return yield* keep(collector, item, reason)
     yield* act(
       collector,
@@ -214,8 +222,9 @@ export const collectGarbage = (
     const candidates = new Set([...records.map((r) => r.runId), ...dirs])
     const { dead, leases } = yield* deadRuns(config, options, registry, stateDir, candidates)
     const runOfWorktree = (entry: WorktreeEntry) => runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
+    const disposable = new Set(records.filter((r) => r.disposable).map((r) => r.runId))
     for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {
-      yield* collectWorktree(repo, locks, collector, entry)
+      yield* collectWorktree(repo, locks, collector, entry, disposable.has(runOfWorktree(entry)))
     }
     if (!collector.dryRun) yield* git(["worktree", "prune"], { cwd: repo.root })
     const deadBranches = branches.filter((branch) => dead.has(runOfRecordedBranch.get(branch)!))
@@ -223,7 +232,9 @@ export const collectGarbage = (
       ...deadBranches.filter((b) => !b.endsWith(`/${integrationName}`)),
       ...deadBranches.filter((b) => b.endsWith(`/${integrationName}`))
     ]
-    for (const branch of ordered) yield* collectBranch(repo, locks, collector, branch, branches)
+    for (const branch of ordered) {
+      yield* collectBranch(repo, locks, collector, branch, branches, disposable.has(runOfRecordedBranch.get(branch)!))
+    }
     const registered = new Set(worktrees.map((entry) => entry.path))
     for (const runId of dead) {
       yield* collectLeftoverDirs(stateDir, collector, runId, registered)

@@ -9,6 +9,7 @@ import type {
   History,
   Identity,
   ConflictPrediction,
+  FetchedWork,
   Integration,
   IntegrationOptions,
   MergeResult,
@@ -113,22 +114,33 @@ interface State {
 
 const nothingToCommit = /nothing (added )?to commit|no changes added to commit/
 
-const commitAll = (state: State, handle: WorkspaceHandle, message: string) =>
+/** A commit of everything in `handle`'s worktree, with corral's trailers; `message` and `parents` describe it. */
+export const commitWork = (
+  handle: WorkspaceHandle,
+  options: { readonly runId: string; readonly message: string; readonly author: Identity; readonly committer: Identity }
+) =>
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
     yield* git(addAll(handle), { cwd })
-    const full = withTrailers(message, state.runId, handle.agentId)
+    const full = withTrailers(options.message, options.runId, handle.agentId)
     const args = [...noSigning, "commit", "--quiet", "--no-verify", "--untracked-files=no", "-m", full]
-    const out = yield* gitOutput(args, { cwd, env: identityEnv(state.author, state.committer), okExitCodes: [1] })
+    const out = yield* gitOutput(args, { cwd, env: identityEnv(options.author, options.committer), okExitCodes: [1] })
     if (out.exitCode === 1 && !nothingToCommit.test(out.stdout + out.stderr)) {
       return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
     }
     const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")
-    const changed = out.exitCode === 0
-    if (changed) state.committed.set(handle, { commit, message: full, parents })
-    return { commit, changed } satisfies CommitResult
+    return { commit, changed: out.exitCode === 0, message: full, parents }
   })
+
+const commitAll = (state: State, handle: WorkspaceHandle, message: string) =>
+  Effect.map(
+    commitWork(handle, { runId: state.runId, message, author: state.author, committer: state.committer }),
+    ({ commit, changed, message: full, parents }) => {
+      if (changed) state.committed.set(handle, { commit, message: full, parents })
+      return { commit, changed } satisfies CommitResult
+    }
+  )
 
 const casUpdate = (
   repo: RepoInfo,
@@ -238,13 +250,17 @@ const replaySeries = (state: State, head: string, tip: string, agentId: string, 
     return { _tag: "Landed", commit: current } satisfies Landed
   })
 
-const mergeInto = (state: State, handle: WorkspaceHandle) =>
+const isFetched = (work: WorkspaceHandle | FetchedWork): work is FetchedWork => "commit" in work
+
+const mergeInto = (state: State, handle: WorkspaceHandle | FetchedWork) =>
   Effect.gen(function* () {
     const { repo, branch } = state
-    const agentRef = yield* requireWorktree(handle, "merge")
+    const agentRef = isFetched(handle) ? handle.branch : yield* requireWorktree(handle, "merge")
     const head = state.head ?? (yield* resolveCommit(repo, `refs/heads/${branch}`))
-    const made = state.committed.get(handle)
-    const tip = made?.commit ?? (yield* resolveCommit(repo, `refs/heads/${agentRef}`))
+    const made = isFetched(handle) ? undefined : state.committed.get(handle)
+    const tip = isFetched(handle)
+      ? handle.commit
+      : (made?.commit ?? (yield* resolveCommit(repo, `refs/heads/${agentRef}`)))
     if (tip === head || (made === undefined && (yield* isAncestor(repo.root, tip, head)))) {
       return { _tag: "UpToDate", head } satisfies MergeResult
     }
@@ -288,7 +304,14 @@ const mergeInto = (state: State, handle: WorkspaceHandle) =>
     )
   )
 
-const land = (state: State, handle: WorkspaceHandle, agentRef: string, head: string, tip: string, landed: Landed) =>
+const land = (
+  state: State,
+  handle: WorkspaceHandle | FetchedWork,
+  agentRef: string,
+  head: string,
+  tip: string,
+  landed: Landed
+) =>
   Effect.gen(function* () {
     if (landed._tag === "Conflict") {
       return { _tag: "Conflict", head, agentId: handle.agentId, branch: agentRef, paths: landed.paths } as const
@@ -352,15 +375,19 @@ const baseOf = (target: WorkspaceHandle | CommittedWork): string | undefined =>
  * agents changed themselves count: a change already in an agent's base is not its own, and a
  * conflict with merged work is the merge's to report, right after.
  */
-const predict = (state: State, handle: WorkspaceHandle, others: ReadonlyArray<WorkspaceHandle | CommittedWork>) =>
+const predict = (
+  state: State,
+  handle: WorkspaceHandle | FetchedWork,
+  others: ReadonlyArray<WorkspaceHandle | CommittedWork>
+) =>
   Effect.gen(function* () {
-    yield* requireWorktree(handle, "predict conflicts")
+    if (!isFetched(handle)) yield* requireWorktree(handle, "predict conflicts")
     const targets = others.filter(
       (other) => other.agentId !== handle.agentId && ("commit" in other || other.strategy === "worktree")
     )
     if (targets.length === 0) return []
-    const mine = state.committed.get(handle)?.commit ?? (yield* snapshot(handle))
-    const mineChanged = yield* changedFiles(state, handle.baseCommit, mine)
+    const mine = isFetched(handle) ? handle.commit : (state.committed.get(handle)?.commit ?? (yield* snapshot(handle)))
+    const mineChanged = yield* changedFiles(state, baseOf(handle), mine)
     const found = yield* Effect.forEach(
       targets,
       (other) =>

@@ -1,0 +1,348 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { RunLedger } from "@corral/platform-node"
+import { PostgresLedger } from "@corral/postgres"
+import { Effect, Option } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import * as Reconcile from "../../apps/cli/src/Reconcile.ts"
+import { sharedServer } from "../../packages/postgres/test/support/server.ts"
+import {
+  branches,
+  git,
+  isAlive,
+  makeRepo,
+  type RunningCli,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
+
+const server = await sharedServer()
+const dirs: Array<string> = []
+const scratch = (prefix: string) => {
+  const dir = tempDir(prefix)
+  dirs.push(dir)
+  return dir
+}
+afterAll(() => {
+  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
+})
+
+/** A clone of `origin` for a runner: its own repository, never the coordinator's checkout. */
+const cloneFor = (origin: string, name: string) => {
+  const parent = scratch(`corral-runner-${name}-`)
+  const repo = NodePath.join(parent, "repo")
+  git(parent, "clone", "-q", origin, repo)
+  return repo
+}
+
+const startRunner = async (url: string, repo: string, capacity = 4): Promise<RunningCli> => {
+  const runner = startCli(["runner", "--cluster", url, "--repo", repo, "--capacity", String(capacity)], { cwd: repo })
+  await waitFor(() => /runner \S+ ready/.test(runner.output()), 60_000, `runner ready: ${runner.output()}`)
+  return runner
+}
+
+interface Event {
+  readonly type: string
+  readonly agentId?: string
+  readonly agents?: ReadonlyArray<string>
+  readonly branch?: string
+  readonly paths?: ReadonlyArray<string>
+  readonly outcome?: { readonly type: string }
+}
+
+const eventsOf = (stdout: string): Array<Event> =>
+  stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Event)
+
+/** `corral/…` branches and worktrees besides the main one: what a runner must not leave behind. */
+const leftovers = (repo: string) => ({
+  worktrees: worktrees(repo).filter((dir) => NodeFs.realpathSync(dir) !== NodeFs.realpathSync(repo)),
+  branches: branches(repo).filter((branch) => branch.startsWith("corral/"))
+})
+
+/** Agents named in `Corral-Agent` trailers of the non-merge commits `base..branch`, one entry per commit. */
+const agentCommits = (repo: string, base: string, branch: string) =>
+  git(repo, "log", "--no-merges", "--format=%(trailers:key=Corral-Agent,valueonly)%x00", `${base}..${branch}`)
+    .split("\0")
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== "")
+    .sort()
+
+describe.skipIf(server === undefined)("corral run --cluster with worktree isolation", () => {
+  it("runs each agent in a worktree on a runner, merges every agent's work once, and leaves the checkout and the runners clean", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = makeRepo({ "README.md": "# test\n", "shared.txt": "base\n" })
+    dirs.push(repo)
+    const head = git(repo, "rev-parse", "HEAD").trim()
+    const sync = scratch("corral-sync-")
+    const runnerRepos = [cloneFor(repo, "a"), cloneFor(repo, "b")]
+    const runners = await Promise.all(runnerRepos.map((dir) => startRunner(url, dir)))
+    // left and right each wait until the other has started, so both start from the same base and
+    // change shared.txt in ways that cannot both merge, whichever runners they are placed on.
+    const meetThen = (me: string, other: string) =>
+      `touch ${sync}/${me}; i=0; while [ ! -f ${sync}/${other} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo ${me} > shared.txt`
+    const plan = writePlan(
+      scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 4
+agents:
+  - id: alpha
+    run: echo alpha > alpha.txt && pwd > where-alpha.txt
+    claims: { write: [alpha.txt] }
+  - id: beta
+    run: echo beta > beta.txt && pwd > where-beta.txt
+    claims: { write: [beta.txt] }
+  - id: gamma
+    dependsOn: [alpha, beta]
+    claims: { read: [alpha.txt, beta.txt], write: [gamma.txt] }
+    run: cat alpha.txt beta.txt > gamma.txt && pwd > where-gamma.txt
+  - id: left
+    run: ${JSON.stringify(meetThen("left", "right"))}
+  - id: right
+    run: ${JSON.stringify(meetThen("right", "left"))}
+  - id: broken
+    run: echo partial > partial.txt && exit 3
+`
+    )
+    const result = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+    expect(result.code, result.stderr).toBe(1)
+    const events = eventsOf(result.stdout)
+    const outcomes = Object.fromEntries(
+      events.filter((e) => e.type === "Finished").map((e) => [e.agentId, e.outcome?.type])
+    )
+    const conflicted = events.filter((e) => e.type === "MergeConflict")
+    expect(conflicted.length, result.stdout).toBe(1)
+    const loser = conflicted[0]!.agentId!
+    const winner = loser === "left" ? "right" : "left"
+    expect(conflicted[0]!.paths).toEqual(["shared.txt"])
+    expect(outcomes).toEqual({
+      alpha: "Succeeded",
+      beta: "Succeeded",
+      gamma: "Succeeded",
+      [winner]: "Succeeded",
+      [loser]: "Failed",
+      broken: "Failed"
+    })
+    expect(result.stderr).toMatch(/4 succeeded, 2 failed/)
+    expect(result.stderr).toMatch(
+      new RegExp(`${loser} conflicts in shared\\.txt; its branch is kept:\\n\\s+corral/\\S+/${loser}\\n`)
+    )
+    const runId = /run (\S+): 4 succeeded/.exec(result.stderr)![1]!
+    const integration = `corral/${runId}/integration`
+
+    // every agent's work exactly once on the integration branch
+    expect(agentCommits(repo, head, integration)).toEqual(["alpha", "beta", "gamma", winner].sort())
+    // what a resumed run reconciles from git: every merged agent, under this run's id
+    const merged = await Effect.runPromise(Reconcile.mergedAgents(repo, integration, new Set([runId])))
+    expect([...merged.keys()].sort()).toEqual(["alpha", "beta", "gamma", winner].sort())
+    const show = (file: string) => git(repo, "show", `${integration}:${file}`)
+    expect(show("alpha.txt")).toBe("alpha\n")
+    expect(show("beta.txt")).toBe("beta\n")
+    expect(show("gamma.txt")).toBe("alpha\nbeta\n") // the dependent saw both dependencies' files
+    expect(show("shared.txt")).toBe(`${winner}\n`)
+    expect(git(repo, "ls-tree", "--name-only", integration).split("\n")).not.toContain("partial.txt") // a failed agent's work is not merged
+    // each agent ran in a worktree of one of the runners' clones, not in a runner's checkout or the user's
+    for (const agent of ["alpha", "beta", "gamma"]) {
+      const where = show(`where-${agent}.txt`).trim()
+      expect(
+        runnerRepos.some((dir) => where.startsWith(NodePath.join(dir, ".corral", "worktrees") + NodePath.sep)),
+        where
+      ).toBe(true)
+    }
+    // the same records in the ledger as a local run
+    const record = await Effect.runPromise(
+      Effect.flatMap(RunLedger.RunLedger, (ledger) => ledger.getRun(runId)).pipe(
+        Effect.provide(PostgresLedger.layer(url))
+      )
+    )
+    expect(Object.fromEntries(Option.getOrThrow(record).agents.map((agent) => [agent.agentId, agent.merge]))).toEqual({
+      alpha: "merged",
+      beta: "merged",
+      gamma: "merged",
+      [winner]: "merged",
+      [loser]: "conflict",
+      broken: null
+    })
+    // the loser's branch is kept in the user's repository with its work; merged agents' branches are gone
+    const kept = `corral/${runId}/${loser}`
+    expect(
+      branches(repo)
+        .filter((b) => b.startsWith(`corral/${runId}/`))
+        .sort()
+    ).toEqual([integration, kept].sort())
+    expect(git(repo, "show", `${kept}:shared.txt`)).toBe(`${loser}\n`)
+
+    // the user's checkout is untouched
+    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head)
+    expect(git(repo, "rev-parse", "--abbrev-ref", "HEAD").trim()).toBe("main")
+    expect(git(repo, "status", "--porcelain")).toBe("")
+    expect(NodeFs.existsSync(NodePath.join(repo, "alpha.txt"))).toBe(false)
+
+    // runners keep no worktree or branch, and the remote keeps none of the run's branches
+    for (const dir of runnerRepos) expect(leftovers(dir), dir).toEqual({ worktrees: [], branches: [] })
+    const remote = NodePath.join(repo, ".git", "corral", "remote.git")
+    expect(git(remote, "for-each-ref", "--format=%(refname)", `refs/heads/corral/${runId}/`)).toBe("")
+
+    for (const runner of runners) runner.signal("SIGINT")
+    for (const runner of runners) expect((await runner.done).code).toBe(130)
+  }, 240_000)
+
+  it("--resume continues a worktree run whose coordinator was SIGKILLed after a merge: from its integration head, the merged agent not merged again, the running one taken over", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = makeRepo()
+    dirs.push(repo)
+    const head = git(repo, "rev-parse", "HEAD").trim()
+    const sync = scratch("corral-sync-")
+    const runner = await startRunner(url, cloneFor(repo, "r"))
+    // first merges only while held runs, so held is running when the coordinator dies after first's merge
+    const plan = writePlan(
+      scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1
+concurrency: 4
+agents:
+  - id: first
+    run: while [ ! -e ${sync}/held-started ]; do sleep 0.05; done; echo x >> ${sync}/first-runs; echo first > first.txt
+  - id: held
+    run: echo x >> ${sync}/held-runs; touch ${sync}/held-started; while [ ! -e ${sync}/release ]; do sleep 0.05; done; echo held > held.txt; touch ${sync}/held-ended
+  - id: later
+    dependsOn: [first]
+    run: cat first.txt > later.txt
+`
+    )
+    const crashed = startCli(["run", plan, "--cluster", url, "--json"], {
+      cwd: repo,
+      env: { CORRAL_TEST_KILL_AT: "merged:first" }
+    })
+    const died = await crashed.done
+    expect(died.code, crashed.output()).not.toBe(0)
+    const [firstIntegration] = branches(repo).filter((b) => b.endsWith("/integration"))
+    expect(firstIntegration, crashed.output()).toBeDefined()
+    const firstRunId = firstIntegration!.split("/")[1]!
+    expect(agentCommits(repo, head, firstIntegration!)).toEqual(["first"])
+    const until = Date.now() + 60_000
+    let listed = ""
+    while (Date.now() < until && !new RegExp(`${firstRunId}\\s+crashed`).test(listed))
+      listed = (await runCli(["runs", "--cluster", url], { cwd: repo })).stdout
+    expect(listed).toMatch(new RegExp(`${firstRunId}\\s+crashed`))
+
+    // held ends while no coordinator runs; the resumed run picks up its pushed work
+    NodeFs.writeFileSync(NodePath.join(sync, "release"), "")
+    await waitFor(() => NodeFs.existsSync(NodePath.join(sync, "held-ended")), 60_000, "held to end")
+    const resumed = await runCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(resumed.stderr).toContain(`first: merged by run ${firstRunId}`)
+    const finished = eventsOf(resumed.stdout).filter((e) => e.type === "Finished")
+    expect(finished.map((e) => e.agentId).sort()).toEqual(["first", "held", "later"])
+    expect((finished.find((e) => e.agentId === "first")!.outcome as { cached?: boolean }).cached).toBe(true)
+    const lines = (file: string) => NodeFs.readFileSync(NodePath.join(sync, file), "utf8").trim().split("\n")
+    expect(lines("first-runs")).toHaveLength(1)
+    expect(lines("held-runs")).toHaveLength(1)
+
+    const integration = branches(repo).find((b) => b.endsWith("/integration") && b !== firstIntegration)!
+    expect(git(repo, "merge-base", "--is-ancestor", firstIntegration!, integration)).toBe("")
+    expect(agentCommits(repo, head, integration)).toEqual(["first", "held", "later"])
+    expect(git(repo, "show", `${integration}:later.txt`)).toBe("first\n")
+    expect(git(repo, "show", `${integration}:held.txt`)).toBe("held\n")
+    const remote = NodePath.join(repo, ".git", "corral", "remote.git")
+    expect(git(remote, "for-each-ref", "--format=%(refname)", "refs/heads/corral/")).toBe("")
+    runner.signal("SIGINT")
+    expect((await runner.done).code).toBe(130)
+  }, 240_000)
+
+  it("rejects an unusable remote or plan with exit 2 before anything starts; a runner without a git repository fails worktree agents", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = makeRepo()
+    dirs.push(repo)
+    const runner = await startRunner(url, cloneFor(repo, "c"))
+    const plan = writePlan(
+      scratch("corral-plan-"),
+      "plan.yaml",
+      "version: 1\nagents:\n  - id: a\n    run: echo a > a.txt\n"
+    )
+    const missing = NodePath.join(scratch("corral-nowhere-"), "missing.git")
+    const unreachable = await runCli(["run", plan, "--cluster", url, "--remote", missing], { cwd: repo })
+    expect(unreachable.code, unreachable.stderr).toBe(2)
+    expect(unreachable.stderr).toContain(`--remote ${missing}: not a git repository corral can reach`)
+    const directory = writePlan(
+      scratch("corral-plan-"),
+      "plan.yaml",
+      "version: 1\nisolation: directory\nagents:\n  - id: a\n    run: echo a\n"
+    )
+    const unsupported = await runCli(["run", directory, "--cluster", url], { cwd: repo })
+    expect(unsupported.code).toBe(2)
+    expect(unsupported.stderr).toMatch(/isolation directory is not supported with --cluster/)
+    const outside = scratch("corral-not-git-")
+    const notGit = await runCli(["run", plan, "--cluster", url], { cwd: outside })
+    expect(notGit.code).toBe(2)
+    expect(notGit.stderr).toMatch(/is not a git repository/)
+    expect(branches(repo)).toEqual(["main"])
+    runner.signal("SIGINT")
+    expect((await runner.done).code).toBe(130)
+
+    // a runner whose --repo is no git repository fails worktree agents, saying so
+    const lonely = await Effect.runPromise(server!.createDatabase())
+    const misplaced = await startRunner(lonely, scratch("corral-runner-not-git-"))
+    const failed = await runCli(["run", plan, "--cluster", lonely], { cwd: repo })
+    expect(failed.code, failed.stderr).toBe(1)
+    expect(failed.stdout + failed.stderr).toMatch(/--repo \S+ is not a git repository; worktree agents need a clone/)
+    misplaced.signal("SIGINT")
+    expect((await misplaced.done).code).toBe(130)
+  }, 180_000)
+
+  it("a runner removes its worktree on Ctrl-C; after a SIGKILL, corral gc on its machine removes what is left", async () => {
+    let url = await Effect.runPromise(server!.createDatabase())
+    const repo = makeRepo()
+    dirs.push(repo)
+    const runnerRepo = cloneFor(repo, "d")
+    const pidFile = NodePath.join(scratch("corral-pid-"), "agent.pid")
+    const bare = NodePath.join(scratch("corral-remote-"), "scratch.git")
+    git(NodePath.dirname(bare), "init", "-q", "--bare", bare)
+    const plan = writePlan(
+      scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1\nagents:\n  - id: slow\n    run: echo work > half-done.txt && echo $$ > ${pidFile} && exec sleep 300\n`
+    )
+    const agentStarted = () => NodeFs.existsSync(pidFile) && NodeFs.readFileSync(pidFile, "utf8").trim() !== ""
+    const runUntilStarted = async () => {
+      NodeFs.rmSync(pidFile, { force: true })
+      const run = startCli(["run", plan, "--cluster", url, "--remote", `file://${bare}`], { cwd: repo })
+      await waitFor(agentStarted, 60_000, `the agent to start: ${run.output()}`)
+      return { run, agentPid: Number(NodeFs.readFileSync(pidFile, "utf8").trim()) }
+    }
+
+    const drained = await startRunner(url, runnerRepo)
+    const first = await runUntilStarted()
+    expect(leftovers(runnerRepo).worktrees).toHaveLength(1)
+    drained.signal("SIGINT")
+    expect((await drained.done).code).toBe(130)
+    await waitFor(() => !isAlive(first.agentPid), 20_000, "the agent to stop with its runner")
+    expect(leftovers(runnerRepo)).toEqual({ worktrees: [], branches: [] })
+    first.run.signal("SIGINT")
+    await first.run.done
+
+    url = await Effect.runPromise(server!.createDatabase()) // nothing of the first run is redelivered
+    const killed = await startRunner(url, runnerRepo)
+    const second = await runUntilStarted()
+    const [worktree] = leftovers(runnerRepo).worktrees
+    expect(NodeFs.existsSync(NodePath.join(worktree!, "half-done.txt"))).toBe(true)
+    killed.signal("SIGKILL")
+    await killed.done
+    await waitFor(() => !isAlive(second.agentPid), 20_000, "the agent to die with its runner")
+    second.run.signal("SIGINT")
+    await second.run.done
+    expect(leftovers(runnerRepo).worktrees).toEqual([worktree])
+    const collected = await runCli(["gc"], { cwd: runnerRepo })
+    expect(collected.code, collected.stderr).toBe(0)
+    expect(collected.stdout).toContain(worktree!)
+    expect(leftovers(runnerRepo)).toEqual({ worktrees: [], branches: [] })
+    expect(git(runnerRepo, "status", "--porcelain")).toBe("")
+  }, 240_000)
+})
