@@ -56,6 +56,7 @@ const loadChromium = async (): Promise<Chromium | string> => {
 
 const chromium = await loadChromium()
 const skipReason = typeof chromium === "string" ? chromium : undefined
+if (skipReason !== undefined && process.env.CI === "true") throw new Error(`Chromium is required on CI: ${skipReason}`)
 if (skipReason !== undefined) console.warn(`Report.browser.test.ts skipped: ${skipReason}`)
 
 const here = dirname(fileURLToPath(import.meta.url))
