@@ -10,7 +10,7 @@ import * as NodePath from "node:path"
 import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
 import type * as Workspace from "@corral/platform-node/Workspace"
-import { Data, Effect } from "effect"
+import { Data } from "effect"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 
 /**
@@ -58,21 +58,6 @@ const privateDirsOf = (env: Readonly<Record<string, string>>): ReadonlyArray<str
     env.XDG_CACHE_HOME === undefined ? undefined : NodePath.dirname(env.XDG_CACHE_HOME)
   ].filter((dir): dir is string => dir !== undefined)
 
-/** The git folder shared by every worktree of the repository (from the worktree's `.git` file). */
-const commonGitDir = (dir: string): string | undefined => {
-  try {
-    const dotGit = NodePath.join(dir, ".git")
-    if (NodeFs.statSync(dotGit).isDirectory()) return dotGit
-    const gitDir = /^gitdir: (.*)$/m.exec(NodeFs.readFileSync(dotGit, "utf8"))?.[1]?.trim()
-    if (gitDir === undefined) return undefined
-    const absolute = NodePath.resolve(dir, gitDir)
-    const common = NodeFs.readFileSync(NodePath.join(absolute, "commondir"), "utf8").trim()
-    return NodePath.resolve(absolute, common)
-  } catch {
-    return undefined
-  }
-}
-
 const databaseEnv = (agent: PlanAgent, dataDir: string | undefined): Record<string, string> => {
   if (agent.database !== "per-agent" || dataDir === undefined) return {}
   const file = NodePath.join(dataDir, databaseFile)
@@ -97,7 +82,7 @@ export const of = (
   const privateDirs = privateDirsOf(handle.env)
   const env = databaseEnv(agent, handle.env.CORRAL_AGENT_DIR)
   if (agent.sandbox === undefined) return { env, privateDirs, sandbox: undefined }
-  const git = handle.strategy === "directory" ? undefined : commonGitDir(handle.dir)
+  const git = handle.strategy === "directory" ? undefined : Sandbox.commonGitDir(handle.dir)
   const resolve = (dir: string) => NodePath.resolve(paths.repo, dir)
   const stateDir = NodePath.resolve(paths.stateDir)
   // With `isolation: none` the workspace is the checkout itself, and the state folder usually lies inside it.
@@ -149,31 +134,9 @@ export const describeSupport = (support: Sandbox.Support = Sandbox.supportUnsafe
     : `sandbox: not available (${support.detail})`
 
 /**
- * Watches the worktree's `.git` link of a sandboxed agent: `restore` puts back the content it had
- * when `guardGitLink` was called (replacing whatever the agent put there) and remembers that it had
- * to; `tampered` says whether it did. `undefined` for workspaces without a `.git` file.
+ * Watches the worktree's `.git` link of a sandboxed agent (`Sandbox.guardGitLink`).
  *
  * @since 0.1.0
  * @category isolation
  */
-export const guardGitLink = (dir: string) => {
-  const file = NodePath.join(dir, ".git")
-  const stat = NodeFs.lstatSync(file, { throwIfNoEntry: false })
-  if (stat === undefined || !stat.isFile()) return undefined
-  const original = NodeFs.readFileSync(file, "utf8")
-  let tampered = false
-  const intact = () => {
-    const now = NodeFs.lstatSync(file, { throwIfNoEntry: false })
-    return now?.isFile() && NodeFs.readFileSync(file, "utf8") === original
-  }
-  return {
-    file,
-    restore: Effect.sync(() => {
-      if (intact()) return
-      tampered = true
-      NodeFs.rmSync(file, { recursive: true, force: true })
-      NodeFs.writeFileSync(file, original)
-    }),
-    tampered: () => tampered
-  }
-}
+export const guardGitLink = Sandbox.guardGitLink

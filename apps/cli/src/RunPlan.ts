@@ -590,7 +590,13 @@ const passed = (agent: PlanAgent): Record<string, string> =>
  */
 export const defaultMaxOutputBytes = 64 * 1024 * 1024
 
-const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
+/**
+ * The process limits of a plan's agent: those it sets, and {@link defaultMaxOutputBytes}.
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
   ...Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined)),
   maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
 })

@@ -1,13 +1,24 @@
 /**
- * The built-in kind every runner registers: run a command (`ProcessRunner.run`) in the runner's
- * repository, with `CORRAL_RUN_ID`, `CORRAL_AGENT_ID` and `CORRAL_FENCING_TOKEN` (the execution
- * lease's token) in its environment. With `workspace`, the command runs instead in a worktree of the
- * runner's repository started at `workspace.base`, fetched from `workspace.remote`, with the
- * workspace's environment (`CORRAL_WORKSPACE`, ports, private folders); what it leaves is committed
- * and pushed to the remote as `corral/<runId>/<agentId>` (`RemoteWorkspace`), and the worktree is
- * removed on every exit path. Its output lines go to the runner's `AgentOutput` sink (the cluster's
- * database) while it runs. Its processes die with the runner: each process group gets a detached watchdog that
- * kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
+ * The built-in kind every runner registers: run a command (`ProcessRunner.run`) with
+ * `CORRAL_RUN_ID`, `CORRAL_AGENT_ID` and `CORRAL_FENCING_TOKEN` (the execution lease's token) in its
+ * environment. Without `workspace` it runs in the runner's repository, with the environment of a
+ * local `isolation: none` workspace (`CORRAL_WORKSPACE`, ports, private temp, data and cache
+ * folders). With `workspace`, it runs instead in a worktree of the runner's repository started at
+ * `workspace.base`, fetched from `workspace.remote`, with the workspace's environment; what it
+ * leaves is committed and pushed to the remote as `corral/<runId>/<agentId>` (`RemoteWorkspace`),
+ * and the worktree is removed on every exit path.
+ *
+ * A plan's process settings travel in the input and are applied on the runner as a local run
+ * applies them: `limits`, `sandbox` (bubblewrap; paths relative to the runner's repository),
+ * `passEnv`, `secrets` and `inheritEnv` (values from the runner's own environment: the input holds
+ * only names, because persisted messages are stored in the cluster's database) and
+ * `database: per-agent` (`CORRAL_AGENT_DB`, and a Postgres schema when the runner has
+ * `CORRAL_POSTGRES_URL`). A sandbox the runner cannot provide fails the agent with `CommandFailed`
+ * (reason `sandbox`) naming the agent and the runner; no unsandboxed fallback.
+ *
+ * Its output lines go to the runner's `AgentOutput` sink (the cluster's database) while it runs,
+ * secrets redacted. Its processes die with the runner: each process group gets a detached watchdog
+ * that kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
  * runs beside a leftover.
  *
  * @since 0.1.0
@@ -15,10 +26,12 @@
 import { spawn } from "node:child_process"
 import { isAbsolute, resolve } from "node:path"
 import { Agent, AgentKind } from "@corral/core"
-import { ProcessRunner } from "@corral/platform-node"
+import { ProcessRunner, Sandbox, type Workspace } from "@corral/platform-node"
+import * as AgentDatabase from "@corral/postgres/AgentDatabase"
 import { Context, Effect, Schema } from "effect"
 import * as AgentOutput from "./AgentOutput.ts"
-import { inRemoteWorkspace } from "./internal/runnerWorkspace.ts"
+import * as RunnerIsolation from "./internal/runnerIsolation.ts"
+import { inRemoteWorkspace, inSharedWorkspace } from "./internal/runnerWorkspace.ts"
 
 /**
  * The folder relative `cwd`s resolve against: the runner's `--repo`.
@@ -31,10 +44,50 @@ export const RunnerRepo = Context.Reference<string>("@corral/cluster/ProcessKind
 })
 
 /**
+ * How this runner is named in messages (`Runner.serve` sets its `host:port`).
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const RunnerName = Context.Reference<string>("@corral/cluster/ProcessKind/RunnerName", {
+  defaultValue: () => `pid ${process.pid}`
+})
+
+/**
  * @since 0.1.0
  * @category schemas
  */
 export const Identity = Schema.Struct({ name: Schema.String, email: Schema.String })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Limits = Schema.Struct({
+  memoryMb: Schema.optionalKey(Schema.Number),
+  cpuSeconds: Schema.optionalKey(Schema.Number),
+  fileSizeMb: Schema.optionalKey(Schema.Number),
+  maxProcesses: Schema.optionalKey(Schema.Number),
+  nice: Schema.optionalKey(Schema.Number),
+  maxOutputBytes: Schema.optionalKey(Schema.Number),
+  cpuPercent: Schema.optionalKey(Schema.Number),
+  diskMb: Schema.optionalKey(Schema.Number)
+})
+
+/**
+ * A sandbox as a plan describes it (`ProcessRunner.SandboxOptions`, relative paths against the runner's repository).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SandboxSettings = Schema.Struct({
+  network: Schema.Union([Schema.Boolean, Schema.Literal("loopback")]),
+  allow: Schema.Struct({
+    read: Schema.Array(Schema.String),
+    write: Schema.Array(Schema.String),
+    ports: Schema.Array(Schema.Number)
+  })
+})
 
 /**
  * @since 0.1.0
@@ -47,6 +100,18 @@ export const Input = Schema.Struct({
   /** Relative to the runner's repository. */
   cwd: Schema.optional(Schema.String),
   env: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  /** `ProcessRunner.ProcessLimits`, enforced on the runner. */
+  limits: Schema.optional(Limits),
+  /** Run in a bubblewrap sandbox on the runner; paths relative to the runner's repository. */
+  sandbox: Schema.optional(SandboxSettings),
+  /** Variables passed from the runner's environment. */
+  passEnv: Schema.optional(Schema.Array(Schema.String)),
+  /** Variables passed from the runner's environment and redacted in output and stored lines (names only). */
+  secrets: Schema.optional(Schema.Array(Schema.String)),
+  /** Pass the runner's whole environment instead of a minimal one. */
+  inheritEnv: Schema.optional(Schema.Boolean),
+  /** `per-agent`: an own SQLite file, and an own Postgres schema where the runner has `CORRAL_POSTGRES_URL`. */
+  database: Schema.optional(Schema.Literal("per-agent")),
   /** Run in a worktree at `base` instead of the runner's repository; push the work to `remote`. */
   workspace: Schema.optional(
     Schema.Struct({
@@ -104,6 +169,52 @@ const watchdog = (parent: number, group: number) =>
     { detached: true, stdio: "ignore" }
   ).unref()
 
+const commandFailed = (error: ProcessRunner.ProcessFailed | CommandFailed) =>
+  error instanceof CommandFailed
+    ? error
+    : new CommandFailed({
+        reason: error.reason,
+        command: error.command,
+        exitCode: error.exitCode,
+        tail: error.tail,
+        message: error.message
+      })
+
+/** The agent's Postgres schema (`database: per-agent` with `CORRAL_POSTGRES_URL` on the runner), one per attempt. */
+const postgresOf = (input: Input, runId: string, agentId: string, attempt: number) => {
+  const url = process.env[AgentDatabase.urlVariable]
+  if (input.database !== "per-agent" || url === undefined || url === "") return undefined
+  return { url, schema: AgentDatabase.schemaName(runId, attempt > 1 ? `${agentId}_${attempt}` : agentId) }
+}
+
+/**
+ * The agent's schema for the scope: a re-delivered execution of the same attempt replaces the one a
+ * dead runner left, and the schema is dropped when the agent ends.
+ */
+const agentSchema = (postgres: { readonly url: string; readonly schema: string }, command: string) =>
+  Effect.acquireRelease(
+    Effect.andThen(AgentDatabase.drop(postgres.url, postgres.schema), AgentDatabase.create(postgres.url, postgres.schema)),
+    () => Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
+  ).pipe(
+    Effect.mapError(
+      (error) =>
+        new CommandFailed({
+          reason: "database",
+          command,
+          tail: [],
+          message: `cannot create the agent's Postgres schema ${postgres.schema}: ${error.message}`
+        })
+    )
+  )
+
+/**
+ * The input's type.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Input = typeof Input.Type
+
 /**
  * @since 0.1.0
  * @category kinds
@@ -115,42 +226,80 @@ export const ProcessKind = AgentKind.make("corral/process", {
   handler: (input) =>
     Effect.gen(function* () {
       const repo = yield* RunnerRepo
+      const runner = yield* RunnerName
       const me = yield* Agent.current
+      const runId = me?.runId ?? "run"
+      const agentId = me?.agentId ?? "agent"
+      const attempt = me?.attempt ?? 1
+      if (input.sandbox !== undefined) {
+        yield* Sandbox.check(RunnerIsolation.sandboxOptions(input.sandbox, repo)).pipe(
+          Effect.mapError(
+            (error) =>
+              new CommandFailed({
+                reason: "sandbox",
+                command: input.command,
+                tail: [],
+                message: `agent ${agentId} asks for a sandbox, but runner ${runner} cannot provide one: ${error.detail}`
+              })
+          )
+        )
+      }
       const identity: Record<string, string> = {
         CORRAL_RUN_ID: me?.runId ?? "",
         CORRAL_AGENT_ID: me?.agentId ?? "",
         ...(me?.fencingToken === undefined ? {} : { CORRAL_FENCING_TOKEN: String(me.fencingToken) })
       }
+      const postgres = postgresOf(input, runId, agentId, attempt)
+      if (postgres !== undefined) yield* agentSchema(postgres, input.command)
       const captured = yield* AgentOutput.capture({
         runId: me?.runId ?? "",
         agentId: me?.agentId ?? "",
-        attempt: me?.attempt ?? 1,
+        attempt,
         fencingToken: me?.fencingToken
       })
-      const run = (dir: string, env: Readonly<Record<string, string>>) =>
-        ProcessRunner.run({
-          command: input.command,
-          ...(input.args === undefined ? {} : { args: input.args }),
-          ...(input.shell === undefined ? {} : { shell: input.shell }),
-          env: { ...env, ...input.env, ...identity },
-          cwd: input.cwd === undefined ? dir : isAbsolute(input.cwd) ? input.cwd : resolve(dir, input.cwd),
-          ...(captured.onLine === undefined ? {} : { onLine: captured.onLine }),
-          onProcess: (pid) => {
-            if (pid !== undefined) watchdog(process.pid, pid)
+      const run = (handle: Workspace.WorkspaceHandle) =>
+        Effect.gen(function* () {
+          const isolated = RunnerIsolation.of(input, handle, repo)
+          const gitLink = isolated.sandbox === undefined ? undefined : Sandbox.guardGitLink(handle.dir)
+          const result = yield* ProcessRunner.run({
+            name: agentId,
+            command: input.command,
+            ...(input.args === undefined ? {} : { args: input.args }),
+            ...(input.shell === undefined ? {} : { shell: input.shell }),
+            env: {
+              ...RunnerIsolation.passed(input.passEnv),
+              ...handle.env,
+              ...isolated.env,
+              ...(postgres === undefined ? {} : AgentDatabase.agentEnv(postgres.url, postgres.schema)),
+              ...input.env,
+              ...identity
+            },
+            ...(input.secrets === undefined ? {} : { secrets: input.secrets }),
+            ...(input.inheritEnv === undefined ? {} : { inheritEnv: input.inheritEnv }),
+            ...(input.limits === undefined ? {} : { limits: input.limits }),
+            ...(isolated.sandbox === undefined ? {} : { sandbox: isolated.sandbox }),
+            privateDirs: isolated.privateDirs,
+            cwd:
+              input.cwd === undefined
+                ? handle.dir
+                : isAbsolute(input.cwd)
+                  ? input.cwd
+                  : resolve(handle.dir, input.cwd),
+            ...(captured.onLine === undefined ? {} : { onLine: captured.onLine }),
+            onProcess: (pid) => {
+              if (pid !== undefined) watchdog(process.pid, pid)
+            }
+          }).pipe(Effect.ensuring(Effect.andThen(gitLink?.restore ?? Effect.void, captured.finish)))
+          if (gitLink?.tampered()) {
+            return yield* new CommandFailed({
+              reason: "sandbox",
+              command: input.command,
+              tail: result.tail,
+              message: `the sandboxed agent ${agentId} changed ${gitLink.file} on runner ${runner}; it was restored and the agent's work is not committed`
+            })
           }
-        }).pipe(
-          Effect.ensuring(captured.finish),
-          Effect.mapError(
-            (error) =>
-              new CommandFailed({
-                reason: error.reason,
-                command: error.command,
-                exitCode: error.exitCode,
-                tail: error.tail,
-                message: error.message
-              })
-          )
-        )
+          return result
+        }).pipe(Effect.mapError(commandFailed))
       const output = (result: ProcessRunner.ProcessResult, commit: string | undefined) => ({
         exitCode: 0 as const,
         durationMs: result.durationMs,
@@ -160,21 +309,23 @@ export const ProcessKind = AgentKind.make("corral/process", {
           ? {}
           : { commit, runId: me?.runId ?? "run", base: input.workspace.base })
       })
-      if (input.workspace === undefined) return output(yield* run(repo, {}), undefined)
-      const done = yield* inRemoteWorkspace(
-        repo,
-        me?.runId ?? "run",
-        me?.agentId ?? "agent",
-        input.workspace,
-        (handle) => run(handle.dir, handle.env)
-      ).pipe(
-        Effect.catchIf(
-          (error) => !(error instanceof CommandFailed),
-          (error) =>
-            Effect.fail(
-              new CommandFailed({ reason: "workspace", command: input.command, tail: [], message: error.message })
-            )
+      const workspaceFailed = (error: unknown) =>
+        Effect.fail(
+          error instanceof CommandFailed
+            ? error
+            : new CommandFailed({
+                reason: "workspace",
+                command: input.command,
+                tail: [],
+                message: (error as { readonly message: string }).message
+              })
         )
+      if (input.workspace === undefined) {
+        const result = yield* inSharedWorkspace(repo, runId, agentId, run).pipe(Effect.catch(workspaceFailed))
+        return output(result, undefined)
+      }
+      const done = yield* inRemoteWorkspace(repo, runId, agentId, input.workspace, run).pipe(
+        Effect.catch(workspaceFailed)
       )
       return output(done.result, done.commit)
     }).pipe(Effect.scoped)

@@ -13,7 +13,7 @@ import { Effect, Layer } from "effect"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
 import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"
-import { ProcessKind, RunnerRepo } from "./ProcessKind.ts"
+import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
@@ -57,6 +57,7 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
     const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? [])]).pipe(
       Layer.provide(NodeServices.layer),
       Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd())),
+      Layer.provide(Layer.succeed(RunnerName, address)),
       Layer.provide(Layer.succeed(AgentOutput.CurrentSink, output)),
       Layer.provide(Layer.sync(CurrentRunnerWorkspaces, makeRunnerWorkspaces))
     )

@@ -6,6 +6,8 @@
  *
  * @since 0.1.0
  */
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type { SandboxOptions } from "./ProcessRunner.ts"
@@ -86,3 +88,59 @@ export const check = (options: SandboxOptions | boolean = true): Effect.Effect<v
     const problem = internal.unsupported(options === true || options === false ? {} : options)
     return problem === undefined ? Effect.void : Effect.fail(new SandboxUnavailable({ detail: problem }))
   })
+
+/**
+ * The git folder shared by every worktree of the repository checked out at `dir` (from the
+ * worktree's `.git` file, or `dir/.git` itself), or `undefined` when there is none: what a sandbox
+ * mounts read-only so that git works inside it and the agent cannot change the repository.
+ *
+ * @since 0.1.0
+ * @category git
+ */
+export const commonGitDir = (dir: string): string | undefined => {
+  try {
+    const dotGit = NodePath.join(dir, ".git")
+    if (NodeFs.statSync(dotGit).isDirectory()) return dotGit
+    const gitDir = /^gitdir: (.*)$/m.exec(NodeFs.readFileSync(dotGit, "utf8"))?.[1]?.trim()
+    if (gitDir === undefined) return undefined
+    const absolute = NodePath.resolve(dir, gitDir)
+    const common = NodeFs.readFileSync(NodePath.join(absolute, "commondir"), "utf8").trim()
+    return NodePath.resolve(absolute, common)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Watches the worktree's `.git` link of a sandboxed process: `restore` puts back the content it had
+ * when `guardGitLink` was called (replacing whatever the process put there) and remembers that it
+ * had to; `tampered` says whether it did. `undefined` for folders without a `.git` file. Run git in
+ * the worktree only after `restore`: a link to a repository the process made could run its
+ * commands there (`core.fsmonitor`, hooks).
+ *
+ * @since 0.1.0
+ * @category git
+ */
+export const guardGitLink = (
+  dir: string
+): { readonly file: string; readonly restore: Effect.Effect<void>; readonly tampered: () => boolean } | undefined => {
+  const file = NodePath.join(dir, ".git")
+  const stat = NodeFs.lstatSync(file, { throwIfNoEntry: false })
+  if (stat === undefined || !stat.isFile()) return undefined
+  const original = NodeFs.readFileSync(file, "utf8")
+  let tampered = false
+  const intact = () => {
+    const now = NodeFs.lstatSync(file, { throwIfNoEntry: false })
+    return now?.isFile() && NodeFs.readFileSync(file, "utf8") === original
+  }
+  return {
+    file,
+    restore: Effect.sync(() => {
+      if (intact()) return
+      tampered = true
+      NodeFs.rmSync(file, { recursive: true, force: true })
+      NodeFs.writeFileSync(file, original)
+    }),
+    tampered: () => tampered
+  }
+}

@@ -42,7 +42,7 @@ import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
 import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
-import { MergeConflict, rateLimitsOf } from "../RunPlan.ts"
+import { limitsOf, MergeConflict, rateLimitsOf } from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
 import { interruptions } from "./run.ts"
 
@@ -136,16 +136,36 @@ const remoteOf = (
     return recorded
   })
 
+/**
+ * What a runner needs to run the agent as a local run would: its command and environment, and its
+ * limits, sandbox, database and the *names* of the variables it takes from the runner's environment
+ * (`passEnv`, `secrets`): the input is persisted in the cluster's database, so no secret value is.
+ */
+const processInput = (agent: PlanFile.PlanAgent): ProcessKind.Input => ({
+  command: agent.run,
+  shell: true,
+  env: { ...agent.env },
+  limits: limitsOf(agent),
+  ...(agent.sandbox === undefined ? {} : { sandbox: agent.sandbox }),
+  ...(agent.passEnv.length === 0 ? {} : { passEnv: agent.passEnv }),
+  ...(agent.secrets.length === 0 ? {} : { secrets: agent.secrets }),
+  ...(agent.inheritEnv ? { inheritEnv: true } : {}),
+  ...(agent.database === "per-agent" ? { database: "per-agent" as const } : {})
+})
+
 const toAgent = (
   agent: PlanFile.PlanAgent,
   lineage: string,
-  workspaces: ClusterWorkspaces.ClusterWorkspaces | undefined
+  workspaces: ClusterWorkspaces.ClusterWorkspaces | undefined,
+  memoryPool: boolean
 ) => {
-  const input = { command: agent.run, shell: true, env: { ...agent.env } }
+  const input = processInput(agent)
+  const pools = { ...agent.claims.pools }
+  if (agent.limits.memoryMb !== undefined && memoryPool) pools.memoryMb = agent.limits.memoryMb
   const kindAgent = AgentKind.agent(ProcessKind.ProcessKind, agent.id, input, {
     timeout: agent.timeoutMs,
     retry: agent.retries > 0 ? Schedule.recurs(agent.retries) : undefined,
-    claims: { read: agent.claims.read, write: agent.claims.write, pools: agent.claims.pools },
+    claims: { read: agent.claims.read, write: agent.claims.write, pools },
     claimTimeout: agent.claimTimeoutMs,
     dependsOn: agent.dependsOn,
     estimate: agent.estimateMs,
@@ -373,7 +393,9 @@ export const execute = (flags: ClusterFlags) =>
             Effect.provide(Workspace.layer),
             Effect.catch((error) => invalidInput(`cannot start the run's integration branch: ${error.message}`))
           )
-    const agents = plan.agents.map((agent) => toAgent(agent, lineage, workspaces))
+    const agents = plan.agents.map((agent) =>
+      toAgent(agent, lineage, workspaces, plan.pools.memoryMb !== undefined)
+    )
     yield* ledger.startRun({
       runId,
       planFile: plan.file,

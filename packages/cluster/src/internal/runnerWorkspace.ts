@@ -144,3 +144,24 @@ export const inRemoteWorkspace = <A, E, R>(
       return { result, commit: committed.commit }
     })
   )
+
+/**
+ * Runs `use` in the runner's repository itself (`isolation: none`), with the workspace environment
+ * of a local run (`CORRAL_WORKSPACE`, ports, private temp, data and cache folders), removed when it ends.
+ */
+export const inSharedWorkspace = <A, E, R>(
+  repo: string,
+  runId: string,
+  agentId: string,
+  use: (handle: Workspace.WorkspaceHandle) => Effect.Effect<A, E, R>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const state = yield* CurrentRunnerWorkspaces
+      const ws = yield* workspaceService(state)
+      const local = localRunId(runId)
+      yield* holdRun(state, ws, repo, local)
+      const handle = yield* ws.acquire({ repo, runId: local, agentId, strategy: "none" })
+      return yield* use(handle)
+    })
+  )
