@@ -175,7 +175,8 @@ const commandFailed = (error: ProcessRunner.ProcessFailed | CommandFailed) =>
     : new CommandFailed({
         reason: error.reason,
         command: error.command,
-        exitCode: error.exitCode,
+        // an `undefined` field is not JSON: the reply carrying it would not reach the coordinator
+        ...(error.exitCode === undefined ? {} : { exitCode: error.exitCode }),
         tail: error.tail,
         message: error.message
       })

@@ -1,0 +1,171 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { afterAll, describe, expect, it } from "vitest"
+import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
+import * as PostgresClient from "../../packages/postgres/src/PostgresClient.ts"
+import * as TestServer from "../../packages/postgres/src/TestServer.ts"
+import { sharedServer } from "../../packages/postgres/test/support/server.ts"
+import { type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+
+// With CI=true a machine without bubblewrap fails the sandbox test instead of skipping it.
+const sandboxes = Sandbox.supportUnsafe().available || process.env.CI === "true"
+const server = await sharedServer()
+const found = TestServer.findBinaries()
+const psql = found._tag === "Found" ? NodePath.join(found.bin, "psql") : "psql"
+const started: Array<RunningCli> = []
+const dirs: Array<string> = []
+afterAll(() => {
+  for (const cli of started) cli.signal("SIGKILL")
+  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
+})
+
+const temp = (prefix: string) => {
+  const dir = tempDir(prefix)
+  dirs.push(dir)
+  return dir
+}
+
+const startRunner = async (url: string, repo: string, env: Record<string, string> = {}) => {
+  const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo, env })
+  started.push(runner)
+  await waitFor(() => /runner \S+ ready/.test(runner.output()), 30_000, `runner ready: ${runner.output()}`)
+  return /runner (\S+) ready/.exec(runner.output())![1]!
+}
+
+const finishedOf = (stdout: string) =>
+  Object.fromEntries(
+    stdout
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { type: string; agentId?: string; outcome?: Record<string, unknown> })
+      .filter((event) => event.type === "Finished")
+      .map((event) => [event.agentId!, event.outcome!])
+  )
+
+const query = <A extends object>(url: string, run: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+  Effect.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, run).pipe(
+      Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+      Effect.scoped
+    )
+  )
+
+/** The tables of the database's `public` schema whose rows, as text, contain `text`. */
+const tablesContaining = (url: string, text: string) =>
+  query(url, (sql) =>
+    Effect.gen(function* () {
+      const tables = yield* sql<{ table_name: string }>`SELECT table_name FROM information_schema.tables
+        WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`
+      const hits: Array<string> = []
+      for (const { table_name } of tables) {
+        const rows = yield* sql.unsafe<{ n: string }>(
+          `SELECT count(*) AS n FROM "${table_name}" t WHERE t::text LIKE $1`,
+          [`%${text}%`]
+        )
+        if (Number(rows[0]!.n) > 0) hits.push(table_name)
+      }
+      return { tables: tables.length, hits }
+    })
+  )
+
+describe.skipIf(server === undefined)("a runner's agents get the plan's process settings", () => {
+  it("limits kill a runner's agent; secrets and passEnv come from the runner's environment and no secret is stored; per-agent databases", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = temp("corral-cluster-iso-")
+    const secret = `s3cr3t-${process.pid}-value`
+    const address = await startRunner(url, repo, {
+      CORRAL_E2E_TOKEN: secret,
+      CORRAL_E2E_PASSED: "passed-from-runner",
+      CORRAL_E2E_NOT_PASSED: "not-passed",
+      CORRAL_POSTGRES_URL: url
+    })
+    const plan = writePlan(
+      repo,
+      "plan.yaml",
+      `version: 1
+isolation: none
+agents:
+  - id: hog
+    limits: { memoryMb: 150 }
+    run: node -e 'const a = []; setInterval(() => a.push(Buffer.alloc(4 << 20, 1)), 10)'
+  - id: secret
+    secrets: [CORRAL_E2E_TOKEN]
+    passEnv: [CORRAL_E2E_PASSED]
+    run: echo "token=$CORRAL_E2E_TOKEN"; printf '%s|%s|%s' "$CORRAL_E2E_TOKEN" "$CORRAL_E2E_PASSED" "$CORRAL_E2E_NOT_PASSED" > env.txt
+  - id: db
+    database: per-agent
+    run: ${psql} "$DATABASE_URL" -v ON_ERROR_STOP=1 -qc "CREATE TABLE notes (x int)" && echo "$CORRAL_AGENT_PG_SCHEMA" > schema.txt && test -n "$CORRAL_AGENT_DB" && echo "$CORRAL_AGENT_DB" > agent-db.txt
+`
+    )
+    // the coordinator's environment has no secret: the runner's is the only source
+    const result = await runCli(["run", plan, "--cluster", url, "--json"], {
+      cwd: repo,
+      env: { CORRAL_E2E_TOKEN: "", CORRAL_E2E_PASSED: "", CORRAL_POSTGRES_URL: "" }
+    })
+    expect(result.code, result.stderr).toBe(1)
+    const finished = finishedOf(result.stdout)
+    expect(finished.hog?.type).toBe("Failed")
+    expect(JSON.stringify(finished.hog)).toMatch(/memory limit \(150 MB/)
+    expect(finished.secret?.type, JSON.stringify(finished.secret)).toBe("Succeeded")
+    expect(finished.db?.type, JSON.stringify(finished.db)).toBe("Succeeded")
+
+    expect(NodeFs.readFileSync(NodePath.join(repo, "env.txt"), "utf8")).toBe(`${secret}|passed-from-runner|`)
+    const logs = await runCli(["logs", "secret", "--cluster", url], { cwd: repo })
+    expect(logs.code, logs.stderr).toBe(0)
+    expect(logs.stdout).toContain("token=***")
+    expect(logs.stderr).toContain(`on runner ${address}`)
+    const stored = await tablesContaining(url, secret)
+    expect(stored.tables).toBeGreaterThan(5)
+    expect(stored.hits).toEqual([])
+    expect((await tablesContaining(url, "passed-from-runner")).hits).toEqual([])
+
+    const schema = NodeFs.readFileSync(NodePath.join(repo, "schema.txt"), "utf8").trim()
+    expect(schema).toMatch(/^corral_.*_db$/)
+    const left = await query(
+      url,
+      (sql) => sql`SELECT schema_name FROM information_schema.schemata WHERE schema_name = ${schema}`
+    )
+    expect(left).toEqual([])
+    const agentDb = NodeFs.readFileSync(NodePath.join(repo, "agent-db.txt"), "utf8").trim()
+    expect(agentDb).toMatch(/agent\.db$/)
+    expect(NodeFs.existsSync(agentDb)).toBe(false)
+  }, 240_000)
+
+  it.skipIf(!sandboxes)(
+    "a sandboxed runner agent writes its workspace only, and a runner without bubblewrap fails it naming agent and runner",
+    async () => {
+      const url = await Effect.runPromise(server!.createDatabase())
+      const repo = temp("corral-cluster-sbx-")
+      const outside = temp("corral-cluster-outside-")
+      await startRunner(url, repo)
+      const plan = writePlan(
+        repo,
+        "plan.yaml",
+        `version: 1
+isolation: none
+agents:
+  - id: boxed
+    sandbox: true
+    database: per-agent
+    run: echo inside > inside.txt; echo escaped > ${outside}/escape.txt; echo db > "$CORRAL_AGENT_DB"; ls ${outside} > listed.txt 2>&1; true
+`
+      )
+      const result = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+      expect(result.code, result.stderr).toBe(0)
+      expect(NodeFs.readFileSync(NodePath.join(repo, "inside.txt"), "utf8")).toBe("inside\n")
+      expect(NodeFs.existsSync(NodePath.join(outside, "escape.txt"))).toBe(false)
+
+      const bare = await Effect.runPromise(server!.createDatabase())
+      const bareRepo = temp("corral-cluster-nobwrap-")
+      const address = await startRunner(bare, bareRepo, { CORRAL_BWRAP: "/nonexistent/bwrap" })
+      const refused = await runCli(["run", plan, "--cluster", bare, "--json"], { cwd: repo })
+      expect(refused.code, refused.stderr).toBe(1)
+      const outcome = JSON.stringify(finishedOf(refused.stdout).boxed)
+      expect(outcome).toContain(`agent boxed asks for a sandbox, but runner ${address} cannot provide one`)
+      expect(NodeFs.existsSync(NodePath.join(bareRepo, "inside.txt"))).toBe(false)
+    },
+    240_000
+  )
+})
