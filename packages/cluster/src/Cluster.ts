@@ -199,20 +199,30 @@ export interface ExecutorOptions extends ClusterOptions {
   /**
    * Executions a resumed coordinator takes over, by agent id: the runs (newest first) whose
    * coordinator died while the agent had no outcome. The agent's first execution in this run is sent
-   * as the latest attempt persisted for it under the first of those runs that has one (same entity,
-   * same primary key), so it returns that execution's stored result, or awaits it while a runner
-   * still runs it (or runs it again after that runner died: at-least-once), instead of starting a
-   * second execution beside it. An agent with no persisted attempt runs as usual.
+   * as the latest attempt persisted for it under those runs (same entity, same primary key; each run's
+   * attempts are numbered on from the one it resumed), so it returns that execution's stored result,
+   * or awaits it while a runner still runs it (or runs it again after that runner died:
+   * at-least-once), instead of starting a second execution beside it; its later attempts continue
+   * that numbering. An agent with no persisted attempt runs as usual.
    */
   readonly adopt?: ReadonlyMap<string, ReadonlyArray<string>> | undefined
+  /**
+   * Told the attempt an agent's first execution adopted; its later attempts are numbered on from it
+   * (a run's retry policy can then count the attempts the crashed runs made).
+   */
+  readonly onAdopt?: ((agentId: string, attempt: number) => void) | undefined
 }
 
-/** The highest attempt persisted for the entity of `agentId` in `runId` (0 when none). */
+/**
+ * The highest attempt persisted for the entity of `agentId` in `runId` above `after` (`after` when
+ * none): a resumed run's own attempts are numbered on from those of the runs it resumes.
+ */
 const latestAttempt = (
   sharding: Sharding.Sharding["Service"],
   storage: MessageStorage.MessageStorage["Service"],
   runId: string,
-  request: Executor.Request
+  request: Executor.Request,
+  after: number
 ) =>
   Effect.gen(function* () {
     const entityId = EntityId.make(AgentEntity.entityId(runId, request.agentId, request.requires))
@@ -221,7 +231,7 @@ const latestAttempt = (
       entityType: AgentEntity.AgentEntity.type,
       entityId
     })
-    let found = 0
+    let found = after
     while (true) {
       const id = yield* storage.requestIdForPrimaryKey({ address, tag: "Execute", id: String(found + 1) })
       if (Option.isNone(id)) return found
@@ -229,7 +239,10 @@ const latestAttempt = (
     }
   })
 
-/** The request to send for an agent's first execution in a resumed run: an adopted attempt, if any. */
+/**
+ * The request to send for an agent's first execution in a resumed run: the latest attempt persisted
+ * under the runs it resumes (oldest first, each numbering on from the one before), if any.
+ */
 const adoption = (
   sharding: Sharding.Sharding["Service"],
   storage: MessageStorage.MessageStorage["Service"],
@@ -237,11 +250,16 @@ const adoption = (
   request: Executor.Request
 ): Effect.Effect<Executor.Request> =>
   Effect.gen(function* () {
-    for (const runId of runs) {
-      const attempt = yield* latestAttempt(sharding, storage, runId, request)
-      if (attempt > 0) return { ...request, runId, attempt }
+    let found = 0
+    let holder: string | undefined
+    for (const runId of [...runs].reverse()) {
+      const latest = yield* latestAttempt(sharding, storage, runId, request, found)
+      if (latest > found) {
+        found = latest
+        holder = runId
+      }
     }
-    return request
+    return holder === undefined ? request : { ...request, runId: holder, attempt: found }
   }).pipe(
     Effect.catch((error) =>
       Effect.as(
@@ -296,25 +314,38 @@ const send = (
 
 /**
  * {@link makeExecutor} that takes over the executions named by `adopt` (see
- * {@link ExecutorOptions.adopt}).
+ * {@link ExecutorOptions.adopt}). An agent whose first execution adopted attempt `n` sends its later
+ * attempts as `n + 1`, `n + 2`, ... (its attempts continue rather than restart at 1); `onAdopt` is
+ * told `n`.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const makeAdoptingExecutor = (
-  adopt: ReadonlyMap<string, ReadonlyArray<string>>
+  adopt: ReadonlyMap<string, ReadonlyArray<string>>,
+  onAdopt?: ((agentId: string, attempt: number) => void) | undefined
 ): Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding | MessageStorage.MessageStorage> =>
   Effect.gen(function* () {
     const clientFor = yield* AgentEntity.AgentEntity.client
     const sharding = yield* Sharding.Sharding
     const storage = yield* MessageStorage.MessageStorage
     const pending = new Map(adopt)
+    const offsets = new Map<string, number>()
     return Executor.Executor.of({
       execute: (request) => {
         const runs = pending.get(request.agentId)
-        if (runs === undefined) return send(clientFor, request)
+        if (runs === undefined) {
+          const offset = offsets.get(request.agentId)
+          return send(clientFor, offset === undefined ? request : { ...request, attempt: request.attempt + offset })
+        }
         pending.delete(request.agentId)
-        return Effect.flatMap(adoption(sharding, storage, runs, request), (adopted) => send(clientFor, adopted))
+        return Effect.flatMap(adoption(sharding, storage, runs, request), (adopted) => {
+          if (adopted !== request) {
+            offsets.set(request.agentId, adopted.attempt - request.attempt)
+            onAdopt?.(request.agentId, adopted.attempt)
+          }
+          return send(clientFor, adopted)
+        })
       }
     })
   })
@@ -347,7 +378,9 @@ export const makeAdoptingExecutor = (
 export const layerExecutor = (options: ExecutorOptions) =>
   Layer.effect(
     Executor.Executor,
-    options.adopt === undefined || options.adopt.size === 0 ? makeExecutor : makeAdoptingExecutor(options.adopt)
+    options.adopt === undefined || options.adopt.size === 0
+      ? makeExecutor
+      : makeAdoptingExecutor(options.adopt, options.onAdopt)
   ).pipe(
     Layer.provide(
       NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })

@@ -35,6 +35,7 @@ import { PostgresClient, PostgresLedger, PostgresLiveness, PostgresLocks } from 
 import { Context, Deferred, Effect, Layer, Option, Schedule } from "effect"
 import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
+import * as Inputs from "../Inputs.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
@@ -42,6 +43,7 @@ import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
 import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
+import * as RunPlan from "../RunPlan.ts"
 import { limitsOf, MergeConflict, rateLimitsOf } from "../RunPlan.ts"
 import * as Summary from "../Summary.ts"
 import { interruptions } from "./run.ts"
@@ -83,8 +85,22 @@ const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefin
   return undefined
 }
 
-/** Successes are cached per lineage: only a resumed run reuses them (plan `inputs` are not hashed: the runners' checkouts are not visible here). */
-const idempotencyKeyOf = (agent: PlanFile.PlanAgent, lineage: string) => `${agent.hash}:run:${lineage}`
+/**
+ * Where successes are cached: with worktrees as in a local run (an agent with `inputs` under the hash
+ * of its inputs at the run's base commit, which is what its runner checks out, so any later run with
+ * unchanged inputs reuses it and a changed input runs it again; others per lineage); with
+ * `isolation: none` always per lineage (only a resumed run reuses them): the runners' checkouts are
+ * not visible here.
+ */
+interface CacheScope {
+  readonly lineage: string
+  readonly inputsHash: Readonly<Record<string, string>> | undefined
+}
+
+const idempotencyKeyOf = (agent: PlanFile.PlanAgent, scope: CacheScope) =>
+  scope.inputsHash === undefined
+    ? `${agent.hash}:run:${scope.lineage}`
+    : RunPlan.idempotencyKeyOf({ lineage: scope.lineage, runId: scope.lineage, inputsHash: scope.inputsHash }, agent)
 
 /** The repository whose integration branch receives the work, and the remote runners reach; exit 2 when unusable. */
 const workspaceTarget = (flags: ClusterFlags) =>
@@ -153,11 +169,21 @@ const processInput = (agent: PlanFile.PlanAgent): ProcessKind.Input => ({
   ...(agent.database === "per-agent" ? { database: "per-agent" as const } : {})
 })
 
+/**
+ * The attempts of a resumed run's agents, counted over the runs it resumes: the attempt each agent's
+ * first execution adopted (`Cluster.ExecutorOptions.onAdopt`), and the last attempt each one made.
+ */
+interface Attempts {
+  readonly adopted: Map<string, number>
+  readonly made: Map<string, number>
+}
+
 const toAgent = (
   agent: PlanFile.PlanAgent,
-  lineage: string,
+  cache: CacheScope,
   workspaces: ClusterWorkspaces.ClusterWorkspaces | undefined,
-  memoryPool: boolean
+  memoryPool: boolean,
+  attempts: Attempts
 ) => {
   const input = processInput(agent)
   const pools = { ...agent.claims.pools }
@@ -193,7 +219,7 @@ const toAgent = (
         commit: merged.commit
       } satisfies AgentResult
     })
-  const run = (deps: Agent.Deps) =>
+  const execute = (deps: Agent.Deps) =>
     workspaces !== undefined
       ? inWorktree(deps, workspaces)
       : Effect.map(
@@ -210,12 +236,27 @@ const toAgent = (
             commit: undefined
           })
         )
+  const run = (deps: Agent.Deps) =>
+    Effect.flatMap(Agent.current, (me) =>
+      execute(deps).pipe(
+        Effect.ensuring(
+          Effect.sync(() =>
+            attempts.made.set(agent.id, (attempts.adopted.get(agent.id) ?? 1) - 1 + (me?.attempt ?? 1))
+          )
+        )
+      )
+    )
   return Agent.make(kindAgent.id, {
     run,
     timeout: kindAgent.timeout,
     retry:
       agent.retries > 0
-        ? Schedule.recurs(agent.retries).pipe(Schedule.while((meta) => !(meta.input instanceof MergeConflict)))
+        ? Schedule.recurs(agent.retries).pipe(
+            Schedule.while(
+              (meta) =>
+                !(meta.input instanceof MergeConflict) && (attempts.made.get(agent.id) ?? 0) < agent.retries + 1
+            )
+          )
         : undefined,
     claims: kindAgent.claims,
     claimTimeout: kindAgent.claimTimeout,
@@ -223,7 +264,7 @@ const toAgent = (
     estimate: kindAgent.estimate,
     rateLimit: kindAgent.rateLimit,
     inputs: kindAgent.inputs,
-    idempotencyKey: idempotencyKeyOf(agent, lineage),
+    idempotencyKey: idempotencyKeyOf(agent, cache),
     labels: kindAgent.labels
   })
 }
@@ -360,6 +401,13 @@ export const execute = (flags: ClusterFlags) =>
       .hold({ runId, lineage })
       .pipe(Effect.catchTag("LineageBusy", (error) => invalidInput(error.message)))
     const adopt = resumed === undefined ? new Map<string, Array<string>>() : yield* adoptable(ledger, plan, lineage)
+    const cache: CacheScope = {
+      lineage,
+      inputsHash:
+        target === undefined
+          ? undefined
+          : yield* Inputs.hashes(target.repo, resumed?.base ?? "HEAD", plan).pipe(Effect.orElseSucceed(() => ({})))
+    }
     const reconciled =
       target === undefined || resumed?.base === undefined
         ? []
@@ -370,8 +418,8 @@ export const execute = (flags: ClusterFlags) =>
             base: resumed.base,
             lineage,
             runId,
-            inputsHash: {},
-            keyOf: (agent) => idempotencyKeyOf(agent, lineage)
+            inputsHash: cache.inputsHash ?? {},
+            keyOf: (agent) => idempotencyKeyOf(agent, cache)
           }).pipe(
             Effect.catch((error) =>
               invalidInput(
@@ -393,8 +441,9 @@ export const execute = (flags: ClusterFlags) =>
             Effect.provide(Workspace.layer),
             Effect.catch((error) => invalidInput(`cannot start the run's integration branch: ${error.message}`))
           )
+    const attempts: Attempts = { adopted: new Map(), made: new Map() }
     const agents = plan.agents.map((agent) =>
-      toAgent(agent, lineage, workspaces, plan.pools.memoryMb !== undefined)
+      toAgent(agent, cache, workspaces, plan.pools.memoryMb !== undefined, attempts)
     )
     yield* ledger.startRun({
       runId,
@@ -439,7 +488,13 @@ export const execute = (flags: ClusterFlags) =>
       onEvent: (event) => emit(event as RunEvent),
       stopOn: Deferred.await(stop)
     }).pipe(
-      Effect.provide(Cluster.layerExecutor({ url: flags.cluster, adopt })),
+      Effect.provide(
+        Cluster.layerExecutor({
+          url: flags.cluster,
+          adopt,
+          onAdopt: (agentId, attempt) => attempts.adopted.set(agentId, attempt)
+        })
+      ),
       Effect.provide(PostgresLocks.layer(flags.cluster)),
       Effect.provide(RunLedger.asCoreLedger),
       Effect.provideService(RunLedger.RunLedger, ledger),

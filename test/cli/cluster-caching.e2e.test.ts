@@ -1,0 +1,145 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { Effect } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import { sharedServer } from "../../packages/postgres/test/support/server.ts"
+import { git, makeRepo, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+
+const server = await sharedServer()
+const started: Array<RunningCli> = []
+const dirs: Array<string> = []
+afterAll(() => {
+  for (const cli of started) cli.signal("SIGKILL")
+  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
+})
+
+const scratch = (prefix: string) => {
+  const dir = tempDir(prefix)
+  dirs.push(dir)
+  return dir
+}
+
+const startRunner = async (url: string, repo: string) => {
+  const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo })
+  started.push(runner)
+  await waitFor(() => /runner \S+ ready/.test(runner.output()), 60_000, `runner ready: ${runner.output()}`)
+  return runner
+}
+
+interface JsonEvent {
+  readonly type: string
+  readonly agentId?: string
+  readonly runId?: string
+  readonly attempt?: number
+  readonly outcome?: { readonly type: string; readonly cached?: boolean; readonly attempts?: number }
+}
+
+const eventsOf = (stdout: string): Array<JsonEvent> =>
+  stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as JsonEvent)
+
+const outcomeOf = (stdout: string, agentId: string) =>
+  eventsOf(stdout).find((event) => event.type === "Finished" && event.agentId === agentId)?.outcome
+
+const lines = (file: string) =>
+  NodeFs.existsSync(file)
+    ? NodeFs.readFileSync(file, "utf8")
+        .split("\n")
+        .filter((line) => line !== "")
+    : []
+
+describe.skipIf(server === undefined)("cluster runs: retry budget across a resume, caching by inputs", () => {
+  it("a resumed run continues an agent's attempts from those its crashed run made", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = scratch("corral-cluster-budget-")
+    const tries = NodePath.join(repo, "tries.txt")
+    // attempt 1 fails at once; later attempts wait for the release file, then fail too
+    const plan = writePlan(
+      repo,
+      "plan.yaml",
+      `version: 1
+isolation: none
+agents:
+  - id: flaky
+    retries: 2
+    run: n=$(cat tries.txt 2>/dev/null | wc -l); echo "try $CORRAL_RUN_ID" >> tries.txt; echo "try $n"; if [ "$n" -ge 1 ]; then while [ ! -e release ]; do sleep 0.05; done; fi; exit 1
+`
+    )
+    await startRunner(url, repo)
+    const coordinator = startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+    started.push(coordinator)
+    await waitFor(() => lines(tries).length === 2, 60_000, `the second attempt to start: ${coordinator.output()}`)
+    coordinator.signal("SIGKILL")
+    await coordinator.done
+    const firstRunId = lines(tries)[0]!.split(" ")[1]!
+    const until = Date.now() + 60_000
+    let listed = ""
+    while (Date.now() < until && !new RegExp(`${firstRunId}\\s+crashed`).test(listed))
+      listed = (await runCli(["runs", "--cluster", url], { cwd: repo })).stdout
+    expect(listed).toMatch(new RegExp(`${firstRunId}\\s+crashed`))
+
+    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+    started.push(resumed)
+    await waitFor(() => /resuming run/.test(resumed.output()), 60_000, `resume to start: ${resumed.output()}`)
+    NodeFs.writeFileSync(NodePath.join(repo, "release"), "")
+    const result = await resumed.done
+    expect(result.code, result.stderr).toBe(1)
+    expect(outcomeOf(result.stdout, "flaky")?.type).toBe("Failed")
+    // three attempts in all (retries: 2): two in the crashed run, the third in the resumed run
+    const all = lines(tries)
+    expect(all.length, all.join("\n")).toBe(3)
+    const resumedId = eventsOf(result.stdout).find((event) => event.type === "RunStarted")!.runId!
+    expect(all.map((line) => line.split(" ")[1])).toEqual([firstRunId, firstRunId, resumedId])
+    const logs = await runCli(["logs", resumedId, "flaky", "--cluster", url], { cwd: repo })
+    expect(logs.code, logs.stderr).toBe(0)
+    expect(logs.stderr).toMatch(new RegExp(`run ${firstRunId} attempt 2 on runner`))
+    expect(logs.stderr).toMatch(new RegExp(`run ${resumedId} attempt 3 on runner`))
+    expect(logs.stderr).not.toMatch(/attempt 4/)
+  }, 240_000)
+
+  it("with worktrees, a success is cached by the hash of its inputs: reused while they are unchanged, run again after a change", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const repo = makeRepo({ "README.md": "# test\n", "input.txt": "one\n" })
+    dirs.push(repo)
+    const runnerParent = scratch("corral-runner-cache-")
+    const runnerRepo = NodePath.join(runnerParent, "repo")
+    git(runnerParent, "clone", "-q", repo, runnerRepo)
+    const runs = NodePath.join(scratch("corral-cache-log-"), "runs.txt")
+    const plan = writePlan(
+      scratch("corral-cache-plan-"),
+      "plan.yaml",
+      `version: 1
+agents:
+  - id: gen
+    inputs: [input.txt]
+    run: echo "$CORRAL_RUN_ID" >> ${runs}; cp input.txt out.txt
+  - id: always
+    run: echo always > always.txt
+`
+    )
+    await startRunner(url, runnerRepo)
+    const run = async () => {
+      const result = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+      expect(result.code, result.stderr).toBe(0)
+      return result.stdout
+    }
+    const first = await run()
+    expect(outcomeOf(first, "gen")).toMatchObject({ type: "Succeeded" })
+    expect(outcomeOf(first, "gen")?.cached).not.toBe(true)
+    const second = await run()
+    expect(outcomeOf(second, "gen")).toMatchObject({ type: "Succeeded", cached: true })
+    expect(outcomeOf(second, "always")?.cached).not.toBe(true)
+    expect(lines(runs).length).toBe(1)
+
+    NodeFs.writeFileSync(NodePath.join(repo, "input.txt"), "two\n")
+    git(repo, "commit", "-qam", "change the input")
+    const third = await run()
+    expect(outcomeOf(third, "gen")?.type).toBe("Succeeded")
+    expect(outcomeOf(third, "gen")?.cached).not.toBe(true)
+    expect(lines(runs).length).toBe(2)
+    const thirdId = eventsOf(third).find((event) => event.type === "RunStarted")!.runId!
+    expect(git(repo, "show", `corral/${thirdId}/integration:out.txt`)).toBe("two\n")
+  }, 240_000)
+})
