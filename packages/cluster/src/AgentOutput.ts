@@ -1,14 +1,15 @@
 /**
  * What agents print on runners, stored in the cluster's database so any machine reads it
  * (`corral logs --cluster`), also while the agent runs. A runner's `corral/process` agents send their
- * output lines to the {@link Sink} in context in batches every {@link flushEvery} and when the process
- * ends; each line is stored with its run, agent, attempt, fencing token and runner. At most
+ * output lines, and agents of other kinds the lines they log (`Effect.log*`, {@link capturingLogs}),
+ * to the {@link Sink} in context in batches every {@link flushEvery} and when the agent ends; each line is stored with its run, agent, attempt, fencing token and runner. At most
  * {@link maxLinesPerExecution} lines of one execution are stored; a last line then says how many
  * were dropped. Without a sink (a program that does not provide one) nothing is stored.
  *
  * @since 0.1.0
  */
-import { Array as Arr, Context, Effect, type Scope } from "effect"
+import { Agent, AgentKind } from "@corral/core"
+import { Array as Arr, Cause, Context, Effect, Logger, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
 /**
@@ -172,6 +173,61 @@ export const capture = (
       },
       finish: Effect.andThen(note, flush)
     }
+  })
+
+const textOf = (message: unknown): string => {
+  const parts = Array.isArray(message) ? message : [message]
+  return parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part) ?? String(part))).join(" ")
+}
+
+const stderrLevels = new Set(["Fatal", "Error", "Warn"])
+
+/**
+ * Runs `effect` (an agent's handler on a runner) with its log lines stored as the agent's output:
+ * `[<level>] <message>` (and the cause when there is one), on stderr for warnings and errors. The
+ * loggers already in place keep logging. Without a sink in context, `effect` runs unchanged.
+ *
+ * @since 0.1.0
+ * @category capturing
+ */
+export const withLogs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const me = yield* Agent.current
+      const captured = yield* capture({
+        runId: me?.runId ?? "",
+        agentId: me?.agentId ?? "",
+        attempt: me?.attempt ?? 1,
+        fencingToken: me?.fencingToken
+      })
+      const onLine = captured.onLine
+      if (onLine === undefined) return yield* effect
+      const logger = Logger.make((options) => {
+        const cause = options.cause.reasons.length === 0 ? "" : `\n${Cause.pretty(options.cause)}`
+        for (const text of `[${options.logLevel}] ${textOf(options.message)}${cause}`.split("\n"))
+          onLine({ stream: stderrLevels.has(options.logLevel) ? "stderr" : "stdout", text })
+      })
+      const loggers = yield* Logger.CurrentLoggers
+      return yield* effect.pipe(
+        Effect.provideService(Logger.CurrentLoggers, new Set([...loggers, logger])),
+        Effect.ensuring(captured.finish)
+      )
+    })
+  )
+
+/**
+ * `kind` with its handler run by {@link withLogs}: what a runner registers for kinds other than
+ * `corral/process`, so their agents' logs are stored like a process agent's output.
+ *
+ * @since 0.1.0
+ * @category capturing
+ */
+export const capturingLogs = <I, O, E, R>(kind: AgentKind.AgentKind<I, O, E, R>): AgentKind.AgentKind<I, O, E, R> =>
+  AgentKind.make(kind.name, {
+    input: kind.input,
+    output: kind.output,
+    error: kind.error,
+    handler: (input) => withLogs(kind.handler(input))
   })
 
 /**

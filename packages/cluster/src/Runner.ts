@@ -1,6 +1,7 @@
 /**
  * A runner process: joins the cluster, registers the built-in process kind (and any others given),
- * stores its agents' output in the cluster's database (`AgentOutput`), announces itself in the runner registry, and executes agents until interrupted. Interrupting it
+ * stores its agents' output in the cluster's database (`AgentOutput`: a process agent's output lines,
+ * the log lines of other kinds' agents), announces itself in the runner registry, and executes agents until interrupted. Interrupting it
  * (Ctrl-C) stops taking work and hands back what it runs: the sharding layer releases its shards
  * and its unfinished agents' persisted messages are delivered to the next owners.
  *
@@ -54,7 +55,7 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
       PostgresClient.layer(options.url, { maxConnections: 3, applicationName: `corral-runner ${address}` })
     )
     const output = yield* AgentOutput.make(address).pipe(Effect.provideContext(registry))
-    const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? [])]).pipe(
+    const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? []).map(AgentOutput.capturingLogs)]).pipe(
       Layer.provide(NodeServices.layer),
       Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd())),
       Layer.provide(Layer.succeed(RunnerName, address)),

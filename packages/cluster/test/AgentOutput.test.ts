@@ -1,6 +1,7 @@
 import { PostgresClient } from "@corral/postgres"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { AgentKind, Corral, Executor } from "@corral/core"
+import { Effect, Layer, Schema } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import * as AgentOutput from "../src/AgentOutput.ts"
 
@@ -23,6 +24,36 @@ describe("AgentOutput", () => {
       assert.strictEqual(written.at(-2)!.text, `line ${AgentOutput.maxLinesPerExecution - 1}`)
       assert.match(written.at(-1)!.text, /^corral: 5 more line\(s\) were not stored/)
       assert.deepStrictEqual({ ...written[0]!, at: 0 }, { ...execution, stream: "stdout", text: "line 0", at: 0 })
+    })
+  )
+
+  it.live("capturingLogs stores the log lines of a kind's agents as their output, warnings and errors on stderr", () =>
+    Effect.gen(function* () {
+      const written: Array<AgentOutput.Line> = []
+      const sink: AgentOutput.Sink = { write: (lines) => Effect.sync(() => written.push(...lines)) }
+      const Greet = AgentKind.make("greet", {
+        input: Schema.Struct({ name: Schema.String }),
+        output: Schema.String,
+        handler: ({ name }) =>
+          Effect.gen(function* () {
+            yield* Effect.log("hello", name, { n: 1 })
+            yield* Effect.logWarning("careful\nsecond line")
+            return `hi ${name}`
+          })
+      })
+      const result = yield* Corral.run([AgentKind.agent(Greet, "greeter", { name: "ada" })], { runId: "logs-1" }).pipe(
+        Effect.provide(Executor.layerLocal([AgentOutput.capturingLogs(Greet)])),
+        Effect.provideService(AgentOutput.CurrentSink, sink)
+      )
+      assert.strictEqual(result.get("greeter")!._tag, "Succeeded")
+      assert.deepStrictEqual(
+        written.map((line) => [line.runId, line.agentId, line.attempt, line.stream, line.text]),
+        [
+          ["logs-1", "greeter", 1, "stdout", '[Info] hello ada {"n":1}'],
+          ["logs-1", "greeter", 1, "stderr", "[Warn] careful"],
+          ["logs-1", "greeter", 1, "stderr", "second line"]
+        ]
+      )
     })
   )
 
