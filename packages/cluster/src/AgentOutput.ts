@@ -177,7 +177,7 @@ export const capture = (
 
 const textOf = (message: unknown): string => {
   const parts = Array.isArray(message) ? message : [message]
-  return parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part) ?? String(part))).join(" ")
+  return parts.map((part) => (typeof part === "string" ? part : (JSON.stringify(part) ?? String(part)))).join(" ")
 }
 
 const stderrLevels = new Set(["Fatal", "Error", "Warn"])

@@ -194,7 +194,10 @@ const postgresOf = (input: Input, runId: string, agentId: string, attempt: numbe
  */
 const agentSchema = (postgres: { readonly url: string; readonly schema: string }, command: string) =>
   Effect.acquireRelease(
-    Effect.andThen(AgentDatabase.drop(postgres.url, postgres.schema), AgentDatabase.create(postgres.url, postgres.schema)),
+    Effect.andThen(
+      AgentDatabase.drop(postgres.url, postgres.schema),
+      AgentDatabase.create(postgres.url, postgres.schema)
+    ),
     () => Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
   ).pipe(
     Effect.mapError(
@@ -281,11 +284,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
             ...(isolated.sandbox === undefined ? {} : { sandbox: isolated.sandbox }),
             privateDirs: isolated.privateDirs,
             cwd:
-              input.cwd === undefined
-                ? handle.dir
-                : isAbsolute(input.cwd)
-                  ? input.cwd
-                  : resolve(handle.dir, input.cwd),
+              input.cwd === undefined ? handle.dir : isAbsolute(input.cwd) ? input.cwd : resolve(handle.dir, input.cwd),
             ...(captured.onLine === undefined ? {} : { onLine: captured.onLine }),
             onProcess: (pid) => {
               if (pid !== undefined) watchdog(process.pid, pid)

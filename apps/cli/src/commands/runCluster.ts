@@ -18,7 +18,13 @@
  * from the branch the crashed run's runner pushed.
  *
  * Not supported with `--cluster` yet (exit 2): directory isolation, worktrees with `merge: none`,
- * `--keep-workspaces`.
+ * `--keep-workspaces`, coding agents (`use:`) and `prompt:`.
+ *
+ * A plan's `limits`, `sandbox`, `database:`, `passEnv`, `secrets` and `inheritEnv` travel in the
+ * `corral/process` input and are applied by the runner; `passEnv`/`secrets` as names only (the
+ * input is persisted in the cluster's database), their values read from the runner's environment.
+ * With worktrees, an agent with `inputs` is cached under their hash at the run's base, as locally.
+ * A resumed run's agents continue the attempts (and retry budget) of the executions they take over.
  *
  * @since 0.1.0
  */
@@ -80,6 +86,9 @@ const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefin
   if (isolation === "worktree" && plan.merge === "none")
     return `${plan.file}: merge: none is not supported with --cluster and worktree isolation (runners remove their worktrees when their agents end); use merge: auto or isolation: none`
   if (isolation === "none" && Option.isSome(flags.remote)) return "--remote is used only with worktree isolation"
+  const coding = plan.agents.filter((agent) => agent.use !== undefined || agent.prompt !== undefined)
+  if (coding.length > 0)
+    return `${plan.file}: agents ${coding.map((agent) => agent.id).join(", ")} use a coding agent or a prompt, which --cluster does not send to runners yet; run them without --cluster`
   if (flags.keepWorkspaces)
     return "--keep-workspaces is not supported with --cluster (runners remove their worktrees; an agent's work is on its branch)"
   return undefined
@@ -240,9 +249,7 @@ const toAgent = (
     Effect.flatMap(Agent.current, (me) =>
       execute(deps).pipe(
         Effect.ensuring(
-          Effect.sync(() =>
-            attempts.made.set(agent.id, (attempts.adopted.get(agent.id) ?? 1) - 1 + (me?.attempt ?? 1))
-          )
+          Effect.sync(() => attempts.made.set(agent.id, (attempts.adopted.get(agent.id) ?? 1) - 1 + (me?.attempt ?? 1)))
         )
       )
     )
@@ -253,8 +260,7 @@ const toAgent = (
       agent.retries > 0
         ? Schedule.recurs(agent.retries).pipe(
             Schedule.while(
-              (meta) =>
-                !(meta.input instanceof MergeConflict) && (attempts.made.get(agent.id) ?? 0) < agent.retries + 1
+              (meta) => !(meta.input instanceof MergeConflict) && (attempts.made.get(agent.id) ?? 0) < agent.retries + 1
             )
           )
         : undefined,
