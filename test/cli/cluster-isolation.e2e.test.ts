@@ -133,6 +133,27 @@ agents:
     expect(NodeFs.existsSync(agentDb)).toBe(false)
   }, 240_000)
 
+  it("coding agents and prompts are exit 2 with --cluster, naming the agents, before anything starts", async () => {
+    const repo = temp("corral-cluster-coding-")
+    const plan = writePlan(
+      repo,
+      "plan.yaml",
+      `version: 1
+isolation: none
+agents:
+  - id: claude
+    use: claude-code
+    prompt: fix it
+  - id: plain
+    run: echo ok > ran.txt
+`
+    )
+    const result = await runCli(["run", plan, "--cluster", "postgres://postgres@127.0.0.1:1/none"], { cwd: repo })
+    expect(result.code, result.stderr).toBe(2)
+    expect(result.stderr).toMatch(/agents claude use a coding agent or a prompt, which --cluster does not send/)
+    expect(NodeFs.existsSync(NodePath.join(repo, "ran.txt"))).toBe(false)
+  }, 60_000)
+
   it.skipIf(!sandboxes)(
     "a sandboxed runner agent writes its workspace only, and a runner without bubblewrap fails it naming agent and runner",
     async () => {
