@@ -7,7 +7,7 @@ import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
 import * as PostgresClient from "../../packages/postgres/src/PostgresClient.ts"
 import * as TestServer from "../../packages/postgres/src/TestServer.ts"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { git, makeRepo, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap fails the sandbox test instead of skipping it.
 const sandboxes = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -186,6 +186,38 @@ agents:
       const outcome = JSON.stringify(finishedOf(refused.stdout).boxed)
       expect(outcome).toContain(`agent boxed asks for a sandbox, but runner ${address} cannot provide one`)
       expect(NodeFs.existsSync(NodePath.join(bareRepo, "inside.txt"))).toBe(false)
+    },
+    240_000
+  )
+
+  it.skipIf(!sandboxes)(
+    "a sandboxed worktree agent on a runner: its work is merged, the runner's git folder is read-only to it",
+    async () => {
+      const url = await Effect.runPromise(server!.createDatabase())
+      const repo = makeRepo({ "README.md": "# test\n" })
+      dirs.push(repo)
+      const parent = temp("corral-cluster-sbx-clone-")
+      const runnerRepo = NodePath.join(parent, "repo")
+      git(parent, "clone", "-q", repo, runnerRepo)
+      await startRunner(url, runnerRepo)
+      const plan = writePlan(
+        temp("corral-cluster-sbx-plan-"),
+        "plan.yaml",
+        `version: 1
+agents:
+  - id: boxed
+    sandbox: true
+    run: echo work > work.txt; if echo x > "$(git rev-parse --git-common-dir)/injected" 2>/dev/null; then echo wrote > git-writable.txt; fi; git status --short > status.txt
+`
+      )
+      const result = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+      expect(result.code, result.stderr).toBe(0)
+      const runId = /"runId":"([^"]+)"/.exec(result.stdout)![1]!
+      const integration = `corral/${runId}/integration`
+      expect(git(repo, "show", `${integration}:work.txt`)).toBe("work\n")
+      expect(git(repo, "show", `${integration}:status.txt`)).toContain("work.txt")
+      expect(git(repo, "ls-tree", "--name-only", integration).split("\n")).not.toContain("git-writable.txt")
+      expect(NodeFs.existsSync(NodePath.join(runnerRepo, ".git", "injected"))).toBe(false)
     },
     240_000
   )
