@@ -211,6 +211,26 @@ const agentSchema = (postgres: { readonly url: string; readonly schema: string }
     )
   )
 
+/** Fails naming the agent and the runner when the input asks for a sandbox this runner cannot provide. */
+const sandboxAvailable = (
+  input: Input,
+  repo: string,
+  names: { readonly agentId: string; readonly runner: string }
+): Effect.Effect<void, CommandFailed> =>
+  input.sandbox === undefined
+    ? Effect.void
+    : Sandbox.check(RunnerIsolation.sandboxOptions(input.sandbox, repo)).pipe(
+        Effect.mapError(
+          (error) =>
+            new CommandFailed({
+              reason: "sandbox",
+              command: input.command,
+              tail: [],
+              message: `agent ${names.agentId} asks for a sandbox, but runner ${names.runner} cannot provide one: ${error.detail}`
+            })
+        )
+      )
+
 /**
  * The input's type.
  *
@@ -235,19 +255,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
       const runId = me?.runId ?? "run"
       const agentId = me?.agentId ?? "agent"
       const attempt = me?.attempt ?? 1
-      if (input.sandbox !== undefined) {
-        yield* Sandbox.check(RunnerIsolation.sandboxOptions(input.sandbox, repo)).pipe(
-          Effect.mapError(
-            (error) =>
-              new CommandFailed({
-                reason: "sandbox",
-                command: input.command,
-                tail: [],
-                message: `agent ${agentId} asks for a sandbox, but runner ${runner} cannot provide one: ${error.detail}`
-              })
-          )
-        )
-      }
+      yield* sandboxAvailable(input, repo, { agentId, runner })
       const identity: Record<string, string> = {
         CORRAL_RUN_ID: me?.runId ?? "",
         CORRAL_AGENT_ID: me?.agentId ?? "",
