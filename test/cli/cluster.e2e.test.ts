@@ -80,6 +80,9 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     for (let i = 0; i < 6; i++) expect(NodeFs.existsSync(NodePath.join(dir, `out-${i}.txt`))).toBe(true)
 
     const pidFile = NodePath.join(dir, "long.pid")
+    // the coordinator waits until the agent's process is gone, then stops: its interruption cannot race
+    // the agent's start (the runner's workspace set-up can take seconds on a loaded machine)
+    const coordinator = new AbortController()
     const long = Effect.runPromise(
       Corral.run(
         [
@@ -89,8 +92,9 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
           })
         ],
         { runId: "e2e-2" }
-      ).pipe(Effect.provide(Cluster.layerExecutor({ url })), Effect.timeout("2 seconds"), Effect.ignore)
-    )
+      ).pipe(Effect.provide(Cluster.layerExecutor({ url })), Effect.ignore),
+      { signal: coordinator.signal }
+    ).catch(() => undefined)
     await waitFor(
       () => NodeFs.existsSync(pidFile) && NodeFs.readFileSync(pidFile, "utf8").trim() !== "",
       30_000,
@@ -101,6 +105,7 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     for (const runner of [first, second]) runner.signal("SIGKILL")
     // the watchdog polls every 0.5 s; 10 s was too short once at load average 14 on 2 cores
     await waitFor(() => !isAlive(agentPid), 60_000, "the agent's process to die with its runner")
+    coordinator.abort()
     await long
 
     const third = await startRunner(url)
