@@ -12,8 +12,8 @@
 import { Executor } from "@corral/core"
 import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option, Schedule } from "effect"
-import type { SqlError } from "effect/sql"
+import { Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 import {
   EntityAddress,
   EntityId,
@@ -25,6 +25,8 @@ import {
 } from "effect/cluster"
 import * as AgentEntity from "./AgentEntity.ts"
 import * as ExecutionLeases from "./internal/executionLeases.ts"
+import { Placement, type Ticket } from "./internal/placement.ts"
+import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
  * Settings shared by runners and coordinators; they must agree across the cluster.
@@ -165,11 +167,42 @@ const layerFencing = (options: ClusterOptions) => {
 export const layerRunner = (options: RunnerOptions) => {
   const host = options.host ?? "127.0.0.1"
   const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
-  return AgentEntity.layerHandlers({
-    runner: `${host}:${options.port}`,
-    capacity: options.capacity ?? defaults.capacity,
-    onLoad: options.onLoad
-  }).pipe(
+  const address = `${host}:${options.port}`
+  const capacity = options.capacity ?? defaults.capacity
+  let running = 0
+  const handlers = AgentEntity.layerHandlers({
+    runner: address,
+    capacity,
+    onLoad: (n) => {
+      running = n
+      options.onLoad?.(n)
+    }
+  })
+  const registration = Layer.effectDiscard(
+    Effect.gen(function* () {
+      const sharding = yield* Sharding.Sharding
+      const config = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
+      const perGroup = Option.isSome(config) ? config.value.shardsPerGroup : ShardingConfig.defaults.shardsPerGroup
+      const shards = () => {
+        const held: Record<string, Array<number>> = {}
+        for (const group of groups) {
+          const ids: Array<number> = []
+          for (let id = 1; id <= perGroup; id++)
+            if (sharding.hasShardId(ShardId.make(group, id))) ids.push(id)
+          if (ids.length > 0) held[group] = ids
+        }
+        return held
+      }
+      yield* RunnerRegistry.register({
+        address,
+        capacity,
+        labels: options.labels ?? [],
+        running: () => running,
+        shards
+      }).pipe(Effect.orDie)
+    })
+  )
+  return Layer.merge(handlers, registration).pipe(
     Layer.provide(layerFencing(options)),
     Layer.provideMerge(
       NodeClusterSocket.layer({
@@ -207,41 +240,71 @@ export interface ExecutorOptions extends ClusterOptions {
   readonly adopt?: ReadonlyMap<string, ReadonlyArray<string>> | undefined
 }
 
-/** The highest attempt persisted for the entity of `agentId` in `runId` (0 when none). */
+const likeEscape = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+const regexEscape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/**
+ * The entity ids an agent of `runId` was sent to: every `<runId>/<agentId>~<salt>` (with its label)
+ * that `effect/cluster`'s message table (`cluster_messages`) holds a message for, and the unsalted
+ * `<runId>/<agentId>` of runs placed before load-aware placement.
+ */
+const entitiesOf = (sql: SqlClient.SqlClient, runId: string, request: Executor.Request) =>
+  Effect.gen(function* () {
+    const base = `${runId}/${request.agentId}`
+    const rows = yield* sql<{ entity_id: string }>`SELECT DISTINCT entity_id FROM cluster_messages
+      WHERE entity_type = ${AgentEntity.AgentEntity.type} AND entity_id LIKE ${`${likeEscape(base)}~%`}`
+    const label = request.requires === undefined ? "" : `#${regexEscape(request.requires)}`
+    const placed = new RegExp(`^${regexEscape(base)}~\\d+${label}$`)
+    return [
+      AgentEntity.entityId(runId, request.agentId, request.requires),
+      ...rows.map((row) => row.entity_id).filter((id) => placed.test(id))
+    ]
+  })
+
+/** The highest attempt persisted for `agentId` in `runId` and the entity it was sent to (0 when none). */
 const latestAttempt = (
   sharding: Sharding.Sharding["Service"],
   storage: MessageStorage.MessageStorage["Service"],
+  sql: SqlClient.SqlClient,
   runId: string,
   request: Executor.Request
 ) =>
   Effect.gen(function* () {
-    const entityId = EntityId.make(AgentEntity.entityId(runId, request.agentId, request.requires))
-    const address = EntityAddress.make({
-      shardId: sharding.getShardId(entityId, AgentEntity.AgentEntity.getShardGroup(entityId)),
-      entityType: AgentEntity.AgentEntity.type,
-      entityId
+    const addresses = (yield* entitiesOf(sql, runId, request)).map((id) => {
+      const entityId = EntityId.make(id)
+      return EntityAddress.make({
+        shardId: sharding.getShardId(entityId, AgentEntity.AgentEntity.getShardGroup(entityId)),
+        entityType: AgentEntity.AgentEntity.type,
+        entityId
+      })
     })
-    let found = 0
+    let found: { readonly attempt: number; readonly entityId: string } = { attempt: 0, entityId: "" }
     while (true) {
-      const id = yield* storage.requestIdForPrimaryKey({ address, tag: "Execute", id: String(found + 1) })
-      if (Option.isNone(id)) return found
-      found++
+      const attempt = found.attempt + 1
+      let at: string | undefined
+      for (const address of addresses) {
+        const id = yield* storage.requestIdForPrimaryKey({ address, tag: "Execute", id: String(attempt) })
+        if (Option.isSome(id)) at = address.entityId
+      }
+      if (at === undefined) return found
+      found = { attempt, entityId: at }
     }
   })
 
-/** The request to send for an agent's first execution in a resumed run: an adopted attempt, if any. */
+/** An agent's first execution in a resumed run: an adopted attempt and its entity, if any. */
 const adoption = (
   sharding: Sharding.Sharding["Service"],
   storage: MessageStorage.MessageStorage["Service"],
+  sql: SqlClient.SqlClient,
   runs: ReadonlyArray<string>,
   request: Executor.Request
-): Effect.Effect<Executor.Request> =>
+): Effect.Effect<{ readonly request: Executor.Request; readonly entityId?: string }> =>
   Effect.gen(function* () {
     for (const runId of runs) {
-      const attempt = yield* latestAttempt(sharding, storage, runId, request)
-      if (attempt > 0) return { ...request, runId, attempt }
+      const latest = yield* latestAttempt(sharding, storage, sql, runId, request)
+      if (latest.attempt > 0) return { request: { ...request, runId, attempt: latest.attempt }, entityId: latest.entityId }
     }
-    return request
+    return { request }
   }).pipe(
     Effect.catch((error) =>
       Effect.as(
@@ -249,30 +312,117 @@ const adoption = (
           `corral: could not look up the persisted executions of agent ${request.agentId}; running it again`,
           error.message
         ),
-        request
+        { request }
       )
     )
   )
 
 /**
+ * Load-aware placement over the runner registry (see `internal/placement.ts`): `place` waits until
+ * an eligible runner has a free slot and returns the entity id to send to, counted until the
+ * returned release runs.
+ */
+const makePlacer = (options: ClusterOptions) =>
+  Effect.gen(function* () {
+    const sharding = yield* Sharding.Sharding
+    const sql = yield* SqlClient.SqlClient
+    const placement = new Placement((id, group) => sharding.getShardId(EntityId.make(id), group).id)
+    let waiting: Array<() => void> = []
+    const wake = () => {
+      const woken = waiting
+      waiting = []
+      for (const resume of woken) resume()
+    }
+    const refresh = RunnerRegistry.placements().pipe(
+      Effect.flatMap((view) =>
+        Effect.sync(() => {
+          placement.setView(view)
+          wake()
+        })
+      ),
+      Effect.catch((error) => Effect.logWarning("corral: reading the runner registry for placement failed", error.message)),
+      Effect.provideService(SqlClient.SqlClient, sql)
+    )
+    yield* refresh
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.andThen(Effect.sleep(options.refreshEvery ?? defaults.refreshEvery), refresh))
+    )
+    const freed = Effect.callback<void>((resume) => {
+      const listener = () => resume(Effect.void)
+      waiting.push(listener)
+      return Effect.sync(() => {
+        waiting = waiting.filter((other) => other !== listener)
+      })
+    })
+    const place = (request: Executor.Request): Effect.Effect<Ticket> =>
+      Effect.suspend(() => {
+        const ticket = placement.tryPlace(AgentEntity.shardGroupFor(request.requires), (salt) =>
+          AgentEntity.placedEntityId(request.runId, request.agentId, request.requires, salt)
+        )
+        return ticket === "full" ? Effect.andThen(freed, place(request)) : Effect.succeed(ticket)
+      })
+    const release = (ticket: Ticket) =>
+      Effect.sync(() => {
+        placement.release(ticket)
+        wake()
+      })
+    return { place, release }
+  })
+
+const placed = (
+  placer: Effect.Success<ReturnType<typeof makePlacer>>,
+  clientFor: Effect.Success<typeof AgentEntity.AgentEntity.client>,
+  request: Executor.Request
+) =>
+  Effect.acquireUseRelease(
+    placer.place(request),
+    (ticket) => send(clientFor, request, ticket.entityId),
+    placer.release
+  )
+
+/**
  * The executor over the `Sharding` in context: each request becomes a persisted `Execute` message to
- * the entity `<runId>/<agentId>`, with the attempt as its primary key.
+ * an entity `<runId>/<agentId>~<salt>` placed on a runner with a free slot (load-aware placement),
+ * with the attempt as its primary key; `adopt` names executions a resumed coordinator takes over
+ * (see {@link ExecutorOptions.adopt}).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding> = Effect.gen(
-  function* () {
+export const makeExecutor = (
+  options: ExecutorOptions
+): Effect.Effect<
+  Executor.Executor["Service"],
+  never,
+  Sharding.Sharding | MessageStorage.MessageStorage | SqlClient.SqlClient | Scope.Scope
+> =>
+  Effect.gen(function* () {
     const clientFor = yield* AgentEntity.AgentEntity.client
-    return Executor.Executor.of({ execute: (request) => send(clientFor, request) })
-  }
-)
+    const sharding = yield* Sharding.Sharding
+    const storage = yield* MessageStorage.MessageStorage
+    const sql = yield* SqlClient.SqlClient
+    const placer = yield* makePlacer(options)
+    const pending = new Map(options.adopt ?? [])
+    return Executor.Executor.of({
+      execute: (request) => {
+        const runs = pending.get(request.agentId)
+        if (runs === undefined) return placed(placer, clientFor, request)
+        pending.delete(request.agentId)
+        return Effect.flatMap(adoption(sharding, storage, sql, runs, request), (adopted) =>
+          adopted.entityId === undefined
+            ? placed(placer, clientFor, adopted.request)
+            : send(clientFor, adopted.request, adopted.entityId)
+        )
+      }
+    })
+  })
 
 const send = (
   clientFor: Effect.Success<typeof AgentEntity.AgentEntity.client>,
-  request: Executor.Request
+  request: Executor.Request,
+  entityId: string
 ): Effect.Effect<Executor.Result, Executor.ExecutionError> =>
-  clientFor(AgentEntity.entityId(request.runId, request.agentId, request.requires))
+  clientFor(entityId)
     .Execute({
       kind: request.kind,
       input: request.input,
@@ -293,31 +443,6 @@ const send = (
         error._tag === "ExecutionError" ? Effect.fail(error) : Effect.fail(unavailable(request, error.message))
       )
     )
-
-/**
- * {@link makeExecutor} that takes over the executions named by `adopt` (see
- * {@link ExecutorOptions.adopt}).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const makeAdoptingExecutor = (
-  adopt: ReadonlyMap<string, ReadonlyArray<string>>
-): Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding | MessageStorage.MessageStorage> =>
-  Effect.gen(function* () {
-    const clientFor = yield* AgentEntity.AgentEntity.client
-    const sharding = yield* Sharding.Sharding
-    const storage = yield* MessageStorage.MessageStorage
-    const pending = new Map(adopt)
-    return Executor.Executor.of({
-      execute: (request) => {
-        const runs = pending.get(request.agentId)
-        if (runs === undefined) return send(clientFor, request)
-        pending.delete(request.agentId)
-        return Effect.flatMap(adoption(sharding, storage, runs, request), (adopted) => send(clientFor, adopted))
-      }
-    })
-  })
 
 /**
  * A coordinator's `Executor`: joins the cluster as a client only (it takes no shards) and sends
@@ -345,10 +470,7 @@ export const makeAdoptingExecutor = (
  * @category layers
  */
 export const layerExecutor = (options: ExecutorOptions) =>
-  Layer.effect(
-    Executor.Executor,
-    options.adopt === undefined || options.adopt.size === 0 ? makeExecutor : makeAdoptingExecutor(options.adopt)
-  ).pipe(
+  Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
     Layer.provide(
       NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })
     ),
