@@ -95,8 +95,26 @@ const runnerProcess = (url: string, capacity = 8, labels = "") =>
     )
   )
 
-/** Waits until every runner holds shards of the default group and together they hold all 300. */
-const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
+/**
+ * Waits until every runner holds shards of the default group, together all 300, and the runner
+ * registry (what a coordinator's placement reads) shows the same.
+ */
+const balanced = (url: string, runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
+  Effect.andThen(held(runners), published(url, runners.length))
+
+const published = (url: string, count: number) =>
+  RunnerRegistry.placements().pipe(
+    Effect.flatMap((rows) =>
+      rows.length === count && rows.reduce((n, row) => n + (row.shards.default?.length ?? 0), 0) === 300
+        ? Effect.void
+        : Effect.fail("not yet")
+    ),
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+    Effect.orDie
+  )
+
+const held = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
     if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
@@ -104,7 +122,7 @@ const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
       Effect.callback<void>((resume) => {
         for (const runner of runners) runner.changed.push(() => resume(Effect.void))
       }),
-      balanced(runners)
+      held(runners)
     )
   })
 
@@ -125,7 +143,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
       Effect.gen(function* () {
         const url = yield* Effect.orDie(server!.createDatabase())
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
         const agents = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
         const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
@@ -153,7 +171,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const url = yield* Effect.orDie(server!.createDatabase())
         const log = join(dir, "capacity.log")
         const runner = yield* runnerProcess(url, 2)
-        yield* balanced([runner])
+        yield* balanced(url, [runner])
         const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 300, log }))
         const result = yield* Corral.run(agents, { runId: "cluster-capacity", concurrency: 6 }).pipe(
           Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
@@ -180,7 +198,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const log = join(dir, "sigkill.log")
         const release = join(dir, "sigkill.release")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         // every agent waits for `release`, written only after the kill: none can end on the victim first
         const agents = Array.from({ length: 8 }, (_, i) =>
           AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
@@ -241,7 +259,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const log = join(dir, "sigstop.log")
         const release = join(dir, "sigstop.release")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         // every agent waits for `release`, written while the victim is stopped: none can end before
         const agents = Array.from({ length: 6 }, (_, i) =>
           AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
@@ -302,7 +320,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const url = yield* Effect.orDie(server!.createDatabase())
         const log = join(dir, "restart.log")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 2000, log }))
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-restart", concurrency: 6 }).pipe(
@@ -334,7 +352,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const [plain, gpu] = yield* Effect.all([runnerProcess(url), runnerProcess(url, 8, "gpu")], {
           concurrency: "unbounded"
         })
-        yield* balanced([plain!, gpu!])
+        yield* balanced(url, [plain!, gpu!])
         const missing = yield* Effect.flip(RunnerRegistry.check(["gpu", "cuda"])).pipe(
           Effect.provide(PostgresClient.layer(url, { maxConnections: 1 }))
         )
@@ -360,6 +378,39 @@ describe.skipIf(server === undefined)("Cluster", () => {
           new Set([plain!.child.pid, gpu!.child.pid]),
           "agents without requirements ran on both runners"
         )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+  it.live(
+    "placement follows load: with capacities 1 and 3, four agents run at once, one on each free slot",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "placement.log")
+        const release = join(dir, "placement.release")
+        const [small, large] = yield* Effect.all([runnerProcess(url, 1), runnerProcess(url, 3)], {
+          concurrency: "unbounded"
+        })
+        yield* balanced(url, [small!, large!])
+        const agents = Array.from({ length: 4 }, (_, i) =>
+          AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
+        )
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-placement", concurrency: 4 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        // with shard-hash placement an agent waits behind the small runner's one slot while the
+        // large runner has a free one, and the four never run at once
+        yield* waitForLog(log, (lines) => lines.filter((l) => l.event === "start").length === 4)
+        const starts = readLog(log).filter((l) => l.event === "start")
+        assert.strictEqual(starts.filter((l) => l.pid === small!.child.pid).length, 1, "one on the runner of capacity 1")
+        assert.strictEqual(starts.filter((l) => l.pid === large!.child.pid).length, 3, "three on the runner of capacity 3")
+        writeFileSync(release, "")
+        const result = yield* Fiber.join(run)
+        assert.isTrue(result.allSucceeded)
+        assert.strictEqual(readLog(log).filter((l) => l.event === "start").length, 4, "each agent ran once")
       }).pipe(Effect.scoped),
     120_000
   )
