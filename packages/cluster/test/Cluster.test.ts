@@ -57,6 +57,7 @@ const freePort = Effect.callback<number>((resume) => {
 
 interface Runner {
   readonly child: ChildProcess
+  readonly address: string
   /** Shards this runner reported last. */
   shards: number
   readonly changed: Array<() => void>
@@ -70,7 +71,7 @@ const runnerProcess = (url: string, capacity = 8, labels = "") =>
         const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity), labels], {
           stdio: ["ignore", "pipe", "inherit"]
         })
-        const runner: Runner = { child, shards: 0, changed: [] }
+        const runner: Runner = { child, address: `127.0.0.1:${port}`, shards: 0, changed: [] }
         let buffer = ""
         child.stdout!.on("data", (chunk) => {
           buffer += String(chunk)
@@ -100,12 +101,13 @@ const runnerProcess = (url: string, capacity = 8, labels = "") =>
  * registry (what a coordinator's placement reads) shows the same.
  */
 const balanced = (url: string, runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
-  Effect.andThen(held(runners), published(url, runners.length))
+  Effect.andThen(held(runners), published(url, runners))
 
-const published = (url: string, count: number) =>
+const published = (url: string, runners: ReadonlyArray<Runner>) =>
   RunnerRegistry.placements().pipe(
     Effect.flatMap((rows) =>
-      rows.length === count && rows.reduce((n, row) => n + (row.shards.default?.length ?? 0), 0) === 300
+      rows.length === runners.length &&
+      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
         ? Effect.void
         : Effect.fail("not yet")
     ),

@@ -19,10 +19,10 @@ import * as fs from "node:fs"
 import { createServer } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cluster } from "@corral/cluster"
+import { Cluster, RunnerRegistry } from "@corral/cluster"
 import { Agent, AgentKind, Claims, Corral, Executor, ResourceLocks } from "@corral/core"
 import { SqliteLocks } from "@corral/platform-node"
-import { PostgresLocks, TestServer } from "@corral/postgres"
+import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
 import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
 import { recordsTable } from "../format.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
@@ -41,6 +41,7 @@ const freePort = Effect.callback<number>((resume) => {
 
 interface BenchRunner {
   readonly child: ChildProcess
+  readonly address: string
   /** Shards of the default group it reported holding last; -1 once it exited. */
   shards: number
   readonly changed: Array<() => void>
@@ -53,7 +54,7 @@ const startRunner = (url: string, capacity: number) =>
         const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
           stdio: ["ignore", "pipe", "inherit"]
         })
-        const runner: BenchRunner = { child, shards: 0, changed: [] }
+        const runner: BenchRunner = { child, address: `127.0.0.1:${port}`, shards: 0, changed: [] }
         let buffer = ""
         child.stdout!.on("data", (chunk) => {
           buffer += String(chunk)
@@ -91,13 +92,27 @@ const settled = (runners: ReadonlyArray<BenchRunner>): Effect.Effect<void> =>
     )
   })
 
+/** Waits until the runner registry (what the coordinator's placement reads) lists the runners' shards. */
+const published = (url: string, runners: ReadonlyArray<BenchRunner>) =>
+  RunnerRegistry.placements().pipe(
+    Effect.flatMap((rows) =>
+      rows.length === runners.length &&
+      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
+        ? Effect.void
+        : Effect.fail("not yet")
+    ),
+    Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 3000 }),
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+    Effect.orDie
+  )
+
 const startRunners = (url: string, count: number, capacity: number) =>
   Effect.tap(
     Effect.all(
       Array.from({ length: count }, () => startRunner(url, capacity)),
       { concurrency: "unbounded" }
     ),
-    settled
+    (runners) => Effect.andThen(settled(runners), published(url, runners))
   )
 
 const clusterExecutor = (url: string) =>
