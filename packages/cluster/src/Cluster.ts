@@ -1,8 +1,10 @@
 /**
  * corral on `effect/cluster`: runner processes that execute registered agent kinds, and a
- * coordinator whose `Executor` sends each agent to the runner that owns its shard. Membership,
- * shard locks and persisted messages live in Postgres (`SqlRunnerStorage`, `SqlMessageStorage`);
- * runners talk to each other over sockets (`NodeClusterSocket`).
+ * coordinator whose `Executor` sends each agent to a runner with a free slot (load-aware placement:
+ * it picks an entity id that hashes to one of that runner's shards, see `internal/placement.ts`).
+ * Membership, shard locks and persisted messages live in Postgres (`SqlRunnerStorage`,
+ * `SqlMessageStorage`); runners talk to each other over sockets (`NodeClusterSocket`) and publish
+ * their capacity and shards in the runner registry (`RunnerRegistry`).
  *
  * The coordinator keeps scheduling (dependencies, claims, budgets, fail-fast) exactly as a local
  * `Corral.run`; only the `Executor` differs.
@@ -136,8 +138,9 @@ const layerFencing = (options: ClusterOptions) => {
 }
 
 /**
- * A runner: joins the cluster at `host:port`, takes shards, and executes the agents sent to them
- * with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the
+ * A runner: joins the cluster at `host:port`, takes shards, registers in the runner registry
+ * (capacity, labels, load and the shards it holds, which coordinators place agents by), and
+ * executes the agents sent to them with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the
  * execution lease of its entity `<runId>/<agentId>` (table `corral_executions`, TTL
  * `shardLockExpiration`): a re-delivered agent starts on its new runner only once the old
  * execution's lease is released, lapsed or its runner's session gone, its handler sees that lease's
@@ -187,8 +190,7 @@ export const layerRunner = (options: RunnerOptions) => {
         const held: Record<string, Array<number>> = {}
         for (const group of groups) {
           const ids: Array<number> = []
-          for (let id = 1; id <= perGroup; id++)
-            if (sharding.hasShardId(ShardId.make(group, id))) ids.push(id)
+          for (let id = 1; id <= perGroup; id++) if (sharding.hasShardId(ShardId.make(group, id))) ids.push(id)
           if (ids.length > 0) held[group] = ids
         }
         return held
@@ -302,7 +304,8 @@ const adoption = (
   Effect.gen(function* () {
     for (const runId of runs) {
       const latest = yield* latestAttempt(sharding, storage, sql, runId, request)
-      if (latest.attempt > 0) return { request: { ...request, runId, attempt: latest.attempt }, entityId: latest.entityId }
+      if (latest.attempt > 0)
+        return { request: { ...request, runId, attempt: latest.attempt }, entityId: latest.entityId }
     }
     return { request }
   }).pipe(
@@ -340,7 +343,9 @@ const makePlacer = (options: ClusterOptions) =>
           wake()
         })
       ),
-      Effect.catch((error) => Effect.logWarning("corral: reading the runner registry for placement failed", error.message)),
+      Effect.catch((error) =>
+        Effect.logWarning("corral: reading the runner registry for placement failed", error.message)
+      ),
       Effect.provideService(SqlClient.SqlClient, sql)
     )
     yield* refresh
@@ -374,11 +379,7 @@ const placed = (
   clientFor: Effect.Success<typeof AgentEntity.AgentEntity.client>,
   request: Executor.Request
 ) =>
-  Effect.acquireUseRelease(
-    placer.place(request),
-    (ticket) => send(clientFor, request, ticket.entityId),
-    placer.release
-  )
+  Effect.acquireUseRelease(placer.place(request), (ticket) => send(clientFor, request, ticket.entityId), placer.release)
 
 /**
  * The executor over the `Sharding` in context: each request becomes a persisted `Execute` message to
@@ -446,7 +447,8 @@ const send = (
 
 /**
  * A coordinator's `Executor`: joins the cluster as a client only (it takes no shards) and sends
- * agents to runners.
+ * each attempt to the eligible runner with the most free slots, waiting while every one is full
+ * (see {@link makeExecutor}).
  *
  * @example
  * ```ts

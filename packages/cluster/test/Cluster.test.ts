@@ -407,8 +407,16 @@ describe.skipIf(server === undefined)("Cluster", () => {
         // large runner has a free one, and the four never run at once
         yield* waitForLog(log, (lines) => lines.filter((l) => l.event === "start").length === 4)
         const starts = readLog(log).filter((l) => l.event === "start")
-        assert.strictEqual(starts.filter((l) => l.pid === small!.child.pid).length, 1, "one on the runner of capacity 1")
-        assert.strictEqual(starts.filter((l) => l.pid === large!.child.pid).length, 3, "three on the runner of capacity 3")
+        assert.strictEqual(
+          starts.filter((l) => l.pid === small!.child.pid).length,
+          1,
+          "one on the runner of capacity 1"
+        )
+        assert.strictEqual(
+          starts.filter((l) => l.pid === large!.child.pid).length,
+          3,
+          "three on the runner of capacity 3"
+        )
         writeFileSync(release, "")
         const result = yield* Fiber.join(run)
         assert.isTrue(result.allSucceeded)

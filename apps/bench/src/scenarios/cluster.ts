@@ -24,6 +24,7 @@ import { Agent, AgentKind, Claims, Corral, Executor, ResourceLocks } from "@corr
 import { SqliteLocks } from "@corral/platform-node"
 import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
 import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
 import { recordsTable } from "../format.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
 import type { Verdict } from "../types.ts"
@@ -201,6 +202,43 @@ const dispatchRow = (approach: string, n: number, ms: number, cpu: Cpu) => ({
   "cpu: here / runner / postgres": `${round(cpu.self / n, 2)} / ${round(cpu.runners / n, 2)} / ${round(cpu.postgres / n, 2)}`
 })
 
+/** Whether the server's `pg_stat_statements` extension can be preloaded (Debian ships it with the server). */
+const hasStatementStats = (): boolean => {
+  const found = TestServer.findBinaries()
+  return found._tag === "Found" && fs.existsSync(path.join(found.bin, "..", "lib", "pg_stat_statements.so"))
+}
+
+/**
+ * Statements the server executed while `effect` ran, per agent, by statement (from
+ * `pg_stat_statements`, every process's connections to the database of `url`); `undefined` rows when
+ * the extension is not loaded.
+ */
+const withStatements = <A, E, R>(url: string, n: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const ready = yield* Effect.exit(
+      Effect.andThen(sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`, sql`SELECT pg_stat_statements_reset()`)
+    )
+    const value = yield* effect
+    if (ready._tag === "Failure") return { value, rows: undefined }
+    const stats = yield* sql<{ query: string; calls: string; ms: number }>`SELECT query, calls,
+      total_exec_time AS ms FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY calls DESC`
+    const rows = stats
+      .filter((row) => !/pg_stat_statements/.test(row.query))
+      .map((row) => {
+        const text = row.query.replace(/\s+/g, " ").trim()
+        return {
+          statement: text.length > 90 ? `${text.slice(0, 87)}...` : text,
+          of: /corral_/.test(text) ? "corral" : /cluster_/.test(text) ? "effect/cluster" : "other",
+          perAgent: round(Number(row.calls) / n, 2),
+          execMsPerAgent: round(row.ms / n, 3)
+        }
+      })
+      .filter((row) => row.perAgent >= 0.01)
+    return { value, rows }
+  }).pipe(Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })), Effect.orDie)
+
 const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) =>
   Effect.gen(function* () {
     const rows: Array<Record<string, unknown>> = []
@@ -242,12 +280,18 @@ const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) 
     const onCluster = <E, R>(effect: Effect.Effect<number, E, R>) =>
       Effect.provideService(effect, Executor.Executor, executor)
     yield* onCluster(timedRun(kindAgents(64, 0, "warm"), 64))
-    const cluster = yield* measure(
-      "cluster on Postgres, 1 runner, concurrency 64",
+    const profiled = yield* withStatements(
+      url,
       n,
-      [runner!.child.pid!],
-      onCluster(timedRun(kindAgents(n, 0), 64))
+      measure(
+        "cluster on Postgres, 1 runner, concurrency 64",
+        n,
+        [runner!.child.pid!],
+        onCluster(timedRun(kindAgents(n, 0), 64))
+      )
     )
+    const cluster = profiled.value
+    const statements = profiled.rows
     const one = Math.min(n, 50)
     yield* measure(
       "cluster on Postgres, 1 runner, one agent at a time (latency)",
@@ -260,7 +304,7 @@ const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) 
       figure: `${cluster.perAgentMs} ms per agent (${cluster.cpuMsPerAgent} ms CPU per agent over all processes)`,
       met: cluster.perAgentMs <= 2
     }
-    return { rows, verdicts: [verdict] }
+    return { rows, statements, verdicts: [verdict] }
   })
 
 const throughput = (server: TestServer.TestServer, n: number, ms: number) =>
@@ -485,13 +529,25 @@ export const cluster = async (options: {
     ? { dispatch: 200, throughput: 192, pairs: 400, wake: 20, failover: 1 }
     : { dispatch: 1000, throughput: 1000, pairs: 2000, wake: 50, failover: 3 }
   const program = Effect.gen(function* () {
-    const server = yield* Effect.orDie(TestServer.start())
+    const server = yield* Effect.orDie(
+      TestServer.start(
+        hasStatementStats()
+          ? { settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } }
+          : {}
+      )
+    )
     const d = yield* Effect.scoped(dispatch(server, path.join(dir, "dispatch.db"), sizes.dispatch))
     const t = yield* throughput(server, sizes.throughput, 200)
     const c = yield* claims(yield* Effect.orDie(server.createDatabase()), dir, sizes.pairs, sizes.wake)
     const f = yield* failover(server, dir, sizes.failover)
     const text = [
       section(`dispatch, ${sizes.dispatch} no-op agents (CPU: ms per agent, all processes)`, d.rows),
+      d.statements === undefined
+        ? "(statements per agent: pg_stat_statements is not available)"
+        : section(
+            `statements Postgres executed per no-op agent (1 runner, concurrency 64; ${d.statements.reduce((n, r) => n + r.perAgent, 0).toFixed(1)} in all)`,
+            d.statements
+          ),
       section(`throughput, ${sizes.throughput} agents x 200 ms, capacity 8 per runner`, t.rows),
       section(`claim grants, ${sizes.pairs} acquire+release, 4 fibers`, c.grantRows),
       section("wake-up of a waiter in another service after a release", c.wakeRows),
@@ -501,7 +557,14 @@ export const cluster = async (options: {
     return {
       text,
       targets: [...d.verdicts, ...t.verdicts, ...c.verdicts, ...f.verdicts],
-      data: { dispatch: d.rows, throughput: t.rows, grants: c.grantRows, wakeUps: c.wakeRows, failover: f.rows }
+      data: {
+        dispatch: d.rows,
+        statements: d.statements,
+        throughput: t.rows,
+        grants: c.grantRows,
+        wakeUps: c.wakeRows,
+        failover: f.rows
+      }
     }
   })
   try {

@@ -49,7 +49,11 @@ describe("Placement", () => {
       runner("gpu", 1, { default: range(151, 300), "label:gpu": range(1, 300) })
     ])
     assert.strictEqual(place(placement, "g0", "label:gpu").runner, "gpu")
-    assert.strictEqual(placement.tryPlace("label:gpu", idOf("g1")), "full", "waits rather than run on a runner without it")
+    assert.strictEqual(
+      placement.tryPlace("label:gpu", idOf("g1")),
+      "full",
+      "waits rather than run on a runner without it"
+    )
     assert.strictEqual(place(placement, "p0").runner, "plain")
   })
 
