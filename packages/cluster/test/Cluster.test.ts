@@ -146,11 +146,22 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const url = yield* Effect.orDie(server!.createDatabase())
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
         yield* balanced(url, runners)
-        // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
-        const agents = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
-        const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
-          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        // 16 agents that wait to be released, on two runners of capacity 8: placement by load puts
+        // 8 on each, so both run agents whatever the shards
+        const log = join(dir, "several.log")
+        const release = join(dir, "several.release")
+        const agents = Array.from({ length: 16 }, (_, i) =>
+          AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
         )
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(log, (lines) => lines.filter((l) => l.event === "start").length === 16)
+        writeFileSync(release, "")
+        const result = yield* Fiber.join(run)
         const pids = new Set<number>()
         for (const agent of agents) {
           const outcome = result.get(agent.id)!
@@ -363,11 +374,22 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const needsGpu = Array.from({ length: 6 }, (_, i) =>
           AgentKind.agent(Probe, `gpu-${i}`, { sleepMs: 10 }, { requires: "gpu" })
         )
-        // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
-        const any = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `any-${i}`, { sleepMs: 10 }))
-        const result = yield* Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 16 }).pipe(
-          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        // 16 agents that wait to be released, on runners of capacity 8 each: they fill both runners
+        // (the gpu agents wait for a slot of the gpu runner meanwhile, or ran before)
+        const log = join(dir, "labels.log")
+        const release = join(dir, "labels.release")
+        const any = Array.from({ length: 16 }, (_, i) =>
+          AgentKind.agent(Probe, `any-${i}`, { sleepMs: 0, log, release })
         )
+        const run = yield* Effect.forkChild(
+          Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 22 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(log, (lines) => lines.filter((l) => l.event === "start").length === 16)
+        writeFileSync(release, "")
+        const result = yield* Fiber.join(run)
         const pidOf = (id: string) => {
           const outcome = result.get(id)!
           if (outcome._tag !== "Succeeded") return assert.fail(`${id}: ${JSON.stringify(outcome)}`)
