@@ -28,6 +28,8 @@ import { SqlClient } from "effect/sql"
 import { recordsTable } from "../format.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
 import type { Verdict } from "../types.ts"
+// the coordinator's placement policy, driven in virtual time below (internal to @corral/cluster)
+import { Placement, type Ticket } from "../../../../packages/cluster/src/internal/placement.ts"
 
 const runnerScript = new URL("../lib/clusterRunner.ts", import.meta.url).pathname
 
@@ -307,6 +309,99 @@ const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) 
     return { rows, statements, verdicts: [verdict] }
   })
 
+/** A string hash like `effect/cluster`'s (which is internal), for the simulation's shards. */
+const hashString = (text: string) => {
+  let h = 5381
+  for (let i = text.length; i > 0; ) h = Math.imul(h, 33) ^ text.charCodeAt(--i)
+  return (h & 0xbfffffff) | ((h >>> 1) & 0x40000000)
+}
+
+/**
+ * The placement policy alone, in virtual time with no overhead: `n` agents of `ms` each on runners of
+ * `capacity`, shards 1..300 dealt round-robin. `hash`: each agent runs on its shard's runner (queued
+ * behind its capacity), as `effect/cluster` routes without corral's placement; `load`: the
+ * coordinator's real `Placement` picks the runner and the salt, and an agent waits while all are full.
+ * Returns the makespan.
+ */
+const simulate = (
+  mode: "hash" | "load",
+  runners: number,
+  n: number,
+  ms: number,
+  capacity: number,
+  concurrency: number
+) => {
+  const shardOf = (id: string) => Math.abs(hashString(id) % 300) + 1
+  const ownerOf = (shard: number) => (shard - 1) % runners
+  const placement = new Placement((id) => shardOf(id))
+  placement.setView(
+    Array.from({ length: runners }, (_, r) => ({
+      address: `r${r}`,
+      capacity,
+      shards: { default: Array.from({ length: 300 }, (_, i) => i + 1).filter((s) => ownerOf(s) === r) }
+    }))
+  )
+  const running = new Array<number>(runners).fill(0)
+  const queued = Array.from({ length: runners }, () => [] as Array<number>)
+  // finish events (time, runner, ticket), kept sorted by time
+  const events: Array<{ at: number; runner: number; ticket?: Ticket }> = []
+  const schedule = (event: { at: number; runner: number; ticket?: Ticket }) => {
+    let i = events.length
+    while (i > 0 && events[i - 1]!.at > event.at) i--
+    events.splice(i, 0, event)
+  }
+  let now = 0
+  let next = 0
+  let inFlight = 0
+  const dispatch = () => {
+    while (inFlight < concurrency && next < n) {
+      if (mode === "hash") {
+        const runner = ownerOf(shardOf(`sim/a${next}`))
+        if (running[runner]! < capacity) {
+          running[runner]!++
+          schedule({ at: now + ms, runner })
+        } else queued[runner]!.push(next)
+      } else {
+        const agent = next
+        const ticket = placement.tryPlace("default", (salt) => `sim/a${agent}~${salt}`)
+        if (ticket === "full") return
+        schedule({ at: now + ms, runner: Number(ticket.runner!.slice(1)), ticket })
+      }
+      next++
+      inFlight++
+    }
+  }
+  dispatch()
+  while (events.length > 0) {
+    const event = events.shift()!
+    now = event.at
+    inFlight--
+    if (event.ticket !== undefined) placement.release(event.ticket)
+    else if (queued[event.runner]!.shift() !== undefined) schedule({ at: now + ms, runner: event.runner })
+    else running[event.runner]!--
+    dispatch()
+  }
+  return now
+}
+
+const policy = (n: number, ms: number) => {
+  const rows: Array<Record<string, unknown>> = []
+  for (const concurrency of ["runners x capacity", "all dispatched at once"] as const) {
+    for (const mode of ["hash", "load"] as const) {
+      const at = (count: number) =>
+        simulate(mode, count, n, ms, 8, concurrency === "all dispatched at once" ? n : count * 8)
+      const one = at(1)
+      rows.push({
+        policy: mode === "hash" ? "shard hash (effect/cluster alone)" : "load-aware (corral's Placement)",
+        coordinator: concurrency,
+        "2 runners x one": round(one / at(2)),
+        "4 runners x one": round(one / at(4))
+      })
+    }
+  }
+  return rows
+}
+
 const throughput = (server: TestServer.TestServer, n: number, ms: number) =>
   Effect.gen(function* () {
     const rows: Array<Record<string, unknown>> = []
@@ -354,7 +449,7 @@ const throughput = (server: TestServer.TestServer, n: number, ms: number) =>
         met: speedup >= 3.6
       })
     }
-    return { rows, verdicts }
+    return { rows, policyRows: policy(n, ms), verdicts }
   })
 
 const request = (key: string) => Result.getOrThrow(Claims.normalize({ write: [key] }, {}))
@@ -549,6 +644,10 @@ export const cluster = async (options: {
             d.statements
           ),
       section(`throughput, ${sizes.throughput} agents x 200 ms, capacity 8 per runner`, t.rows),
+      section(
+        `placement policy alone: ${sizes.throughput} agents x 200 ms, capacity 8, virtual time, no overhead`,
+        t.policyRows
+      ),
       section(`claim grants, ${sizes.pairs} acquire+release, 4 fibers`, c.grantRows),
       section("wake-up of a waiter in another service after a release", c.wakeRows),
       section("failover after a runner's SIGKILL (2 runners, 8 agents)", f.rows),
@@ -561,6 +660,7 @@ export const cluster = async (options: {
         dispatch: d.rows,
         statements: d.statements,
         throughput: t.rows,
+        placementPolicy: t.policyRows,
         grants: c.grantRows,
         wakeUps: c.wakeRows,
         failover: f.rows
