@@ -113,12 +113,12 @@ const batched = <I, O>(
     const runBatch = (batch: ReadonlyArray<readonly [I, Deferred.Deferred<O, SqlError.SqlError>]>) =>
       Effect.flatMap(Effect.exit(run(batch.map(([input]) => input))), (exit) =>
         Effect.sync(() => {
-          batch.forEach(([, done], i) =>
+          batch.forEach(([, done], i) => {
             Deferred.doneUnsafe(
               done,
               Exit.isSuccess(exit) ? Exit.succeed(exit.value[i] as O) : Exit.failCause(exit.cause)
             )
-          )
+          })
         })
       )
     yield* Effect.forkScoped(
