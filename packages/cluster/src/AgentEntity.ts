@@ -1,7 +1,7 @@
 /**
  * The cluster entity that executes one agent of one run: entity id `<runId>/<agentId>~<salt>` (see
- * {@link placedEntityId}), one persisted `Execute` message per attempt. The shard that owns the entity id lives on one runner;
- * when that runner dies, the persisted message is delivered again to the shard's next owner
+ * {@link placedEntityId}), one persisted `Execute` message per attempt. The shard that owns the
+ * entity id lives on one runner; when that runner dies, the persisted message is delivered again to the shard's next owner
  * (at-least-once execution).
  *
  * @since 0.1.0

@@ -140,8 +140,9 @@ const layerFencing = (options: ClusterOptions) => {
 /**
  * A runner: joins the cluster at `host:port`, takes shards, registers in the runner registry
  * (capacity, labels, load and the shards it holds, which coordinators place agents by), and
- * executes the agents sent to them with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the
- * execution lease of its entity `<runId>/<agentId>` (table `corral_executions`, TTL
+ * executes the agents sent to them with the kinds registered in this process
+ * (`Executor.layerKinds`). Each execution holds the execution lease of its agent
+ * `<runId>/<agentId>` (table `corral_executions`, TTL
  * `shardLockExpiration`): a re-delivered agent starts on its new runner only once the old
  * execution's lease is released, lapsed or its runner's session gone, its handler sees that lease's
  * fencing token, and an execution whose lease was lost is interrupted without a result.
