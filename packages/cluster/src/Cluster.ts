@@ -337,9 +337,11 @@ const makePlacer = (options: ClusterOptions) =>
       waiting = []
       for (const resume of woken) resume()
     }
-    const refresh = RunnerRegistry.placements().pipe(
+    let migrated = false
+    const refresh = Effect.suspend(() => RunnerRegistry.placements(5_000, { migrate: !migrated })).pipe(
       Effect.flatMap((view) =>
         Effect.sync(() => {
+          migrated = true
           placement.setView(view)
           wake()
         })

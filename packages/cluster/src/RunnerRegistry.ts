@@ -124,10 +124,14 @@ export interface Placement {
  * @category queries
  */
 export const placements = (
-  staleAfterMs = 5_000
+  staleAfterMs = 5_000,
+  options: {
+    /** Run the table's migrations first. @default true */
+    readonly migrate?: boolean | undefined
+  } = {}
 ): Effect.Effect<ReadonlyArray<Placement>, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    yield* migrate
+    if (options.migrate !== false) yield* migrate
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ address: string; capacity: number; shards: string }>`SELECT address, capacity, shards
       FROM corral_runners WHERE heartbeat_at > ${sql.literal(nowMs)} - ${staleAfterMs}
