@@ -14,7 +14,7 @@
 import { Executor } from "@corral/core"
 import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Layer, Option, Schedule, type Scope } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import {
   EntityAddress,
@@ -331,11 +331,24 @@ const makePlacer = (options: ClusterOptions) =>
     const sharding = yield* Sharding.Sharding
     const sql = yield* SqlClient.SqlClient
     const placement = new Placement((id, group) => sharding.getShardId(EntityId.make(id), group).id)
-    let waiting: Array<() => void> = []
+    // Attempts waiting for a free slot, first come first served. A release or a new view wakes as
+    // many of a group's waiters as its runners have free slots; a woken waiter places itself (or
+    // waits again when a newcomer took the slot). Placing and queueing happen in one synchronous
+    // step, so no wake-up is lost, and only the wait is interruptible.
+    let waiting: Array<{ readonly group: string; readonly wake: Deferred.Deferred<void> }> = []
     const wake = () => {
-      const woken = waiting
-      waiting = []
-      for (const resume of woken) resume()
+      if (waiting.length === 0) return
+      const left = new Map<string, number>()
+      waiting = waiting.filter((waiter) => {
+        // a group no runner holds any more is sent at once, uncounted
+        const free =
+          left.get(waiter.group) ??
+          (placement.eligible(waiter.group).length === 0 ? Number.POSITIVE_INFINITY : placement.available(waiter.group))
+        if (free <= 0) return true
+        left.set(waiter.group, free - 1)
+        Deferred.doneUnsafe(waiter.wake, Exit.void)
+        return false
+      })
     }
     let migrated = false
     const refresh = Effect.suspend(() => RunnerRegistry.placements(5_000, { migrate: !migrated })).pipe(
@@ -355,19 +368,25 @@ const makePlacer = (options: ClusterOptions) =>
     yield* Effect.forkScoped(
       Effect.forever(Effect.andThen(Effect.sleep(options.refreshEvery ?? defaults.refreshEvery), refresh))
     )
-    const freed = Effect.callback<void>((resume) => {
-      const listener = () => resume(Effect.void)
-      waiting.push(listener)
-      return Effect.sync(() => {
-        waiting = waiting.filter((other) => other !== listener)
-      })
-    })
     const place = (request: Executor.Request): Effect.Effect<Ticket> =>
       Effect.suspend(() => {
-        const ticket = placement.tryPlace(AgentEntity.shardGroupFor(request.requires), (salt) =>
+        const group = AgentEntity.shardGroupFor(request.requires)
+        const ticket = placement.tryPlace(group, (salt) =>
           AgentEntity.placedEntityId(request.runId, request.agentId, request.requires, salt)
         )
-        return ticket === "full" ? Effect.andThen(freed, place(request)) : Effect.succeed(ticket)
+        if (ticket !== "full") return Effect.succeed(ticket)
+        const waiter = { group, wake: Deferred.makeUnsafe<void>() }
+        waiting.push(waiter)
+        return Effect.interruptible(Deferred.await(waiter.wake)).pipe(
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              waiting = waiting.filter((other) => other !== waiter)
+              // it may have been woken for a free slot: offer that slot to the next waiter
+              wake()
+            })
+          ),
+          Effect.andThen(Effect.suspend(() => place(request)))
+        )
       })
     const release = (ticket: Ticket) =>
       Effect.sync(() => {

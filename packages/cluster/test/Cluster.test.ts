@@ -4,9 +4,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { AgentKind, Corral } from "@corral/core"
+import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Schedule } from "effect"
+import { Context, Effect, Fiber, Layer, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
@@ -438,6 +438,35 @@ describe.skipIf(server === undefined)("Cluster", () => {
         writeFileSync(release, "")
         const result = yield* Fiber.join(run)
         assert.isTrue(result.allSucceeded)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+  it.live(
+    "an attempt waiting in the coordinator for a free slot can be interrupted (its timeout ends it while the slot stays taken)",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "waiting.log")
+        const release = join(dir, "waiting.release")
+        const runner = yield* runnerProcess(url, 1)
+        yield* balanced(url, [runner])
+        const context = yield* Layer.build(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        const onCluster = <A, E>(effect: Effect.Effect<A, E, Executor.Executor>) =>
+          Effect.provideService(effect, Executor.Executor, Context.get(context, Executor.Executor))
+        const holder = yield* Effect.forkChild(
+          onCluster(
+            Corral.run([AgentKind.agent(Probe, "holder", { sleepMs: 0, log, release })], { runId: "cluster-waiting-1" })
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(log, (lines) => startedAgents(lines).size === 1)
+        // the runner's one slot is taken until `release` exists: this agent waits in the coordinator
+        const waiter = AgentKind.agent(Probe, "waiter", { sleepMs: 0, log }, { timeout: "300 millis" })
+        const waited = yield* onCluster(Corral.run([waiter], { runId: "cluster-waiting-2" }))
+        assert.strictEqual(waited.get("waiter")?._tag, "TimedOut")
+        assert.deepStrictEqual([...startedAgents(readLog(log))], ["holder"], "the waiter never started")
+        writeFileSync(release, "")
+        assert.isTrue((yield* Fiber.join(holder)).allSucceeded)
       }).pipe(Effect.scoped),
     120_000
   )

@@ -100,6 +100,13 @@ export class Placement {
     return (this.capacity.get(runner) ?? 0) - (this.load.get(runner) ?? 0)
   }
 
+  /** Free slots of the runners eligible for `group`. */
+  available(group: string): number {
+    let free = 0
+    for (const runner of this.eligible(group)) free += Math.max(0, this.free(runner))
+    return free
+  }
+
   /**
    * Places an attempt whose entity ids are `entityIdOf(salt)` in `group`: on the eligible runner
    * with the most free slots (ties by address). `"full"` when every eligible runner is full.

@@ -38,7 +38,9 @@ describe("Placement", () => {
       assert.strictEqual(ticket.runner, shard <= 150 ? "a" : "b", `${ticket.entityId} hashes to its runner's shard`)
     }
     assert.strictEqual(placement.tryPlace("default", idOf("x4")), "full")
+    assert.strictEqual(placement.available("default"), 0)
     placement.release(tickets.find((t) => t.runner === "b")!)
+    assert.strictEqual(placement.available("default"), 1)
     assert.strictEqual(place(placement, "x5").runner, "b", "the freed slot is used")
   })
 
