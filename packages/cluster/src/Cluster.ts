@@ -331,8 +331,8 @@ const makePlacer = (options: ClusterOptions) =>
     const sharding = yield* Sharding.Sharding
     const sql = yield* SqlClient.SqlClient
     const placement = new Placement((id, group) => sharding.getShardId(EntityId.make(id), group).id)
-    // Attempts waiting for a free slot, first come first served. A release or a new view wakes as
-    // many of a group's waiters as its runners have free slots; a woken waiter places itself (or
+    // Attempts waiting for a free slot, oldest first. A release or a new view wakes as many of a
+    // group's waiters as its runners have free slots; a woken waiter places itself (or
     // waits again when a newcomer took the slot). Placing and queueing happen in one synchronous
     // step, so no wake-up is lost, and only the wait is interruptible.
     let waiting: Array<{ readonly group: string; readonly wake: Deferred.Deferred<void> }> = []
