@@ -1,7 +1,7 @@
 /**
- * The cluster entity that executes one agent of one run: entity id `<runId>/<agentId>`, one
- * persisted `Execute` message per attempt. The shard that owns the entity id lives on one runner;
- * when that runner dies, the persisted message is delivered again to the shard's next owner
+ * The cluster entity that executes one agent of one run: entity id `<runId>/<agentId>~<salt>` (see
+ * {@link placedEntityId}), one persisted `Execute` message per attempt. The shard that owns the
+ * entity id lives on one runner; when that runner dies, the persisted message is delivered again to the shard's next owner
  * (at-least-once execution).
  *
  * @since 0.1.0
@@ -61,6 +61,8 @@ export const Execute = Rpc.make("Execute", {
 export const AgentEntity = Entity.make("CorralAgent", [Execute])
   .annotateRpcs(ClusterSchema.Persisted, true)
   .annotate(ClusterSchema.ShardGroup, (id) => {
+    const placed = /~\d+(?:#([^#~]+))?$/.exec(id)
+    if (placed !== null) return placed[1] === undefined ? "default" : shardGroupOf(placed[1])
     const at = id.lastIndexOf("#")
     return at < 0 ? "default" : shardGroupOf(id.slice(at + 1))
   })
@@ -82,6 +84,27 @@ export const shardGroupOf = (label: string): string => `label:${label}`
  */
 export const entityId = (runId: string, agentId: string, requires?: string): string =>
   requires === undefined ? `${runId}/${agentId}` : `${runId}/${agentId}#${requires}`
+
+/**
+ * The entity id an attempt of an agent is sent to, `<runId>/<agentId>~<salt>` (with `#<label>` when
+ * it requires one): the coordinator picks the salt so that the id hashes to a shard of the runner it
+ * chose (load-aware placement). The agent's execution lease stays keyed by {@link entityId}, so
+ * attempts at different salts are fenced against each other.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const placedEntityId = (runId: string, agentId: string, requires: string | undefined, salt: number): string =>
+  requires === undefined ? `${runId}/${agentId}~${salt}` : `${runId}/${agentId}~${salt}#${requires}`
+
+/**
+ * The shard group of an agent that requires `requires` (`"default"` when it requires none).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const shardGroupFor = (requires: string | undefined): string =>
+  requires === undefined ? "default" : shardGroupOf(requires)
 
 /**
  * Options of a runner's handlers.

@@ -1,8 +1,10 @@
 /**
  * corral on `effect/cluster`: runner processes that execute registered agent kinds, and a
- * coordinator whose `Executor` sends each agent to the runner that owns its shard. Membership,
- * shard locks and persisted messages live in Postgres (`SqlRunnerStorage`, `SqlMessageStorage`);
- * runners talk to each other over sockets (`NodeClusterSocket`).
+ * coordinator whose `Executor` sends each agent to a runner with a free slot (load-aware placement:
+ * it picks an entity id that hashes to one of that runner's shards, see `internal/placement.ts`).
+ * Membership, shard locks and persisted messages live in Postgres (`SqlRunnerStorage`,
+ * `SqlMessageStorage`); runners talk to each other over sockets (`NodeClusterSocket`) and publish
+ * their capacity and shards in the runner registry (`RunnerRegistry`).
  *
  * The coordinator keeps scheduling (dependencies, claims, budgets, fail-fast) exactly as a local
  * `Corral.run`; only the `Executor` differs.
@@ -12,8 +14,8 @@
 import { Executor } from "@corral/core"
 import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option, Schedule } from "effect"
-import type { SqlError } from "effect/sql"
+import { Deferred, Duration, Effect, Exit, Layer, Option, Schedule, type Scope } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 import {
   EntityAddress,
   EntityId,
@@ -25,6 +27,8 @@ import {
 } from "effect/cluster"
 import * as AgentEntity from "./AgentEntity.ts"
 import * as ExecutionLeases from "./internal/executionLeases.ts"
+import { Placement, type Ticket } from "./internal/placement.ts"
+import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
  * Settings shared by runners and coordinators; they must agree across the cluster.
@@ -134,9 +138,11 @@ const layerFencing = (options: ClusterOptions) => {
 }
 
 /**
- * A runner: joins the cluster at `host:port`, takes shards, and executes the agents sent to them
- * with the kinds registered in this process (`Executor.layerKinds`). Each execution holds the
- * execution lease of its entity `<runId>/<agentId>` (table `corral_executions`, TTL
+ * A runner: joins the cluster at `host:port`, takes shards, registers in the runner registry
+ * (capacity, labels, load and the shards it holds, which coordinators place agents by), and
+ * executes the agents sent to them with the kinds registered in this process
+ * (`Executor.layerKinds`). Each execution holds the execution lease of its agent
+ * `<runId>/<agentId>` (table `corral_executions`, TTL
  * `shardLockExpiration`): a re-delivered agent starts on its new runner only once the old
  * execution's lease is released, lapsed or its runner's session gone, its handler sees that lease's
  * fencing token, and an execution whose lease was lost is interrupted without a result.
@@ -165,11 +171,41 @@ const layerFencing = (options: ClusterOptions) => {
 export const layerRunner = (options: RunnerOptions) => {
   const host = options.host ?? "127.0.0.1"
   const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
-  return AgentEntity.layerHandlers({
-    runner: `${host}:${options.port}`,
-    capacity: options.capacity ?? defaults.capacity,
-    onLoad: options.onLoad
-  }).pipe(
+  const address = `${host}:${options.port}`
+  const capacity = options.capacity ?? defaults.capacity
+  let running = 0
+  const handlers = AgentEntity.layerHandlers({
+    runner: address,
+    capacity,
+    onLoad: (n) => {
+      running = n
+      options.onLoad?.(n)
+    }
+  })
+  const registration = Layer.effectDiscard(
+    Effect.gen(function* () {
+      const sharding = yield* Sharding.Sharding
+      const config = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
+      const perGroup = Option.isSome(config) ? config.value.shardsPerGroup : ShardingConfig.defaults.shardsPerGroup
+      const shards = () => {
+        const held: Record<string, Array<number>> = {}
+        for (const group of groups) {
+          const ids: Array<number> = []
+          for (let id = 1; id <= perGroup; id++) if (sharding.hasShardId(ShardId.make(group, id))) ids.push(id)
+          if (ids.length > 0) held[group] = ids
+        }
+        return held
+      }
+      yield* RunnerRegistry.register({
+        address,
+        capacity,
+        labels: options.labels ?? [],
+        running: () => running,
+        shards
+      }).pipe(Effect.orDie)
+    })
+  )
+  return Layer.merge(handlers, registration).pipe(
     Layer.provide(layerFencing(options)),
     Layer.provideMerge(
       NodeClusterSocket.layer({
@@ -213,53 +249,86 @@ export interface ExecutorOptions extends ClusterOptions {
   readonly onAdopt?: ((agentId: string, attempt: number) => void) | undefined
 }
 
+const likeEscape = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+const regexEscape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
 /**
- * The highest attempt persisted for the entity of `agentId` in `runId` above `after` (`after` when
- * none): a resumed run's own attempts are numbered on from those of the runs it resumes.
+ * The entity ids an agent of `runId` was sent to: every `<runId>/<agentId>~<salt>` (with its label)
+ * that `effect/cluster`'s message table (`cluster_messages`) holds a message for, and the unsalted
+ * `<runId>/<agentId>` of runs placed before load-aware placement.
+ */
+const entitiesOf = (sql: SqlClient.SqlClient, runId: string, request: Executor.Request) =>
+  Effect.gen(function* () {
+    const base = `${runId}/${request.agentId}`
+    const rows = yield* sql<{ entity_id: string }>`SELECT DISTINCT entity_id FROM cluster_messages
+      WHERE entity_type = ${AgentEntity.AgentEntity.type} AND entity_id LIKE ${`${likeEscape(base)}~%`}`
+    const label = request.requires === undefined ? "" : `#${regexEscape(request.requires)}`
+    const placed = new RegExp(`^${regexEscape(base)}~\\d+${label}$`)
+    return [
+      AgentEntity.entityId(runId, request.agentId, request.requires),
+      ...rows.map((row) => row.entity_id).filter((id) => placed.test(id))
+    ]
+  })
+
+/**
+ * The highest attempt persisted for `agentId` in `runId` above `after`, and the entity it was sent to
+ * (`after` and no entity when none): a resumed run's own attempts are numbered on from those of the
+ * runs it resumes.
  */
 const latestAttempt = (
   sharding: Sharding.Sharding["Service"],
   storage: MessageStorage.MessageStorage["Service"],
+  sql: SqlClient.SqlClient,
   runId: string,
   request: Executor.Request,
   after: number
 ) =>
   Effect.gen(function* () {
-    const entityId = EntityId.make(AgentEntity.entityId(runId, request.agentId, request.requires))
-    const address = EntityAddress.make({
-      shardId: sharding.getShardId(entityId, AgentEntity.AgentEntity.getShardGroup(entityId)),
-      entityType: AgentEntity.AgentEntity.type,
-      entityId
+    const addresses = (yield* entitiesOf(sql, runId, request)).map((id) => {
+      const entityId = EntityId.make(id)
+      return EntityAddress.make({
+        shardId: sharding.getShardId(entityId, AgentEntity.AgentEntity.getShardGroup(entityId)),
+        entityType: AgentEntity.AgentEntity.type,
+        entityId
+      })
     })
-    let found = after
+    let found: { readonly attempt: number; readonly entityId: string } = { attempt: after, entityId: "" }
     while (true) {
-      const id = yield* storage.requestIdForPrimaryKey({ address, tag: "Execute", id: String(found + 1) })
-      if (Option.isNone(id)) return found
-      found++
+      const attempt = found.attempt + 1
+      let at: string | undefined
+      for (const address of addresses) {
+        const id = yield* storage.requestIdForPrimaryKey({ address, tag: "Execute", id: String(attempt) })
+        if (Option.isSome(id)) at = address.entityId
+      }
+      if (at === undefined) return found
+      found = { attempt, entityId: at }
     }
   })
 
 /**
- * The request to send for an agent's first execution in a resumed run: the latest attempt persisted
- * under the runs it resumes (oldest first, each numbering on from the one before), if any.
+ * An agent's first execution in a resumed run: the latest attempt persisted under the runs it resumes
+ * (oldest first, each numbering on from the one before) and the entity it was sent to, if any.
  */
 const adoption = (
   sharding: Sharding.Sharding["Service"],
   storage: MessageStorage.MessageStorage["Service"],
+  sql: SqlClient.SqlClient,
   runs: ReadonlyArray<string>,
   request: Executor.Request
-): Effect.Effect<Executor.Request> =>
+): Effect.Effect<{ readonly request: Executor.Request; readonly entityId?: string }> =>
   Effect.gen(function* () {
     let found = 0
-    let holder: string | undefined
+    let holder: { readonly runId: string; readonly entityId: string } | undefined
     for (const runId of [...runs].reverse()) {
-      const latest = yield* latestAttempt(sharding, storage, runId, request, found)
-      if (latest > found) {
-        found = latest
-        holder = runId
+      const latest = yield* latestAttempt(sharding, storage, sql, runId, request, found)
+      if (latest.attempt > found) {
+        found = latest.attempt
+        holder = { runId, entityId: latest.entityId }
       }
     }
-    return holder === undefined ? request : { ...request, runId: holder, attempt: found }
+    return holder === undefined
+      ? { request }
+      : { request: { ...request, runId: holder.runId, attempt: found }, entityId: holder.entityId }
   }).pipe(
     Effect.catch((error) =>
       Effect.as(
@@ -267,30 +336,147 @@ const adoption = (
           `corral: could not look up the persisted executions of agent ${request.agentId}; running it again`,
           error.message
         ),
-        request
+        { request }
       )
     )
   )
 
 /**
+ * Load-aware placement over the runner registry (see `internal/placement.ts`): `place` waits until
+ * an eligible runner has a free slot and returns the entity id to send to, counted until the
+ * returned release runs.
+ */
+const makePlacer = (options: ClusterOptions) =>
+  Effect.gen(function* () {
+    const sharding = yield* Sharding.Sharding
+    const sql = yield* SqlClient.SqlClient
+    const placement = new Placement((id, group) => sharding.getShardId(EntityId.make(id), group).id)
+    // Attempts waiting for a free slot, oldest first. A release or a new view wakes as many of a
+    // group's waiters as its runners have free slots; a woken waiter places itself (or
+    // waits again when a newcomer took the slot). Placing and queueing happen in one synchronous
+    // step, so no wake-up is lost, and only the wait is interruptible.
+    let waiting: Array<{ readonly group: string; readonly wake: Deferred.Deferred<void> }> = []
+    const wake = () => {
+      if (waiting.length === 0) return
+      const left = new Map<string, number>()
+      waiting = waiting.filter((waiter) => {
+        // a group no runner holds any more is sent at once, uncounted
+        const free =
+          left.get(waiter.group) ??
+          (placement.eligible(waiter.group).length === 0 ? Number.POSITIVE_INFINITY : placement.available(waiter.group))
+        if (free <= 0) return true
+        left.set(waiter.group, free - 1)
+        Deferred.doneUnsafe(waiter.wake, Exit.void)
+        return false
+      })
+    }
+    let migrated = false
+    const refresh = Effect.suspend(() => RunnerRegistry.placements(5_000, { migrate: !migrated })).pipe(
+      Effect.flatMap((view) =>
+        Effect.sync(() => {
+          migrated = true
+          placement.setView(view)
+          wake()
+        })
+      ),
+      Effect.catch((error) =>
+        Effect.logWarning("corral: reading the runner registry for placement failed", error.message)
+      ),
+      Effect.provideService(SqlClient.SqlClient, sql)
+    )
+    yield* refresh
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.andThen(Effect.sleep(options.refreshEvery ?? defaults.refreshEvery), refresh))
+    )
+    const place = (request: Executor.Request): Effect.Effect<Ticket> =>
+      Effect.suspend(() => {
+        const group = AgentEntity.shardGroupFor(request.requires)
+        const ticket = placement.tryPlace(group, (salt) =>
+          AgentEntity.placedEntityId(request.runId, request.agentId, request.requires, salt)
+        )
+        if (ticket !== "full") return Effect.succeed(ticket)
+        const waiter = { group, wake: Deferred.makeUnsafe<void>() }
+        waiting.push(waiter)
+        return Effect.interruptible(Deferred.await(waiter.wake)).pipe(
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              waiting = waiting.filter((other) => other !== waiter)
+              // it may have been woken for a free slot: offer that slot to the next waiter
+              wake()
+            })
+          ),
+          Effect.andThen(Effect.suspend(() => place(request)))
+        )
+      })
+    const release = (ticket: Ticket) =>
+      Effect.sync(() => {
+        placement.release(ticket)
+        wake()
+      })
+    return { place, release }
+  })
+
+const placed = (
+  placer: Effect.Success<ReturnType<typeof makePlacer>>,
+  clientFor: Effect.Success<typeof AgentEntity.AgentEntity.client>,
+  request: Executor.Request
+) =>
+  Effect.acquireUseRelease(placer.place(request), (ticket) => send(clientFor, request, ticket.entityId), placer.release)
+
+/**
  * The executor over the `Sharding` in context: each request becomes a persisted `Execute` message to
- * the entity `<runId>/<agentId>`, with the attempt as its primary key.
+ * an entity `<runId>/<agentId>~<salt>` placed on a runner with a free slot (load-aware placement),
+ * with the attempt as its primary key; `adopt` names executions a resumed coordinator takes over
+ * (see {@link ExecutorOptions.adopt}). An agent whose first execution adopted attempt `n` sends its
+ * later attempts as `n + 1`, `n + 2`, ... (its attempts continue rather than restart at 1);
+ * `onAdopt` is told `n`.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const makeExecutor: Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding> = Effect.gen(
-  function* () {
+export const makeExecutor = (
+  options: ExecutorOptions
+): Effect.Effect<
+  Executor.Executor["Service"],
+  never,
+  Sharding.Sharding | MessageStorage.MessageStorage | SqlClient.SqlClient | Scope.Scope
+> =>
+  Effect.gen(function* () {
     const clientFor = yield* AgentEntity.AgentEntity.client
-    return Executor.Executor.of({ execute: (request) => send(clientFor, request) })
-  }
-)
+    const sharding = yield* Sharding.Sharding
+    const storage = yield* MessageStorage.MessageStorage
+    const sql = yield* SqlClient.SqlClient
+    const placer = yield* makePlacer(options)
+    const pending = new Map(options.adopt ?? [])
+    const offsets = new Map<string, number>()
+    return Executor.Executor.of({
+      execute: (request) => {
+        const runs = pending.get(request.agentId)
+        if (runs === undefined) {
+          const offset = offsets.get(request.agentId)
+          return placed(
+            placer,
+            clientFor,
+            offset === undefined ? request : { ...request, attempt: request.attempt + offset }
+          )
+        }
+        pending.delete(request.agentId)
+        return Effect.flatMap(adoption(sharding, storage, sql, runs, request), (adopted) => {
+          if (adopted.entityId === undefined) return placed(placer, clientFor, adopted.request)
+          offsets.set(request.agentId, adopted.request.attempt - request.attempt)
+          options.onAdopt?.(request.agentId, adopted.request.attempt)
+          return send(clientFor, adopted.request, adopted.entityId)
+        })
+      }
+    })
+  })
 
 const send = (
   clientFor: Effect.Success<typeof AgentEntity.AgentEntity.client>,
-  request: Executor.Request
+  request: Executor.Request,
+  entityId: string
 ): Effect.Effect<Executor.Result, Executor.ExecutionError> =>
-  clientFor(AgentEntity.entityId(request.runId, request.agentId, request.requires))
+  clientFor(entityId)
     .Execute({
       kind: request.kind,
       input: request.input,
@@ -313,46 +499,9 @@ const send = (
     )
 
 /**
- * {@link makeExecutor} that takes over the executions named by `adopt` (see
- * {@link ExecutorOptions.adopt}). An agent whose first execution adopted attempt `n` sends its later
- * attempts as `n + 1`, `n + 2`, ... (its attempts continue rather than restart at 1); `onAdopt` is
- * told `n`.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const makeAdoptingExecutor = (
-  adopt: ReadonlyMap<string, ReadonlyArray<string>>,
-  onAdopt?: ((agentId: string, attempt: number) => void) | undefined
-): Effect.Effect<Executor.Executor["Service"], never, Sharding.Sharding | MessageStorage.MessageStorage> =>
-  Effect.gen(function* () {
-    const clientFor = yield* AgentEntity.AgentEntity.client
-    const sharding = yield* Sharding.Sharding
-    const storage = yield* MessageStorage.MessageStorage
-    const pending = new Map(adopt)
-    const offsets = new Map<string, number>()
-    return Executor.Executor.of({
-      execute: (request) => {
-        const runs = pending.get(request.agentId)
-        if (runs === undefined) {
-          const offset = offsets.get(request.agentId)
-          return send(clientFor, offset === undefined ? request : { ...request, attempt: request.attempt + offset })
-        }
-        pending.delete(request.agentId)
-        return Effect.flatMap(adoption(sharding, storage, runs, request), (adopted) => {
-          if (adopted !== request) {
-            offsets.set(request.agentId, adopted.attempt - request.attempt)
-            onAdopt?.(request.agentId, adopted.attempt)
-          }
-          return send(clientFor, adopted)
-        })
-      }
-    })
-  })
-
-/**
  * A coordinator's `Executor`: joins the cluster as a client only (it takes no shards) and sends
- * agents to runners.
+ * each attempt to the eligible runner with the most free slots, waiting while every one is full
+ * (see {@link makeExecutor}).
  *
  * @example
  * ```ts
@@ -376,12 +525,7 @@ export const makeAdoptingExecutor = (
  * @category layers
  */
 export const layerExecutor = (options: ExecutorOptions) =>
-  Layer.effect(
-    Executor.Executor,
-    options.adopt === undefined || options.adopt.size === 0
-      ? makeExecutor
-      : makeAdoptingExecutor(options.adopt, options.onAdopt)
-  ).pipe(
+  Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
     Layer.provide(
       NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })
     ),

@@ -15,7 +15,6 @@ import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
 import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"
 import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
-import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
  * @since 0.1.0
@@ -50,7 +49,6 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
   Effect.gen(function* () {
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
     const capacity = options.capacity ?? Cluster.defaults.capacity
-    let running = 0
     const registry = yield* Layer.build(
       PostgresClient.layer(options.url, { maxConnections: 3, applicationName: `corral-runner ${address}` })
     )
@@ -62,12 +60,8 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
       Layer.provide(Layer.succeed(AgentOutput.CurrentSink, output)),
       Layer.provide(Layer.sync(CurrentRunnerWorkspaces, makeRunnerWorkspaces))
     )
-    yield* Layer.build(
-      Cluster.layerRunner({ ...options, capacity, onLoad: (n) => (running = n) }).pipe(Layer.provide(kinds))
-    )
-    yield* RunnerRegistry.register({ address, capacity, labels: options.labels ?? [], running: () => running }).pipe(
-      Effect.provideContext(registry)
-    )
+    // registers it in the runner registry too (capacity, labels, load, shards)
+    yield* Layer.build(Cluster.layerRunner({ ...options, capacity }).pipe(Layer.provide(kinds)))
     yield* onReady(address)
     return yield* Effect.never
   }).pipe(Effect.scoped)

@@ -1,12 +1,13 @@
 /**
- * Which runners are online, with their capacity, labels and load: a `corral_runners` table each
- * runner upserts on start, refreshes every `heartbeatEvery` (database clock) and deletes when it
- * stops. `corral runners` lists the rows refreshed within `staleAfter`.
+ * Which runners are online, with their capacity, labels, load and shards: a `corral_runners` table
+ * each runner upserts on start, refreshes every `heartbeatEvery` (database clock) and as soon as the
+ * shards it holds change, and deletes when it stops. `corral runners` lists the rows refreshed within
+ * `staleAfter`; coordinators read capacity and shards for load-aware placement ({@link placements}).
  *
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { Data, type Duration, Effect, Schema, type Scope } from "effect"
+import { Data, Duration, Effect, Schema, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
 const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
@@ -18,9 +19,14 @@ const createRunners = Effect.gen(function* () {
     labels TEXT NOT NULL, running INTEGER NOT NULL, started_at BIGINT NOT NULL, heartbeat_at BIGINT NOT NULL)`
 })
 
+const addShards = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE corral_runners ADD COLUMN shards TEXT NOT NULL DEFAULT '{}'`
+})
+
 const migrate = Migrator.make({})({
   table: "corral_runners_migrations",
-  loader: Migrator.fromRecord({ "1_create_runners": createRunners })
+  loader: Migrator.fromRecord({ "1_create_runners": createRunners, "2_add_shards": addShards })
 })
 
 /**
@@ -99,6 +105,45 @@ export const list = (
   })
 
 /**
+ * A live runner as load-aware placement sees it: capacity and the shards it holds, by shard group.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Placement {
+  readonly address: string
+  readonly capacity: number
+  readonly shards: Readonly<Record<string, ReadonlyArray<number>>>
+}
+
+/**
+ * Runners refreshed within `staleAfter`, least recently refreshed first (so that a shard listed by
+ * a runner that died and by its new owner ends up with the new owner).
+ *
+ * @since 0.1.0
+ * @category queries
+ */
+export const placements = (
+  staleAfterMs = 5_000,
+  options: {
+    /** Run the table's migrations first. @default true */
+    readonly migrate?: boolean | undefined
+  } = {}
+): Effect.Effect<ReadonlyArray<Placement>, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    if (options.migrate !== false) yield* migrate
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ address: string; capacity: number; shards: string }>`SELECT address, capacity, shards
+      FROM corral_runners WHERE heartbeat_at > ${sql.literal(nowMs)} - ${staleAfterMs}
+      ORDER BY heartbeat_at, address`
+    return rows.map((row) => ({
+      address: row.address,
+      capacity: Number(row.capacity),
+      shards: JSON.parse(row.shards) as Record<string, ReadonlyArray<number>>
+    }))
+  })
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -108,8 +153,12 @@ export interface Registration {
   readonly labels: ReadonlyArray<string>
   /** How many agents run now. */
   readonly running: () => number
+  /** The shards it holds now, by shard group; published within `shardsCheckEvery` of a change. */
+  readonly shards?: (() => Readonly<Record<string, ReadonlyArray<number>>>) | undefined
   /** @default "2 seconds" */
   readonly heartbeatEvery?: Duration.Input | undefined
+  /** @default "100 millis" */
+  readonly shardsCheckEvery?: Duration.Input | undefined
 }
 
 /**
@@ -135,15 +184,32 @@ export const register = (
     yield* Effect.acquireRelease(write, () =>
       Effect.ignore(sql`DELETE FROM corral_runners WHERE address = ${registration.address} AND pid = ${process.pid}`)
     )
-    const heartbeat = () => sql`UPDATE corral_runners SET running = ${registration.running()},
-      heartbeat_at = ${sql.literal(nowMs)} WHERE address = ${registration.address}`
+    const shardsNow = () => JSON.stringify(registration.shards?.() ?? {})
+    let published = "{}"
+    const heartbeat = () => {
+      const shards = shardsNow()
+      return Effect.as(
+        sql`UPDATE corral_runners SET running = ${registration.running()}, shards = ${shards},
+          heartbeat_at = ${sql.literal(nowMs)} WHERE address = ${registration.address}`,
+        shards
+      )
+    }
+    const beat = Effect.suspend(heartbeat).pipe(
+      Effect.tap((shards) => Effect.sync(() => (published = shards))),
+      Effect.catch((error) => Effect.logWarning("corral: runner heartbeat failed", error.message))
+    )
+    const every = Duration.toMillis(Duration.fromInputUnsafe(registration.heartbeatEvery ?? "2 seconds"))
+    const check = Duration.fromInputUnsafe(registration.shardsCheckEvery ?? "100 millis")
+    let lastBeat = Date.now()
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.andThen(
-          Effect.sleep(registration.heartbeatEvery ?? "2 seconds"),
-          Effect.catch(Effect.suspend(heartbeat), (error) =>
-            Effect.logWarning("corral: runner heartbeat failed", error.message)
-          )
+          Effect.sleep(check),
+          Effect.suspend(() => {
+            if (Date.now() - lastBeat < every && shardsNow() === published) return Effect.void
+            lastBeat = Date.now()
+            return beat
+          })
         )
       )
     )

@@ -4,9 +4,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { AgentKind, Corral } from "@corral/core"
+import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Schedule } from "effect"
+import { Context, Effect, Fiber, Layer, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
@@ -44,6 +44,10 @@ const waitForLog = (file: string, done: (lines: Array<LogLine>) => boolean) =>
     Effect.orDie
   )
 
+/** The agents that started (on the runner `pid`, when given): re-deliveries count once. */
+const startedAgents = (lines: ReadonlyArray<LogLine>, pid?: number) =>
+  new Set(lines.filter((l) => l.event === "start" && (pid === undefined || l.pid === pid)).map((l) => l.agent))
+
 const runnerScript = fileURLToPath(new URL("./support/runner.ts", import.meta.url))
 
 const freePort = Effect.callback<number>((resume) => {
@@ -57,6 +61,7 @@ const freePort = Effect.callback<number>((resume) => {
 
 interface Runner {
   readonly child: ChildProcess
+  readonly address: string
   /** Shards this runner reported last. */
   shards: number
   readonly changed: Array<() => void>
@@ -70,7 +75,7 @@ const runnerProcess = (url: string, capacity = 8, labels = "") =>
         const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity), labels], {
           stdio: ["ignore", "pipe", "inherit"]
         })
-        const runner: Runner = { child, shards: 0, changed: [] }
+        const runner: Runner = { child, address: `127.0.0.1:${port}`, shards: 0, changed: [] }
         let buffer = ""
         child.stdout!.on("data", (chunk) => {
           buffer += String(chunk)
@@ -95,8 +100,27 @@ const runnerProcess = (url: string, capacity = 8, labels = "") =>
     )
   )
 
-/** Waits until every runner holds shards of the default group and together they hold all 300. */
-const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
+/**
+ * Waits until every runner holds shards of the default group, together all 300, and the runner
+ * registry (what a coordinator's placement reads) shows the same.
+ */
+const balanced = (url: string, runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
+  Effect.andThen(held(runners), published(url, runners))
+
+const published = (url: string, runners: ReadonlyArray<Runner>) =>
+  RunnerRegistry.placements().pipe(
+    Effect.flatMap((rows) =>
+      rows.length === runners.length &&
+      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
+        ? Effect.void
+        : Effect.fail("not yet")
+    ),
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+    Effect.orDie
+  )
+
+const held = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
     if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
@@ -104,7 +128,7 @@ const balanced = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
       Effect.callback<void>((resume) => {
         for (const runner of runners) runner.changed.push(() => resume(Effect.void))
       }),
-      balanced(runners)
+      held(runners)
     )
   })
 
@@ -125,12 +149,23 @@ describe.skipIf(server === undefined)("Cluster", () => {
       Effect.gen(function* () {
         const url = yield* Effect.orDie(server!.createDatabase())
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
-        // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
-        const agents = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 50 }))
-        const result = yield* Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
-          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        yield* balanced(url, runners)
+        // 16 agents that wait to be released, on two runners of capacity 8: placement by load puts
+        // 8 on each, so both run agents whatever the shards
+        const log = join(dir, "several.log")
+        const release = join(dir, "several.release")
+        const agents = Array.from({ length: 16 }, (_, i) =>
+          AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
         )
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(log, (lines) => startedAgents(lines).size === 16)
+        writeFileSync(release, "")
+        const result = yield* Fiber.join(run)
         const pids = new Set<number>()
         for (const agent of agents) {
           const outcome = result.get(agent.id)!
@@ -153,7 +188,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const url = yield* Effect.orDie(server!.createDatabase())
         const log = join(dir, "capacity.log")
         const runner = yield* runnerProcess(url, 2)
-        yield* balanced([runner])
+        yield* balanced(url, [runner])
         const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 300, log }))
         const result = yield* Corral.run(agents, { runId: "cluster-capacity", concurrency: 6 }).pipe(
           Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
@@ -180,7 +215,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const log = join(dir, "sigkill.log")
         const release = join(dir, "sigkill.release")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         // every agent waits for `release`, written only after the kill: none can end on the victim first
         const agents = Array.from({ length: 8 }, (_, i) =>
           AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
@@ -241,7 +276,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const log = join(dir, "sigstop.log")
         const release = join(dir, "sigstop.release")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         // every agent waits for `release`, written while the victim is stopped: none can end before
         const agents = Array.from({ length: 6 }, (_, i) =>
           AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
@@ -302,7 +337,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const url = yield* Effect.orDie(server!.createDatabase())
         const log = join(dir, "restart.log")
         const runners = yield* Effect.all([runnerProcess(url), runnerProcess(url)], { concurrency: "unbounded" })
-        yield* balanced(runners)
+        yield* balanced(url, runners)
         const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 2000, log }))
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-restart", concurrency: 6 }).pipe(
@@ -334,7 +369,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const [plain, gpu] = yield* Effect.all([runnerProcess(url), runnerProcess(url, 8, "gpu")], {
           concurrency: "unbounded"
         })
-        yield* balanced([plain!, gpu!])
+        yield* balanced(url, [plain!, gpu!])
         const missing = yield* Effect.flip(RunnerRegistry.check(["gpu", "cuda"])).pipe(
           Effect.provide(PostgresClient.layer(url, { maxConnections: 1 }))
         )
@@ -343,11 +378,22 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const needsGpu = Array.from({ length: 6 }, (_, i) =>
           AgentKind.agent(Probe, `gpu-${i}`, { sleepMs: 10 }, { requires: "gpu" })
         )
-        // 32 agents over two runners' shards: all on one runner has a chance of 2 in 2^32
-        const any = Array.from({ length: 32 }, (_, i) => AgentKind.agent(Probe, `any-${i}`, { sleepMs: 10 }))
-        const result = yield* Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 16 }).pipe(
-          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        // 16 agents that wait to be released, on runners of capacity 8 each: they fill both runners
+        // (the gpu agents wait for a slot of the gpu runner meanwhile, or ran before)
+        const log = join(dir, "labels.log")
+        const release = join(dir, "labels.release")
+        const any = Array.from({ length: 16 }, (_, i) =>
+          AgentKind.agent(Probe, `any-${i}`, { sleepMs: 0, log, release })
         )
+        const run = yield* Effect.forkChild(
+          Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 22 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(log, (lines) => startedAgents(lines).size === 16)
+        writeFileSync(release, "")
+        const result = yield* Fiber.join(run)
         const pidOf = (id: string) => {
           const outcome = result.get(id)!
           if (outcome._tag !== "Succeeded") return assert.fail(`${id}: ${JSON.stringify(outcome)}`)
@@ -360,6 +406,67 @@ describe.skipIf(server === undefined)("Cluster", () => {
           new Set([plain!.child.pid, gpu!.child.pid]),
           "agents without requirements ran on both runners"
         )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+  it.live(
+    "placement follows load: with capacities 1 and 3, four agents run at once, one on each free slot",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "placement.log")
+        const release = join(dir, "placement.release")
+        const [small, large] = yield* Effect.all([runnerProcess(url, 1), runnerProcess(url, 3)], {
+          concurrency: "unbounded"
+        })
+        yield* balanced(url, [small!, large!])
+        const agents = Array.from({ length: 4 }, (_, i) =>
+          AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 0, log, release })
+        )
+        const run = yield* Effect.forkChild(
+          Corral.run(agents, { runId: "cluster-placement", concurrency: 4 }).pipe(
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          ),
+          { startImmediately: true }
+        )
+        // with shard-hash placement an agent waits behind the small runner's one slot while the
+        // large runner has a free one, and the four never run at once
+        yield* waitForLog(log, (lines) => startedAgents(lines).size === 4)
+        const lines = readLog(log)
+        assert.strictEqual(startedAgents(lines, small!.child.pid).size, 1, "one on the runner of capacity 1")
+        assert.strictEqual(startedAgents(lines, large!.child.pid).size, 3, "three on the runner of capacity 3")
+        writeFileSync(release, "")
+        const result = yield* Fiber.join(run)
+        assert.isTrue(result.allSucceeded)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+  it.live(
+    "an attempt waiting in the coordinator for a free slot can be interrupted (its timeout ends it while the slot stays taken)",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const log = join(dir, "waiting.log")
+        const release = join(dir, "waiting.release")
+        const runner = yield* runnerProcess(url, 1)
+        yield* balanced(url, [runner])
+        const context = yield* Layer.build(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        const onCluster = <A, E>(effect: Effect.Effect<A, E, Executor.Executor>) =>
+          Effect.provideService(effect, Executor.Executor, Context.get(context, Executor.Executor))
+        const holder = yield* Effect.forkChild(
+          onCluster(
+            Corral.run([AgentKind.agent(Probe, "holder", { sleepMs: 0, log, release })], { runId: "cluster-waiting-1" })
+          ),
+          { startImmediately: true }
+        )
+        yield* waitForLog(log, (lines) => startedAgents(lines).size === 1)
+        // the runner's one slot is taken until `release` exists: this agent waits in the coordinator
+        const waiter = AgentKind.agent(Probe, "waiter", { sleepMs: 0, log }, { timeout: "300 millis" })
+        const waited = yield* onCluster(Corral.run([waiter], { runId: "cluster-waiting-2" }))
+        assert.strictEqual(waited.get("waiter")?._tag, "TimedOut")
+        assert.deepStrictEqual([...startedAgents(readLog(log))], ["holder"], "the waiter never started")
+        writeFileSync(release, "")
+        assert.isTrue((yield* Fiber.join(holder)).allSucceeded)
       }).pipe(Effect.scoped),
     120_000
   )

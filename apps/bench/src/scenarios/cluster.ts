@@ -19,14 +19,17 @@ import * as fs from "node:fs"
 import { createServer } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cluster } from "@corral/cluster"
+import { Cluster, RunnerRegistry } from "@corral/cluster"
 import { Agent, AgentKind, Claims, Corral, Executor, ResourceLocks } from "@corral/core"
 import { SqliteLocks } from "@corral/platform-node"
-import { PostgresLocks, TestServer } from "@corral/postgres"
+import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
 import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
 import { recordsTable } from "../format.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
 import type { Verdict } from "../types.ts"
+// the coordinator's placement policy, driven in virtual time below (internal to @corral/cluster)
+import { Placement, type Ticket } from "../../../../packages/cluster/src/internal/placement.ts"
 
 const runnerScript = new URL("../lib/clusterRunner.ts", import.meta.url).pathname
 
@@ -41,6 +44,7 @@ const freePort = Effect.callback<number>((resume) => {
 
 interface BenchRunner {
   readonly child: ChildProcess
+  readonly address: string
   /** Shards of the default group it reported holding last; -1 once it exited. */
   shards: number
   readonly changed: Array<() => void>
@@ -53,7 +57,7 @@ const startRunner = (url: string, capacity: number) =>
         const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
           stdio: ["ignore", "pipe", "inherit"]
         })
-        const runner: BenchRunner = { child, shards: 0, changed: [] }
+        const runner: BenchRunner = { child, address: `127.0.0.1:${port}`, shards: 0, changed: [] }
         let buffer = ""
         child.stdout!.on("data", (chunk) => {
           buffer += String(chunk)
@@ -91,13 +95,27 @@ const settled = (runners: ReadonlyArray<BenchRunner>): Effect.Effect<void> =>
     )
   })
 
+/** Waits until the runner registry (what the coordinator's placement reads) lists the runners' shards. */
+const published = (url: string, runners: ReadonlyArray<BenchRunner>) =>
+  RunnerRegistry.placements().pipe(
+    Effect.flatMap((rows) =>
+      rows.length === runners.length &&
+      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
+        ? Effect.void
+        : Effect.fail("not yet")
+    ),
+    Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 3000 }),
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+    Effect.orDie
+  )
+
 const startRunners = (url: string, count: number, capacity: number) =>
   Effect.tap(
     Effect.all(
       Array.from({ length: count }, () => startRunner(url, capacity)),
       { concurrency: "unbounded" }
     ),
-    settled
+    (runners) => Effect.andThen(settled(runners), published(url, runners))
   )
 
 const clusterExecutor = (url: string) =>
@@ -186,6 +204,43 @@ const dispatchRow = (approach: string, n: number, ms: number, cpu: Cpu) => ({
   "cpu: here / runner / postgres": `${round(cpu.self / n, 2)} / ${round(cpu.runners / n, 2)} / ${round(cpu.postgres / n, 2)}`
 })
 
+/** Whether the server's `pg_stat_statements` extension can be preloaded (Debian ships it with the server). */
+const hasStatementStats = (): boolean => {
+  const found = TestServer.findBinaries()
+  return found._tag === "Found" && fs.existsSync(path.join(found.bin, "..", "lib", "pg_stat_statements.so"))
+}
+
+/**
+ * Statements the server executed while `effect` ran, per agent, by statement (from
+ * `pg_stat_statements`, every process's connections to the database of `url`); `undefined` rows when
+ * the extension is not loaded.
+ */
+const withStatements = <A, E, R>(url: string, n: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const ready = yield* Effect.exit(
+      Effect.andThen(sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`, sql`SELECT pg_stat_statements_reset()`)
+    )
+    const value = yield* effect
+    if (ready._tag === "Failure") return { value, rows: undefined }
+    const stats = yield* sql<{ query: string; calls: string; ms: number }>`SELECT query, calls,
+      total_exec_time AS ms FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY calls DESC`
+    const rows = stats
+      .filter((row) => !/pg_stat_statements/.test(row.query))
+      .map((row) => {
+        const text = row.query.replace(/\s+/g, " ").trim()
+        return {
+          statement: text.length > 90 ? `${text.slice(0, 87)}...` : text,
+          of: /corral_/.test(text) ? "corral" : /cluster_/.test(text) ? "effect/cluster" : "other",
+          perAgent: round(Number(row.calls) / n, 2),
+          execMsPerAgent: round(row.ms / n, 3)
+        }
+      })
+      .filter((row) => row.perAgent >= 0.01)
+    return { value, rows }
+  }).pipe(Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })), Effect.orDie)
+
 const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) =>
   Effect.gen(function* () {
     const rows: Array<Record<string, unknown>> = []
@@ -227,12 +282,18 @@ const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) 
     const onCluster = <E, R>(effect: Effect.Effect<number, E, R>) =>
       Effect.provideService(effect, Executor.Executor, executor)
     yield* onCluster(timedRun(kindAgents(64, 0, "warm"), 64))
-    const cluster = yield* measure(
-      "cluster on Postgres, 1 runner, concurrency 64",
+    const profiled = yield* withStatements(
+      url,
       n,
-      [runner!.child.pid!],
-      onCluster(timedRun(kindAgents(n, 0), 64))
+      measure(
+        "cluster on Postgres, 1 runner, concurrency 64",
+        n,
+        [runner!.child.pid!],
+        onCluster(timedRun(kindAgents(n, 0), 64))
+      )
     )
+    const cluster = profiled.value
+    const statements = profiled.rows
     const one = Math.min(n, 50)
     yield* measure(
       "cluster on Postgres, 1 runner, one agent at a time (latency)",
@@ -245,8 +306,101 @@ const dispatch = (server: TestServer.TestServer, sqliteFile: string, n: number) 
       figure: `${cluster.perAgentMs} ms per agent (${cluster.cpuMsPerAgent} ms CPU per agent over all processes)`,
       met: cluster.perAgentMs <= 2
     }
-    return { rows, verdicts: [verdict] }
+    return { rows, statements, verdicts: [verdict] }
   })
+
+/** A string hash like `effect/cluster`'s (which is internal), for the simulation's shards. */
+const hashString = (text: string) => {
+  let h = 5381
+  for (let i = text.length; i > 0; ) h = Math.imul(h, 33) ^ text.charCodeAt(--i)
+  return (h & 0xbfffffff) | ((h >>> 1) & 0x40000000)
+}
+
+/**
+ * The placement policy alone, in virtual time with no overhead: `n` agents of `ms` each on runners of
+ * `capacity`, shards 1..300 dealt round-robin. `hash`: each agent runs on its shard's runner (queued
+ * behind its capacity), as `effect/cluster` routes without corral's placement; `load`: the
+ * coordinator's real `Placement` picks the runner and the salt, and an agent waits while all are full.
+ * Returns the makespan.
+ */
+const simulate = (
+  mode: "hash" | "load",
+  runners: number,
+  n: number,
+  ms: number,
+  capacity: number,
+  concurrency: number
+) => {
+  const shardOf = (id: string) => Math.abs(hashString(id) % 300) + 1
+  const ownerOf = (shard: number) => (shard - 1) % runners
+  const placement = new Placement((id) => shardOf(id))
+  placement.setView(
+    Array.from({ length: runners }, (_, r) => ({
+      address: `r${r}`,
+      capacity,
+      shards: { default: Array.from({ length: 300 }, (_, i) => i + 1).filter((s) => ownerOf(s) === r) }
+    }))
+  )
+  const running = new Array<number>(runners).fill(0)
+  const queued = Array.from({ length: runners }, () => [] as Array<number>)
+  // finish events (time, runner, ticket), kept sorted by time
+  const events: Array<{ at: number; runner: number; ticket?: Ticket }> = []
+  const schedule = (event: { at: number; runner: number; ticket?: Ticket }) => {
+    let i = events.length
+    while (i > 0 && events[i - 1]!.at > event.at) i--
+    events.splice(i, 0, event)
+  }
+  let now = 0
+  let next = 0
+  let inFlight = 0
+  const dispatch = () => {
+    while (inFlight < concurrency && next < n) {
+      if (mode === "hash") {
+        const runner = ownerOf(shardOf(`sim/a${next}`))
+        if (running[runner]! < capacity) {
+          running[runner]!++
+          schedule({ at: now + ms, runner })
+        } else queued[runner]!.push(next)
+      } else {
+        const agent = next
+        const ticket = placement.tryPlace("default", (salt) => `sim/a${agent}~${salt}`)
+        if (ticket === "full") return
+        schedule({ at: now + ms, runner: Number(ticket.runner!.slice(1)), ticket })
+      }
+      next++
+      inFlight++
+    }
+  }
+  dispatch()
+  while (events.length > 0) {
+    const event = events.shift()!
+    now = event.at
+    inFlight--
+    if (event.ticket !== undefined) placement.release(event.ticket)
+    else if (queued[event.runner]!.shift() !== undefined) schedule({ at: now + ms, runner: event.runner })
+    else running[event.runner]!--
+    dispatch()
+  }
+  return now
+}
+
+const policy = (n: number, ms: number) => {
+  const rows: Array<Record<string, unknown>> = []
+  for (const concurrency of ["runners x capacity", "all dispatched at once"] as const) {
+    for (const mode of ["hash", "load"] as const) {
+      const at = (count: number) =>
+        simulate(mode, count, n, ms, 8, concurrency === "all dispatched at once" ? n : count * 8)
+      const one = at(1)
+      rows.push({
+        policy: mode === "hash" ? "shard hash (effect/cluster alone)" : "load-aware (corral's Placement)",
+        coordinator: concurrency,
+        "2 runners x one": round(one / at(2)),
+        "4 runners x one": round(one / at(4))
+      })
+    }
+  }
+  return rows
+}
 
 const throughput = (server: TestServer.TestServer, n: number, ms: number) =>
   Effect.gen(function* () {
@@ -295,7 +449,7 @@ const throughput = (server: TestServer.TestServer, n: number, ms: number) =>
         met: speedup >= 3.6
       })
     }
-    return { rows, verdicts }
+    return { rows, policyRows: policy(n, ms), verdicts }
   })
 
 const request = (key: string) => Result.getOrThrow(Claims.normalize({ write: [key] }, {}))
@@ -470,14 +624,30 @@ export const cluster = async (options: {
     ? { dispatch: 200, throughput: 192, pairs: 400, wake: 20, failover: 1 }
     : { dispatch: 1000, throughput: 1000, pairs: 2000, wake: 50, failover: 3 }
   const program = Effect.gen(function* () {
-    const server = yield* Effect.orDie(TestServer.start())
+    const server = yield* Effect.orDie(
+      TestServer.start(
+        hasStatementStats()
+          ? { settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } }
+          : {}
+      )
+    )
     const d = yield* Effect.scoped(dispatch(server, path.join(dir, "dispatch.db"), sizes.dispatch))
     const t = yield* throughput(server, sizes.throughput, 200)
     const c = yield* claims(yield* Effect.orDie(server.createDatabase()), dir, sizes.pairs, sizes.wake)
     const f = yield* failover(server, dir, sizes.failover)
     const text = [
       section(`dispatch, ${sizes.dispatch} no-op agents (CPU: ms per agent, all processes)`, d.rows),
+      d.statements === undefined
+        ? "(statements per agent: pg_stat_statements is not available)"
+        : section(
+            `statements Postgres executed per no-op agent (1 runner, concurrency 64; ${d.statements.reduce((n, r) => n + r.perAgent, 0).toFixed(1)} in all)`,
+            d.statements
+          ),
       section(`throughput, ${sizes.throughput} agents x 200 ms, capacity 8 per runner`, t.rows),
+      section(
+        `placement policy alone: ${sizes.throughput} agents x 200 ms, capacity 8, virtual time, no overhead`,
+        t.policyRows
+      ),
       section(`claim grants, ${sizes.pairs} acquire+release, 4 fibers`, c.grantRows),
       section("wake-up of a waiter in another service after a release", c.wakeRows),
       section("failover after a runner's SIGKILL (2 runners, 8 agents)", f.rows),
@@ -486,7 +656,15 @@ export const cluster = async (options: {
     return {
       text,
       targets: [...d.verdicts, ...t.verdicts, ...c.verdicts, ...f.verdicts],
-      data: { dispatch: d.rows, throughput: t.rows, grants: c.grantRows, wakeUps: c.wakeRows, failover: f.rows }
+      data: {
+        dispatch: d.rows,
+        statements: d.statements,
+        throughput: t.rows,
+        placementPolicy: t.policyRows,
+        grants: c.grantRows,
+        wakeUps: c.wakeRows,
+        failover: f.rows
+      }
     }
   })
   try {

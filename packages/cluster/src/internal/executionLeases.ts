@@ -3,7 +3,9 @@
  *
  * One row per agent in `corral_executions`, taken with one statement (`INSERT ... ON CONFLICT DO
  * UPDATE ... WHERE` the holder's lease expired or its owner's session is gone) and given back with one
- * (`DELETE ... RETURNING` whether it was still current). `PostgresLocks` is not used for this: its
+ * (`DELETE ... RETURNING` whether it was still current). Takes and gives that arrive while one of
+ * their statements runs go together in the next statement (group commit, `batched`), so a runner
+ * starting or ending many agents at once sends far fewer than two statements per agent. `PostgresLocks` is not used for this: its
  * grants are serialized across the whole database (one advisory lock, then a scan of every lease) for
  * folder-level conflicts and pools, which one exact key per agent does not need. Counted in the
  * server's statement log, a runner sent about 16 statements to Postgres per no-op agent with them, 8
@@ -18,7 +20,7 @@
  * - A taker blocked by a live lease retries every `retryEvery` (only a re-delivered agent whose old
  *   execution is still leased waits here).
  */
-import { Deferred, Duration, Effect, type Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Queue, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
 /**
@@ -98,6 +100,49 @@ const holdOwnerLock = (
   )
 
 /**
+ * Group commit: each call waits for its result; calls made while a batch runs go together in the
+ * next one (at most `maxBatch`), so a lone call costs no added latency and a burst of N costs about
+ * one statement per running batch instead of N. `run` answers each input at its position.
+ */
+const batched = <I, O>(
+  run: (inputs: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, SqlError.SqlError>,
+  maxBatch = 256
+): Effect.Effect<(input: I) => Effect.Effect<O, SqlError.SqlError>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const queue = yield* Queue.unbounded<readonly [I, Deferred.Deferred<O, SqlError.SqlError>]>()
+    const runBatch = (batch: ReadonlyArray<readonly [I, Deferred.Deferred<O, SqlError.SqlError>]>) =>
+      Effect.flatMap(Effect.exit(run(batch.map(([input]) => input))), (exit) =>
+        Effect.sync(() => {
+          batch.forEach(([, done], i) => {
+            Deferred.doneUnsafe(
+              done,
+              Exit.isSuccess(exit) ? Exit.succeed(exit.value[i] as O) : Exit.failCause(exit.cause)
+            )
+          })
+        })
+      )
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.flatMap(Queue.takeAll(queue), (all) =>
+          Effect.forEach(
+            Array.from({ length: Math.ceil(all.length / maxBatch) }, (_, i) =>
+              all.slice(i * maxBatch, (i + 1) * maxBatch)
+            ),
+            runBatch,
+            { discard: true }
+          )
+        )
+      )
+    )
+    return (input: I) =>
+      Effect.suspend(() => {
+        const done = Deferred.makeUnsafe<O, SqlError.SqlError>()
+        Queue.offerUnsafe(queue, [input, done])
+        return Deferred.await(done)
+      })
+  })
+
+/**
  * Runs the table's migrations, registers an owner and takes its session lock, and renews this
  * owner's leases in the current scope.
  */
@@ -115,13 +160,30 @@ export const make = (
     yield* Deferred.await(ownerHeld)
     const held = new Set<number>()
 
-    const take = (entity: string) =>
-      sql<{ fencing_token: string }>`INSERT INTO corral_executions AS e (entity, owner_id, fencing_token, expires_at)
-        VALUES (${entity}, ${ownerId}, nextval('corral_executions_fence'), ${sql.literal(nowMs)} + ${ttl})
-        ON CONFLICT (entity) DO UPDATE SET owner_id = EXCLUDED.owner_id, fencing_token = EXCLUDED.fencing_token,
-          expires_at = EXCLUDED.expires_at
-        WHERE e.expires_at <= ${sql.literal(nowMs)} OR NOT ${sql.literal(ownerAlive("e.owner_id"))}
-        RETURNING fencing_token`
+    // Takes of one batch are one statement; an entity twice in a batch is taken once (the other
+    // take finds it held and retries), as one statement cannot update a row twice.
+    const takeAll = (entities: ReadonlyArray<string>) => {
+      const unique = [...new Set(entities)]
+      return Effect.map(
+        sql<{ entity: string; fencing_token: string }>`INSERT INTO corral_executions AS e
+          (entity, owner_id, fencing_token, expires_at)
+          SELECT x, ${ownerId}, nextval('corral_executions_fence'), ${sql.literal(nowMs)} + ${ttl}
+          FROM unnest(${unique}::text[]) AS x
+          ON CONFLICT (entity) DO UPDATE SET owner_id = EXCLUDED.owner_id, fencing_token = EXCLUDED.fencing_token,
+            expires_at = EXCLUDED.expires_at
+          WHERE e.expires_at <= ${sql.literal(nowMs)} OR NOT ${sql.literal(ownerAlive("e.owner_id"))}
+          RETURNING entity, fencing_token`,
+        (rows) => {
+          const taken = new Map(rows.map((row) => [row.entity, Number(row.fencing_token)]))
+          return entities.map((entity) => {
+            const token = taken.get(entity)
+            taken.delete(entity)
+            return token
+          })
+        }
+      )
+    }
+    const take = yield* batched(takeAll)
 
     // Interruptible only while it queries or waits: called uninterruptibly, a lease it returns
     // is always in the caller's hands, and one taken by an interrupted query is not renewed and lapses.
@@ -134,15 +196,27 @@ export const make = (
       Effect.matchEffect(Effect.interruptible(take(entity)), {
         onFailure: (error) =>
           Effect.andThen(warn(`taking the lease of ${entity} failed; retrying`)(error), retry(entity)),
-        onSuccess: ([taken]) =>
-          taken === undefined
+        onSuccess: (fencingToken) =>
+          fencingToken === undefined
             ? retry(entity)
             : Effect.sync(() => {
-                const fencingToken = Number(taken.fencing_token)
                 held.add(fencingToken)
                 return { entity, fencingToken }
               })
       })
+
+    // Gives back the leases of one batch in one statement (a fencing token names one lease).
+    const give = yield* batched((tokens: ReadonlyArray<number>) =>
+      Effect.map(
+        sql<{ fencing_token: string; current: boolean }>`DELETE FROM corral_executions
+          WHERE fencing_token = ANY(${tokens}::bigint[])
+          RETURNING fencing_token, expires_at > ${sql.literal(nowMs)} AS current`,
+        (rows) => {
+          const current = new Map(rows.map((row) => [Number(row.fencing_token), row.current === true]))
+          return tokens.map((token) => current.get(token) === true)
+        }
+      )
+    )
 
     const renew = Effect.suspend(() => {
       if (held.size === 0) return Effect.void
@@ -172,12 +246,7 @@ export const make = (
       release: (lease) =>
         Effect.suspend(() => {
           held.delete(lease.fencingToken)
-          return Effect.map(
-            sql<{ current: boolean }>`DELETE FROM corral_executions
-              WHERE entity = ${lease.entity} AND fencing_token = ${lease.fencingToken}
-              RETURNING expires_at > ${sql.literal(nowMs)} AS current`,
-            (rows) => rows[0]?.current === true
-          )
+          return give(lease.fencingToken)
         })
     } satisfies ExecutionLeases
   })

@@ -43,6 +43,41 @@ describe.skipIf(server === undefined)("ExecutionLeases", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.live(
+    "takes and gives back made at once go together: each distinct entity is taken once, a second take of one waits",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const a = yield* service(url, yield* Effect.scope)
+        const entities = Array.from({ length: 40 }, (_, i) => `run/agent-${i}`)
+        const leases = yield* Effect.forEach(entities, (entity) => a.acquire(entity), { concurrency: "unbounded" })
+        assert.deepStrictEqual(
+          leases.map((lease) => lease.entity),
+          entities
+        )
+        assert.strictEqual(new Set(leases.map((lease) => lease.fencingToken)).size, 40, "one token each")
+        const released = yield* Effect.forEach(leases, (lease) => a.release(lease), { concurrency: "unbounded" })
+        assert.isTrue(
+          released.every((current) => current),
+          "every lease was current until given back"
+        )
+        for (const lease of leases) assert.isFalse(yield* a.isCurrent(lease))
+        // the same entity twice in one burst: one take holds it, the other waits for its release
+        const takes = [
+          yield* Effect.forkChild(a.acquire("run/twice"), { startImmediately: true }),
+          yield* Effect.forkChild(a.acquire("run/twice"), { startImmediately: true })
+        ] as const
+        const [first, other] = yield* Effect.raceFirst(
+          Effect.map(Fiber.join(takes[0]), (lease) => [lease, takes[1]] as const),
+          Effect.map(Fiber.join(takes[1]), (lease) => [lease, takes[0]] as const)
+        )
+        assert.isUndefined(other.pollUnsafe(), "the second take waits while the first holds the lease")
+        assert.isTrue(yield* a.release(first))
+        const second = yield* Fiber.join(other)
+        assert.isAbove(second.fencingToken, first.fencingToken)
+      }).pipe(Effect.scoped)
+  )
+
   it.live("an expired lease is taken over, and its holder learns it is no longer current", () =>
     Effect.gen(function* () {
       const url = yield* Effect.orDie(server!.createDatabase())

@@ -1,8 +1,6 @@
 import { Executor } from "@corral/core"
 import { Effect, Layer } from "effect"
-import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../../src/Cluster.ts"
-import * as RunnerRegistry from "../../src/RunnerRegistry.ts"
 import { Probe } from "./kinds.ts"
 
 const [url, port, capacity, labels] = process.argv.slice(2)
@@ -21,12 +19,6 @@ Effect.runPromise(
   Effect.scoped(
     Effect.gen(function* () {
       const context = yield* Layer.build(runner)
-      yield* RunnerRegistry.register({
-        address: `127.0.0.1:${port}`,
-        capacity: Number(capacity ?? 8),
-        labels: labelList,
-        running: () => 0
-      }).pipe(Effect.provideContext(yield* Layer.build(PostgresClient.layer(url!, { maxConnections: 1 }))))
       console.log(`runner ${process.pid} ready`)
       let last = -1
       return yield* Effect.forever(
