@@ -9,11 +9,12 @@
  *   conflicts and inserts. Postgres's default isolation alone lets two services both be granted one
  *   write key.
  * - **Expiry from the database clock**: `expires_at` is `corral_now_ms() + ttl` computed by the
- *   server, renewed every `renewEvery`; machines' clocks never enter.
+ *   server (so `ttl` is measured by the database clock), renewed every `renewEvery`; machines'
+ *   clocks never enter.
  * - **Owner liveness**: each service registers an owner row and holds a session advisory lock on it
- *   through one dedicated connection. A lease whose owner's session is gone (process killed,
- *   connection closed) is reclaimed by the next grant attempt, without waiting for the TTL; a
- *   stopped process that keeps its connection loses its leases at the TTL.
+ *   through one dedicated connection, checked every `renewEvery`. A lease whose owner's session is
+ *   gone (process killed, connection closed) is reclaimed by the next grant attempt, without waiting
+ *   for the TTL; a stopped process that keeps its connection loses its leases at the TTL.
  * - **Server restarts**: a restart ends every session. An owner that took its session lock before
  *   the server started is not presumed dead: its leases stay until their TTL, and once the service
  *   has reconnected and taken its lock again they are renewed as before. A lease is dropped from the
@@ -32,10 +33,10 @@
  */
 import { hostname } from "node:os"
 import { type Claims, ResourceLocks } from "@corral/core"
-import { LeaseConflicts } from "@corral/platform-node"
+import { LeaseConflicts, type LeaseTables } from "@corral/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Deferred, Duration, Effect, Layer, Queue, Schedule, type Scope } from "effect"
-import { type Migrator, SqlClient, SqlError } from "effect/sql"
+import { SqlClient, SqlError } from "effect/sql"
 import {
   type LeaseTable,
   leaseIsCurrent,
@@ -52,11 +53,7 @@ import * as PostgresClient from "./PostgresClient.ts"
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** How long a lease outlives its last renewal (database clock). @default "30 seconds" */
-  readonly ttl?: Duration.Input | undefined
-  /** How often held leases are renewed and the owner's session is checked; keep it well below `ttl`. @default "10 seconds" */
-  readonly renewEvery?: Duration.Input | undefined
+export interface Options extends LeaseTables.TimingOptions {
   /** How often a waiter retries when no release is announced (dead owners, missed notifications). @default "500 millis" */
   readonly pollEvery?: Duration.Input | undefined
 }
@@ -67,7 +64,7 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export type LocksError = SqlError.SqlError | Migrator.MigrationError
+export type LocksError = LeaseTables.LocksError
 
 type Lease = ResourceLocks.Lease
 
