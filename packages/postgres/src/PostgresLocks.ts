@@ -42,11 +42,11 @@ import {
   leaseIsCurrent,
   makeLeaseTable,
   migrate,
-  ownerLockKey,
   registerOwner,
   releasedChannel,
   type StoredLease
 } from "./internal/leaseTable.ts"
+import * as OwnerSession from "./OwnerSession.ts"
 import * as PostgresClient from "./PostgresClient.ts"
 
 /**
@@ -268,33 +268,6 @@ const warn = (what: string) => (error: { readonly message: string }) =>
   Effect.logWarning(`corral: the Postgres lease table: ${what}`, error.message)
 
 /**
- * Holds the owner's session advisory lock on a dedicated connection, re-taking it after a reconnect
- * and recording when it took it (which tells a lost session from a server restart, see
- * `internal/leaseTable.ts`).
- */
-const holdOwnerLock = (
-  sql: SqlClient.SqlClient,
-  table: LeaseTable,
-  checkEvery: Duration.Input,
-  held: Deferred.Deferred<void>
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const connection = yield* sql.reserve
-      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [ownerLockKey, table.owner], undefined)
-      yield* table.locked
-      yield* Deferred.succeed(held, undefined)
-      return yield* Effect.forever(
-        Effect.andThen(Effect.sleep(checkEvery), connection.execute("SELECT 1", [], undefined))
-      )
-    })
-  ).pipe(
-    Effect.catch(warn("the owner's session was lost; reconnecting")),
-    Effect.andThen(Effect.sleep(reconnectDelay)),
-    Effect.forever
-  )
-
-/**
  * Wakes waiters and listeners on every announced release, re-listening after a reconnect. Releases
  * announced while nothing listened are lost, so once listening every waiter tries again and the
  * watched leases are looked up.
@@ -389,9 +362,15 @@ export const make = (
     const ttlMillis = Duration.toMillis(Duration.fromInputUnsafe(options.ttl ?? "30 seconds"))
     const table = makeLeaseTable(sql, owner, ttlMillis)
     const state = new State()
-    const ownerHeld = Deferred.makeUnsafe<void>()
-    yield* Effect.forkScoped(holdOwnerLock(sql, table, renewEvery, ownerHeld))
-    yield* Deferred.await(ownerHeld)
+    // `locked` records when the lock was taken, which tells a lost session from a server restart
+    // (see `internal/leaseTable.ts`).
+    yield* OwnerSession.hold({
+      namespace: OwnerSession.namespaces.lockOwners,
+      owner,
+      every: renewEvery,
+      onLocked: table.locked,
+      lost: "corral: the Postgres lease table: the owner's session was lost; reconnecting"
+    }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     yield* Effect.forkScoped(listenForReleases(pg, table, state))
     yield* every(renewEvery, "renewing leases failed", renew(table, state))
     yield* every(pollMillis, "polling leases failed", pollWatched(table, state))

@@ -2,10 +2,11 @@ import type { Claims, ResourceLocks } from "@corral/core"
 import { LeaseConflicts, LeaseTables } from "@corral/platform-node"
 import { Effect } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as OwnerSession from "../OwnerSession.ts"
 
-/** Advisory-lock namespaces (the first key of the two-key form) of this table. */
-export const grantLockKey = 0x636f7200
-export const ownerLockKey = 0x636f7201
+/** Advisory-lock namespaces of this table (all of them are listed in `OwnerSession`). */
+export const grantLockKey = OwnerSession.namespaces.leaseGrants
+export const ownerLockKey = OwnerSession.namespaces.lockOwners
 
 /** The channel releases and reclaims are announced on; the payload is a lease id. */
 export const releasedChannel = "corral_lease_released"
