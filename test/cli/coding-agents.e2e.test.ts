@@ -1,8 +1,16 @@
-import * as NodeFs from "node:fs"
-import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
-import { git, makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+import {
+  fakeTools,
+  finishedOutcome,
+  git,
+  integrationBranch,
+  jsonEvents,
+  makeRepo,
+  runCli,
+  tempDir,
+  writePlan
+} from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap runs the sandboxed test and fails it; elsewhere it is skipped.
 const sandboxes = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -27,17 +35,7 @@ echo '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","tex
 echo '{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,"output_tokens":122}}'
 `
 
-const fakeBin = (): string => {
-  const dir = tempDir("fake-bin-")
-  for (const [name, text] of [
-    ["claude", fakeClaude],
-    ["codex", fakeCodex]
-  ] as const) {
-    NodeFs.writeFileSync(NodePath.join(dir, name), text)
-    NodeFs.chmodSync(NodePath.join(dir, name), 0o755)
-  }
-  return dir
-}
+const fakeBin = (): string => fakeTools({ claude: fakeClaude, codex: fakeCodex })
 
 const hostile = `Fix it. $(touch pwned) \`touch pwned2\` 'single' "double" ; rm -rf nothing\nline two`
 
@@ -66,11 +64,8 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
       env: { PATH: `${bin}:${process.env.PATH}` }
     })
     expect(result.code, result.stdout + result.stderr).toBe(0)
-    const events = result.stdout
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line))
-    const finished = (id: string) => events.find((event) => event.type === "Finished" && event.agentId === id).outcome
+    const events = jsonEvents(result.stdout)
+    const finished = (id: string) => finishedOutcome(events, id)
     expect(finished("claude").usage).toEqual({ inputTokens: 9120, outputTokens: 900, costUsd: 0.0421 })
     expect(finished("claude").value.process.result).toEqual({ text: "Fixed the parser." })
     expect(finished("codex").usage.inputTokens).toBe(24763)
@@ -81,9 +76,7 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
     const progress = events.find((event) => event.type === "Output" && event.agentId === "claude")
     expect(progress?.text).toContain('"type":"system"')
 
-    const integration = git(repo, "branch", "--list", "corral/*/integration")
-      .trim()
-      .replace(/^[*+ ]+/, "")
+    const integration = integrationBranch(repo)
     const show = (file: string) => git(repo, "show", `${integration}:${file}`)
     expect(show("claude-prompt.txt")).toBe(hostile)
     expect(show("codex-prompt.txt")).toBe(hostile)
@@ -97,12 +90,9 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
 
   it("a coding agent that fails exits the agent with the tool's code; a missing CLI is a clear failure", async () => {
     const repo = makeRepo()
-    const bin = tempDir("fake-bin-")
-    NodeFs.writeFileSync(
-      NodePath.join(bin, "claude"),
-      `#!/bin/sh\ncat >/dev/null\necho '{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}'\nexit 1\n`
-    )
-    NodeFs.chmodSync(NodePath.join(bin, "claude"), 0o755)
+    const bin = fakeTools({
+      claude: `#!/bin/sh\ncat >/dev/null\necho '{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}'\nexit 1\n`
+    })
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
@@ -144,17 +134,12 @@ agents:
       )
       const result = await runCli(["run", "--json", plan], { cwd: repo, env: { PATH: `${bin}:${process.env.PATH}` } })
       expect(result.code, result.stdout + result.stderr).toBe(0)
-      const events = result.stdout
-        .split("\n")
-        .filter((line) => line.startsWith("{"))
-        .map((line) => JSON.parse(line))
-      const finished = (id: string) => events.find((event) => event.type === "Finished" && event.agentId === id).outcome
+      const events = jsonEvents(result.stdout)
+      const finished = (id: string) => finishedOutcome(events, id)
       expect(finished("claude").usage.costUsd).toBe(0.0421)
       expect(finished("after").usage.costUsd).toBe(0.25)
       expect(finished("after").value.process.result).toEqual({ ok: true })
-      const integration = git(repo, "branch", "--list", "corral/*/integration")
-        .trim()
-        .replace(/^[*+ ]+/, "")
+      const integration = integrationBranch(repo)
       expect(JSON.parse(git(repo, "show", `${integration}:from-claude.json`))).toEqual({ text: "Fixed the parser." })
     }
   )

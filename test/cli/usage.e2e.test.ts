@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest"
-import { git, makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+import {
+  finishedOutcome,
+  git,
+  integrationBranch,
+  jsonEvents,
+  makeRepo,
+  runCli,
+  tempDir,
+  writePlan
+} from "../helpers.ts"
 
 describe("corral run: usage, result and deps files (end to end)", () => {
   it("usage lines reach the --json Finished outcome and the summary; results flow to dependents", async () => {
@@ -22,19 +31,13 @@ agents:
     )
     const json = await runCli(["run", "--json", plan], { cwd: repo })
     expect(json.code, json.stdout + json.stderr).toBe(0)
-    const events = json.stdout
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line))
-    const finished = events.find((event) => event.type === "Finished" && event.agentId === "research")
-    expect(finished.outcome.usage).toEqual({ inputTokens: 1500, outputTokens: 300, costUsd: 0.015 })
+    const events = jsonEvents(json.stdout)
+    expect(finishedOutcome(events, "research").usage).toEqual({ inputTokens: 1500, outputTokens: 300, costUsd: 0.015 })
     const live = events.filter((event) => event.type === "Usage" && event.agentId === "research")
     expect(live.reduce((sum, event) => sum + event.usage.costUsd, 0)).toBeCloseTo(0.015, 12)
     const notice = events.find((event) => event.type === "Notice" && String(event.message).includes("line 2"))
     expect(notice?.message).toMatch(/agent "research": .*usage\.jsonl line 2: not JSON: not json/)
-    const integration = git(repo, "branch", "--list", "corral/*/integration")
-      .trim()
-      .replace(/^[*+ ]+/, "")
+    const integration = integrationBranch(repo)
     expect(JSON.parse(git(repo, "show", `${integration}:research.json`))).toEqual({ sources: 12 })
 
     const plain = await runCli(["run", plan], { cwd: repo })
