@@ -153,3 +153,6 @@ export const fakeTools = (tools: Record<string, string>): string => {
   }
   return dir
 }
+
+/** Writes `text` as `name` in a fresh temporary folder and returns its path. */
+export const planFile = (text: string, name = "plan.yaml"): string => writePlan(tempDir("plan-"), name, text)

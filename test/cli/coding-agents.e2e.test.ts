@@ -7,9 +7,8 @@ import {
   integrationBranch,
   jsonEvents,
   makeRepo,
-  runCli,
-  tempDir,
-  writePlan
+  planFile,
+  runCli
 } from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap runs the sandboxed test and fails it; elsewhere it is skipped.
@@ -42,9 +41,7 @@ const hostile = `Fix it. $(touch pwned) \`touch pwned2\` 'single' "double" ; rm 
 describe("coding agents in plans (end to end, fake CLIs)", () => {
   it("claude-code, codex and a generic CLI get the prompt verbatim on stdin/file; usage and results are recorded", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.json",
+    const plan = planFile(
       JSON.stringify({
         version: 1,
         agents: [
@@ -56,7 +53,8 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
             run: `cp "$CORRAL_PROMPT_FILE" generic-prompt.txt && echo '{"inputTokens":10,"outputTokens":5,"costUsd":0.001}' >> "$CORRAL_USAGE_FILE"`
           }
         ]
-      })
+      }),
+      "plan.json"
     )
     const bin = fakeBin()
     const result = await runCli(["run", "--json", plan], {
@@ -93,10 +91,7 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
     const bin = fakeTools({
       claude: `#!/bin/sh\ncat >/dev/null\necho '{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}'\nexit 1\n`
     })
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 agents:
   - id: stuck
     use: claude-code
@@ -104,8 +99,7 @@ agents:
   - id: absent
     use: codex
     prompt: do it
-`
-    )
+`)
     const result = await runCli(["run", plan], { cwd: repo, env: { PATH: `${bin}:/usr/bin:/bin` } })
     expect(result.code).toBe(1)
     expect(result.stdout).toMatch(/stuck .*\$0\.500/)
@@ -118,10 +112,7 @@ agents:
     async () => {
       const repo = makeRepo()
       const bin = fakeBin()
-      const plan = writePlan(
-        tempDir("plan-"),
-        "plan.yaml",
-        `version: 1
+      const plan = planFile(`version: 1
 defaults: { sandbox: { allow: { read: ["${bin}"] } } }
 agents:
   - id: claude
@@ -130,8 +121,7 @@ agents:
   - id: after
     dependsOn: [claude]
     run: cp "$CORRAL_DEPS_DIR/claude.json" from-claude.json && echo '{"costUsd":0.25}' >> "$CORRAL_USAGE_FILE" && echo '{"ok":true}' > "$CORRAL_RESULT_FILE"
-`
-      )
+`)
       const result = await runCli(["run", "--json", plan], { cwd: repo, env: { PATH: `${bin}:${process.env.PATH}` } })
       expect(result.code, result.stdout + result.stderr).toBe(0)
       const events = jsonEvents(result.stdout)
@@ -146,10 +136,7 @@ agents:
 
   it("rejects run together with use, use without a prompt, and model without use", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 agents:
   - id: both
     run: echo
@@ -160,8 +147,7 @@ agents:
   - id: stray
     run: echo
     model: gpt-5
-`
-    )
+`)
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(2)
     const output = result.stdout + result.stderr

@@ -1,22 +1,10 @@
 import { describe, expect, it } from "vitest"
-import {
-  finishedOutcome,
-  git,
-  integrationBranch,
-  jsonEvents,
-  makeRepo,
-  runCli,
-  tempDir,
-  writePlan
-} from "../helpers.ts"
+import { finishedOutcome, git, integrationBranch, jsonEvents, makeRepo, planFile, runCli } from "../helpers.ts"
 
 describe("corral run: usage, result and deps files (end to end)", () => {
   it("usage lines reach the --json Finished outcome and the summary; results flow to dependents", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 agents:
   - id: research
     run: |
@@ -27,8 +15,7 @@ agents:
   - id: write
     dependsOn: [research]
     run: cp "$CORRAL_DEPS_DIR/research.json" research.json && echo '"written"' > "$CORRAL_RESULT_FILE"
-`
-    )
+`)
     const json = await runCli(["run", "--json", plan], { cwd: repo })
     expect(json.code, json.stdout + json.stderr).toBe(0)
     const events = jsonEvents(json.stdout)
@@ -52,10 +39,7 @@ agents:
 
   it("a plan budget stops the run: the spender is stopped, its dependent cancelled, exit 1 with the reason", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 budget: { costUsd: 1, tokens: 100000 }
 agents:
   - id: spender
@@ -63,8 +47,7 @@ agents:
   - id: later
     dependsOn: [spender]
     run: "true"
-`
-    )
+`)
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code, result.stdout + result.stderr).toBe(1)
     expect(result.stdout).toMatch(/stopped: .*costUsd budget 1 exceeded by spender/)
@@ -73,11 +56,7 @@ agents:
 
   it("rejects a budget that is not positive, naming the field", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      "version: 1\nbudget: { costUsd: -1 }\nagents:\n  - id: a\n    run: echo\n"
-    )
+    const plan = planFile("version: 1\nbudget: { costUsd: -1 }\nagents:\n  - id: a\n    run: echo\n")
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(2)
     expect(result.stdout + result.stderr).toContain("budget.costUsd")
