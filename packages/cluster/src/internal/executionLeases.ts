@@ -18,8 +18,8 @@
  * - A taker blocked by a live lease retries every `retryEvery` (only a re-delivered agent whose old
  *   execution is still leased waits here).
  */
-import { Duration, Effect, type Scope } from "effect"
 import { OwnerSession } from "@corral/postgres"
+import { Duration, Effect, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
 /** The advisory-lock namespace of owners of execution leases (all of them are listed in `OwnerSession`). */
