@@ -126,3 +126,33 @@ export const branches = (repo: string): Array<string> =>
   git(repo, "branch", "--format=%(refname:short)")
     .split("\n")
     .filter((b) => b.length > 0)
+
+/** The JSON events `corral run --json` printed (its lines that start with `{`). */
+export const jsonEvents = <A = any>(stdout: string): Array<A> =>
+  stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as A)
+
+/** The outcome in the `Finished` event of `agentId`. */
+export const finishedOutcome = (events: ReadonlyArray<any>, agentId: string) =>
+  events.find((event) => event.type === "Finished" && event.agentId === agentId)?.outcome
+
+/** The name of the run's integration branch (`corral/<run>/integration`) in `repo`. */
+export const integrationBranch = (repo: string): string =>
+  git(repo, "branch", "--list", "corral/*/integration")
+    .trim()
+    .replace(/^[*+ ]+/, "")
+
+/** A temporary folder of executable scripts, `name` → text: fake tools to put first on `PATH`. */
+export const fakeTools = (tools: Record<string, string>): string => {
+  const dir = tempDir("fake-bin-")
+  for (const [name, text] of Object.entries(tools)) {
+    NodeFs.writeFileSync(NodePath.join(dir, name), text)
+    NodeFs.chmodSync(NodePath.join(dir, name), 0o755)
+  }
+  return dir
+}
+
+/** Writes `text` as `name` in a fresh temporary folder and returns its path. */
+export const planFile = (text: string, name = "plan.yaml"): string => writePlan(tempDir("plan-"), name, text)

@@ -1,8 +1,15 @@
-import * as NodeFs from "node:fs"
-import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
-import { git, makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+import {
+  fakeTools,
+  finishedOutcome,
+  git,
+  integrationBranch,
+  jsonEvents,
+  makeRepo,
+  planFile,
+  runCli
+} from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap runs the sandboxed test and fails it; elsewhere it is skipped.
 const sandboxes = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -27,26 +34,14 @@ echo '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","tex
 echo '{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,"output_tokens":122}}'
 `
 
-const fakeBin = (): string => {
-  const dir = tempDir("fake-bin-")
-  for (const [name, text] of [
-    ["claude", fakeClaude],
-    ["codex", fakeCodex]
-  ] as const) {
-    NodeFs.writeFileSync(NodePath.join(dir, name), text)
-    NodeFs.chmodSync(NodePath.join(dir, name), 0o755)
-  }
-  return dir
-}
+const fakeBin = (): string => fakeTools({ claude: fakeClaude, codex: fakeCodex })
 
 const hostile = `Fix it. $(touch pwned) \`touch pwned2\` 'single' "double" ; rm -rf nothing\nline two`
 
 describe("coding agents in plans (end to end, fake CLIs)", () => {
   it("claude-code, codex and a generic CLI get the prompt verbatim on stdin/file; usage and results are recorded", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.json",
+    const plan = planFile(
       JSON.stringify({
         version: 1,
         agents: [
@@ -58,7 +53,8 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
             run: `cp "$CORRAL_PROMPT_FILE" generic-prompt.txt && echo '{"inputTokens":10,"outputTokens":5,"costUsd":0.001}' >> "$CORRAL_USAGE_FILE"`
           }
         ]
-      })
+      }),
+      "plan.json"
     )
     const bin = fakeBin()
     const result = await runCli(["run", "--json", plan], {
@@ -66,11 +62,8 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
       env: { PATH: `${bin}:${process.env.PATH}` }
     })
     expect(result.code, result.stdout + result.stderr).toBe(0)
-    const events = result.stdout
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line))
-    const finished = (id: string) => events.find((event) => event.type === "Finished" && event.agentId === id).outcome
+    const events = jsonEvents(result.stdout)
+    const finished = (id: string) => finishedOutcome(events, id)
     expect(finished("claude").usage).toEqual({ inputTokens: 9120, outputTokens: 900, costUsd: 0.0421 })
     expect(finished("claude").value.process.result).toEqual({ text: "Fixed the parser." })
     expect(finished("codex").usage.inputTokens).toBe(24763)
@@ -81,9 +74,7 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
     const progress = events.find((event) => event.type === "Output" && event.agentId === "claude")
     expect(progress?.text).toContain('"type":"system"')
 
-    const integration = git(repo, "branch", "--list", "corral/*/integration")
-      .trim()
-      .replace(/^[*+ ]+/, "")
+    const integration = integrationBranch(repo)
     const show = (file: string) => git(repo, "show", `${integration}:${file}`)
     expect(show("claude-prompt.txt")).toBe(hostile)
     expect(show("codex-prompt.txt")).toBe(hostile)
@@ -97,16 +88,10 @@ describe("coding agents in plans (end to end, fake CLIs)", () => {
 
   it("a coding agent that fails exits the agent with the tool's code; a missing CLI is a clear failure", async () => {
     const repo = makeRepo()
-    const bin = tempDir("fake-bin-")
-    NodeFs.writeFileSync(
-      NodePath.join(bin, "claude"),
-      `#!/bin/sh\ncat >/dev/null\necho '{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}'\nexit 1\n`
-    )
-    NodeFs.chmodSync(NodePath.join(bin, "claude"), 0o755)
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const bin = fakeTools({
+      claude: `#!/bin/sh\ncat >/dev/null\necho '{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}'\nexit 1\n`
+    })
+    const plan = planFile(`version: 1
 agents:
   - id: stuck
     use: claude-code
@@ -114,8 +99,7 @@ agents:
   - id: absent
     use: codex
     prompt: do it
-`
-    )
+`)
     const result = await runCli(["run", plan], { cwd: repo, env: { PATH: `${bin}:/usr/bin:/bin` } })
     expect(result.code).toBe(1)
     expect(result.stdout).toMatch(/stuck .*\$0\.500/)
@@ -128,10 +112,7 @@ agents:
     async () => {
       const repo = makeRepo()
       const bin = fakeBin()
-      const plan = writePlan(
-        tempDir("plan-"),
-        "plan.yaml",
-        `version: 1
+      const plan = planFile(`version: 1
 defaults: { sandbox: { allow: { read: ["${bin}"] } } }
 agents:
   - id: claude
@@ -140,31 +121,22 @@ agents:
   - id: after
     dependsOn: [claude]
     run: cp "$CORRAL_DEPS_DIR/claude.json" from-claude.json && echo '{"costUsd":0.25}' >> "$CORRAL_USAGE_FILE" && echo '{"ok":true}' > "$CORRAL_RESULT_FILE"
-`
-      )
+`)
       const result = await runCli(["run", "--json", plan], { cwd: repo, env: { PATH: `${bin}:${process.env.PATH}` } })
       expect(result.code, result.stdout + result.stderr).toBe(0)
-      const events = result.stdout
-        .split("\n")
-        .filter((line) => line.startsWith("{"))
-        .map((line) => JSON.parse(line))
-      const finished = (id: string) => events.find((event) => event.type === "Finished" && event.agentId === id).outcome
+      const events = jsonEvents(result.stdout)
+      const finished = (id: string) => finishedOutcome(events, id)
       expect(finished("claude").usage.costUsd).toBe(0.0421)
       expect(finished("after").usage.costUsd).toBe(0.25)
       expect(finished("after").value.process.result).toEqual({ ok: true })
-      const integration = git(repo, "branch", "--list", "corral/*/integration")
-        .trim()
-        .replace(/^[*+ ]+/, "")
+      const integration = integrationBranch(repo)
       expect(JSON.parse(git(repo, "show", `${integration}:from-claude.json`))).toEqual({ text: "Fixed the parser." })
     }
   )
 
   it("rejects run together with use, use without a prompt, and model without use", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 agents:
   - id: both
     run: echo
@@ -175,8 +147,7 @@ agents:
   - id: stray
     run: echo
     model: gpt-5
-`
-    )
+`)
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(2)
     const output = result.stdout + result.stderr

@@ -1,13 +1,10 @@
 import { describe, expect, it } from "vitest"
-import { git, makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+import { finishedOutcome, git, integrationBranch, jsonEvents, makeRepo, planFile, runCli } from "../helpers.ts"
 
 describe("corral run: usage, result and deps files (end to end)", () => {
   it("usage lines reach the --json Finished outcome and the summary; results flow to dependents", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 agents:
   - id: research
     run: |
@@ -18,23 +15,16 @@ agents:
   - id: write
     dependsOn: [research]
     run: cp "$CORRAL_DEPS_DIR/research.json" research.json && echo '"written"' > "$CORRAL_RESULT_FILE"
-`
-    )
+`)
     const json = await runCli(["run", "--json", plan], { cwd: repo })
     expect(json.code, json.stdout + json.stderr).toBe(0)
-    const events = json.stdout
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line))
-    const finished = events.find((event) => event.type === "Finished" && event.agentId === "research")
-    expect(finished.outcome.usage).toEqual({ inputTokens: 1500, outputTokens: 300, costUsd: 0.015 })
+    const events = jsonEvents(json.stdout)
+    expect(finishedOutcome(events, "research").usage).toEqual({ inputTokens: 1500, outputTokens: 300, costUsd: 0.015 })
     const live = events.filter((event) => event.type === "Usage" && event.agentId === "research")
     expect(live.reduce((sum, event) => sum + event.usage.costUsd, 0)).toBeCloseTo(0.015, 12)
     const notice = events.find((event) => event.type === "Notice" && String(event.message).includes("line 2"))
     expect(notice?.message).toMatch(/agent "research": .*usage\.jsonl line 2: not JSON: not json/)
-    const integration = git(repo, "branch", "--list", "corral/*/integration")
-      .trim()
-      .replace(/^[*+ ]+/, "")
+    const integration = integrationBranch(repo)
     expect(JSON.parse(git(repo, "show", `${integration}:research.json`))).toEqual({ sources: 12 })
 
     const plain = await runCli(["run", plan], { cwd: repo })
@@ -49,10 +39,7 @@ agents:
 
   it("a plan budget stops the run: the spender is stopped, its dependent cancelled, exit 1 with the reason", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `version: 1
+    const plan = planFile(`version: 1
 budget: { costUsd: 1, tokens: 100000 }
 agents:
   - id: spender
@@ -60,8 +47,7 @@ agents:
   - id: later
     dependsOn: [spender]
     run: "true"
-`
-    )
+`)
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code, result.stdout + result.stderr).toBe(1)
     expect(result.stdout).toMatch(/stopped: .*costUsd budget 1 exceeded by spender/)
@@ -70,11 +56,7 @@ agents:
 
   it("rejects a budget that is not positive, naming the field", async () => {
     const repo = makeRepo()
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      "version: 1\nbudget: { costUsd: -1 }\nagents:\n  - id: a\n    run: echo\n"
-    )
+    const plan = planFile("version: 1\nbudget: { costUsd: -1 }\nagents:\n  - id: a\n    run: echo\n")
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(2)
     expect(result.stdout + result.stderr).toContain("budget.costUsd")

@@ -1,5 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process"
-import { createServer } from "node:net"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -12,6 +10,7 @@ import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 import { Probe } from "./support/kinds.ts"
+import { balanced as held, type RunnerProcess, runnerProcess as startRunner } from "./support/runnerProcess.ts"
 
 const server = await sharedServer()
 
@@ -50,55 +49,10 @@ const startedAgents = (lines: ReadonlyArray<LogLine>, pid?: number) =>
 
 const runnerScript = fileURLToPath(new URL("./support/runner.ts", import.meta.url))
 
-const freePort = Effect.callback<number>((resume) => {
-  const listener = createServer()
-  listener.listen(0, "127.0.0.1", () => {
-    const address = listener.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    listener.close(() => resume(Effect.succeed(port)))
-  })
-})
-
-interface Runner {
-  readonly child: ChildProcess
-  readonly address: string
-  /** Shards this runner reported last. */
-  shards: number
-  readonly changed: Array<() => void>
-}
+type Runner = RunnerProcess
 
 /** A runner process, killed with the scope. */
-const runnerProcess = (url: string, capacity = 8, labels = "") =>
-  Effect.flatMap(freePort, (port) =>
-    Effect.acquireRelease(
-      Effect.callback<Runner>((resume) => {
-        const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity), labels], {
-          stdio: ["ignore", "pipe", "inherit"]
-        })
-        const runner: Runner = { child, address: `127.0.0.1:${port}`, shards: 0, changed: [] }
-        let buffer = ""
-        child.stdout!.on("data", (chunk) => {
-          buffer += String(chunk)
-          const lines = buffer.split("\n")
-          buffer = lines.pop()!
-          for (const line of lines) {
-            if (line.includes("ready")) resume(Effect.succeed(runner))
-            const shards = /^shards (\d+)$/.exec(line)
-            if (shards !== null) {
-              runner.shards = Number(shards[1])
-              for (const listener of runner.changed.splice(0)) listener()
-            }
-          }
-        })
-        child.once("exit", (code) => {
-          runner.shards = -1
-          for (const listener of runner.changed.splice(0)) listener()
-          resume(Effect.die(new Error(`runner exited with ${code}`)))
-        })
-      }),
-      (runner) => Effect.sync(() => runner.child.kill("SIGKILL"))
-    )
-  )
+const runnerProcess = (url: string, capacity = 8, labels = "") => startRunner(runnerScript, url, capacity, labels)
 
 /**
  * Waits until every runner holds shards of the default group, together all 300, and the runner
@@ -119,18 +73,6 @@ const published = (url: string, runners: ReadonlyArray<Runner>) =>
     Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
     Effect.orDie
   )
-
-const held = (runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
-    if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
-    return Effect.andThen(
-      Effect.callback<void>((resume) => {
-        for (const runner of runners) runner.changed.push(() => resume(Effect.void))
-      }),
-      held(runners)
-    )
-  })
 
 /**
  * The runners ordered by how many agents they started, most first. Agents land on runners by

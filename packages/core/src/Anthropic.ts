@@ -1,49 +1,23 @@
-/**
- * A `LanguageModel` for Anthropic's Messages API (`POST /v1/messages`), built on effect's
- * `effect/ai` and its platform-free `effect/http` client (`FetchHttpClient.layer` works everywhere).
- *
- * - Text and tool use, whole (`generateText`) or streamed over SSE (`streamText`);
- *   `generateObject` forces a tool whose input schema is the object's schema and returns its input.
- * - The API key is a `Redacted` value sent as `x-api-key` (never logged); `layerConfig` reads
- *   `ANTHROPIC_API_KEY`.
- * - Every completed call reports its tokens (cache reads and writes included in the input) and
- *   cost (from `Pricing`) with `Usage.report`.
- * - 429 and 529 ("overloaded") fail with a retryable `RateLimitError` carrying `Retry-After`;
- *   network failures and no response within `timeout` are retryable `NetworkError`s; other 4xx
- *   are not retryable; malformed bodies and streams that stop before `message_stop` fail with a
- *   typed error that says what was wrong.
- *
- * Why not `@effect/ai-anthropic`: its releases import `effect/unstable/*`, which effect 4.1
- * removed; this module is the small subset corral needs, written against 4.1's modules.
- *
- * @since 0.1.0
- */
-import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
-import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as Tool from "effect/ai/Tool"
 import * as Base64 from "effect/encoding/Base64"
-import type * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ModelHttp from "./internal/modelHttp.ts"
-import * as Pricing from "./Pricing.ts"
-import * as Usage from "./Usage.ts"
+import type * as Pricing from "./Pricing.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** The model name sent in each request, also the key into the price table. */
-  readonly model: string
+export interface Options extends ModelHttp.CommonOptions {
   /** Default `https://api.anthropic.com/v1`; requests go to `${baseUrl}/messages`. */
   readonly baseUrl?: string | undefined
   /** Sent as `x-api-key`. */
@@ -52,12 +26,6 @@ export interface Options {
   readonly maxTokens?: number | undefined
   /** The `anthropic-version` header. Default `2023-06-01`. */
   readonly version?: string | undefined
-  /** Prices merged over `Pricing.defaults` (yours win). */
-  readonly prices?: Pricing.Table | undefined
-  /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
-  readonly timeout?: Duration.Input | undefined
-  /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
-  readonly defaultRetryAfter?: Duration.Input | undefined
   /** Extra fields merged into every request body, e.g. `{ temperature: 0 }`. */
   readonly body?: Readonly<Record<string, unknown>> | undefined
   /** Extra request headers, e.g. `anthropic-beta`. */
@@ -116,8 +84,6 @@ const imageBlock = (part: Prompt.FilePart): Record<string, unknown> | undefined 
   return { type: "image", source: { type: "base64", media_type: part.mediaType, data } }
 }
 
-const resultText = (result: unknown): string => (typeof result === "string" ? result : JSON.stringify(result ?? null))
-
 const blocksOf = (message: Prompt.Message): Content => {
   const blocks: Content = []
   if (message.role === "system") return blocks
@@ -140,7 +106,7 @@ const blocksOf = (message: Prompt.Message): Content => {
           blocks.push({
             type: "tool_result",
             tool_use_id: part.id,
-            content: resultText(part.result),
+            content: ModelHttp.resultText(part.result),
             ...(part.isFailure && { is_error: true })
           })
         break
@@ -185,14 +151,11 @@ const toolsOf = (options: LanguageModel.ProviderOptions): Record<string, unknown
     }
   }
   const choice = options.toolChoice
-  const allowed = typeof choice === "object" && "oneOf" in choice ? new Set(choice.oneOf) : undefined
-  const tools = options.tools
-    .filter((tool) => !Tool.isProviderDefined(tool) && (allowed === undefined || allowed.has(tool.name)))
-    .map((tool) => ({
-      name: tool.name,
-      description: Tool.getDescription(tool) ?? "",
-      input_schema: Tool.getJsonSchema(tool)
-    }))
+  const tools = ModelHttp.offeredTools(options).map((tool) => ({
+    name: tool.name,
+    description: Tool.getDescription(tool) ?? "",
+    input_schema: Tool.getJsonSchema(tool)
+  }))
   if (tools.length === 0) return {}
   const toolChoice =
     typeof choice === "string"
@@ -235,28 +198,8 @@ const tokensOf = (raw: RawUsage): Pricing.Tokens => {
   }
 }
 
-const finish = (
-  setup: Setup,
-  reason: Response.FinishReason,
-  raw: RawUsage
-): Effect.Effect<Response.FinishPartEncoded> => {
-  const tokens = tokensOf(raw)
-  const usage = Pricing.usage(setup.prices, setup.options.model, tokens)
-  return Effect.as(Usage.report(usage), {
-    type: "finish",
-    reason,
-    usage: {
-      inputTokens: {
-        total: tokens.inputTokens,
-        uncached: raw.input_tokens,
-        cacheRead: tokens.cachedInputTokens,
-        cacheWrite: tokens.cacheWriteTokens
-      },
-      outputTokens: { total: tokens.outputTokens }
-    },
-    metadata: { corral: { costUsd: usage.costUsd, reported: true } }
-  })
-}
+const finish = (setup: Setup, reason: Response.FinishReason, raw: RawUsage) =>
+  ModelHttp.finish(setup, reason, tokensOf(raw))
 
 type Setup = ModelHttp.Setup<Options>
 
@@ -302,11 +245,7 @@ const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
       const object = objectText(options, block.name, block.input)
       if (object !== undefined) parts.push({ type: "text", text: object })
       else if (block.id === undefined || block.name === undefined)
-        return yield* AiError.make({
-          module: "Anthropic",
-          method: "generateText",
-          reason: new AiError.InvalidResponseError({ description: "a tool_use block has no id or name" })
-        })
+        return yield* ModelHttp.invalidResponse(target, "a tool_use block has no id or name")
       else parts.push({ type: "tool-call", id: block.id, name: block.name, params: block.input ?? {} })
     }
     parts.push(yield* finish(setup, finishReason(message.stop_reason), message.usage))
@@ -324,12 +263,6 @@ interface OpenBlock {
 const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   const target = setup.streamText
   const request = requestOf(setup, options, true)
-  const invalid = (description: string) =>
-    AiError.make({
-      module: "Anthropic",
-      method: "streamText",
-      reason: new AiError.InvalidResponseError({ description })
-    })
   return Stream.unwrap(
     Effect.map(ModelHttp.send(target, request), (response) => {
       let usage: RawUsage = { input_tokens: 0, output_tokens: 0 }
@@ -365,7 +298,9 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
           case "content_block_delta": {
             const open = blocks.get(event.index ?? 0)
             if (open === undefined)
-              return Effect.fail(invalid(`a delta for block ${event.index} that was never started`))
+              return Effect.fail(
+                ModelHttp.invalidResponse(target, `a delta for block ${event.index} that was never started`)
+              )
             const delta = event.delta
             if (open.kind === "text" && delta?.text !== undefined)
               return Effect.succeed([{ type: "text-delta", id: open.id, delta: delta.text }])
@@ -433,13 +368,15 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   )
 }
 
-const provider: ModelHttp.Provider<Options> = {
+const constructors = ModelHttp.constructors<Options>({
   module: "Anthropic",
   defaultBaseUrl: "https://api.anthropic.com/v1",
   path: "/messages",
+  apiKeyVariable: "ANTHROPIC_API_KEY",
+  baseUrlVariable: "ANTHROPIC_BASE_URL",
   generateText,
   streamText
-}
+})
 
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context.
@@ -447,8 +384,7 @@ const provider: ModelHttp.Provider<Options> = {
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  ModelHttp.makeModel(provider, options)
+export const make = constructors.make
 
 /**
  * A `LanguageModel` layer for Anthropic's Messages API.
@@ -466,8 +402,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.LanguageMode
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  Layer.effect(LanguageModel.LanguageModel, make(options))
+export const layer = constructors.layer
 
 /**
  * Like `layer`, with `apiKey` from `ANTHROPIC_API_KEY` and `baseUrl` from `ANTHROPIC_BASE_URL` when
@@ -476,7 +411,4 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  options: Options
-): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
-  ModelHttp.layerConfig(make, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", options)
+export const layerConfig = constructors.layerConfig

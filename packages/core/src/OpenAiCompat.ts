@@ -1,58 +1,25 @@
-/**
- * A `LanguageModel` for any server speaking OpenAI's Chat Completions API — OpenAI itself,
- * OpenRouter, vLLM, Ollama, LM Studio and most gateways, chosen by `baseUrl`. Built on effect's
- * `effect/ai` and its platform-free `effect/http` client, so it needs only an `HttpClient` layer
- * (`FetchHttpClient.layer` works everywhere).
- *
- * - Text and tool calls, whole (`generateText`) or streamed over SSE (`streamText`).
- * - The API key is a `Redacted` value (never logged); `layerConfig` reads `OPENAI_API_KEY`.
- * - Every completed call reports its tokens and cost (from `Pricing`) with `Usage.report`.
- * - 429 (and 529) fail with a retryable `RateLimitError` carrying `Retry-After`, which corral's
- *   runner and `Llm.layer` honour; no response within `timeout` and network failures are
- *   retryable `NetworkError`s; other 4xx are not retryable; malformed bodies and streams that stop
- *   before `[DONE]` fail with a typed error that says what was wrong.
- *
- * Why not `@effect/ai-openai-compat`: its releases import `effect/unstable/*`, which effect 4.1
- * removed; this module is the small subset corral needs, written against 4.1's modules.
- *
- * @since 0.1.0
- */
-import type * as Config from "effect/Config"
-import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as AiError from "effect/ai/AiError"
-import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as Tool from "effect/ai/Tool"
 import * as Base64 from "effect/encoding/Base64"
-import type * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ModelHttp from "./internal/modelHttp.ts"
-import * as Pricing from "./Pricing.ts"
-import * as Usage from "./Usage.ts"
+import type * as Pricing from "./Pricing.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** The model name sent in each request, also the key into the price table. */
-  readonly model: string
+export interface Options extends ModelHttp.CommonOptions {
   /** Default `https://api.openai.com/v1`; requests go to `${baseUrl}/chat/completions`. */
   readonly baseUrl?: string | undefined
   /** Sent as `Authorization: Bearer …`; omit for local servers that need no key. */
   readonly apiKey?: Redacted.Redacted<string> | undefined
-  /** Prices merged over `Pricing.defaults` (yours win). */
-  readonly prices?: Pricing.Table | undefined
-  /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
-  readonly timeout?: Duration.Input | undefined
-  /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
-  readonly defaultRetryAfter?: Duration.Input | undefined
   /** Extra fields merged into every request body, e.g. `{ temperature: 0, max_tokens: 512 }`. */
   readonly body?: Readonly<Record<string, unknown>> | undefined
   /** Extra request headers. */
@@ -155,8 +122,6 @@ const userContent = (parts: ReadonlyArray<Prompt.UserMessagePart>): string | Arr
   })
 }
 
-const resultText = (result: unknown): string => (typeof result === "string" ? result : JSON.stringify(result ?? null))
-
 /** Chat Completions messages for a prompt. @internal */
 export const messagesOf = (prompt: Prompt.Prompt): Array<Message> => {
   const messages: Array<Message> = []
@@ -189,7 +154,7 @@ export const messagesOf = (prompt: Prompt.Prompt): Array<Message> => {
       case "tool":
         for (const part of message.content) {
           if (part.type === "tool-result")
-            messages.push({ role: "tool", tool_call_id: part.id, content: resultText(part.result) })
+            messages.push({ role: "tool", tool_call_id: part.id, content: ModelHttp.resultText(part.result) })
         }
         break
     }
@@ -199,13 +164,10 @@ export const messagesOf = (prompt: Prompt.Prompt): Array<Message> => {
 
 const toolsOf = (options: LanguageModel.ProviderOptions): Record<string, unknown> => {
   const choice = options.toolChoice
-  const allowed = typeof choice === "object" && "oneOf" in choice ? new Set(choice.oneOf) : undefined
-  const tools = options.tools
-    .filter((tool) => !Tool.isProviderDefined(tool) && (allowed === undefined || allowed.has(tool.name)))
-    .map((tool) => ({
-      type: "function",
-      function: { name: tool.name, description: Tool.getDescription(tool) ?? "", parameters: Tool.getJsonSchema(tool) }
-    }))
+  const tools = ModelHttp.offeredTools(options).map((tool) => ({
+    type: "function",
+    function: { name: tool.name, description: Tool.getDescription(tool) ?? "", parameters: Tool.getJsonSchema(tool) }
+  }))
   if (tools.length === 0) return {}
   const toolChoice =
     typeof choice === "string"
@@ -248,34 +210,15 @@ const finishReason = (reason: string | null | undefined): Response.FinishReason 
   }
 }
 
-interface Reported {
-  readonly tokens: Pricing.Tokens
-  readonly usage: Usage.Usage
-}
-
-const report = (model: string, prices: Pricing.Table, raw: typeof Usage_.Type | undefined): Effect.Effect<Reported> => {
-  const tokens: Pricing.Tokens = {
-    inputTokens: raw?.prompt_tokens ?? 0,
-    outputTokens: raw?.completion_tokens ?? 0,
-    cachedInputTokens: raw?.prompt_tokens_details?.cached_tokens ?? 0
-  }
-  const usage = Pricing.usage(prices, model, tokens)
-  return Effect.as(raw == null ? Effect.void : Usage.report(usage), { tokens, usage })
-}
-
-const finishPart = (reason: Response.FinishReason, reported: Reported): Response.FinishPartEncoded => ({
-  type: "finish",
-  reason,
-  usage: {
-    inputTokens: {
-      total: reported.tokens.inputTokens,
-      cacheRead: reported.tokens.cachedInputTokens,
-      uncached: reported.tokens.inputTokens - (reported.tokens.cachedInputTokens ?? 0)
-    },
-    outputTokens: { total: reported.tokens.outputTokens }
-  },
-  metadata: { corral: { costUsd: reported.usage.costUsd, reported: true } }
+const tokensOf = (raw: typeof Usage_.Type | undefined): Pricing.Tokens => ({
+  inputTokens: raw?.prompt_tokens ?? 0,
+  outputTokens: raw?.completion_tokens ?? 0,
+  cachedInputTokens: raw?.prompt_tokens_details?.cached_tokens ?? 0
 })
+
+/** The finish part; usage is reported only when the server sent it. */
+const finish = (setup: Setup, reason: Response.FinishReason, raw: typeof Usage_.Type | undefined) =>
+  ModelHttp.finish(setup, reason, tokensOf(raw), raw != null)
 
 const parseArguments = (target: ModelHttp.Target, name: string, id: string, text: string) =>
   ModelHttp.decodeJson(
@@ -313,12 +256,7 @@ const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   return Effect.gen(function* () {
     const completion = yield* ModelHttp.sendJson(target, request, Completion)
     const choice = completion.choices[0]
-    if (choice === undefined)
-      return yield* AiError.make({
-        module: "OpenAiCompat",
-        method: "generateText",
-        reason: new AiError.InvalidResponseError({ description: "the response has no choices" })
-      })
+    if (choice === undefined) return yield* ModelHttp.invalidResponse(target, "the response has no choices")
     const parts: Array<Response.PartEncoded> = [
       { type: "response-metadata", id: completion.id, modelId: completion.model }
     ]
@@ -328,8 +266,7 @@ const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
       const params = yield* parseArguments(target, call.function.name, call.id, call.function.arguments)
       parts.push({ type: "tool-call", id: call.id, name: call.function.name, params })
     }
-    const reported = yield* report(setup.options.model, setup.prices, completion.usage)
-    parts.push(finishPart(finishReason(choice.finish_reason), reported))
+    parts.push(yield* finish(setup, finishReason(choice.finish_reason), completion.usage))
     return parts
   })
 }
@@ -389,7 +326,7 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
           const params = yield* parseArguments(target, call.name, call.id, call.args)
           parts.push({ type: "tool-call", id: call.id, name: call.name, params })
         }
-        parts.push(finishPart(reason, yield* report(setup.options.model, setup.prices, usage)))
+        parts.push(yield* finish(setup, reason, usage))
         return parts
       })
       return ModelHttp.events(target, request, response, "[DONE]").pipe(
@@ -404,13 +341,15 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   )
 }
 
-const provider: ModelHttp.Provider<Options> = {
+const constructors = ModelHttp.constructors<Options>({
   module: "OpenAiCompat",
   defaultBaseUrl: "https://api.openai.com/v1",
   path: "/chat/completions",
+  apiKeyVariable: "OPENAI_API_KEY",
+  baseUrlVariable: "OPENAI_BASE_URL",
   generateText,
   streamText
-}
+})
 
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context.
@@ -418,8 +357,7 @@ const provider: ModelHttp.Provider<Options> = {
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  ModelHttp.makeModel(provider, options)
+export const make = constructors.make
 
 /**
  * A `LanguageModel` layer for an OpenAI-compatible server.
@@ -441,8 +379,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.LanguageMode
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  Layer.effect(LanguageModel.LanguageModel, make(options))
+export const layer = constructors.layer
 
 /**
  * Like `layer`, with `apiKey` from `OPENAI_API_KEY` and `baseUrl` from `OPENAI_BASE_URL` when they
@@ -451,7 +388,4 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  options: Options
-): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
-  ModelHttp.layerConfig(make, "OPENAI_API_KEY", "OPENAI_BASE_URL", options)
+export const layerConfig = constructors.layerConfig

@@ -26,7 +26,7 @@ import { hostname } from "node:os"
 import { type Claims, ResourceLocks } from "@corral/core"
 import { Clock, Deferred, Duration, Effect, Layer, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
-import { type Migrator, SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { blockersOf, heldClaims } from "./internal/sqliteLocksConflict.ts"
 import {
   type Fairness,
@@ -36,17 +36,14 @@ import {
   RESERVATION_ID_BASE,
   type StoredLease
 } from "./internal/sqliteLocksTable.ts"
+import type * as LeaseTables from "./LeaseTables.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** How long a lease outlives its last renewal. @default "30 seconds" */
-  readonly ttl?: Duration.Input | undefined
-  /** How often held leases are renewed; keep it well below `ttl`. @default "10 seconds" */
-  readonly renewEvery?: Duration.Input | undefined
+export interface Options extends LeaseTables.TimingOptions {
   /** How often releases by other processes are looked for while they block someone. @default "100 millis" */
   readonly pollEvery?: Duration.Input | undefined
   /**
@@ -63,7 +60,7 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export type LocksError = SqlError.SqlError | Migrator.MigrationError
+export type LocksError = LeaseTables.LocksError
 
 interface Waiter {
   readonly holder: ResourceLocks.Holder

@@ -1,38 +1,22 @@
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { Agent, Corral, RateLimiter } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Reactivity } from "effect/reactivity"
 import * as SqliteClient from "../src/SqliteClient.ts"
 import * as SqliteRateLimiter from "../src/SqliteRateLimiter.ts"
+import * as RateLimitWorker from "./support/rateLimitWorker.ts"
 
-const worker = fileURLToPath(new URL("./fixtures/rateLimitWorker.ts", import.meta.url))
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "corral-limits-")), "locks.db")
 
+/** A process taking `calls` tokens from a 50/s burst-10 bucket shared through `db`. */
 const runWorker = (db: string, calls: number) =>
-  Effect.callback<ReadonlyArray<number>, Error>((resume) => {
-    execFile(process.execPath, [worker, db, String(calls)], (error, stdout, stderr) =>
-      resume(
-        error === null ? Effect.succeed(JSON.parse(stdout)) : Effect.fail(new Error(`${error.message}\n${stderr}`))
-      )
-    )
+  Effect.tryPromise({
+    try: () => RateLimitWorker.runWorker({ mode: "sqlite", db, calls, perSecond: 50, burst: 10 }),
+    catch: (error) => error as Error
   })
-
-/** The most calls in any window of `ms` milliseconds. */
-const maxInWindow = (times: ReadonlyArray<number>, ms: number): number => {
-  const sorted = [...times].sort((a, b) => a - b)
-  let best = 0
-  let start = 0
-  for (let end = 0; end < sorted.length; end++) {
-    while (sorted[end]! - sorted[start]! >= ms) start++
-    best = Math.max(best, end - start + 1)
-  }
-  return best
-}
 
 describe("SqliteRateLimiter", () => {
   it.live("two processes × 100 calls through one 50/s burst-10 bucket never exceed 60 calls in any second", () =>
@@ -41,7 +25,7 @@ describe("SqliteRateLimiter", () => {
       const [a, b] = yield* Effect.all([runWorker(db, 100), runWorker(db, 100)], { concurrency: 2 })
       const all = [...a!, ...b!]
       assert.strictEqual(all.length, 200)
-      const peak = maxInWindow(all, 1000)
+      const peak = RateLimitWorker.maxInWindow(all, 1000)
       assert.isAtMost(peak, 60, `peak ${peak} calls in one sliding second`)
       // Both processes were served throughout, not one after the other.
       assert.isBelow(Math.min(...b!), Math.max(...a!))

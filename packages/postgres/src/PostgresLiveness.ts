@@ -17,13 +17,14 @@
  */
 import { hostname } from "node:os"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
-import { Deferred, Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
+import * as OwnerSession from "./OwnerSession.ts"
 import * as PostgresClient from "./PostgresClient.ts"
 
-/** Advisory-lock namespaces (first key of the two-key form): a coordinator's row, a lineage's registration. */
-const runLockKey = 0x636f7202
-const lineageLockKey = 0x636f7203
+/** Advisory-lock namespaces (all of them are listed in `OwnerSession`). */
+const runLockKey = OwnerSession.namespaces.coordinators
+const lineageLockKey = OwnerSession.namespaces.lineages
 
 const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
 
@@ -54,35 +55,6 @@ export interface Options {
 const ledgerError = (operation: string) => (error: { readonly message: string }) =>
   new RunLedger.RunLedgerError({ operation, message: error.message })
 
-/** Holds the row's session lock and writes heartbeats on one connection, re-taking it after a reconnect. */
-const keepAlive = (sql: SqlClient.SqlClient, id: number, every: Duration.Duration, held: Deferred.Deferred<void>) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const connection = yield* sql.reserve
-      yield* Effect.acquireRelease(
-        connection.execute("SELECT pg_advisory_lock($1, $2)", [runLockKey, id], undefined),
-        () => Effect.ignore(connection.execute("SELECT pg_advisory_unlock($1, $2)", [runLockKey, id], undefined))
-      )
-      yield* Deferred.succeed(held, undefined)
-      return yield* Effect.forever(
-        Effect.andThen(
-          connection.execute(
-            `UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1`,
-            [id],
-            undefined
-          ),
-          Effect.sleep(every)
-        )
-      )
-    })
-  ).pipe(
-    Effect.catch((error) =>
-      Effect.logWarning("corral: the coordinator's Postgres session was lost; reconnecting", error.message)
-    ),
-    Effect.andThen(Effect.sleep("200 millis")),
-    Effect.forever
-  )
-
 /**
  * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first.
  *
@@ -97,9 +69,7 @@ export const make = (
     yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
     const every = Duration.fromInputUnsafe(options.heartbeatEvery ?? "1 second")
     const graceMs = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "5 seconds"))
-    const alive = sql.unsafe(`(EXISTS (SELECT 1 FROM pg_locks p WHERE p.locktype = 'advisory' AND p.granted
-      AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND p.classid = ${runLockKey}::oid AND p.objid = c.id::oid AND p.objsubid = 2)
+    const alive = sql.unsafe(`(${OwnerSession.heldSql(runLockKey, "c.id")}
       OR c.heartbeat_at > ${nowMs} - ${graceMs})`)
 
     const register = (runId: string, lineage: string) =>
@@ -128,9 +98,13 @@ export const make = (
           ),
           (id) => Effect.ignore(sql`DELETE FROM corral_run_coordinators WHERE id = ${id}`)
         )
-        const held = Deferred.makeUnsafe<void>()
-        yield* Effect.forkScoped(keepAlive(sql, id, every, held))
-        yield* Deferred.await(held)
+        yield* OwnerSession.hold({
+          namespace: runLockKey,
+          owner: id,
+          every,
+          heartbeat: `UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1`,
+          lost: "corral: the coordinator's Postgres session was lost; reconnecting"
+        }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       })
 
     return RunLiveness.RunLiveness.of({

@@ -9,11 +9,12 @@
  *   conflicts and inserts. Postgres's default isolation alone lets two services both be granted one
  *   write key.
  * - **Expiry from the database clock**: `expires_at` is `corral_now_ms() + ttl` computed by the
- *   server, renewed every `renewEvery`; machines' clocks never enter.
+ *   server (so `ttl` is measured by the database clock), renewed every `renewEvery`; machines'
+ *   clocks never enter.
  * - **Owner liveness**: each service registers an owner row and holds a session advisory lock on it
- *   through one dedicated connection. A lease whose owner's session is gone (process killed,
- *   connection closed) is reclaimed by the next grant attempt, without waiting for the TTL; a
- *   stopped process that keeps its connection loses its leases at the TTL.
+ *   through one dedicated connection, checked every `renewEvery`. A lease whose owner's session is
+ *   gone (process killed, connection closed) is reclaimed by the next grant attempt, without waiting
+ *   for the TTL; a stopped process that keeps its connection loses its leases at the TTL.
  * - **Server restarts**: a restart ends every session. An owner that took its session lock before
  *   the server started is not presumed dead: its leases stay until their TTL, and once the service
  *   has reconnected and taken its lock again they are renewed as before. A lease is dropped from the
@@ -32,31 +33,27 @@
  */
 import { hostname } from "node:os"
 import { type Claims, ResourceLocks } from "@corral/core"
-import { LeaseConflicts } from "@corral/platform-node"
+import { LeaseConflicts, type LeaseTables } from "@corral/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Deferred, Duration, Effect, Layer, Queue, Schedule, type Scope } from "effect"
-import { type Migrator, SqlClient, SqlError } from "effect/sql"
+import { SqlClient, SqlError } from "effect/sql"
 import {
   type LeaseTable,
   leaseIsCurrent,
   makeLeaseTable,
   migrate,
-  ownerLockKey,
   registerOwner,
   releasedChannel,
   type StoredLease
 } from "./internal/leaseTable.ts"
+import * as OwnerSession from "./OwnerSession.ts"
 import * as PostgresClient from "./PostgresClient.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** How long a lease outlives its last renewal (database clock). @default "30 seconds" */
-  readonly ttl?: Duration.Input | undefined
-  /** How often held leases are renewed and the owner's session is checked; keep it well below `ttl`. @default "10 seconds" */
-  readonly renewEvery?: Duration.Input | undefined
+export interface Options extends LeaseTables.TimingOptions {
   /** How often a waiter retries when no release is announced (dead owners, missed notifications). @default "500 millis" */
   readonly pollEvery?: Duration.Input | undefined
 }
@@ -67,7 +64,7 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export type LocksError = SqlError.SqlError | Migrator.MigrationError
+export type LocksError = LeaseTables.LocksError
 
 type Lease = ResourceLocks.Lease
 
@@ -271,33 +268,6 @@ const warn = (what: string) => (error: { readonly message: string }) =>
   Effect.logWarning(`corral: the Postgres lease table: ${what}`, error.message)
 
 /**
- * Holds the owner's session advisory lock on a dedicated connection, re-taking it after a reconnect
- * and recording when it took it (which tells a lost session from a server restart, see
- * `internal/leaseTable.ts`).
- */
-const holdOwnerLock = (
-  sql: SqlClient.SqlClient,
-  table: LeaseTable,
-  checkEvery: Duration.Input,
-  held: Deferred.Deferred<void>
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const connection = yield* sql.reserve
-      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [ownerLockKey, table.owner], undefined)
-      yield* table.locked
-      yield* Deferred.succeed(held, undefined)
-      return yield* Effect.forever(
-        Effect.andThen(Effect.sleep(checkEvery), connection.execute("SELECT 1", [], undefined))
-      )
-    })
-  ).pipe(
-    Effect.catch(warn("the owner's session was lost; reconnecting")),
-    Effect.andThen(Effect.sleep(reconnectDelay)),
-    Effect.forever
-  )
-
-/**
  * Wakes waiters and listeners on every announced release, re-listening after a reconnect. Releases
  * announced while nothing listened are lost, so once listening every waiter tries again and the
  * watched leases are looked up.
@@ -392,9 +362,15 @@ export const make = (
     const ttlMillis = Duration.toMillis(Duration.fromInputUnsafe(options.ttl ?? "30 seconds"))
     const table = makeLeaseTable(sql, owner, ttlMillis)
     const state = new State()
-    const ownerHeld = Deferred.makeUnsafe<void>()
-    yield* Effect.forkScoped(holdOwnerLock(sql, table, renewEvery, ownerHeld))
-    yield* Deferred.await(ownerHeld)
+    // `locked` records when the lock was taken, which tells a lost session from a server restart
+    // (see `internal/leaseTable.ts`).
+    yield* OwnerSession.hold({
+      namespace: OwnerSession.namespaces.lockOwners,
+      owner,
+      every: renewEvery,
+      onLocked: table.locked,
+      lost: "corral: the Postgres lease table: the owner's session was lost; reconnecting"
+    }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     yield* Effect.forkScoped(listenForReleases(pg, table, state))
     yield* every(renewEvery, "renewing leases failed", renew(table, state))
     yield* every(pollMillis, "polling leases failed", pollWatched(table, state))

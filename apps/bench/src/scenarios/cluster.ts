@@ -14,9 +14,7 @@
  *
  * The machine is shared: wall-clock figures move between runs; compare rows of one run.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import { createServer } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Cluster, RunnerRegistry } from "@corral/cluster"
@@ -26,6 +24,7 @@ import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
 import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import { recordsTable } from "../format.ts"
+import { balanced, type RunnerProcess, runnerProcess } from "../../../../packages/cluster/test/support/runnerProcess.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
 import type { Verdict } from "../types.ts"
 // the coordinator's placement policy, driven in virtual time below (internal to @corral/cluster)
@@ -33,67 +32,9 @@ import { Placement, type Ticket } from "../../../../packages/cluster/src/interna
 
 const runnerScript = new URL("../lib/clusterRunner.ts", import.meta.url).pathname
 
-const freePort = Effect.callback<number>((resume) => {
-  const listener = createServer()
-  listener.listen(0, "127.0.0.1", () => {
-    const address = listener.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    listener.close(() => resume(Effect.succeed(port)))
-  })
-})
+type BenchRunner = RunnerProcess
 
-interface BenchRunner {
-  readonly child: ChildProcess
-  readonly address: string
-  /** Shards of the default group it reported holding last; -1 once it exited. */
-  shards: number
-  readonly changed: Array<() => void>
-}
-
-const startRunner = (url: string, capacity: number) =>
-  Effect.flatMap(freePort, (port) =>
-    Effect.acquireRelease(
-      Effect.callback<BenchRunner>((resume) => {
-        const child = spawn(process.execPath, [runnerScript, url, String(port), String(capacity)], {
-          stdio: ["ignore", "pipe", "inherit"]
-        })
-        const runner: BenchRunner = { child, address: `127.0.0.1:${port}`, shards: 0, changed: [] }
-        let buffer = ""
-        child.stdout!.on("data", (chunk) => {
-          buffer += String(chunk)
-          const lines = buffer.split("\n")
-          buffer = lines.pop()!
-          for (const line of lines) {
-            if (line.includes("ready")) resume(Effect.succeed(runner))
-            const shards = /^shards (\d+)$/.exec(line)
-            if (shards !== null) {
-              runner.shards = Number(shards[1])
-              for (const listener of runner.changed.splice(0)) listener()
-            }
-          }
-        })
-        child.once("exit", (code) => {
-          runner.shards = -1
-          for (const listener of runner.changed.splice(0)) listener()
-          resume(Effect.die(new Error(`bench runner exited with ${code}`)))
-        })
-      }),
-      (runner) => Effect.sync(() => runner.child.kill("SIGKILL"))
-    )
-  )
-
-/** Waits until the runners together hold all 300 shards of the default group, each some. */
-const settled = (runners: ReadonlyArray<BenchRunner>): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a bench runner exited"))
-    if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
-    return Effect.andThen(
-      Effect.callback<void>((resume) => {
-        for (const runner of runners) runner.changed.push(() => resume(Effect.void))
-      }),
-      settled(runners)
-    )
-  })
+const startRunner = (url: string, capacity: number) => runnerProcess(runnerScript, url, capacity)
 
 /** Waits until the runner registry (what the coordinator's placement reads) lists the runners' shards. */
 const published = (url: string, runners: ReadonlyArray<BenchRunner>) =>
@@ -115,7 +56,7 @@ const startRunners = (url: string, count: number, capacity: number) =>
       Array.from({ length: count }, () => startRunner(url, capacity)),
       { concurrency: "unbounded" }
     ),
-    (runners) => Effect.andThen(settled(runners), published(url, runners))
+    (runners) => Effect.andThen(balanced(runners), published(url, runners))
   )
 
 const clusterExecutor = (url: string) =>

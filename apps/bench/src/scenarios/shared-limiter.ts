@@ -1,8 +1,7 @@
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { maxInWindow, runWorker } from "../../../../packages/platform-node/test/support/rateLimitWorker.ts"
 import { metricAtMost, ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Sample, Scenario } from "../types.ts"
 
@@ -11,26 +10,6 @@ interface Params {
   readonly callsEach: number
   readonly perSecond: number
   readonly burst: number
-}
-
-const worker = fileURLToPath(new URL("../lib/limiterWorker.ts", import.meta.url))
-
-const runWorker = (args: ReadonlyArray<string>): Promise<ReadonlyArray<number>> =>
-  new Promise((resolve, reject) =>
-    execFile(process.execPath, [worker, ...args], (error, stdout, stderr) =>
-      error === null ? resolve(JSON.parse(stdout)) : reject(new Error(`${error.message}\n${stderr}`))
-    )
-  )
-
-const maxInWindow = (stamps: ReadonlyArray<number>, windowMs: number): number => {
-  const sorted = [...stamps].sort((a, b) => a - b)
-  let best = 0
-  let start = 0
-  for (let end = 0; end < sorted.length; end++) {
-    while (sorted[end]! - sorted[start]! >= windowMs) start++
-    best = Math.max(best, end - start + 1)
-  }
-  return best
 }
 
 /** The span from the first call to the last across all processes (process start-up excluded). */
@@ -44,8 +23,14 @@ const processes = (mode: "sqlite" | "memory", name: string): Approach<Params> =>
   run: async (p) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-bench-limits-"))
     try {
-      const args = [mode, path.join(dir, "locks.db"), String(p.callsEach), String(p.perSecond), String(p.burst)]
-      const all = await Promise.all(Array.from({ length: p.processes }, () => runWorker(args)))
+      const options = {
+        mode,
+        db: path.join(dir, "locks.db"),
+        calls: p.callsEach,
+        perSecond: p.perSecond,
+        burst: p.burst
+      }
+      const all = await Promise.all(Array.from({ length: p.processes }, () => runWorker(options)))
       return sampleOf(all.flat())
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
@@ -56,8 +41,8 @@ const processes = (mode: "sqlite" | "memory", name: string): Approach<Params> =>
 const oneProcess: Approach<Params> = {
   name: "in-memory RateLimiter, 1 process making all calls (reference)",
   run: async (p) => {
-    const calls = String(p.processes * p.callsEach)
-    return sampleOf(await runWorker(["memory", "", calls, String(p.perSecond), String(p.burst)]))
+    const calls = p.processes * p.callsEach
+    return sampleOf(await runWorker({ mode: "memory", db: "", calls, perSecond: p.perSecond, burst: p.burst }))
   }
 }
 

@@ -20,22 +20,16 @@
  * - A taker blocked by a live lease retries every `retryEvery` (only a re-delivered agent whose old
  *   execution is still leased waits here).
  */
+import { OwnerSession } from "@corral/postgres"
 import { Deferred, Duration, Effect, Exit, Queue, type Scope } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
-/**
- * The advisory-lock namespace (first key) of owners of execution leases. Namespaces share one key
- * space per database: `@corral/postgres` uses 0x636f7200 (lease grants), 0x636f7201 (lock owners),
- * 0x636f7202 (coordinators) and 0x636f7203 (lineages); reusing one makes unrelated owners block
- * each other.
- */
-const ownerLockKey = 0x636f7204
+/** The advisory-lock namespace of owners of execution leases (all of them are listed in `OwnerSession`). */
+const ownerLockKey = OwnerSession.namespaces.executionOwners
 
 const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
 
-const ownerAlive = (column: string) => `EXISTS (SELECT 1 FROM pg_locks p WHERE p.locktype = 'advisory' AND p.granted
-  AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND p.classid = ${ownerLockKey}::oid AND p.objid = ${column}::oid AND p.objsubid = 2)`
+const ownerAlive = (column: string) => OwnerSession.heldSql(ownerLockKey, column)
 
 const migrate = Migrator.make({})({
   table: "corral_executions_migrations",
@@ -76,28 +70,6 @@ export interface Options {
 
 const warn = (what: string) => (error: { readonly message: string }) =>
   Effect.logWarning(`corral: execution leases: ${what}`, error.message)
-
-/** Holds the owner's session advisory lock on a dedicated connection, re-taking it after a reconnect. */
-const holdOwnerLock = (
-  sql: SqlClient.SqlClient,
-  owner: number,
-  checkEvery: Duration.Input,
-  held: Deferred.Deferred<void>
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const connection = yield* sql.reserve
-      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [ownerLockKey, owner], undefined)
-      yield* Deferred.succeed(held, undefined)
-      return yield* Effect.forever(
-        Effect.andThen(Effect.sleep(checkEvery), connection.execute("SELECT 1", [], undefined))
-      )
-    })
-  ).pipe(
-    Effect.catch(warn("the owner's session was lost; reconnecting")),
-    Effect.andThen(Effect.sleep("200 millis")),
-    Effect.forever
-  )
 
 /**
  * Group commit: each call waits for its result; calls made while a batch runs go together in the
@@ -155,9 +127,12 @@ export const make = (
     const ttl = Duration.toMillis(Duration.fromInputUnsafe(options.ttl))
     const [row] = yield* sql<{ owner: string }>`SELECT nextval('corral_executions_owner') AS owner`
     const ownerId = Number(row!.owner)
-    const ownerHeld = Deferred.makeUnsafe<void>()
-    yield* Effect.forkScoped(holdOwnerLock(sql, ownerId, options.renewEvery, ownerHeld))
-    yield* Deferred.await(ownerHeld)
+    yield* OwnerSession.hold({
+      namespace: ownerLockKey,
+      owner: ownerId,
+      every: options.renewEvery,
+      lost: "corral: execution leases: the owner's session was lost; reconnecting"
+    })
     const held = new Set<number>()
 
     // Takes of one batch are one statement; an entity twice in a batch is taken once (the other

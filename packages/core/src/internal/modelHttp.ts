@@ -2,7 +2,8 @@
  * The HTTP side shared by the model providers: building a provider from its options once per
  * layer, sending a request with a deadline, turning a status into an `AiError` reason (429/529 →
  * `RateLimitError` with its `Retry-After`), reading JSON and SSE bodies with typed errors for
- * malformed or truncated ones.
+ * malformed or truncated ones; the parts both providers assemble alike (tool lists, tool results,
+ * the finish part with its reported usage) and the constructors each provider exports.
  *
  * @internal
  */
@@ -17,12 +18,14 @@ import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
 import * as Sse from "effect/encoding/Sse"
 import * as HttpClient from "effect/http/HttpClient"
 import type * as HttpClientError from "effect/http/HttpClientError"
 import type * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Pricing from "../Pricing.ts"
+import * as Usage from "../Usage.ts"
 
 export interface Target {
   readonly module: string
@@ -34,13 +37,17 @@ export interface Target {
   readonly defaultRetryAfterMs: number
 }
 
-/** The options every provider has. */
+/** The options every provider has; each provider documents its own `baseUrl` and `apiKey`. */
 export interface CommonOptions {
+  /** The model name sent in each request, also the key into the price table. */
   readonly model: string
   readonly baseUrl?: string | undefined
   readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Prices merged over `Pricing.defaults` (yours win). */
   readonly prices?: Pricing.Table | undefined
+  /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
   readonly timeout?: Duration.Input | undefined
+  /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
   readonly defaultRetryAfter?: Duration.Input | undefined
 }
 
@@ -53,11 +60,14 @@ export interface Setup<O extends CommonOptions> {
   readonly streamText: Target
 }
 
-/** What a provider module names: itself, its default base URL, its path and how it answers. */
+/** What a provider module names: itself, its default base URL, its path, its environment variables and how it answers. */
 export interface Provider<O extends CommonOptions> {
   readonly module: string
   readonly defaultBaseUrl: string
   readonly path: string
+  /** Read by `layerConfig` for `apiKey` and `baseUrl` when the options leave them out. */
+  readonly apiKeyVariable: string
+  readonly baseUrlVariable: string
   readonly generateText: (
     setup: Setup<O>,
     options: LanguageModel.ProviderOptions
@@ -96,25 +106,72 @@ export const makeModel = <O extends CommonOptions>(
     })
   })
 
-/** `make` with `apiKey` and `baseUrl` read from the environment when the options leave them out. */
-export const layerConfig = <O extends CommonOptions>(
-  make: (options: O) => Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient>,
-  apiKeyVariable: string,
-  baseUrlVariable: string,
-  options: O
-): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    Effect.gen(function* () {
-      const apiKey = yield* Config.option(Config.Redacted(apiKeyVariable))
-      const baseUrl = yield* Config.option(Config.String(baseUrlVariable))
-      return yield* make({
-        ...options,
-        apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
-        baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
+/** What a provider module exports: `make`, `layer`, and `layerConfig` reading its environment variables. */
+export const constructors = <O extends CommonOptions>(provider: Provider<O>) => ({
+  make: (options: O): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+    makeModel(provider, options),
+  layer: (options: O): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+    Layer.effect(LanguageModel.LanguageModel, makeModel(provider, options)),
+  layerConfig: (options: O): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
+    Layer.effect(
+      LanguageModel.LanguageModel,
+      Effect.gen(function* () {
+        const apiKey = yield* Config.option(Config.Redacted(provider.apiKeyVariable))
+        const baseUrl = yield* Config.option(Config.String(provider.baseUrlVariable))
+        return yield* makeModel(provider, {
+          ...options,
+          apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
+          baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
+        })
       })
-    })
+    )
+})
+
+/** The tools a request may offer: user-defined ones, narrowed to `oneOf` when the tool choice names some. */
+export const offeredTools = (options: LanguageModel.ProviderOptions): ReadonlyArray<Tool.Any> => {
+  const choice = options.toolChoice
+  const allowed = typeof choice === "object" && "oneOf" in choice ? new Set(choice.oneOf) : undefined
+  return options.tools.filter(
+    (tool) => !Tool.isProviderDefined(tool) && (allowed === undefined || allowed.has(tool.name))
   )
+}
+
+/** A tool result as the text both APIs take: a string as it is, anything else as JSON. */
+export const resultText = (result: unknown): string =>
+  typeof result === "string" ? result : JSON.stringify(result ?? null)
+
+/**
+ * Prices `tokens` of the setup's model, reports them with `Usage.report` (unless `report` is false:
+ * the server sent no usage) and returns the finish part carrying the same figures and cost.
+ */
+export const finish = (
+  setup: Setup<CommonOptions>,
+  reason: Response.FinishReason,
+  tokens: Pricing.Tokens,
+  report = true
+): Effect.Effect<Response.FinishPartEncoded> => {
+  const usage = Pricing.usage(setup.prices, setup.options.model, tokens)
+  const cacheRead = tokens.cachedInputTokens ?? 0
+  const cacheWrite = tokens.cacheWriteTokens
+  return Effect.as(report ? Usage.report(usage) : Effect.void, {
+    type: "finish",
+    reason,
+    usage: {
+      inputTokens: {
+        total: tokens.inputTokens,
+        uncached: tokens.inputTokens - cacheRead - (cacheWrite ?? 0),
+        cacheRead,
+        ...(cacheWrite !== undefined && { cacheWrite })
+      },
+      outputTokens: { total: tokens.outputTokens }
+    },
+    metadata: { corral: { costUsd: usage.costUsd, reported: true } }
+  })
+}
+
+/** An `InvalidResponseError` of `target` saying what was wrong. */
+export const invalidResponse = (target: Target, description: string): AiError.AiError =>
+  fail(target, new AiError.InvalidResponseError({ description }))
 
 const fail = (target: Target, reason: AiError.AiErrorReason): AiError.AiError =>
   AiError.make({ module: target.module, method: target.method, reason })

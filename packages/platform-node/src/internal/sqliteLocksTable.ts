@@ -1,6 +1,7 @@
 import type { Claims, ResourceLocks } from "@corral/core"
 import { Effect } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as LeaseTables from "../LeaseTables.ts"
 import { blockersOf } from "./sqliteLocksConflict.ts"
 
 const createLeases = Effect.gen(function* () {
@@ -52,14 +53,8 @@ export interface Owner {
   readonly hostname: string
 }
 
-interface LeaseRow {
-  readonly id: number
-  readonly run_id: string
-  readonly agent_id: string
+interface LeaseRow extends LeaseTables.LeaseRow {
   readonly owner: string
-  readonly fencing_token: number
-  readonly keys_json: string
-  readonly pools_json: string
 }
 
 export interface StoredLease {
@@ -67,15 +62,7 @@ export interface StoredLease {
   readonly owner: string
 }
 
-const decode = (row: LeaseRow): StoredLease => ({
-  owner: row.owner,
-  lease: {
-    id: Number(row.id),
-    holder: { runId: row.run_id, agentId: row.agent_id },
-    fencingToken: Number(row.fencing_token),
-    request: { keys: JSON.parse(row.keys_json), pools: JSON.parse(row.pools_json) } as Claims.Request
-  }
-})
+const decode = (row: LeaseRow): StoredLease => ({ owner: row.owner, lease: LeaseTables.leaseOfRow(row) })
 
 export type Granted =
   | { readonly _tag: "Acquired"; readonly lease: ResourceLocks.Lease }

@@ -1,11 +1,12 @@
 import type { Claims, ResourceLocks } from "@corral/core"
-import { LeaseConflicts } from "@corral/platform-node"
+import { LeaseConflicts, LeaseTables } from "@corral/platform-node"
 import { Effect } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as OwnerSession from "../OwnerSession.ts"
 
-/** Advisory-lock namespaces (the first key of the two-key form) of this table. */
-export const grantLockKey = 0x636f7200
-export const ownerLockKey = 0x636f7201
+/** Advisory-lock namespaces of this table (all of them are listed in `OwnerSession`). */
+export const grantLockKey = OwnerSession.namespaces.leaseGrants
+export const ownerLockKey = OwnerSession.namespaces.lockOwners
 
 /** The channel releases and reclaims are announced on; the payload is a lease id. */
 export const releasedChannel = "corral_lease_released"
@@ -53,14 +54,8 @@ export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "1_create_leases": createTables, "2_owner_restarts": ownerRestarts })
 })
 
-interface LeaseRow {
-  readonly id: string | number
-  readonly run_id: string
-  readonly agent_id: string
+interface LeaseRow extends LeaseTables.LeaseRow {
   readonly owner_id: number
-  readonly fencing_token: string | number
-  readonly keys_json: string
-  readonly pools_json: string
   readonly expires_at: string | number
   readonly now_ms?: string | number
 }
@@ -74,12 +69,7 @@ export interface StoredLease {
 const decode = (row: LeaseRow): StoredLease => ({
   owner: Number(row.owner_id),
   expiresAt: Number(row.expires_at),
-  lease: {
-    id: Number(row.id),
-    holder: { runId: row.run_id, agentId: row.agent_id },
-    fencingToken: Number(row.fencing_token),
-    request: { keys: JSON.parse(row.keys_json), pools: JSON.parse(row.pools_json) } as Claims.Request
-  }
+  lease: LeaseTables.leaseOfRow(row)
 })
 
 export type Granted =
