@@ -10,7 +10,8 @@ import * as NodePath from "node:path"
 import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
 import type * as Workspace from "@corral/platform-node/Workspace"
-import { Data, Effect } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 
 /**

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Command } from "effect/cli"
+import * as Command from "effect/cli/Command"
 import { discard } from "./commands/discard.ts"
 import { gc } from "./commands/gc.ts"
 import { logs, report, runs, status } from "./commands/history.ts"

@@ -8,8 +8,13 @@
  *
  * @since 0.1.0
  */
-import { Array as Arr, Context, Effect, type Scope } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Arr from "effect/Array"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 /**
  * One line an agent printed.

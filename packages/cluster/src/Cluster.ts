@@ -9,20 +9,22 @@
  *
  * @since 0.1.0
  */
-import { Executor } from "@corral/core"
+import * as Executor from "@corral/core/Executor"
 import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option, Schedule } from "effect"
-import type { SqlError } from "effect/sql"
-import {
-  EntityAddress,
-  EntityId,
-  MessageStorage,
-  RunnerAddress,
-  ShardId,
-  Sharding,
-  ShardingConfig
-} from "effect/cluster"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as SqlError from "effect/sql/SqlError"
+import * as EntityAddress from "effect/cluster/EntityAddress"
+import * as EntityId from "effect/cluster/EntityId"
+import * as MessageStorage from "effect/cluster/MessageStorage"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as ShardId from "effect/cluster/ShardId"
+import * as Sharding from "effect/cluster/Sharding"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as AgentEntity from "./AgentEntity.ts"
 import * as ExecutionLeases from "./internal/executionLeases.ts"
 

@@ -14,9 +14,12 @@
  */
 import { spawn } from "node:child_process"
 import { isAbsolute, resolve } from "node:path"
-import { Agent, AgentKind } from "@corral/core"
+import * as Agent from "@corral/core/Agent"
+import * as AgentKind from "@corral/core/AgentKind"
 import { ProcessRunner } from "@corral/platform-node"
-import { Context, Effect, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as AgentOutput from "./AgentOutput.ts"
 import { inRemoteWorkspace } from "./internal/runnerWorkspace.ts"
 

@@ -17,8 +17,12 @@
  */
 import { hostname } from "node:os"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
-import { Deferred, Duration, Effect, Layer } from "effect"
-import { Migrator, SqlClient } from "effect/sql"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as PostgresClient from "./PostgresClient.ts"
 
 /** Advisory-lock namespaces (first key of the two-key form): a coordinator's row, a lineage's registration. */

@@ -18,8 +18,13 @@
  * - A taker blocked by a live lease retries every `retryEvery` (only a re-delivered agent whose old
  *   execution is still leased waits here).
  */
-import { Deferred, Duration, Effect, type Scope } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 /**
  * The advisory-lock namespace (first key) of owners of execution leases. Namespaces share one key
