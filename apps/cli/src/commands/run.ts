@@ -18,7 +18,6 @@ import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
-import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
@@ -188,6 +187,7 @@ const writeReport = (stateDir: string, runId: string) =>
     yield* ledger.flush
     const run = yield* ledger.getRun(runId)
     if (Option.isNone(run)) return undefined
+    const Report = yield* Effect.promise(() => import("../Report.ts"))
     const dir = NodePath.join(stateDir, "runs", runId)
     NodeFs.mkdirSync(dir, { recursive: true })
     NodeFs.writeFileSync(NodePath.join(dir, "report.html"), Report.html(run.value))
