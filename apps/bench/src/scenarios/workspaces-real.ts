@@ -21,7 +21,11 @@ const same = (value: number) => (value === 1 ? "same tree" : "different tree")
 
 const AGENTS = 10
 const FOLDERS_PER_AGENT = 10
-const corralBin = fileURLToPath(new URL("../../../cli/bin/corral", import.meta.url))
+/**
+ * The repository's `corral` (from source, as `pnpm` scripts and contributors run it), or the executable
+ * named by `CORRAL_BENCH_BIN` (e.g. a compiled, installed `corral`, which starts ≈ 0.1 s CPU faster).
+ */
+const corralBin = process.env.CORRAL_BENCH_BIN ?? fileURLToPath(new URL("../../../cli/bin/corral", import.meta.url))
 
 const git = (cwd: string, ...args: Array<string>) =>
   execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@bench", ...args], {
