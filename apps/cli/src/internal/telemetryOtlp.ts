@@ -1,6 +1,6 @@
 /**
  * The OTLP exporters behind `Telemetry.layer`, in their own module so that a run without an endpoint
- * does not load effect's HTTP client and OTLP modules (≈ 80 modules of start-up).
+ * does not load effect's HTTP client and OTLP modules at start-up.
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
