@@ -10,7 +10,7 @@ import * as NodePath from "node:path"
 import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
 import type * as Workspace from "@corral/platform-node/Workspace"
-import { Data } from "effect"
+import * as Data from "effect/Data"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 
 /**

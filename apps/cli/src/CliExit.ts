@@ -4,7 +4,9 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect, Runtime } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
 import * as OutputGuard from "./OutputGuard.ts"
 
 /**

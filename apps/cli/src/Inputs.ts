@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import * as Git from "@corral/platform-node/Git"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"

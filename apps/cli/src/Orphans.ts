@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 

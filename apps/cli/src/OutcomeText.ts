@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type { Outcome } from "@corral/core"
+import type * as Outcome from "@corral/core/Outcome"
 
 const words: Readonly<Record<string, string>> = {
   Succeeded: "succeeded",

@@ -6,7 +6,8 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { invalidInput } from "./CliExit.ts"
 
 /**

@@ -8,7 +8,11 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect, FileSystem, Result, Schema } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import type { PlatformError } from "effect/PlatformError"
 import { build } from "./internal/planFileBuild.ts"
 import { check, toIssue } from "./internal/planFileCheck.ts"

@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { CorralEvent, type Outcome } from "@corral/core"
+import * as CorralEvent from "@corral/core/CorralEvent"
+import type * as Outcome from "@corral/core/Outcome"
 import * as OutcomeText from "./OutcomeText.ts"
 import type { RunEvent } from "./RunEvent.ts"
 import * as TerminalText from "./TerminalText.ts"

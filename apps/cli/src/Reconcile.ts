@@ -11,7 +11,8 @@
  */
 import * as Git from "@corral/platform-node/Git"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { Plan } from "./PlanFile.ts"
 import * as RunPlan from "./RunPlan.ts"
 

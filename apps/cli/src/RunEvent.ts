@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type { CorralEvent } from "@corral/core"
+import type * as CorralEvent from "@corral/core/CorralEvent"
 
 /**
  * @since 0.1.0

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import type { Outcome } from "@corral/core"
+import type * as Outcome from "@corral/core/Outcome"
 import Table from "cli-table3"
 import * as OutcomeText from "./OutcomeText.ts"
 import { stopText } from "./ProgressView.ts"

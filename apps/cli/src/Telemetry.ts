@@ -1,12 +1,14 @@
 /**
  * Optional OpenTelemetry export for a run: traces (and, on request, logs) sent over OTLP/HTTP JSON
- * with effect's native `Otlp` exporters, no OpenTelemetry SDK. Off unless an endpoint is given.
+ * with effect's native `Otlp` exporters, no OpenTelemetry SDK. Off unless an endpoint is given; the
+ * exporters' modules are loaded only then.
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Option } from "effect"
-import { FetchHttpClient, HttpClient } from "effect/http"
-import { OtlpLogger, OtlpSerialization, OtlpTracer } from "effect/observability"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as NodeNet from "node:net"
 
 /**
@@ -73,54 +75,6 @@ const nonBlank = (value: string | undefined): string | undefined => {
   return trimmed === undefined || trimmed === "" ? undefined : trimmed
 }
 
-const signalUrl = (endpoint: string, signal: "traces" | "logs"): string =>
-  `${endpoint.replace(/\/+$/, "")}/v1/${signal}`
-
-const otlpResource = (resource: Resource) => ({
-  serviceName: resource.serviceName,
-  serviceVersion: resource.serviceVersion,
-  attributes: { "corral.run.id": resource.runId }
-})
-
-const tracesLayer = (endpoint: string, resource: Resource) =>
-  OtlpTracer.layer({ url: signalUrl(endpoint, "traces"), resource: otlpResource(resource), shutdownTimeout })
-
-const logsLayer = (endpoint: string, resource: Resource) =>
-  OtlpLogger.layer({
-    url: signalUrl(endpoint, "logs"),
-    resource: otlpResource(resource),
-    mergeWithExisting: true,
-    shutdownTimeout
-  })
-
-const once = (warn: ((message: string) => void) | undefined) => {
-  let told = false
-  return (message: string) => {
-    if (told || warn === undefined) return
-    told = true
-    warn(message)
-  }
-}
-
-/** The fetch client, telling `warn` (once) about the first failed export. */
-const httpLayer = (endpoint: string, warn: (message: string) => void) =>
-  Layer.effect(
-    HttpClient.HttpClient,
-    Effect.map(Effect.service(HttpClient.HttpClient), (client) =>
-      client.pipe(
-        HttpClient.tap((response) =>
-          Effect.sync(() => {
-            if (response.status >= 400)
-              warn(`exporting telemetry to ${endpoint} failed (HTTP ${response.status}); spans may be lost`)
-          })
-        ),
-        HttpClient.tapError((error) =>
-          Effect.sync(() => warn(`exporting telemetry to ${endpoint} failed (${error.message}); spans may be lost`))
-        )
-      )
-    )
-  ).pipe(Layer.provide(FetchHttpClient.layer))
-
 /**
  * Exports the spans of everything it is provided to (`corral.run`, `corral.agent`, ...) to
  * `<endpoint>/v1/traces` as OTLP/HTTP JSON, and flushes them when the layer closes. With
@@ -146,10 +100,12 @@ const httpLayer = (endpoint: string, warn: (message: string) => void) =>
 export const layer = (endpoint: string | undefined, resource: Resource, options: Options = {}): Layer.Layer<never> =>
   endpoint === undefined
     ? Layer.empty
-    : Layer.mergeAll(
-        tracesLayer(endpoint, resource),
-        options.logs === true ? logsLayer(endpoint, resource) : Layer.empty
-      ).pipe(Layer.provide([httpLayer(endpoint, once(options.onExportError)), OtlpSerialization.layerJson]))
+    : Layer.unwrap(
+        Effect.map(
+          Effect.promise(() => import("./internal/telemetryOtlp.ts")),
+          (otlp) => otlp.otlpLayer(endpoint, resource, options)
+        )
+      )
 
 const reachable = (endpoint: string, timeoutMs: number): Effect.Effect<string | undefined> =>
   Effect.callback<string | undefined>((resume) => {

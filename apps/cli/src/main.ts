@@ -1,9 +1,12 @@
 import { Workspace } from "@corral/platform-node/Workspace"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import { Effect, Layer, References } from "effect"
-import { CliError, Command } from "effect/cli"
-import { cli, version } from "./Cli.ts"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as References from "effect/References"
+import * as CliError from "effect/cli/CliError"
+import * as Command from "effect/cli/Command"
+import { load, version } from "./Cli.ts"
 import { CliExit } from "./CliExit.ts"
 import * as OutputGuard from "./OutputGuard.ts"
 
@@ -14,6 +17,8 @@ const reported = (error: unknown) =>
     Effect.sync(() => process.stderr.write(`corral: ${error instanceof Error ? error.message : String(error)}\n`)),
     Effect.fail(new CliExit({ code: 1 }))
   )
+
+const cli = await load(process.argv.slice(2))
 
 Command.run(cli, { version }).pipe(
   Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),

@@ -6,10 +6,17 @@
  *
  * @since 0.1.0
  */
-import { Executor } from "@corral/core"
-import { Context, type Duration, Effect, Exit, Layer, Schema, Semaphore } from "effect"
-import { ClusterSchema, Entity } from "effect/cluster"
-import { Rpc } from "effect/rpc"
+import * as Executor from "@corral/core/Executor"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
+import * as ClusterSchema from "effect/cluster/ClusterSchema"
+import * as Entity from "effect/cluster/Entity"
+import * as Rpc from "effect/rpc/Rpc"
 
 /**
  * The wire form of `Executor.Request`.

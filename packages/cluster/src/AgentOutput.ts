@@ -8,9 +8,17 @@
  *
  * @since 0.1.0
  */
-import { Agent, AgentKind } from "@corral/core"
-import { Array as Arr, Cause, Context, Effect, Logger, type Scope } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Agent from "@corral/core/Agent"
+import * as AgentKind from "@corral/core/AgentKind"
+import * as Arr from "effect/Array"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import type * as Scope from "effect/Scope"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 /**
  * One line an agent printed.

@@ -11,20 +11,26 @@
  *
  * @since 0.1.0
  */
-import { Executor } from "@corral/core"
+import * as Executor from "@corral/core/Executor"
 import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
-import { Deferred, Duration, Effect, Exit, Layer, Option, Schedule, type Scope } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
-import {
-  EntityAddress,
-  EntityId,
-  MessageStorage,
-  RunnerAddress,
-  ShardId,
-  Sharding,
-  ShardingConfig
-} from "effect/cluster"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
+import * as EntityAddress from "effect/cluster/EntityAddress"
+import * as EntityId from "effect/cluster/EntityId"
+import * as MessageStorage from "effect/cluster/MessageStorage"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as ShardId from "effect/cluster/ShardId"
+import * as Sharding from "effect/cluster/Sharding"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as AgentEntity from "./AgentEntity.ts"
 import * as ExecutionLeases from "./internal/executionLeases.ts"
 import { Placement, type Ticket } from "./internal/placement.ts"

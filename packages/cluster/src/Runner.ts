@@ -7,10 +7,12 @@
  *
  * @since 0.1.0
  */
-import { type AgentKind, Executor } from "@corral/core"
+import type * as AgentKind from "@corral/core/AgentKind"
+import * as Executor from "@corral/core/Executor"
 import { PostgresClient } from "@corral/postgres"
 import { NodeServices } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
 import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"

@@ -7,8 +7,14 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { Data, Duration, Effect, Schema, type Scope } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 const nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
 

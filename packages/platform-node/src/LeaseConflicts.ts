@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import type { Claims, ResourceLocks } from "@corral/core"
+import type * as Claims from "@corral/core/Claims"
+import type * as ResourceLocks from "@corral/core/ResourceLocks"
 import * as internal from "./internal/sqliteLocksConflict.ts"
 
 /**

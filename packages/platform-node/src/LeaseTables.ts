@@ -5,9 +5,11 @@
  *
  * @since 0.1.0
  */
-import type { Claims, ResourceLocks } from "@corral/core"
-import type { Duration } from "effect"
-import type { Migrator, SqlError } from "effect/sql"
+import type * as Claims from "@corral/core/Claims"
+import type * as ResourceLocks from "@corral/core/ResourceLocks"
+import type * as Duration from "effect/Duration"
+import type * as Migrator from "effect/sql/Migrator"
+import type * as SqlError from "effect/sql/SqlError"
 
 /**
  * The lease timing of a lease table.

@@ -11,10 +11,16 @@
  *
  * @since 0.1.0
  */
-import { type CorralEvent, Ledger } from "@corral/core"
-import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient } from "effect/sql"
+import type * as CorralEvent from "@corral/core/CorralEvent"
+import * as Ledger from "@corral/core/Ledger"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
 import { RunLedgerError } from "./internal/ledgerError.ts"
 import { isMemoryFile, makeWorkerExecutor } from "./internal/ledgerExecutor.ts"
 import { makeLedger } from "./internal/ledgerService.ts"

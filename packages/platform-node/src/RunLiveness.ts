@@ -10,7 +10,11 @@
  * @since 0.1.0
  */
 import * as NodeOs from "node:os"
-import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as RunLedger from "./RunLedger.ts"
 import type { RunLedgerError } from "./RunLedger.ts"
 

@@ -27,9 +27,18 @@
  * @since 0.1.0
  */
 import { DatabaseSync } from "node:sqlite"
-import { Context, Duration, Effect, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient, type SqlError, Statement } from "effect/sql"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
+import * as Statement from "effect/sql/Statement"
 import { makeConnection, type SqliteConnection } from "./internal/sqliteConnection.ts"
 import { toSqlError } from "./internal/sqliteError.ts"
 

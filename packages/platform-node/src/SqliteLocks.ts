@@ -23,10 +23,17 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { type Claims, ResourceLocks } from "@corral/core"
-import { Clock, Deferred, Duration, Effect, Layer, type Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient, type SqlError } from "effect/sql"
+import type * as Claims from "@corral/core/Claims"
+import * as ResourceLocks from "@corral/core/ResourceLocks"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import { blockersOf, heldClaims } from "./internal/sqliteLocksConflict.ts"
 import {
   type Fairness,

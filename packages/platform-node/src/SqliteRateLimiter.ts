@@ -11,10 +11,17 @@
  *
  * @since 0.1.0
  */
-import { CorralError, RateLimiter } from "@corral/core"
-import { Clock, Duration, Effect, Layer, type Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as CorralError from "@corral/core/CorralError"
+import * as RateLimiter from "@corral/core/RateLimiter"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import * as SqliteClient from "./SqliteClient.ts"
 
 /**

@@ -6,7 +6,8 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import { Effect, Redacted } from "effect"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import type { SqlError } from "effect/sql/SqlError"
 import * as SqlClient from "effect/sql/SqlClient"
 

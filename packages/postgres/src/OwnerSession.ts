@@ -15,8 +15,12 @@
  *
  * @since 0.1.0
  */
-import { Deferred, type Duration, Effect, type Scope } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 /**
  * The advisory-lock namespaces corral uses; reusing one makes unrelated owners block each other.

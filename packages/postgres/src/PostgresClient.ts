@@ -6,9 +6,12 @@
  * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { Data, Effect, Layer, Redacted } from "effect"
-import { Reactivity } from "effect/reactivity"
-import type { SqlClient } from "effect/sql"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import type * as SqlClient from "effect/sql/SqlClient"
 
 /**
  * The URL is malformed or the server could not be reached.

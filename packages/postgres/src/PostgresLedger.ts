@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { RunLedger } from "@corral/platform-node"
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import * as PostgresClient from "./PostgresClient.ts"
 
 /**

@@ -17,8 +17,11 @@
  */
 import { hostname } from "node:os"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
-import { Duration, Effect, Layer } from "effect"
-import { Migrator, SqlClient } from "effect/sql"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as OwnerSession from "./OwnerSession.ts"
 import * as PostgresClient from "./PostgresClient.ts"
 

@@ -32,11 +32,20 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { type Claims, ResourceLocks } from "@corral/core"
+import type * as Claims from "@corral/core/Claims"
+import * as ResourceLocks from "@corral/core/ResourceLocks"
 import { LeaseConflicts, type LeaseTables } from "@corral/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Deferred, Duration, Effect, Layer, Queue, Schedule, type Scope } from "effect"
-import { SqlClient, SqlError } from "effect/sql"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as SqlError from "effect/sql/SqlError"
 import {
   type LeaseTable,
   leaseIsCurrent,

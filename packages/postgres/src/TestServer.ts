@@ -17,7 +17,10 @@ import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSyn
 import { createServer } from "node:net"
 import { tmpdir, userInfo } from "node:os"
 import { delimiter, join } from "node:path"
-import { Data, Effect, Schedule, type Scope } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 
 /**
  * The server could not be found, initialised or started.

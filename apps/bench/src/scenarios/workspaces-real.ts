@@ -21,7 +21,11 @@ const same = (value: number) => (value === 1 ? "same tree" : "different tree")
 
 const AGENTS = 10
 const FOLDERS_PER_AGENT = 10
-const corralBin = fileURLToPath(new URL("../../../cli/bin/corral", import.meta.url))
+/**
+ * The repository's `corral` (from source, as `pnpm` scripts and contributors run it), or the executable
+ * named by `CORRAL_BENCH_BIN` (e.g. a compiled, installed `corral`, which starts ≈ 0.1 s CPU faster).
+ */
+const corralBin = process.env.CORRAL_BENCH_BIN ?? fileURLToPath(new URL("../../../cli/bin/corral", import.meta.url))
 
 const git = (cwd: string, ...args: Array<string>) =>
   execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@bench", ...args], {
@@ -36,6 +40,36 @@ const sh = (cwd: string, command: string) =>
       error === null ? resolve({ stdout, stderr }) : reject(new Error(`${command}: ${stderr || error.message}`))
     )
   )
+
+const clockTicks = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/**
+ * CPU time (user + system, ms) of this process's children that have been waited for, and of their
+ * waited-for descendants (`cutime` + `cstime` of `/proc/self/stat`): the difference around one
+ * approach is the CPU of its whole process tree, as `perf stat -e task-clock` would count it, in
+ * 1/CLK_TCK steps. `undefined` where there is no `/proc`.
+ */
+const childCpuMs = (): number | undefined => {
+  try {
+    const stat = fs.readFileSync("/proc/self/stat", "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return ((Number(fields[13]) + Number(fields[14])) * 1000) / clockTicks
+  } catch {
+    return undefined
+  }
+}
+
+/** The process-tree CPU spent since `before` (from {@link childCpuMs}), as a metric when known. */
+const cpuSince = (before: number | undefined): Record<string, number> => {
+  const after = childCpuMs()
+  return before === undefined || after === undefined ? {} : { cpuMs: after - before }
+}
 
 /** A CPU-bound, deterministic rewrite of every file in the folders given: a formatter's stand-in. */
 const rewriteScript = `
@@ -143,10 +177,12 @@ const sequential: Approach<Params> = {
   run: async (params) => {
     const dir = cloneOf(params)
     const tools = toolsOf(params)
+    const cpu = childCpuMs()
     const start = performance.now()
     for (let agent = 0; agent < AGENTS; agent++) await sh(dir, agentCommand(tools, agent))
     await sh(dir, checkCommand(tools))
-    return finish(dir, params.expectedTree, performance.now() - start)
+    const ms = performance.now() - start
+    return finish(dir, params.expectedTree, ms, cpuSince(cpu))
   }
 }
 
@@ -158,10 +194,12 @@ const xargs: Approach<Params> = {
     const commands = Array.from({ length: AGENTS }, (_, agent) => agentCommand(tools, agent))
     const list = path.join(params.scratch, `xargs-${clones}.txt`)
     fs.writeFileSync(list, `${commands.join("\n")}\n`)
+    const cpu = childCpuMs()
     const start = performance.now()
     await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`)
     await sh(dir, checkCommand(tools))
-    return finish(dir, params.expectedTree, performance.now() - start)
+    const ms = performance.now() - start
+    return finish(dir, params.expectedTree, ms, cpuSince(cpu))
   }
 }
 
@@ -225,6 +263,7 @@ const corral: Approach<Params> = {
     const dir = cloneOf(params)
     const plan = path.join(params.scratch, "plan.yaml")
     const state = path.join(params.scratch, `state-${clones}`)
+    const cpu = childCpuMs()
     const start = performance.now()
     const spawnedAt = Date.now()
     const out = await sh(
@@ -233,6 +272,7 @@ const corral: Approach<Params> = {
     )
     const ms = performance.now() - start
     const exitedAt = Date.now()
+    const cpuMetric = cpuSince(cpu)
     const events = out.stdout
       .split("\n")
       .filter((line) => line.startsWith("{"))
@@ -247,6 +287,7 @@ const corral: Approach<Params> = {
     return {
       ms,
       metrics: {
+        ...cpuMetric,
         ...breakdown(events, spawnedAt, exitedAt),
         ...gitPerAgent(out.stderr),
         slotHoldMs: slotHoldMs(events),
@@ -304,6 +345,7 @@ export const workspacesReal: Scenario<Params> = {
   reps: 3,
   timeoutMs: 600_000,
   columns: [
+    { key: "cpuMs", label: "CPU (process tree)", format: (v) => `${(v / 1000).toFixed(2)} s` },
     { key: "startMs", label: "before 1st event (ms)", format: (v) => v.toFixed(0) },
     { key: "endMs", label: "after last event (ms)", format: (v) => v.toFixed(0) },
     { key: "agentOverheadMs", label: "slot ms/agent not in its command", format: (v) => v.toFixed(0) },

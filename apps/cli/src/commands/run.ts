@@ -2,16 +2,22 @@ import * as Git from "@corral/platform-node/Git"
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import * as SqliteLocks from "@corral/platform-node/SqliteLocks"
 import type { RunStatus } from "@corral/platform-node/RunRecord"
-import { Config, Deferred, Effect, Fiber, Option, Schedule } from "effect"
+import * as Config from "effect/Config"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
-import { Argument, Command, Flag } from "effect/cli"
+import * as Argument from "effect/cli/Argument"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
-import * as Report from "../Report.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
@@ -181,6 +187,7 @@ const writeReport = (stateDir: string, runId: string) =>
     yield* ledger.flush
     const run = yield* ledger.getRun(runId)
     if (Option.isNone(run)) return undefined
+    const Report = yield* Effect.promise(() => import("../Report.ts"))
     const dir = NodePath.join(stateDir, "runs", runId)
     NodeFs.mkdirSync(dir, { recursive: true })
     NodeFs.writeFileSync(NodePath.join(dir, "report.html"), Report.html(run.value))

@@ -1,8 +1,12 @@
 import { createServer } from "node:net"
 import * as NodePath from "node:path"
-import { Config, Console, Effect, Option } from "effect"
-import { Command, Flag } from "effect/cli"
-import { Reactivity } from "effect/reactivity"
+import * as Config from "effect/Config"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as Reactivity from "effect/reactivity/Reactivity"
 import { invalidInput } from "../CliExit.ts"
 
 /** The cluster packages (effect/cluster, the Postgres driver), loaded only by the commands that use them. */

@@ -1,4 +1,4 @@
-import { SchemaIssue } from "effect"
+import * as SchemaIssue from "effect/SchemaIssue"
 import type { PlanFileIssue } from "../PlanFile.ts"
 
 /** Renders `["agents", 3, "claims", "write", 0]` as `agents[3].claims.write[0]`. */

@@ -1,5 +1,9 @@
 import * as Claims from "@corral/core/Claims"
-import { Effect, Result, Schema, SchemaIssue, SchemaTransformation } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 
 const units: ReadonlyArray<readonly [number, ReadonlyArray<string>]> = [
   [1, ["ms", "milli", "millis", "millisecond", "milliseconds"]],

@@ -21,8 +21,15 @@
  *   execution is still leased waits here).
  */
 import { OwnerSession } from "@corral/postgres"
-import { Deferred, Duration, Effect, Exit, Queue, type Scope } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 /** The advisory-lock namespace of owners of execution leases (all of them are listed in `OwnerSession`). */
 const ownerLockKey = OwnerSession.namespaces.executionOwners

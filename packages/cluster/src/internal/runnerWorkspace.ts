@@ -1,7 +1,12 @@
 import { createHash } from "node:crypto"
-import { Executor } from "@corral/core"
+import * as Executor from "@corral/core/Executor"
 import { Git, RemoteWorkspace, Workspace } from "@corral/platform-node"
-import { Context, Effect, Exit, Layer, Scope, Semaphore } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 
 /** What the coordinator sends with an agent that runs in a worktree on its runner. */
 export interface RemoteWorkspaceInput {

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * The run ledger could not read or write its store (or was asked about a run it never started).

@@ -1,4 +1,5 @@
-import { CorralEvent, type Outcome } from "@corral/core"
+import * as CorralEvent from "@corral/core/CorralEvent"
+import type * as Outcome from "@corral/core/Outcome"
 import type { LedgerEvent } from "../RunLedger.ts"
 import type * as RunRecord from "../RunRecord.ts"
 import {

@@ -1,5 +1,8 @@
-import { Effect, String as Str } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Effect from "effect/Effect"
+import * as Str from "effect/String"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import type { AgentRow, Batch, RunRow, SuccessRow, TransitionRow } from "./ledgerModel.ts"
 import type { LedgerStore, RunSummaryRow } from "./ledgerStore.ts"
 

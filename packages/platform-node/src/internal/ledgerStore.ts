@@ -1,5 +1,5 @@
-import { Effect } from "effect"
-import type { SqlError } from "effect/sql"
+import * as Effect from "effect/Effect"
+import type * as SqlError from "effect/sql/SqlError"
 import type { AgentRow, Batch, RunRow, RunUpdate, SuccessRow, TransitionRow } from "./ledgerModel.ts"
 
 export interface RunSummaryRow extends RunRow {

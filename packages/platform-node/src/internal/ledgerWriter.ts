@@ -1,5 +1,9 @@
-import { Deferred, type Duration, Effect, type Scope, Semaphore } from "effect"
-import type { SqlError } from "effect/sql"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import type * as SqlError from "effect/sql/SqlError"
 import { type Batch, batchSize, emptyBatch, prependBatch } from "./ledgerModel.ts"
 import type { LedgerStore } from "./ledgerStore.ts"
 

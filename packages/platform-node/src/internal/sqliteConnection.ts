@@ -1,7 +1,11 @@
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite"
-import { Cause, Effect, Stream } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import type * as Arr from "effect/Array"
-import { SqlClient, type SqlConnection, type SqlError } from "effect/sql"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlConnection from "effect/sql/SqlConnection"
+import type * as SqlError from "effect/sql/SqlError"
 import { toSqlError } from "./sqliteError.ts"
 
 type TransformRows = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined

@@ -1,4 +1,4 @@
-import { SqlError } from "effect/sql"
+import * as SqlError from "effect/sql/SqlError"
 
 const SQLITE_ERROR = 1
 const SQLITE_PERM = 3

@@ -1,4 +1,5 @@
-import type { Claims, ResourceLocks } from "@corral/core"
+import type * as Claims from "@corral/core/Claims"
+import type * as ResourceLocks from "@corral/core/ResourceLocks"
 
 const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
   const n = Math.min(a.length, b.length)

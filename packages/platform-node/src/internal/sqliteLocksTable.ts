@@ -1,6 +1,9 @@
-import type { Claims, ResourceLocks } from "@corral/core"
-import { Effect } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import type * as Claims from "@corral/core/Claims"
+import type * as ResourceLocks from "@corral/core/ResourceLocks"
+import * as Effect from "effect/Effect"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import * as LeaseTables from "../LeaseTables.ts"
 import { blockersOf } from "./sqliteLocksConflict.ts"
 

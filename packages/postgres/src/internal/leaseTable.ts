@@ -1,7 +1,10 @@
-import type { Claims, ResourceLocks } from "@corral/core"
+import type * as Claims from "@corral/core/Claims"
+import type * as ResourceLocks from "@corral/core/ResourceLocks"
 import { LeaseConflicts, LeaseTables } from "@corral/platform-node"
-import { Effect } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Effect from "effect/Effect"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import * as OwnerSession from "../OwnerSession.ts"
 
 /** Advisory-lock namespaces of this table (all of them are listed in `OwnerSession`). */
