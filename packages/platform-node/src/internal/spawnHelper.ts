@@ -155,8 +155,14 @@ export class SpawnHelper {
   /** Starts the helper if needed; resolves with its pid once it is ready, or `undefined` if it is unavailable. */
   ready(): Promise<number | undefined> {
     this.start()
-    if (this.state._tag === "Unavailable") return Promise.resolve(undefined)
-    return this.settled.promise
+    const state = this.state
+    if (state._tag === "Unavailable") return Promise.resolve(undefined)
+    if (state._tag === "Ready") return Promise.resolve(state.pid)
+    // Whoever waits for the helper keeps this process alive until it answers.
+    if (state._tag === "Starting") this.ref(state.child, true)
+    return this.settled.promise.finally(() => {
+      if (state._tag === "Starting" && this.pending.size === 0) this.ref(state.child, false)
+    })
   }
 
   /** Starts the helper if it is not started yet; commands use it once it reported ready. */
