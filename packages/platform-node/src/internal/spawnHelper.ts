@@ -174,7 +174,10 @@ export class SpawnHelper {
   exec(request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void {
     this.start()
     const state = this.state
-    if (state._tag !== "Ready" || signal?.aborted === true) return direct(request, signal, callback)
+    if (state._tag !== "Ready" || signal?.aborted === true) {
+      direct(request, signal, callback)
+      return
+    }
     const id = ++this.nextId
     this.pending.set(id, callback)
     if (this.pending.size === 1) this.ref(state.child, true)
@@ -202,7 +205,8 @@ export class SpawnHelper {
         windowsHide: true
       })
     } catch (error) {
-      return this.fail(`it could not be started: ${(error as Error).message}`)
+      this.fail(`it could not be started: ${(error as Error).message}`)
+      return
     }
     this.state = { _tag: "Starting", child }
     child.on("error", (error) => this.fail(`it could not be started: ${error.message}`))
@@ -224,7 +228,8 @@ export class SpawnHelper {
         message = JSON.parse(line)
       } catch {
         child.kill("SIGKILL")
-        return this.fail(`it wrote something that is not a reply: ${line.slice(0, 80)}`)
+        this.fail(`it wrote something that is not a reply: ${line.slice(0, 80)}`)
+        return
       }
       if ("ready" in message) {
         if (this.state._tag === "Starting") this.state = { _tag: "Ready", child, pid: message.ready }
