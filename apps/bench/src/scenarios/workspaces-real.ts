@@ -4,6 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { mulberry32 } from "../lib/async.ts"
+import { childrenCpuMs } from "../lib/cpu.ts"
 import { metricAtLeast, metricAtMost, ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Case, Sample, Scenario } from "../types.ts"
 
@@ -30,10 +31,14 @@ const git = (cwd: string, ...args: Array<string>) =>
     maxBuffer: 64 * 1024 * 1024
   }).trim()
 
-const sh = (cwd: string, command: string) =>
+const sh = (cwd: string, command: string, env?: Record<string, string>) =>
   new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
-    execFile("sh", ["-c", command], { cwd, maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) =>
-      error === null ? resolve({ stdout, stderr }) : reject(new Error(`${command}: ${stderr || error.message}`))
+    execFile(
+      "sh",
+      ["-c", command],
+      { cwd, maxBuffer: 256 * 1024 * 1024, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) },
+      (error, stdout, stderr) =>
+        error === null ? resolve({ stdout, stderr }) : reject(new Error(`${command}: ${stderr || error.message}`))
     )
   )
 
@@ -132,7 +137,7 @@ const treeOf = (dir: string) => {
   return git(dir, "write-tree")
 }
 
-const finish = (dir: string, expectedTree: string, ms: number, metrics: Record<string, number> = {}): Sample => {
+const finish = (dir: string, expectedTree: string, ms: number, metrics: Record<string, number>): Sample => {
   const sameTree = treeOf(dir) === expectedTree ? 1 : 0
   fs.rmSync(dir, { recursive: true, force: true })
   return { ms, metrics: { ...metrics, sameTree } }
@@ -143,10 +148,12 @@ const sequential: Approach<Params> = {
   run: async (params) => {
     const dir = cloneOf(params)
     const tools = toolsOf(params)
+    const cpu = childrenCpuMs() ?? 0
     const start = performance.now()
     for (let agent = 0; agent < AGENTS; agent++) await sh(dir, agentCommand(tools, agent))
     await sh(dir, checkCommand(tools))
-    return finish(dir, params.expectedTree, performance.now() - start)
+    const ms = performance.now() - start
+    return finish(dir, params.expectedTree, ms, { cpuMs: (childrenCpuMs() ?? 0) - cpu })
   }
 }
 
@@ -158,10 +165,12 @@ const xargs: Approach<Params> = {
     const commands = Array.from({ length: AGENTS }, (_, agent) => agentCommand(tools, agent))
     const list = path.join(params.scratch, `xargs-${clones}.txt`)
     fs.writeFileSync(list, `${commands.join("\n")}\n`)
+    const cpu = childrenCpuMs() ?? 0
     const start = performance.now()
     await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`)
     await sh(dir, checkCommand(tools))
-    return finish(dir, params.expectedTree, performance.now() - start)
+    const ms = performance.now() - start
+    return finish(dir, params.expectedTree, ms, { cpuMs: (childrenCpuMs() ?? 0) - cpu })
   }
 }
 
@@ -219,19 +228,23 @@ const gitPerAgent = (stderr: string) => {
     : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length, ...own }
 }
 
-const corral: Approach<Params> = {
-  name: "corral",
+/** corral's run; `env` is added to its environment (`CORRAL_SPAWN_HELPER=0` for the row without the helper). */
+const corralWith = (name: string, env?: Record<string, string>): Approach<Params> => ({
+  name,
   run: async (params) => {
     const dir = cloneOf(params)
     const plan = path.join(params.scratch, "plan.yaml")
     const state = path.join(params.scratch, `state-${clones}`)
+    const cpu = childrenCpuMs() ?? 0
     const start = performance.now()
     const spawnedAt = Date.now()
     const out = await sh(
       dir,
-      `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`
+      `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`,
+      env
     )
     const ms = performance.now() - start
+    const cpuMs = (childrenCpuMs() ?? 0) - cpu
     const exitedAt = Date.now()
     const events = out.stdout
       .split("\n")
@@ -250,11 +263,15 @@ const corral: Approach<Params> = {
         ...breakdown(events, spawnedAt, exitedAt),
         ...gitPerAgent(out.stderr),
         slotHoldMs: slotHoldMs(events),
+        cpuMs,
         sameTree
       }
     }
   }
-}
+})
+
+const corral = corralWith("corral")
+const corralDirectSpawn = corralWith("corral, no spawn helper", { CORRAL_SPAWN_HELPER: "0" })
 
 const prepare = (base: string, quick: boolean) => {
   const scratch = fs.mkdtempSync(path.join(base, "corral-bench-real-"))
@@ -311,9 +328,10 @@ export const workspacesReal: Scenario<Params> = {
     { key: "gitMsPerAgent", label: "git ms/agent", format: (v) => v.toFixed(0) },
     { key: "gitRun", label: "git cmds/run", format: (v) => v.toFixed(0) },
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
+    { key: "cpuMs", label: "CPU of the process tree (s)", format: (v) => (v / 1000).toFixed(2) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
-  approaches: [sequential, xargs, corral],
+  approaches: [sequential, xargs, corral, corralDirectSpawn],
   cases: ({ quick }) => {
     const cases: Array<Case<Params>> = []
     for (const location of locations()) {
