@@ -6,7 +6,7 @@ import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
 import { NodeServices } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
-import { timed } from "../lib/async.ts"
+import { perProcessColumns, timedPerProcess } from "../lib/cpu.ts"
 import { core } from "../lib/core.ts"
 import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Scenario } from "../types.ts"
@@ -21,7 +21,7 @@ const agents = (name: string, sandbox: ProcessRunner.ProcessSpec["sandbox"]): Ap
   run: async (p) => {
     const { Corral } = await core()
     const cwd = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-"))
-    return timed(async () => {
+    return timedPerProcess(p.processes, async () => {
       const list = Array.from({ length: p.processes }, (_, i) =>
         ProcessAgent.make(`true-${i}`, { command: "true", cwd, ...(sandbox === undefined ? {} : { sandbox }) })
       )
@@ -41,6 +41,7 @@ export const sandbox: Scenario<Params> = {
   floor: "the same process agents without a sandbox, measured in the same run",
   targets: [ratioAtMost("sandbox: true ≤ 1.3× unsandboxed", /true at/, "ProcessAgent, sandbox: true", 1.3)],
   floorApproach: "ProcessAgent, no sandbox",
+  columns: perProcessColumns,
   approaches: support.available
     ? [
         agents("ProcessAgent, no sandbox", undefined),

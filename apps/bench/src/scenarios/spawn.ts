@@ -1,4 +1,4 @@
-import { timed } from "../lib/async.ts"
+import { perProcessColumns, timedPerProcess } from "../lib/cpu.ts"
 import { spawn as spawnChild } from "node:child_process"
 import * as ProcessAgent from "@corral/platform-node/ProcessAgent"
 import { NodeServices } from "@effect/platform-node"
@@ -22,7 +22,7 @@ const runTrue = () =>
 const plainSpawn: Approach<Params> = {
   name: "child_process.spawn pool",
   run: (p) =>
-    timed(async () => {
+    timedPerProcess(p.processes, async () => {
       let next = 0
       const worker = async () => {
         while (next < p.processes) {
@@ -38,7 +38,7 @@ const corral: Approach<Params> = {
   name: "corral ProcessAgent",
   run: async (p) => {
     const { Corral } = await core()
-    return timed(async () => {
+    return timedPerProcess(p.processes, async () => {
       const agents = Array.from({ length: p.processes }, (_, i) => ProcessAgent.make(`true-${i}`, { command: "true" }))
       const result = await Effect.runPromise(
         Corral.run(agents, { concurrency: p.concurrency }).pipe(Effect.provide(NodeServices.layer))
@@ -54,6 +54,7 @@ export const spawn: Scenario<Params> = {
   floor: "a plain child_process.spawn loop with the same concurrency, measured in the same run",
   targets: [ratioAtMost("corral ≤ 1.2× the plain spawn loop", /true at/, "corral ProcessAgent", 1.2)],
   floorApproach: "child_process.spawn pool",
+  columns: perProcessColumns,
   approaches: [plainSpawn, corral],
   cases: (options) => [
     {

@@ -34,10 +34,14 @@ const git = (cwd: string, ...args: Array<string>) =>
     maxBuffer: 64 * 1024 * 1024
   }).trim()
 
-const sh = (cwd: string, command: string) =>
+const sh = (cwd: string, command: string, env?: Record<string, string>) =>
   new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
-    execFile("sh", ["-c", command], { cwd, maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) =>
-      error === null ? resolve({ stdout, stderr }) : reject(new Error(`${command}: ${stderr || error.message}`))
+    execFile(
+      "sh",
+      ["-c", command],
+      { cwd, maxBuffer: 256 * 1024 * 1024, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) },
+      (error, stdout, stderr) =>
+        error === null ? resolve({ stdout, stderr }) : reject(new Error(`${command}: ${stderr || error.message}`))
     )
   )
 
@@ -166,7 +170,7 @@ const treeOf = (dir: string) => {
   return git(dir, "write-tree")
 }
 
-const finish = (dir: string, expectedTree: string, ms: number, metrics: Record<string, number> = {}): Sample => {
+const finish = (dir: string, expectedTree: string, ms: number, metrics: Record<string, number>): Sample => {
   const sameTree = treeOf(dir) === expectedTree ? 1 : 0
   fs.rmSync(dir, { recursive: true, force: true })
   return { ms, metrics: { ...metrics, sameTree } }
@@ -257,8 +261,9 @@ const gitPerAgent = (stderr: string) => {
     : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length, ...own }
 }
 
-const corral: Approach<Params> = {
-  name: "corral",
+/** corral's run; `env` is added to its environment (`CORRAL_SPAWN_HELPER=0` for the row without the helper). */
+const corralWith = (name: string, env?: Record<string, string>): Approach<Params> => ({
+  name,
   run: async (params) => {
     const dir = cloneOf(params)
     const plan = path.join(params.scratch, "plan.yaml")
@@ -268,7 +273,8 @@ const corral: Approach<Params> = {
     const spawnedAt = Date.now()
     const out = await sh(
       dir,
-      `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`
+      `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`,
+      env
     )
     const ms = performance.now() - start
     const exitedAt = Date.now()
@@ -295,7 +301,10 @@ const corral: Approach<Params> = {
       }
     }
   }
-}
+})
+
+const corral = corralWith("corral")
+const corralDirectSpawn = corralWith("corral, no spawn helper", { CORRAL_SPAWN_HELPER: "0" })
 
 const prepare = (base: string, quick: boolean) => {
   const scratch = fs.mkdtempSync(path.join(base, "corral-bench-real-"))
@@ -355,7 +364,7 @@ export const workspacesReal: Scenario<Params> = {
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
-  approaches: [sequential, xargs, corral],
+  approaches: [sequential, xargs, corral, corralDirectSpawn],
   cases: ({ quick }) => {
     const cases: Array<Case<Params>> = []
     for (const location of locations()) {

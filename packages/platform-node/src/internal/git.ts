@@ -1,9 +1,9 @@
-import { execFile } from "node:child_process"
 import { existsSync } from "node:fs"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import { sharedHelper } from "./spawnHelper.ts"
 
 export class GitError extends Data.TaggedError("GitError")<{
   readonly args: ReadonlyArray<string>
@@ -99,32 +99,47 @@ const globalArgs = [
 ]
 
 const spawnGit = (args: ReadonlyArray<string>, options: GitOptions) =>
-  Effect.flatMap(Effect.service(CurrentGitTally), (tally) => spawnTallied(args, options, tally))
+  Effect.flatMap(Effect.service(CurrentGitTally), (tally) =>
+    Effect.tap(spawnTallied(args, options, tally), () => warnFallbackOnce)
+  )
+
+let warnedFallback = false
+
+/** Says once per process why git runs without the spawn helper (not when it was turned off). */
+const warnFallbackOnce = Effect.suspend(() => {
+  const reason = sharedHelper().unavailable
+  if (warnedFallback || reason === undefined || process.env.CORRAL_SPAWN_HELPER === "0") return Effect.void
+  warnedFallback = true
+  return Effect.logWarning(`git commands are started by this process from now on; ${reason}`)
+})
 
 const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: GitTally | undefined) =>
   Effect.callback<GitOutput, GitNotFound>((resume, signal) => {
     const started = performance.now()
     if (tally !== undefined) tally.commands++
-    const child = execFile(
-      "git",
-      [...globalArgs, ...args],
-      { cwd: options.cwd, env: { ...baseEnv(), ...options.env }, maxBuffer: 256 * 1024 * 1024, signal },
-      (error, stdout, stderr) => {
-        if (tally !== undefined) tally.millis += performance.now() - started
-        const code = (error as NodeJS.ErrnoException | null)?.code
-        if (code === "ENOENT" && stderr === "" && existsSync(options.cwd)) {
-          return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
-        }
-        const exitCode = error === null ? 0 : typeof code === "number" ? code : -1
-        const detail = code === "ENOENT" ? `the folder ${options.cwd} does not exist` : stderr
-        resume(Effect.succeed({ stdout, stderr: detail, exitCode }))
-      }
-    )
-    if (options.input !== undefined) {
-      // git may exit before reading all of it (a failed transaction); its exit code reports that.
-      child.stdin?.on("error", () => undefined)
-      child.stdin?.end(options.input)
+    const request = {
+      file: "git",
+      args: [...globalArgs, ...args],
+      cwd: options.cwd,
+      env: { ...baseEnv(), ...options.env },
+      input: options.input,
+      maxBuffer: 256 * 1024 * 1024
     }
+    sharedHelper().exec(request, signal, (error, stdout, stderr) => {
+      if (tally !== undefined) tally.millis += performance.now() - started
+      const code = error?.code
+      if (code === "ENOENT" && stderr === "" && existsSync(options.cwd)) {
+        return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
+      }
+      const exitCode = error === null ? 0 : typeof code === "number" ? code : -1
+      const detail =
+        code === "ENOENT"
+          ? `the folder ${options.cwd} does not exist`
+          : code === "EHELPER"
+            ? `${error!.message}${stderr === "" ? "" : `: ${stderr}`}`
+            : stderr
+      resume(Effect.succeed({ stdout, stderr: detail, exitCode }))
+    })
   })
 
 const classify = (

@@ -49,11 +49,12 @@ const safe = (name: string): string => name.replace(/[^A-Za-z0-9._-]/g, "_").sli
 export const prepare = (spec: ProcessSpec, name: string, cwd: string): Protocol => {
   const owned = spec.protocolDir === undefined
   const dir = owned ? path.join(rootDir(), `${safe(name)}-${++counter}`) : path.resolve(cwd, spec.protocolDir as string)
-  fs.mkdirSync(dir, { recursive: true })
+  // A folder of our own is new (its name is unique in the private root), so it holds no old files.
+  fs.mkdirSync(dir, { recursive: !owned })
   const usagePath = path.join(dir, "usage.jsonl")
-  fs.rmSync(usagePath, { force: true })
+  if (!owned) fs.rmSync(usagePath, { force: true })
   const resultPath = spec.resultFile === undefined ? path.join(dir, "result.json") : path.resolve(cwd, spec.resultFile)
-  if (spec.resultFile === undefined) fs.rmSync(resultPath, { force: true })
+  if (!owned && spec.resultFile === undefined) fs.rmSync(resultPath, { force: true })
   const env: Record<string, string> = { CORRAL_USAGE_FILE: usagePath, CORRAL_RESULT_FILE: resultPath }
   const deps = Object.entries(spec.deps ?? {}).filter(([, value]) => value !== undefined)
   if (spec.deps !== undefined) {

@@ -34,10 +34,12 @@ const readPageSize = (): number => {
 let procBuffer = Buffer.allocUnsafe(4096)
 
 /**
- * A /proc file with open, read and close only (`readFileSync` adds an fstat and more reads). The buffer
- * grows for files longer than it (an environment can be).
+ * A /proc file with open, read and close only (`readFileSync` adds an fstat and more reads). `whole`:
+ * read until the end (an environment can be longer than the buffer, which then grows); otherwise one
+ * read, for files the kernel produces in one piece far below the buffer's size (`stat`, `loadavg`), so
+ * the read that would find the end is saved.
  */
-const readProc = (file: string): string | undefined => {
+const readProc = (file: string, whole = false): string | undefined => {
   let fd: number
   try {
     fd = fs.openSync(file, "r")
@@ -48,8 +50,8 @@ const readProc = (file: string): string | undefined => {
     let length = 0
     for (;;) {
       const read = fs.readSync(fd, procBuffer, length, procBuffer.length - length, length)
-      if (read === 0) break
       length += read
+      if (read === 0 || !whole) break
       if (length === procBuffer.length) {
         const larger = Buffer.allocUnsafe(procBuffer.length * 2)
         procBuffer.copy(larger)
@@ -153,6 +155,7 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  * not found.
  */
 const YOUNG_MS = 2000
+const DIRECT_PIDS_MAX = 16
 
 export class Strays {
   private readonly known = new Map<number, number>()
@@ -234,18 +237,33 @@ const between = (pid: number, first: number, last: number): boolean =>
  * The processes started since the one with pid `first` when the pids handed out since then are known
  * (`last`: pids are handed out in increasing order, wrapping around at `pid_max`), else all of them.
  * A stat read per process of the machine at every exit would cost more than a short process itself.
+ * When few pids were handed out since, each is read directly: a missing one costs one failed `open`,
+ * less than listing /proc (a string per process of the machine).
  */
 const scanSince = (first: number, last: number | undefined): Array<ProcEntry> => {
   const bytesPerPage = (pageSize ??= readPageSize())
   const groups = new Map<number, MutableSample>()
   const entries: Array<ProcEntry> = []
+  const add = (pid: number, name: string) => {
+    const stat = readStat(name)
+    if (stat !== undefined) addProcess(groups, pid, stat, bytesPerPage, entries)
+  }
+  if (last !== undefined && first <= last && last - first < DIRECT_PIDS_MAX) {
+    // A pid that is gone is the common answer; its ENOENT error needs no stack trace.
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    try {
+      for (let pid = first; pid <= last; pid++) add(pid, String(pid))
+    } finally {
+      Error.stackTraceLimit = limit
+    }
+    return entries
+  }
   for (const entry of fs.readdirSync("/proc")) {
     const code = entry.charCodeAt(0)
     if (code < 48 || code > 57) continue
     const pid = Number(entry)
-    if (last !== undefined && !between(pid, first, last)) continue
-    const stat = readStat(entry)
-    if (stat !== undefined) addProcess(groups, pid, stat, bytesPerPage, entries)
+    if (last === undefined || between(pid, first, last)) add(pid, entry)
   }
   return entries
 }
@@ -269,7 +287,7 @@ const tokenCache = new Map<number, { readonly start: number; readonly tokens: Re
 const tokensOf = (entry: ProcEntry): ReadonlyArray<string> => {
   const cached = tokenCache.get(entry.pid)
   if (cached !== undefined && cached.start === entry.start) return cached.tokens
-  const environ = readProc(`/proc/${entry.pid}/environ`)
+  const environ = readProc(`/proc/${entry.pid}/environ`, true)
   const tokens: Array<string> = []
   for (let at = environ?.indexOf(TOKEN_NAME) ?? -1; at !== -1; at = environ!.indexOf(TOKEN_NAME, at + 1)) {
     if (at > 0 && environ!.charCodeAt(at - 1) !== 0) continue

@@ -1,0 +1,276 @@
+/**
+ * Short commands (git) started by a small helper process instead of this one.
+ *
+ * Node's `spawn()` forks the calling process: the kernel copies its page tables and the child tears
+ * them down again at `exec`, and the main thread waits for that (libuv reads the exec status
+ * synchronously). The cost grows with the caller's memory: a few ms of CPU per command at the CLI's
+ * ≈ 200 MB RSS, and far more wall time on a loaded machine, while the main thread is blocked. The
+ * helper is a Node process with no imports but `node:child_process` (≈ 40 MB), started once and fed
+ * JSON lines over a pipe; each command it starts forks that small process instead. No package does
+ * this (a native `posix_spawn` binding would need a compiler or prebuilt binaries per platform).
+ *
+ * Guarantees, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
+ * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Lifetime: the
+ * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
+ * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
+ * process exits or is killed (it holds the only write end). Commands it started keep running then,
+ * as they would if this process had started them. The helper does not keep this process alive.
+ *
+ * Fallback: commands run with `execFile` in this process while the helper starts, when it cannot
+ * start or died (it is not restarted), and when `CORRAL_SPAWN_HELPER=0`. A command in flight when the
+ * helper dies gets `error.code` `"EHELPER"` (its outcome is unknown, so it is not run again).
+ *
+ * @internal
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+
+/** The helper's program, run with `node -e` so it needs no file of its own in any packaging. */
+const HELPER_SOURCE = `"use strict"
+const { execFile } = require("node:child_process")
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => {})
+const running = new Map()
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n")
+const start = (r) => {
+  const controller = new AbortController()
+  running.set(r.id, controller)
+  let child
+  try {
+    child = execFile(r.file, r.args, { cwd: r.cwd, env: r.env, maxBuffer: r.maxBuffer, signal: controller.signal }, (error, stdout, stderr) => {
+      running.delete(r.id)
+      const failure = error === null ? null : { code: error.code ?? null, signal: error.signal ?? null, message: error.message }
+      send({ id: r.id, error: failure, stdout, stderr })
+    })
+  } catch (error) {
+    running.delete(r.id)
+    send({ id: r.id, error: { code: error.code ?? "EINVAL", signal: null, message: error.message }, stdout: "", stderr: "" })
+    return
+  }
+  if (r.input !== undefined) {
+    child.stdin.on("error", () => {})
+    child.stdin.end(r.input)
+  }
+}
+let buffered = ""
+process.stdin.setEncoding("utf8")
+process.stdin.on("data", (chunk) => {
+  buffered += chunk
+  let end
+  while ((end = buffered.indexOf("\\n")) !== -1) {
+    const line = buffered.slice(0, end)
+    buffered = buffered.slice(end + 1)
+    const r = JSON.parse(line)
+    if (r.kill !== undefined) running.get(r.kill)?.abort()
+    else start(r)
+  }
+})
+process.stdin.on("end", () => process.exit(0))
+process.stdout.on("error", () => process.exit(0))
+send({ ready: process.pid })
+`
+
+export interface ExecRequest {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly input?: string | undefined
+  readonly maxBuffer: number
+}
+
+/** What `execFile` reports: `code` is the exit code, or an error code (`"ENOENT"`, `"EHELPER"`…). */
+export interface ExecError {
+  readonly code: number | string | null
+  readonly signal: string | null
+  readonly message: string
+}
+
+export type ExecCallback = (error: ExecError | null, stdout: string, stderr: string) => void
+
+interface Reply {
+  readonly id: number
+  readonly error: ExecError | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+type State =
+  | { readonly _tag: "Idle" }
+  | { readonly _tag: "Starting"; readonly child: ChildProcess }
+  | { readonly _tag: "Ready"; readonly child: ChildProcess; readonly pid: number }
+  | { readonly _tag: "Unavailable"; readonly reason: string }
+
+const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void => {
+  const child = execFile(
+    request.file,
+    request.args,
+    { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer, ...(signal === undefined ? {} : { signal }) },
+    (error, stdout, stderr) => {
+      const failure =
+        error === null
+          ? null
+          : {
+              code: (error as NodeJS.ErrnoException).code ?? null,
+              signal: (error as { signal?: string | null }).signal ?? null,
+              message: error.message
+            }
+      callback(failure, stdout, stderr)
+    }
+  )
+  if (request.input !== undefined) {
+    // The command may exit before reading all of it; its exit code reports that.
+    child.stdin?.on("error", () => undefined)
+    child.stdin?.end(request.input)
+  }
+}
+
+/**
+ * States: `Idle` → (first command) `Starting` → (the helper's `ready` line) `Ready`; `Starting` or
+ * `Ready` → (the helper exits, fails to start or breaks its protocol) `Unavailable`, for good.
+ * Commands run directly in every state but `Ready`.
+ */
+export class SpawnHelper {
+  private state: State
+  private readonly pending = new Map<number, ExecCallback>()
+  private nextId = 0
+  private buffered = ""
+  private readonly node: string
+  private readonly settled = Promise.withResolvers<number | undefined>()
+
+  constructor(options: { readonly node?: string; readonly enabled?: boolean } = {}) {
+    this.node = options.node ?? process.execPath
+    this.state =
+      options.enabled === false ? { _tag: "Unavailable", reason: "disabled (CORRAL_SPAWN_HELPER=0)" } : { _tag: "Idle" }
+  }
+
+  /** The helper's pid once it is ready, else `undefined`. */
+  get pid(): number | undefined {
+    return this.state._tag === "Ready" ? this.state.pid : undefined
+  }
+
+  /** Why commands run in this process, or `undefined` while the helper is used or starting. */
+  get unavailable(): string | undefined {
+    return this.state._tag === "Unavailable" ? this.state.reason : undefined
+  }
+
+  /** Starts the helper if needed; resolves with its pid once it is ready, or `undefined` if it is unavailable. */
+  ready(): Promise<number | undefined> {
+    this.start()
+    const state = this.state
+    if (state._tag === "Unavailable") return Promise.resolve(undefined)
+    if (state._tag === "Ready") return Promise.resolve(state.pid)
+    // Whoever waits for the helper keeps this process alive until it answers.
+    if (state._tag === "Starting") this.ref(state.child, true)
+    return this.settled.promise.finally(() => {
+      if (state._tag === "Starting" && this.pending.size === 0) this.ref(state.child, false)
+    })
+  }
+
+  /** Starts the helper if it is not started yet; commands use it once it reported ready. */
+  start(): void {
+    if (this.state._tag === "Idle") this.launch()
+  }
+
+  /** Runs a command like `execFile`: through the helper when it is ready, else in this process. */
+  exec(request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void {
+    this.start()
+    const state = this.state
+    if (state._tag !== "Ready" || signal?.aborted === true) {
+      direct(request, signal, callback)
+      return
+    }
+    const id = ++this.nextId
+    this.pending.set(id, callback)
+    if (this.pending.size === 1) this.ref(state.child, true)
+    state.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+    signal?.addEventListener(
+      "abort",
+      () => {
+        if (!this.pending.delete(id) || this.state._tag !== "Ready") return
+        if (this.pending.size === 0) this.ref(this.state.child, false)
+        this.state.child.stdin!.write(`${JSON.stringify({ kill: id })}\n`)
+      },
+      { once: true }
+    )
+  }
+
+  private launch(): void {
+    const env = { ...process.env }
+    // The helper is plain JavaScript: preloads meant for this process (test runners, profilers) stay out.
+    delete env.NODE_OPTIONS
+    let child: ChildProcess
+    try {
+      child = spawn(this.node, ["-e", HELPER_SOURCE], {
+        stdio: ["pipe", "pipe", "inherit"],
+        env,
+        windowsHide: true
+      })
+    } catch (error) {
+      this.fail(`it could not be started: ${(error as Error).message}`)
+      return
+    }
+    this.state = { _tag: "Starting", child }
+    child.on("error", (error) => this.fail(`it could not be started: ${error.message}`))
+    child.on("exit", (code, signal) => this.fail(`it exited (${signal ?? `code ${code}`})`))
+    child.stdin!.on("error", () => undefined)
+    child.stdout!.setEncoding("utf8")
+    child.stdout!.on("data", (chunk: string) => this.receive(child, chunk))
+    child.unref()
+    this.ref(child, false)
+  }
+
+  private receive(child: ChildProcess, chunk: string): void {
+    this.buffered += chunk
+    for (let end = this.buffered.indexOf("\n"); end !== -1; end = this.buffered.indexOf("\n")) {
+      const line = this.buffered.slice(0, end)
+      this.buffered = this.buffered.slice(end + 1)
+      let message: Reply | { readonly ready: number }
+      try {
+        message = JSON.parse(line)
+      } catch {
+        child.kill("SIGKILL")
+        this.fail(`it wrote something that is not a reply: ${line.slice(0, 80)}`)
+        return
+      }
+      if ("ready" in message) {
+        if (this.state._tag === "Starting") this.state = { _tag: "Ready", child, pid: message.ready }
+        this.settled.resolve(message.ready)
+        continue
+      }
+      const callback = this.pending.get(message.id)
+      if (callback === undefined) continue
+      this.pending.delete(message.id)
+      if (this.pending.size === 0) this.ref(child, false)
+      callback(message.error, message.stdout, message.stderr)
+    }
+  }
+
+  private fail(reason: string): void {
+    if (this.state._tag === "Unavailable") return
+    const child = this.state._tag === "Idle" ? undefined : this.state.child
+    this.state = { _tag: "Unavailable", reason: `the spawn helper is not used: ${reason}` }
+    this.settled.resolve(undefined)
+    const lost = [...this.pending.values()]
+    this.pending.clear()
+    if (child !== undefined) {
+      this.ref(child, false)
+      child.stdin?.destroy()
+    }
+    const error = { code: "EHELPER", signal: null, message: `the spawn helper died while the command ran (${reason})` }
+    for (const callback of lost) callback(error, "", "")
+  }
+
+  /** The helper's pipes keep this process alive only while a command runs through it. */
+  private ref(child: ChildProcess, on: boolean): void {
+    for (const stream of [child.stdin, child.stdout] as const) {
+      const socket = stream as unknown as { ref?: () => void; unref?: () => void } | null
+      if (on) socket?.ref?.()
+      else socket?.unref?.()
+    }
+  }
+}
+
+let shared: SpawnHelper | undefined
+
+/** The helper of this process (of this thread, in a worker thread). */
+export const sharedHelper = (): SpawnHelper =>
+  (shared ??= new SpawnHelper({ enabled: process.env.CORRAL_SPAWN_HELPER !== "0" }))

@@ -1,0 +1,180 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { createInterface } from "node:readline"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { type ExecError, type ExecRequest, SpawnHelper } from "../../src/internal/spawnHelper.ts"
+
+const dir = realpathSync(mkdtempSync(join(tmpdir(), "corral-spawn-helper-")))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const fixture = new URL("../fixtures/spawnHelperParent.ts", import.meta.url).pathname
+
+interface Outcome {
+  readonly error: ExecError | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const exec = (helper: SpawnHelper, request: Partial<ExecRequest>, signal?: AbortSignal) =>
+  new Promise<Outcome>((resolve) =>
+    helper.exec(
+      { file: "sh", args: [], cwd: dir, env: { PATH: process.env.PATH }, maxBuffer: 1 << 20, ...request },
+      signal,
+      (error, stdout, stderr) => resolve({ error, stdout, stderr })
+    )
+  )
+
+const isAlive = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+/** Polls a condition; the deadline is generous because a loaded machine can be slow to reap. */
+const waitUntil = async (condition: () => boolean, what: string, ms = 30_000) => {
+  const deadline = Date.now() + ms
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+const startParent = (mode: string): { child: ChildProcess; lines: AsyncIterator<string> } => {
+  const child = spawn(process.execPath, [fixture, mode], {
+    cwd: dir,
+    stdio: ["ignore", "pipe", "inherit"],
+    detached: true
+  })
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
+  return { child, lines }
+}
+
+const nextMessage = async (lines: AsyncIterator<string>) => {
+  const line = await lines.next()
+  assert.isFalse(line.done, "the parent wrote nothing")
+  return JSON.parse(line.value as string) as { helper: number | undefined; out: string }
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode)
+    else child.once("exit", (code) => resolve(code))
+  })
+
+describe("SpawnHelper", () => {
+  const helper = new SpawnHelper()
+
+  it("runs commands in its own process with the exit code, output, cwd, environment and input", async () => {
+    const pid = await helper.ready()
+    assert.isDefined(pid)
+    assert.notStrictEqual(pid, process.pid)
+    const out = await exec(helper, {
+      args: ["-c", 'echo "$PPID $(pwd) $GREETING"; cat; echo oops >&2; exit 3'],
+      env: { PATH: process.env.PATH, GREETING: "hello" },
+      input: "from stdin\n"
+    })
+    assert.deepStrictEqual(out.error?.code, 3)
+    assert.strictEqual(out.stdout, `${pid} ${dir} hello\nfrom stdin\n`)
+    assert.strictEqual(out.stderr, "oops\n")
+    const ok = await exec(helper, { args: ["-c", "printf 'a\\nb\\né'"] })
+    assert.isNull(ok.error)
+    assert.strictEqual(ok.stdout, "a\nb\né")
+  })
+
+  it("reports a missing executable, a missing folder and a signal like execFile", async () => {
+    await helper.ready()
+    assert.strictEqual((await exec(helper, { file: "corral-no-such-program" })).error?.code, "ENOENT")
+    assert.strictEqual((await exec(helper, { args: ["-c", "true"], cwd: join(dir, "missing") })).error?.code, "ENOENT")
+    const killed = await exec(helper, { args: ["-c", "kill -KILL $$"] })
+    assert.strictEqual(killed.error?.signal, "SIGKILL")
+    assert.strictEqual(helper.pid !== undefined, true)
+  })
+
+  it("stops a command whose caller aborts", async () => {
+    await helper.ready()
+    const controller = new AbortController()
+    const pidFile = join(dir, "aborted.pid")
+    const done = exec(helper, { args: ["-c", `echo $$ > ${pidFile}; exec sleep 1000`] }, controller.signal)
+    let pid = 0
+    await waitUntil(() => {
+      try {
+        pid = Number(readFileSync(pidFile, "utf8"))
+      } catch {
+        return false
+      }
+      return pid > 0
+    }, "the command wrote its pid")
+    controller.abort()
+    await waitUntil(() => !isAlive(pid), "the aborted command is gone")
+    void done
+  })
+
+  it("falls back to this process when the helper cannot start, and says why", async () => {
+    const broken = new SpawnHelper({ node: join(dir, "no-such-node") })
+    assert.isUndefined(await broken.ready())
+    assert.match(broken.unavailable ?? "", /could not be started/)
+    const out = await exec(broken, { args: ["-c", "echo $PPID"] })
+    assert.strictEqual(out.stdout.trim(), String(process.pid))
+  })
+
+  it("is not used when turned off", async () => {
+    const off = new SpawnHelper({ enabled: false })
+    assert.isUndefined(await off.ready())
+    assert.match(off.unavailable ?? "", /CORRAL_SPAWN_HELPER=0/)
+    assert.strictEqual((await exec(off, { args: ["-c", "echo $PPID"] })).stdout.trim(), String(process.pid))
+  })
+
+  it("fails a command in flight when the helper dies, and runs later commands itself", async () => {
+    const doomed = new SpawnHelper()
+    const pid = (await doomed.ready())!
+    const pidFile = join(dir, "orphan.pid")
+    const inFlight = exec(doomed, { args: ["-c", `echo $$ > ${pidFile}; exec sleep 1000`] })
+    await waitUntil(() => {
+      try {
+        return Number(readFileSync(pidFile, "utf8")) > 0
+      } catch {
+        return false
+      }
+    }, "the command started")
+    process.kill(pid, "SIGKILL")
+    const lost = await inFlight
+    assert.strictEqual(lost.error?.code, "EHELPER")
+    assert.match(doomed.unavailable ?? "", /exited/)
+    assert.strictEqual((await exec(doomed, { args: ["-c", "echo $PPID"] })).stdout.trim(), String(process.pid))
+    process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL")
+  })
+
+  it("does not keep its parent alive", async () => {
+    const { child, lines } = startParent("exit")
+    const message = await nextMessage(lines)
+    assert.strictEqual(message.out, "once")
+    assert.strictEqual(await exited(child), 0)
+    await waitUntil(() => !isAlive(message.helper!), "the helper is gone")
+  })
+
+  it("dies with its parent on kill -9", async () => {
+    const { child, lines } = startParent("hold")
+    const message = await nextMessage(lines)
+    assert.strictEqual(message.out, "held")
+    assert.isTrue(isAlive(message.helper!))
+    process.kill(child.pid!, "SIGKILL")
+    await exited(child)
+    await waitUntil(() => !isAlive(message.helper!), "the helper is gone")
+  })
+
+  it("survives a Ctrl-C to the whole group, serves the parent's cleanup, and leaves with the parent", async () => {
+    const { child, lines } = startParent("sigint")
+    const armed = await nextMessage(lines)
+    assert.strictEqual(armed.out, "armed")
+    process.kill(-child.pid!, "SIGINT")
+    const after = await nextMessage(lines)
+    assert.deepStrictEqual(after, { helper: armed.helper, out: "after-sigint" })
+    assert.strictEqual(await exited(child), 0)
+    await waitUntil(() => !isAlive(armed.helper!), "the helper is gone")
+  })
+})
