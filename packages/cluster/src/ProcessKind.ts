@@ -18,12 +18,12 @@
  *
  * Its output lines go to the runner's `AgentOutput` sink (the cluster's database) while it runs,
  * secrets redacted. Its processes die with the runner: each process group gets a detached watchdog
- * that kills the group once the runner's pid is gone (SIGKILL included), so a re-run elsewhere never
- * runs beside a leftover.
+ * that kills the group once the runner is gone (SIGKILL included; a killed runner not yet reaped, or
+ * its pid handed to another process, counts as gone), so a re-run elsewhere never runs beside a
+ * leftover. A watchdog that cannot start kills its group.
  *
  * @since 0.1.0
  */
-import { spawn } from "node:child_process"
 import { isAbsolute, resolve } from "node:path"
 import * as Agent from "@corral/core/Agent"
 import * as AgentKind from "@corral/core/AgentKind"
@@ -34,6 +34,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as RunnerIsolation from "./internal/runnerIsolation.ts"
+import * as RunnerWatchdog from "./internal/runnerWatchdog.ts"
 import { inRemoteWorkspace, inSharedWorkspace } from "./internal/runnerWorkspace.ts"
 
 /**
@@ -161,16 +162,8 @@ export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandF
   message: Schema.String
 }) {}
 
-/** Kills process group `group` once `parent` has died; ends by itself when the group is gone. */
-const watchdog = (parent: number, group: number) =>
-  spawn(
-    "sh",
-    [
-      "-c",
-      `while kill -0 ${parent} 2>/dev/null; do kill -0 -${group} 2>/dev/null || exit 0; sleep 0.5; done; kill -KILL -${group} 2>/dev/null`
-    ],
-    { detached: true, stdio: "ignore" }
-  ).unref()
+/** This runner, by pid and start time: its watchdogs tell it from a process that gets its pid later. */
+const runnerProcess: RunnerWatchdog.Parent = { pid: process.pid, start: RunnerWatchdog.startOf("self") }
 
 const commandFailed = (error: ProcessRunner.ProcessFailed | CommandFailed) =>
   error instanceof CommandFailed
@@ -298,7 +291,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
               input.cwd === undefined ? handle.dir : isAbsolute(input.cwd) ? input.cwd : resolve(handle.dir, input.cwd),
             ...(captured.onLine === undefined ? {} : { onLine: captured.onLine }),
             onProcess: (pid) => {
-              if (pid !== undefined) watchdog(process.pid, pid)
+              if (pid !== undefined) RunnerWatchdog.watch(runnerProcess, pid)
             }
           }).pipe(Effect.ensuring(Effect.andThen(gitLink?.restore ?? Effect.void, captured.finish)))
           if (gitLink?.tampered()) {

@@ -1,0 +1,115 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { NodeServices } from "@effect/platform-node"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import * as ProcessRunner from "../src/ProcessRunner.ts"
+
+const dir = mkdtempSync(join(tmpdir(), "corral-process-interrupt-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const isAlive = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+/** Whether a live (not zombie) process is in group `pgid`; the leader stays a zombie until Node reaps it. */
+const groupAlive = (pgid: number): boolean =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .some((entry) => {
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "latin1")
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+        return Number(fields[2]) === pgid && fields[0] !== "Z"
+      } catch {
+        return false
+      }
+    })
+
+/**
+ * Starts a tree that ignores SIGTERM (a leader and a child that record their pids), interrupts its run at
+ * a given point of the start-up, and checks what a runner relies on: a leader that started was reported
+ * to `onProcess` (where the runner starts its watchdog), and nothing of the tree is left once the
+ * interruption is over, so a kill of the leader alone, or SIGTERM without SIGKILL, would fail.
+ */
+const interruptAt = (label: string, interrupt: (fiber: Fiber.Fiber<unknown, unknown>) => Effect.Effect<void>) =>
+  Effect.gen(function* () {
+    const pidFile = join(dir, `${label}.pid`)
+    const reported: Array<number> = []
+    const fiber = yield* Effect.forkChild(
+      ProcessRunner.run({
+        command: `trap "" TERM; sleep 300 & echo $$ $! >> ${pidFile}; wait`,
+        shell: true,
+        cwd: dir,
+        killGrace: "200 millis",
+        onProcess: (pid) => {
+          if (pid !== undefined) reported.push(pid)
+        }
+      }).pipe(Effect.provide(NodeServices.layer)),
+      { startImmediately: true }
+    )
+    yield* interrupt(fiber)
+    yield* Fiber.await(fiber)
+    const written = existsSync(pidFile)
+      ? readFileSync(pidFile, "utf8")
+          .split(/\s+/)
+          .filter((word) => word !== "")
+          .map(Number)
+      : []
+    for (const pid of written) assert.isFalse(isAlive(pid), `${label}: pid ${pid} outlived its interrupted run`)
+    if (written.length > 0)
+      assert.include(reported, written[0], `${label}: pid ${written[0]} started without onProcess`)
+    for (const pid of reported) {
+      assert.isFalse(isAlive(pid), `${label}: pid ${pid} outlived its interrupted run`)
+      assert.isFalse(groupAlive(pid), `${label}: the group of pid ${pid} outlived its interrupted run`)
+    }
+  })
+
+describe("ProcessRunner interrupted during its start-up", () => {
+  it.live("leaves no process, at every interruption point from 0 to 20 scheduler yields", () =>
+    Effect.forEach(
+      Array.from({ length: 21 }, (_, yields) => yields),
+      (yields) =>
+        interruptAt(`yields-${yields}`, (fiber) =>
+          Effect.andThen(Effect.repeat(Effect.yieldNow, { times: yields }), Fiber.interrupt(fiber))
+        ),
+      { discard: true }
+    )
+  )
+
+  it.live("leaves no process when interrupted from onProcess, right after the spawn", () =>
+    Effect.gen(function* () {
+      for (let i = 0; i < 10; i++) {
+        const pidFile = join(dir, `hook-${i}.pid`)
+        const reported: Array<number> = []
+        let self: Fiber.Fiber<unknown, unknown> | undefined
+        const fiber = yield* Effect.forkChild(
+          ProcessRunner.run({
+            command: `trap "" TERM; sleep 300 & echo $$ $! >> ${pidFile}; wait`,
+            shell: true,
+            cwd: dir,
+            killGrace: "200 millis",
+            onProcess: (pid) => {
+              if (pid === undefined) return
+              reported.push(pid)
+              self?.interruptUnsafe()
+            }
+          }).pipe(Effect.provide(NodeServices.layer)),
+          { startImmediately: false }
+        )
+        self = fiber
+        const exit = yield* Fiber.await(fiber)
+        assert.isTrue(exit._tag === "Failure", `hook-${i}: the run was not interrupted`)
+        assert.lengthOf(reported, 1)
+        assert.isFalse(isAlive(reported[0]!), `hook-${i}: pid ${reported[0]} outlived its interrupted run`)
+        assert.isFalse(groupAlive(reported[0]!), `hook-${i}: its group outlived its interrupted run`)
+      }
+    })
+  )
+})
