@@ -114,6 +114,8 @@ export const ledger: Scenario<Params> = {
     memoryOverNone,
     sqliteOverNone
   ],
+  warmup: true,
+  steadyState: true,
   floorApproach: "no ledger",
   columns: [
     { key: "usPerAgent", label: "µs/agent", format: fixed(1) },

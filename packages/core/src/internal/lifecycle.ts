@@ -92,6 +92,12 @@ export class Lifecycle {
     node.state = to
   }
 
+  /** Counts `n` nodes moved from `waiting-deps` to `ready` by the caller (the roots of a run, in one step). */
+  seeded(n: number): void {
+    this.waitingDeps -= n
+    this.ready += n
+  }
+
   /** Moves a node to `done` with its outcome's tag counted. */
   finish(node: Stateful, tag: Outcome.Tag): void {
     this.move(node, "done")

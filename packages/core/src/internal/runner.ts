@@ -186,6 +186,8 @@ class Runner<A, E, R> implements ExecHost {
   startedAt = 0
   /** Set once the outcomes are final: later usage goes to the enclosing agent or is dropped. */
   finished = false
+  /** Every node is a root and they are already in priority order (no dependencies, one priority). */
+  readonly inOrder: boolean
 
   constructor(
     nodes: ReadonlyArray<Node>,
@@ -210,11 +212,17 @@ class Runner<A, E, R> implements ExecHost {
     this.logAnnotations = logAnnotations(runId, services.annotations)
     this.nodes = nodes
     let claims = false
+    let graph = false
+    let uniform = true
+    const priority = nodes.length > 0 ? nodes[0]!.priority : 0
     for (const node of nodes) {
       node.host = this
       if (node.request !== undefined) claims = true
+      if (node.depIndices.length > 0) graph = true
+      if (node.priority !== priority) uniform = false
     }
-    link(nodes)
+    if (graph) link(nodes)
+    this.inOrder = !graph && uniform
     this.lifecycle = new Lifecycle(nodes.length)
     this.mode = options.mode ?? "settle"
     const limiter = services.limiter
@@ -429,11 +437,16 @@ class Runner<A, E, R> implements ExecHost {
 
   // queueing and readiness
 
+  /** Moves every node without dependencies to `ready`; their `queuedAt` is the run's start. */
   private enqueueRoots(): void {
-    const startedAt = this.startedAt
+    if (this.inOrder) {
+      for (const node of this.nodes) node.state = "ready"
+      this.lifecycle.seeded(this.nodes.length)
+      this.ready.seedInOrder(this.nodes)
+      return
+    }
     const roots: Array<Node> = []
     for (const node of this.nodes) {
-      node.queuedAt = startedAt
       if (node.depsLeft === 0) {
         this.lifecycle.move(node, "ready")
         roots.push(node)
