@@ -92,7 +92,10 @@ export class Lifecycle {
     node.state = to
   }
 
-  /** Counts `n` nodes moved from `waiting-deps` to `ready` by the caller (the roots of a run, in one step). */
+  /**
+   * Counts `n` nodes that the caller moved from `waiting-deps` to `ready` itself: the roots of a
+   * run, set before it starts, in the same pass that binds them to the run.
+   */
   seeded(n: number): void {
     this.waitingDeps -= n
     this.ready += n

@@ -214,16 +214,22 @@ class Runner<A, E, R> implements ExecHost {
     let claims = false
     let graph = false
     let uniform = true
+    let roots = 0
     const priority = nodes.length > 0 ? nodes[0]!.priority : 0
     for (const node of nodes) {
       node.host = this
       if (node.request !== undefined) claims = true
       if (node.depIndices.length > 0) graph = true
+      else {
+        node.state = "ready"
+        roots++
+      }
       if (node.priority !== priority) uniform = false
     }
     if (graph) link(nodes)
     this.inOrder = !graph && uniform
     this.lifecycle = new Lifecycle(nodes.length)
+    this.lifecycle.seeded(roots)
     this.mode = options.mode ?? "settle"
     const limiter = services.limiter
     const forks = claims || limiter !== undefined || options.onEvent !== undefined || options.stopOn !== undefined
@@ -437,21 +443,14 @@ class Runner<A, E, R> implements ExecHost {
 
   // queueing and readiness
 
-  /** Moves every node without dependencies to `ready`; their `queuedAt` is the run's start. */
+  /**
+   * Queues the roots: the nodes without dependencies, which the constructor moved to `ready` in its
+   * one pass over the nodes (their `queuedAt` is the run's start).
+   */
   private enqueueRoots(): void {
-    if (this.inOrder) {
-      for (const node of this.nodes) node.state = "ready"
-      this.lifecycle.seeded(this.nodes.length)
-      this.ready.seedInOrder(this.nodes)
-      return
-    }
+    if (this.inOrder) return this.ready.seedInOrder(this.nodes)
     const roots: Array<Node> = []
-    for (const node of this.nodes) {
-      if (node.depsLeft === 0) {
-        this.lifecycle.move(node, "ready")
-        roots.push(node)
-      }
-    }
+    for (const node of this.nodes) if (node.state === "ready") roots.push(node)
     this.ready.seed(roots)
   }
 
