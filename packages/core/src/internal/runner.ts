@@ -448,7 +448,10 @@ class Runner<A, E, R> implements ExecHost {
    * one pass over the nodes (their `queuedAt` is the run's start).
    */
   private enqueueRoots(): void {
-    if (this.inOrder) return this.ready.seedInOrder(this.nodes)
+    if (this.inOrder) {
+      this.ready.seedInOrder(this.nodes)
+      return
+    }
     const roots: Array<Node> = []
     for (const node of this.nodes) if (node.state === "ready") roots.push(node)
     this.ready.seed(roots)
