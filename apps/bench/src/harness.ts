@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from "node:fs/promises"
 import os from "node:os"
 import { duration, table } from "./format.ts"
-import { settle } from "./lib/heap.ts"
+import { settle, settleYoung } from "./lib/heap.ts"
 import { machine } from "./machine.ts"
 import { median, medianMetrics, rotate } from "./stats.ts"
 import { verdicts } from "./lib/targets.ts"
@@ -29,7 +29,12 @@ const message = (error: unknown): string => {
   return String(error)
 }
 
-const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number, gc = true): Promise<Sample> => {
+const attempt = async <P>(
+  approach: Approach<P>,
+  params: P,
+  timeoutMs: number,
+  gc: "full" | "minor" = "full"
+): Promise<Sample> => {
   const controller = new AbortController()
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<never>((_, reject) => {
@@ -38,7 +43,7 @@ const attempt = async <P>(approach: Approach<P>, params: P, timeoutMs: number, g
       reject(new Error(`timed out after ${duration(timeoutMs)}`))
     }, timeoutMs)
   })
-  if (gc) await settle()
+  await (gc === "full" ? settle() : settleYoung())
   try {
     return await Promise.race([approach.run(params, { signal: controller.signal }), timeout])
   } finally {
@@ -68,19 +73,51 @@ const measure = async <P>(
       const tally = tallies.get(approach.name)!
       if (tally.error !== undefined) continue
       try {
-        if (scenario.steadyState) {
-          tally.afterGc.push((await attempt(approach, item.params, timeoutMs)).ms)
-          tally.samples.push(await attempt(approach, item.params, timeoutMs, false))
-        } else {
-          tally.samples.push(await attempt(approach, item.params, timeoutMs))
-        }
+        if (scenario.steadyState) tally.afterGc.push((await attempt(approach, item.params, timeoutMs)).ms)
+        else tally.samples.push(await attempt(approach, item.params, timeoutMs))
       } catch (error) {
         tally.error = message(error)
       }
     }
   }
+  if (scenario.steadyState) await steady(item, approaches, reps, timeoutMs, tallies)
   return tallies
 }
+
+/**
+ * The steady-state samples, taken after every "after GC" sample: a forced full GC frees the hidden
+ * classes (maps) of objects no longer alive, which deoptimises every function whose optimised code
+ * embeds one (V8's "embedded weak objects cleared"), and re-optimising takes several thousand more
+ * calls. A sample taken right after the forced GC's run was still re-tiering (a 10-agent run cost
+ * 2–3× its steady CPU). So each approach runs `rewarm` (2) untimed times, then the samples follow with
+ * only a young-generation collection before each (old-generation garbage is collected as it would
+ * be in a running program, by whichever run triggers it; the order is rotated).
+ */
+const steady = async <P>(
+  item: Case<P>,
+  approaches: ReadonlyArray<Approach<P>>,
+  reps: number,
+  timeoutMs: number,
+  tallies: Map<string, Tally>
+) => {
+  const live = approaches.filter((a) => tallies.get(a.name)!.error === undefined)
+  for (const approach of live) {
+    for (let i = 0; i < rewarm; i++) await attempt(approach, item.params, timeoutMs, "minor").catch(() => {})
+  }
+  for (let rep = 0; rep < reps; rep++) {
+    for (const approach of rotate(live, rep)) {
+      const tally = tallies.get(approach.name)!
+      if (tally.error !== undefined) continue
+      try {
+        tally.samples.push(await attempt(approach, item.params, timeoutMs, "minor"))
+      } catch (error) {
+        tally.error = message(error)
+      }
+    }
+  }
+}
+
+const rewarm = 2
 
 const profile = async <P>(item: Case<P>, approach: Approach<P>, tally: Tally) => {
   if (item.profile === undefined || tally.error !== undefined) return {}

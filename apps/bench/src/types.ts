@@ -57,8 +57,9 @@ export interface Scenario<P = any> {
   readonly reps?: number
   readonly warmup?: boolean
   /**
-   * Measure every repetition twice: once right after two forced full GCs (reported as "after GC")
-   * and once immediately after without a GC (the steady-state sample the ratio uses).
+   * Measure every repetition twice: once right after two forced full GCs (reported as "after GC"),
+   * and once, after every after-GC sample and two untimed runs of each approach, with only a
+   * young-generation GC before it (the steady-state sample the ratio uses; see `harness.ts`).
    */
   readonly steadyState?: boolean
   readonly timeoutMs?: number

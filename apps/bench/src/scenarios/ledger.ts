@@ -107,17 +107,21 @@ export const ledger: Scenario<Params> = {
   name: "ledger",
   description:
     "What the durable record costs: a run of 1,000 agents at concurrency 8 recording every event in no " +
-    "ledger, the in-memory ledger and the SQLite ledger (building the ledger is not timed).",
+    "ledger, the in-memory ledger and the SQLite ledger (building the ledger is not timed). Steady state; " +
+    "'after GC' is the median of the runs right after two full GCs.",
   floor: "the same run with no ledger, in the same repetition; ratio = median / no ledger",
   targets: [
     ratioAtMost("SQLite ≤ 1.5× no ledger for agents of 1 ms", /1 ms/, "sqlite ledger", 1.5),
     memoryOverNone,
     sqliteOverNone
   ],
+  warmup: true,
+  steadyState: true,
   floorApproach: "no ledger",
   columns: [
     { key: "usPerAgent", label: "µs/agent", format: fixed(1) },
-    { key: "statementsPerAgent", label: "SQL statements/agent", format: fixed(2) }
+    { key: "statementsPerAgent", label: "SQL statements/agent", format: fixed(2) },
+    { key: "afterGcMs", label: "after GC", format: fixed(1, " ms") }
   ],
   approaches: [approach("none"), approach("memory"), approach("sqlite")],
   cases: ({ quick }) => [

@@ -92,6 +92,15 @@ export class Lifecycle {
     node.state = to
   }
 
+  /**
+   * Counts `n` nodes that the caller moved from `waiting-deps` to `ready` itself: the roots of a
+   * run, set before it starts, in the same pass that binds them to the run.
+   */
+  seeded(n: number): void {
+    this.waitingDeps -= n
+    this.ready += n
+  }
+
   /** Moves a node to `done` with its outcome's tag counted. */
   finish(node: Stateful, tag: Outcome.Tag): void {
     this.move(node, "done")

@@ -9,6 +9,8 @@ import type { NodeState } from "./lifecycle.ts"
 /** What a node needs from its run to serve as the agent's `Agent.Frame`. */
 export interface NodeHost {
   readonly runId: string
+  /** When the run queued its roots: the `queuedAt` of every agent that never waited for a dependency. */
+  readonly startedAt: number
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly held: Held | undefined
   readonly report: (node: Node, usage: Partial<Usage.Usage>) => boolean
@@ -40,34 +42,44 @@ const noIndices: ReadonlyArray<number> = []
 const plainSpec: Spec = { timeoutMs: undefined, claimTimeoutMs: undefined, estimateMs: 1, depIndices: noIndices }
 
 /**
+ * The state of a node that most agents never have (dependencies, a lease, a ledger key, usage, a
+ * claim wait, a queue time of its own): created on the first write of any of it.
+ */
+class Extra {
+  deps: Array<Node> = noNodes
+  dependents: Array<Node> = noNodes
+  depsLeft = 0
+  /** `undefined`: queued when the run started. */
+  queuedAt: number | undefined = undefined
+  usage: Usage.Usage = Usage.zero
+  lease: ResourceLocks.Lease | undefined = undefined
+  fencingToken: number | undefined = undefined
+  rateTaken = false
+  ledgerKey: string | undefined = undefined
+  wait: WaitState | undefined = undefined
+}
+
+/**
  * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
- * agent's context, so binding costs no allocation. Every node lives until the run returns, so the
- * settings few agents have are in one `spec` object (shared by plain agents), and a dependency's
- * value is read from its outcome rather than kept twice.
+ * agent's context, so binding costs no allocation. Every node lives until the run returns, and at
+ * 100k+ agents the young-generation collector's copying of them is a large share of a run's CPU,
+ * so a node keeps only what every agent uses in its own fields: the settings few agents have are
+ * in one `spec` object (shared by plain agents), the state few agents have in an `Extra` created on
+ * demand (read through accessors), a dependency's value is read from its outcome and the queue time
+ * of an agent queued at the run's start is the run's.
  */
 export class Node implements Agent.Frame {
   readonly index: number
   readonly agent: Agent.Any
-  readonly id: string
   readonly request: Claims.Request | undefined
   private readonly spec: Spec
-  deps: Array<Node> = noNodes
-  dependents: Array<Node> = noNodes
-  priority = 0
-  depsLeft = 0
+  priority: number
   state: NodeState = "waiting-deps"
-  queuedAt = Number.NaN
   startedAt: number | undefined = undefined
   attempts = 0
-  usage: Usage.Usage = Usage.zero
-  lease: ResourceLocks.Lease | undefined = undefined
-  /** The token of the agent's lease; kept after the lease is released, for fibers the agent forked. */
-  fencingToken: number | undefined = undefined
   outcome: Outcome.Outcome | undefined = undefined
-  rateTaken = false
-  ledgerKey: string | undefined = undefined
-  wait: WaitState | undefined = undefined
   host: NodeHost = detached
+  private extra: Extra | undefined = undefined
 
   constructor(
     index: number,
@@ -80,12 +92,16 @@ export class Node implements Agent.Frame {
   ) {
     this.index = index
     this.agent = agent
-    this.id = agent.id
     this.request = request
+    this.priority = estimateMs
     this.spec =
       timeoutMs === undefined && claimTimeoutMs === undefined && estimateMs === 1 && depIndices.length === 0
         ? plainSpec
         : { timeoutMs, claimTimeoutMs, estimateMs, depIndices }
+  }
+
+  get id(): string {
+    return this.agent.id
   }
 
   get timeoutMs(): number | undefined {
@@ -102,6 +118,92 @@ export class Node implements Agent.Frame {
 
   get depIndices(): ReadonlyArray<number> {
     return this.spec.depIndices
+  }
+
+  private get more(): Extra {
+    return (this.extra ??= new Extra())
+  }
+
+  get deps(): Array<Node> {
+    return this.extra?.deps ?? noNodes
+  }
+
+  set deps(deps: Array<Node>) {
+    this.more.deps = deps
+  }
+
+  get dependents(): Array<Node> {
+    return this.extra?.dependents ?? noNodes
+  }
+
+  set dependents(dependents: Array<Node>) {
+    this.more.dependents = dependents
+  }
+
+  get depsLeft(): number {
+    return this.extra?.depsLeft ?? 0
+  }
+
+  set depsLeft(depsLeft: number) {
+    this.more.depsLeft = depsLeft
+  }
+
+  /** When the agent became ready: the run's start unless it waited for dependencies. */
+  get queuedAt(): number {
+    return this.extra?.queuedAt ?? this.host.startedAt
+  }
+
+  set queuedAt(queuedAt: number) {
+    this.more.queuedAt = queuedAt
+  }
+
+  get usage(): Usage.Usage {
+    return this.extra?.usage ?? Usage.zero
+  }
+
+  set usage(usage: Usage.Usage) {
+    this.more.usage = usage
+  }
+
+  get lease(): ResourceLocks.Lease | undefined {
+    return this.extra?.lease
+  }
+
+  set lease(lease: ResourceLocks.Lease | undefined) {
+    if (lease !== undefined || this.extra !== undefined) this.more.lease = lease
+  }
+
+  /** The token of the agent's lease; kept after the lease is released, for fibers the agent forked. */
+  get fencingToken(): number | undefined {
+    return this.extra?.fencingToken
+  }
+
+  set fencingToken(fencingToken: number | undefined) {
+    if (fencingToken !== undefined || this.extra !== undefined) this.more.fencingToken = fencingToken
+  }
+
+  get rateTaken(): boolean {
+    return this.extra?.rateTaken ?? false
+  }
+
+  set rateTaken(rateTaken: boolean) {
+    if (rateTaken || this.extra !== undefined) this.more.rateTaken = rateTaken
+  }
+
+  get ledgerKey(): string | undefined {
+    return this.extra?.ledgerKey
+  }
+
+  set ledgerKey(ledgerKey: string | undefined) {
+    if (ledgerKey !== undefined || this.extra !== undefined) this.more.ledgerKey = ledgerKey
+  }
+
+  get wait(): WaitState | undefined {
+    return this.extra?.wait
+  }
+
+  set wait(wait: WaitState | undefined) {
+    if (wait !== undefined || this.extra !== undefined) this.more.wait = wait
   }
 
   /** The value of a node that succeeded. */
@@ -138,6 +240,7 @@ export class Node implements Agent.Frame {
 
 const detached: NodeHost = {
   runId: "",
+  startedAt: Number.NaN,
   get locks(): never {
     throw new Error("corral: node used outside a run")
   },
@@ -150,22 +253,21 @@ export const before = (a: Node, b: Node): boolean =>
 
 const noNodes: Array<Node> = []
 
+/** Links the nodes of a run with dependencies to each other and orders them by critical path. */
 export const link = (nodes: ReadonlyArray<Node>): void => {
-  let graph = false
   for (const node of nodes) {
     if (node.depIndices.length === 0) continue
-    graph = true
+    const deps: Array<Node> = []
     for (const dep of node.depIndices) {
       const target = nodes[dep]!
-      if (node.deps === noNodes) node.deps = []
       if (target.dependents === noNodes) target.dependents = []
-      node.deps.push(target)
+      deps.push(target)
       target.dependents.push(node)
     }
-    node.depsLeft = node.deps.length
+    node.deps = deps
+    node.depsLeft = deps.length
   }
-  if (graph) prioritize(nodes)
-  else for (const node of nodes) node.priority = node.estimateMs
+  prioritize(nodes)
 }
 
 const prioritize = (nodes: ReadonlyArray<Node>): void => {

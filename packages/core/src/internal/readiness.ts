@@ -11,7 +11,8 @@ import { Heap } from "./heap.ts"
 import { before, type Node } from "./node.ts"
 
 export class ReadyQueue {
-  private fifo: Array<Node> = []
+  /** Read-only: may be the run's own array of nodes (`seedInOrder`). */
+  private fifo: ReadonlyArray<Node> = []
   private head = 0
   private readonly heap = new Heap<Node>(before)
 
@@ -27,6 +28,11 @@ export class ReadyQueue {
         break
       }
     }
+    this.fifo = roots
+  }
+
+  /** Queues nodes known to be in priority order; the queue reads the array and never writes it. */
+  seedInOrder(roots: ReadonlyArray<Node>): void {
     this.fifo = roots
   }
 
@@ -46,7 +52,7 @@ export class ReadyQueue {
     const first = this.head < this.fifo.length ? this.fifo[this.head] : undefined
     const top = this.heap.peek()
     if (first !== undefined && (top === undefined || before(first, top))) {
-      this.fifo[this.head++] = undefined as never
+      this.head++
       return first
     }
     return this.heap.pop()

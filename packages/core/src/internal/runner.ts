@@ -186,6 +186,8 @@ class Runner<A, E, R> implements ExecHost {
   startedAt = 0
   /** Set once the outcomes are final: later usage goes to the enclosing agent or is dropped. */
   finished = false
+  /** Every node is a root and they are already in priority order (no dependencies, one priority). */
+  readonly inOrder: boolean
 
   constructor(
     nodes: ReadonlyArray<Node>,
@@ -210,12 +212,24 @@ class Runner<A, E, R> implements ExecHost {
     this.logAnnotations = logAnnotations(runId, services.annotations)
     this.nodes = nodes
     let claims = false
+    let graph = false
+    let uniform = true
+    let roots = 0
+    const priority = nodes.length > 0 ? nodes[0]!.priority : 0
     for (const node of nodes) {
       node.host = this
       if (node.request !== undefined) claims = true
+      if (node.depIndices.length > 0) graph = true
+      else {
+        node.state = "ready"
+        roots++
+      }
+      if (node.priority !== priority) uniform = false
     }
-    link(nodes)
+    if (graph) link(nodes)
+    this.inOrder = !graph && uniform
     this.lifecycle = new Lifecycle(nodes.length)
+    this.lifecycle.seeded(roots)
     this.mode = options.mode ?? "settle"
     const limiter = services.limiter
     const forks = claims || limiter !== undefined || options.onEvent !== undefined || options.stopOn !== undefined
@@ -429,16 +443,17 @@ class Runner<A, E, R> implements ExecHost {
 
   // queueing and readiness
 
+  /**
+   * Queues the roots: the nodes without dependencies, which the constructor moved to `ready` in its
+   * one pass over the nodes (their `queuedAt` is the run's start).
+   */
   private enqueueRoots(): void {
-    const startedAt = this.startedAt
-    const roots: Array<Node> = []
-    for (const node of this.nodes) {
-      node.queuedAt = startedAt
-      if (node.depsLeft === 0) {
-        this.lifecycle.move(node, "ready")
-        roots.push(node)
-      }
+    if (this.inOrder) {
+      this.ready.seedInOrder(this.nodes)
+      return
     }
+    const roots: Array<Node> = []
+    for (const node of this.nodes) if (node.state === "ready") roots.push(node)
     this.ready.seed(roots)
   }
 
