@@ -230,6 +230,7 @@ class Runner<A, E, R> implements ExecHost {
           makeReady: (node) => this.makeReady(node),
           wake: () => this.wake(),
           parked: (node, changed) => this.parked(node, changed),
+          blocked: (node) => this.blocked(node),
           granted: (node, lease) => this.granted(node, lease)
         })
     this.rateWaits =
@@ -506,11 +507,14 @@ class Runner<A, E, R> implements ExecHost {
 
   private parked(node: Node, changed: boolean): void {
     this.lifecycle.move(node, "parked")
+    if (changed) this.blocked(node)
+  }
+
+  private blocked(node: Node): void {
     const events = this.events
-    if (changed && events !== undefined) {
-      const blockers = node.wait?.describeBlockers?.() ?? []
-      events.emit({ _tag: "WaitingForClaims", ...events.base(), agentId: node.id, blockers })
-    }
+    if (events === undefined) return
+    const blockers = node.wait?.describeBlockers?.() ?? []
+    events.emit({ _tag: "WaitingForClaims", ...events.base(), agentId: node.id, blockers })
   }
 
   private granted(node: Node, lease: ResourceLocks.Lease): void {
