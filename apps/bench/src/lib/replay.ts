@@ -1,11 +1,13 @@
 /**
  * Zero-scheduler-cost floors for `claims` and `dag`: a schedule decided ahead of time in virtual
- * time (exact durations, no CPU), then replayed with plain timers. During the replay each task
- * starts when the tasks it must follow have ended — the previous holder of each of its keys (or
- * its dependencies) and the previous task on its slot — so the replay makes no decision at run
- * time: one counter per task. What the replay takes over the bound is the share of the timers and
- * the event loop, which no scheduler in this process can avoid; what a scheduler takes over the
- * replay is its own cost (and its policy's, where the replay follows a better schedule).
+ * time (exact durations, no CPU), then replayed with plain timers. During the replay a task may
+ * start once the tasks it must follow have ended (the previous holder of each of its keys, or its
+ * dependencies: one counter per task), and tasks start in the planned order while fewer than
+ * `concurrency` run (a binary heap on the planned start). Slots are not pinned: with real timers
+ * a task pinned to the slot the plan gave it waits for that slot's late previous task while others
+ * are free. What the replay takes over the bound is the share of the timers and the event loop,
+ * which no scheduler in this process can avoid; what a scheduler takes over the replay is its own
+ * cost (and its policy's, where the replay follows a better schedule).
  */
 import { type Recorder, recordedWork } from "./schedule.ts"
 
@@ -13,6 +15,9 @@ import { type Recorder, recordedWork } from "./schedule.ts"
 export interface Plan {
   /** Tasks that must end before task `i` starts. */
   readonly after: ReadonlyArray<ReadonlyArray<number>>
+  /** When task `i` starts in virtual time: the order of the replay. */
+  readonly starts: ReadonlyArray<number>
+  readonly concurrency: number
   /** The makespan in virtual time. */
   readonly makespanMs: number
 }
@@ -28,7 +33,7 @@ export interface Policy {
   readonly onEnd: (i: number) => void
   /** The order in which waiting tasks are offered a slot. */
   readonly order: ReadonlyArray<number>
-  /** The tasks task `i` follows besides the previous task on its slot. */
+  /** The tasks task `i` follows. */
   readonly follows: (i: number) => ReadonlyArray<number>
 }
 
@@ -40,9 +45,7 @@ export const simulate = (policy: Policy): Plan => {
   const n = policy.durations.length
   const ends = new Float64Array(n)
   const after: Array<Array<number>> = Array.from({ length: n }, () => [])
-  const freeSlots = Array.from({ length: policy.concurrency }, (_, slot) => policy.concurrency - 1 - slot)
-  const lastOnSlot = new Array<number>(policy.concurrency).fill(-1)
-  const slotOf = new Int32Array(n)
+  const starts = new Array<number>(n).fill(0)
   let running: Array<number> = []
   let waiting = [...policy.order]
   let now = 0
@@ -50,14 +53,10 @@ export const simulate = (policy: Policy): Plan => {
   while (waiting.length > 0 || running.length > 0) {
     const still: Array<number> = []
     for (const i of waiting) {
-      if (freeSlots.length > 0 && policy.ready(i)) {
-        const slot = freeSlots.pop()!
-        slotOf[i] = slot
+      if (running.length < policy.concurrency && policy.ready(i)) {
         policy.onStart(i)
-        const previous = lastOnSlot[slot]!
-        for (const j of policy.follows(i)) if (j !== previous) after[i]!.push(j)
-        if (previous >= 0) after[i]!.push(previous)
-        lastOnSlot[slot] = i
+        after[i]!.push(...policy.follows(i))
+        starts[i] = now
         ends[i] = now + policy.durations[i]!
         running.push(i)
       } else still.push(i)
@@ -69,11 +68,10 @@ export const simulate = (policy: Policy): Plan => {
     running = running.filter((i) => {
       if (ends[i]! > now) return true
       policy.onEnd(i)
-      freeSlots.push(slotOf[i]!)
       return false
     })
   }
-  return { after, makespanMs: makespan }
+  return { after, starts, concurrency: policy.concurrency, makespanMs: makespan }
 }
 
 /** All-or-nothing greedy over exclusive keys, in queue order: the policy of corral and of the greedy peer. */
@@ -125,7 +123,7 @@ export const dagPlan = (
   })
 }
 
-/** Replays `plan` with plain timers: task `i` sleeps `durations[i]` once every task it follows has ended. */
+/** Replays `plan` with plain timers: task `i` sleeps `durations[i]`, in the planned order, once every task it follows has ended. */
 export const replay = (plan: Plan, durations: ReadonlyArray<number>, recorded: Recorder): Promise<void> =>
   new Promise((resolve, reject) => {
     const n = durations.length
@@ -134,13 +132,68 @@ export const replay = (plan: Plan, durations: ReadonlyArray<number>, recorded: R
     plan.after.forEach((list, i) => {
       for (const j of list) next[j]!.push(i)
     })
+    const ready = new MinHeap((a, b) => plan.starts[a]! - plan.starts[b]! || a - b)
+    let running = 0
     let ended = 0
-    const start = (i: number): void => {
-      recordedWork(recorded, i, durations[i]!).then(() => {
-        ended++
-        for (const k of next[i]!) if (--left[k]! === 0) start(k)
-        if (ended === n) resolve()
-      }, reject)
+    const fill = (): void => {
+      while (running < plan.concurrency && ready.size > 0) {
+        const i = ready.pop()
+        running++
+        recordedWork(recorded, i, durations[i]!).then(() => {
+          running--
+          ended++
+          for (const k of next[i]!) if (--left[k]! === 0) ready.push(k)
+          if (ended === n) resolve()
+          else fill()
+        }, reject)
+      }
     }
-    for (let i = 0; i < n; i++) if (left[i] === 0) start(i)
+    for (let i = 0; i < n; i++) if (left[i] === 0) ready.push(i)
+    fill()
   })
+
+class MinHeap {
+  private readonly items: Array<number> = []
+  private readonly less: (a: number, b: number) => number
+
+  constructor(less: (a: number, b: number) => number) {
+    this.less = less
+  }
+
+  get size(): number {
+    return this.items.length
+  }
+
+  push(item: number): void {
+    const items = this.items
+    items.push(item)
+    let i = items.length - 1
+    while (i > 0) {
+      const parent = (i - 1) >> 1
+      if (this.less(items[i]!, items[parent]!) >= 0) break
+      ;[items[i], items[parent]] = [items[parent]!, items[i]!]
+      i = parent
+    }
+  }
+
+  pop(): number {
+    const items = this.items
+    const top = items[0]!
+    const last = items.pop()!
+    if (items.length > 0) {
+      items[0] = last
+      let i = 0
+      while (true) {
+        const l = 2 * i + 1
+        const r = l + 1
+        let m = i
+        if (l < items.length && this.less(items[l]!, items[m]!) < 0) m = l
+        if (r < items.length && this.less(items[r]!, items[m]!) < 0) m = r
+        if (m === i) break
+        ;[items[i], items[m]] = [items[m]!, items[i]!]
+        i = m
+      }
+    }
+    return top
+  }
+}
