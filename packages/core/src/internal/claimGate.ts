@@ -59,8 +59,8 @@ export class ClaimGate {
     return false
   }
 
-  private localTokens(request: Claims.Request): Set<number> {
-    const tokens = new Set<number>()
+  /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
+  private localTokens(request: Claims.Request, tokens = new Set<number>()): Set<number> {
     if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => void tokens.add(holderToken(holder)))
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
@@ -128,18 +128,18 @@ export class ClaimGate {
    * key, and all but one parked again.
    */
   private wakeFreed(freed: Array<Node>): void {
-    if (freed.length > 1) freed.sort(byPriority)
+    if (!sorted(freed)) freed.sort(byPriority)
     const woken: Array<Node> = []
     let wake = false
     for (const node of freed) {
       const request = node.request!
       if (request.keys.length > 0 && !this.host.observing) {
-        const ahead = woken.find((other) => keysConflict(request, other.request!))
+        const ahead = conflicting(request, woken)
         if (ahead !== undefined) {
           this.parkAgain(node, undefined, reservedToken(ahead))
           continue
         }
-        const tokens = this.localTokens(request)
+        const tokens = this.localTokens(request, node.wait!.blockingTokens)
         if (tokens.size > 0) {
           this.parkAgain(node, tokens)
           continue
@@ -334,6 +334,17 @@ export class ClaimGate {
 const reservedToken = (node: Node): number => -1 - node.index
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)
+
+const sorted = (nodes: ReadonlyArray<Node>): boolean => {
+  for (let i = 1; i < nodes.length; i++) if (before(nodes[i]!, nodes[i - 1]!)) return false
+  return true
+}
+
+/** The first of `nodes` whose keys conflict with `request`'s. */
+const conflicting = (request: Claims.Request, nodes: ReadonlyArray<Node>): Node | undefined => {
+  for (let i = 0; i < nodes.length; i++) if (keysConflict(request, nodes[i]!.request!)) return nodes[i]
+  return undefined
+}
 
 const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
   const n = Math.min(a.length, b.length)
