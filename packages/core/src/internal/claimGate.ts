@@ -13,8 +13,6 @@ export interface GateHost {
   readonly wake: () => void
   /** Moves the node to `parked`; `changed` when its blockers differ from the last time. */
   readonly parked: (node: Node, changed: boolean) => void
-  /** A parked node now waits for other blockers (only called when `observing`). */
-  readonly blocked: (node: Node) => void
   readonly granted: (node: Node, lease: ResourceLocks.Lease) => void
 }
 
@@ -27,7 +25,8 @@ interface PoolUse {
  * Decides when an agent with claims may start. Its own view of the run's leases (`held`, `pools`)
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
- * is released, and agents queued behind it may overtake it at most `maxBypass` times.
+ * is released and it can start (see `wakeFreed`), and agents queued behind it may overtake it at
+ * most `maxBypass` times.
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()

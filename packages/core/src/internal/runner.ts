@@ -230,7 +230,6 @@ class Runner<A, E, R> implements ExecHost {
           makeReady: (node) => this.makeReady(node),
           wake: () => this.wake(),
           parked: (node, changed) => this.parked(node, changed),
-          blocked: (node) => this.blocked(node),
           granted: (node, lease) => this.granted(node, lease)
         })
     this.rateWaits =
@@ -507,14 +506,11 @@ class Runner<A, E, R> implements ExecHost {
 
   private parked(node: Node, changed: boolean): void {
     this.lifecycle.move(node, "parked")
-    if (changed) this.blocked(node)
-  }
-
-  private blocked(node: Node): void {
     const events = this.events
-    if (events === undefined) return
-    const blockers = node.wait?.describeBlockers?.() ?? []
-    events.emit({ _tag: "WaitingForClaims", ...events.base(), agentId: node.id, blockers })
+    if (changed && events !== undefined) {
+      const blockers = node.wait?.describeBlockers?.() ?? []
+      events.emit({ _tag: "WaitingForClaims", ...events.base(), agentId: node.id, blockers })
+    }
   }
 
   private granted(node: Node, lease: ResourceLocks.Lease): void {
