@@ -28,6 +28,8 @@ interface RunCase {
   readonly interruptAt: number | null
   /** Seconds after the start at which `stopOn` completes; 0: complete before the run starts. */
   readonly stopAt: number | null
+  /** Subscribes to the run's events (the claim gate takes a shorter path in runs nobody observes). */
+  readonly observe: boolean
 }
 
 const agentCase: fc.Arbitrary<AgentCase> = fc.record({
@@ -47,7 +49,8 @@ const runCase: fc.Arbitrary<RunCase> = fc.record({
   mode: fc.constantFrom("settle", "fail-fast"),
   agents: fc.array(agentCase, { minLength: 1, maxLength: 12 }),
   interruptAt: fc.option(fc.integer({ min: 0, max: 12 }), { freq: 4 }),
-  stopAt: fc.option(fc.integer({ min: 0, max: 10 }), { freq: 3 })
+  stopAt: fc.option(fc.integer({ min: 0, max: 10 }), { freq: 3 }),
+  observe: fc.boolean()
 })
 
 interface Observed {
@@ -130,7 +133,7 @@ const check = (c: RunCase) =>
         concurrency: c.concurrency,
         mode: c.mode,
         pools: { slots: 2 },
-        onEvent: (e) => Effect.sync(() => events.push(e)),
+        onEvent: c.observe ? (e) => Effect.sync(() => events.push(e)) : undefined,
         stopOn:
           c.stopAt === null || c.interruptAt !== null
             ? undefined
@@ -150,8 +153,10 @@ const check = (c: RunCase) =>
     yield* Testing.advanceUntilDone(fiber)
     const result = yield* Fiber.join(fiber)
     assert.deepStrictEqual((yield* locks.snapshot).held, [], "locks left after the run")
-    const violations = Testing.checkRun(agents, { result, events: events as never }, c.concurrency)
-    assert.deepStrictEqual(violations, [])
+    if (c.observe) {
+      const violations = Testing.checkRun(agents, { result, events: events as never }, c.concurrency)
+      assert.deepStrictEqual(violations, [])
+    }
     checkOverlaps(c, observed)
     const stopped = c.stopAt !== null && result.stopped?._tag === "Stopped"
     checkDependencies(agents, result.outcomes, observed, c.mode, stopped)

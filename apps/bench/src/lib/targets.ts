@@ -95,3 +95,31 @@ export const verdicts = (targets: ReadonlyArray<Target>, results: ReadonlyArray<
     const outcome = target.evaluate(results)
     return { target: target.label, figure: outcome?.figure ?? "not measured in this run", met: outcome?.met }
   })
+
+/**
+ * The gap that is corral's own: `approach`'s median against `floor`'s (a zero-scheduler-cost replay
+ * measured in the same run), at most `max`; the figure also says where the floor itself lands
+ * against the bound, i.e. how much of the bound target this machine's timers leave reachable.
+ */
+export const overFloor = (
+  label: string,
+  cases: RegExp,
+  approach: string,
+  floor: string,
+  max: number | ((caseLabel: string) => number)
+): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const mine = approachIn(item, approach)
+        const base = approachIn(item, floor)
+        if (mine?.medianMs === undefined) return failed(item, approach)
+        if (base?.medianMs === undefined) return failed(item, floor)
+        const ratio = mine.medianMs / base.medianMs
+        const floorRatio = base.ratio === undefined ? "" : ` (the floor is ${base.ratio.toFixed(2)}× the bound)`
+        const limit = typeof max === "number" ? max : max(item.label)
+        return { figure: `${ratio.toFixed(2)}× the floor${floorRatio}`, met: ratio <= limit }
+      })
+    )
+})

@@ -25,7 +25,8 @@ interface PoolUse {
  * Decides when an agent with claims may start. Its own view of the run's leases (`held`, `pools`)
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
- * is released, and agents queued behind it may overtake it at most `maxBypass` times.
+ * is released and it can start (see `wakeFreed`), and agents queued behind it may overtake it at
+ * most `maxBypass` times.
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()
@@ -34,6 +35,7 @@ export class ClaimGate {
   private readonly reserved = new KeyTree<Node>()
   private readonly parkedOn = new Map<number, Set<Node>>()
   private releaseEpoch = 0
+  private grants = 0
   private readonly host: GateHost
 
   constructor(host: GateHost) {
@@ -52,12 +54,12 @@ export class ClaimGate {
       this.hold(node, request)
       return true
     }
-    this.park(node, tokens, () => this.describe(this.held.conflicts(request.keys), this.poolHits(request)))
+    this.park(node, tokens, this.localBlockers(node))
     return false
   }
 
-  private localTokens(request: Claims.Request): Set<number> {
-    const tokens = new Set<number>()
+  /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
+  private localTokens(request: Claims.Request, tokens = new Set<number>()): Set<number> {
     if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => void tokens.add(holderToken(holder)))
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
@@ -108,15 +110,86 @@ export class ClaimGate {
     const set = this.parkedOn.get(token)
     if (set === undefined) return
     this.parkedOn.delete(token)
-    let woke = false
+    let freed: Array<Node> | undefined
     for (const node of set) {
-      node.wait?.blockingTokens?.delete(token)
-      if (node.state === "parked" && (node.wait?.blockingTokens?.size ?? 0) === 0) {
-        this.host.makeReady(node)
-        woke = true
-      }
+      const blocking = node.wait?.blockingTokens
+      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
+      if (node.state === "parked" && (blocking?.size ?? 0) === 0) (freed ??= []).push(node)
     }
-    if (woke) this.host.wake()
+    if (freed !== undefined) this.wakeFreed(freed)
+  }
+
+  /**
+   * Wakes parked agents whose last blocker went away, best first. In a run nobody observes, one
+   * whose keys conflict with an agent woken before it would only find that agent holding them: it
+   * follows that agent instead (parked on its reserved token, which passes to its lease when it is
+   * granted) and is not queued or checked again. One release used to wake every waiter of a hot
+   * key, and all but one parked again.
+   */
+  private wakeFreed(freed: Array<Node>): void {
+    if (!sorted(freed)) freed.sort(byPriority)
+    const woken: Array<Node> = []
+    let wake = false
+    for (const node of freed) {
+      const request = node.request!
+      if (request.keys.length > 0 && !this.host.observing) {
+        const ahead = conflicting(request, woken)
+        if (ahead !== undefined) {
+          this.parkAgain(node, undefined, reservedToken(ahead))
+          continue
+        }
+        const tokens = this.localTokens(request, node.wait!.blockingTokens)
+        if (tokens.size > 0) {
+          this.parkAgain(node, tokens)
+          continue
+        }
+        woken.push(node)
+      }
+      this.host.makeReady(node)
+      wake = true
+    }
+    if (wake) this.host.wake()
+  }
+
+  /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
+  private parkAgain(node: Node, tokens: Set<number> | undefined, follow = 0): void {
+    const wait = node.wait!
+    wait.blockingTokens = tokens
+    wait.describeBlockers = this.localBlockers(node)
+    if (tokens === undefined) {
+      let set = this.parkedOn.get(follow)
+      if (set === undefined) this.parkedOn.set(follow, (set = new Set()))
+      set.add(node)
+      return
+    }
+    for (const token of tokens) {
+      let set = this.parkedOn.get(token)
+      if (set === undefined) this.parkedOn.set(token, (set = new Set()))
+      set.add(node)
+    }
+  }
+
+  /**
+   * `node` was granted its lease. Every agent parked on its reserved token (it held their keys or
+   * pool while its grant was in flight, it was reserved ahead of them, or they follow it) is
+   * blocked by that lease now, so in a run nobody observes they wait for it without a check.
+   */
+  private handOver(node: Node, lease: ResourceLocks.Lease): void {
+    const from = reservedToken(node)
+    if (this.host.observing) {
+      this.onRelease(from)
+      return
+    }
+    const set = this.parkedOn.get(from)
+    if (set === undefined) return
+    this.parkedOn.delete(from)
+    for (const other of set) {
+      const blocking = other.wait?.blockingTokens
+      if (blocking?.delete(from)) blocking.add(lease.id)
+    }
+    const existing = this.parkedOn.get(lease.id)
+    if (existing === undefined) this.parkedOn.set(lease.id, set)
+    else for (const other of set) existing.add(other)
   }
 
   dropIntent(node: Node): void {
@@ -147,9 +220,7 @@ export class ClaimGate {
     node.lease = lease
     node.fencingToken = lease.fencingToken
     const request = node.request!
-    // Agents that found this node holding its claims while its grant was in flight parked on its
-    // reserved token; its lease id is the token that will be released, so they check again.
-    this.onRelease(reservedToken(node))
+    this.handOver(node, lease)
     this.dropIntent(node)
     if (this.intents.size > 0) this.bypass(node, request)
     this.host.granted(node, lease)
@@ -177,6 +248,15 @@ export class ClaimGate {
     }
     wait.describeBlockers = describe
     this.host.parked(node, changed)
+    // Agents that followed it (see `wakeFreed`) need not wait for it any longer.
+    if (!wait.reserved) this.onRelease(reservedToken(node))
+  }
+
+  /** Describes what holds `node`'s keys and pools in this run now (one function per node). */
+  private localBlockers(node: Node): () => ReadonlyArray<ResourceLocks.Blocker> {
+    const wait = waitOf(node)
+    const request = node.request!
+    return (wait.describeLocal ??= () => this.describe(this.held.conflicts(request.keys), this.poolHits(request)))
   }
 
   private reservedAhead(node: Node, request: Claims.Request): Node | undefined {
@@ -186,17 +266,20 @@ export class ClaimGate {
   }
 
   private bypass(node: Node, request: Claims.Request): void {
-    const seen = new Set<Node>()
-    for (const hit of this.intents.conflicts(request.keys, node)) {
-      const other = hit.holder
-      if (seen.has(other) || !before(other, node)) continue
-      seen.add(other)
-      const wait = waitOf(other)
-      if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
-        wait.reserved = true
-        this.reserved.add(other, other.request!.keys)
-      }
-    }
+    const mark = ++this.grants
+    this.intents.eachConflict(
+      request.keys,
+      (other) => {
+        const wait = waitOf(other)
+        if (wait.bypassMark === mark || !before(other, node)) return
+        wait.bypassMark = mark
+        if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
+          wait.reserved = true
+          this.reserved.add(other, other.request!.keys)
+        }
+      },
+      node
+    )
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -248,6 +331,35 @@ export class ClaimGate {
 }
 
 const reservedToken = (node: Node): number => -1 - node.index
+
+const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)
+
+const sorted = (nodes: ReadonlyArray<Node>): boolean => {
+  for (let i = 1; i < nodes.length; i++) if (before(nodes[i]!, nodes[i - 1]!)) return false
+  return true
+}
+
+/** The first of `nodes` whose keys conflict with `request`'s. */
+const conflicting = (request: Claims.Request, nodes: ReadonlyArray<Node>): Node | undefined => {
+  for (let i = 0; i < nodes.length; i++) if (keysConflict(request, nodes[i]!.request!)) return nodes[i]
+  return undefined
+}
+
+const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** Whether two requests' key claims conflict (`Claims.conflicts` without building the list). */
+const keysConflict = (a: Claims.Request, b: Claims.Request): boolean => {
+  for (const x of a.keys) {
+    for (const y of b.keys) {
+      if ((x.mode === "write" || y.mode === "write") && overlaps(x.segments, y.segments)) return true
+    }
+  }
+  return false
+}
 
 const holderToken = (node: Node): number => (node.lease === undefined ? reservedToken(node) : node.lease.id)
 

@@ -25,11 +25,45 @@ export interface Hit<H> {
   readonly mode: Mode
 }
 
+type Visitor<H> = (holder: H, at: Node<H>, mode: Mode) => boolean
+
+const found = (): boolean => true
+
+const emit = <H>(node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
+  if (node.writers.size > 0) {
+    for (const holder of node.writers) if (holder !== exclude && f(holder, node, "write")) return true
+  }
+  if (mode === "write" && node.readers.size > 0) {
+    for (const holder of node.readers) if (holder !== exclude && f(holder, node, "read")) return true
+  }
+  return false
+}
+
+const descend = <H>(node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
+  for (const child of node.children.values()) {
+    if (emit(child, mode, exclude, f)) return true
+    const below = mode === "write" ? child.subReaders + child.subWriters : child.subWriters
+    if (below > 0 && descend(child, mode, exclude, f)) return true
+  }
+  return false
+}
+
+/**
+ * Holders of key claims, by path segment. A node left empty by `remove` stays for the next holder
+ * of its key (claims on a few hot keys come and go thousands of times a run); once the tree has
+ * doubled since the last sweep, an `add` sweeps the empty nodes, so a long-lived table stays bounded.
+ */
 export class KeyTree<H> {
   readonly root = new Node<H>(undefined, "", "")
   size = 0
+  private nodes = 0
+  private sweepAt = sweepAbove
 
   add(holder: H, claims: ReadonlyArray<KeyClaim>): void {
+    if (this.nodes > this.sweepAt) {
+      this.sweep(this.root)
+      this.sweepAt = sweepAbove + 2 * this.nodes
+    }
     for (const claim of claims) {
       let node = this.root
       for (const segment of claim.segments) {
@@ -39,6 +73,7 @@ export class KeyTree<H> {
         if (child === undefined) {
           child = new Node(node, segment, node === this.root ? segment : `${node.path}/${segment}`)
           node.children.set(segment, child)
+          this.nodes++
         }
         node = child
       }
@@ -58,67 +93,43 @@ export class KeyTree<H> {
         if (claim.mode === "write") up.subWriters--
         else up.subReaders--
       }
-      this.prune(node)
     }
   }
 
   hasConflict(claims: ReadonlyArray<KeyClaim>, exclude?: H): boolean {
-    let found = false
-    this.visit(claims, exclude, () => {
-      found = true
-      return true
-    })
-    return found
+    return this.visit(claims, exclude, found)
   }
 
-  eachConflict(claims: ReadonlyArray<KeyClaim>, f: (holder: H) => void): void {
-    this.visit(claims, undefined, (hit) => {
-      f(hit.holder)
+  /** Calls `f` with each holder that conflicts with `claims` (once per conflicting claim). */
+  eachConflict(claims: ReadonlyArray<KeyClaim>, f: (holder: H) => void, exclude?: H): void {
+    this.visit(claims, exclude, (holder) => {
+      f(holder)
       return false
     })
   }
 
   conflicts(claims: ReadonlyArray<KeyClaim>, exclude?: H): Array<Hit<H>> {
     const hits: Array<Hit<H>> = []
-    this.visit(claims, exclude, (hit) => {
-      hits.push(hit)
+    this.visit(claims, exclude, (holder, at, mode) => {
+      hits.push({ holder, key: at.path, mode })
       return false
     })
     return hits
   }
 
-  private visit(claims: ReadonlyArray<KeyClaim>, exclude: H | undefined, f: (hit: Hit<H>) => boolean): void {
-    if (this.size === 0) return
+  /** Visits the conflicting holders until `f` returns true; whether it did. No allocation per hit. */
+  private visit(claims: ReadonlyArray<KeyClaim>, exclude: H | undefined, f: Visitor<H>): boolean {
+    if (this.size === 0) return false
     for (const claim of claims) {
       let node: Node<H> | undefined = this.root
       for (const segment of claim.segments) {
         node = node.children.get(segment)
         if (node === undefined) break
-        if (this.emit(node, claim.mode, exclude, f)) return
+        if (emit(node, claim.mode, exclude, f)) return true
       }
       if (node === undefined) continue
       const below = claim.mode === "write" ? node.subReaders + node.subWriters : node.subWriters
-      if (below > 0 && this.descend(node, claim.mode, exclude, f)) return
-    }
-  }
-
-  private emit(node: Node<H>, mode: Mode, exclude: H | undefined, f: (hit: Hit<H>) => boolean): boolean {
-    for (const holder of node.writers) {
-      if (holder !== exclude && f({ holder, key: node.path, mode: "write" })) return true
-    }
-    if (mode === "write") {
-      for (const holder of node.readers) {
-        if (holder !== exclude && f({ holder, key: node.path, mode: "read" })) return true
-      }
-    }
-    return false
-  }
-
-  private descend(node: Node<H>, mode: Mode, exclude: H | undefined, f: (hit: Hit<H>) => boolean): boolean {
-    for (const child of node.children.values()) {
-      if (this.emit(child, mode, exclude, f)) return true
-      const below = mode === "write" ? child.subReaders + child.subWriters : child.subWriters
-      if (below > 0 && this.descend(child, mode, exclude, f)) return true
+      if (below > 0 && descend(node, claim.mode, exclude, f)) return true
     }
     return false
   }
@@ -132,12 +143,15 @@ export class KeyTree<H> {
     return node
   }
 
-  private prune(node: Node<H>): void {
-    let current: Node<H> = node
-    while (current.parent !== undefined && current.isEmpty()) {
-      current.parent.children.delete(current.segment)
-      current = current.parent
+  /** Removes the empty nodes below `node`; whether `node` itself is now empty. */
+  private sweep(node: Node<H>): boolean {
+    for (const [segment, child] of node.children) {
+      if (this.sweep(child)) {
+        node.children.delete(segment)
+        this.nodes--
+      }
     }
+    return node.isEmpty()
   }
 
   entries(): Array<Hit<H>> {
@@ -151,3 +165,5 @@ export class KeyTree<H> {
     return out
   }
 }
+
+const sweepAbove = 256

@@ -19,12 +19,14 @@ export interface NodeHost {
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
 export class WaitState {
   bypassed = 0
+  bypassMark = 0
   reserved = false
   intent = false
   timer = false
   blockingTokens: Set<number> | undefined = undefined
   tokenKey = ""
   describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
+  describeLocal: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
 }
 
 export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())

@@ -1,0 +1,56 @@
+import { describe, expect, it } from "@effect/vitest"
+import { claimsPlan, dagPlan, replay } from "../src/lib/replay.ts"
+import { checkDependencies, checkExclusive, recorder } from "../src/lib/schedule.ts"
+import { claimJobs, randomDag, remainingPath } from "../src/lib/workload.ts"
+
+/** The most tasks running at one instant, from the recorded intervals. */
+const mostAtOnce = (recorded: { readonly starts: Float64Array; readonly ends: Float64Array }): number => {
+  const points = [...recorded.starts].flatMap((start, i) => [
+    { at: start, delta: 1 },
+    { at: recorded.ends[i]!, delta: -1 }
+  ])
+  points.sort((a, b) => a.at - b.at || a.delta - b.delta)
+  let now = 0
+  let most = 0
+  for (const point of points) most = Math.max(most, (now += point.delta))
+  return most
+}
+
+describe("zero-cost replay", () => {
+  it("plans the greedy claims schedule in virtual time: holders of a key follow each other", () => {
+    const plan = claimsPlan([["a"], ["a"], ["b"], ["c"]], 2, 2)
+    expect(plan.makespanMs).toBe(4)
+    expect(plan.starts).toEqual([0, 2, 0, 2])
+    expect(plan.after).toEqual([[], [0], [], []])
+  })
+
+  it("plans a DAG longest path first and never starts a node before its dependencies", () => {
+    const deps = [[], [], [0], [2]]
+    const durations = [1, 5, 1, 1]
+    const plan = dagPlan(deps, durations, [3, 5, 2, 1], 1)
+    expect(plan.makespanMs).toBe(8)
+    expect(plan.starts).toEqual([5, 0, 6, 7])
+    for (const [i, list] of deps.entries()) for (const dep of list) expect(plan.after[i]).toContain(dep)
+  })
+
+  it("replays a claims plan with real timers without two holders of a key overlapping", async () => {
+    const keysOf = claimJobs(7, 60, 6).map((job) => job.keys)
+    const recorded = recorder(keysOf.length)
+    await replay(
+      claimsPlan(keysOf, 1, 4),
+      keysOf.map(() => 1),
+      recorded
+    )
+    expect(() => checkExclusive(recorded, keysOf)).not.toThrow()
+    expect(mostAtOnce(recorded)).toBeLessThanOrEqual(4)
+  })
+
+  it("replays a DAG plan with real timers, every node after its dependencies", async () => {
+    const nodes = randomDag(11, 40)
+    const durations = nodes.map((node) => node.ms % 3)
+    const deps = nodes.map((node) => node.deps)
+    const recorded = recorder(nodes.length)
+    await replay(dagPlan(deps, durations, remainingPath(nodes), 4), durations, recorded)
+    expect(() => checkDependencies(recorded, deps)).not.toThrow()
+  })
+})
