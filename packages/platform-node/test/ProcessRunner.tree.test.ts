@@ -42,9 +42,9 @@ const escapes: Record<string, (ready: string) => string> = {
 
 let readyFiles = 0
 /** A fresh path for an escape's `ready` file, and the agent script that waits for it after the escape. */
-const escaping = (escape: (ready: string) => string, then: string) => {
+const escaping = (leave: (ready: string) => string, then: string) => {
   const ready = join(dir, `ready-${readyFiles++}`)
-  return `${escape(ready)}\nwhile [ ! -e ${ready} ]; do sleep 0.01; done\n${then}`
+  return `${leave(ready)}\nwhile [ ! -e ${ready} ]; do sleep 0.01; done\n${then}`
 }
 
 const watchPids = () => {
