@@ -106,6 +106,26 @@ export const waitFor = async (check: () => boolean, timeoutMs = 20_000, what = "
   }
 }
 
+/**
+ * The pid a test's agent wrote to `file` (`echo $$ > file`), or `undefined` until the line is whole: the
+ * shell creates the file before it writes to it, and an empty file read as a pid is 0.
+ */
+export const pidIn = (file: string): number | undefined => {
+  let text: string
+  try {
+    text = NodeFs.readFileSync(file, "utf8")
+  } catch {
+    return undefined
+  }
+  return /^[1-9]\d*\n$/.test(text) ? Number(text) : undefined
+}
+
+/** The pids written to the files of `dir` (see {@link pidIn}) once `count` files hold one each. */
+export const pidsIn = (dir: string, count: number): Array<number> | undefined => {
+  const pids = NodeFs.readdirSync(dir).map((file) => pidIn(NodePath.join(dir, file)))
+  return pids.length === count && pids.every((pid) => pid !== undefined) ? (pids as Array<number>) : undefined
+}
+
 export const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)

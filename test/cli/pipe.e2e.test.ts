@@ -2,7 +2,18 @@ import { spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { branches, corralBin, isAlive, makeRepo, runCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  corralBin,
+  isAlive,
+  makeRepo,
+  pidsIn,
+  runCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 /** Starts corral with its stdout on a pipe this test can close, like `corral … | head`. */
 const startPiped = (args: ReadonlyArray<string>, cwd: string) => {
@@ -43,8 +54,8 @@ describe("a closed output (end to end)", () => {
       const pids = tempDir("pids-")
       const plan = writePlan(tempDir("plan-"), "plan.yaml", chattyPlan(pids))
       const cli = startPiped(["run", plan, ...(json ? ["--json"] : [])], repo)
-      await waitFor(() => NodeFs.readdirSync(pids).length === 2, 20_000, "both agents to start")
-      const started = NodeFs.readdirSync(pids).map((f) => Number(NodeFs.readFileSync(NodePath.join(pids, f), "utf8")))
+      await waitFor(() => pidsIn(pids, 2) !== undefined, 20_000, "both agents to start")
+      const started = pidsIn(pids, 2)!
       cli.closeReader()
       // corral notices at its next write: --json writes chatty's output, plain output the next state change
       NodeFs.writeFileSync(`${pids}.go`, "")

@@ -1,7 +1,18 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { branches, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  isAlive,
+  makeRepo,
+  pidIn,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 const lines = (file: string): Array<string> =>
   NodeFs.existsSync(file)
@@ -75,14 +86,15 @@ describe("orphans of a crashed run (end to end)", () => {
       `version: 1\nagents:\n  - id: long\n    run: sh -c 'echo $$ > ${pids}/pid; sleep 300 & wait'\n`
     )
     const first = startCli(["run", plan], { cwd: repo })
-    await waitFor(() => NodeFs.existsSync(NodePath.join(pids, "pid")), 20_000, "the agent to start")
+    const pidFile = NodePath.join(pids, "pid")
+    await waitFor(() => pidIn(pidFile) !== undefined, 20_000, "the agent to write its pid")
     const tracked = () => {
       const runs = NodePath.join(repo, ".corral", "runs")
       if (!NodeFs.existsSync(runs)) return false
       return NodeFs.readdirSync(runs).some((run) => NodeFs.existsSync(NodePath.join(runs, run, "pids", "long")))
     }
     await waitFor(tracked, 20_000, "corral to record the agent's process group")
-    const pid = Number(NodeFs.readFileSync(NodePath.join(pids, "pid"), "utf8"))
+    const pid = pidIn(pidFile)!
     first.signal("SIGKILL")
     await first.done
     expect(isAlive(pid), "the agent outlives its killed orchestrator").toBe(true)

@@ -6,6 +6,7 @@ import {
   git,
   isAlive,
   makeRepo,
+  pidsIn,
   runCli,
   startCli,
   tempDir,
@@ -164,8 +165,8 @@ describe("corral run (end to end)", () => {
       )
     )
     const cli = startCli(["run", plan], { cwd: repo })
-    await waitFor(() => NodeFs.readdirSync(pids).length === 3, 20_000, "three agents to start")
-    const started = NodeFs.readdirSync(pids).map((f) => Number(NodeFs.readFileSync(NodePath.join(pids, f), "utf8")))
+    await waitFor(() => pidsIn(pids, 3) !== undefined, 20_000, "three agents to start")
+    const started = pidsIn(pids, 3)!
     cli.signal("SIGINT")
     const result = await cli.done
     expect(result.code, result.stdout + result.stderr).toBe(130)

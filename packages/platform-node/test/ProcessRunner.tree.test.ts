@@ -23,15 +23,28 @@ const groupOf = (pid: number): number => {
   return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
 }
 
-/** Ways a descendant leaves the agent's process group; each prints `pid <n>` of the escaped `sleep`. */
-const escapes = {
-  setsid: `setsid sh -c 'echo "pid $$"; exec sleep 1000' &`,
-  "double fork": `sh -c 'sh -c "echo pid \\$\\$; exec sleep 1000" &' ; sleep 0.2`,
-  "double fork into a new session": `sh -c 'setsid sh -c "echo pid \\$\\$; exec sleep 1000" &'`,
-  nohup: `nohup sh -c 'echo "pid $$"; exec sleep 1000' &`,
-  "setsid, environment kept, parent gone at once": `(setsid -f sh -c 'echo "pid $$"; exec sleep 1000') ; true`,
+/**
+ * Ways a descendant leaves the agent's process group; each prints `pid <n>` of the escaped `sleep`, then
+ * creates the file `ready` (the agent waits for it: the escape is complete whatever the machine's load).
+ */
+const escapes: Record<string, (ready: string) => string> = {
+  setsid: (ready) => `setsid sh -c 'echo "pid $$"; : > ${ready}; exec sleep 1000' &`,
+  "double fork": (ready) => `sh -c 'sh -c "echo pid \\$\\$; : > ${ready}; exec sleep 1000" &'`,
+  "double fork into a new session": (ready) =>
+    `sh -c 'setsid sh -c "echo pid \\$\\$; : > ${ready}; exec sleep 1000" &'`,
+  nohup: (ready) => `nohup sh -c 'echo "pid $$"; : > ${ready}; exec sleep 1000' &`,
+  "setsid, environment kept, parent gone at once": (ready) =>
+    `(setsid -f sh -c 'echo "pid $$"; : > ${ready}; exec sleep 1000') ; true`,
   // bash's job control gives the job a group of its own in the same session; `env -i` drops the token.
-  "own group in the session, environment cleared, parent gone at once": `bash -c 'set -m; env -i /bin/sh -c "echo pid \\$\\$; exec /bin/sleep 1000" & true'`
+  "own group in the session, environment cleared, parent gone at once": (ready) =>
+    `bash -c 'set -m; env -i /bin/sh -c "echo pid \\$\\$; : > ${ready}; exec /bin/sleep 1000" & true'`
+}
+
+let readyFiles = 0
+/** A fresh path for an escape's `ready` file, and the agent script that waits for it after the escape. */
+const escaping = (leave: (ready: string) => string, then: string) => {
+  const ready = join(dir, `ready-${readyFiles++}`)
+  return `${leave(ready)}\nwhile [ ! -e ${ready} ]; do sleep 0.01; done\n${then}`
 }
 
 const watchPids = () => {
@@ -56,7 +69,7 @@ describe("ProcessRunner process trees", () => {
     it.live(`${name}: the escaped process is stopped when the agent exits`, () =>
       Effect.gen(function* () {
         const watch = watchPids()
-        yield* run({ command: `${script}\nsleep 0.3`, shell: true, cwd: dir, onLine: watch.onLine })
+        yield* run({ command: escaping(script, "true"), shell: true, cwd: dir, onLine: watch.onLine })
         assert.lengthOf(watch.pids, 1)
         assert.isFalse(isAlive(watch.pids[0]!), `pid ${watch.pids[0]} outlived its agent`)
       })
@@ -67,7 +80,7 @@ describe("ProcessRunner process trees", () => {
         const watch = watchPids()
         const fiber = yield* Effect.forkChild(
           run({
-            command: `${script}\nsleep 1000`,
+            command: escaping(script, "sleep 1000"),
             shell: true,
             cwd: dir,
             onLine: watch.onLine,
@@ -88,7 +101,7 @@ describe("ProcessRunner process trees", () => {
     Effect.gen(function* () {
       const watch = watchPids()
       const fiber = yield* Effect.forkChild(
-        run({ command: `${escapes.setsid}\nsleep 1000`, shell: true, cwd: dir, onLine: watch.onLine }),
+        run({ command: escaping(escapes.setsid!, "sleep 1000"), shell: true, cwd: dir, onLine: watch.onLine }),
         { startImmediately: true }
       )
       yield* Deferred.await(watch.seen)
@@ -102,7 +115,10 @@ describe("ProcessRunner process trees", () => {
     Effect.gen(function* () {
       const watch = watchPids()
       yield* run({
-        command: `setsid sh -c 'trap "" TERM; echo "pid $$"; while :; do sleep 0.1; done' &\nsleep 0.3`,
+        command: escaping(
+          (ready) => `setsid sh -c 'trap "" TERM; echo "pid $$"; : > ${ready}; while :; do sleep 0.1; done' &`,
+          "true"
+        ),
         shell: true,
         cwd: dir,
         onLine: watch.onLine,
