@@ -10,7 +10,7 @@ import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 import { Probe } from "./support/kinds.ts"
-import { balanced as held, type RunnerProcess, runnerProcess as startRunner } from "./support/runnerProcess.ts"
+import { balanced, type RunnerProcess, runnerProcess as startRunner } from "./support/runnerProcess.ts"
 
 const server = await sharedServer()
 
@@ -53,26 +53,6 @@ type Runner = RunnerProcess
 
 /** A runner process, killed with the scope. */
 const runnerProcess = (url: string, capacity = 8, labels = "") => startRunner(runnerScript, url, capacity, labels)
-
-/**
- * Waits until every runner holds shards of the default group, together all 300, and the runner
- * registry (what a coordinator's placement reads) shows the same.
- */
-const balanced = (url: string, runners: ReadonlyArray<Runner>): Effect.Effect<void> =>
-  Effect.andThen(held(runners), published(url, runners))
-
-const published = (url: string, runners: ReadonlyArray<Runner>) =>
-  RunnerRegistry.placements().pipe(
-    Effect.flatMap((rows) =>
-      rows.length === runners.length &&
-      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
-        ? Effect.void
-        : Effect.fail("not yet")
-    ),
-    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
-    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
-    Effect.orDie
-  )
 
 /**
  * The runners ordered by how many agents they started, most first. Agents land on runners by

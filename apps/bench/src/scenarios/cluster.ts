@@ -17,7 +17,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cluster, RunnerRegistry } from "@corral/cluster"
+import { Cluster } from "@corral/cluster"
 import { Agent, AgentKind, Claims, Corral, Executor, ResourceLocks } from "@corral/core"
 import { SqliteLocks } from "@corral/platform-node"
 import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
@@ -36,27 +36,13 @@ type BenchRunner = RunnerProcess
 
 const startRunner = (url: string, capacity: number) => runnerProcess(runnerScript, url, capacity)
 
-/** Waits until the runner registry (what the coordinator's placement reads) lists the runners' shards. */
-const published = (url: string, runners: ReadonlyArray<BenchRunner>) =>
-  RunnerRegistry.placements().pipe(
-    Effect.flatMap((rows) =>
-      rows.length === runners.length &&
-      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
-        ? Effect.void
-        : Effect.fail("not yet")
-    ),
-    Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 3000 }),
-    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
-    Effect.orDie
-  )
-
 const startRunners = (url: string, count: number, capacity: number) =>
   Effect.tap(
     Effect.all(
       Array.from({ length: count }, () => startRunner(url, capacity)),
       { concurrency: "unbounded" }
     ),
-    (runners) => Effect.andThen(balanced(runners), published(url, runners))
+    (runners) => balanced(url, runners)
   )
 
 const clusterExecutor = (url: string) =>

@@ -5,7 +5,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:net"
-import { Effect, type Scope } from "effect"
+import { PostgresClient } from "@corral/postgres"
+import { Effect, Schedule, type Scope } from "effect"
+import * as RunnerRegistry from "../../src/RunnerRegistry.ts"
 
 /** A free port on 127.0.0.1 (closed again before the runner binds it). */
 export const freePort = Effect.callback<number>((resume) => {
@@ -68,7 +70,7 @@ export const runnerProcess = (
   )
 
 /** Waits until every runner holds shards of the default group and together they hold all 300. */
-export const balanced = (runners: ReadonlyArray<RunnerProcess>): Effect.Effect<void> =>
+export const held = (runners: ReadonlyArray<RunnerProcess>): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (runners.some((r) => r.shards < 0)) return Effect.die(new Error("a runner exited"))
     if (runners.every((r) => r.shards > 0) && runners.reduce((n, r) => n + r.shards, 0) === 300) return Effect.void
@@ -76,6 +78,27 @@ export const balanced = (runners: ReadonlyArray<RunnerProcess>): Effect.Effect<v
       Effect.callback<void>((resume) => {
         for (const runner of runners) runner.changed.push(() => resume(Effect.void))
       }),
-      balanced(runners)
+      held(runners)
     )
   })
+
+/** Waits until the runner registry (what a coordinator's placement reads) lists each runner's shards. */
+export const published = (url: string, runners: ReadonlyArray<RunnerProcess>): Effect.Effect<void> =>
+  RunnerRegistry.placements().pipe(
+    Effect.flatMap((rows) =>
+      rows.length === runners.length &&
+      runners.every((r) => rows.find((row) => row.address === r.address)?.shards.default?.length === r.shards)
+        ? Effect.void
+        : Effect.fail("not yet")
+    ),
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
+    Effect.provide(PostgresClient.layer(url, { maxConnections: 1 })),
+    Effect.orDie
+  )
+
+/**
+ * Waits until every runner holds shards of the default group, together all 300, and the runner
+ * registry shows the same.
+ */
+export const balanced = (url: string, runners: ReadonlyArray<RunnerProcess>): Effect.Effect<void> =>
+  Effect.andThen(held(runners), published(url, runners))
