@@ -126,15 +126,8 @@ export const pidsIn = (dir: string, count: number): Array<number> | undefined =>
   return pids.length === count && pids.every((pid) => pid !== undefined) ? (pids as Array<number>) : undefined
 }
 
-export const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return !/\) Z /.test(stat)
-  } catch {
-    return false
-  }
-}
+/** Whether `pid` still runs; a zombie (killed, not yet reaped) counts as gone. */
+export { isAlive, parentOf } from "../packages/platform-node/test/support/processes.ts"
 
 export const worktrees = (repo: string): Array<string> =>
   git(repo, "worktree", "list", "--porcelain")

@@ -1,19 +1,10 @@
-import { readFileSync } from "node:fs"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Corral } from "@corral/core"
 import { Effect } from "effect"
 import * as ProcessAgent from "../src/ProcessAgent.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
-
-const isAlive = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
-    return stat[stat.lastIndexOf(")") + 2] !== "Z"
-  } catch {
-    return false
-  }
-}
+import { isAlive } from "./support/processes.ts"
 
 describe("ProcessAgent", () => {
   it("passes the agent options through and names the process after the agent", () => {

@@ -1,36 +1,14 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
+import { isAlive, liveGroupMembers } from "./support/processes.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-process-interrupt-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
-
-const isAlive = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return false
-  }
-}
-
-/** Whether a live (not zombie) process is in group `pgid`; the leader stays a zombie until Node reaps it. */
-const groupAlive = (pgid: number): boolean =>
-  readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .some((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "latin1")
-        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-        return Number(fields[2]) === pgid && fields[0] !== "Z"
-      } catch {
-        return false
-      }
-    })
 
 /**
  * Starts a tree that ignores SIGTERM (a leader and a child that record their pids), interrupts its run at
@@ -67,7 +45,7 @@ const interruptAt = (label: string, interrupt: (fiber: Fiber.Fiber<unknown, unkn
       assert.include(reported, written[0], `${label}: pid ${written[0]} started without onProcess`)
     for (const pid of reported) {
       assert.isFalse(isAlive(pid), `${label}: pid ${pid} outlived its interrupted run`)
-      assert.isFalse(groupAlive(pid), `${label}: the group of pid ${pid} outlived its interrupted run`)
+      assert.isFalse(liveGroupMembers(pid) > 0, `${label}: the group of pid ${pid} outlived its interrupted run`)
     }
   })
 
@@ -108,7 +86,7 @@ describe("ProcessRunner interrupted during its start-up", () => {
         assert.isTrue(exit._tag === "Failure", `hook-${i}: the run was not interrupted`)
         assert.lengthOf(reported, 1)
         assert.isFalse(isAlive(reported[0]!), `hook-${i}: pid ${reported[0]} outlived its interrupted run`)
-        assert.isFalse(groupAlive(reported[0]!), `hook-${i}: its group outlived its interrupted run`)
+        assert.isFalse(liveGroupMembers(reported[0]!) > 0, `hook-${i}: its group outlived its interrupted run`)
       }
     })
   )

@@ -1,27 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber } from "effect"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
+import { groupOf, isAlive } from "./support/processes.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-tree-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
-
-const isAlive = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return false
-  }
-}
-
-const groupOf = (pid: number): number => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
-}
 
 /**
  * Ways a descendant leaves the agent's process group; each prints `pid <n>` of the escaped `sleep`, then

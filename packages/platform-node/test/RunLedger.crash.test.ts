@@ -9,6 +9,7 @@ import { Effect, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as RunLedger from "../src/RunLedger.ts"
 import * as SqliteClient from "../src/SqliteClient.ts"
+import { isAlive } from "./support/processes.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-ledger-crash-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -94,15 +95,6 @@ const invalid = (row: AgentRow): boolean =>
   (row.state === "done") !== (row.outcome !== null) ||
   (row.state === "done" && row.ended_at === null) ||
   (row.state === "running" && row.started_at === null)
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 describe("RunLedger crash consistency", () => {
   it.live(

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,6 +9,7 @@ import { Deferred, Effect, Exit, Fiber } from "effect"
 import * as ProcessAgent from "../src/ProcessAgent.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import * as Sandbox from "../src/Sandbox.ts"
+import { liveGroupMembers } from "./support/processes.ts"
 
 // With CI=true a machine without bubblewrap runs these tests and fails them; elsewhere they are skipped.
 const enabled = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -65,20 +66,6 @@ const attempts = () =>
 
 const verdicts = (tail: ReadonlyArray<string>) =>
   Object.fromEntries(tail.filter((line) => line.includes(":")).map((line) => line.split(":") as [string, string]))
-
-/** Live (not zombie) processes in a process group, from the host's /proc. */
-const groupMembers = (pgid: number): number =>
-  readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "latin1")
-        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-        return Number(fields[2]) === pgid && fields[0] !== "Z"
-      } catch {
-        return false
-      }
-    }).length
 
 const runSandboxed = (sandbox: ProcessRunner.SandboxOptions) =>
   ProcessRunner.run({
@@ -259,9 +246,9 @@ describe.skipIf(!enabled)("ProcessRunner sandbox: process trees", () => {
         { startImmediately: true }
       )
       const pgid = yield* Deferred.await(started)
-      assert.isAtLeast(groupMembers(pgid), 3, "bwrap, the shell and its two sleeps share the group")
+      assert.isAtLeast(liveGroupMembers(pgid), 3, "bwrap, the shell and its two sleeps share the group")
       yield* Fiber.interrupt(fiber)
-      assert.strictEqual(groupMembers(pgid), 0)
+      assert.strictEqual(liveGroupMembers(pgid), 0)
     })
   )
 })

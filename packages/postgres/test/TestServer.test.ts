@@ -5,20 +5,12 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
+import { isAlive } from "../../platform-node/test/support/processes.ts"
 import * as TestServer from "../src/TestServer.ts"
 
 const found = TestServer.findBinaries()
 if (found._tag === "Missing" && process.env.CI === "true")
   throw new Error(`PostgreSQL is required on CI: ${found.reason}`)
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 const gone = (pid: number, dir: string) =>
   Effect.suspend(() => (isAlive(pid) || existsSync(dir) ? Effect.fail("still there") : Effect.void)).pipe(

@@ -5,6 +5,7 @@ import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { type ExecError, type ExecRequest, SpawnHelper } from "../../src/internal/spawnHelper.ts"
+import { isAlive } from "../support/processes.ts"
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), "corral-spawn-helper-")))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -25,15 +26,6 @@ const exec = (helper: SpawnHelper, request: Partial<ExecRequest>, signal?: Abort
       (error, stdout, stderr) => resolve({ error, stdout, stderr })
     )
   )
-
-const isAlive = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return false
-  }
-}
 
 /** Polls a condition; the deadline is generous because a loaded machine can be slow to reap. */
 const waitUntil = async (condition: () => boolean, what: string, ms = 30_000) => {
