@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest"
 import {
   branches,
   isAlive,
+  jsonEvents,
   makeRepo,
   pidIn,
   runCli,
@@ -24,38 +25,41 @@ const lines = (file: string): Array<string> =>
 describe("crash and resume (end to end)", () => {
   it("after kill -9, --resume runs exactly the agents without a recorded success", async () => {
     const repo = makeRepo()
-    const side = NodePath.join(tempDir("side-"), "effects.txt")
+    const sideDir = tempDir("side-")
+    const side = NodePath.join(sideDir, "effects.txt")
+    const gate = NodePath.join(sideDir, "gate")
+    // four agents end at once; the others wait for the gate, opened once the first run is killed
     const agents = Array.from(
       { length: 10 },
       (_, i) => `  - id: agent-${i}
-    run: echo "$CORRAL_AGENT_ID" >> ${side} && sleep ${i < 4 ? "0.2" : "2"}
+    run: echo "$CORRAL_RUN_ID $CORRAL_AGENT_ID" >> ${side} && ${i < 4 ? "true" : `while [ ! -e ${gate} ]; do sleep 0.05; done`}
 `
     ).join("")
     const plan = writePlan(tempDir("plan-"), "plan.yaml", `version: 1\nconcurrency: 4\nagents:\n${agents}`)
     const first = startCli(["run", plan, "--json"], { cwd: repo })
-    const succeeded = () =>
-      first
-        .output()
-        .split("\n")
-        .filter((line) => line.includes('"type":"Finished"') && line.includes('"Succeeded"')).length
-    await waitFor(() => succeeded() >= 4, 30_000, "four agents to succeed")
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await waitFor(() => jsonEvents(first.output()).length > 0, 30_000, "the run to start")
+    const firstRunId: string = jsonEvents(first.output())[0].runId
+    // a success counts once the ledger holds it (corral prints an event before it records it)
+    const recordedSuccesses = async () =>
+      [...(await runCli(["status", firstRunId], { cwd: repo })).stdout.matchAll(/^\s+(agent-\d+)\s+succeeded/gm)].map(
+        (match) => match[1]!
+      )
+    while ((await recordedSuccesses()).length < 4);
     first.signal("SIGKILL")
     await first.done
-    const finishedFirst = first
-      .output()
-      .split("\n")
-      .filter((line) => line.includes('"type":"Finished"') && line.includes('"Succeeded"'))
-      .map((line) => JSON.parse(line).agentId as string)
     await waitFor(() => !isAlive(first.pid), 5_000, "the first run to die")
-    await new Promise((resolve) => setTimeout(resolve, 2_500))
-    const before = lines(side)
+    const finishedFirst = await recordedSuccesses()
+    expect(finishedFirst).toHaveLength(4)
+    NodeFs.writeFileSync(gate, "")
 
     const resumed = await runCli(["run", plan, "--resume"], { cwd: repo })
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
     expect(resumed.stdout).toMatch(/resuming run/)
-    const after = lines(side)
-    const rerun = after.slice(before.length)
+    // what the killed run's agents wrote may land late: the resumed run's lines are told by their run id
+    const rerun = lines(side)
+      .map((line) => line.split(" "))
+      .filter(([runId]) => runId !== firstRunId)
+      .map(([, agentId]) => agentId!)
     for (const id of finishedFirst) expect(rerun, `${id} ran again`).not.toContain(id)
     const expected = Array.from({ length: 10 }, (_, i) => `agent-${i}`).filter((id) => !finishedFirst.includes(id))
     expect([...rerun].sort()).toEqual(expected.sort())
