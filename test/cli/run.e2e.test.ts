@@ -50,6 +50,8 @@ describe("corral run (end to end)", () => {
     })
     expect(failing.code).toBe(1)
     expect(failing.stdout).toContain('process "bad" exited with code 3')
+    // each edits only once both have started, so both edit the same base whatever the machine's load
+    const sync = tempDir("sync-")
     const conflicting = await runCli(
       [
         "run",
@@ -57,9 +59,9 @@ describe("corral run (end to end)", () => {
           dir,
           "conflict.yaml",
           planOf(`  - id: up
-    run: sleep 0.5 && sed -i s/=2/=8/ config.txt
+    run: touch ${sync}/up; while [ ! -e ${sync}/down ]; do sleep 0.05; done; sed -i s/=2/=8/ config.txt
   - id: down
-    run: sleep 0.5 && sed -i s/=2/=1/ config.txt
+    run: touch ${sync}/down; while [ ! -e ${sync}/up ]; do sleep 0.05; done; sed -i s/=2/=1/ config.txt
 `)
         )
       ],

@@ -19,6 +19,9 @@ const tmux = (...args: Array<string>) => execFileSync("tmux", args, { encoding: 
 describe.skipIf(!hasTmux)("corral run on a terminal (tmux)", () => {
   it("shows one live row per agent that updates, then the summary", async () => {
     const repo = makeRepo()
+    // alpha and gamma run until the test has seen them running (and beta waiting), however slow the screen
+    const gate = NodePath.join(tempDir("gate-"), "open")
+    const held = `while [ ! -e ${gate} ]; do sleep 0.05; done`
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
@@ -26,13 +29,13 @@ describe.skipIf(!hasTmux)("corral run on a terminal (tmux)", () => {
 concurrency: 2
 agents:
   - id: alpha
-    run: echo "alpha working" && sleep 2 && echo done > alpha.txt
+    run: echo "alpha working" && ${held} && echo done > alpha.txt
     claims: { write: [shared.md] }
   - id: beta
-    run: echo "beta working" && sleep 2 && echo done > beta.txt
+    run: echo "beta working" && echo done > beta.txt
     claims: { write: [shared.md] }
   - id: gamma
-    run: echo "gamma working" && sleep 1 && echo done > gamma.txt
+    run: echo "gamma working" && ${held} && echo done > gamma.txt
 `
     )
     const session = `corral-tty-${process.pid}-${Date.now()}`
@@ -59,6 +62,7 @@ agents:
       expect(early).toMatch(/beta\s+waiting\s+.*shared\.md \(write, held by alpha\)/)
       expect(early).toMatch(/gamma\s+running/)
       expect(early).toMatch(/\d+ running · \d+ waiting/)
+      NodeFs.writeFileSync(gate, "")
       await waitFor(() => /run \S+: 3 succeeded/.test(screen()), 30_000, "the summary")
       const final = screen()
       expect(final).toMatch(/✓ alpha\s+succeeded/)
