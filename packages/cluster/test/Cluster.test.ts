@@ -18,7 +18,7 @@ const dir = mkdtempSync(join(tmpdir(), "corral-cluster-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 interface LogLine {
-  readonly event: "start" | "end"
+  readonly event: "start" | "end" | "exit"
   readonly agent: string
   readonly pid: number
   readonly at: number
@@ -231,9 +231,17 @@ describe.skipIf(server === undefined)("Cluster", () => {
           const outcome = result.get(agent.id)!
           assert.strictEqual(outcome._tag, "Succeeded", `${agent.id}: ${JSON.stringify(outcome)}`)
         }
-        // the stale executions woke when the victim resumed, long before the re-runs ended; give a
-        // loaded machine a moment more before checking that none of them wrote
-        yield* Effect.sleep("2 seconds")
+        // the stale executions woke when the victim resumed: wait until each has ended (or its runner is
+        // gone) before checking that none of them wrote
+        yield* waitForLog(
+          log,
+          (lines) =>
+            victim!.child.exitCode !== null ||
+            victim!.child.signalCode !== null ||
+            stale.every((start) =>
+              lines.some((l) => l.event === "exit" && l.agent === start.agent && l.token === start.token)
+            )
+        )
         const written = readLog(log)
         for (const start of stale) {
           assert.isFalse(
