@@ -1,30 +1,10 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Effect } from "effect"
-import { afterAll, describe, expect, it } from "vitest"
-import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { git, makeRepo, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { describe, expect, it } from "vitest"
+import { git, jsonEvents, runCli, startCli, waitFor, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
 
-const server = await sharedServer()
-const started: Array<RunningCli> = []
-const dirs: Array<string> = []
-afterAll(() => {
-  for (const cli of started) cli.signal("SIGKILL")
-  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
-})
-
-const scratch = (prefix: string) => {
-  const dir = tempDir(prefix)
-  dirs.push(dir)
-  return dir
-}
-
-const startRunner = async (url: string, repo: string) => {
-  const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo })
-  started.push(runner)
-  await waitFor(() => /runner \S+ ready/.test(runner.output()), 60_000, `runner ready: ${runner.output()}`)
-  return runner
-}
+const { available, scratch, scratchRepo, runnerClone, track, runners, listedAs } = await clusterTests()
 
 interface JsonEvent {
   readonly type: string
@@ -34,11 +14,7 @@ interface JsonEvent {
   readonly outcome?: { readonly type: string; readonly cached?: boolean; readonly attempts?: number }
 }
 
-const eventsOf = (stdout: string): Array<JsonEvent> =>
-  stdout
-    .split("\n")
-    .filter((line) => line.startsWith("{"))
-    .map((line) => JSON.parse(line) as JsonEvent)
+const eventsOf = (stdout: string): Array<JsonEvent> => jsonEvents<JsonEvent>(stdout)
 
 const outcomeOf = (stdout: string, agentId: string) =>
   eventsOf(stdout).find((event) => event.type === "Finished" && event.agentId === agentId)?.outcome
@@ -50,9 +26,8 @@ const lines = (file: string) =>
         .filter((line) => line !== "")
     : []
 
-describe.skipIf(server === undefined)("cluster runs: retry budget across a resume, caching by inputs", () => {
+describe.skipIf(!available)("cluster runs: retry budget across a resume, caching by inputs", () => {
   it("a resumed run continues an agent's attempts from those its crashed run made", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
     const repo = scratch("corral-cluster-budget-")
     const tries = NodePath.join(repo, "tries.txt")
     // attempt 1 fails at once; later attempts wait for the release file, then fail too
@@ -67,21 +42,16 @@ agents:
     run: n=$(cat tries.txt 2>/dev/null | wc -l); echo "try $CORRAL_RUN_ID" >> tries.txt; echo "try $n"; if [ "$n" -ge 1 ]; then while [ ! -e release ]; do sleep 0.05; done; fi; exit 1
 `
     )
-    await startRunner(url, repo)
-    const coordinator = startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
-    started.push(coordinator)
+    const { url } = await runners(1, repo)
+    const coordinator = track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
     await waitFor(() => lines(tries).length === 2, 60_000, `the second attempt to start: ${coordinator.output()}`)
     coordinator.signal("SIGKILL")
     await coordinator.done
     const firstRunId = lines(tries)[0]!.split(" ")[1]!
-    const until = Date.now() + 60_000
-    let listed = ""
-    while (Date.now() < until && !new RegExp(`${firstRunId}\\s+crashed`).test(listed))
-      listed = (await runCli(["runs", "--cluster", url], { cwd: repo })).stdout
+    const listed = await listedAs(url, repo, new RegExp(`${firstRunId}\\s+crashed`))
     expect(listed).toMatch(new RegExp(`${firstRunId}\\s+crashed`))
 
-    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
-    started.push(resumed)
+    const resumed = track(startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo }))
     await waitFor(() => /resuming run/.test(resumed.output()), 60_000, `resume to start: ${resumed.output()}`)
     NodeFs.writeFileSync(NodePath.join(repo, "release"), "")
     const result = await resumed.done
@@ -100,12 +70,8 @@ agents:
   }, 240_000)
 
   it("with worktrees, a success is cached by the hash of its inputs: reused while they are unchanged, run again after a change", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = makeRepo({ "README.md": "# test\n", "input.txt": "one\n" })
-    dirs.push(repo)
-    const runnerParent = scratch("corral-runner-cache-")
-    const runnerRepo = NodePath.join(runnerParent, "repo")
-    git(runnerParent, "clone", "-q", repo, runnerRepo)
+    const repo = scratchRepo({ "README.md": "# test\n", "input.txt": "one\n" })
+    const runnerRepo = runnerClone(repo, "cache")
     const runs = NodePath.join(scratch("corral-cache-log-"), "runs.txt")
     const plan = writePlan(
       scratch("corral-cache-plan-"),
@@ -119,7 +85,7 @@ agents:
     run: echo always > always.txt
 `
     )
-    await startRunner(url, runnerRepo)
+    const { url } = await runners(1, runnerRepo)
     const run = async () => {
       const result = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
       expect(result.code, result.stderr).toBe(0)

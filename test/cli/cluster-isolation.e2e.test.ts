@@ -2,44 +2,21 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { afterAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
 import * as PostgresClient from "../../packages/postgres/src/PostgresClient.ts"
 import * as TestServer from "../../packages/postgres/src/TestServer.ts"
-import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { git, makeRepo, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { git, jsonEvents, runCli, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
 
 // With CI=true a machine without bubblewrap fails the sandbox test instead of skipping it.
 const sandboxes = Sandbox.supportUnsafe().available || process.env.CI === "true"
-const server = await sharedServer()
+const { available, scratch, scratchRepo, runnerClone, database, startRunner, runners } = await clusterTests()
 const found = TestServer.findBinaries()
 const psql = found._tag === "Found" ? NodePath.join(found.bin, "psql") : "psql"
-const started: Array<RunningCli> = []
-const dirs: Array<string> = []
-afterAll(() => {
-  for (const cli of started) cli.signal("SIGKILL")
-  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
-})
-
-const temp = (prefix: string) => {
-  const dir = tempDir(prefix)
-  dirs.push(dir)
-  return dir
-}
-
-const startRunner = async (url: string, repo: string, env: Record<string, string> = {}) => {
-  const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo, env })
-  started.push(runner)
-  await waitFor(() => /runner \S+ ready/.test(runner.output()), 30_000, `runner ready: ${runner.output()}`)
-  return /runner (\S+) ready/.exec(runner.output())![1]!
-}
-
 const finishedOf = (stdout: string) =>
   Object.fromEntries(
-    stdout
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line) as { type: string; agentId?: string; outcome?: Record<string, unknown> })
+    jsonEvents<{ type: string; agentId?: string; outcome?: Record<string, unknown> }>(stdout)
       .filter((event) => event.type === "Finished")
       .map((event) => [event.agentId!, event.outcome!])
   )
@@ -70,16 +47,18 @@ const tablesContaining = (url: string, text: string) =>
     })
   )
 
-describe.skipIf(server === undefined)("a runner's agents get the plan's process settings", () => {
+describe.skipIf(!available)("a runner's agents get the plan's process settings", () => {
   it("limits kill a runner's agent; secrets and passEnv come from the runner's environment and no secret is stored; per-agent databases", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = temp("corral-cluster-iso-")
+    const repo = scratch("corral-cluster-iso-")
     const secret = `s3cr3t-${process.pid}-value`
-    const address = await startRunner(url, repo, {
-      CORRAL_E2E_TOKEN: secret,
-      CORRAL_E2E_PASSED: "passed-from-runner",
-      CORRAL_E2E_NOT_PASSED: "not-passed",
-      CORRAL_POSTGRES_URL: url
+    const url = await database()
+    const { address } = await startRunner(url, repo, {
+      env: {
+        CORRAL_E2E_TOKEN: secret,
+        CORRAL_E2E_PASSED: "passed-from-runner",
+        CORRAL_E2E_NOT_PASSED: "not-passed",
+        CORRAL_POSTGRES_URL: url
+      }
     })
     const plan = writePlan(
       repo,
@@ -134,7 +113,7 @@ agents:
   }, 240_000)
 
   it("coding agents and prompts are exit 2 with --cluster, naming the agents, before anything starts", async () => {
-    const repo = temp("corral-cluster-coding-")
+    const repo = scratch("corral-cluster-coding-")
     const plan = writePlan(
       repo,
       "plan.yaml",
@@ -157,10 +136,9 @@ agents:
   it.skipIf(!sandboxes)(
     "a sandboxed runner agent writes its workspace only, and a runner without bubblewrap fails it naming agent and runner",
     async () => {
-      const url = await Effect.runPromise(server!.createDatabase())
-      const repo = temp("corral-cluster-sbx-")
-      const outside = temp("corral-cluster-outside-")
-      await startRunner(url, repo)
+      const repo = scratch("corral-cluster-sbx-")
+      const outside = scratch("corral-cluster-outside-")
+      const { url } = await runners(1, repo)
       const plan = writePlan(
         repo,
         "plan.yaml",
@@ -178,9 +156,9 @@ agents:
       expect(NodeFs.readFileSync(NodePath.join(repo, "inside.txt"), "utf8")).toBe("inside\n")
       expect(NodeFs.existsSync(NodePath.join(outside, "escape.txt"))).toBe(false)
 
-      const bare = await Effect.runPromise(server!.createDatabase())
-      const bareRepo = temp("corral-cluster-nobwrap-")
-      const address = await startRunner(bare, bareRepo, { CORRAL_BWRAP: "/nonexistent/bwrap" })
+      const bareRepo = scratch("corral-cluster-nobwrap-")
+      const bare = await database()
+      const { address } = await startRunner(bare, bareRepo, { env: { CORRAL_BWRAP: "/nonexistent/bwrap" } })
       const refused = await runCli(["run", plan, "--cluster", bare, "--json"], { cwd: repo })
       expect(refused.code, refused.stderr).toBe(1)
       const outcome = JSON.stringify(finishedOf(refused.stdout).boxed)
@@ -193,15 +171,11 @@ agents:
   it.skipIf(!sandboxes)(
     "a sandboxed worktree agent on a runner: its work is merged, the runner's git folder is read-only to it",
     async () => {
-      const url = await Effect.runPromise(server!.createDatabase())
-      const repo = makeRepo({ "README.md": "# test\n" })
-      dirs.push(repo)
-      const parent = temp("corral-cluster-sbx-clone-")
-      const runnerRepo = NodePath.join(parent, "repo")
-      git(parent, "clone", "-q", repo, runnerRepo)
-      await startRunner(url, runnerRepo)
+      const repo = scratchRepo({ "README.md": "# test\n" })
+      const runnerRepo = runnerClone(repo, "sbx")
+      const { url } = await runners(1, runnerRepo)
       const plan = writePlan(
-        temp("corral-cluster-sbx-plan-"),
+        scratch("corral-cluster-sbx-plan-"),
         "plan.yaml",
         `version: 1
 agents:
