@@ -1,17 +1,10 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Effect } from "effect"
-import { afterAll, describe, expect, it } from "vitest"
-import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { isAlive, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { describe, expect, it } from "vitest"
+import { isAlive, jsonEvents, parentOf, type RunningCli, runCli, startCli, waitFor, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
 
-const server = await sharedServer()
-const started: Array<RunningCli> = []
-const dirs: Array<string> = []
-afterAll(() => {
-  for (const cli of started) cli.signal("SIGKILL")
-  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
-})
+const { available, scratch, track, runners, listedAs } = await clusterTests()
 
 interface JsonEvent {
   readonly type: string
@@ -20,11 +13,7 @@ interface JsonEvent {
   readonly outcome?: { readonly type: string; readonly cached?: boolean }
 }
 
-const eventsOf = (stdout: string): Array<JsonEvent> =>
-  stdout
-    .split("\n")
-    .filter((line) => line.startsWith("{"))
-    .map((line) => JSON.parse(line) as JsonEvent)
+const eventsOf = (stdout: string): Array<JsonEvent> => jsonEvents<JsonEvent>(stdout)
 
 const finishedOf = (stdout: string) => eventsOf(stdout).filter((event) => event.type === "Finished")
 
@@ -42,25 +31,13 @@ const recorded = (repo: string) => {
 }
 
 /** The runner among `runners` that `pid` descends from (read from /proc while `pid` lives). */
-const runnerOf = (pid: number, runners: ReadonlyArray<RunningCli>): RunningCli | undefined => {
-  for (let current = pid, hops = 0; current > 1 && hops < 20; hops++) {
+const runnerOf = <A extends RunningCli>(pid: number, runners: ReadonlyArray<A>): A | undefined => {
+  for (let current: number | undefined = pid, hops = 0; current !== undefined && current > 1 && hops < 20; hops++) {
     const found = runners.find((runner) => runner.pid === current)
     if (found !== undefined) return found
-    try {
-      const stat = NodeFs.readFileSync(`/proc/${current}/stat`, "utf8")
-      current = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-    } catch {
-      return undefined
-    }
+    current = parentOf(current)
   }
   return undefined
-}
-
-const startRunner = async (url: string, repo: string) => {
-  const runner = startCli(["runner", "--cluster", url, "--repo", repo], { cwd: repo })
-  started.push(runner)
-  await waitFor(() => /runner \S+ ready/.test(runner.output()), 30_000, `runner ready: ${runner.output()}`)
-  return runner
 }
 
 // `quick-*` end at once; `held-*` run until the test creates their release file, so they are running
@@ -83,22 +60,18 @@ agents:
     dependsOn: [held-1]
 `
 
-describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
+describe.skipIf(!available)("corral run --resume --cluster", () => {
   it("continues a run whose coordinator was SIGKILLed: successes are not re-run, running executions are taken over, each agent ends once", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = tempDir("corral-cluster-resume-")
-    const other = tempDir("corral-cluster-machine-b-")
-    dirs.push(repo, other)
+    const repo = scratch("corral-cluster-resume-")
+    const other = scratch("corral-cluster-machine-b-")
     const plan = writePlan(repo, "plan.yaml", planText)
-    await startRunner(url, repo)
-    await startRunner(url, repo)
+    const { url } = await runners(2, repo)
 
     const nothing = await runCli(["run", plan, "--resume", "--cluster", url], { cwd: repo })
     expect(nothing.code, nothing.stderr).toBe(2)
     expect(nothing.stderr).toMatch(/no unfinished run of .*plan\.yaml in the cluster's ledger to resume/)
 
-    const coordinator = startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
-    started.push(coordinator)
+    const coordinator = track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
     const ran = (agent: string, what: "start" | "end") => () =>
       recorded(repo).some((line) => line.agent === agent && line.what === what)
     await waitFor(
@@ -154,8 +127,7 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
     NodeFs.writeFileSync(NodePath.join(repo, "release-held-1"), "")
     await waitFor(ran("held-1", "end"), 60_000, "held-1 to end")
 
-    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json", "--report"], { cwd: repo })
-    started.push(resumed)
+    const resumed = track(startCli(["run", plan, "--resume", "--cluster", url, "--json", "--report"], { cwd: repo }))
     await waitFor(() => /resuming run/.test(resumed.output()), 60_000, `resume to start: ${resumed.output()}`)
     // held-2 is still running on its runner: the resumed run awaits that execution
     expect(ran("held-2", "end")()).toBe(false)
@@ -224,9 +196,7 @@ describe.skipIf(server === undefined)("corral run --resume --cluster", () => {
   }, 480_000)
 
   it("an execution whose runner dies while no coordinator runs is run again on another runner once the run is resumed (at-least-once), and ends once", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = tempDir("corral-cluster-resume-rerun-")
-    dirs.push(repo)
+    const repo = scratch("corral-cluster-resume-rerun-")
     const plan = writePlan(
       repo,
       "plan.yaml",
@@ -237,10 +207,9 @@ agents:
     run: echo "start $CORRAL_AGENT_ID $CORRAL_RUN_ID $PPID $$" >> record.txt; while [ ! -e release ]; do sleep 0.05; done; echo "end $CORRAL_AGENT_ID $CORRAL_RUN_ID $PPID $$" >> record.txt
 `
     )
-    const runners = [await startRunner(url, repo), await startRunner(url, repo)]
+    const { url, runners: started } = await runners(2, repo)
     const starts = () => recorded(repo).filter((line) => line.what === "start")
-    const coordinator = startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
-    started.push(coordinator)
+    const coordinator = track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
     await waitFor(() => starts().length === 1, 60_000, `held to start: ${coordinator.output()}`)
     coordinator.signal("SIGKILL")
     await coordinator.done
@@ -249,21 +218,18 @@ agents:
     const [, , firstRunId, , agentPid] = NodeFs.readFileSync(NodePath.join(repo, "record.txt"), "utf8")
       .trim()
       .split(" ")
-    const victim = runnerOf(Number(agentPid), runners)
+    const victim = runnerOf(Number(agentPid), started)
     expect(victim, `the runner of held (pid ${agentPid})`).toBeDefined()
     victim!.signal("SIGKILL")
     await victim!.done
     await waitFor(() => !isAlive(Number(agentPid)), 30_000, "the agent's process to die with its runner")
 
-    const listed = async () => (await runCli(["runs", "--cluster", url], { cwd: repo })).stdout
-    const until = Date.now() + 60_000
-    while (!new RegExp(`${firstRunId}\\s+crashed`).test(await listed()) && Date.now() < until);
-    const resumed = startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
-    started.push(resumed)
+    await listedAs(url, repo, new RegExp(`${firstRunId}\\s+crashed`))
+    const resumed = track(startCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo }))
     // delivered again to the surviving runner once the dead runner's shards lapse, as the same execution
     await waitFor(() => starts().length === 2, 90_000, `held to run again: ${resumed.output()}`)
-    const survivor = runners.find((runner) => runner !== victim)!
-    expect(runnerOf(Number(starts()[1]!.pid), runners)).toBe(survivor)
+    const survivor = started.find((runner) => runner !== victim)!
+    expect(runnerOf(Number(starts()[1]!.pid), started)).toBe(survivor)
     NodeFs.writeFileSync(NodePath.join(repo, "release"), "")
     const result = await resumed.done
     expect(result.code, result.stderr).toBe(0)
