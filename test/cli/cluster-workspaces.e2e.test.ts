@@ -3,47 +3,14 @@ import * as NodePath from "node:path"
 import { RunLedger } from "@corral/platform-node"
 import { PostgresLedger } from "@corral/postgres"
 import { Effect, Option } from "effect"
-import { afterAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as Reconcile from "../../apps/cli/src/Reconcile.ts"
-import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import {
-  branches,
-  git,
-  isAlive,
-  makeRepo,
-  type RunningCli,
-  runCli,
-  startCli,
-  tempDir,
-  waitFor,
-  worktrees,
-  writePlan
-} from "../helpers.ts"
+import { branches, git, isAlive, pidIn, runCli, startCli, waitFor, worktrees, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
 
-const server = await sharedServer()
-const dirs: Array<string> = []
-const scratch = (prefix: string) => {
-  const dir = tempDir(prefix)
-  dirs.push(dir)
-  return dir
-}
-afterAll(() => {
-  for (const dir of dirs) NodeFs.rmSync(dir, { recursive: true, force: true })
-})
-
-/** A clone of `origin` for a runner: its own repository, never the coordinator's checkout. */
-const cloneFor = (origin: string, name: string) => {
-  const parent = scratch(`corral-runner-${name}-`)
-  const repo = NodePath.join(parent, "repo")
-  git(parent, "clone", "-q", origin, repo)
-  return repo
-}
-
-const startRunner = async (url: string, repo: string, capacity = 4): Promise<RunningCli> => {
-  const runner = startCli(["runner", "--cluster", url, "--repo", repo, "--capacity", String(capacity)], { cwd: repo })
-  await waitFor(() => /runner \S+ ready/.test(runner.output()), 60_000, `runner ready: ${runner.output()}`)
-  return runner
-}
+const cluster = await clusterTests()
+const { scratch, scratchRepo, runnerClone: cloneFor, database } = cluster
+const startRunner = (url: string, repo: string) => cluster.startRunner(url, repo, { args: ["--capacity", "4"] })
 
 interface Event {
   readonly type: string
@@ -74,11 +41,10 @@ const agentCommits = (repo: string, base: string, branch: string) =>
     .filter((entry) => entry !== "")
     .sort()
 
-describe.skipIf(server === undefined)("corral run --cluster with worktree isolation", () => {
+describe.skipIf(!cluster.available)("corral run --cluster with worktree isolation", () => {
   it("runs each agent in a worktree on a runner, merges every agent's work once, and leaves the checkout and the runners clean", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = makeRepo({ "README.md": "# test\n", "shared.txt": "base\n" })
-    dirs.push(repo)
+    const url = await database()
+    const repo = scratchRepo({ "README.md": "# test\n", "shared.txt": "base\n" })
     const head = git(repo, "rev-parse", "HEAD").trim()
     const sync = scratch("corral-sync-")
     const runnerRepos = [cloneFor(repo, "a"), cloneFor(repo, "b")]
@@ -195,9 +161,8 @@ agents:
   }, 240_000)
 
   it("--resume continues a worktree run whose coordinator was SIGKILLed after a merge: from its integration head, the merged agent not merged again, the running one taken over", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = makeRepo()
-    dirs.push(repo)
+    const url = await database()
+    const repo = scratchRepo()
     const head = git(repo, "rev-parse", "HEAD").trim()
     const sync = scratch("corral-sync-")
     const runner = await startRunner(url, cloneFor(repo, "r"))
@@ -258,9 +223,8 @@ agents:
   }, 240_000)
 
   it("rejects an unusable remote or plan with exit 2 before anything starts; a runner without a git repository fails worktree agents", async () => {
-    const url = await Effect.runPromise(server!.createDatabase())
-    const repo = makeRepo()
-    dirs.push(repo)
+    const url = await database()
+    const repo = scratchRepo()
     const runner = await startRunner(url, cloneFor(repo, "c"))
     const plan = writePlan(
       scratch("corral-plan-"),
@@ -288,7 +252,7 @@ agents:
     expect((await runner.done).code).toBe(130)
 
     // a runner whose --repo is no git repository fails worktree agents, saying so
-    const lonely = await Effect.runPromise(server!.createDatabase())
+    const lonely = await database()
     const misplaced = await startRunner(lonely, scratch("corral-runner-not-git-"))
     const failed = await runCli(["run", plan, "--cluster", lonely], { cwd: repo })
     expect(failed.code, failed.stderr).toBe(1)
@@ -298,9 +262,8 @@ agents:
   }, 180_000)
 
   it("a runner removes its worktree on Ctrl-C; after a SIGKILL, corral gc on its machine removes what is left", async () => {
-    let url = await Effect.runPromise(server!.createDatabase())
-    const repo = makeRepo()
-    dirs.push(repo)
+    let url = await database()
+    const repo = scratchRepo()
     const runnerRepo = cloneFor(repo, "d")
     const pidFile = NodePath.join(scratch("corral-pid-"), "agent.pid")
     const bare = NodePath.join(scratch("corral-remote-"), "scratch.git")
@@ -310,12 +273,12 @@ agents:
       "plan.yaml",
       `version: 1\nagents:\n  - id: slow\n    run: echo work > half-done.txt && echo $$ > ${pidFile} && exec sleep 300\n`
     )
-    const agentStarted = () => NodeFs.existsSync(pidFile) && NodeFs.readFileSync(pidFile, "utf8").trim() !== ""
+    const agentStarted = () => pidIn(pidFile) !== undefined
     const runUntilStarted = async () => {
       NodeFs.rmSync(pidFile, { force: true })
       const run = startCli(["run", plan, "--cluster", url, "--remote", `file://${bare}`], { cwd: repo })
       await waitFor(agentStarted, 60_000, `the agent to start: ${run.output()}`)
-      return { run, agentPid: Number(NodeFs.readFileSync(pidFile, "utf8").trim()) }
+      return { run, agentPid: pidIn(pidFile)! }
     }
 
     const drained = await startRunner(url, runnerRepo)
@@ -328,7 +291,7 @@ agents:
     first.run.signal("SIGINT")
     await first.run.done
 
-    url = await Effect.runPromise(server!.createDatabase()) // nothing of the first run is redelivered
+    url = await database() // nothing of the first run is redelivered
     const killed = await startRunner(url, runnerRepo)
     const second = await runUntilStarted()
     const [worktree] = leftovers(runnerRepo).worktrees
