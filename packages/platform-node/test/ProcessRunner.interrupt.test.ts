@@ -10,26 +10,38 @@ import { isAlive, liveGroupMembers } from "./support/processes.ts"
 const dir = mkdtempSync(join(tmpdir(), "corral-process-interrupt-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
+/** A tree that ignores SIGTERM: a leader and its child append their pids to `pidFile`. */
+const stubbornTree = (pidFile: string, onProcess: (pid: number | undefined) => void) =>
+  ProcessRunner.run({
+    command: `trap "" TERM; sleep 300 & echo $$ $! >> ${pidFile}; wait`,
+    shell: true,
+    cwd: dir,
+    killGrace: "200 millis",
+    onProcess
+  }).pipe(Effect.provide(NodeServices.layer))
+
+/** Nothing is left of the trees whose leaders were `reported`: neither the leader nor anything of its group. */
+const assertNoneLeft = (label: string, reported: ReadonlyArray<number>) => {
+  for (const pid of reported) {
+    assert.isFalse(isAlive(pid), `${label}: pid ${pid} outlived its interrupted run`)
+    assert.strictEqual(liveGroupMembers(pid), 0, `${label}: the group of pid ${pid} outlived its interrupted run`)
+  }
+}
+
 /**
- * Starts a tree that ignores SIGTERM (a leader and a child that record their pids), interrupts its run at
- * a given point of the start-up, and checks what a runner relies on: a leader that started was reported
- * to `onProcess` (where the runner starts its watchdog), and nothing of the tree is left once the
- * interruption is over, so a kill of the leader alone, or SIGTERM without SIGKILL, would fail.
+ * Starts a {@link stubbornTree}, interrupts its run at a given point of the start-up, and checks what a
+ * runner relies on: a leader that started was reported to `onProcess` (where the runner starts its
+ * watchdog), and nothing of the tree is left once the interruption is over, so a kill of the leader
+ * alone, or SIGTERM without SIGKILL, would fail.
  */
 const interruptAt = (label: string, interrupt: (fiber: Fiber.Fiber<unknown, unknown>) => Effect.Effect<void>) =>
   Effect.gen(function* () {
     const pidFile = join(dir, `${label}.pid`)
     const reported: Array<number> = []
     const fiber = yield* Effect.forkChild(
-      ProcessRunner.run({
-        command: `trap "" TERM; sleep 300 & echo $$ $! >> ${pidFile}; wait`,
-        shell: true,
-        cwd: dir,
-        killGrace: "200 millis",
-        onProcess: (pid) => {
-          if (pid !== undefined) reported.push(pid)
-        }
-      }).pipe(Effect.provide(NodeServices.layer)),
+      stubbornTree(pidFile, (pid) => {
+        if (pid !== undefined) reported.push(pid)
+      }),
       { startImmediately: true }
     )
     yield* interrupt(fiber)
@@ -43,10 +55,7 @@ const interruptAt = (label: string, interrupt: (fiber: Fiber.Fiber<unknown, unkn
     for (const pid of written) assert.isFalse(isAlive(pid), `${label}: pid ${pid} outlived its interrupted run`)
     if (written.length > 0)
       assert.include(reported, written[0], `${label}: pid ${written[0]} started without onProcess`)
-    for (const pid of reported) {
-      assert.isFalse(isAlive(pid), `${label}: pid ${pid} outlived its interrupted run`)
-      assert.isFalse(liveGroupMembers(pid) > 0, `${label}: the group of pid ${pid} outlived its interrupted run`)
-    }
+    assertNoneLeft(label, reported)
   })
 
 describe("ProcessRunner interrupted during its start-up", () => {
@@ -64,29 +73,21 @@ describe("ProcessRunner interrupted during its start-up", () => {
   it.live("leaves no process when interrupted from onProcess, right after the spawn", () =>
     Effect.gen(function* () {
       for (let i = 0; i < 10; i++) {
-        const pidFile = join(dir, `hook-${i}.pid`)
         const reported: Array<number> = []
         let self: Fiber.Fiber<unknown, unknown> | undefined
         const fiber = yield* Effect.forkChild(
-          ProcessRunner.run({
-            command: `trap "" TERM; sleep 300 & echo $$ $! >> ${pidFile}; wait`,
-            shell: true,
-            cwd: dir,
-            killGrace: "200 millis",
-            onProcess: (pid) => {
-              if (pid === undefined) return
-              reported.push(pid)
-              self?.interruptUnsafe()
-            }
-          }).pipe(Effect.provide(NodeServices.layer)),
+          stubbornTree(join(dir, `hook-${i}.pid`), (pid) => {
+            if (pid === undefined) return
+            reported.push(pid)
+            self?.interruptUnsafe()
+          }),
           { startImmediately: false }
         )
         self = fiber
         const exit = yield* Fiber.await(fiber)
         assert.isTrue(exit._tag === "Failure", `hook-${i}: the run was not interrupted`)
         assert.lengthOf(reported, 1)
-        assert.isFalse(isAlive(reported[0]!), `hook-${i}: pid ${reported[0]} outlived its interrupted run`)
-        assert.isFalse(liveGroupMembers(reported[0]!) > 0, `hook-${i}: its group outlived its interrupted run`)
+        assertNoneLeft(`hook-${i}`, reported)
       }
     })
   )
