@@ -99,6 +99,19 @@ const holdRun = (state: RunnerWorkspaces, ws: Workspace.Workspace["Service"], re
 }
 
 /**
+ * The runner's workspace service, with the run's lease held in `repo` until the calling scope closes,
+ * and the id under which the run's workspaces are kept there (see {@link localRunId}).
+ */
+const leaseRun = (repo: string, runId: string) =>
+  Effect.gen(function* () {
+    const state = yield* CurrentRunnerWorkspaces
+    const ws = yield* workspaceService(state)
+    const local = localRunId(runId)
+    yield* holdRun(state, ws, repo, local)
+    return { ws, local }
+  })
+
+/**
  * Runs `use` in a disposable worktree of `repo` started at the run's base (fetched from the remote),
  * then commits what the agent left and pushes the agent's branch to the remote. The worktree and its
  * branch are removed on every exit path (success, failure, interruption).
@@ -112,8 +125,6 @@ export const inRemoteWorkspace = <A, E, R>(
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const state = yield* CurrentRunnerWorkspaces
-      const ws = yield* workspaceService(state)
       const isRepo = yield* Git.test(["rev-parse", "--git-dir"], { cwd: repo }).pipe(Effect.orElseSucceed(() => false))
       if (!isRepo) {
         return yield* Effect.fail(
@@ -124,8 +135,7 @@ export const inRemoteWorkspace = <A, E, R>(
           })
         )
       }
-      const local = localRunId(runId)
-      yield* holdRun(state, ws, repo, local)
+      const { ws, local } = yield* leaseRun(repo, runId)
       yield* RemoteWorkspace.fetchBase(repo, input.remote, runId, input.base)
       const handle = yield* ws.acquire({
         repo,
@@ -162,10 +172,7 @@ export const inSharedWorkspace = <A, E, R>(
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const state = yield* CurrentRunnerWorkspaces
-      const ws = yield* workspaceService(state)
-      const local = localRunId(runId)
-      yield* holdRun(state, ws, repo, local)
+      const { ws, local } = yield* leaseRun(repo, runId)
       const handle = yield* ws.acquire({ repo, runId: local, agentId, strategy: "none" })
       return yield* use(handle)
     })
