@@ -187,7 +187,8 @@ describe("corral run (end to end)", () => {
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
-      planOf(`  - id: stubborn\n    run: sh -c 'trap "" TERM; echo $$ > ${pids}/pid; sleep 3'\n`)
+      // it ignores SIGTERM and never ends by itself: the cleanup lasts the whole kill grace (2 s)
+      planOf(`  - id: stubborn\n    run: sh -c 'trap "" TERM; echo $$ > ${pids}/pid; sleep 300'\n`)
     )
     const cli = startCli(["run", plan], { cwd: repo })
     await waitFor(() => NodeFs.readdirSync(pids).length === 1, 20_000, "the agent to start")
