@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type Hit, KeyTree } from "./keyTree.ts"
-import { before, type Node, waitOf } from "./node.ts"
+import { before, type Node, type WaitState, waitOf } from "./node.ts"
 
 export interface GateHost {
   readonly runId: string
@@ -122,33 +122,63 @@ export class ClaimGate {
   /**
    * Wakes parked agents whose last blocker went away, best first. In a run nobody observes, one
    * whose keys conflict with an agent woken before it would only find that agent holding them: it
-   * follows that agent instead (parked on its reserved token, which passes to its lease when it is
-   * granted) and is not queued or checked again. One release used to wake every waiter of a hot
-   * key, and all but one parked again.
+   * waits instead (parked on a reserved token, which passes to the lease when it is granted) and is
+   * not queued or checked again. The agents behind one woken agent form a queue in priority order:
+   * each follows the last one before it when their keys conflict too, so a release hands a hot key
+   * to its best waiter and looks at that waiter only, not at every agent waiting for the key. One
+   * that stays parked on what holds its other keys lets its own followers be checked at once (they
+   * may start without it), so a waiter whose keys are all free never waits behind one that cannot
+   * start.
    */
   private wakeFreed(freed: Array<Node>): void {
     if (!sorted(freed)) freed.sort(byPriority)
     const woken: Array<Node> = []
+    const tails: Array<Node> = []
     let wake = false
-    for (const node of freed) {
+    for (let i = 0; i < freed.length; i++) {
+      const node = freed[i]!
       const request = node.request!
       if (request.keys.length > 0 && !this.host.observing) {
         const ahead = conflicting(request, woken)
-        if (ahead !== undefined) {
-          this.parkAgain(node, undefined, reservedToken(ahead))
+        if (ahead >= 0) {
+          const tail = tails[ahead]!
+          if (tail === woken[ahead] || keysConflict(request, tail.request!)) {
+            tails[ahead] = node
+            this.parkAgain(node, undefined, reservedToken(tail))
+          } else {
+            this.parkAgain(node, undefined, reservedToken(woken[ahead]!))
+          }
           continue
         }
         const tokens = this.localTokens(request, node.wait!.blockingTokens)
         if (tokens.size > 0) {
           this.parkAgain(node, tokens)
+          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
           continue
         }
         woken.push(node)
+        tails.push(node)
       }
       this.host.makeReady(node)
       wake = true
     }
     if (wake) this.host.wake()
+  }
+
+  /** Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in priority order. */
+  private freeFollowers(node: Node, freed: Array<Node>, at: number): void {
+    const token = reservedToken(node)
+    const set = this.parkedOn.get(token)
+    if (set === undefined) return
+    this.parkedOn.delete(token)
+    for (const other of set) {
+      const blocking = other.wait?.blockingTokens
+      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
+      if (other.state !== "parked" || (blocking?.size ?? 0) > 0) continue
+      let j = freed.length
+      while (j > at + 1 && before(other, freed[j - 1]!)) j--
+      freed.splice(j, 0, other)
+    }
   }
 
   /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
@@ -222,7 +252,7 @@ export class ClaimGate {
     const request = node.request!
     this.handOver(node, lease)
     this.dropIntent(node)
-    if (this.intents.size > 0) this.bypass(node, request)
+    if (this.intents.size > 0) this.passOver(node, request, lease)
     this.host.granted(node, lease)
   }
 
@@ -265,14 +295,23 @@ export class ClaimGate {
     return undefined
   }
 
-  private bypass(node: Node, request: Claims.Request): void {
+  /**
+   * `node` was granted `lease`: each agent waiting for keys it now holds was overtaken by it if it
+   * came first (see `maxBypass`), and one parked on what held its keys before also waits for this
+   * lease (in a run nobody observes), so the release of those earlier holders does not wake it only
+   * to find this one holding its keys.
+   */
+  private passOver(node: Node, request: Claims.Request, lease: ResourceLocks.Lease): void {
     const mark = ++this.grants
+    const blocks = !this.host.observing
     this.intents.eachConflict(
       request.keys,
       (other) => {
         const wait = waitOf(other)
-        if (wait.bypassMark === mark || !before(other, node)) return
+        if (wait.bypassMark === mark) return
         wait.bypassMark = mark
+        if (blocks && other.state === "parked") this.blockAlso(other, wait, lease.id)
+        if (!before(other, node)) return
         if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
           wait.reserved = true
           this.reserved.add(other, other.request!.keys)
@@ -280,6 +319,16 @@ export class ClaimGate {
       },
       node
     )
+  }
+
+  /** Adds `token` to what a node parked on leases waits for (not to one that follows another agent). */
+  private blockAlso(node: Node, wait: WaitState, token: number): void {
+    const blocking = wait.blockingTokens
+    if (blocking === undefined || blocking.size === 0 || blocking.has(token)) return
+    blocking.add(token)
+    let set = this.parkedOn.get(token)
+    if (set === undefined) this.parkedOn.set(token, (set = new Set()))
+    set.add(node)
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -339,10 +388,10 @@ const sorted = (nodes: ReadonlyArray<Node>): boolean => {
   return true
 }
 
-/** The first of `nodes` whose keys conflict with `request`'s. */
-const conflicting = (request: Claims.Request, nodes: ReadonlyArray<Node>): Node | undefined => {
-  for (let i = 0; i < nodes.length; i++) if (keysConflict(request, nodes[i]!.request!)) return nodes[i]
-  return undefined
+/** The index of the first of `nodes` whose keys conflict with `request`'s, or -1. */
+const conflicting = (request: Claims.Request, nodes: ReadonlyArray<Node>): number => {
+  for (let i = 0; i < nodes.length; i++) if (keysConflict(request, nodes[i]!.request!)) return i
+  return -1
 }
 
 const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
