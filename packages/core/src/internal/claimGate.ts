@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type Hit, KeyTree } from "./keyTree.ts"
-import { before, type Node, type WaitState, waitOf } from "./node.ts"
+import { before, type Node, waitOf } from "./node.ts"
 
 export interface GateHost {
   readonly runId: string
@@ -123,9 +123,10 @@ export class ClaimGate {
    * Wakes parked agents whose last blocker went away, best first. In a run nobody observes, one
    * whose keys conflict with an agent woken before it would only find that agent holding them: it
    * waits instead (parked on a reserved token, which passes to the lease when it is granted) and is
-   * not queued or checked again. The agents behind one woken agent form a queue in priority order:
-   * each follows the last one before it when their keys conflict too, so a release hands a hot key
-   * to its best waiter and looks at that waiter only, not at every agent waiting for the key. One
+   * not queued or checked again. The agents behind one woken agent that write one key it writes too
+   * form a queue in priority order, each following the one before it (any two of them conflict), so a
+   * release hands a hot key to its best waiter and looks at that waiter only, not at every agent
+   * waiting for the key. One
    * that stays parked on what holds its other keys lets its own followers be checked at once (they
    * may start without it), so a waiter whose keys are all free never waits behind one that cannot
    * start.
@@ -134,6 +135,7 @@ export class ClaimGate {
     if (!sorted(freed)) freed.sort(byPriority)
     const woken: Array<Node> = []
     const tails: Array<Node> = []
+    const chains: Array<string | undefined> = []
     let wake = false
     for (let i = 0; i < freed.length; i++) {
       const node = freed[i]!
@@ -141,13 +143,12 @@ export class ClaimGate {
       if (request.keys.length > 0 && !this.host.observing) {
         const ahead = conflicting(request, woken)
         if (ahead >= 0) {
-          const tail = tails[ahead]!
-          if (tail === woken[ahead] || keysConflict(request, tail.request!)) {
-            tails[ahead] = node
-            this.parkAgain(node, undefined, reservedToken(tail))
-          } else {
-            this.parkAgain(node, undefined, reservedToken(woken[ahead]!))
-          }
+          const first = woken[ahead]!
+          const key = (chains[ahead] ??= sharedWrite(request, first.request!))
+          const joins = key !== "" && writes(request, key)
+          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first))
+          if (joins) tails[ahead] = node
+          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
           continue
         }
         const tokens = this.localTokens(request, node.wait!.blockingTokens)
@@ -158,6 +159,7 @@ export class ClaimGate {
         }
         woken.push(node)
         tails.push(node)
+        chains.push(undefined)
       }
       this.host.makeReady(node)
       wake = true
@@ -187,16 +189,10 @@ export class ClaimGate {
     wait.blockingTokens = tokens
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
-      let set = this.parkedOn.get(follow)
-      if (set === undefined) this.parkedOn.set(follow, (set = new Set()))
-      set.add(node)
+      this.waitersOf(follow).add(node)
       return
     }
-    for (const token of tokens) {
-      let set = this.parkedOn.get(token)
-      if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-      set.add(node)
-    }
+    for (const token of tokens) this.waitersOf(token).add(node)
   }
 
   /**
@@ -261,11 +257,7 @@ export class ClaimGate {
     const wait = waitOf(node)
     const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
     wait.blockingTokens = blocking
-    for (const token of blocking) {
-      let set = this.parkedOn.get(token)
-      if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-      set.add(node)
-    }
+    for (const token of blocking) this.waitersOf(token).add(node)
     if (!wait.intent) {
       wait.intent = true
       this.intents.add(node, node.request!.keys)
@@ -303,14 +295,19 @@ export class ClaimGate {
    */
   private passOver(node: Node, request: Claims.Request, lease: ResourceLocks.Lease): void {
     const mark = ++this.grants
-    const blocks = !this.host.observing
+    const token = lease.id
+    let waiters: Set<Node> | undefined
     this.intents.eachConflict(
       request.keys,
       (other) => {
-        const wait = waitOf(other)
+        const wait = other.wait!
         if (wait.bypassMark === mark) return
         wait.bypassMark = mark
-        if (blocks && other.state === "parked") this.blockAlso(other, wait, lease.id)
+        const blocking = wait.blockingTokens
+        if (other.state === "parked" && blocking !== undefined && blocking.size > 0 && !this.host.observing) {
+          blocking.add(token)
+          ;(waiters ??= this.waitersOf(token)).add(other)
+        }
         if (!before(other, node)) return
         if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
           wait.reserved = true
@@ -321,14 +318,10 @@ export class ClaimGate {
     )
   }
 
-  /** Adds `token` to what a node parked on leases waits for (not to one that follows another agent). */
-  private blockAlso(node: Node, wait: WaitState, token: number): void {
-    const blocking = wait.blockingTokens
-    if (blocking === undefined || blocking.size === 0 || blocking.has(token)) return
-    blocking.add(token)
+  private waitersOf(token: number): Set<Node> {
     let set = this.parkedOn.get(token)
     if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-    set.add(node)
+    return set
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -398,6 +391,19 @@ const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =
   const n = Math.min(a.length, b.length)
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
   return true
+}
+
+/** A key both requests write (`""` when none): the agents of one wait queue all write it. */
+const sharedWrite = (a: Claims.Request, b: Claims.Request): string => {
+  for (const x of a.keys) {
+    if (x.mode === "write" && writes(b, x.key)) return x.key
+  }
+  return ""
+}
+
+const writes = (request: Claims.Request, key: string): boolean => {
+  for (const claim of request.keys) if (claim.mode === "write" && claim.key === key) return true
+  return false
 }
 
 /** Whether two requests' key claims conflict (`Claims.conflicts` without building the list). */
