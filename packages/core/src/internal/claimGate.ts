@@ -122,33 +122,65 @@ export class ClaimGate {
   /**
    * Wakes parked agents whose last blocker went away, best first. In a run nobody observes, one
    * whose keys conflict with an agent woken before it would only find that agent holding them: it
-   * follows that agent instead (parked on its reserved token, which passes to its lease when it is
-   * granted) and is not queued or checked again. One release used to wake every waiter of a hot
-   * key, and all but one parked again.
+   * waits instead (parked on a reserved token, which passes to the lease when it is granted) and is
+   * not queued or checked again. The agents behind one woken agent that write one key it writes too
+   * form a queue in priority order, each following the one before it (any two of them conflict), so a
+   * release hands a hot key to its best waiter and looks at that waiter only, not at every agent
+   * waiting for the key. One
+   * that stays parked on what holds its other keys lets its own followers be checked at once (they
+   * may start without it), so a waiter whose keys are all free never waits behind one that cannot
+   * start.
    */
   private wakeFreed(freed: Array<Node>): void {
     if (!sorted(freed)) freed.sort(byPriority)
     const woken: Array<Node> = []
+    const tails: Array<Node> = []
+    const chains: Array<string | undefined> = []
     let wake = false
-    for (const node of freed) {
+    for (let i = 0; i < freed.length; i++) {
+      const node = freed[i]!
       const request = node.request!
       if (request.keys.length > 0 && !this.host.observing) {
         const ahead = conflicting(request, woken)
-        if (ahead !== undefined) {
-          this.parkAgain(node, undefined, reservedToken(ahead))
+        if (ahead >= 0) {
+          const first = woken[ahead]!
+          const key = (chains[ahead] ??= sharedWrite(request, first.request!))
+          const joins = key !== "" && writes(request, key)
+          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first))
+          if (joins) tails[ahead] = node
+          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
           continue
         }
         const tokens = this.localTokens(request, node.wait!.blockingTokens)
         if (tokens.size > 0) {
           this.parkAgain(node, tokens)
+          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
           continue
         }
         woken.push(node)
+        tails.push(node)
+        chains.push(undefined)
       }
       this.host.makeReady(node)
       wake = true
     }
     if (wake) this.host.wake()
+  }
+
+  /** Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in priority order. */
+  private freeFollowers(node: Node, freed: Array<Node>, at: number): void {
+    const token = reservedToken(node)
+    const set = this.parkedOn.get(token)
+    if (set === undefined) return
+    this.parkedOn.delete(token)
+    for (const other of set) {
+      const blocking = other.wait?.blockingTokens
+      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
+      if (other.state !== "parked" || (blocking?.size ?? 0) > 0) continue
+      let j = freed.length
+      while (j > at + 1 && before(other, freed[j - 1]!)) j--
+      freed.splice(j, 0, other)
+    }
   }
 
   /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
@@ -157,16 +189,10 @@ export class ClaimGate {
     wait.blockingTokens = tokens
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
-      let set = this.parkedOn.get(follow)
-      if (set === undefined) this.parkedOn.set(follow, (set = new Set()))
-      set.add(node)
+      this.waitersOf(follow).add(node)
       return
     }
-    for (const token of tokens) {
-      let set = this.parkedOn.get(token)
-      if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-      set.add(node)
-    }
+    for (const token of tokens) this.waitersOf(token).add(node)
   }
 
   /**
@@ -222,7 +248,7 @@ export class ClaimGate {
     const request = node.request!
     this.handOver(node, lease)
     this.dropIntent(node)
-    if (this.intents.size > 0) this.bypass(node, request)
+    if (this.intents.size > 0) this.passOver(node, request, lease)
     this.host.granted(node, lease)
   }
 
@@ -231,11 +257,7 @@ export class ClaimGate {
     const wait = waitOf(node)
     const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
     wait.blockingTokens = blocking
-    for (const token of blocking) {
-      let set = this.parkedOn.get(token)
-      if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-      set.add(node)
-    }
+    for (const token of blocking) this.waitersOf(token).add(node)
     if (!wait.intent) {
       wait.intent = true
       this.intents.add(node, node.request!.keys)
@@ -265,14 +287,28 @@ export class ClaimGate {
     return undefined
   }
 
-  private bypass(node: Node, request: Claims.Request): void {
+  /**
+   * `node` was granted `lease`: each agent waiting for keys it now holds was overtaken by it if it
+   * came first (see `maxBypass`), and one parked on what held its keys before also waits for this
+   * lease (in a run nobody observes), so the release of those earlier holders does not wake it only
+   * to find this one holding its keys.
+   */
+  private passOver(node: Node, request: Claims.Request, lease: ResourceLocks.Lease): void {
     const mark = ++this.grants
+    const token = lease.id
+    let waiters: Set<Node> | undefined
     this.intents.eachConflict(
       request.keys,
       (other) => {
-        const wait = waitOf(other)
-        if (wait.bypassMark === mark || !before(other, node)) return
+        const wait = other.wait!
+        if (wait.bypassMark === mark) return
         wait.bypassMark = mark
+        const blocking = wait.blockingTokens
+        if (other.state === "parked" && blocking !== undefined && blocking.size > 0 && !this.host.observing) {
+          blocking.add(token)
+          ;(waiters ??= this.waitersOf(token)).add(other)
+        }
+        if (!before(other, node)) return
         if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
           wait.reserved = true
           this.reserved.add(other, other.request!.keys)
@@ -280,6 +316,12 @@ export class ClaimGate {
       },
       node
     )
+  }
+
+  private waitersOf(token: number): Set<Node> {
+    let set = this.parkedOn.get(token)
+    if (set === undefined) this.parkedOn.set(token, (set = new Set()))
+    return set
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -339,16 +381,29 @@ const sorted = (nodes: ReadonlyArray<Node>): boolean => {
   return true
 }
 
-/** The first of `nodes` whose keys conflict with `request`'s. */
-const conflicting = (request: Claims.Request, nodes: ReadonlyArray<Node>): Node | undefined => {
-  for (let i = 0; i < nodes.length; i++) if (keysConflict(request, nodes[i]!.request!)) return nodes[i]
-  return undefined
+/** The index of the first of `nodes` whose keys conflict with `request`'s, or -1. */
+const conflicting = (request: Claims.Request, nodes: ReadonlyArray<Node>): number => {
+  for (let i = 0; i < nodes.length; i++) if (keysConflict(request, nodes[i]!.request!)) return i
+  return -1
 }
 
 const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
   const n = Math.min(a.length, b.length)
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
   return true
+}
+
+/** A key both requests write (`""` when none): the agents of one wait queue all write it. */
+const sharedWrite = (a: Claims.Request, b: Claims.Request): string => {
+  for (const x of a.keys) {
+    if (x.mode === "write" && writes(b, x.key)) return x.key
+  }
+  return ""
+}
+
+const writes = (request: Claims.Request, key: string): boolean => {
+  for (const claim of request.keys) if (claim.mode === "write" && claim.key === key) return true
+  return false
 }
 
 /** Whether two requests' key claims conflict (`Claims.conflicts` without building the list). */
