@@ -270,7 +270,13 @@ export const makeLedger = (
     const recordSuccess = (key: string, agentId: string, value: unknown, recordedAt: number) => {
       const valueJson = encodeValue(value)
       if (valueJson === null) return Effect.void
-      const row = (): SuccessRow => ({ idempotencyKey: key, runId: runOf(agentId, key), agentId, valueJson, recordedAt })
+      const row = (): SuccessRow => ({
+        idempotencyKey: key,
+        runId: runOf(agentId, key),
+        agentId,
+        valueJson,
+        recordedAt
+      })
       if (live !== undefined) return Effect.sync(() => live.success(row()))
       return fail("record")(
         writer.add((batch) => {
