@@ -108,7 +108,7 @@ const stepAgent = (agent: MutableAgentRow, event: AgentEvent): void => {
       agent.attempts = event.attempt
       return
     case "Finished":
-      return finish(agent, event.outcome, event.at)
+      finish(agent, event.outcome, event.at)
   }
 }
 

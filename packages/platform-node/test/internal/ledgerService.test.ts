@@ -8,8 +8,8 @@ import { ev, recordAll, start, syntheticRun } from "../contracts/RunLedgerContra
 const stats = () => ({ transactions: 0, statements: 0, rows: 0 })
 
 const options = (maxBuffered: number) => ({
-  flushEvery: "1 hour",
-  flushSoon: "1 hour",
+  flushEvery: "1 hour" as const,
+  flushSoon: "1 hour" as const,
   maxBuffered,
   commitEachFinished: false
 })
