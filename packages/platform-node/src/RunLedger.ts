@@ -3,9 +3,9 @@
  * and outcome, and the values of successes for cached reruns. `corral status`, `corral report`
  * and resume after a crash read it back as {@link RunRecord.RunRecord}.
  *
- * Writes are buffered in memory and committed in one transaction every `flushEvery` (50 ms), when
+ * SQL ledgers buffer writes in memory and commit them every `flushEvery` (50 ms), when
  * `maxBuffered` writes are waiting, on `Finished`/`RunFinished`, on `finishRun` and when the layer
- * closes. Each flush is one transaction, so a process killed at any instant leaves every agent in
+ * closes (the in-memory ledger applies each write at once). Each flush is one transaction, so a process killed at any instant leaves every agent in
  * the state of the last committed flush. An agent's row is written when the run starts and then
  * with the flushes that change it; a flush stores its transitions as one row per run.
  *
@@ -311,7 +311,8 @@ export const layerSqlite = (filename: string, options?: WriterOptions): Layer.La
   )
 
 /**
- * A ledger that lives as long as the layer; same behaviour as the SQL one, nothing on disk.
+ * A ledger that lives as long as the layer; reads give what the SQL one gives, nothing on disk.
+ * It has nothing to commit, so each write takes effect at once instead of being buffered.
  *
  * @example
  * ```ts

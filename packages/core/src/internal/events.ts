@@ -146,14 +146,23 @@ export class EventSink {
     let broken = false
     let batch: ReadonlyArray<CorralEvent> = []
     let next = 0
-    const deliver: Effect.Effect<void, unknown> = Effect.suspend(() => {
-      while (next < batch.length) {
+    // One loop effect for every event: no effect is built per event but the subscriber's own.
+    const deliver: Effect.Effect<void, unknown> = Effect.whileLoop({
+      while: () => {
+        while (broken && next < batch.length) {
+          next++
+          sink.backlog--
+          sink.taken++
+        }
+        return next < batch.length
+      },
+      body: () => {
         const event = batch[next++]!
         sink.backlog--
         sink.taken++
-        if (!broken) return Effect.andThen(onEvent(event), deliver)
-      }
-      return Effect.void
+        return onEvent(event)
+      },
+      step: () => {}
     })
     const guarded: Effect.Effect<void> = Effect.catchCause(deliver, (cause) =>
       Effect.suspend(() => {

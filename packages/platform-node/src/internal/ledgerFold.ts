@@ -6,17 +6,11 @@ import {
   type AgentRow,
   encodeValue,
   field,
+  type MutableAgentRow,
   type RunUpdate,
   type SuccessRow,
   type TransitionRow
 } from "./ledgerModel.ts"
-
-export interface Folded {
-  readonly agent: AgentRow | undefined
-  readonly transition: TransitionRow
-  readonly success: SuccessRow | undefined
-  readonly run: RunUpdate | undefined
-}
 
 type Known = CorralEvent.CorralEvent
 type AgentEvent = Extract<Known, { readonly agentId: string }>
@@ -38,7 +32,7 @@ export const newAgentRow = (
   position: number,
   dependsOn: ReadonlyArray<string> = [],
   idempotencyKey: string | null = null
-): AgentRow => ({
+): MutableAgentRow => ({
   runId,
   agentId,
   position,
@@ -80,34 +74,41 @@ export const outcomeDetail = (outcome: Outcome.Outcome): string => {
   }
 }
 
-const finished = (agent: AgentRow, outcome: Outcome.Outcome, at: number): AgentRow => ({
-  ...agent,
-  state: "done",
-  outcome: outcome._tag === "Succeeded" && outcome.cached ? "Cached" : outcome._tag,
-  detail: outcomeDetail(outcome),
-  attempts: outcome.attempts,
-  queuedAt: agent.queuedAt ?? outcome.queuedAt,
-  startedAt: outcome.startedAt ?? agent.startedAt,
-  endedAt: outcome.endedAt ?? at,
-  costUsd: outcome.usage.costUsd,
-  tokens: outcome.usage.inputTokens + outcome.usage.outputTokens,
-  valueJson: outcome._tag === "Succeeded" ? encodeValue(outcome.value) : null
-})
+const finish = (agent: MutableAgentRow, outcome: Outcome.Outcome, at: number): void => {
+  agent.state = "done"
+  agent.outcome = outcome._tag === "Succeeded" && outcome.cached ? "Cached" : outcome._tag
+  agent.detail = outcomeDetail(outcome)
+  agent.attempts = outcome.attempts
+  agent.queuedAt ??= outcome.queuedAt
+  agent.startedAt = outcome.startedAt ?? agent.startedAt
+  agent.endedAt = outcome.endedAt ?? at
+  agent.costUsd = outcome.usage.costUsd
+  agent.tokens = outcome.usage.inputTokens + outcome.usage.outputTokens
+  agent.valueJson = outcome._tag === "Succeeded" ? encodeValue(outcome.value) : null
+}
 
-const stepAgent = (agent: AgentRow, event: AgentEvent): AgentRow => {
+const stepAgent = (agent: MutableAgentRow, event: AgentEvent): void => {
   switch (event._tag) {
     case "Queued":
-      return { ...agent, state: "queued", queuedAt: event.at }
+      agent.state = "queued"
+      agent.queuedAt = event.at
+      return
     case "WaitingForClaims":
     case "WaitingForRateLimit":
     case "ClaimsAcquired":
-      return { ...agent, state: "waiting" }
+      agent.state = "waiting"
+      return
     case "Started":
-      return { ...agent, state: "running", startedAt: event.at, attempts: Math.max(1, agent.attempts) }
+      agent.state = "running"
+      agent.startedAt = event.at
+      agent.attempts = Math.max(1, agent.attempts)
+      return
     case "Retrying":
-      return { ...agent, state: "running", attempts: event.attempt }
+      agent.state = "running"
+      agent.attempts = event.attempt
+      return
     case "Finished":
-      return finished(agent, event.outcome, event.at)
+      finish(agent, event.outcome, event.at)
   }
 }
 
@@ -171,11 +172,11 @@ const knownAgentEvents: ReadonlySet<string> = new Set([
 
 const isKnownAgentEvent = (event: LedgerEvent): event is AgentEvent => knownAgentEvents.has(event._tag)
 
-const annotate = (agent: AgentRow, event: LedgerEvent): AgentRow => {
+const annotate = (agent: MutableAgentRow, event: LedgerEvent): void => {
   const merge = mergeTags[event._tag]
-  const branch = stringField(event, "branch") ?? agent.branch
-  const logPath = stringField(event, "logPath") ?? agent.logPath
-  return { ...agent, branch, logPath, merge: merge ?? agent.merge }
+  agent.branch = stringField(event, "branch") ?? agent.branch
+  agent.logPath = stringField(event, "logPath") ?? agent.logPath
+  if (merge !== undefined) agent.merge = merge
 }
 
 const runStatusOf = (event: Extract<Known, { _tag: "RunFinished" }>): RunRecord.RunStatus => {
@@ -184,13 +185,15 @@ const runStatusOf = (event: Extract<Known, { _tag: "RunFinished" }>): RunRecord.
   return event.progress.succeeded === event.progress.total ? "succeeded" : "failed"
 }
 
-const runUpdateOf = (runId: string, event: LedgerEvent): RunUpdate | undefined =>
+/** The run's final status and end, when the event is `RunFinished`. */
+export const runUpdateOf = (runId: string, event: LedgerEvent): RunUpdate | undefined =>
   event._tag === "RunFinished"
     ? { runId, status: runStatusOf(event as Extract<Known, { _tag: "RunFinished" }>), endedAt: event.at }
     : undefined
 
-const successOf = (runId: string, event: LedgerEvent, agent: AgentRow | undefined): SuccessRow | undefined => {
-  if (event._tag !== "Finished" || agent === undefined || agent.idempotencyKey === null) return undefined
+/** The success row a `Finished` event records for an agent with an idempotency key (after `stepRow`). */
+export const successOf = (runId: string, event: LedgerEvent, agent: AgentRow): SuccessRow | undefined => {
+  if (event._tag !== "Finished" || agent.idempotencyKey === null) return undefined
   const outcome = (event as Extract<Known, { _tag: "Finished" }>).outcome
   if (outcome._tag !== "Succeeded" || outcome.cached || agent.valueJson === null) return undefined
   return {
@@ -202,15 +205,18 @@ const successOf = (runId: string, event: LedgerEvent, agent: AgentRow | undefine
   }
 }
 
-/** Applies one event to the current row of its agent (if it names one). */
-export const foldEvent = (runId: string, agent: AgentRow | undefined, event: LedgerEvent): Folded => {
-  const next =
-    agent === undefined ? undefined : isKnownAgentEvent(event) ? stepAgent(agent, event) : annotate(agent, event)
-  const agentId = stringField(event, "agentId") ?? null
-  return {
-    agent: next,
-    transition: { runId, agentId, at: event.at, tag: event._tag, note: noteOf(event), data: dataOf(event) },
-    success: successOf(runId, event, next),
-    run: runUpdateOf(runId, event)
-  }
+/** Applies one event to a row of its agent, in place. */
+export const stepRow = (agent: MutableAgentRow, event: LedgerEvent): void => {
+  if (isKnownAgentEvent(event)) stepAgent(agent, event)
+  else annotate(agent, event)
 }
+
+/** The transition row of one event. */
+export const transitionOf = (runId: string, event: LedgerEvent): TransitionRow => ({
+  runId,
+  agentId: stringField(event, "agentId") ?? null,
+  at: event.at,
+  tag: event._tag,
+  note: noteOf(event),
+  data: dataOf(event)
+})

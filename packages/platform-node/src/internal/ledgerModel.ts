@@ -45,6 +45,31 @@ export interface AgentRow {
   readonly valueJson: string | null
 }
 
+/** An agent row the ledger still owns (not yet handed to a store), updated in place. */
+export type MutableAgentRow = { -readonly [K in keyof AgentRow]: AgentRow[K] }
+
+/** A copy of a row, to update while the original stays as a store or batch saw it. */
+export const copyAgentRow = (row: AgentRow): MutableAgentRow => ({
+  runId: row.runId,
+  agentId: row.agentId,
+  position: row.position,
+  dependsOn: row.dependsOn,
+  idempotencyKey: row.idempotencyKey,
+  state: row.state,
+  attempts: row.attempts,
+  outcome: row.outcome,
+  detail: row.detail,
+  queuedAt: row.queuedAt,
+  startedAt: row.startedAt,
+  endedAt: row.endedAt,
+  costUsd: row.costUsd,
+  tokens: row.tokens,
+  branch: row.branch,
+  merge: row.merge,
+  logPath: row.logPath,
+  valueJson: row.valueJson
+})
+
 export interface TransitionRow {
   readonly runId: string
   readonly agentId: string | null

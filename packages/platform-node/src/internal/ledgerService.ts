@@ -6,35 +6,50 @@ import type * as SqlError from "effect/sql/SqlError"
 import type { CachedSuccess, LedgerEvent, RunStart, RunSummary, Service } from "../RunLedger.ts"
 import type * as RunRecord from "../RunRecord.ts"
 import { ledgerError, RunLedgerError } from "./ledgerError.ts"
-import { foldEvent, newAgentRow } from "./ledgerFold.ts"
+import { newAgentRow, runUpdateOf, stepRow, successOf, transitionOf } from "./ledgerFold.ts"
 import {
   type AgentRow,
   agentKey,
   type Batch,
+  copyAgentRow,
   decodeValue,
   encodeValue,
   field,
+  type MutableAgentRow,
   mergeRunUpdate,
-  type RunRow
+  type RunRow,
+  type SuccessRow
 } from "./ledgerModel.ts"
 import { buildRunRecord } from "./ledgerRecord.ts"
 import type { WriteStats } from "./ledgerSql.ts"
-import type { LedgerStore, RunSummaryRow } from "./ledgerStore.ts"
+import type { LedgerStore, LiveStore, RunSummaryRow } from "./ledgerStore.ts"
 import { makeWriter, type WriterOptions } from "./ledgerWriter.ts"
 
 const key = (row: AgentRow): string => agentKey(row.runId, row.agentId)
 
-/** An agent's current row, and its key in a batch (built once per agent, not once per event). */
+/**
+ * An agent's current row, and its key in a batch (built once per agent, not once per event).
+ * Events update `row` in place while no committed batch or store has seen it: `owner` is
+ * `"private"` when nothing else holds the row, the pending batch it was put in, or `"live"` when a
+ * live store holds it (that store takes changes in place). A row in a batch that was taken for a
+ * commit, or one read from a store (`undefined`), is copied before the next change, so rows a
+ * batched store has seen never change.
+ */
 interface Slot {
   row: AgentRow
   readonly key: string
+  owner: Batch | "private" | "live" | undefined
 }
 
 type Agents = Map<string, Slot>
 
-const slot = (row: AgentRow): Slot => ({ row, key: key(row) })
+const slot = (row: AgentRow): Slot => ({ row, key: key(row), owner: undefined })
 
-const slotsOf = (rows: ReadonlyArray<AgentRow>): Agents => new Map(rows.map((row) => [row.agentId, slot(row)]))
+const slotsOf = (rows: ReadonlyArray<AgentRow>): Agents => {
+  const agents: Agents = new Map()
+  for (const row of rows) agents.set(row.agentId, slot(row))
+  return agents
+}
 
 const unfinished: ReadonlySet<RunRecord.RunStatus> = new Set(["running", "crashed", "interrupted"])
 
@@ -85,7 +100,7 @@ export const makeLedger = (
   stats: WriteStats
 ): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const writer = yield* makeWriter(store, options)
+    const writer = yield* makeWriter(store, store.live === undefined ? options : { ...options, maxBuffered: 1 })
     const runs = new Map<string, Agents>()
     const fail = (operation: string) => (effect: Effect.Effect<any, SqlError.SqlError>) =>
       Effect.mapError(effect, ledgerError(operation))
@@ -126,26 +141,67 @@ export const makeLedger = (
         yield* flush
       })
 
+    const live = store.live
+
+    /** `recordIn` for a live store: the rows go straight into it, nothing is buffered. */
+    const recordLive = (live: LiveStore, agents: Agents, runId: string, event: LedgerEvent): void => {
+      const agentId = field(event, "agentId")
+      if (typeof agentId === "string") {
+        let current = agents.get(agentId)
+        if (current === undefined) {
+          agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size))))
+          current.owner = "private"
+        }
+        let row = current.row as MutableAgentRow
+        if (current.owner === undefined) {
+          current.row = row = copyAgentRow(row)
+          current.owner = "private"
+        }
+        stepRow(row, event)
+        if (current.owner === "private" && event._tag !== "Queued") {
+          live.agents(runId).set(agentId, row)
+          current.owner = "live"
+        }
+        const success = successOf(runId, event, row)
+        if (success !== undefined) live.success(success)
+      }
+      live.transitions(runId).push(transitionOf(runId, event))
+      const run = runUpdateOf(runId, event)
+      if (run !== undefined) live.updateRun(run)
+    }
+
     const failRecord = fail("record")
     const flushRecord = failRecord(writer.flush)
 
     /** One event into the agent's row and the pending batch, synchronously; the effect flushes if it must. */
     const recordIn = (agents: Agents, runId: string, event: LedgerEvent): Effect.Effect<void, RunLedgerError> => {
+      if (live !== undefined) {
+        recordLive(live, agents, runId, event)
+        return Effect.void
+      }
       const agentId = field(event, "agentId")
-      let current: Slot | undefined
-      if (typeof agentId === "string") {
-        current = agents.get(agentId)
-        if (current === undefined) agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size))))
-      }
-      const folded = foldEvent(runId, current?.row, event)
       const batch = writer.pending()
-      if (current !== undefined && folded.agent !== undefined) {
-        current.row = folded.agent
-        if (event._tag !== "Queued" || batch.agents.has(current.key)) batch.agents.set(current.key, folded.agent)
+      if (typeof agentId === "string") {
+        let current = agents.get(agentId)
+        if (current === undefined) {
+          agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size))))
+          current.owner = "private"
+        }
+        const owner = current.owner
+        let row = current.row as MutableAgentRow
+        if (owner !== batch && owner !== "private") current.row = row = copyAgentRow(row)
+        stepRow(row, event)
+        if (owner !== batch) {
+          const put = event._tag !== "Queued" || batch.agents.has(current.key)
+          if (put) batch.agents.set(current.key, row)
+          current.owner = put ? batch : "private"
+        }
+        const success = successOf(runId, event, row)
+        if (success !== undefined) batch.successes.set(success.idempotencyKey, success)
       }
-      batch.transitions.push(folded.transition)
-      if (folded.success !== undefined) batch.successes.set(folded.success.idempotencyKey, folded.success)
-      if (folded.run !== undefined) mergeRunUpdate(batch, folded.run)
+      batch.transitions.push(transitionOf(runId, event))
+      const run = runUpdateOf(runId, event)
+      if (run !== undefined) mergeRunUpdate(batch, run)
       const full = writer.written()
       const commitNow = event._tag === "RunFinished" || (event._tag === "Finished" && options.commitEachFinished)
       if (commitNow) return full === Effect.void ? flushRecord : failRecord(Effect.andThen(full, writer.flush))
@@ -214,9 +270,17 @@ export const makeLedger = (
     const recordSuccess = (key: string, agentId: string, value: unknown, recordedAt: number) => {
       const valueJson = encodeValue(value)
       if (valueJson === null) return Effect.void
+      const row = (): SuccessRow => ({
+        idempotencyKey: key,
+        runId: runOf(agentId, key),
+        agentId,
+        valueJson,
+        recordedAt
+      })
+      if (live !== undefined) return Effect.sync(() => live.success(row()))
       return fail("record")(
         writer.add((batch) => {
-          batch.successes.set(key, { idempotencyKey: key, runId: runOf(agentId, key), agentId, valueJson, recordedAt })
+          batch.successes.set(key, row())
         })
       )
     }

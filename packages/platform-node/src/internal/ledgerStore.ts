@@ -9,10 +9,25 @@ export interface RunSummaryRow extends RunRow {
   readonly failed: number
 }
 
+/**
+ * A store in the ledger's own memory that takes each event's rows as they come, without a batch.
+ * Its agent rows are the ledger's: the ledger updates a row it has put in `agents` in place.
+ */
+export interface LiveStore {
+  /** The store's table of a run's agents (created if missing). */
+  readonly agents: (runId: string) => Map<string, AgentRow>
+  /** The store's list of a run's transitions (created if missing). */
+  readonly transitions: (runId: string) => Array<TransitionRow>
+  readonly success: (row: SuccessRow) => void
+  readonly updateRun: (update: RunUpdate) => void
+}
+
 /** Where the ledger's rows live. `apply` writes a whole batch atomically. */
 export interface LedgerStore {
   /** Whether `apply` commits on another thread, so the writer need not wait for it to buffer more. */
   readonly concurrent: boolean
+  /** Set when events may write straight into the store (every write is then committed at once). */
+  readonly live?: LiveStore | undefined
   readonly apply: (batch: Batch) => Effect.Effect<void, SqlError.SqlError>
   readonly runs: Effect.Effect<ReadonlyArray<RunSummaryRow>, SqlError.SqlError>
   readonly run: (runId: string) => Effect.Effect<RunRow | undefined, SqlError.SqlError>
@@ -54,29 +69,34 @@ export const makeMemoryStore = (): LedgerStore => {
   const agents = new Map<string, Map<string, AgentRow>>()
   const transitions = new Map<string, Array<TransitionRow>>()
   const successes = new Map<string, SuccessRow>()
+  const agentsOf = (runId: string): Map<string, AgentRow> => {
+    let table = agents.get(runId)
+    if (table === undefined) agents.set(runId, (table = new Map()))
+    return table
+  }
+  const transitionsOf = (runId: string): Array<TransitionRow> => {
+    let list = transitions.get(runId)
+    if (list === undefined) transitions.set(runId, (list = []))
+    return list
+  }
+  const putSuccess = (row: SuccessRow): void => {
+    const previous = successes.get(row.idempotencyKey)
+    if (previous === undefined || previous.recordedAt <= row.recordedAt) successes.set(row.idempotencyKey, row)
+  }
+  const updateRun = (update: RunUpdate): void => {
+    const run = runs.get(update.runId)
+    if (run !== undefined) runs.set(run.runId, updated(run, update))
+  }
   const apply = (batch: Batch): void => {
     for (const run of batch.runs) runs.set(run.runId, run)
-    for (const update of batch.runUpdates.values()) {
-      const run = runs.get(update.runId)
-      if (run !== undefined) runs.set(run.runId, updated(run, update))
-    }
-    for (const row of batch.agents.values()) {
-      let table = agents.get(row.runId)
-      if (table === undefined) agents.set(row.runId, (table = new Map()))
-      table.set(row.agentId, row)
-    }
-    for (const row of batch.transitions) {
-      const list = transitions.get(row.runId)
-      if (list === undefined) transitions.set(row.runId, [row])
-      else list.push(row)
-    }
-    for (const row of batch.successes.values()) {
-      const previous = successes.get(row.idempotencyKey)
-      if (previous === undefined || previous.recordedAt <= row.recordedAt) successes.set(row.idempotencyKey, row)
-    }
+    for (const update of batch.runUpdates.values()) updateRun(update)
+    for (const row of batch.agents.values()) agentsOf(row.runId).set(row.agentId, row)
+    for (const row of batch.transitions) transitionsOf(row.runId).push(row)
+    for (const row of batch.successes.values()) putSuccess(row)
   }
   return {
     concurrent: false,
+    live: { agents: agentsOf, transitions: transitionsOf, success: putSuccess, updateRun },
     apply: (batch) => Effect.sync(() => apply(batch)),
     runs: Effect.sync(() =>
       [...runs.values()].sort(newestFirst).map((run) => summarize(run, agents.get(run.runId)?.values() ?? []))
