@@ -25,11 +25,14 @@ describe("SqliteRateLimiter", () => {
       const [a, b] = yield* Effect.all([runWorker(db, 100), runWorker(db, 100)], { concurrency: 2 })
       const all = [...a!, ...b!]
       assert.strictEqual(all.length, 200)
-      const peak = RateLimitWorker.maxInWindow(all, 1000)
+      // Judged by the span each token was due in (asked … granted), not by when a loaded machine
+      // resumed the caller; a limiter that let each process have its own bucket hands out ≈ 117.
+      const peak = RateLimitWorker.mostSurelyInWindow(all, 1000)
       assert.isAtMost(peak, 60, `peak ${peak} calls in one sliding second`)
       // Both processes were served throughout, not one after the other.
-      assert.isBelow(Math.min(...b!), Math.max(...a!))
-      assert.isBelow(Math.min(...a!), Math.max(...b!))
+      const granted = (calls: ReadonlyArray<RateLimitWorker.Call>) => calls.map((call) => call.granted)
+      assert.isBelow(Math.min(...granted(b!)), Math.max(...granted(a!)))
+      assert.isBelow(Math.min(...granted(a!)), Math.max(...granted(b!)))
     })
   )
 

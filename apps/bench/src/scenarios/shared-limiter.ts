@@ -31,7 +31,7 @@ const processes = (mode: "sqlite" | "memory", name: string): Approach<Params> =>
         burst: p.burst
       }
       const all = await Promise.all(Array.from({ length: p.processes }, () => runWorker(options)))
-      return sampleOf(all.flat())
+      return sampleOf(all.flat().map((call) => call.granted))
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }
@@ -42,7 +42,8 @@ const oneProcess: Approach<Params> = {
   name: "in-memory RateLimiter, 1 process making all calls (reference)",
   run: async (p) => {
     const calls = p.processes * p.callsEach
-    return sampleOf(await runWorker({ mode: "memory", db: "", calls, perSecond: p.perSecond, burst: p.burst }))
+    const made = await runWorker({ mode: "memory", db: "", calls, perSecond: p.perSecond, burst: p.burst })
+    return sampleOf(made.map((call) => call.granted))
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * Processes taking tokens from a rate limit, for `SqliteRateLimiter`'s tests and `pnpm bench
  * shared-limiter` (which imports this file): `runWorker` starts `../fixtures/rateLimitWorker.ts` and
- * returns the time of each of its calls; `maxInWindow` counts the most calls in a sliding window.
+ * returns when each of its calls asked for a token and when it got it; `maxInWindow` counts the most
+ * calls in a sliding window, `mostSurelyInWindow` the most calls a window surely held.
  */
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -17,14 +18,22 @@ export interface WorkerOptions {
   readonly burst: number
 }
 
-/** The time of each call (ms since the epoch) a worker process made; rejects with its stderr when it fails. */
-export const runWorker = (options: WorkerOptions): Promise<ReadonlyArray<number>> =>
+/** One call of a worker: when it asked for a token and when `take` returned (ms since the epoch). */
+export interface Call {
+  readonly asked: number
+  readonly granted: number
+}
+
+/** The calls a worker process made; rejects with its stderr when it fails. */
+export const runWorker = (options: WorkerOptions): Promise<ReadonlyArray<Call>> =>
   new Promise((resolve, reject) =>
     execFile(
       process.execPath,
       [worker, options.mode, options.db, String(options.calls), String(options.perSecond), String(options.burst)],
       (error, stdout, stderr) =>
-        error === null ? resolve(JSON.parse(stdout)) : reject(new Error(`${error.message}\n${stderr}`))
+        error === null
+          ? resolve((JSON.parse(stdout) as Array<[number, number]>).map(([asked, granted]) => ({ asked, granted })))
+          : reject(new Error(`${error.message}\n${stderr}`))
     )
   )
 
@@ -36,6 +45,25 @@ export const maxInWindow = (times: ReadonlyArray<number>, windowMs: number): num
   for (let end = 0; end < sorted.length; end++) {
     while (sorted[end]! - sorted[start]! >= windowMs) start++
     best = Math.max(best, end - start + 1)
+  }
+  return best
+}
+
+/**
+ * The most calls whose token a window of `windowMs` surely handed out. A limiter that reserves
+ * (`take`: go into debt, then sleep until the token is due) hands a call its token at a due time
+ * somewhere between its `asked` and `granted`; the process may resume from the sleep late (a
+ * loaded machine), so `granted` times of calls due at different times can bunch. A call counts for
+ * the window starting at a call's `asked` only when its whole span lies inside.
+ */
+export const mostSurelyInWindow = (calls: ReadonlyArray<Call>, windowMs: number): number => {
+  let best = 0
+  for (const from of calls) {
+    let inside = 0
+    for (const call of calls) {
+      if (call.asked >= from.asked && call.granted < from.asked + windowMs) inside++
+    }
+    best = Math.max(best, inside)
   }
   return best
 }
