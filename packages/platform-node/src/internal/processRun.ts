@@ -364,23 +364,23 @@ export const run = (
       const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
       return Effect.fail(startFailure({ ...spec, command }, defaultName(spec), planned.detail))
     }
+    const sandboxed = sandboxOptions(spec) !== undefined
     let protocol: Protocol.Protocol
     try {
-      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd)
+      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd, sandboxed)
     } catch (error) {
       const detail = `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
       return Effect.fail(startFailure(spec, planned.plan.name, detail))
     }
     // A sandboxed process can write only to its cwd and private folders: the protocol folder is one.
-    const replanned =
-      sandboxOptions(spec) === undefined
-        ? planned
-        : makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+    const replanned = sandboxed
+      ? makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+      : planned
     if (replanned._tag === "Invalid") return Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
     const plan: Plan = {
       ...replanned.plan,
       env: { ...replanned.plan.env, ...protocol.env },
       resultPath: protocol.resultPath
     }
-    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol)))
+    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol, spec)))
   })
