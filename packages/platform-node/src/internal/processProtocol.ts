@@ -185,6 +185,10 @@ export class UsageTail {
   }
 
   private async readNew(): Promise<string> {
+    // Most processes never write the file: a failed `stat` without an exception is far cheaper than a
+    // failed asynchronous `open` (its error object and stack) every 250 ms.
+    const stat = fs.statSync(this.path, { throwIfNoEntry: false })
+    if (stat === undefined || stat.size <= this.offset) return ""
     let handle: fsp.FileHandle
     try {
       handle = await fsp.open(this.path, "r")

@@ -1,3 +1,4 @@
+import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -28,7 +29,7 @@ import {
   Strays
 } from "./processWatch.ts"
 
-const SAMPLE_INTERVAL = Duration.millis(100)
+const SAMPLE_MS = 100
 const POLL_INTERVAL = Duration.millis(20)
 
 type Handle = ChildProcessSpawner.ChildProcessHandle
@@ -81,9 +82,20 @@ const record = (group: GroupSample | undefined, limits: ProcessLimits, measured:
 }
 
 /**
- * Samples the group every 100 ms. The first sample, taken right after the start, reads only the leader;
- * the following ones scan /proc for the whole group (one scan shared by all processes sampled within
- * 40 ms). A memory breach kills the group at once.
+ * The time until the next multiple of 100 ms of the monotonic clock, at least 50 ms away: every
+ * watchdog of this process samples at the same instants, so one /proc scan serves all of them (a scan
+ * is shared by the samples within 40 ms); with free-running timers, N agents took up to N scans per
+ * 100 ms.
+ */
+const untilNextSample = (): Duration.Duration => {
+  const delay = SAMPLE_MS - (performance.now() % SAMPLE_MS)
+  return Duration.millis(delay < SAMPLE_MS / 2 ? delay + SAMPLE_MS : delay)
+}
+
+/**
+ * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample, taken right
+ * after the start, reads only the leader; the following ones scan /proc for the whole group (one scan
+ * shared by all processes sampled within 40 ms). A memory breach kills the group at once.
  */
 const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effect<never> => {
   const check = (group: GroupSample | undefined) => {
@@ -94,7 +106,7 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
     }
   }
   const tick = Effect.andThen(
-    Effect.sleep(SAMPLE_INTERVAL),
+    Effect.suspend(() => Effect.sleep(untilNextSample())),
     Effect.sync(() => {
       check(sampleGroup(pid))
       watch.strays?.track()
@@ -223,6 +235,7 @@ const readResult = (plan: Plan, protocol: Protocol.Protocol, failed: (detail: st
     ? Effect.succeed(undefined)
     : Effect.tryPromise({
         try: async () => {
+          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) return undefined
           let text: string
           try {
             text = await fsp.readFile(plan.resultPath!, "utf8")
