@@ -2,8 +2,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
+import { setThroughHelper } from "../src/internal/processSpawn.ts"
+import { sharedHelper } from "../src/internal/spawnHelper.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-process-interrupt-"))
@@ -71,12 +73,21 @@ const interruptAt = (label: string, interrupt: (fiber: Fiber.Fiber<unknown, unkn
     }
   })
 
-describe("ProcessRunner interrupted during its start-up", () => {
+describe.each([
+  { way: "through the spawn helper", helper: true },
+  { way: "started by this process", helper: false }
+])("ProcessRunner interrupted during its start-up, $way", ({ helper }) => {
+  const way = helper ? "helper" : "direct"
+  beforeAll(async () => {
+    setThroughHelper(helper)
+    if (helper) assert.isDefined(await sharedHelper().ready(), "the spawn helper did not start")
+  })
+
   it.live("leaves no process, at every interruption point from 0 to 20 scheduler yields", () =>
     Effect.forEach(
       Array.from({ length: 21 }, (_, yields) => yields),
       (yields) =>
-        interruptAt(`yields-${yields}`, (fiber) =>
+        interruptAt(`${way}-yields-${yields}`, (fiber) =>
           Effect.andThen(Effect.repeat(Effect.yieldNow, { times: yields }), Fiber.interrupt(fiber))
         ),
       { discard: true }
@@ -86,7 +97,7 @@ describe("ProcessRunner interrupted during its start-up", () => {
   it.live("leaves no process when interrupted from onProcess, right after the spawn", () =>
     Effect.gen(function* () {
       for (let i = 0; i < 10; i++) {
-        const pidFile = join(dir, `hook-${i}.pid`)
+        const pidFile = join(dir, `${way}-hook-${i}.pid`)
         const reported: Array<number> = []
         let self: Fiber.Fiber<unknown, unknown> | undefined
         const fiber = yield* Effect.forkChild(

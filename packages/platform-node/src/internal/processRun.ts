@@ -17,6 +17,7 @@ import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
 import { openBridge } from "./sandboxBridge.ts"
+import { type Started, spawnThroughHelper } from "./processSpawn.ts"
 import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
@@ -32,14 +33,19 @@ import {
 const SAMPLE_MS = 100
 const POLL_INTERVAL = Duration.millis(20)
 
-type Handle = ChildProcessSpawner.ChildProcessHandle
-
 const startFailure = (spec: ProcessSpec, name: string, detail: string) =>
   new ProcessFailed({ reason: "spawn", name, command: spec.command, crashed: false, tail: [], durationMs: 0, detail })
 
+/**
+ * Starts the plan's process: through the spawn helper once it is ready (no fork of this process),
+ * else with effect's spawner. Either way the leader of a new process group and session.
+ */
 const spawn = (
   plan: Plan
-): Effect.Effect<Handle, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner | Scope.Scope> =>
+): Effect.Effect<Started, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner | Scope.Scope> =>
+  spawnThroughHelper(plan, (detail) =>
+    startFailure({ command: plan.display }, plan.name, redactWith(plan.secrets)(detail))
+  ) ??
   ChildProcess.make(plan.argv[0], plan.argv.slice(1), {
     // `makePlan` checked the directory; the spawner would check it again, asynchronously, for every run.
     // Without `cwd` the child starts in ours, so leave it out when that is the same directory.
@@ -125,16 +131,11 @@ const breachOnce = (pid: number, watch: Watch, breach: Breach) => {
   signalGroup(pid, "SIGKILL")
 }
 
-/** Stops capturing and terminates the tree (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
-const enforceOutputLimit = (handle: Handle, plan: Plan, watch: Watch, value: number, scope: Scope.Scope) => {
+/** Stops capturing and terminates the group (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
+const enforceOutputLimit = (pid: number, plan: Plan, watch: Watch, value: number, scope: Scope.Scope) => {
   if (watch.breach !== undefined) return Effect.void
   watch.breach = { limit: "maxOutputBytes", value }
-  return Effect.asVoid(
-    Effect.forkIn(
-      Effect.ignore(handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(plan.killGraceMs) })),
-      scope
-    )
-  )
+  return Effect.asVoid(Effect.forkIn(terminateGroup(pid, plan.killGraceMs), scope))
 }
 
 const pump = (
@@ -330,7 +331,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
       ? Effect.void
-      : enforceOutputLimit(handle, plan, watch, limits.maxOutputBytes, scope)
+      : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
   const pumps = [
     yield* Effect.forkScoped(pump(handle.stdout, "stdout", output, log, onOverLimit)),
     yield* Effect.forkScoped(pump(handle.stderr, "stderr", output, log, onOverLimit))

@@ -26,10 +26,11 @@ import { type ChildProcess, execFile, spawn } from "node:child_process"
 
 /** The helper's program, run with `node -e` so it needs no file of its own in any packaging. */
 const HELPER_SOURCE = `"use strict"
-const { execFile } = require("node:child_process")
+const { execFile, spawn } = require("node:child_process")
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => {})
 const running = new Map()
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n")
+const failure = (error) => ({ code: error.code ?? "EINVAL", signal: null, message: error.message })
 const start = (r) => {
   const controller = new AbortController()
   running.set(r.id, controller)
@@ -42,13 +43,34 @@ const start = (r) => {
     })
   } catch (error) {
     running.delete(r.id)
-    send({ id: r.id, error: { code: error.code ?? "EINVAL", signal: null, message: error.message }, stdout: "", stderr: "" })
+    send({ id: r.id, error: failure(error), stdout: "", stderr: "" })
     return
   }
   if (r.input !== undefined) {
     child.stdin.on("error", () => {})
     child.stdin.end(r.input)
   }
+}
+const startAgent = (r) => {
+  let child
+  try {
+    child = spawn(r.file, r.args, { cwd: r.cwd, env: r.env, detached: true, stdio: ["ignore", "pipe", "pipe"] })
+  } catch (error) {
+    send({ id: r.id, error: failure(error) })
+    return
+  }
+  if (child.pid === undefined) {
+    child.on("error", (error) => send({ id: r.id, error: failure(error) }))
+    return
+  }
+  send({ id: r.id, pid: child.pid })
+  child.on("error", () => {})
+  for (const fd of [1, 2]) {
+    const stream = fd === 1 ? child.stdout : child.stderr
+    stream.on("data", (chunk) => send({ id: r.id, fd, data: chunk.toString("base64") }))
+    stream.on("close", () => send({ id: r.id, fd, end: true }))
+  }
+  child.on("exit", (code, signal) => send({ id: r.id, exit: code, signal }))
 }
 let buffered = ""
 process.stdin.setEncoding("utf8")
@@ -60,6 +82,7 @@ process.stdin.on("data", (chunk) => {
     buffered = buffered.slice(end + 1)
     const r = JSON.parse(line)
     if (r.kill !== undefined) running.get(r.kill)?.abort()
+    else if (r.agent === true) startAgent(r)
     else start(r)
   }
 })
@@ -92,6 +115,37 @@ interface Reply {
   readonly stdout: string
   readonly stderr: string
 }
+
+/** A long-running process started through the helper, in a process group and session of its own. */
+export interface AgentRequest {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string | undefined>>
+}
+
+/**
+ * What the helper reports about a process it started for `spawnAgent`, in this order: `started` (a
+ * pid, or why it could not start: then nothing follows), then output chunks, the end of each output
+ * stream and the exit, interleaved as they happen; `lost` when the helper died before all of it came.
+ */
+export interface AgentListener {
+  readonly started: (pid: number | undefined, error: ExecError | undefined) => void
+  readonly data: (fd: 1 | 2, chunk: Buffer) => void
+  readonly end: (fd: 1 | 2) => void
+  readonly exit: (code: number | null, signal: string | null) => void
+  readonly lost: (error: ExecError) => void
+}
+
+type AgentMessage =
+  | { readonly id: number; readonly pid: number }
+  | { readonly id: number; readonly error: ExecError }
+  | { readonly id: number; readonly fd: 1 | 2; readonly data: string }
+  | { readonly id: number; readonly fd: 1 | 2; readonly end: true }
+  | { readonly id: number; readonly exit: number | null; readonly signal: string | null }
+
+/** Handles one message of a request; true when it was the request's last. */
+type Receiver = (message: Reply | AgentMessage) => boolean
 
 type State =
   | { readonly _tag: "Idle" }
@@ -130,7 +184,8 @@ const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback:
  */
 export class SpawnHelper {
   private state: State
-  private readonly pending = new Map<number, ExecCallback>()
+  private readonly pending = new Map<number, Receiver>()
+  private readonly lostHandlers = new Map<number, (error: ExecError) => void>()
   private nextId = 0
   private buffered = ""
   private readonly node: string
@@ -178,10 +233,11 @@ export class SpawnHelper {
       direct(request, signal, callback)
       return
     }
-    const id = ++this.nextId
-    this.pending.set(id, callback)
-    if (this.pending.size === 1) this.ref(state.child, true)
-    state.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+    const id = this.send(state.child, request, (message) => {
+      const reply = message as Reply
+      callback(reply.error, reply.stdout, reply.stderr)
+      return true
+    })
     signal?.addEventListener(
       "abort",
       () => {
@@ -191,6 +247,51 @@ export class SpawnHelper {
       },
       { once: true }
     )
+  }
+
+  /**
+   * Starts a process through the helper when it is ready (detached: a process group and session of
+   * its own; standard input ignored, output piped back over the helper's pipe), and returns the id to
+   * `release` once the caller is done with it; `undefined` when the helper is not ready (then the
+   * caller starts the process itself).
+   */
+  spawnAgent(request: AgentRequest, listener: AgentListener): number | undefined {
+    this.start()
+    const state = this.state
+    if (state._tag !== "Ready") return undefined
+    let open = 3
+    const id = this.send(state.child, { agent: true, ...request }, (message) => {
+      if ("pid" in message) listener.started(message.pid, undefined)
+      else if ("data" in message) listener.data(message.fd, Buffer.from(message.data, "base64"))
+      else if ("end" in message) {
+        listener.end(message.fd)
+        open -= 1
+      } else if ("exit" in message) {
+        listener.exit(message.exit, message.signal)
+        open -= 1
+      } else if (message.error !== null) {
+        listener.started(undefined, message.error)
+        return true
+      }
+      return open === 0
+    })
+    this.lostHandlers.set(id, listener.lost)
+    return id
+  }
+
+  /** Forgets a process started by `spawnAgent`: what the helper still reports about it is dropped. */
+  release(id: number): void {
+    this.lostHandlers.delete(id)
+    if (!this.pending.delete(id) || this.pending.size > 0) return
+    if (this.state._tag === "Ready") this.ref(this.state.child, false)
+  }
+
+  private send(child: ChildProcess, request: object, receiver: Receiver): number {
+    const id = ++this.nextId
+    this.pending.set(id, receiver)
+    if (this.pending.size === 1) this.ref(child, true)
+    child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+    return id
   }
 
   private launch(): void {
@@ -223,7 +324,7 @@ export class SpawnHelper {
     for (let end = this.buffered.indexOf("\n"); end !== -1; end = this.buffered.indexOf("\n")) {
       const line = this.buffered.slice(0, end)
       this.buffered = this.buffered.slice(end + 1)
-      let message: Reply | { readonly ready: number }
+      let message: Reply | AgentMessage | { readonly ready: number }
       try {
         message = JSON.parse(line)
       } catch {
@@ -236,11 +337,9 @@ export class SpawnHelper {
         this.settled.resolve(message.ready)
         continue
       }
-      const callback = this.pending.get(message.id)
-      if (callback === undefined) continue
-      this.pending.delete(message.id)
-      if (this.pending.size === 0) this.ref(child, false)
-      callback(message.error, message.stdout, message.stderr)
+      const receiver = this.pending.get(message.id)
+      if (receiver === undefined || !receiver(message)) continue
+      this.release(message.id)
     }
   }
 
@@ -249,14 +348,20 @@ export class SpawnHelper {
     const child = this.state._tag === "Idle" ? undefined : this.state.child
     this.state = { _tag: "Unavailable", reason: `the spawn helper is not used: ${reason}` }
     this.settled.resolve(undefined)
-    const lost = [...this.pending.values()]
+    const lost = [...this.pending]
+    const lostHandlers = new Map(this.lostHandlers)
     this.pending.clear()
+    this.lostHandlers.clear()
     if (child !== undefined) {
       this.ref(child, false)
       child.stdin?.destroy()
     }
     const error = { code: "EHELPER", signal: null, message: `the spawn helper died while the command ran (${reason})` }
-    for (const callback of lost) callback(error, "", "")
+    for (const [id, receiver] of lost) {
+      const onLost = lostHandlers.get(id)
+      if (onLost !== undefined) onLost(error)
+      else receiver({ id, error, stdout: "", stderr: "" })
+    }
   }
 
   /** The helper's pipes keep this process alive only while a command runs through it. */
