@@ -294,6 +294,28 @@ export class SpawnHelper {
     return id
   }
 
+  /**
+   * Ends the helper (its standard input) and waits up to `ms` for it to exit, so this process reaps it
+   * and counts its CPU time, and that of the processes it reaped, as its children's. Later commands
+   * run in this process.
+   */
+  stop(ms = 2000): Promise<void> {
+    const state = this.state
+    if (state._tag === "Idle") this.state = { _tag: "Unavailable", reason: "the spawn helper is not used: stopped" }
+    if (state._tag !== "Starting" && state._tag !== "Ready") return Promise.resolve()
+    const child = state.child
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve()
+      const timer = setTimeout(resolve, ms)
+      child.once("exit", () => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+    this.fail("stopped")
+    return exited
+  }
+
   private launch(): void {
     const env = { ...process.env }
     // The helper is plain JavaScript: preloads meant for this process (test runners, profilers) stay out.
