@@ -1,5 +1,6 @@
 /**
- * Short commands (git) started by a small helper process instead of this one.
+ * Short commands (git) and process agents (`spawnAgent`, see `processSpawn.ts`) started by a small
+ * helper process instead of this one.
  *
  * Node's `spawn()` forks the calling process: the kernel copies its page tables and the child tears
  * them down again at `exec`, and the main thread waits for that (libuv reads the exec status
@@ -9,7 +10,10 @@
  * JSON lines over a pipe; each command it starts forks that small process instead. No package does
  * this (a native `posix_spawn` binding would need a compiler or prebuilt binaries per platform).
  *
- * Guarantees, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
+ * An agent is spawned `detached` with its standard input ignored; the helper replies with its pid at
+ * once, then forwards its output (base64 in JSON lines, in the order it read it) and its exit.
+ *
+ * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
  * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Lifetime: the
  * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
  * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
