@@ -45,6 +45,15 @@ const toExitCode = (ending: Ending): Effect.Effect<ExitCode, PlatformError.Platf
   return Effect.fail(exitError("exitCode", `Process interrupted due to receipt of signal: '${ending.signal}'`))
 }
 
+/** Reports the bytes of each batch the reader takes, so the helper resumes forwarding. */
+const consuming = (stream: Stream.Stream<Uint8Array>, consumed: (bytes: number) => void): Stream.Stream<Uint8Array> =>
+  Stream.mapArray(stream, (chunks) => {
+    let bytes = 0
+    for (const chunk of chunks) bytes += chunk.length
+    consumed(bytes)
+    return chunks
+  })
+
 let throughHelper = true
 
 /** Whether agents go through the helper when it is ready (tests turn it off to cover the other way). */
@@ -91,8 +100,8 @@ export const spawnThroughHelper = <E>(
               }
               const started: Started = {
                 pid,
-                stdout: Stream.fromQueue(stdout),
-                stderr: Stream.fromQueue(stderr),
+                stdout: consuming(Stream.fromQueue(stdout), (bytes) => helper.consumed(id!, bytes)),
+                stderr: consuming(Stream.fromQueue(stderr), (bytes) => helper.consumed(id!, bytes)),
                 exitCode: Effect.flatMap(
                   Effect.promise(() => ended.promise),
                   toExitCode

@@ -11,7 +11,10 @@
  * this (a native `posix_spawn` binding would need a compiler or prebuilt binaries per platform).
  *
  * An agent is spawned `detached` with its standard input ignored; the helper replies with its pid at
- * once, then forwards its output (base64 in JSON lines, in the order it read it) and its exit.
+ * once, then forwards its output (base64 in JSON lines, in the order it read it) and its exit. Output
+ * is flow-controlled both ways, so a flood fills pipes, not memory: the helper stops reading an
+ * agent's output while its own pipe to this process is full, and this process stops reading the
+ * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
  *
  * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
  * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Lifetime: the
@@ -34,6 +37,11 @@ const { execFile, spawn } = require("node:child_process")
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => {})
 const running = new Map()
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n")
+const paused = new Set()
+process.stdout.on("drain", () => {
+  for (const stream of paused) stream.resume()
+  paused.clear()
+})
 const failure = (error) => ({ code: error.code ?? "EINVAL", signal: null, message: error.message })
 const start = (r) => {
   const controller = new AbortController()
@@ -71,7 +79,11 @@ const startAgent = (r) => {
   child.on("error", () => {})
   for (const fd of [1, 2]) {
     const stream = fd === 1 ? child.stdout : child.stderr
-    stream.on("data", (chunk) => send({ id: r.id, fd, data: chunk.toString("base64") }))
+    stream.on("data", (chunk) => {
+      if (send({ id: r.id, fd, data: chunk.toString("base64") })) return
+      stream.pause()
+      paused.add(stream)
+    })
     stream.on("close", () => send({ id: r.id, fd, end: true }))
   }
   child.on("exit", (code, signal) => send({ id: r.id, exit: code, signal }))
@@ -151,6 +163,9 @@ type AgentMessage =
 /** Handles one message of a request; true when it was the request's last. */
 type Receiver = (message: Reply | AgentMessage) => boolean
 
+const UNCONSUMED_HIGH = 4 * 1024 * 1024
+const UNCONSUMED_LOW = 1024 * 1024
+
 type State =
   | { readonly _tag: "Idle" }
   | { readonly _tag: "Starting"; readonly child: ChildProcess }
@@ -190,6 +205,10 @@ export class SpawnHelper {
   private state: State
   private readonly pending = new Map<number, Receiver>()
   private readonly lostHandlers = new Map<number, (error: ExecError) => void>()
+  /** Bytes of agents' output forwarded to their listeners and not consumed yet, by request id. */
+  private readonly unconsumed = new Map<number, number>()
+  private unconsumedTotal = 0
+  private readingPaused = false
   private nextId = 0
   private buffered = ""
   private readonly node: string
@@ -266,8 +285,11 @@ export class SpawnHelper {
     let open = 3
     const id = this.send(state.child, { agent: true, ...request }, (message) => {
       if ("pid" in message) listener.started(message.pid, undefined)
-      else if ("data" in message) listener.data(message.fd, Buffer.from(message.data, "base64"))
-      else if ("end" in message) {
+      else if ("data" in message) {
+        const chunk = Buffer.from(message.data, "base64")
+        this.account(id, chunk.length)
+        listener.data(message.fd, chunk)
+      } else if ("end" in message) {
         listener.end(message.fd)
         open -= 1
       } else if ("exit" in message) {
@@ -283,9 +305,40 @@ export class SpawnHelper {
     return id
   }
 
+  /** The caller consumed `bytes` of the output of process `id`; reading resumes when little is left. */
+  consumed(id: number, bytes: number): void {
+    this.account(id, -bytes)
+  }
+
+  private account(id: number, bytes: number): void {
+    const before = this.unconsumed.get(id)
+    if (before === undefined && bytes < 0) return
+    this.unconsumed.set(id, (before ?? 0) + bytes)
+    this.unconsumedTotal += bytes
+    this.flow()
+  }
+
+  private flow(): void {
+    if (this.state._tag !== "Ready") return
+    const stdout = this.state.child.stdout!
+    if (!this.readingPaused && this.unconsumedTotal > UNCONSUMED_HIGH) {
+      this.readingPaused = true
+      stdout.pause()
+    } else if (this.readingPaused && this.unconsumedTotal <= UNCONSUMED_LOW) {
+      this.readingPaused = false
+      stdout.resume()
+    }
+  }
+
   /** Forgets a process started by `spawnAgent`: what the helper still reports about it is dropped. */
   release(id: number): void {
     this.lostHandlers.delete(id)
+    const unconsumed = this.unconsumed.get(id)
+    if (unconsumed !== undefined) {
+      this.unconsumed.delete(id)
+      this.unconsumedTotal -= unconsumed
+      this.flow()
+    }
     if (!this.pending.delete(id) || this.pending.size > 0) return
     if (this.state._tag === "Ready") this.ref(this.state.child, false)
   }
@@ -376,6 +429,8 @@ export class SpawnHelper {
     this.settled.resolve(undefined)
     const lost = [...this.pending]
     const lostHandlers = new Map(this.lostHandlers)
+    this.unconsumed.clear()
+    this.unconsumedTotal = 0
     this.pending.clear()
     this.lostHandlers.clear()
     if (child !== undefined) {
