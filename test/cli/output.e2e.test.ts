@@ -65,11 +65,14 @@ describe("output floods (end to end)", () => {
     expect(size).toBeLessThan(64 * 1024 * 1024 + 1024 * 1024)
   }, 120_000)
 
-  it("corral's memory does not grow with the size of a flood", async () => {
+  it("corral's memory (and its spawn helper's) does not grow with the size of a flood", async () => {
     const repo = makeRepo()
     const side = tempDir("side-")
+    // The agent's parent is corral, or the spawn helper (`node -e …`) that corral started it through.
+    const recordPeaks = (id: string) =>
+      `p=$PPID; case "$(tr '\\0' ' ' < /proc/$p/cmdline)" in *" -e "*) awk '/VmHWM/ { print $2 }' /proc/$p/status > ${side}/${id}.helper; p=$(awk '/^PPid/ { print $2 }' /proc/$p/status);; esac; awk '/VmHWM/ { print $2 }' /proc/$p/status > ${side}/${id}`
     const flood = (id: string, bytes: number, lineWidth: number | undefined) => `  - id: ${id}
-    run: head -c ${bytes} /dev/zero | tr '\\0' x ${lineWidth === undefined ? "" : `| fold -w ${lineWidth}`} && awk '/VmHWM/ { print $2 }' /proc/$PPID/status > ${side}/${id}
+    run: head -c ${bytes} /dev/zero | tr '\\0' x ${lineWidth === undefined ? "" : `| fold -w ${lineWidth}`} && ${recordPeaks(id)}
     limits: { maxOutputBytes: 400000000 }
 `
     const plan = writePlan(
@@ -86,5 +89,13 @@ describe("output floods (end to end)", () => {
     expect(peakKb("big") - peakKb("small"), peaks).toBeLessThan(180 * 1024)
     expect(peakKb("line") - peakKb("small"), peaks).toBeLessThan(180 * 1024)
     expect(Buffer.byteLength(result.stdout)).toBeLessThan(20 * 1024 * 1024)
+    const helperPeakKb = (id: string) => {
+      const file = NodePath.join(side, `${id}.helper`)
+      return NodeFs.existsSync(file) ? Number(NodeFs.readFileSync(file, "utf8")) : undefined
+    }
+    const [small, big, line] = [helperPeakKb("small"), helperPeakKb("big"), helperPeakKb("line")]
+    const helperPeaks = `helper peak RSS (KiB) after 30 MB: ${small}, 300 MB: ${big}, 200 MB line: ${line}`
+    if (small !== undefined && big !== undefined) expect(big - small, helperPeaks).toBeLessThan(180 * 1024)
+    if (small !== undefined && line !== undefined) expect(line - small, helperPeaks).toBeLessThan(180 * 1024)
   }, 180_000)
 })

@@ -1,3 +1,4 @@
+import * as SpawnHelper from "@corral/platform-node/SpawnHelper"
 import { Workspace } from "@corral/platform-node/Workspace"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
@@ -24,6 +25,8 @@ Command.run(cli, { version }).pipe(
   Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),
   Effect.catchIf((error) => !(error instanceof CliExit), reported),
   Effect.provide(Layer.mergeAll(NodeServices.layer, Workspace.layer)),
+  // The helper, reaped, brings the CPU time of the git commands and agents it started into ours.
+  Effect.ensuring(SpawnHelper.stop),
   Effect.provideService(References.MinimumLogLevel, "Error"),
   NodeRuntime.runMain
 )

@@ -152,8 +152,9 @@ export interface ProcessSpec {
   readonly deps?: Readonly<Record<string, unknown>>
   /**
    * Folder (relative to `cwd`) for `usage.jsonl` (`$CORRAL_USAGE_FILE`), `result.json`
-   * (`$CORRAL_RESULT_FILE`) and `deps/` (`$CORRAL_DEPS_DIR`); kept after the run. Default: a folder of
-   * a private temporary directory, removed after the run.
+   * (`$CORRAL_RESULT_FILE`) and `deps/` (`$CORRAL_DEPS_DIR`); kept after the run. Default: files of a
+   * private temporary directory (in a folder of their own there for `deps` or a sandbox), removed after
+   * the run.
    */
   readonly protocolDir?: string
   /** Called with warnings about malformed `$CORRAL_USAGE_FILE` lines. Default: `Effect.logWarning`. */

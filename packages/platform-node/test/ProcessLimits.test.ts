@@ -2,8 +2,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber } from "effect"
+import { setThroughHelper } from "../src/internal/processSpawn.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import { isAlive } from "./support/processes.ts"
 
@@ -30,6 +31,10 @@ const freshDir = (name: string) => {
   mkdirSync(dir, { recursive: true })
   return dir
 }
+
+// These processes are started by this process itself, the way used before the spawn helper is up
+// (ProcessRunner and ProcessRunner.tree cover the helper).
+beforeAll(() => setThroughHelper(false))
 
 describe("ProcessRunner limits: cpuPercent", () => {
   it.live(

@@ -2,8 +2,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
+import { setThroughHelper } from "../src/internal/processSpawn.ts"
+import { sharedHelper } from "../src/internal/spawnHelper.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import { isAlive, liveGroupMembers } from "./support/processes.ts"
 
@@ -58,12 +60,21 @@ const interruptAt = (label: string, interrupt: (fiber: Fiber.Fiber<unknown, unkn
     assertNoneLeft(label, reported)
   })
 
-describe("ProcessRunner interrupted during its start-up", () => {
+describe.each([
+  { way: "through the spawn helper", helper: true },
+  { way: "started by this process", helper: false }
+])("ProcessRunner interrupted during its start-up, $way", ({ helper }) => {
+  const way = helper ? "helper" : "direct"
+  beforeAll(async () => {
+    setThroughHelper(helper)
+    if (helper) assert.isDefined(await sharedHelper().ready(), "the spawn helper did not start")
+  })
+
   it.live("leaves no process, at every interruption point from 0 to 20 scheduler yields", () =>
     Effect.forEach(
       Array.from({ length: 21 }, (_, yields) => yields),
       (yields) =>
-        interruptAt(`yields-${yields}`, (fiber) =>
+        interruptAt(`${way}-yields-${yields}`, (fiber) =>
           Effect.andThen(Effect.repeat(Effect.yieldNow, { times: yields }), Fiber.interrupt(fiber))
         ),
       { discard: true }
@@ -76,7 +87,7 @@ describe("ProcessRunner interrupted during its start-up", () => {
         const reported: Array<number> = []
         let self: Fiber.Fiber<unknown, unknown> | undefined
         const fiber = yield* Effect.forkChild(
-          stubbornTree(join(dir, `hook-${i}.pid`), (pid) => {
+          stubbornTree(join(dir, `${way}-hook-${i}.pid`), (pid) => {
             if (pid === undefined) return
             reported.push(pid)
             self?.interruptUnsafe()
@@ -85,9 +96,9 @@ describe("ProcessRunner interrupted during its start-up", () => {
         )
         self = fiber
         const exit = yield* Fiber.await(fiber)
-        assert.isTrue(exit._tag === "Failure", `hook-${i}: the run was not interrupted`)
+        assert.isTrue(exit._tag === "Failure", `${way}-hook-${i}: the run was not interrupted`)
         assert.lengthOf(reported, 1)
-        assertNoneLeft(`hook-${i}`, reported)
+        assertNoneLeft(`${way}-hook-${i}`, reported)
       }
     })
   )

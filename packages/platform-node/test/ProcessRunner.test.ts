@@ -2,9 +2,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { getPriority, tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Cause, Deferred, type Duration, Effect, Exit, Fiber, Option } from "effect"
 import { makePlan, wrapArgv } from "../src/internal/processPlan.ts"
+import { setThroughHelper } from "../src/internal/processSpawn.ts"
+import { sharedHelper } from "../src/internal/spawnHelper.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import { isAlive } from "./support/processes.ts"
 
@@ -38,6 +40,13 @@ const spawnTree = (spec: Partial<ProcessRunner.ProcessSpec> & { readonly timeout
     yield* Deferred.await(started)
     return { fiber, pids }
   })
+
+// These processes start through the spawn helper, as a run's do once it is up (ProcessRunner.interrupt
+// and ProcessLimits cover the other way).
+beforeAll(async () => {
+  setThroughHelper(true)
+  assert.isDefined(await sharedHelper().ready(), "the spawn helper did not start")
+})
 
 describe("ProcessRunner", () => {
   it.live("succeeds on exit 0 with tail and usage", () =>

@@ -2,8 +2,10 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber } from "effect"
+import { setThroughHelper } from "../src/internal/processSpawn.ts"
+import { sharedHelper } from "../src/internal/spawnHelper.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import { groupOf, isAlive } from "./support/processes.ts"
 
@@ -50,6 +52,13 @@ const watchPids = () => {
 }
 
 const run = (spec: ProcessRunner.ProcessSpec) => ProcessRunner.run(spec).pipe(Effect.provide(NodeServices.layer))
+
+// These processes start through the spawn helper, as a run's do once it is up (ProcessRunner.interrupt
+// and ProcessLimits cover the other way).
+beforeAll(async () => {
+  setThroughHelper(true)
+  assert.isDefined(await sharedHelper().ready(), "the spawn helper did not start")
+})
 
 describe("ProcessRunner process trees", () => {
   for (const [name, script] of Object.entries(escapes)) {

@@ -7,6 +7,8 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Corral } from "@corral/core"
 import { Deferred, Effect, Exit, Fiber } from "effect"
 import * as ProcessAgent from "../src/ProcessAgent.ts"
+import { setThroughHelper } from "../src/internal/processSpawn.ts"
+import { sharedHelper } from "../src/internal/spawnHelper.ts"
 import * as ProcessRunner from "../src/ProcessRunner.ts"
 import * as Sandbox from "../src/Sandbox.ts"
 import { liveGroupMembers } from "./support/processes.ts"
@@ -251,6 +253,12 @@ describe.skipIf(!enabled)("ProcessRunner sandbox: process trees", () => {
       assert.strictEqual(liveGroupMembers(pgid), 0)
     })
   )
+})
+
+// Sandboxed processes start through the spawn helper, as a run's do once it is up.
+beforeAll(async () => {
+  setThroughHelper(true)
+  assert.isDefined(await sharedHelper().ready(), "the spawn helper did not start")
 })
 
 describe("ProcessRunner sandbox without bubblewrap", () => {

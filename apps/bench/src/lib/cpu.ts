@@ -15,20 +15,49 @@ export const childrenCpuMs = (): number | undefined => {
   }
 }
 
+/**
+ * CPU time of this process's children that are still running, with that of the children they reaped
+ * (`utime + stime + cutime + cstime`), in ms: the spawn helper that starts process agents and git
+ * commands lives as long as this process, so what it and its children used is not in `cutime` yet.
+ */
+export const liveChildrenCpuMs = (): number => {
+  let total = 0
+  let entries: Array<string>
+  try {
+    entries = fs.readdirSync("/proc")
+  } catch {
+    return 0
+  }
+  for (const entry of entries) {
+    const code = entry.charCodeAt(0)
+    if (code < 48 || code > 57) continue
+    let stat: string
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, "latin1")
+    } catch {
+      continue
+    }
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    if (Number(fields[1]) !== process.pid) continue
+    total += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10
+  }
+  return total
+}
+
 /** CPU time of this process (every thread), in ms. */
 export const ownCpuMs = (): number => {
   const usage = process.cpuUsage()
   return (usage.user + usage.system) / 1000
 }
 
-/** Runs `body` and reports the CPU time it cost this process and the children it reaped. */
+/** Runs `body` and reports the CPU time it cost this process and its children (reaped, or still running). */
 export const cpuOf = async <A>(
   body: () => Promise<A>
 ): Promise<{ readonly value: A; readonly ownMs: number; readonly childrenMs: number }> => {
   const own = ownCpuMs()
-  const children = childrenCpuMs() ?? 0
+  const children = (childrenCpuMs() ?? 0) + liveChildrenCpuMs()
   const value = await body()
-  return { value, ownMs: ownCpuMs() - own, childrenMs: (childrenCpuMs() ?? 0) - children }
+  return { value, ownMs: ownCpuMs() - own, childrenMs: (childrenCpuMs() ?? 0) + liveChildrenCpuMs() - children }
 }
 
 /**

@@ -8,8 +8,10 @@
  * - `CORRAL_RESULT_FILE`: JSON the process writes; parsed into `ProcessResult.result` on success.
  * - `CORRAL_DEPS_DIR`: a folder with `<dependency-id>.json` for each dependency with a result.
  *
- * The files live in `protocolDir` when the spec names one (kept), else in a folder of this
- * process's private temporary directory that is removed after the run.
+ * The files live in `protocolDir` when the spec names one (kept). Otherwise they are files of this
+ * process's private temporary directory named after the run, removed after it: a folder of their own
+ * (created, then removed recursively) is made only when the process needs one, for `deps/` or to bind
+ * into a sandbox; a `mkdir` and a recursive `rm` per run cost more than a short process's own start.
  *
  * @internal
  */
@@ -22,8 +24,10 @@ import * as Effect from "effect/Effect"
 import type { ProcessSpec } from "../ProcessRunner.ts"
 
 export interface Protocol {
+  /** The folder of the files; this process's private temporary directory itself when `owned` is `"files"`. */
   readonly dir: string
-  readonly owned: boolean
+  /** What the run removes: its own folder, its files in the private directory, or nothing (`protocolDir`). */
+  readonly owned: "folder" | "files" | false
   readonly usagePath: string
   readonly resultPath: string
   /** True when the spec named the result file: then a missing file is an error. */
@@ -45,10 +49,28 @@ const rootDir = (): string => {
 
 const safe = (name: string): string => name.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 80)
 
-/** Creates the folder, writes the dependency files and returns the environment for the child. */
-export const prepare = (spec: ProcessSpec, name: string, cwd: string): Protocol => {
-  const owned = spec.protocolDir === undefined
-  const dir = owned ? path.join(rootDir(), `${safe(name)}-${++counter}`) : path.resolve(cwd, spec.protocolDir as string)
+/**
+ * Creates the folder when one is needed (`folder`: the process is sandboxed, so it gets a folder of its
+ * own to write in), writes the dependency files and returns the environment for the child.
+ */
+export const prepare = (spec: ProcessSpec, name: string, cwd: string, folder = false): Protocol => {
+  if (spec.protocolDir !== undefined) return prepareIn(spec, path.resolve(cwd, spec.protocolDir), cwd, false)
+  const base = path.join(rootDir(), `${safe(name)}-${++counter}`)
+  if (folder || spec.deps !== undefined) return prepareIn(spec, base, cwd, "folder")
+  // Names unique in the private root: no file of an earlier run can be there.
+  const usagePath = `${base}.usage.jsonl`
+  const resultPath = spec.resultFile === undefined ? `${base}.result.json` : path.resolve(cwd, spec.resultFile)
+  return {
+    dir: rootDir(),
+    owned: "files",
+    usagePath,
+    resultPath,
+    resultRequired: spec.resultFile !== undefined,
+    env: { CORRAL_USAGE_FILE: usagePath, CORRAL_RESULT_FILE: resultPath }
+  }
+}
+
+const prepareIn = (spec: ProcessSpec, dir: string, cwd: string, owned: "folder" | false): Protocol => {
   // A folder of our own is new (its name is unique in the private root), so it holds no old files.
   fs.mkdirSync(dir, { recursive: !owned })
   const usagePath = path.join(dir, "usage.jsonl")
@@ -67,10 +89,21 @@ export const prepare = (spec: ProcessSpec, name: string, cwd: string): Protocol 
   return { dir, owned, usagePath, resultPath, resultRequired: spec.resultFile !== undefined, env }
 }
 
-export const cleanup = (protocol: Protocol): Effect.Effect<void> =>
-  protocol.owned
-    ? Effect.promise(() => fsp.rm(protocol.dir, { recursive: true, force: true }).catch(() => undefined))
-    : Effect.void
+const unlink = (file: string) => fsp.unlink(file).catch(() => undefined)
+
+/** Removes what the run created: its folder, or its usage file and (unless the spec named it) its result file. */
+export const cleanup = (protocol: Protocol, spec: ProcessSpec): Effect.Effect<void> => {
+  if (protocol.owned === "folder")
+    return Effect.promise(() => fsp.rm(protocol.dir, { recursive: true, force: true }).catch(() => undefined))
+  if (protocol.owned === false) return Effect.void
+  return Effect.promise(async () => {
+    await Promise.all(
+      spec.resultFile === undefined
+        ? [unlink(protocol.usagePath), unlink(protocol.resultPath)]
+        : [unlink(protocol.usagePath)]
+    )
+  })
+}
 
 const fields = ["inputTokens", "outputTokens", "costUsd"] as const
 
@@ -152,6 +185,10 @@ export class UsageTail {
   }
 
   private async readNew(): Promise<string> {
+    // Most processes never write the file: a failed `stat` without an exception is far cheaper than a
+    // failed asynchronous `open` (its error object and stack) every 250 ms.
+    const stat = fs.statSync(this.path, { throwIfNoEntry: false })
+    if (stat === undefined || stat.size <= this.offset) return ""
     let handle: fsp.FileHandle
     try {
       handle = await fsp.open(this.path, "r")

@@ -1,3 +1,4 @@
+import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -17,6 +18,7 @@ import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } 
 import * as Protocol from "./processProtocol.ts"
 import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
+import { type Started, spawnThroughHelper } from "./processSpawn.ts"
 import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
@@ -29,17 +31,22 @@ import {
   Strays
 } from "./processWatch.ts"
 
-const SAMPLE_INTERVAL = Duration.millis(100)
+const SAMPLE_MS = 100
 const POLL_INTERVAL = Duration.millis(20)
-
-type Handle = ChildProcessSpawner.ChildProcessHandle
 
 const startFailure = (spec: ProcessSpec, name: string, detail: string) =>
   new ProcessFailed({ reason: "spawn", name, command: spec.command, crashed: false, tail: [], durationMs: 0, detail })
 
+/**
+ * Starts the plan's process: through the spawn helper once it is ready (no fork of this process),
+ * else with effect's spawner. Either way the leader of a new process group and session.
+ */
 const spawn = (
   plan: Plan
-): Effect.Effect<Handle, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner | Scope.Scope> =>
+): Effect.Effect<Started, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner | Scope.Scope> =>
+  spawnThroughHelper(plan, (detail) =>
+    startFailure({ command: plan.display }, plan.name, redactWith(plan.secrets)(detail))
+  ) ??
   ChildProcess.make(plan.argv[0], plan.argv.slice(1), {
     // `makePlan` checked the directory; the spawner would check it again, asynchronously, for every run.
     // Without `cwd` the child starts in ours, so leave it out when that is the same directory.
@@ -92,9 +99,20 @@ const record = (group: GroupSample | undefined, limits: ProcessLimits, measured:
 }
 
 /**
- * Samples the group every 100 ms. The first sample, taken right after the start, reads only the leader;
- * the following ones scan /proc for the whole group (one scan shared by all processes sampled within
- * 40 ms). A memory breach kills the group at once.
+ * The time until the next multiple of 100 ms of the monotonic clock, at least 50 ms away: every
+ * watchdog of this process samples at the same instants, so one /proc scan serves all of them (a scan
+ * is shared by the samples within 40 ms); with free-running timers, N agents took up to N scans per
+ * 100 ms.
+ */
+const untilNextSample = (): Duration.Duration => {
+  const delay = SAMPLE_MS - (performance.now() % SAMPLE_MS)
+  return Duration.millis(delay < SAMPLE_MS / 2 ? delay + SAMPLE_MS : delay)
+}
+
+/**
+ * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample, taken right
+ * after the start, reads only the leader; the following ones scan /proc for the whole group (one scan
+ * shared by all processes sampled within 40 ms). A memory breach kills the group at once.
  */
 const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effect<never> => {
   const check = (group: GroupSample | undefined) => {
@@ -105,7 +123,7 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
     }
   }
   const tick = Effect.andThen(
-    Effect.sleep(SAMPLE_INTERVAL),
+    Effect.suspend(() => Effect.sleep(untilNextSample())),
     Effect.sync(() => {
       check(sampleGroup(pid))
       watch.strays?.track()
@@ -124,16 +142,11 @@ const breachOnce = (pid: number, watch: Watch, breach: Breach) => {
   signalGroup(pid, "SIGKILL")
 }
 
-/** Stops capturing and terminates the tree (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
-const enforceOutputLimit = (handle: Handle, plan: Plan, watch: Watch, value: number, scope: Scope.Scope) => {
+/** Stops capturing and terminates the group (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
+const enforceOutputLimit = (pid: number, plan: Plan, watch: Watch, value: number, scope: Scope.Scope) => {
   if (watch.breach !== undefined) return Effect.void
   watch.breach = { limit: "maxOutputBytes", value }
-  return Effect.asVoid(
-    Effect.forkIn(
-      Effect.ignore(handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(plan.killGraceMs) })),
-      scope
-    )
-  )
+  return Effect.asVoid(Effect.forkIn(terminateGroup(pid, plan.killGraceMs), scope))
 }
 
 const pump = (
@@ -234,6 +247,7 @@ const readResult = (plan: Plan, protocol: Protocol.Protocol, failed: (detail: st
     ? Effect.succeed(undefined)
     : Effect.tryPromise({
         try: async () => {
+          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) return undefined
           let text: string
           try {
             text = await fsp.readFile(plan.resultPath!, "utf8")
@@ -331,7 +345,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
       ? Effect.void
-      : enforceOutputLimit(handle, plan, watch, limits.maxOutputBytes, scope)
+      : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
   const pumps = [
     yield* Effect.forkScoped(pump(handle.stdout, "stdout", output, log, onOverLimit)),
     yield* Effect.forkScoped(pump(handle.stderr, "stderr", output, log, onOverLimit))
@@ -378,23 +392,23 @@ export const run = (
       const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
       return Effect.fail(startFailure({ ...spec, command }, defaultName(spec), planned.detail))
     }
+    const sandboxed = sandboxOptions(spec) !== undefined
     let protocol: Protocol.Protocol
     try {
-      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd)
+      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd, sandboxed)
     } catch (error) {
       const detail = `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
       return Effect.fail(startFailure(spec, planned.plan.name, detail))
     }
     // A sandboxed process can write only to its cwd and private folders: the protocol folder is one.
-    const replanned =
-      sandboxOptions(spec) === undefined
-        ? planned
-        : makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+    const replanned = sandboxed
+      ? makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+      : planned
     if (replanned._tag === "Invalid") return Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
     const plan: Plan = {
       ...replanned.plan,
       env: { ...replanned.plan.env, ...protocol.env },
       resultPath: protocol.resultPath
     }
-    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol)))
+    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol, spec)))
   })

@@ -1,4 +1,5 @@
 import * as fs from "node:fs"
+import { sharedHelper } from "./spawnHelper.ts"
 
 export interface GroupSample {
   readonly members: number
@@ -184,14 +185,15 @@ export class Strays {
     const entries = scanSince(this.pgid, young ? lastPid() : undefined)
     this.walk(entries)
     const own = ownSession()
+    const helperPid = sharedHelper().pid ?? -1
     for (const entry of entries) {
       if (entry.start < this.since || entry.pgrp === this.pgid || this.known.has(entry.pid)) continue
       if (entry.pid === process.pid || !entry.alive) continue
       // The leader made a new session, so everything in it descends from the leader.
       if (entry.sid === this.pgid) this.known.set(entry.pid, entry.start)
-      // Not ours: started by this process itself (a leader, or a helper in its session); this process is
-      // no subreaper, so an escaped process is never re-parented to it.
-      else if (entry.ppid === process.pid || entry.sid === own) continue
+      // Not ours: started by this process itself or by its spawn helper (a leader, or a helper in its
+      // session); neither is a subreaper, so an escaped process is never re-parented to them.
+      else if (entry.ppid === process.pid || entry.ppid === helperPid || entry.sid === own) continue
       else if (tokensOf(entry).includes(this.token)) this.known.set(entry.pid, entry.start)
     }
     this.walk(entries)

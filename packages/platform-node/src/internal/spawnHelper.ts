@@ -1,5 +1,6 @@
 /**
- * Short commands (git) started by a small helper process instead of this one.
+ * Short commands (git) and process agents (`spawnAgent`, see `processSpawn.ts`) started by a small
+ * helper process instead of this one.
  *
  * Node's `spawn()` forks the calling process: the kernel copies its page tables and the child tears
  * them down again at `exec`, and the main thread waits for that (libuv reads the exec status
@@ -9,7 +10,13 @@
  * JSON lines over a pipe; each command it starts forks that small process instead. No package does
  * this (a native `posix_spawn` binding would need a compiler or prebuilt binaries per platform).
  *
- * Guarantees, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
+ * An agent is spawned `detached` with its standard input ignored; the helper replies with its pid at
+ * once, then forwards its output (base64 in JSON lines, in the order it read it) and its exit. Output
+ * is flow-controlled both ways, so a flood fills pipes, not memory: the helper stops reading an
+ * agent's output while its own pipe to this process is full, and this process stops reading the
+ * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
+ *
+ * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
  * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Lifetime: the
  * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
  * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
@@ -26,10 +33,16 @@ import { type ChildProcess, execFile, spawn } from "node:child_process"
 
 /** The helper's program, run with `node -e` so it needs no file of its own in any packaging. */
 const HELPER_SOURCE = `"use strict"
-const { execFile } = require("node:child_process")
+const { execFile, spawn } = require("node:child_process")
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => {})
 const running = new Map()
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n")
+const paused = new Set()
+process.stdout.on("drain", () => {
+  for (const stream of paused) stream.resume()
+  paused.clear()
+})
+const failure = (error) => ({ code: error.code ?? "EINVAL", signal: null, message: error.message })
 const start = (r) => {
   const controller = new AbortController()
   running.set(r.id, controller)
@@ -42,13 +55,38 @@ const start = (r) => {
     })
   } catch (error) {
     running.delete(r.id)
-    send({ id: r.id, error: { code: error.code ?? "EINVAL", signal: null, message: error.message }, stdout: "", stderr: "" })
+    send({ id: r.id, error: failure(error), stdout: "", stderr: "" })
     return
   }
   if (r.input !== undefined) {
     child.stdin.on("error", () => {})
     child.stdin.end(r.input)
   }
+}
+const startAgent = (r) => {
+  let child
+  try {
+    child = spawn(r.file, r.args, { cwd: r.cwd, env: r.env, detached: true, stdio: ["ignore", "pipe", "pipe"] })
+  } catch (error) {
+    send({ id: r.id, error: failure(error) })
+    return
+  }
+  if (child.pid === undefined) {
+    child.on("error", (error) => send({ id: r.id, error: failure(error) }))
+    return
+  }
+  send({ id: r.id, pid: child.pid })
+  child.on("error", () => {})
+  for (const fd of [1, 2]) {
+    const stream = fd === 1 ? child.stdout : child.stderr
+    stream.on("data", (chunk) => {
+      if (send({ id: r.id, fd, data: chunk.toString("base64") })) return
+      stream.pause()
+      paused.add(stream)
+    })
+    stream.on("close", () => send({ id: r.id, fd, end: true }))
+  }
+  child.on("exit", (code, signal) => send({ id: r.id, exit: code, signal }))
 }
 let buffered = ""
 process.stdin.setEncoding("utf8")
@@ -60,6 +98,7 @@ process.stdin.on("data", (chunk) => {
     buffered = buffered.slice(end + 1)
     const r = JSON.parse(line)
     if (r.kill !== undefined) running.get(r.kill)?.abort()
+    else if (r.agent === true) startAgent(r)
     else start(r)
   }
 })
@@ -92,6 +131,40 @@ interface Reply {
   readonly stdout: string
   readonly stderr: string
 }
+
+/** A long-running process started through the helper, in a process group and session of its own. */
+export interface AgentRequest {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string | undefined>>
+}
+
+/**
+ * What the helper reports about a process it started for `spawnAgent`, in this order: `started` (a
+ * pid, or why it could not start: then nothing follows), then output chunks, the end of each output
+ * stream and the exit, interleaved as they happen; `lost` when the helper died before all of it came.
+ */
+export interface AgentListener {
+  readonly started: (pid: number | undefined, error: ExecError | undefined) => void
+  readonly data: (fd: 1 | 2, chunk: Buffer) => void
+  readonly end: (fd: 1 | 2) => void
+  readonly exit: (code: number | null, signal: string | null) => void
+  readonly lost: (error: ExecError) => void
+}
+
+type AgentMessage =
+  | { readonly id: number; readonly pid: number }
+  | { readonly id: number; readonly error: ExecError }
+  | { readonly id: number; readonly fd: 1 | 2; readonly data: string }
+  | { readonly id: number; readonly fd: 1 | 2; readonly end: true }
+  | { readonly id: number; readonly exit: number | null; readonly signal: string | null }
+
+/** Handles one message of a request; true when it was the request's last. */
+type Receiver = (message: Reply | AgentMessage) => boolean
+
+const UNCONSUMED_HIGH = 4 * 1024 * 1024
+const UNCONSUMED_LOW = 1024 * 1024
 
 type State =
   | { readonly _tag: "Idle" }
@@ -130,7 +203,12 @@ const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback:
  */
 export class SpawnHelper {
   private state: State
-  private readonly pending = new Map<number, ExecCallback>()
+  private readonly pending = new Map<number, Receiver>()
+  private readonly lostHandlers = new Map<number, (error: ExecError) => void>()
+  /** Bytes of agents' output forwarded to their listeners and not consumed yet, by request id. */
+  private readonly unconsumed = new Map<number, number>()
+  private unconsumedTotal = 0
+  private readingPaused = false
   private nextId = 0
   private buffered = ""
   private readonly node: string
@@ -178,10 +256,11 @@ export class SpawnHelper {
       direct(request, signal, callback)
       return
     }
-    const id = ++this.nextId
-    this.pending.set(id, callback)
-    if (this.pending.size === 1) this.ref(state.child, true)
-    state.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+    const id = this.send(state.child, request, (message) => {
+      const reply = message as Reply
+      callback(reply.error, reply.stdout, reply.stderr)
+      return true
+    })
     signal?.addEventListener(
       "abort",
       () => {
@@ -191,6 +270,107 @@ export class SpawnHelper {
       },
       { once: true }
     )
+  }
+
+  /**
+   * Starts a process through the helper when it is ready (detached: a process group and session of
+   * its own; standard input ignored, output piped back over the helper's pipe), and returns the id to
+   * `release` once the caller is done with it; `undefined` when the helper is not ready (then the
+   * caller starts the process itself).
+   */
+  spawnAgent(request: AgentRequest, listener: AgentListener): number | undefined {
+    this.start()
+    const state = this.state
+    if (state._tag !== "Ready") return undefined
+    let open = 3
+    const id = this.send(state.child, { agent: true, ...request }, (message) => {
+      if ("pid" in message) listener.started(message.pid, undefined)
+      else if ("data" in message) {
+        const chunk = Buffer.from(message.data, "base64")
+        this.account(id, chunk.length)
+        listener.data(message.fd, chunk)
+      } else if ("end" in message) {
+        listener.end(message.fd)
+        open -= 1
+      } else if ("exit" in message) {
+        listener.exit(message.exit, message.signal)
+        open -= 1
+      } else if (message.error !== null) {
+        listener.started(undefined, message.error)
+        return true
+      }
+      return open === 0
+    })
+    this.lostHandlers.set(id, listener.lost)
+    return id
+  }
+
+  /** The caller consumed `bytes` of the output of process `id`; reading resumes when little is left. */
+  consumed(id: number, bytes: number): void {
+    this.account(id, -bytes)
+  }
+
+  private account(id: number, bytes: number): void {
+    const before = this.unconsumed.get(id)
+    if (before === undefined && bytes < 0) return
+    this.unconsumed.set(id, (before ?? 0) + bytes)
+    this.unconsumedTotal += bytes
+    this.flow()
+  }
+
+  private flow(): void {
+    if (this.state._tag !== "Ready") return
+    const stdout = this.state.child.stdout!
+    if (!this.readingPaused && this.unconsumedTotal > UNCONSUMED_HIGH) {
+      this.readingPaused = true
+      stdout.pause()
+    } else if (this.readingPaused && this.unconsumedTotal <= UNCONSUMED_LOW) {
+      this.readingPaused = false
+      stdout.resume()
+    }
+  }
+
+  /** Forgets a process started by `spawnAgent`: what the helper still reports about it is dropped. */
+  release(id: number): void {
+    this.lostHandlers.delete(id)
+    const unconsumed = this.unconsumed.get(id)
+    if (unconsumed !== undefined) {
+      this.unconsumed.delete(id)
+      this.unconsumedTotal -= unconsumed
+      this.flow()
+    }
+    if (!this.pending.delete(id) || this.pending.size > 0) return
+    if (this.state._tag === "Ready") this.ref(this.state.child, false)
+  }
+
+  private send(child: ChildProcess, request: object, receiver: Receiver): number {
+    const id = ++this.nextId
+    this.pending.set(id, receiver)
+    if (this.pending.size === 1) this.ref(child, true)
+    child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+    return id
+  }
+
+  /**
+   * Ends the helper (its standard input) and waits up to `ms` for it to exit, so this process reaps it
+   * and counts its CPU time, and that of the processes it reaped, as its children's. Later commands
+   * run in this process.
+   */
+  stop(ms = 2000): Promise<void> {
+    const state = this.state
+    if (state._tag === "Idle") this.state = { _tag: "Unavailable", reason: "the spawn helper is not used: stopped" }
+    if (state._tag !== "Starting" && state._tag !== "Ready") return Promise.resolve()
+    const child = state.child
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve()
+      const timer = setTimeout(resolve, ms)
+      child.once("exit", () => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+    this.fail("stopped")
+    return exited
   }
 
   private launch(): void {
@@ -223,7 +403,7 @@ export class SpawnHelper {
     for (let end = this.buffered.indexOf("\n"); end !== -1; end = this.buffered.indexOf("\n")) {
       const line = this.buffered.slice(0, end)
       this.buffered = this.buffered.slice(end + 1)
-      let message: Reply | { readonly ready: number }
+      let message: Reply | AgentMessage | { readonly ready: number }
       try {
         message = JSON.parse(line)
       } catch {
@@ -236,11 +416,9 @@ export class SpawnHelper {
         this.settled.resolve(message.ready)
         continue
       }
-      const callback = this.pending.get(message.id)
-      if (callback === undefined) continue
-      this.pending.delete(message.id)
-      if (this.pending.size === 0) this.ref(child, false)
-      callback(message.error, message.stdout, message.stderr)
+      const receiver = this.pending.get(message.id)
+      if (receiver === undefined || !receiver(message)) continue
+      this.release(message.id)
     }
   }
 
@@ -249,14 +427,22 @@ export class SpawnHelper {
     const child = this.state._tag === "Idle" ? undefined : this.state.child
     this.state = { _tag: "Unavailable", reason: `the spawn helper is not used: ${reason}` }
     this.settled.resolve(undefined)
-    const lost = [...this.pending.values()]
+    const lost = [...this.pending]
+    const lostHandlers = new Map(this.lostHandlers)
+    this.unconsumed.clear()
+    this.unconsumedTotal = 0
     this.pending.clear()
+    this.lostHandlers.clear()
     if (child !== undefined) {
       this.ref(child, false)
       child.stdin?.destroy()
     }
     const error = { code: "EHELPER", signal: null, message: `the spawn helper died while the command ran (${reason})` }
-    for (const callback of lost) callback(error, "", "")
+    for (const [id, receiver] of lost) {
+      const onLost = lostHandlers.get(id)
+      if (onLost !== undefined) onLost(error)
+      else receiver({ id, error, stdout: "", stderr: "" })
+    }
   }
 
   /** The helper's pipes keep this process alive only while a command runs through it. */

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { type ExecError, type ExecRequest, SpawnHelper } from "../../src/internal/spawnHelper.ts"
+import { type AgentRequest, type ExecError, type ExecRequest, SpawnHelper } from "../../src/internal/spawnHelper.ts"
 import { isAlive } from "../support/processes.ts"
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), "corral-spawn-helper-")))
@@ -57,6 +57,96 @@ const exited = (child: ChildProcess) =>
     if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode)
     else child.once("exit", (code) => resolve(code))
   })
+
+interface AgentRun {
+  readonly id: number | undefined
+  readonly started: Promise<{ readonly pid: number | undefined; readonly error: ExecError | undefined }>
+  readonly events: Array<string>
+  readonly done: Promise<void>
+}
+
+/** Starts a process through `spawnAgent` and records what the helper reports, in order. */
+const spawnAgent = (helper: SpawnHelper, request: Partial<AgentRequest>): AgentRun => {
+  const started = Promise.withResolvers<{ pid: number | undefined; error: ExecError | undefined }>()
+  const done = Promise.withResolvers<void>()
+  const events: Array<string> = []
+  let open = 3
+  const closed = () => {
+    open -= 1
+    if (open === 0) done.resolve()
+  }
+  const id = helper.spawnAgent(
+    { file: "sh", args: [], cwd: dir, env: { PATH: process.env.PATH }, ...request },
+    {
+      started: (pid, error) => {
+        started.resolve({ pid, error })
+        if (pid === undefined) done.resolve()
+      },
+      data: (fd, chunk) => events.push(`${fd}:${chunk.toString()}`),
+      end: (fd) => {
+        events.push(`end ${fd}`)
+        closed()
+      },
+      exit: (code, signal) => {
+        events.push(`exit ${code ?? signal}`)
+        closed()
+      },
+      lost: (error) => {
+        events.push(`lost ${error.code}`)
+        done.resolve()
+      }
+    }
+  )
+  return { id, started: started.promise, events, done: done.promise }
+}
+
+const sessionOf = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3])
+}
+
+describe("SpawnHelper.spawnAgent", () => {
+  it("starts a process in a session of its own and reports its pid, output and exit", async () => {
+    const helper = new SpawnHelper()
+    const helperPid = (await helper.ready())!
+    const run = spawnAgent(helper, {
+      args: ["-c", "echo out $PPID; echo err >&2; sleep 0.2; exit 3"]
+    })
+    const { pid } = await run.started
+    assert.isDefined(pid)
+    assert.strictEqual(sessionOf(pid!), pid, "the process leads a new session (and process group)")
+    await run.done
+    helper.release(run.id!)
+    assert.includeMembers(run.events, [`1:out ${helperPid}\n`, "2:err\n", "end 1", "end 2", "exit 3"])
+  })
+
+  it("reports a signal and a missing executable", async () => {
+    const helper = new SpawnHelper()
+    await helper.ready()
+    const killed = spawnAgent(helper, { args: ["-c", "kill -9 $$"] })
+    await killed.done
+    assert.include(killed.events, "exit SIGKILL")
+    const missing = spawnAgent(helper, { file: join(dir, "no-such-program") })
+    const started = await missing.started
+    assert.isUndefined(started.pid)
+    assert.strictEqual(started.error?.code, "ENOENT")
+  })
+
+  it("is not used before the helper is ready or when it is turned off", () => {
+    assert.isUndefined(spawnAgent(new SpawnHelper({ enabled: false }), {}).id)
+  })
+
+  it("reports a running process as lost when the helper dies", async () => {
+    const doomed = new SpawnHelper()
+    const helperPid = (await doomed.ready())!
+    const run = spawnAgent(doomed, { args: ["-c", "exec sleep 1000"] })
+    const { pid } = await run.started
+    process.kill(helperPid, "SIGKILL")
+    await run.done
+    assert.include(run.events, "lost EHELPER")
+    process.kill(-pid!, "SIGKILL")
+  })
+})
 
 describe("SpawnHelper", () => {
   const helper = new SpawnHelper()

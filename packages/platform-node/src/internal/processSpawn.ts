@@ -1,0 +1,132 @@
+/**
+ * A process agent started through the spawn helper (`spawnHelper.ts`) instead of by this process:
+ * Node's `spawn()` forks the caller's whole address space and blocks its main thread until the child's
+ * `exec`, which costs more the larger corral's process is (the CLI, a runner). The helper forks its
+ * own small process; the pid, the output and the exit come back over its pipe.
+ *
+ * What the runner gets is the part of effect's `ChildProcessHandle` it uses (`Started`): the pid
+ * (the leader of a new process group and session, as with `detached: true`), standard output and
+ * error as streams, and the exit. Killing is the runner's own (signals to the group by pid). When the
+ * helper dies while the process runs, the exit fails ("the spawn helper died"), the runner treats the
+ * process as failed and kills its group; its output so far is kept.
+ *
+ * @internal
+ */
+import type * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as PlatformError from "effect/PlatformError"
+import * as Queue from "effect/Queue"
+import { ExitCode } from "effect/process/ChildProcessSpawner"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { Plan } from "./processPlan.ts"
+import { type ExecError, sharedHelper } from "./spawnHelper.ts"
+
+/** The started process, by whichever way it was started. */
+export interface Started {
+  readonly pid: number
+  readonly stdout: Stream.Stream<Uint8Array, unknown>
+  readonly stderr: Stream.Stream<Uint8Array, unknown>
+  readonly exitCode: Effect.Effect<ExitCode, PlatformError.PlatformError>
+  readonly unref: Effect.Effect<unknown, unknown>
+}
+
+type Ending =
+  | { readonly _tag: "Exit"; readonly code: number | null; readonly signal: string | null }
+  | { readonly _tag: "Lost"; readonly error: ExecError }
+
+const exitError = (method: string, message: string) =>
+  PlatformError.systemError({ _tag: "Unknown", module: "ChildProcess", method, cause: new Error(message) })
+
+const toExitCode = (ending: Ending): Effect.Effect<ExitCode, PlatformError.PlatformError> => {
+  if (ending._tag === "Lost") return Effect.fail(exitError("exitCode", ending.error.message))
+  if (ending.code !== null) return Effect.succeed(ExitCode(ending.code))
+  // The wording of effect's spawner, which `processExit.signalOf` reads.
+  return Effect.fail(exitError("exitCode", `Process interrupted due to receipt of signal: '${ending.signal}'`))
+}
+
+/** Reports the bytes of each batch the reader takes, so the helper resumes forwarding. */
+const consuming = (stream: Stream.Stream<Uint8Array>, consumed: (bytes: number) => void): Stream.Stream<Uint8Array> =>
+  Stream.mapArray(stream, (chunks) => {
+    let bytes = 0
+    for (const chunk of chunks) bytes += chunk.length
+    consumed(bytes)
+    return chunks
+  })
+
+let throughHelper = true
+
+/** Whether agents go through the helper when it is ready (tests turn it off to cover the other way). */
+export const setThroughHelper = (on: boolean): void => {
+  throughHelper = on
+}
+
+/**
+ * Starts the plan's process through the helper; `undefined` when the helper is not ready (disabled,
+ * still starting, or dead) or not to be used, so the caller starts it itself. The helper forgets the process when the
+ * scope closes. Run it uninterruptibly: the pid arrives asynchronously and must reach the caller.
+ */
+export const spawnThroughHelper = <E>(
+  plan: Plan,
+  startFailure: (detail: string) => E
+): Effect.Effect<Started, E, Scope.Scope> | undefined => {
+  const helper = sharedHelper()
+  if (!throughHelper) return undefined
+  if (helper.pid === undefined) {
+    helper.start()
+    return undefined
+  }
+  // Chunks are offered in the order the helper read them; the two readers resume in that order.
+  return Effect.flatMap(
+    Effect.all([Queue.unbounded<Uint8Array, Cause.Done>(), Queue.unbounded<Uint8Array, Cause.Done>()]),
+    ([stdout, stderr]) =>
+      Effect.callback<Started, E, Scope.Scope>((resume) => {
+        let resumed = false
+        const streams = { 1: stdout, 2: stderr } as const
+        const ended = Promise.withResolvers<Ending>()
+        const endStreams = () => {
+          Queue.endUnsafe(stdout)
+          Queue.endUnsafe(stderr)
+        }
+        const id = helper.spawnAgent(
+          { file: plan.argv[0]!, args: plan.argv.slice(1), cwd: plan.cwd, env: plan.env },
+          {
+            started: (pid, error) => {
+              resumed = true
+              if (pid === undefined) {
+                endStreams()
+                resume(Effect.fail(startFailure(error?.message ?? "the spawn helper could not start it")))
+                return
+              }
+              const started: Started = {
+                pid,
+                stdout: consuming(Stream.fromQueue(stdout), (bytes) => helper.consumed(id!, bytes)),
+                stderr: consuming(Stream.fromQueue(stderr), (bytes) => helper.consumed(id!, bytes)),
+                exitCode: Effect.flatMap(
+                  Effect.promise(() => ended.promise),
+                  toExitCode
+                ),
+                unref: Effect.void
+              }
+              resume(
+                Effect.as(
+                  Effect.addFinalizer(() => Effect.sync(() => helper.release(id!))),
+                  started
+                )
+              )
+            },
+            data: (fd, chunk) => Queue.offerUnsafe(streams[fd], chunk),
+            end: (fd) => Queue.endUnsafe(streams[fd]),
+            exit: (code, signal) => ended.resolve({ _tag: "Exit", code, signal }),
+            lost: (error) => {
+              endStreams()
+              ended.resolve({ _tag: "Lost", error })
+              if (!resumed) resume(Effect.fail(startFailure(error.message)))
+              resumed = true
+            }
+          }
+        )
+        if (id === undefined) resume(Effect.fail(startFailure("the spawn helper is not running")))
+      })
+  )
+}
