@@ -18,7 +18,11 @@ import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs
 import { appendRecord } from "./runRegistry.ts"
 import {
   awaitPooled,
+  cleanAll,
   drainPooled,
+  type EarlyCheck,
+  type EarlyChecks,
+  expectEarlyCheck,
   type Pooled,
   type Pools,
   poolKey,
@@ -27,6 +31,7 @@ import {
   reclaim,
   releasing,
   retire,
+  takeEarlyCheck,
   takePooled
 } from "./workspacePool.ts"
 import {
@@ -48,6 +53,7 @@ import {
 export interface AcquireDeps {
   readonly locks: RepoLocks
   readonly pools: Pools
+  readonly earlyChecks: EarlyChecks
   readonly ports: (agentId: string) => Effect.Effect<PortBlock, WorkspaceError, Scope.Scope>
 }
 
@@ -105,10 +111,11 @@ const dirtyWarning = (repo: RepoInfo) =>
     )
   )
 
-const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placement) =>
+const addWorktree = (deps: AcquireDeps, repo: RepoInfo, options: AcquireOptions, placement: Placement) =>
   Effect.gen(function* () {
     const branch = placement.branch!
-    yield* excludeStateDir(repo, placement.stateDir)
+    const lock = deps.locks(repo.commonDir)
+    yield* lock.withPermit(excludeStateDir(repo, placement.stateDir))
     if (yield* exists(placement.dir)) {
       const cause = new Error("the folder already exists; run gc or pick another run id")
       return yield* new WorkspaceIoError({ path: placement.dir, operation: "create worktree at", cause })
@@ -126,7 +133,7 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
         retryOnLock: false
       }
     )
-    const undo = undoPartialAdd(repo, placement.dir, branch)
+    const undo = lock.withPermit(undoPartialAdd(repo, placement.dir, branch))
     const verified = Effect.flatMap(add, () =>
       Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
         ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
@@ -172,10 +179,11 @@ const reuseWorktree = (
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
-    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root })
+    const lock = deps.locks(repo.commonDir)
+    yield* lock.withPermit(git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root }))
     yield* git(["checkout", "--quiet", "--force", "-b", branch, placement.baseCommit!, "--"], {
       cwd: placement.dir
-    }).pipe(Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch)))
+    }).pipe(Effect.tapError(() => lock.withPermit(undoPartialAdd(repo, placement.dir, branch))))
     retire(deps.pools, key, pooled)
   })
 
@@ -320,20 +328,17 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
     Effect.catchTag("GitError", () => Effect.succeed(false))
   )
 
+/** Removes every untracked and ignored file, unless the early check did. */
+const cleanOnce = (dir: string, early: EarlyCheck | undefined) =>
+  early?.cleaned === true ? Effect.succeed(true) : cleanAll(dir)
+
 /**
  * Readies a clean worktree for the next agent: detached (`update-ref --no-deref HEAD`, which moves no
  * file and, unlike `checkout --detach`, does not rescan the tree), with no untracked or ignored file left.
  */
-const detachAndClean = (dir: string) =>
+const detachAndClean = (dir: string, early: EarlyCheck | undefined) =>
   git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], { cwd: dir }).pipe(
-    Effect.andThen(cleanAll(dir))
-  )
-
-/** Removes every untracked and ignored file, nested repositories included. */
-const cleanAll = (dir: string) =>
-  git(["clean", "-ffdxq"], { cwd: dir }).pipe(
-    Effect.as(true),
-    Effect.catch(() => Effect.succeed(false))
+    Effect.andThen(cleanOnce(dir, early))
   )
 
 const releaseBranch = (
@@ -366,22 +371,23 @@ const releaseWorktree = (
   recycle: boolean
 ): Release =>
   Effect.gen(function* () {
+    const early = yield* takeEarlyCheck(deps.earlyChecks, placement.dir)
     if (!placement.ready) return yield* rollBack(deps, repo, placement)
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
-    if (present && (yield* worktreeDirty(placement.dir))) {
+    if (present && (early === undefined ? yield* worktreeDirty(placement.dir) : early.dirty)) {
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
     const mergedTip = takeMergedTip(repo.commonDir, branch)
     const key = poolKey(repo.commonDir, runId)
-    if (present && recycle && mergedTip !== undefined && (yield* cleanAll(placement.dir))) {
+    if (present && recycle && mergedTip !== undefined && (yield* cleanOnce(placement.dir, early))) {
       const checkedOut = { branch, tip: mergedTip }
       putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
       return { workspace: "recycled", branch: "deleted", reasons: [] } as const
     }
-    const recycled = present && recycle && (yield* detachAndClean(placement.dir))
+    const recycled = present && recycle && (yield* detachAndClean(placement.dir, early))
     if (!recycled) {
       const removal = present
         ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
@@ -460,19 +466,19 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     const create = Effect.suspend(() => {
       const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
       return pooled === undefined
-        ? addWorktree(repo, options, placement)
+        ? addWorktree(deps, repo, options, placement)
         : reuseWorktree(deps, repo, options, placement, pooled).pipe(
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
                 ? Effect.fail(error)
                 : Effect.andThen(
-                    discardPooled(deps, repo, options.runId, pooled),
-                    addWorktree(repo, options, placement)
+                    deps.locks(repo.commonDir).withPermit(discardPooled(deps, repo, options.runId, pooled)),
+                    addWorktree(deps, repo, options, placement)
                   )
             )
           )
     })
-    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
+    yield* Effect.acquireRelease(create, () =>
       (options.keep === true
         ? keptByRequest("kept")
         : options.disposable === true
@@ -486,6 +492,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
     placement.ready = true
+    if (recyclable(options) && options.keep !== true && placement.copied.length === 0) {
+      expectEarlyCheck(deps.earlyChecks, placement.dir)
+    }
     return { ...placement, warnings: [...placement.warnings, ...copies.warnings] }
   })
 

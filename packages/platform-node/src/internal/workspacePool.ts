@@ -9,8 +9,16 @@
  * branch is retired, and the run's retired branches are deleted together when the run ends (one
  * `update-ref --stdin` transaction, each deletion checked against its merged tip). Any other pooled
  * worktree is detached and its agent's branch was released on its own.
+ *
+ * A recyclable worktree is checked and cleaned (`status`, then `clean -ffdx`) as soon as its agent's
+ * work is committed, in the background while the work is predicted and merged ({@link startEarlyCheck}),
+ * so that its release, after the agent's slot is free, only has to hand it to the pool: the run's next
+ * agent, waiting for a pooled worktree, does not wait for these two commands.
  */
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { git } from "./git.ts"
+import { worktreeDirty } from "./workspaceRepo.ts"
 
 /** A merged agent's branch and the tip it was merged at. */
 export interface MergedBranch {
@@ -137,3 +145,63 @@ export const drainPooled = (
   }
   return { worktrees, retired }
 }
+
+/** Removes every untracked and ignored file, nested repositories included; `false` when git failed. */
+export const cleanAll = (dir: string) =>
+  git(["clean", "-ffdxq"], { cwd: dir }).pipe(
+    Effect.as(true),
+    Effect.catch(() => Effect.succeed(false))
+  )
+
+/** What a worktree's check right after its agent's commit found (`undefined`: git failed, check again at release). */
+export interface EarlyCheck {
+  /** Uncommitted or untracked files (not ignored ones) were left after the commit. */
+  readonly dirty: boolean
+  /** Every untracked and ignored file has been removed (only when not dirty). */
+  readonly cleaned: boolean
+}
+
+/**
+ * Per worktree folder of a recyclable workspace (registered by its acquisition): the early check
+ * under way, or `null` before its agent's commit.
+ */
+export type EarlyChecks = Map<string, Fiber.Fiber<EarlyCheck | undefined> | null>
+
+export const makeEarlyChecks = (): EarlyChecks => new Map()
+
+/** Marks `dir` as recyclable: a commit in it starts its early check. */
+export const expectEarlyCheck = (checks: EarlyChecks, dir: string): void => {
+  checks.set(dir, null)
+}
+
+const earlyCheck = (dir: string): Effect.Effect<EarlyCheck | undefined> =>
+  worktreeDirty(dir).pipe(
+    Effect.flatMap((dirty) =>
+      dirty
+        ? Effect.succeed({ dirty: true, cleaned: false })
+        : Effect.map(cleanAll(dir), (cleaned) => ({ dirty: false, cleaned }))
+    ),
+    Effect.catch(() => Effect.succeed(undefined))
+  )
+
+/**
+ * Starts the early check of `dir` in the background when it is a registered recyclable worktree
+ * (after a check already under way, for a second commit); the release joins it.
+ */
+export const startEarlyCheck = (checks: EarlyChecks | undefined, dir: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (checks === undefined || !checks.has(dir)) return Effect.void
+    const previous = checks.get(dir)
+    const check = previous == null ? earlyCheck(dir) : Effect.andThen(Fiber.await(previous), earlyCheck(dir))
+    return Effect.map(Effect.forkDetach(check, { uninterruptible: true }), (fiber) => {
+      checks.set(dir, fiber)
+    })
+  })
+
+/** The early check of `dir` (waiting for it when under way), forgotten once read. */
+export const takeEarlyCheck = (checks: EarlyChecks, dir: string): Effect.Effect<EarlyCheck | undefined> =>
+  Effect.suspend(() => {
+    const fiber = checks.get(dir)
+    checks.delete(dir)
+    return fiber == null ? Effect.succeed(undefined) : Fiber.join(fiber)
+  })
