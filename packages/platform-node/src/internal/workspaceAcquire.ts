@@ -111,11 +111,10 @@ const dirtyWarning = (repo: RepoInfo) =>
     )
   )
 
-const addWorktree = (deps: AcquireDeps, repo: RepoInfo, options: AcquireOptions, placement: Placement) =>
+const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placement) =>
   Effect.gen(function* () {
     const branch = placement.branch!
-    const lock = deps.locks(repo.commonDir)
-    yield* lock.withPermit(excludeStateDir(repo, placement.stateDir))
+    yield* excludeStateDir(repo, placement.stateDir)
     if (yield* exists(placement.dir)) {
       const cause = new Error("the folder already exists; run gc or pick another run id")
       return yield* new WorkspaceIoError({ path: placement.dir, operation: "create worktree at", cause })
@@ -133,7 +132,7 @@ const addWorktree = (deps: AcquireDeps, repo: RepoInfo, options: AcquireOptions,
         retryOnLock: false
       }
     )
-    const undo = lock.withPermit(undoPartialAdd(repo, placement.dir, branch))
+    const undo = undoPartialAdd(repo, placement.dir, branch)
     const verified = Effect.flatMap(add, () =>
       Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
         ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
@@ -179,11 +178,10 @@ const reuseWorktree = (
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
-    const lock = deps.locks(repo.commonDir)
-    yield* lock.withPermit(git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root }))
+    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root })
     yield* git(["checkout", "--quiet", "--force", "-b", branch, placement.baseCommit!, "--"], {
       cwd: placement.dir
-    }).pipe(Effect.tapError(() => lock.withPermit(undoPartialAdd(repo, placement.dir, branch))))
+    }).pipe(Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch)))
     retire(deps.pools, key, pooled)
   })
 
@@ -466,19 +464,19 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     const create = Effect.suspend(() => {
       const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
       return pooled === undefined
-        ? addWorktree(deps, repo, options, placement)
+        ? addWorktree(repo, options, placement)
         : reuseWorktree(deps, repo, options, placement, pooled).pipe(
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
                 ? Effect.fail(error)
                 : Effect.andThen(
-                    deps.locks(repo.commonDir).withPermit(discardPooled(deps, repo, options.runId, pooled)),
-                    addWorktree(deps, repo, options, placement)
+                    discardPooled(deps, repo, options.runId, pooled),
+                    addWorktree(repo, options, placement)
                   )
             )
           )
     })
-    yield* Effect.acquireRelease(create, () =>
+    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
       (options.keep === true
         ? keptByRequest("kept")
         : options.disposable === true
