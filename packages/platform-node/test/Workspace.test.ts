@@ -468,6 +468,57 @@ describe("Workspace", () => {
     )
   )
 
+  it.live(
+    "files written after the commit's early clean are cleaned or keep the worktree, never reach the next agent",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          fs.writeFileSync(path.join(repo, ".gitignore"), "*.log\n")
+          sh(repo, "add", ".gitignore")
+          sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+          const ws = yield* Workspace
+          const reports: Array<ReleaseReport> = []
+          const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* ws.registerRun(repo, "late")
+              const integration = yield* ws.integration({ repo, runId: "late" })
+              const acquire = (agentId: string) =>
+                Effect.flatMap(integration.head(), (base) =>
+                  ws.acquire({ repo, runId: "late", agentId, base, recycle: true, onRelease })
+                )
+              const work = (agentId: string, late: string) =>
+                Effect.scoped(
+                  Effect.gen(function* () {
+                    const handle = yield* acquire(agentId)
+                    fs.writeFileSync(path.join(handle.dir, `${agentId}.txt`), `${agentId} was here\n`)
+                    fs.writeFileSync(path.join(handle.dir, "early.log"), "ignored, there at the commit")
+                    yield* integration.commitAll(handle, `${agentId} edits`)
+                    assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+                    fs.writeFileSync(path.join(handle.dir, late), "written after the commit")
+                    return handle.dir
+                  })
+                )
+              yield* work("first", "late.log")
+              const second = yield* acquire("second")
+              assert.strictEqual(sh(second.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+              yield* Effect.scoped(work("third", "late.txt"))
+              const fourth = yield* acquire("fourth")
+              assert.strictEqual(sh(fourth.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+            })
+          )
+          const outcome = (agentId: string) => reports.find((r) => r.agentId === agentId)
+          assert.strictEqual(outcome("first")?.workspace, "recycled")
+          assert.strictEqual(outcome("third")?.workspace, "kept")
+          assert.strictEqual(
+            fs.readFileSync(path.join(repo, ".corral", "worktrees", "late", "third", "late.txt"), "utf8"),
+            "written after the commit"
+          )
+        })
+      )
+  )
+
   it.live("merged branches of recycled worktrees are deleted together when the run ends, unless one moved", () =>
     provide(
       Effect.gen(function* () {

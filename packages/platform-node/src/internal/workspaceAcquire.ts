@@ -47,7 +47,8 @@ import {
   takeMergedTip,
   userCheckoutDirty,
   validateId,
-  worktreeDirty
+  worktreeDirty,
+  worktreeState
 } from "./workspaceRepo.ts"
 
 export interface AcquireDeps {
@@ -326,17 +327,27 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
     Effect.catchTag("GitError", () => Effect.succeed(false))
   )
 
-/** Removes every untracked and ignored file, unless the early check did. */
-const cleanOnce = (dir: string, early: EarlyCheck | undefined) =>
-  early?.cleaned === true ? Effect.succeed(true) : cleanAll(dir)
+/** Removes every untracked and ignored file, unless the worktree is known to hold none. */
+const cleanOnce = (dir: string, state: WorktreeState) => (state === "clean" ? Effect.succeed(true) : cleanAll(dir))
+
+type WorktreeState = "clean" | "ignored" | "dirty" | "unknown"
+
+/**
+ * What the worktree holds at release: after its early check cleaned it, one `status` says whether
+ * anything appeared since (a clean worktree needs no second `clean`); otherwise whether it is dirty.
+ */
+const stateAtRelease = (dir: string, early: EarlyCheck | undefined): Effect.Effect<WorktreeState, WorkspaceError> =>
+  early?.cleaned === true
+    ? worktreeState(dir)
+    : Effect.map(worktreeDirty(dir), (dirty): WorktreeState => (dirty ? "dirty" : "unknown"))
 
 /**
  * Readies a clean worktree for the next agent: detached (`update-ref --no-deref HEAD`, which moves no
  * file and, unlike `checkout --detach`, does not rescan the tree), with no untracked or ignored file left.
  */
-const detachAndClean = (dir: string, early: EarlyCheck | undefined) =>
+const detachAndClean = (dir: string, state: WorktreeState) =>
   git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], { cwd: dir }).pipe(
-    Effect.andThen(cleanOnce(dir, early))
+    Effect.andThen(cleanOnce(dir, state))
   )
 
 const releaseBranch = (
@@ -374,18 +385,19 @@ const releaseWorktree = (
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
-    if (present && (early === undefined ? yield* worktreeDirty(placement.dir) : early.dirty)) {
+    const state = present ? yield* stateAtRelease(placement.dir, early) : "unknown"
+    if (state === "dirty") {
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
     const mergedTip = takeMergedTip(repo.commonDir, branch)
     const key = poolKey(repo.commonDir, runId)
-    if (present && recycle && mergedTip !== undefined && (yield* cleanOnce(placement.dir, early))) {
+    if (present && recycle && mergedTip !== undefined && (yield* cleanOnce(placement.dir, state))) {
       const checkedOut = { branch, tip: mergedTip }
       putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
       return { workspace: "recycled", branch: "deleted", reasons: [] } as const
     }
-    const recycled = present && recycle && (yield* detachAndClean(placement.dir, early))
+    const recycled = present && recycle && (yield* detachAndClean(placement.dir, state))
     if (!recycled) {
       const removal = present
         ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })

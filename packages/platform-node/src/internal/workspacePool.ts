@@ -10,10 +10,11 @@
  * `update-ref --stdin` transaction, each deletion checked against its merged tip). Any other pooled
  * worktree is detached and its agent's branch was released on its own.
  *
- * A recyclable worktree is checked and cleaned (`status`, then `clean -ffdx`) as soon as its agent's
- * work is committed, in the background while the work is predicted and merged ({@link startEarlyCheck}),
- * so that its release, after the agent's slot is free, only has to hand it to the pool: the run's next
- * agent, waiting for a pooled worktree, does not wait for these two commands.
+ * A recyclable worktree is checked and cleaned (`status`, then `clean -ffdx`, which after a commit
+ * removes only ignored files) as soon as its agent's work is committed, in the background while the
+ * work is predicted and merged ({@link startEarlyCheck}). Its release, after the agent's slot is free,
+ * then runs one `status` (anything new since? then it is cleaned, or kept when not ignored) instead of
+ * `status` and `clean`: the run's next agent, waiting for a pooled worktree, waits for less.
  */
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -153,11 +154,12 @@ export const cleanAll = (dir: string) =>
     Effect.catch(() => Effect.succeed(false))
   )
 
-/** What a worktree's check right after its agent's commit found (`undefined`: git failed, check again at release). */
+/** What a worktree's check right after its agent's commit did (`undefined`: git failed). */
 export interface EarlyCheck {
-  /** Uncommitted or untracked files (not ignored ones) were left after the commit. */
-  readonly dirty: boolean
-  /** Every untracked and ignored file has been removed (only when not dirty). */
+  /**
+   * The worktree held nothing but ignored files after the commit, and they have been removed; the
+   * release then checks, with one `status`, that nothing appeared since.
+   */
   readonly cleaned: boolean
 }
 
@@ -177,9 +179,7 @@ export const expectEarlyCheck = (checks: EarlyChecks, dir: string): void => {
 const earlyCheck = (dir: string): Effect.Effect<EarlyCheck | undefined> =>
   worktreeDirty(dir).pipe(
     Effect.flatMap((dirty) =>
-      dirty
-        ? Effect.succeed({ dirty: true, cleaned: false })
-        : Effect.map(cleanAll(dir), (cleaned) => ({ dirty: false, cleaned }))
+      dirty ? Effect.succeed({ cleaned: false }) : Effect.map(cleanAll(dir), (cleaned) => ({ cleaned }))
     ),
     Effect.catch(() => Effect.succeed(undefined))
   )
