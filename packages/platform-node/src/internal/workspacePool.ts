@@ -10,8 +10,8 @@
  * `update-ref --stdin` transaction, each deletion checked against its merged tip). Any other pooled
  * worktree is detached and its agent's branch was released on its own.
  *
- * A recyclable worktree is checked and cleaned (`status`, then `clean -ffdx`, which after a commit
- * removes only ignored files) as soon as its agent's work is committed, in the background while the
+ * A recyclable worktree is checked and cleaned (`status`, then `clean -ffdX`: ignored files only, all
+ * that a worktree holds after `add --all` and a commit) as soon as its agent's work is committed, in the background while the
  * work is predicted and merged ({@link startEarlyCheck}). Its release, after the agent's slot is free,
  * then runs one `status` (anything new since? then it is cleaned, or kept when not ignored) instead of
  * `status` and `clean`: the run's next agent, waiting for a pooled worktree, waits for less.
@@ -154,11 +154,21 @@ export const cleanAll = (dir: string) =>
     Effect.catch(() => Effect.succeed(false))
   )
 
+/**
+ * Removes every ignored file, nested repositories included, and nothing else: run while the
+ * workspace's owner may still write to it, it never deletes a file that is not ignored.
+ */
+const cleanIgnored = (dir: string) =>
+  git(["clean", "-ffdXq"], { cwd: dir }).pipe(
+    Effect.as(true),
+    Effect.catch(() => Effect.succeed(false))
+  )
+
 /** What a worktree's check right after its agent's commit did (`undefined`: git failed). */
 export interface EarlyCheck {
   /**
-   * The worktree held nothing but ignored files after the commit, and they have been removed; the
-   * release then checks, with one `status`, that nothing appeared since.
+   * The worktree held nothing uncommitted after the commit, and its ignored files have been removed;
+   * the release then checks, with one `status`, that nothing appeared since.
    */
   readonly cleaned: boolean
 }
@@ -179,7 +189,7 @@ export const expectEarlyCheck = (checks: EarlyChecks, dir: string): void => {
 const earlyCheck = (dir: string): Effect.Effect<EarlyCheck | undefined> =>
   worktreeDirty(dir).pipe(
     Effect.flatMap((dirty) =>
-      dirty ? Effect.succeed({ cleaned: false }) : Effect.map(cleanAll(dir), (cleaned) => ({ cleaned }))
+      dirty ? Effect.succeed({ cleaned: false }) : Effect.map(cleanIgnored(dir), (cleaned) => ({ cleaned }))
     ),
     Effect.catch(() => Effect.succeed(undefined))
   )
