@@ -469,7 +469,7 @@ describe("Workspace", () => {
   )
 
   it.live(
-    "files written after the commit's early clean are cleaned or keep the worktree, never reach the next agent",
+    "files left after the commit are cleaned when ignored and keep the worktree when not, never reach the next agent",
     () =>
       provide(
         Effect.gen(function* () {

@@ -18,11 +18,7 @@ import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs
 import { appendRecord } from "./runRegistry.ts"
 import {
   awaitPooled,
-  cleanAll,
   drainPooled,
-  type EarlyCheck,
-  type EarlyChecks,
-  expectEarlyCheck,
   type Pooled,
   type Pools,
   poolKey,
@@ -31,7 +27,6 @@ import {
   reclaim,
   releasing,
   retire,
-  takeEarlyCheck,
   takePooled
 } from "./workspacePool.ts"
 import {
@@ -47,14 +42,12 @@ import {
   takeMergedTip,
   userCheckoutDirty,
   validateId,
-  worktreeDirty,
   worktreeState
 } from "./workspaceRepo.ts"
 
 export interface AcquireDeps {
   readonly locks: RepoLocks
   readonly pools: Pools
-  readonly earlyChecks: EarlyChecks
   readonly ports: (agentId: string) => Effect.Effect<PortBlock, WorkspaceError, Scope.Scope>
 }
 
@@ -327,28 +320,27 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
     Effect.catchTag("GitError", () => Effect.succeed(false))
   )
 
-/** Removes every untracked and ignored file, unless the worktree is known to hold none. */
-const cleanOnce = (dir: string, state: WorktreeState) => (state === "clean" ? Effect.succeed(true) : cleanAll(dir))
-
-type WorktreeState = "clean" | "ignored" | "dirty" | "unknown"
-
-/**
- * What the worktree holds at release: after its early check cleaned it, one `status` says whether
- * anything appeared since (a clean worktree needs no second `clean`); otherwise whether it is dirty.
- */
-const stateAtRelease = (dir: string, early: EarlyCheck | undefined): Effect.Effect<WorktreeState, WorkspaceError> =>
-  early?.cleaned === true
-    ? worktreeState(dir)
-    : Effect.map(worktreeDirty(dir), (dirty): WorktreeState => (dirty ? "dirty" : "unknown"))
-
 /**
  * Readies a clean worktree for the next agent: detached (`update-ref --no-deref HEAD`, which moves no
  * file and, unlike `checkout --detach`, does not rescan the tree), with no untracked or ignored file left.
  */
 const detachAndClean = (dir: string, state: WorktreeState) =>
   git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], { cwd: dir }).pipe(
-    Effect.andThen(cleanOnce(dir, state))
+    Effect.andThen(cleanUnlessClean(dir, state))
   )
+
+/** Removes every untracked and ignored file, nested repositories included. */
+const cleanAll = (dir: string) =>
+  git(["clean", "-ffdxq"], { cwd: dir }).pipe(
+    Effect.as(true),
+    Effect.catch(() => Effect.succeed(false))
+  )
+
+type WorktreeState = "clean" | "ignored" | "dirty" | "absent"
+
+/** `git clean` only when the worktree's `status` listed ignored files: a clean one has nothing to remove. */
+const cleanUnlessClean = (dir: string, state: WorktreeState) =>
+  state === "clean" ? Effect.succeed(true) : cleanAll(dir)
 
 const releaseBranch = (
   deps: AcquireDeps,
@@ -380,19 +372,18 @@ const releaseWorktree = (
   recycle: boolean
 ): Release =>
   Effect.gen(function* () {
-    const early = yield* takeEarlyCheck(deps.earlyChecks, placement.dir)
     if (!placement.ready) return yield* rollBack(deps, repo, placement)
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
-    const state = present ? yield* stateAtRelease(placement.dir, early) : "unknown"
+    const state: WorktreeState = present ? yield* worktreeState(placement.dir) : "absent"
     if (state === "dirty") {
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
     const mergedTip = takeMergedTip(repo.commonDir, branch)
     const key = poolKey(repo.commonDir, runId)
-    if (present && recycle && mergedTip !== undefined && (yield* cleanOnce(placement.dir, state))) {
+    if (present && recycle && mergedTip !== undefined && (yield* cleanUnlessClean(placement.dir, state))) {
       const checkedOut = { branch, tip: mergedTip }
       putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
       return { workspace: "recycled", branch: "deleted", reasons: [] } as const
@@ -502,9 +493,6 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
     placement.ready = true
-    if (recyclable(options) && options.keep !== true && placement.copied.length === 0) {
-      expectEarlyCheck(deps.earlyChecks, placement.dir)
-    }
     return { ...placement, warnings: [...placement.warnings, ...copies.warnings] }
   })
 

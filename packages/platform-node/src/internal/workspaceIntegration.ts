@@ -17,7 +17,6 @@ import type {
 } from "../Workspace.ts"
 import { corralIdentity, GitError, git, gitOutput, lines } from "./git.ts"
 import { appendRecord } from "./runRegistry.ts"
-import { type EarlyChecks, startEarlyCheck } from "./workspacePool.ts"
 import { BranchAlreadyExists, IntegrationMoved, UnsupportedStrategy, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt } from "./workspaceFs.ts"
 import {
@@ -424,8 +423,7 @@ const userIdentity = (repo: RepoInfo) =>
 
 export const makeIntegration = (
   locks: RepoLocks,
-  options: IntegrationOptions,
-  earlyChecks?: EarlyChecks
+  options: IntegrationOptions
 ): Effect.Effect<Integration, WorkspaceError> =>
   Effect.gen(function* () {
     yield* validateId("runId", options.runId)
@@ -468,8 +466,7 @@ export const makeIntegration = (
         Effect.suspend(() =>
           state.head !== undefined ? Effect.succeed(state.head) : resolveCommit(repo, `refs/heads/${branch}`)
         ),
-      commitAll: (handle, message) =>
-        Effect.tap(commitAll(state, handle, message), () => startEarlyCheck(earlyChecks, handle.dir)),
+      commitAll: (handle, message) => commitAll(state, handle, message),
       merge: (handle) => mergeLock.withPermit(mergeInto(state, handle)),
       predictConflicts: (handle, others) => predict(state, handle, others)
     }

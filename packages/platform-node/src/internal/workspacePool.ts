@@ -9,17 +9,8 @@
  * branch is retired, and the run's retired branches are deleted together when the run ends (one
  * `update-ref --stdin` transaction, each deletion checked against its merged tip). Any other pooled
  * worktree is detached and its agent's branch was released on its own.
- *
- * A recyclable worktree is checked and cleaned (`status`, then `clean -ffdX`: ignored files only, all
- * that a worktree holds after `add --all` and a commit) as soon as its agent's work is committed, in the background while the
- * work is predicted and merged ({@link startEarlyCheck}). Its release, after the agent's slot is free,
- * then runs one `status` (anything new since? then it is cleaned, or kept when not ignored) instead of
- * `status` and `clean`: the run's next agent, waiting for a pooled worktree, waits for less.
  */
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
-import { git } from "./git.ts"
-import { worktreeDirty } from "./workspaceRepo.ts"
 
 /** A merged agent's branch and the tip it was merged at. */
 export interface MergedBranch {
@@ -146,72 +137,3 @@ export const drainPooled = (
   }
   return { worktrees, retired }
 }
-
-/** Removes every untracked and ignored file, nested repositories included; `false` when git failed. */
-export const cleanAll = (dir: string) =>
-  git(["clean", "-ffdxq"], { cwd: dir }).pipe(
-    Effect.as(true),
-    Effect.catch(() => Effect.succeed(false))
-  )
-
-/**
- * Removes every ignored file, nested repositories included, and nothing else: run while the
- * workspace's owner may still write to it, it never deletes a file that is not ignored.
- */
-const cleanIgnored = (dir: string) =>
-  git(["clean", "-ffdXq"], { cwd: dir }).pipe(
-    Effect.as(true),
-    Effect.catch(() => Effect.succeed(false))
-  )
-
-/** What a worktree's check right after its agent's commit did (`undefined`: git failed). */
-export interface EarlyCheck {
-  /**
-   * The worktree held nothing uncommitted after the commit, and its ignored files have been removed;
-   * the release then checks, with one `status`, that nothing appeared since.
-   */
-  readonly cleaned: boolean
-}
-
-/**
- * Per worktree folder of a recyclable workspace (registered by its acquisition): the early check
- * under way, or `null` before its agent's commit.
- */
-export type EarlyChecks = Map<string, Fiber.Fiber<EarlyCheck | undefined> | null>
-
-export const makeEarlyChecks = (): EarlyChecks => new Map()
-
-/** Marks `dir` as recyclable: a commit in it starts its early check. */
-export const expectEarlyCheck = (checks: EarlyChecks, dir: string): void => {
-  checks.set(dir, null)
-}
-
-const earlyCheck = (dir: string): Effect.Effect<EarlyCheck | undefined> =>
-  worktreeDirty(dir).pipe(
-    Effect.flatMap((dirty) =>
-      dirty ? Effect.succeed({ cleaned: false }) : Effect.map(cleanIgnored(dir), (cleaned) => ({ cleaned }))
-    ),
-    Effect.catch(() => Effect.succeed(undefined))
-  )
-
-/**
- * Starts the early check of `dir` in the background when it is a registered recyclable worktree
- * (after a check already under way, for a second commit); the release joins it.
- */
-export const startEarlyCheck = (checks: EarlyChecks | undefined, dir: string): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (checks === undefined || !checks.has(dir)) return Effect.void
-    const previous = checks.get(dir)
-    const check = previous == null ? earlyCheck(dir) : Effect.andThen(Fiber.await(previous), earlyCheck(dir))
-    return Effect.map(Effect.forkDetach(check, { uninterruptible: true }), (fiber) => {
-      checks.set(dir, fiber)
-    })
-  })
-
-/** The early check of `dir` (waiting for it when under way), forgotten once read. */
-export const takeEarlyCheck = (checks: EarlyChecks, dir: string): Effect.Effect<EarlyCheck | undefined> =>
-  Effect.suspend(() => {
-    const fiber = checks.get(dir)
-    checks.delete(dir)
-    return fiber == null ? Effect.succeed(undefined) : Fiber.join(fiber)
-  })

@@ -76,9 +76,6 @@ export const isAncestor = (cwd: string, ancestor: string, descendant: string) =>
 export const userCheckoutDirty = (root: string) =>
   git(["status", "--porcelain", "--untracked-files=no"], { cwd: root }).pipe(Effect.map((out) => out.length > 0))
 
-export const worktreeDirty = (dir: string) =>
-  git(["status", "--porcelain", "--untracked-files=all"], { cwd: dir }).pipe(Effect.map((out) => out.length > 0))
-
 /**
  * What a worktree holds besides its commit: uncommitted changes or untracked files (`dirty`), else
  * only ignored files (`ignored`), else nothing (`clean`). One `status` that lists an ignored or

@@ -5,17 +5,16 @@ import { makePortAllocator } from "./workspaceEnv.ts"
 import { collectGarbage } from "./workspaceGc.ts"
 import { makeIntegration } from "./workspaceIntegration.ts"
 import { registerRun } from "./workspaceLease.ts"
-import { makeEarlyChecks, makePools } from "./workspacePool.ts"
+import { makePools } from "./workspacePool.ts"
 import { makeRepoLocks } from "./workspaceRepo.ts"
 
 export const makeWorkspace = (config: Config): Workspace["Service"] => {
   const locks = makeRepoLocks()
   const pools = makePools()
-  const earlyChecks = makeEarlyChecks()
   const ports = makePortAllocator({ base: config.portBase, size: config.portsPerAgent, blocks: config.portBlocks })
   return {
-    acquire: (options) => acquireWorkspace({ locks, ports, pools, earlyChecks }, options),
-    integration: (options) => makeIntegration(locks, options, earlyChecks),
+    acquire: (options) => acquireWorkspace({ locks, ports, pools }, options),
+    integration: (options) => makeIntegration(locks, options),
     registerRun: (repo, runId) =>
       registerRun(config, repo, runId).pipe(
         Effect.tap(() => Effect.addFinalizer(() => drainPool({ locks, pools }, runId)))
