@@ -1,6 +1,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type { AcquireOptions, ReleaseReport, Strategy, WorkspaceHandle } from "../Workspace.ts"
 import { GitError, git, retryLockedWith } from "./git.ts"
@@ -444,6 +445,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
           )
         )
     const repo: RepoInfo = { ...located, head: baseCommit }
+    const dirty = yield* Effect.forkChild(dirtyWarning(repo))
     const stateDir = stateDirOf(options, repo.root)
     const placement: Placement = {
       root: repo.root,
@@ -453,7 +455,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       dir: workspaceDir(stateDir, options.runId, options.agentId),
       branch: agentBranch(options.runId, options.agentId),
       baseCommit,
-      warnings: yield* dirtyWarning(repo),
+      warnings: [],
       copied: []
     }
     const key = poolKey(repo.commonDir, options.runId)
@@ -492,8 +494,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     yield* applySparse(placement.dir, options.sparse)
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
+    const warnings = yield* Fiber.join(dirty)
     placement.ready = true
-    return { ...placement, warnings: [...placement.warnings, ...copies.warnings] }
+    return { ...placement, warnings: [...warnings, ...copies.warnings] }
   })
 
 const placeCopy = (options: AcquireOptions, finish: Finish) =>
