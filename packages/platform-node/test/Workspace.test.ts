@@ -469,6 +469,33 @@ describe("Workspace", () => {
   )
 
   it.live(
+    "an agent's workspace warns when the user's checkout has uncommitted changes, and does not include them",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const clean = yield* makeRepo
+          const dirty = yield* makeRepo
+          fs.writeFileSync(path.join(dirty, "a.txt"), "not committed\n")
+          const ws = yield* Workspace
+          const acquire = (repo: string) => ws.acquire({ repo, runId: "warn", agentId: "agent", recycle: true })
+          const quiet = yield* Effect.scoped(acquire(clean))
+          assert.deepStrictEqual(quiet.warnings, [])
+          const warned = yield* Effect.scoped(
+            Effect.map(acquire(dirty), (handle) => ({
+              warnings: handle.warnings,
+              a: fs.readFileSync(path.join(handle.dir, "a.txt"), "utf8")
+            }))
+          )
+          const head = sh(dirty, "rev-parse", "HEAD")
+          assert.deepStrictEqual(warned.warnings, [
+            `${dirty} has uncommitted changes; workspaces start from commit ${head} and do not include them`
+          ])
+          assert.strictEqual(warned.a, lines10("a"))
+        })
+      )
+  )
+
+  it.live(
     "files left after the commit are cleaned when ignored and keep the worktree when not, never reach the next agent",
     () =>
       provide(
