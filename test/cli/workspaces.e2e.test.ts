@@ -136,3 +136,31 @@ describe("releases off the critical path still complete (end to end)", () => {
     ).toEqual([])
   })
 })
+
+describe("--verbose (end to end)", () => {
+  it("prints each agent's git commands and the wall time of its set-up, command, commit and merge", async () => {
+    const repo = makeRepo({ "README.md": "# r\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: first
+    run: echo one > one.txt
+  - id: second
+    dependsOn: [first]
+    run: cat one.txt > two.txt
+`
+    )
+    const result = await runCli(["run", plan, "--verbose"], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const output = result.stdout + result.stderr
+    for (const agent of ["first", "second"]) {
+      const row = new RegExp(
+        `^ {2}${agent}\\s+\\d+ commands\\s+\\d+ ms\\s+set-up\\s+\\d+ ms\\s+command\\s+\\d+ ms\\s+commit\\s+\\d+ ms\\s+merge\\s+\\d+ ms$`,
+        "m"
+      )
+      expect(output).toMatch(row)
+    }
+    expect(output).toMatch(/^ {2}\(run\)\s+\d+ commands\s+\d+ ms$/m)
+  })
+})

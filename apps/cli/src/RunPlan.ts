@@ -124,6 +124,23 @@ export interface Report {
    * deleting merged branches at the end).
    */
   readonly git: Readonly<Record<string, Git.Tally>>
+  /** Where each agent's slot time went (its last attempt), for `--verbose` and the benchmarks. */
+  readonly phases: Readonly<Record<string, Phases>>
+}
+
+/**
+ * Wall time (ms) of an agent's phases in its slot: its workspace's set-up (waiting for a pooled
+ * worktree included), its command, the commit of its work, and its landing (conflict prediction and
+ * merge). Phases it did not reach are absent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Phases {
+  setUpMs?: number
+  commandMs?: number
+  commitMs?: number
+  mergeMs?: number
 }
 
 /** Workspaces released at once in the background, off the agents' concurrency slots. */
@@ -141,6 +158,7 @@ interface Context {
   /** Workspace warnings already shown: each once per run, not once per agent. */
   readonly warned: Set<string>
   readonly tallies: Map<string, Git.Tally>
+  readonly phases: Map<string, Phases>
   /** The run's scope: workspaces are released in it, after the agent's slot is free. */
   readonly scope: Scope.Scope
   readonly releases: Semaphore.Semaphore
@@ -206,6 +224,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       kept: [],
       warned: new Set(),
       tallies: new Map(),
+      phases: new Map(),
       scope: yield* Effect.scope,
       releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
       pending: new Set(),
@@ -252,7 +271,8 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
       logDir: ctx.logDir,
       keptWorkspaces: ctx.kept,
-      git: { ...Object.fromEntries(ctx.tallies), [runTallyKey]: runTally }
+      git: { ...Object.fromEntries(ctx.tallies), [runTallyKey]: runTally },
+      phases: Object.fromEntries(ctx.phases)
     }
   })
 
@@ -466,30 +486,48 @@ const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unkn
   return results
 }
 
+/** Measures `effect`'s wall time into the agent's `phase`. */
+const timed =
+  (ctx: Context, agentId: string, phase: keyof Phases) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      const started = performance.now()
+      return Effect.tap(effect, () =>
+        Effect.sync(() => {
+          const phases = ctx.phases.get(agentId) ?? {}
+          phases[phase] = performance.now() - started
+          ctx.phases.set(agentId, phases)
+        })
+      )
+    })
+
 const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
+    ctx.phases.delete(agent.id)
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
     const me = yield* Agent.current
     const postgres = postgresOf(agent, options.runId, me?.attempt ?? 1)
-    const handle = yield* ctx.workspace.acquire({
-      repo: options.repo,
-      runId: options.runId,
-      agentId: agent.id,
-      strategy: ctx.isolation,
-      base,
-      stateDir: options.stateDir,
-      sparse: agent.sparse ? sparseFolders(agent) : undefined,
-      keep: options.keepWorkspaces,
-      recycle: true,
-      onRelease: (report) =>
-        Effect.andThen(
-          Effect.sync(() => onRelease(ctx, report)),
-          postgres === undefined || report.workspace === "kept"
-            ? Effect.void
-            : Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
-        )
-    })
+    const handle = yield* ctx.workspace
+      .acquire({
+        repo: options.repo,
+        runId: options.runId,
+        agentId: agent.id,
+        strategy: ctx.isolation,
+        base,
+        stateDir: options.stateDir,
+        sparse: agent.sparse ? sparseFolders(agent) : undefined,
+        keep: options.keepWorkspaces,
+        recycle: true,
+        onRelease: (report) =>
+          Effect.andThen(
+            Effect.sync(() => onRelease(ctx, report)),
+            postgres === undefined || report.workspace === "kept"
+              ? Effect.void
+              : Effect.ignore(AgentDatabase.drop(postgres.url, postgres.schema))
+          )
+      })
+      .pipe(timed(ctx, agent.id, "setUpMs"))
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     return yield* inWorkspace(ctx, agent, handle, me, postgres, deps).pipe(
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
@@ -548,7 +586,7 @@ const inWorkspace = (
       limits: limitsOf(agent),
       onLine: (line) => options.onEvent({ _tag: "Output", at: Date.now(), agentId: agent.id, ...line }),
       onProcess: (pid) => Orphans.track(options.stateDir, options.runId, agent.id, pid)
-    }).pipe(Effect.ensuring(gitLink?.restore ?? Effect.void))
+    }).pipe(Effect.ensuring(gitLink?.restore ?? Effect.void), timed(ctx, agent.id, "commandMs"))
     if (gitLink?.tampered()) {
       return yield* new AgentIsolation.GitLinkTampered({ agentId: agent.id, path: gitLink.file })
     }
@@ -625,7 +663,9 @@ const mergeBack = (
     const integration = ctx.integration
     if (integration === undefined) return { process, merge: "not merged", commit: undefined } satisfies AgentResult
     const emit = ctx.options.onEvent
-    const commit = yield* integration.commitAll(handle, `corral ${ctx.options.runId}: ${agent.id}`)
+    const commit = yield* integration
+      .commitAll(handle, `corral ${ctx.options.runId}: ${agent.id}`)
+      .pipe(timed(ctx, agent.id, "commitMs"))
     if (!commit.changed) {
       const event: RunEvent = { _tag: "NothingToMerge", at: Date.now(), agentId: agent.id }
       emit(event)
@@ -634,13 +674,15 @@ const mergeBack = (
     }
     const others = [...ctx.committed.values()]
     ctx.committed.set(handle, { agentId: agent.id, commit: commit.commit, base: handle.baseCommit })
-    const predictions = yield* integration
-      .predictConflicts(handle, others)
-      .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
-    for (const prediction of predictions) {
-      emit({ _tag: "ConflictPredicted", at: Date.now(), agents: prediction.agents, paths: prediction.paths })
-    }
-    const merged = yield* integration.merge(handle)
+    const merged = yield* Effect.gen(function* () {
+      const predictions = yield* integration
+        .predictConflicts(handle, others)
+        .pipe(Effect.orElseSucceed((): ReadonlyArray<WorkspaceModule.ConflictPrediction> => []))
+      for (const prediction of predictions) {
+        emit({ _tag: "ConflictPredicted", at: Date.now(), agents: prediction.agents, paths: prediction.paths })
+      }
+      return yield* integration.merge(handle)
+    }).pipe(timed(ctx, agent.id, "mergeMs"))
     if (merged._tag === "Conflict") {
       const event: RunEvent = {
         _tag: "MergeConflict",

@@ -468,6 +468,84 @@ describe("Workspace", () => {
     )
   )
 
+  it.live(
+    "an agent's workspace warns when the user's checkout has uncommitted changes, and does not include them",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const clean = yield* makeRepo
+          const dirty = yield* makeRepo
+          fs.writeFileSync(path.join(dirty, "a.txt"), "not committed\n")
+          const ws = yield* Workspace
+          const acquire = (repo: string) => ws.acquire({ repo, runId: "warn", agentId: "agent", recycle: true })
+          const quiet = yield* Effect.scoped(acquire(clean))
+          assert.deepStrictEqual(quiet.warnings, [])
+          const warned = yield* Effect.scoped(
+            Effect.map(acquire(dirty), (handle) => ({
+              warnings: handle.warnings,
+              a: fs.readFileSync(path.join(handle.dir, "a.txt"), "utf8")
+            }))
+          )
+          const head = sh(dirty, "rev-parse", "HEAD")
+          assert.deepStrictEqual(warned.warnings, [
+            `${dirty} has uncommitted changes; workspaces start from commit ${head} and do not include them`
+          ])
+          assert.strictEqual(warned.a, lines10("a"))
+        })
+      )
+  )
+
+  it.live(
+    "files left after the commit are cleaned when ignored and keep the worktree when not, never reach the next agent",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          fs.writeFileSync(path.join(repo, ".gitignore"), "*.log\n")
+          sh(repo, "add", ".gitignore")
+          sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+          const ws = yield* Workspace
+          const reports: Array<ReleaseReport> = []
+          const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* ws.registerRun(repo, "late")
+              const integration = yield* ws.integration({ repo, runId: "late" })
+              const acquire = (agentId: string) =>
+                Effect.flatMap(integration.head(), (base) =>
+                  ws.acquire({ repo, runId: "late", agentId, base, recycle: true, onRelease })
+                )
+              const work = (agentId: string, late: string) =>
+                Effect.scoped(
+                  Effect.gen(function* () {
+                    const handle = yield* acquire(agentId)
+                    fs.writeFileSync(path.join(handle.dir, `${agentId}.txt`), `${agentId} was here\n`)
+                    fs.writeFileSync(path.join(handle.dir, "early.log"), "ignored, there at the commit")
+                    yield* integration.commitAll(handle, `${agentId} edits`)
+                    assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+                    fs.writeFileSync(path.join(handle.dir, late), "written after the commit")
+                    return handle.dir
+                  })
+                )
+              yield* work("first", "late.log")
+              const second = yield* acquire("second")
+              assert.strictEqual(sh(second.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+              yield* Effect.scoped(work("third", "late.txt"))
+              const fourth = yield* acquire("fourth")
+              assert.strictEqual(sh(fourth.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+            })
+          )
+          const outcome = (agentId: string) => reports.find((r) => r.agentId === agentId)
+          assert.strictEqual(outcome("first")?.workspace, "recycled")
+          assert.strictEqual(outcome("third")?.workspace, "kept")
+          assert.strictEqual(
+            fs.readFileSync(path.join(repo, ".corral", "worktrees", "late", "third", "late.txt"), "utf8"),
+            "written after the commit"
+          )
+        })
+      )
+  )
+
   it.live("merged branches of recycled worktrees are deleted together when the run ends, unless one moved", () =>
     provide(
       Effect.gen(function* () {

@@ -248,17 +248,28 @@ const slotHoldMs = (events: ReadonlyArray<CorralEvent>) => {
   return holds.length === 0 ? 0 : Math.max(...holds)
 }
 
-/** From `--verbose`: git commands and process time per agent, and the run's own (`(run)` row). */
+/**
+ * From `--verbose`: git commands and process time per agent, the run's own (`(run)` row), and the
+ * agents' average set-up, commit and merge (prediction + landing) wall time.
+ */
 const gitPerAgent = (stderr: string) => {
-  const all = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms$/gm)]
+  const all = [...stderr.matchAll(/^ {2}(\S+)\s+(\d+) commands\s+(\d+) ms(.*)$/gm)]
   const rows = all.filter((m) => m[1] !== "total" && m[1] !== "(run)")
   const run = all.find((m) => m[1] === "(run)")
   const commands = rows.reduce((sum, m) => sum + Number(m[2]), 0)
   const ms = rows.reduce((sum, m) => sum + Number(m[3]), 0)
+  const phase = (name: string) => {
+    const values = rows.flatMap((m) => {
+      const found = new RegExp(`${name}\\s+(\\d+) ms`).exec(m[4] ?? "")
+      return found === null ? [] : [Number(found[1])]
+    })
+    return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length
+  }
   const own = { gitRun: Number(run?.[2] ?? 0) }
+  const phases = { setUpMs: phase("set-up"), commitMs: phase("commit"), mergeMs: phase("merge") }
   return rows.length === 0
-    ? { gitPerAgent: 0, gitMsPerAgent: 0, ...own }
-    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length, ...own }
+    ? { gitPerAgent: 0, gitMsPerAgent: 0, ...own, ...phases }
+    : { gitPerAgent: commands / rows.length, gitMsPerAgent: ms / rows.length, ...own, ...phases }
 }
 
 /** corral's run; `env` is added to its environment (`CORRAL_SPAWN_HELPER=0` for the row without the helper). */
@@ -358,6 +369,9 @@ export const workspacesReal: Scenario<Params> = {
     { key: "startMs", label: "before 1st event (ms)", format: (v) => v.toFixed(0) },
     { key: "endMs", label: "after last event (ms)", format: (v) => v.toFixed(0) },
     { key: "agentOverheadMs", label: "slot ms/agent not in its command", format: (v) => v.toFixed(0) },
+    { key: "setUpMs", label: "set-up ms/agent", format: (v) => v.toFixed(0) },
+    { key: "commitMs", label: "commit ms/agent", format: (v) => v.toFixed(0) },
+    { key: "mergeMs", label: "merge ms/agent", format: (v) => v.toFixed(0) },
     { key: "gitPerAgent", label: "git cmds/agent", format: (v) => v.toFixed(1) },
     { key: "gitMsPerAgent", label: "git ms/agent", format: (v) => v.toFixed(0) },
     { key: "gitRun", label: "git cmds/run", format: (v) => v.toFixed(0) },

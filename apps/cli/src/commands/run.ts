@@ -202,9 +202,20 @@ const gitLines = (report: RunPlan.Report) => {
     millis: 0
   })
   const width = Math.max(5, ...rows.map(([id]) => id.length))
+  const ms = (value: number | undefined) => (value === undefined ? "" : `${Math.round(value)} ms`).padStart(8)
+  const phases = (id: string) => {
+    const p = report.phases[id]
+    return p === undefined
+      ? ""
+      : `   set-up ${ms(p.setUpMs)}  command ${ms(p.commandMs)}  commit ${ms(p.commitMs)}  merge ${ms(p.mergeMs)}`
+  }
   const line = (id: string, t: { commands: number; millis: number }) =>
-    `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms`
-  return ["git per agent (and the run's own):", ...rows.map(([id, t]) => line(id, t)), line("total", total)].join("\n")
+    `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms${phases(id)}`
+  return [
+    "git per agent (and the run's own), and the wall time of each agent's phases:",
+    ...rows.map(([id, t]) => line(id, t)),
+    line("total", total)
+  ].join("\n")
 }
 
 /** Resuming without knowing what the integration branch holds could apply work twice: refuse. */

@@ -522,7 +522,8 @@ export const execute = (flags: ClusterFlags) =>
       integrationHead: workspaces === undefined ? undefined : yield* workspaces.integration.head().pipe(Effect.orDie),
       logDir: `in the cluster's database: corral logs ${runId} <agent> --cluster <url>`,
       keptWorkspaces: [],
-      git: {}
+      git: {},
+      phases: {}
     }
     yield* ledger.finishRun(
       runId,

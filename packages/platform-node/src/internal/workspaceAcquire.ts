@@ -1,6 +1,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type { AcquireOptions, ReleaseReport, Strategy, WorkspaceHandle } from "../Workspace.ts"
 import { GitError, git, retryLockedWith } from "./git.ts"
@@ -42,7 +43,7 @@ import {
   takeMergedTip,
   userCheckoutDirty,
   validateId,
-  worktreeDirty
+  worktreeState
 } from "./workspaceRepo.ts"
 
 export interface AcquireDeps {
@@ -324,9 +325,9 @@ const deleteIfAt = (repo: RepoInfo, branch: string, tip: string) =>
  * Readies a clean worktree for the next agent: detached (`update-ref --no-deref HEAD`, which moves no
  * file and, unlike `checkout --detach`, does not rescan the tree), with no untracked or ignored file left.
  */
-const detachAndClean = (dir: string) =>
+const detachAndClean = (dir: string, state: WorktreeState) =>
   git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], { cwd: dir }).pipe(
-    Effect.andThen(cleanAll(dir))
+    Effect.andThen(cleanUnlessClean(dir, state))
   )
 
 /** Removes every untracked and ignored file, nested repositories included. */
@@ -335,6 +336,12 @@ const cleanAll = (dir: string) =>
     Effect.as(true),
     Effect.catch(() => Effect.succeed(false))
   )
+
+type WorktreeState = "clean" | "ignored" | "dirty" | "absent"
+
+/** `git clean` only when the worktree's `status` listed ignored files: a clean one has nothing to remove. */
+const cleanUnlessClean = (dir: string, state: WorktreeState) =>
+  state === "clean" ? Effect.succeed(true) : cleanAll(dir)
 
 const releaseBranch = (
   deps: AcquireDeps,
@@ -370,18 +377,19 @@ const releaseWorktree = (
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
-    if (present && (yield* worktreeDirty(placement.dir))) {
+    const state: WorktreeState = present ? yield* worktreeState(placement.dir) : "absent"
+    if (state === "dirty") {
       return { workspace: "kept", branch: "kept", reasons: ["the worktree has uncommitted changes"] } as const
     }
     const lock = deps.locks(repo.commonDir)
     const mergedTip = takeMergedTip(repo.commonDir, branch)
     const key = poolKey(repo.commonDir, runId)
-    if (present && recycle && mergedTip !== undefined && (yield* cleanAll(placement.dir))) {
+    if (present && recycle && mergedTip !== undefined && (yield* cleanUnlessClean(placement.dir, state))) {
       const checkedOut = { branch, tip: mergedTip }
       putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
       return { workspace: "recycled", branch: "deleted", reasons: [] } as const
     }
-    const recycled = present && recycle && (yield* detachAndClean(placement.dir))
+    const recycled = present && recycle && (yield* detachAndClean(placement.dir, state))
     if (!recycled) {
       const removal = present
         ? git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root })
@@ -437,6 +445,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
           )
         )
     const repo: RepoInfo = { ...located, head: baseCommit }
+    const dirty = yield* Effect.forkChild(dirtyWarning(repo))
     const stateDir = stateDirOf(options, repo.root)
     const placement: Placement = {
       root: repo.root,
@@ -446,7 +455,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       dir: workspaceDir(stateDir, options.runId, options.agentId),
       branch: agentBranch(options.runId, options.agentId),
       baseCommit,
-      warnings: yield* dirtyWarning(repo),
+      warnings: [],
       copied: []
     }
     const key = poolKey(repo.commonDir, options.runId)
@@ -485,8 +494,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     yield* applySparse(placement.dir, options.sparse)
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
+    const warnings = yield* Fiber.join(dirty)
     placement.ready = true
-    return { ...placement, warnings: [...placement.warnings, ...copies.warnings] }
+    return { ...placement, warnings: [...warnings, ...copies.warnings] }
   })
 
 const placeCopy = (options: AcquireOptions, finish: Finish) =>

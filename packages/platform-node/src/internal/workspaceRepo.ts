@@ -2,7 +2,7 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Semaphore from "effect/Semaphore"
-import { type GitFailure, git, gitTest } from "./git.ts"
+import { type GitFailure, git, gitTest, lines } from "./git.ts"
 import { InvalidWorkspaceId, NotAGitRepository } from "./workspaceErrors.ts"
 import { attempt, exists, type FsFailure } from "./workspaceFs.ts"
 
@@ -76,8 +76,19 @@ export const isAncestor = (cwd: string, ancestor: string, descendant: string) =>
 export const userCheckoutDirty = (root: string) =>
   git(["status", "--porcelain", "--untracked-files=no"], { cwd: root }).pipe(Effect.map((out) => out.length > 0))
 
-export const worktreeDirty = (dir: string) =>
-  git(["status", "--porcelain", "--untracked-files=all"], { cwd: dir }).pipe(Effect.map((out) => out.length > 0))
+/**
+ * What a worktree holds besides its commit: uncommitted changes or untracked files (`dirty`), else
+ * only ignored files (`ignored`), else nothing (`clean`). One `status` that lists an ignored or
+ * untracked folder as one entry, without walking it.
+ */
+export const worktreeState = (dir: string) =>
+  git(["status", "--porcelain", "--ignored", "--untracked-files=normal"], { cwd: dir }).pipe(
+    Effect.map((out) => {
+      const entries = lines(out)
+      if (entries.length === 0) return "clean" as const
+      return entries.every((entry) => entry.startsWith("!! ")) ? ("ignored" as const) : ("dirty" as const)
+    })
+  )
 
 export const excludeStateDir = (repo: RepoInfo, stateDir: string) => {
   const relative = path.relative(repo.root, stateDir)
