@@ -409,7 +409,9 @@ class Runner<A, E, R> implements ExecHost {
   /**
    * One worker: takes ready agents and runs them inline until none is left. `endedAt` is the time
    * the previous agent ended while nothing has yielded since: the next agent started in the same
-   * synchronous stretch starts at that time, without reading the clock again.
+   * synchronous stretch starts at that time, without reading the clock again. The agent's exit is
+   * taken with a plain `yield`, which `Effect.gen` runs as it runs `yield*` and answers with the
+   * value: `yield*` would build an iterator for the effect and step through it, once per agent.
    */
   private *workerBody() {
     const fiber = Fiber.getCurrent()!
