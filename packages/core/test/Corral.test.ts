@@ -298,7 +298,7 @@ describe("Corral.run", () => {
       assert.isAbove(result.startedAt, 1_000_000_000_000, "epoch milliseconds")
       result.outcomes.forEach((o, i) => {
         assert.strictEqual(o._tag, "Succeeded")
-        assert.strictEqual((o as Outcome.Succeeded<number>).value, i)
+        assert.strictEqual((o as Outcome.Succeeded).value, i)
         const own = seen.get(o.agentId)!
         assert.strictEqual(o.queuedAt, result.startedAt, `${o.agentId}: queuedAt`)
         assert.isAtLeast(own.start, o.startedAt!, `${o.agentId} ran before its startedAt`)
