@@ -5,7 +5,7 @@ import { AgentKind, Corral } from "@corral/core"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
-import { type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { isAlive, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
 const server = await sharedServer()
 const dir = tempDir("corral-cluster-e2e-")
@@ -14,15 +14,6 @@ afterAll(() => {
   for (const cli of started) cli.signal("SIGKILL")
   NodeFs.rmSync(dir, { recursive: true, force: true })
 })
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 const startRunner = async (url: string, args: ReadonlyArray<string> = []) => {
   const runner = startCli(["runner", "--cluster", url, "--repo", dir, ...args], { cwd: dir })
@@ -103,7 +94,8 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     const agentPid = Number(NodeFs.readFileSync(pidFile, "utf8").trim())
     expect(isAlive(agentPid)).toBe(true)
     for (const runner of [first, second]) runner.signal("SIGKILL")
-    // the watchdog polls every 0.5 s; 10 s was too short once at load average 14 on 2 cores
+    // the watchdog polls every 0.5 s; 10 s was too short once at load average 14 on 2 cores. A killed
+    // orphan is a zombie until PID 1 reaps it (lazily, or never in some containers): isAlive says dead.
     await waitFor(() => !isAlive(agentPid), 60_000, "the agent's process to die with its runner")
     coordinator.abort()
     await long

@@ -17,10 +17,11 @@
  * (reason `sandbox`) naming the agent and the runner; no unsandboxed fallback.
  *
  * Its output lines go to the runner's `AgentOutput` sink (the cluster's database) while it runs,
- * secrets redacted. Its processes die with the runner: each process group gets a detached watchdog
- * that kills the group once the runner is gone (SIGKILL included; a killed runner not yet reaped, or
- * its pid handed to another process, counts as gone), so a re-run elsewhere never runs beside a
- * leftover. A watchdog that cannot start kills its group.
+ * secrets redacted. Its processes die with the runner (`ProcessRunner`'s `dieWith`): a detached
+ * watchdog, started before the command, kills its process group and every process carrying its
+ * token once the runner is gone (SIGKILL included, at any instant; a killed runner not yet reaped,
+ * or its pid handed to another process, counts as gone), so a re-run elsewhere never runs beside a
+ * leftover. When the watchdog cannot start, the command does not start.
  *
  * @since 0.1.0
  */
@@ -34,7 +35,6 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as RunnerIsolation from "./internal/runnerIsolation.ts"
-import * as RunnerWatchdog from "./internal/runnerWatchdog.ts"
 import { inRemoteWorkspace, inSharedWorkspace } from "./internal/runnerWorkspace.ts"
 
 /**
@@ -162,9 +162,6 @@ export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandF
   message: Schema.String
 }) {}
 
-/** This runner, by pid and start time: its watchdogs tell it from a process that gets its pid later. */
-const runnerProcess: RunnerWatchdog.Parent = { pid: process.pid, start: RunnerWatchdog.startOf("self") }
-
 const commandFailed = (error: ProcessRunner.ProcessFailed | CommandFailed) =>
   error instanceof CommandFailed
     ? error
@@ -290,9 +287,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
             cwd:
               input.cwd === undefined ? handle.dir : isAbsolute(input.cwd) ? input.cwd : resolve(handle.dir, input.cwd),
             ...(captured.onLine === undefined ? {} : { onLine: captured.onLine }),
-            onProcess: (pid) => {
-              if (pid !== undefined) RunnerWatchdog.watch(runnerProcess, pid)
-            }
+            dieWith: process.pid
           }).pipe(Effect.ensuring(Effect.andThen(gitLink?.restore ?? Effect.void, captured.finish)))
           if (gitLink?.tampered()) {
             return yield* new CommandFailed({

@@ -131,6 +131,15 @@ export interface ProcessSpec {
   /** Called with the process (and process group) id once it started, and again with `undefined` once it is gone. */
   readonly onProcess?: (pid: number | undefined) => void
   /**
+   * The pid of a process the command must not outlive (a cluster runner passes its own): once that
+   * process is gone — SIGKILL included, which runs no finalizer — the command's process group and
+   * every process carrying its `CORRAL_PROCESS_TOKEN` are killed, within about half a second. A small
+   * `/bin/sh` watchdog started before the command checks `/proc/<pid>/stat` (pid and start time, so
+   * a reused pid does not count; `kill -0` without /proc); it is stopped when the run ends. When the
+   * watchdog cannot be started, the command is not started either (`ProcessFailed`, reason `spawn`).
+   */
+  readonly dieWith?: number
+  /**
    * A JSON file (relative to `cwd`) the command writes; parsed into `ProcessResult.result` on success, and
    * a missing or invalid file fails the run. Without it the command may write JSON to `$CORRAL_RESULT_FILE`
    * (a missing file then means no result; invalid JSON still fails).

@@ -15,6 +15,7 @@ import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
+import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
 import { sandboxOptions } from "./sandboxPlan.ts"
 import {
@@ -53,6 +54,16 @@ const spawn = (
     Effect.mapError((error) =>
       startFailure({ command: plan.display }, plan.name, redactWith(plan.secrets)(error.message))
     )
+  )
+
+/** A watchdog that kills the command's processes once process `parent` is gone, stopped with the run's scope. */
+const startGuard = (spec: ProcessSpec, plan: Plan, parent: number) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => ParentWatchdog.start(ParentWatchdog.watched(parent), plan.token),
+      catch: (error) => startFailure(spec, plan.name, (error as Error).message)
+    }),
+    (guard) => Effect.sync(guard.stop)
   )
 
 /** Mutable state shared by the watchdog, the output pumps and the supervisor of one process. */
@@ -290,7 +301,9 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
     treeGone: false
   }
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
+  const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
   const handle = yield* spawn(plan).pipe(
+    Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
         Effect.ensuring(
@@ -301,6 +314,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
     ),
     Effect.tap((handle) =>
       Effect.sync(() => {
+        guard?.spawned(handle.pid)
         if (procAvailable) watch.strays = new Strays(handle.pid, plan.token)
         spec.onProcess?.(handle.pid)
       })

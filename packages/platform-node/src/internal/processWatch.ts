@@ -268,7 +268,8 @@ const scanSince = (first: number, last: number | undefined): Array<ProcEntry> =>
   return entries
 }
 
-const startOf = (pid: number): number | undefined => {
+/** The start time of process `pid` (`/proc/<pid>/stat` field 22), or `undefined` when it cannot be read. */
+export const startOf = (pid: number): number | undefined => {
   const stat = readStat(String(pid))
   if (stat === undefined) return undefined
   return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
