@@ -163,7 +163,19 @@ const check = (c: RunCase) =>
     checkStop(c, result, observed)
     checkNested(c, observed)
     checkReports(result, reports)
+    checkTimes(result, observed)
   })
+
+const checkTimes = (result: RunResult.RunResult, observed: ReadonlyArray<Observed>) => {
+  for (const o of result.outcomes) {
+    assert.isAtLeast(o.queuedAt, result.startedAt, `${o.agentId} queued before the run`)
+    assert.strictEqual(o.waitedMs, (o.startedAt ?? o.endedAt) - o.queuedAt, `${o.agentId}: waitedMs`)
+    if (o.startedAt !== null) assert.isAtMost(o.startedAt, o.endedAt, `${o.agentId} ended before it started`)
+    assert.isAtMost(o.endedAt, result.endedAt, `${o.agentId} ended after the run`)
+    const run = observed.find((r) => r.id === o.agentId)
+    if (run !== undefined) assert.strictEqual(o.startedAt, run.start, `${o.agentId}: startedAt`)
+  }
+}
 
 const checkStop = (c: RunCase, result: RunResult.RunResult, observed: ReadonlyArray<Observed>) => {
   if (c.stopAt === null) return

@@ -279,6 +279,36 @@ describe("Corral.run", () => {
     })
   )
 
+  it.live("outcomes of many yielding agents carry their own times from the real clock", () =>
+    Effect.gen(function* () {
+      const seen = new Map<string, { start: number; end: number }>()
+      const agents = Array.from({ length: 5_000 }, (_, i) =>
+        Agent.make(`a${i}`, {
+          run: Effect.gen(function* () {
+            const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+            yield* Effect.promise(() => Promise.resolve())
+            const end = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+            seen.set(`a${i}`, { start, end })
+            return i
+          })
+        })
+      )
+      const result = yield* Corral.run(agents, { concurrency: 64 })
+      assert.isTrue(result.allSucceeded)
+      assert.isAbove(result.startedAt, 1_000_000_000_000, "epoch milliseconds")
+      result.outcomes.forEach((o, i) => {
+        assert.strictEqual(o._tag, "Succeeded")
+        assert.strictEqual((o as Outcome.Succeeded).value, i)
+        const own = seen.get(o.agentId)!
+        assert.strictEqual(o.queuedAt, result.startedAt, `${o.agentId}: queuedAt`)
+        assert.isAtLeast(own.start, o.startedAt!, `${o.agentId} ran before its startedAt`)
+        assert.isAtLeast(o.endedAt, own.end, `${o.agentId} ended before its own last reading`)
+        assert.isAtMost(o.endedAt, result.endedAt)
+        assert.strictEqual(o.waitedMs, o.startedAt! - o.queuedAt, `${o.agentId}: waitedMs`)
+      })
+    })
+  )
+
   it.effect("an empty run succeeds with no outcomes", () =>
     Effect.gen(function* () {
       const result = yield* Corral.run([])

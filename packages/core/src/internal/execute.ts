@@ -11,6 +11,7 @@ import * as Fiber from "effect/Fiber"
 import * as AgentModule from "../Agent.ts"
 import * as Outcome from "../Outcome.ts"
 import * as RateLimiter from "../RateLimiter.ts"
+import * as Usage from "../Usage.ts"
 import type { EventSink } from "./events.ts"
 import type { Node } from "./node.ts"
 import type { Stopping } from "./stopping.ts"
@@ -141,27 +142,69 @@ export const common = (clock: Clock.Clock, node: Node, endedAt = clock.currentTi
  * share of the per-agent cost at 100k+ agents. A plain constructor function rather than
  * `Object.create`: V8 then keeps every field inside the object (no separate property array).
  */
-function SucceededOutcome(this: Record<string, unknown>, endedAt: number, node: Node, value: unknown) {
-  const startedAt = node.startedAt
-  this.agentId = node.id
-  this.attempts = node.attempts
-  this.queuedAt = node.queuedAt
-  this.startedAt = startedAt ?? null
+function SucceededOutcome(
+  this: Record<string, unknown>,
+  agentId: string,
+  attempts: number,
+  queuedAt: number | null,
+  startedAt: number | null,
+  endedAt: number | null,
+  waitedMs: number | null,
+  usage: Usage.Usage,
+  value: unknown
+) {
+  this.agentId = agentId
+  this.attempts = attempts
+  this.queuedAt = queuedAt
+  this.startedAt = startedAt
   this.endedAt = endedAt
-  this.waitedMs = (startedAt ?? endedAt) - node.queuedAt
-  this.usage = node.usage
+  this.waitedMs = waitedMs
+  this.usage = usage
   this.value = value
   this.cached = false
   this._tag = "Succeeded"
 }
 SucceededOutcome.prototype = Outcome.Succeeded.prototype
 
-const succeeded = (endedAt: number, node: Node, value: unknown): Outcome.Succeeded =>
-  new (SucceededOutcome as unknown as new (endedAt: number, node: Node, value: unknown) => Outcome.Succeeded)(
+type SucceededOutcome = new (
+  ...args: Parameters<typeof SucceededOutcome> extends [...infer P] ? P : never
+) => Outcome.Succeeded
+
+/**
+ * Built once when the module loads, with `null` times, and kept alive (V8 forgets the shape of
+ * objects once none is left), so that V8 keeps those fields as pointers: a field that has only ever
+ * held numbers stores each number in a box of its own (16 bytes, copied on every store). As
+ * pointers, an outcome's times share the boxes of the run's start and of the run's clock readings
+ * (`Runner.now`), and `waitedMs`, kept a small integer, needs none.
+ */
+export const succeededShape: unknown = new (SucceededOutcome as unknown as SucceededOutcome)(
+  "",
+  0,
+  null,
+  null,
+  null,
+  null,
+  Usage.zero,
+  undefined
+)
+
+/** `ms` as a small integer when it is one, which V8 stores without a box. */
+const small = (ms: number): number => (ms >= 0 && ms <= 0x3fffffff && ms === Math.floor(ms) ? ms | 0 : ms)
+
+const succeeded = (endedAt: number, node: Node, value: unknown): Outcome.Succeeded => {
+  const startedAt = node.startedAt!
+  const queuedAt = node.queuedAt
+  return new (SucceededOutcome as unknown as SucceededOutcome)(
+    node.id,
+    node.attempts,
+    queuedAt,
+    startedAt,
     endedAt,
-    node,
+    small(startedAt - queuedAt),
+    node.usage,
     value
   )
+}
 
 /** The outcome of an agent that ran and exited with `exit` at `endedAt` (default: now). */
 export const classify = (

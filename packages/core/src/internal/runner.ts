@@ -183,7 +183,10 @@ class Runner<A, E, R> implements ExecHost {
   workerDefect: Cause.Cause<unknown> | undefined = undefined
   readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
-  startedAt = 0
+  /** The run's start (see `Times`). */
+  private readonly start0 = new Times()
+  /** The last clock reading (see `Times`). */
+  private readonly last = new Times()
   /** Set once the outcomes are final: later usage goes to the enclosing agent or is dropped. */
   finished = false
   /** Every node is a root and they are already in priority order (no dependencies, one priority). */
@@ -206,7 +209,7 @@ class Runner<A, E, R> implements ExecHost {
     this.locks = services.locks
     this.limiter = services.limiter
     this.ledger = services.ledger
-    this.startedAt = startedAt
+    this.start0.value = startedAt
     this.tracing = services.tracing
     this.held = services.held
     this.logAnnotations = logAnnotations(runId, services.annotations)
@@ -259,6 +262,19 @@ class Runner<A, E, R> implements ExecHost {
       services.queue === undefined
         ? undefined
         : new EventSink(services.queue, runId, clock, this.lifecycle, options.eventBuffer ?? defaultEventBuffer)
+  }
+
+  /** When the run queued its roots: the `queuedAt` of every agent that never waited for a dependency. */
+  get startedAt(): number {
+    return this.start0.value!
+  }
+
+  /** The clock's time, as the box shared by every reading in the same millisecond (see `Times`). */
+  now(): number {
+    const now = this.clock.currentTimeMillisUnsafe()
+    const last = this.last
+    if (last.value !== now) last.value = now
+    return last.value
   }
 
   get run(): Effect.Effect<RunResult<A, E>, never, R> {
@@ -393,7 +409,9 @@ class Runner<A, E, R> implements ExecHost {
   /**
    * One worker: takes ready agents and runs them inline until none is left. `endedAt` is the time
    * the previous agent ended while nothing has yielded since: the next agent started in the same
-   * synchronous stretch starts at that time, without reading the clock again.
+   * synchronous stretch starts at that time, without reading the clock again. The agent's exit is
+   * taken with a plain `yield`, which `Effect.gen` runs as it runs `yield*` and answers with the
+   * value: `yield*` would build an iterator for the effect and step through it, once per agent.
    */
   private *workerBody() {
     const fiber = Fiber.getCurrent()!
@@ -425,9 +443,9 @@ class Runner<A, E, R> implements ExecHost {
       if (this.ready.size > 0) this.wake()
       if (this.stopping.reason !== undefined) return yield* this.unstart(node)
       fiber.setContext(bind(context, node))
-      const exit = yield* Effect.exit(attempts(this, node, this.depsOf(node)))
+      const exit: Exit.Exit<unknown, unknown> = yield Effect.exit(attempts(this, node, this.depsOf(node)))
       fiber.setContext(context)
-      endedAt = this.clock.currentTimeMillisUnsafe()
+      endedAt = this.now()
       const release = this.end(node, exit, endedAt)
       if (release !== undefined) {
         endedAt = undefined
@@ -564,7 +582,7 @@ class Runner<A, E, R> implements ExecHost {
 
   // execution of one agent
 
-  private start(node: Node, at = this.clock.currentTimeMillisUnsafe()): void {
+  private start(node: Node, at = this.now()): void {
     this.lifecycle.move(node, "running")
     node.startedAt = at
     const events = this.events
@@ -702,6 +720,19 @@ class Runner<A, E, R> implements ExecHost {
       this.record(node, new Outcome.Cancelled({ ...common(this.clock, node), reason }))
     }
   }
+}
+
+/**
+ * A time every outcome of a run may hold (the run's start, or a clock reading), kept in a field
+ * that has held `undefined`: V8 then stores a number there as a pointer to its heap box, not as a
+ * double of its own, so every reader gets that one box. Epoch milliseconds are beyond the small
+ * integers V8 stores unboxed, so each time an outcome holds costs a 16-byte object that lives until
+ * the run returns (and is copied by the young-generation collector) unless it is shared: agents
+ * queued at the run's start share its box, agents that start or end in the same millisecond share
+ * that reading's.
+ */
+class Times {
+  value: number | undefined = undefined
 }
 
 const noDeps: Record<string, unknown> = Object.freeze({})
