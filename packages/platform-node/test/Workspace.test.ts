@@ -29,6 +29,19 @@ const makeRepo = Effect.acquireRelease(
   (root) => Effect.sync(() => fs.rmSync(root, { recursive: true, force: true }))
 )
 
+/** Commits a `.gitignore` of `patterns` (one per line) to `repo`. */
+const commitIgnore = (repo: string, patterns: string) => {
+  fs.writeFileSync(path.join(repo, ".gitignore"), patterns)
+  sh(repo, "add", ".gitignore")
+  sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+}
+
+/** The release reports of a test's workspaces, in order, and the `onRelease` that collects them. */
+const releases = () => {
+  const reports: Array<ReleaseReport> = []
+  return { reports, onRelease: (report: ReleaseReport) => Effect.sync(() => reports.push(report)) }
+}
+
 const userState = (repo: string) => ({
   status: sh(repo, "status", "--porcelain", "--untracked-files=all"),
   head: sh(repo, "rev-parse", "HEAD"),
@@ -168,8 +181,7 @@ describe("Workspace", () => {
       Effect.gen(function* () {
         const repo = yield* makeRepo
         const ws = yield* Workspace
-        const reports: Array<ReleaseReport> = []
-        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const { reports, onRelease } = releases()
         const failing = Effect.scoped(
           Effect.gen(function* () {
             yield* ws.acquire({ repo, runId: "rf", agentId: "clean", onRelease })
@@ -215,8 +227,7 @@ describe("Workspace", () => {
         fs.writeFileSync(path.join(repo, "a.txt"), "user edit in progress\n")
         const before = userState(repo)
         const ws = yield* Workspace
-        const reports: Array<ReleaseReport> = []
-        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const { reports, onRelease } = releases()
         const scope = yield* Scope.make()
         const copyFiles = [".env", "missing.env", "b.txt"]
         const handles = yield* Effect.all(
@@ -285,8 +296,7 @@ describe("Workspace", () => {
       Effect.gen(function* () {
         const repo = yield* makeRepo
         const ws = yield* Workspace
-        const reports: Array<ReleaseReport> = []
-        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const { reports, onRelease } = releases()
         const dir = yield* Effect.scoped(
           ws.acquire({ repo, runId: "rd", agentId: "copy", strategy: "directory", onRelease }).pipe(
             Effect.tap((h) =>
@@ -380,8 +390,7 @@ describe("Workspace", () => {
         sh(repo, "add", ".")
         sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "pkg")
         const ws = yield* Workspace
-        const reports: Array<ReleaseReport> = []
-        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const { reports, onRelease } = releases()
         const failed = yield* Effect.scoped(
           ws.acquire({ repo, runId: "rb", agentId: "bad-sparse", sparse: ["pkg/*"], onRelease })
         ).pipe(Effect.flip)
@@ -410,12 +419,9 @@ describe("Workspace", () => {
     provide(
       Effect.gen(function* () {
         const repo = yield* makeRepo
-        fs.writeFileSync(path.join(repo, ".gitignore"), "build/\n*.log\n")
-        sh(repo, "add", ".gitignore")
-        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+        commitIgnore(repo, "build/\n*.log\n")
         const ws = yield* Workspace
-        const reports: Array<ReleaseReport> = []
-        const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+        const { reports, onRelease } = releases()
         yield* Effect.scoped(
           Effect.gen(function* () {
             yield* ws.registerRun(repo, "pool")
@@ -501,12 +507,9 @@ describe("Workspace", () => {
       provide(
         Effect.gen(function* () {
           const repo = yield* makeRepo
-          fs.writeFileSync(path.join(repo, ".gitignore"), "*.log\n")
-          sh(repo, "add", ".gitignore")
-          sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "ignore")
+          commitIgnore(repo, "*.log\n")
           const ws = yield* Workspace
-          const reports: Array<ReleaseReport> = []
-          const onRelease = (report: ReleaseReport) => Effect.sync(() => reports.push(report))
+          const { reports, onRelease } = releases()
           yield* Effect.scoped(
             Effect.gen(function* () {
               yield* ws.registerRun(repo, "late")
