@@ -119,9 +119,8 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
-    const sparse = options.sparse !== undefined && options.sparse.length > 0 ? ["--no-checkout"] : []
     const add = git(
-      ["worktree", "add", "--quiet", ...sparse, "-b", branch, "--", placement.dir, placement.baseCommit!],
+      ["worktree", "add", "--quiet", "--no-checkout", "-b", branch, "--", placement.dir, placement.baseCommit!],
       {
         cwd: repo.root,
         retryOnLock: false
@@ -285,9 +284,15 @@ const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
     if (yield* branchExists(repo.root, branch)) yield* git(["branch", "-D", "--quiet", branch], { cwd: repo.root })
   }).pipe(Effect.ignore)
 
-const applySparse = (dir: string, sparse: ReadonlyArray<string> | undefined) =>
+/**
+ * Fills a worktree that `worktree add --no-checkout` created, outside the repository lock: the
+ * checkout touches only the worktree's own files and index (`read-tree` writes no ref and reads no
+ * other worktree), so the first agents' checkouts run side by side instead of one after another.
+ * Until its index exists the worktree is an unfinished set-up, which gc removes.
+ */
+const checkOut = (dir: string, sparse: ReadonlyArray<string> | undefined) =>
   sparse === undefined || sparse.length === 0
-    ? Effect.void
+    ? git(["read-tree", "--reset", "-u", "HEAD"], { cwd: dir }).pipe(Effect.asVoid)
     : git(["sparse-checkout", "set", "--cone", "--", ...sparse], { cwd: dir }).pipe(
         Effect.andThen(git(["checkout", "--quiet"], { cwd: dir })),
         Effect.asVoid
@@ -466,22 +471,21 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       const lock = deps.locks(repo.commonDir)
       yield* lock.withPermit(reclaimBranch(deps, repo, options.runId, placement.branch!, reclaimed))
     }
-    const create = Effect.suspend(() => {
+    const create = Effect.suspend((): Effect.Effect<"added" | "reused", WorkspaceError> => {
       const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
+      const add = Effect.as(addWorktree(repo, options, placement), "added" as const)
       return pooled === undefined
-        ? addWorktree(repo, options, placement)
+        ? add
         : reuseWorktree(deps, repo, options, placement, pooled).pipe(
+            Effect.as("reused" as const),
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
                 ? Effect.fail(error)
-                : Effect.andThen(
-                    discardPooled(deps, repo, options.runId, pooled),
-                    addWorktree(repo, options, placement)
-                  )
+                : Effect.andThen(discardPooled(deps, repo, options.runId, pooled), add)
             )
           )
     })
-    yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
+    const created = yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
       (options.keep === true
         ? keptByRequest("kept")
         : options.disposable === true
@@ -491,7 +495,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
             : releaseWorktree(deps, repo, options.runId, placement, false)
       ).pipe(Effect.flatMap(finish))
     )
-    yield* applySparse(placement.dir, options.sparse)
+    if (created === "added") yield* checkOut(placement.dir, options.sparse)
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
     const warnings = yield* Fiber.join(dirty)

@@ -85,6 +85,22 @@ const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
     )
   )
 
+/**
+ * Whether a worktree's set-up never finished: corral adds worktrees with `--no-checkout` and checks
+ * them out afterwards, so a run killed in between leaves one without an index (and possibly some
+ * files of a partial checkout, which are corral's, not the user's), or without its `.git` file.
+ */
+const unfinishedSetUp = (dir: string) =>
+  Effect.promise(async () => {
+    const link = await fs.readFile(path.join(dir, ".git"), "utf8").catch(() => undefined)
+    const gitDir = link === undefined ? undefined : /^gitdir: (.+)$/m.exec(link)?.[1]
+    if (gitDir === undefined) return true
+    return fs.access(path.join(path.resolve(dir, gitDir), "index")).then(
+      () => false,
+      () => true
+    )
+  })
+
 const collectWorktree = (
   repo: RepoInfo,
   locks: RepoLocks,
@@ -95,13 +111,20 @@ const collectWorktree = (
   Effect.gen(function* () {
     const item: GcItem = { kind: "worktree", target: entry.path }
     if (!(yield* exists(entry.path))) return yield* act(collector, item, Effect.void)
+    const unfinished = yield* unfinishedSetUp(entry.path)
     const dirty =
-      !disposable && (yield* holdsUserFiles(entry.path, collector.copies).pipe(Effect.orElseSucceed(() => true)))
+      !disposable &&
+      !unfinished &&
+      (yield* holdsUserFiles(entry.path, collector.copies).pipe(Effect.orElseSucceed(() => true)))
     if (dirty) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
       return yield* keep(collector, item, "the worktree has uncommitted changes or ignored files corral did not create")
     }
-    const remove = git(["worktree", "remove", "--force", entry.path], { cwd: repo.root })
+    const remove = git(["worktree", "remove", "--force", entry.path], { cwd: repo.root }).pipe(
+      Effect.catch((error): Effect.Effect<unknown, WorkspaceError> =>
+        unfinished ? removePath(entry.path) : Effect.fail(error)
+      )
+    )
     yield* act(collector, item, locks(repo.commonDir).withPermit(remove))
   })
 
