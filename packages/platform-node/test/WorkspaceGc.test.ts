@@ -68,6 +68,55 @@ const runAndKill = (repo: string) =>
     )
   })
 
+/**
+ * A run killed (SIGKILL) between `worktree add --no-checkout` and the checkout: a `git` first on its
+ * PATH writes one file of a partial checkout into the worktree and kills the run when the checkout
+ * (`read-tree`) starts, so the worktree has files but no index.
+ */
+const killedRun = `
+import * as Effect from "effect/Effect"
+import { Workspace } from ${JSON.stringify(workspaceModule)}
+const repo = process.env.CORRAL_TEST_REPO
+process.env.CORRAL_TEST_KILL_PID = String(process.pid)
+const program = Effect.gen(function* () {
+  const ws = yield* Workspace
+  yield* ws.registerRun(repo, "halfway")
+  yield* ws.acquire({ repo, runId: "halfway", agentId: "agent" })
+  console.log("acquired")
+}).pipe(Effect.scoped, Effect.provide(Workspace.layer))
+Effect.runFork(program)
+`
+
+const killingGit = (realGit: string) => `#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = "read-tree" ]; then
+    printf 'partial\n' > a.txt
+    kill -9 "$CORRAL_TEST_KILL_PID"
+    exit 1
+  fi
+done
+exec ${realGit} "$@"
+`
+
+const killDuringCheckout = (repo: string) =>
+  Effect.callback<void, Error>((resume) => {
+    const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-gc-git-"))
+    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+    fs.writeFileSync(path.join(bin, "git"), killingGit(realGit), { mode: 0o755 })
+    const child = spawn(process.execPath, ["--input-type=module", "-e", killedRun], {
+      cwd: packageDir,
+      env: { ...process.env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk) => (output += chunk))
+    child.stderr.on("data", (chunk) => (output += chunk))
+    child.on("exit", (_code, signal) => {
+      fs.rmSync(bin, { recursive: true, force: true })
+      resume(signal === "SIGKILL" ? Effect.void : Effect.fail(new Error(`child was not killed: ${output}`)))
+    })
+  })
+
 const show = (repo: string, target: string) => (path.isAbsolute(target) ? path.relative(repo, target) : target)
 
 const targets = (items: ReadonlyArray<{ readonly kind: string; readonly target: string }>, repo: string) =>
@@ -114,6 +163,29 @@ describe("Workspace.gc", () => {
       assert.isTrue(fs.existsSync(path.join(repo, ".git", "corral", "runs", "live.json")))
       assert.strictEqual(sh(repo, "status", "--porcelain"), "")
       assert.strictEqual(sh(repo, "symbolic-ref", "HEAD"), "refs/heads/main")
+    }).pipe(Effect.provide(Workspace.layer))
+  )
+
+  it.live("a run killed between worktree add --no-checkout and the checkout leaves nothing gc keeps", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      yield* killDuringCheckout(repo)
+      const dir = path.join(repo, ".corral", "worktrees", "halfway", "agent")
+      assert.include(sh(repo, "worktree", "list", "--porcelain"), dir)
+      assert.strictEqual(fs.readFileSync(path.join(dir, "a.txt"), "utf8"), "partial\n")
+      assert.isFalse(fs.existsSync(path.join(repo, ".git", "worktrees", "agent", "index")))
+      const ws = yield* Workspace
+      const report = yield* ws.gc({ repo })
+      assert.deepStrictEqual(report.kept, [])
+      assert.deepStrictEqual(targets(report.removed, repo), [
+        "branch:corral/halfway/agent",
+        "lease:.git/corral/runs/halfway.json",
+        "worktree:.corral/worktrees/halfway/agent"
+      ])
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+      assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+      assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "halfway")))
+      assert.strictEqual(sh(repo, "status", "--porcelain", "--untracked-files=all"), "")
     }).pipe(Effect.provide(Workspace.layer))
   )
 
