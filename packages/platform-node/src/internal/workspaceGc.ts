@@ -121,8 +121,8 @@ const collectWorktree = (
       return yield* keep(collector, item, "the worktree has uncommitted changes or ignored files corral did not create")
     }
     const remove = git(["worktree", "remove", "--force", entry.path], { cwd: repo.root }).pipe(
-      Effect.catch((error): Effect.Effect<unknown, WorkspaceError> =>
-        unfinished ? removePath(entry.path) : Effect.fail(error)
+      Effect.catch(
+        (error): Effect.Effect<unknown, WorkspaceError> => (unfinished ? removePath(entry.path) : Effect.fail(error))
       )
     )
     yield* act(collector, item, locks(repo.commonDir).withPermit(remove))
