@@ -605,7 +605,11 @@ describe("Workspace", () => {
         sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "folders")
         const ws = yield* Workspace
         const reports: Array<ReleaseReport> = []
-        for (const [i, delay] of [0, 5, 15, 30, 50, 80, 120, 200].entries()) {
+        const attempts = [0, 5, 15, 30, 50, 80, 120, 200].flatMap((delay) => [
+          { delay, sparse: ["pkg"] },
+          { delay, sparse: undefined }
+        ])
+        for (const [i, { delay, sparse }] of attempts.entries()) {
           const fiber = yield* Effect.forkChild(
             Effect.scoped(
               ws
@@ -613,7 +617,7 @@ describe("Workspace", () => {
                   repo,
                   runId: "int",
                   agentId: `a${i}`,
-                  sparse: ["pkg"],
+                  sparse,
                   onRelease: (r) => Effect.sync(() => reports.push(r))
                 })
                 .pipe(Effect.andThen(Effect.never))
@@ -621,8 +625,9 @@ describe("Workspace", () => {
           )
           yield* Effect.sleep(delay)
           yield* Fiber.interrupt(fiber)
-          assert.strictEqual(worktreeCount(repo), 1, `interrupted after ${delay} ms`)
-          assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "", `interrupted after ${delay} ms`)
+          const at = `interrupted after ${delay} ms (${sparse === undefined ? "full" : "sparse"} checkout)`
+          assert.strictEqual(worktreeCount(repo), 1, at)
+          assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "", at)
         }
         for (const report of reports) {
           assert.notStrictEqual(report.dir, repo)
