@@ -43,8 +43,8 @@ agents:
       expect(at, `${type} of ${agentId}`).toBeGreaterThanOrEqual(0)
       return at
     }
-    expect(index("SlotReleased", "a")).toBeLessThan(index("Started", "b"))
     expect(index("Started", "b")).toBeLessThan(index("Merged", "a"))
+    expect(index("SlotReleased", "a")).toBeLessThan(index("Started", "b"))
     expect(index("Merged", "a")).toBeLessThan(index("Finished", "a"))
     expect(index("Finished", "a")).toBeLessThan(index("Started", "c"))
     const branch = integrationBranch(repo)

@@ -161,9 +161,12 @@ describe("Corral.releaseSlot", () => {
             Effect.ensuring(Effect.sync(() => finalized.push(id)))
           )
         })
-      const fiber = yield* Effect.forkChild(Corral.run([forever("a"), forever("b"), forever("c")], { concurrency: 1 }), {
-        startImmediately: true
-      })
+      const fiber = yield* Effect.forkChild(
+        Corral.run([forever("a"), forever("b"), forever("c")], { concurrency: 1 }),
+        {
+          startImmediately: true
+        }
+      )
       yield* TestClock.adjust("1 second")
       assert.isUndefined(fiber.pollUnsafe())
       yield* Fiber.interrupt(fiber)
