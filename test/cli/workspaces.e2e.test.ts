@@ -138,7 +138,7 @@ describe("releases off the critical path still complete (end to end)", () => {
 })
 
 describe("--verbose (end to end)", () => {
-  it("prints each agent's git commands and the wall time of its set-up, command, commit and merge", async () => {
+  it("prints each agent's git commands and the wall time of its set-up, command, commit, merge and slot", async () => {
     const repo = makeRepo({ "README.md": "# r\n" })
     const plan = writePlan(
       tempDir("plan-"),
@@ -156,7 +156,7 @@ describe("--verbose (end to end)", () => {
     const output = result.stdout + result.stderr
     for (const agent of ["first", "second"]) {
       const row = new RegExp(
-        `^ {2}${agent}\\s+\\d+ commands\\s+\\d+ ms\\s+set-up\\s+\\d+ ms\\s+command\\s+\\d+ ms\\s+commit\\s+\\d+ ms\\s+merge\\s+\\d+ ms$`,
+        `^ {2}${agent}\\s+\\d+ commands\\s+\\d+ ms\\s+set-up\\s+\\d+ ms\\s+command\\s+\\d+ ms\\s+commit\\s+\\d+ ms\\s+merge\\s+\\d+ ms\\s+slot\\s+\\d+ ms$`,
         "m"
       )
       expect(output).toMatch(row)

@@ -20,6 +20,8 @@ export type CommandEvent =
     }
   | { readonly _tag: "Merged"; readonly at: number; readonly agentId: string; readonly commit: string }
   | { readonly _tag: "NothingToMerge"; readonly at: number; readonly agentId: string }
+  /** The agent's command ended: its slot went to the next agent; its commit and merge go on under its claims. */
+  | { readonly _tag: "SlotReleased"; readonly at: number; readonly agentId: string }
   | {
       readonly _tag: "MergeConflict"
       readonly at: number

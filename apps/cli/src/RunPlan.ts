@@ -1,7 +1,9 @@
 /**
  * Runs a plan: every agent's command in its own workspace, under the plan's concurrency, claims,
  * dependencies and limits (rate limits are shared with other runs through `<stateDir>/locks.db`); each successful agent's work is committed and merged into the run's
- * integration branch, one merge at a time, while its claims are still held.
+ * integration branch, one merge at a time, while its claims are still held. The concurrency slot
+ * goes to the next agent as soon as the command ends (`Corral.releaseSlot`): the commit and merge
+ * run outside the `concurrency` bound, and a retry takes a slot again.
  *
  * @since 0.1.0
  */
@@ -129,9 +131,10 @@ export interface Report {
 }
 
 /**
- * Wall time (ms) of an agent's phases in its slot: its workspace's set-up (waiting for a pooled
- * worktree included), its command, the commit of its work, and its landing (conflict prediction and
- * merge). Phases it did not reach are absent.
+ * Wall time (ms) of an agent's phases: its workspace's set-up (waiting for a pooled worktree
+ * included), its command, the commit of its work, and its landing (conflict prediction and merge);
+ * `slotMs` is how long it held its concurrency slot (set-up and command: commit and merge run after
+ * the slot went to the next agent). Phases it did not reach are absent.
  *
  * @since 0.1.0
  * @category models
@@ -141,6 +144,7 @@ export interface Phases {
   commandMs?: number
   commitMs?: number
   mergeMs?: number
+  slotMs?: number
 }
 
 /** Workspaces released at once in the background, off the agents' concurrency slots. */
@@ -504,6 +508,7 @@ const timed =
 const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
     ctx.phases.delete(agent.id)
+    const started = performance.now()
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
     const me = yield* Agent.current
@@ -529,7 +534,7 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       })
       .pipe(timed(ctx, agent.id, "setUpMs"))
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
-    return yield* inWorkspace(ctx, agent, handle, me, postgres, deps).pipe(
+    return yield* inWorkspace(ctx, agent, handle, me, postgres, deps, started).pipe(
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
     )
   })
@@ -540,7 +545,8 @@ const inWorkspace = (
   handle: WorkspaceModule.WorkspaceHandle,
   me: Agent.Current | undefined,
   postgres: ReturnType<typeof postgresOf>,
-  deps: Readonly<Record<string, unknown>>
+  deps: Readonly<Record<string, unknown>>,
+  started: number
 ) =>
   Effect.gen(function* () {
     const { options } = ctx
@@ -590,8 +596,17 @@ const inWorkspace = (
     if (gitLink?.tampered()) {
       return yield* new AgentIsolation.GitLinkTampered({ agentId: agent.id, path: gitLink.file })
     }
+    if (yield* Corral.releaseSlot) released(ctx, agent.id, started)
     return yield* mergeBack(ctx, agent, handle, process)
   })
+
+/** Records that the agent gave its slot back (its `slotMs`, a `SlotReleased` event). */
+const released = (ctx: Context, agentId: string, started: number): void => {
+  const phases = ctx.phases.get(agentId) ?? {}
+  phases.slotMs = performance.now() - started
+  ctx.phases.set(agentId, phases)
+  ctx.options.onEvent({ _tag: "SlotReleased", at: Date.now(), agentId })
+}
 
 /**
  * The folders a sparse workspace checks out: each claimed path's folder and each input pattern's
@@ -674,6 +689,7 @@ const mergeBack = (
     }
     const others = [...ctx.committed.values()]
     ctx.committed.set(handle, { agentId: agent.id, commit: commit.commit, base: handle.baseCommit })
+    yield* KillPoint.waitAt("merging", agent.id)
     const merged = yield* Effect.gen(function* () {
       const predictions = yield* integration
         .predictConflicts(handle, others)

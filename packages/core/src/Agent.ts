@@ -262,6 +262,11 @@ export interface Current {
 export interface Frame {
   readonly current: () => Current
   readonly report: (usage: Partial<Usage.Usage>) => boolean
+  /**
+   * Gives the agent's concurrency slot back while it keeps running (see `Corral.releaseSlot`);
+   * `false` when there was no slot to give back. Frames of other runtimes may leave it out.
+   */
+  readonly releaseSlot?: (() => boolean) | undefined
 }
 
 /**

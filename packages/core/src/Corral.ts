@@ -5,8 +5,8 @@
  * @since 0.1.0
  */
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
-import type * as Agent from "./Agent.ts"
+import * as Effect from "effect/Effect"
+import * as Agent from "./Agent.ts"
 import type { CorralEvent } from "./CorralEvent.ts"
 import type { InvalidRun } from "./CorralError.ts"
 import * as runner from "./internal/runner.ts"
@@ -145,3 +145,50 @@ export const run: {
     options?: Options
   ): Effect.Effect<ResultOf<Agents>, InvalidRun, Agent.Services<Agents[number]>>
 } = runner.run as any
+
+/**
+ * Gives the running agent's concurrency slot back while the agent keeps running: the run starts
+ * the next ready agent at once, so `concurrency` then bounds the agents that still hold a slot, not
+ * every running agent. Use it for a tail of work that should not keep other agents waiting but must
+ * still finish under the agent's claims (committing and merging its work, uploading its results):
+ * the agent keeps its claims, its lease and its fencing token until it ends, and it ends as before
+ * (its outcome, `Finished` event and dependents come when its effect completes).
+ *
+ * Succeeds with `true` when it released a slot, and with `false`, doing nothing, when there is none
+ * to release: outside a run, in a fiber the agent forked once the agent has ended, or when the
+ * agent already released it. It releases the slot of the innermost agent: inside a run nested in an
+ * agent, the nested agent's slot in the nested run.
+ *
+ * - `timeout`: still measured over the whole agent, the time after the release included.
+ * - retries: the release holds for the attempt that made it; another attempt (a `retry` policy, or
+ *   a retried rate-limit error) first takes a slot again, waiting as a new agent would (ahead of
+ *   agents not started yet), so attempts always run within the bound until they release again.
+ * - events and progress: the agent stays `running` (`progress.running` counts it, so it can exceed
+ *   `concurrency` while released agents finish); no event marks the release.
+ * - cancellation: interrupting the run, fail-fast and timeouts interrupt a released agent as any
+ *   other, and its claims are released when it ends.
+ *
+ * @example
+ * ```ts
+ * import { Agent, Corral } from "@corral/core"
+ * import { Effect } from "effect"
+ *
+ * const edit = (id: string) =>
+ *   Agent.make(id, {
+ *     claims: { write: [`src/${id}.ts`] },
+ *     run: Effect.gen(function*() {
+ *       yield* Effect.sleep("1 second") // the work, within the slot
+ *       yield* Corral.releaseSlot // the next agent starts now
+ *       yield* Effect.sleep("100 millis") // committing it, still under the claims
+ *     })
+ *   })
+ *
+ * const program = Corral.run([edit("a"), edit("b"), edit("c")], { concurrency: 1 })
+ * ```
+ * @since 0.1.0
+ * @category running
+ */
+export const releaseSlot: Effect.Effect<boolean> = Effect.map(
+  Agent.CurrentRef,
+  (frame) => frame?.releaseSlot?.() ?? false
+)

@@ -218,19 +218,30 @@ interface CorralEvent {
   }
 }
 
+/** When each agent gave its slot back: its `SlotReleased` event, else its end (`Finished`). */
+const slotFreedAt = (events: ReadonlyArray<CorralEvent>) => {
+  const freed = new Map<string, number>()
+  for (const e of events) {
+    if (e.type === "SlotReleased" && e.agentId !== undefined) freed.set(e.agentId, e.at)
+    if (e.type === "Finished" && e.agentId !== undefined && !freed.has(e.agentId)) freed.set(e.agentId, e.at)
+  }
+  return freed
+}
+
 /**
  * Where corral's wall time goes: before its first event (process start-up, ledger, plan, integration
  * branch), after its last (summary, ledger close), and per agent the slot time that is not the
- * agent's own command (workspace set-up, commit, merge).
+ * agent's own command (workspace set-up; commit and merge too when the slot is held until the end).
  */
 const breakdown = (events: ReadonlyArray<CorralEvent>, spawnedAt: number, exitedAt: number) => {
   const started = events.find((e) => e.type === "RunStarted")?.at ?? spawnedAt
   const finished = events.find((e) => e.type === "RunFinished")?.at ?? exitedAt
+  const freed = slotFreedAt(events)
   const overheads = events.flatMap((e) => {
     const outcome = e.type === "Finished" ? e.outcome : undefined
     const duration = outcome?.value?.process?.durationMs
     if (outcome?.startedAt == null || outcome.endedAt === undefined || duration === undefined) return []
-    return [outcome.endedAt - outcome.startedAt - duration]
+    return [(freed.get(e.agentId!) ?? outcome.endedAt) - outcome.startedAt - duration]
   })
   return {
     startMs: started - spawnedAt,
@@ -239,12 +250,12 @@ const breakdown = (events: ReadonlyArray<CorralEvent>, spawnedAt: number, exited
   }
 }
 
-/** Per agent: how long after its `Merged` event its slot was free (`Finished`). */
+/** Per agent: how long after its `Merged` event its slot was free (0 when it was freed before the merge). */
 const slotHoldMs = (events: ReadonlyArray<CorralEvent>) => {
-  const merged = new Map(events.filter((e) => e.type === "Merged").map((e) => [e.agentId, e.at]))
+  const freed = slotFreedAt(events)
   const holds = events
-    .filter((e) => e.type === "Finished" && merged.has(e.agentId))
-    .map((e) => e.at - merged.get(e.agentId)!)
+    .filter((e) => e.type === "Merged" && freed.has(e.agentId!))
+    .map((e) => Math.max(0, freed.get(e.agentId!)! - e.at))
   return holds.length === 0 ? 0 : Math.max(...holds)
 }
 

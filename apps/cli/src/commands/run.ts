@@ -207,7 +207,7 @@ const gitLines = (report: RunPlan.Report) => {
     const p = report.phases[id]
     return p === undefined
       ? ""
-      : `   set-up ${ms(p.setUpMs)}  command ${ms(p.commandMs)}  commit ${ms(p.commitMs)}  merge ${ms(p.mergeMs)}`
+      : `   set-up ${ms(p.setUpMs)}  command ${ms(p.commandMs)}  commit ${ms(p.commitMs)}  merge ${ms(p.mergeMs)}  slot ${ms(p.slotMs)}`
   }
   const line = (id: string, t: { commands: number; millis: number }) =>
     `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms${phases(id)}`

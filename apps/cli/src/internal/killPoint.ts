@@ -1,12 +1,31 @@
 /**
- * A test hook for crash tests: with `CORRAL_TEST_KILL_AT=<point>:<agent id>` in its environment,
- * corral sends itself SIGKILL when it reaches that point for that agent. Points: `merged` (the
- * agent's work is on the integration branch, the ledger has not recorded it yet).
+ * Test hooks for crash and ordering tests. With `CORRAL_TEST_KILL_AT=<point>:<agent id>` in its
+ * environment, corral sends itself SIGKILL when it reaches that point for that agent. Points:
+ * `merged` (the agent's work is on the integration branch, the ledger has not recorded it yet).
+ * With `CORRAL_TEST_WAIT_AT=<point>:<agent id>:<file>`, corral waits at that point for that agent
+ * until `file` exists (polled, at most 60 s), so a test can order the point after another agent's
+ * step without timing. Points: `merging` (the agent's work is committed, its landing not started).
  */
+import * as Effect from "effect/Effect"
+import * as NodeFs from "node:fs"
+
 export type Point = "merged"
 
 const target = process.env.CORRAL_TEST_KILL_AT
 
 export const reached = (point: Point, agentId: string): void => {
   if (target !== undefined && target === `${point}:${agentId}`) process.kill(process.pid, "SIGKILL")
+}
+
+const waitTarget = process.env.CORRAL_TEST_WAIT_AT
+
+export const waitAt = (point: "merging", agentId: string): Effect.Effect<void> => {
+  if (waitTarget === undefined || !waitTarget.startsWith(`${point}:${agentId}:`)) return Effect.void
+  const file = waitTarget.slice(`${point}:${agentId}:`.length)
+  return Effect.suspend(() => {
+    const deadline = Date.now() + 60_000
+    return Effect.sleep("20 millis").pipe(
+      Effect.repeat({ until: () => NodeFs.existsSync(file) || Date.now() > deadline })
+    )
+  })
 }

@@ -25,6 +25,8 @@ export interface ExecHost {
   readonly tracing: boolean
   readonly events: EventSink | undefined
   readonly stopping: Stopping<Node>
+  /** Takes the slot back for another attempt of an agent that released it (`Corral.releaseSlot`). */
+  readonly retake: (node: Node) => Effect.Effect<void>
 }
 
 class AgentTimeout {
@@ -78,7 +80,8 @@ export const attempts = (
       if (++node.attempts > 1 && events !== undefined) {
         events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
       }
-      return node.agent.run(deps) as Effect.Effect<unknown, unknown>
+      const run = node.agent.run(deps) as Effect.Effect<unknown, unknown>
+      return node.slotReleased ? Effect.andThen(host.retake(node), run) : run
     })
     effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
   }
@@ -117,7 +120,7 @@ const retryRateLimited = (
       key === undefined
         ? Effect.sleep(retryAfter)
         : Effect.andThen(limiter.pause(key, retryAfter), limiter.take(key, 1))
-    return Effect.andThen(wait, attempt)
+    return Effect.andThen(wait, node.slotReleased ? Effect.andThen(host.retake(node), attempt) : attempt)
   })
   return attempt
 }

@@ -29,6 +29,9 @@
  * | running      | done    | the agent's exit classified; `Cancelled` when it  | worker, stop        |
  * |              |         | was granted after the run stopped                 |                     |
  *
+ * A `running` agent that gave its concurrency slot back (`Corral.releaseSlot`) stays `running` until
+ * it ends; only the runner's slot accounting (`released`, `retakers` in `runner.ts`) tells it apart.
+ *
  * Every move goes through `Lifecycle.move`, which rejects any other move as a defect and keeps one
  * counter per state, so `pending + running + done === total` holds by construction (`pending` is
  * `waiting-deps + ready + parked`; `waiting` is `parked`).

@@ -14,6 +14,7 @@ export interface NodeHost {
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly held: Held | undefined
   readonly report: (node: Node, usage: Partial<Usage.Usage>) => boolean
+  readonly releaseSlot: (node: Node) => boolean
 }
 
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
@@ -59,6 +60,7 @@ class Extra {
   rateTaken = false
   ledgerKey: string | undefined = undefined
   wait: WaitState | undefined = undefined
+  slotReleased = false
 }
 
 /**
@@ -208,6 +210,15 @@ export class Node implements Agent.Frame {
     if (wait !== undefined || this.extra !== undefined) this.more.wait = wait
   }
 
+  /** The running agent gave its concurrency slot back (`Corral.releaseSlot`) and has not taken it again. */
+  get slotReleased(): boolean {
+    return this.extra?.slotReleased ?? false
+  }
+
+  set slotReleased(slotReleased: boolean) {
+    if (slotReleased || this.extra !== undefined) this.more.slotReleased = slotReleased
+  }
+
   /** The value of a node that succeeded. */
   get value(): unknown {
     return (this.outcome as Outcome.Succeeded | undefined)?.value
@@ -224,6 +235,10 @@ export class Node implements Agent.Frame {
 
   report(usage: Partial<Usage.Usage>): boolean {
     return this.host.report(this, usage)
+  }
+
+  releaseSlot(): boolean {
+    return this.host.releaseSlot(this)
   }
 
   /** What a run nested inside this agent inherits: the agent's claims and its run's lock service. */
@@ -247,7 +262,8 @@ const detached: NodeHost = {
     throw new Error("corral: node used outside a run")
   },
   held: undefined,
-  report: () => false
+  report: () => false,
+  releaseSlot: () => false
 }
 
 export const before = (a: Node, b: Node): boolean =>

@@ -168,6 +168,15 @@ class Runner<A, E, R> implements ExecHost {
   readonly held: Held | undefined
   readonly idle: Array<Deferred.Deferred<void>> = []
   readonly workerFibers = new Set<Fiber.Fiber<void>>()
+  /** Worker fibers started and not ended (counted from before a worker's first synchronous stretch). */
+  liveWorkers = 0
+  /**
+   * Running agents that gave their slot back (`Corral.releaseSlot`): each lets one more worker run,
+   * so workers ≤ `maxWorkers + released` bounds the agents that hold a slot by `maxWorkers`.
+   */
+  released = 0
+  /** Released agents waiting to take a slot again for a retry (see `retake`), first come first served. */
+  readonly retakers: Array<Deferred.Deferred<void>> = []
   /** Completed when the last worker ended, a worker died, or the run stops. */
   readonly settled = Deferred.makeUnsafe<void>()
   maxWorkers = 0
@@ -360,6 +369,7 @@ class Runner<A, E, R> implements ExecHost {
    * agents that complete without yielding are all run by the first worker: no fiber each.
    */
   private spawn(): void {
+    this.liveWorkers++
     const fiber = Effect.runForkWith(this.workerContext!)(this.worker())
     const exit = fiber.pollUnsafe()
     if (exit !== undefined) {
@@ -374,8 +384,10 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   private ended(exit: Exit.Exit<void>): void {
+    this.liveWorkers--
+    if (this.retakers.length > 0) this.admitRetakers()
     if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) this.workerDefect ??= exit.cause
-    if (this.workerFibers.size === 0 || this.workerDefect !== undefined) Deferred.doneUnsafe(this.settled, Effect.void)
+    if (this.liveWorkers === 0 || this.workerDefect !== undefined) Deferred.doneUnsafe(this.settled, Effect.void)
   }
 
   private topUp(): void {
@@ -387,7 +399,7 @@ class Runner<A, E, R> implements ExecHost {
     return (
       this.ready.size > 0 &&
       this.idle.length === 0 &&
-      this.workerFibers.size < this.maxWorkers &&
+      this.liveWorkers < this.maxWorkers + this.released &&
       !this.draining &&
       this.stopping.reason === undefined
     )
@@ -419,6 +431,7 @@ class Runner<A, E, R> implements ExecHost {
     fiber.setContext(context)
     let endedAt: number | undefined
     while (this.stopping.reason === undefined) {
+      if (this.retakers.length > 0 && this.surplus() > 0) return
       const node = this.ready.next()
       if (node === undefined) {
         if (this.lifecycle.allDone) return
@@ -451,11 +464,73 @@ class Runner<A, E, R> implements ExecHost {
         endedAt = undefined
         yield* Effect.uninterruptible(release)
       }
+      if (this.released > 0 && node.slotReleased) {
+        node.slotReleased = false
+        this.released--
+        if (this.surplus() > 0) return
+      }
       const catchUp = this.events?.catchUp()
       if (catchUp !== undefined) {
         endedAt = undefined
         yield* catchUp
       }
+    }
+  }
+
+  // released slots
+
+  /**
+   * `Corral.releaseSlot` for a running agent: it keeps running on its worker (and keeps its claims),
+   * and one more worker may run, so the next ready agent starts at once. `false` when the agent is
+   * not running in this run, has already released its slot, or the run is over.
+   */
+  releaseSlot(node: Node): boolean {
+    if (node.state !== "running" || node.slotReleased || this.finished || this.draining) return false
+    node.slotReleased = true
+    this.released++
+    if (this.retakers.length > 0) this.admitRetakers()
+    else if (this.ready.size > 0) this.wake()
+    return true
+  }
+
+  /** Workers beyond what the agents that hold a slot and the released ones allow. */
+  private surplus(): number {
+    return this.liveWorkers - this.maxWorkers - this.released
+  }
+
+  /**
+   * A released agent that starts another attempt takes a slot again: at once when a worker's
+   * capacity is free, else once a surplus worker has ended (an idle one is told to end now; a busy one
+   * ends after its agent instead of taking the next). Interrupted while it waits, it stays released.
+   */
+  retake(node: Node): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (!node.slotReleased || node.state !== "running") return Effect.void
+      node.slotReleased = false
+      this.released--
+      if (this.surplus() <= this.retakers.length) return Effect.void
+      const admitted = Deferred.makeUnsafe<void>()
+      this.retakers.push(admitted)
+      if (this.idle.length > 0) Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
+      return Deferred.await(admitted).pipe(
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            const at = this.retakers.indexOf(admitted)
+            if (at >= 0) this.retakers.splice(at, 1)
+            if (node.state === "running" && !node.slotReleased) {
+              node.slotReleased = true
+              this.released++
+            }
+          })
+        )
+      )
+    })
+  }
+
+  /** Lets in the waiting retakers that the workers now leave room for. */
+  private admitRetakers(): void {
+    while (this.retakers.length > Math.max(0, this.surplus())) {
+      Deferred.doneUnsafe(this.retakers.shift()!, Effect.void)
     }
   }
 
