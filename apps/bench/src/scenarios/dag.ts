@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import { duration } from "../format.ts"
+import { cpuColumn, withCpu } from "../lib/cpu.ts"
 import { runPool } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
 import { checkDependencies, type Recorder, recordedWork, timedAndChecked } from "../lib/schedule.ts"
@@ -133,7 +134,8 @@ const item = (): Case<Params> => {
       `bound = max(critical path ${critical} ms, total work / 16 = ${spread.toFixed(1)} ms)`,
       "corral (estimates) is given each node's exact duration as `estimate`; corral (no estimates) and the peers get nothing",
       `longest-path-first in virtual time (exact durations, no CPU) takes ${virtual} ms = ${(virtual / Math.max(critical, spread)).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions (the floor for any scheduler here)`,
-      "every approach's schedule is checked from the nodes' own timestamps: a node starting before a dependency ended fails it"
+      "every approach's schedule is checked from the nodes' own timestamps: a node starting before a dependency ended fails it",
+      "CPU: process.cpuUsage() over the run and its schedule check (medians)"
     ]
   }
 }
@@ -166,7 +168,7 @@ export const dag: Scenario<Params> = {
     )
   ],
   steadyState: true,
-  columns: [{ key: "afterGcMs", label: "after GC", format: duration }],
+  columns: [{ key: "afterGcMs", label: "after GC", format: duration }, cpuColumn],
   approaches: [
     byLevel,
     fifo,
@@ -174,6 +176,6 @@ export const dag: Scenario<Params> = {
     replayed,
     corralApproach("corral (estimates)", true),
     corralApproach("corral (no estimates)", false)
-  ],
+  ].map(withCpu),
   cases: () => [item()]
 }

@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import pLimit from "p-limit"
 import PQueue from "p-queue"
 import { duration } from "../format.ts"
+import { cpuColumn, withCpu } from "../lib/cpu.ts"
 import { runPool, sleep, timed } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
 import { noWorseThan, overFloor, ratioAtMost } from "../lib/targets.ts"
@@ -87,7 +88,10 @@ const item = (tasks: number, sleepMs: number, concurrency: number): Case<Params>
     label: `${tasks.toLocaleString("en-US")} × ${sleepMs} ms sleep at concurrency ${concurrency}`,
     params,
     boundMs: waves(params) * sleepMs,
-    notes: [`ideal = ceil(${tasks} / ${concurrency}) × ${sleepMs} ms = ${waves(params) * sleepMs} ms`]
+    notes: [
+      `ideal = ceil(${tasks} / ${concurrency}) × ${sleepMs} ms = ${waves(params) * sleepMs} ms`,
+      "CPU: process.cpuUsage() over the run (medians): a wave's timers fire together and run one after another, so the CPU between a timer firing and the next one being set delays the slots restarted later in the wave"
+    ]
   }
 }
 
@@ -114,7 +118,7 @@ export const ioScaling: Scenario<Params> = {
   ],
   warmup: true,
   steadyState: true,
-  columns: [{ key: "afterGcMs", label: "after GC", format: duration }],
-  approaches: [replayed, pool, plimit, pqueue, forEach, corral],
+  columns: [{ key: "afterGcMs", label: "after GC", format: duration }, cpuColumn],
+  approaches: [replayed, pool, plimit, pqueue, forEach, corral].map(withCpu),
   cases: () => [item(1000, 10, 100), item(3, 100, 3)]
 }
