@@ -416,3 +416,55 @@ describe("the agent lifecycle", () => {
     })
   })
 })
+
+describe("workers", () => {
+  const tracked = (
+    workers: Map<string, Fiber.Fiber<unknown, unknown>>,
+    id: string,
+    ms: number,
+    dependsOn = [] as Array<string>
+  ) =>
+    Agent.make(id, {
+      dependsOn,
+      run: Effect.suspend(() => {
+        workers.set(id, Fiber.getCurrent()!)
+        return Effect.sleep(ms)
+      })
+    })
+
+  it.effect("a worker ends with its agent once no agent is pending, not with the slowest agent", () =>
+    Effect.gen(function* () {
+      const workers = new Map<string, Fiber.Fiber<unknown, unknown>>()
+      const run = yield* Effect.forkChild(
+        Corral.run([tracked(workers, "fast", 10), tracked(workers, "slow", 100)], { concurrency: 2 }),
+        { startImmediately: true }
+      )
+      yield* TestClock.adjust(10)
+      assert.notStrictEqual(workers.get("fast"), workers.get("slow"))
+      assert.isDefined(workers.get("fast")!.pollUnsafe(), "the fast agent's worker still runs")
+      assert.isUndefined(workers.get("slow")!.pollUnsafe())
+      yield* TestClock.adjust(90)
+      const result = yield* Fiber.join(run)
+      assert.isTrue(result.allSucceeded)
+    })
+  )
+
+  it.effect("a worker stays while an agent waits for its dependencies, and runs it", () =>
+    Effect.gen(function* () {
+      const workers = new Map<string, Fiber.Fiber<unknown, unknown>>()
+      const run = yield* Effect.forkChild(
+        Corral.run(
+          [tracked(workers, "fast", 10), tracked(workers, "slow", 100), tracked(workers, "after", 10, ["slow"])],
+          { concurrency: 2 }
+        ),
+        { startImmediately: true }
+      )
+      yield* TestClock.adjust(10)
+      assert.isUndefined(workers.get("fast")!.pollUnsafe())
+      yield* TestClock.adjust(100)
+      const result = yield* Fiber.join(run)
+      assert.isTrue(result.allSucceeded)
+      assert.strictEqual(result.get("after")!.startedAt, result.get("slow")!.endedAt)
+    })
+  )
+})

@@ -1,4 +1,5 @@
 import * as fs from "node:fs"
+import type { Approach } from "../types.ts"
 
 /**
  * CPU time of the processes this one started and waited for, in ms: `cutime + cstime` of
@@ -83,3 +84,19 @@ export const perProcessColumns = [
   { key: "cpuMsPerProcess", label: "CPU ms/process (this process)", format: (v: number) => v.toFixed(2) },
   { key: "treeCpuMsPerProcess", label: "CPU ms/process (tree)", format: (v: number) => v.toFixed(2) }
 ]
+
+/**
+ * `approach` with the CPU time each run cost this process (`process.cpuUsage()`, every thread) added
+ * to its sample as `cpuMs`: for waiting work, the CPU spent between timers is what delays them.
+ */
+export const withCpu = <P>(approach: Approach<P>): Approach<P> => ({
+  name: approach.name,
+  run: async (params, context) => {
+    const before = ownCpuMs()
+    const sample = await approach.run(params, context)
+    return { ...sample, metrics: { ...sample.metrics, cpuMs: ownCpuMs() - before } }
+  }
+})
+
+/** The column for `withCpu`'s metric. */
+export const cpuColumn = { key: "cpuMs", label: "CPU", format: (v: number) => `${v.toFixed(1)} ms` }

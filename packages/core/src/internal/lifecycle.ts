@@ -114,6 +114,11 @@ export class Lifecycle {
     return this.done === this.total
   }
 
+  /** No node waits to run (for dependencies, a worker, claims or a token): only running ones are left. */
+  get nonePending(): boolean {
+    return this.waitingDeps + this.ready + this.parked === 0
+  }
+
   progress(): Progress {
     const outcomes = this.outcomes
     return {

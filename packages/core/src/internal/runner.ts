@@ -419,7 +419,9 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   /**
-   * One worker: takes ready agents and runs them inline until none is left. `endedAt` is the time
+   * One worker: takes ready agents and runs them inline until none is pending (waiting for its
+   * dependencies, a worker, claims or a token), so that the last agents' workers end as those agents
+   * end rather than all at once after the last one (which delayed the run's end). `endedAt` is the time
    * the previous agent ended while nothing has yielded since: the next agent started in the same
    * synchronous stretch starts at that time, without reading the clock again. The agent's exit is
    * taken with a plain `yield`, which `Effect.gen` runs as it runs `yield*` and answers with the
@@ -434,7 +436,7 @@ class Runner<A, E, R> implements ExecHost {
       if (this.retakers.length > 0 && this.surplus() > 0) return
       const node = this.ready.next()
       if (node === undefined) {
-        if (this.lifecycle.allDone) return
+        if (this.lifecycle.nonePending) return
         endedAt = undefined
         yield* this.sleep
         continue
@@ -557,7 +559,7 @@ class Runner<A, E, R> implements ExecHost {
 
   private get sleep(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      if (this.ready.size > 0 || this.lifecycle.allDone || this.stopping.reason !== undefined) return Effect.void
+      if (this.ready.size > 0 || this.lifecycle.nonePending || this.stopping.reason !== undefined) return Effect.void
       const signal = Deferred.makeUnsafe<void>()
       this.idle.push(signal)
       return Deferred.await(signal)
@@ -571,7 +573,7 @@ class Runner<A, E, R> implements ExecHost {
         this.topUpCell = cell
         this.dispatcher!.scheduleTask(() => cell.runner?.topUp(), 0)
       }
-    } else if (this.lifecycle.allDone) {
+    } else if (this.lifecycle.nonePending) {
       for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
     } else if (this.ready.size > 0) {
       Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
