@@ -26,7 +26,7 @@ interface PoolUse {
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
  * is released and it can start (see `wakeFreed`), and agents queued behind it may overtake it at
- * most `maxBypass` times.
+ * most `maxBypass` times on each of its keys (see `bypass`).
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()
