@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/testing/TestClock"
-import { core } from "./core.ts"
+import type * as Core from "@corral/core"
 import type { ClaimJob } from "./workload.ts"
 
 /**
@@ -10,12 +10,12 @@ import type { ClaimJob } from "./workload.ts"
  * to set beside the greedy policy's virtual-time makespan and the bound.
  */
 export const corralVirtualMakespan = async (
+  { Agent, Corral }: Pick<typeof Core, "Agent" | "Corral">,
   jobs: ReadonlyArray<ClaimJob>,
   workMs: number,
   concurrency: number,
   maxBypass?: number
 ): Promise<number> => {
-  const { Agent, Corral } = await core()
   const ends = new Array<number>(jobs.length).fill(0)
   const agents = jobs.map((job, index) =>
     Agent.make(job.id, {

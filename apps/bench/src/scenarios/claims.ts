@@ -184,7 +184,7 @@ const contended = async (quick: boolean): Promise<Case<Params>> => {
   const keysOf = jobs.map((job) => job.keys)
   const plan = claimsPlan(keysOf, params.workMs, params.concurrency)
   const bound = Math.max(spread, busiest)
-  const policy = await corralVirtualMakespan(jobs, params.workMs, params.concurrency)
+  const policy = await corralVirtualMakespan(await core(), jobs, params.workMs, params.concurrency)
   return {
     label: "2,000 tasks × 2 ms, 1–3 of 50 keys each (seed 7), concurrency 32",
     params,
