@@ -56,8 +56,9 @@ export interface Options {
   /** Names the run (holders of claims, events); generated when absent. */
   readonly runId?: string | undefined
   /**
-   * Fairness bound: an agent waiting for claims is overtaken by at most this many agents behind it
-   * in the queue whose claims conflict with its own; after that its keys are reserved for it.
+   * Fairness bound, per key: an agent waiting for claims is overtaken on each of its keys by at most
+   * this many agents behind it in the queue whose claims conflict with that key (an agent that
+   * conflicts on two keys counts on both); once one key reaches it, all its keys are reserved for it.
    * Default `max(32, 4 × concurrency)`.
    */
   readonly maxBypass?: number | undefined

@@ -181,4 +181,42 @@ describe("claim hand-offs", () => {
       }
     })
   )
+
+  it.effect("property: no waiter is overtaken more than `maxBypass` times on any one of its keys", () =>
+    Effect.gen(function* () {
+      const cases = fc.sample(
+        fc.record({
+          concurrency: fc.integer({ min: 1, max: 5 }),
+          maxBypass: fc.integer({ min: 1, max: 4 }),
+          jobs: fc.array(jobArb, { minLength: 1, maxLength: 16 }),
+          observe: fc.boolean()
+        }),
+        { numRuns: 150, seed: 23 }
+      )
+      for (const c of cases) {
+        const jobs = c.jobs.map((job, i) => ({
+          id: `j${i}`,
+          seconds: job.seconds,
+          write: job.write,
+          read: job.read.filter((key) => !job.write.includes(key))
+        }))
+        const ran = yield* runJobs(jobs, c.concurrency, c.observe, c.maxBypass)
+        assert.isTrue(ran.result.allSucceeded)
+        assertExclusive(jobs, ran)
+        const requests = jobs.map(request)
+        const start = (i: number) => ran.intervals.get(jobs[i]!.id)!.start
+        // Every job is queued at 0 in input order, so a later job that starts first overtook it.
+        jobs.forEach((_, w) => {
+          for (const claim of requests[w]!.keys) {
+            const one: Claims.Request = { keys: [claim], pools: [] }
+            let overtakes = 0
+            for (let g = w + 1; g < jobs.length; g++) {
+              if (start(g) < start(w) && Claims.conflicts(one, requests[g]!).length > 0) overtakes++
+            }
+            assert.isAtMost(overtakes, c.maxBypass, `${jobs[w]!.id} on ${claim.key} (${JSON.stringify(c)})`)
+          }
+        })
+      }
+    })
+  )
 })

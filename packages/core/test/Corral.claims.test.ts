@@ -112,6 +112,31 @@ describe("Corral.run with claims", () => {
     })
   )
 
+  it.effect("the bound is per key: a waiter for two keys is overtaken at most `maxBypass` times on each", () =>
+    Effect.gen(function* () {
+      // "a0" and "b0" read a and b until 2 s; the writer of both waits. Readers of a and of b queued
+      // behind it take turns overtaking it: on a at most 3 times (ra0, ra1, ra2), which reserves both
+      // keys, so rb2 and later wait for the writer; five agents overtook it in all, no key more than 3.
+      const timeline = new Testing.Timeline()
+      const read = (id: string, key: string) =>
+        Testing.scripted(timeline, id, { duration: "2 seconds" }, { claims: { read: [key] } })
+      const agents = [
+        read("a0", "a"),
+        read("b0", "b"),
+        Testing.scripted(timeline, "writer", { duration: "1 second" }, { claims: { write: ["a", "b"] } }),
+        ...Array.from({ length: 10 }, (_, i) => [read(`ra${i}`, "a"), read(`rb${i}`, "b")]).flat()
+      ]
+      const { result } = yield* Testing.runScripted(agents, { concurrency: 10, maxBypass: 3 })
+      const writerStart = result.get("writer")!.startedAt!
+      assert.strictEqual(writerStart, 2000)
+      const overtook = result.outcomes
+        .filter((o) => /^r[ab]\d/.test(o.agentId) && o.startedAt! < writerStart)
+        .map((o) => o.agentId)
+      assert.deepStrictEqual(overtook, ["ra0", "rb0", "ra1", "rb1", "ra2"])
+      assert.deepStrictEqual(Testing.checkTimeline(timeline, 10), [])
+    })
+  )
+
   it.effect("claimTimeout reports a lock held outside the run, naming the key and its holder", () =>
     Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type Hit, KeyTree } from "./keyTree.ts"
-import { before, type Node, waitOf } from "./node.ts"
+import { before, type Node, type WaitState, waitOf } from "./node.ts"
 
 export interface GateHost {
   readonly runId: string
@@ -26,7 +26,7 @@ interface PoolUse {
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
  * is released and it can start (see `wakeFreed`), and agents queued behind it may overtake it at
- * most `maxBypass` times.
+ * most `maxBypass` times on each of its keys (see `bypass`).
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()
@@ -288,28 +288,29 @@ export class ClaimGate {
   }
 
   /**
-   * `node` was granted `lease`: each agent waiting for keys it now holds was overtaken by it if it
-   * came first (see `maxBypass`), and one parked on what held its keys before also waits for this
-   * lease (in a run nobody observes), so the release of those earlier holders does not wake it only
-   * to find this one holding its keys.
+   * `node` was granted `lease`: each agent waiting for keys it now holds was overtaken by it on
+   * each of those keys if it came first (see `bypass`), and one parked on what held its keys before
+   * also waits for this lease (in a run nobody observes), so the release of those earlier holders
+   * does not wake it only to find this one holding its keys.
    */
   private passOver(node: Node, request: Claims.Request, lease: ResourceLocks.Lease): void {
     const mark = ++this.grants
     const token = lease.id
+    const adds = !this.host.observing
     let waiters: Set<Node> | undefined
     this.intents.eachConflict(
       request.keys,
-      (other) => {
+      (other, at) => {
         const wait = other.wait!
-        if (wait.bypassMark === mark) return
-        wait.bypassMark = mark
-        const blocking = wait.blockingTokens
-        if (other.state === "parked" && blocking !== undefined && blocking.size > 0 && !this.host.observing) {
-          blocking.add(token)
-          ;(waiters ??= this.waitersOf(token)).add(other)
+        if (wait.bypassMark !== mark) {
+          wait.bypassMark = mark
+          const blocking = wait.blockingTokens
+          if (adds && other.state === "parked" && blocking !== undefined && blocking.size > 0) {
+            blocking.add(token)
+            ;(waiters ??= this.waitersOf(token)).add(other)
+          }
         }
-        if (!before(other, node)) return
-        if (++wait.bypassed >= this.host.maxBypass && !wait.reserved) {
+        if (before(other, node) && bypass(wait, at, mark) >= this.host.maxBypass && !wait.reserved) {
           wait.reserved = true
           this.reserved.add(other, other.request!.keys)
         }
@@ -373,6 +374,28 @@ export class ClaimGate {
 }
 
 const reservedToken = (node: Node): number => -1 - node.index
+
+/**
+ * Counts one overtaking of a waiter on one of its keys (`key`, its `KeyTree` node), once per grant
+ * (`mark`), and returns how often agents behind it have taken that key while it waited: the
+ * fairness bound is per key, so a waiter for several hot keys is not reserved by the sum of
+ * several keys' ordinary traffic.
+ */
+const bypass = (wait: WaitState, key: object, mark: number): number => {
+  const keys = (wait.bypassKeys ??= [])
+  const counts = (wait.bypassCounts ??= [])
+  const marks = (wait.bypassMarks ??= [])
+  let i = keys.indexOf(key)
+  if (i < 0) {
+    i = keys.length
+    keys.push(key)
+    counts.push(0)
+    marks.push(0)
+  }
+  if (marks[i] === mark) return counts[i]!
+  marks[i] = mark
+  return ++counts[i]!
+}
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)
 

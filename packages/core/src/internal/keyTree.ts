@@ -100,10 +100,13 @@ export class KeyTree<H> {
     return this.visit(claims, exclude, found)
   }
 
-  /** Calls `f` with each holder that conflicts with `claims` (once per conflicting claim). */
-  eachConflict(claims: ReadonlyArray<KeyClaim>, f: (holder: H) => void, exclude?: H): void {
-    this.visit(claims, exclude, (holder) => {
-      f(holder)
+  /**
+   * Calls `f` with each holder that conflicts with `claims` (once per conflicting claim) and the
+   * node of the key it holds (the same object for every holder of that key while any holds it).
+   */
+  eachConflict(claims: ReadonlyArray<KeyClaim>, f: (holder: H, at: object) => void, exclude?: H): void {
+    this.visit(claims, exclude, (holder, at) => {
+      f(holder, at)
       return false
     })
   }

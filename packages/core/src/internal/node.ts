@@ -19,7 +19,11 @@ export interface NodeHost {
 
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
 export class WaitState {
-  bypassed = 0
+  /** The keys (`KeyTree` nodes) agents behind it took while it waited, and how often each (see `bypass`). */
+  bypassKeys: Array<object> | undefined = undefined
+  bypassCounts: Array<number> | undefined = undefined
+  /** The grant that last counted each key, so a grant counts once per key. */
+  bypassMarks: Array<number> | undefined = undefined
   bypassMark = 0
   reserved = false
   intent = false

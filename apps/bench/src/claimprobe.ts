@@ -1,0 +1,48 @@
+/**
+ * The `claims` bench case outside the harness, for A/B comparisons in alternating processes:
+ * `node src/claimprobe.ts cpu [runs] [warm-up]` runs corral on the 2,000-task workload in real time
+ * and prints the median `process.cpuUsage()` per run; `node src/claimprobe.ts virtual [maxBypass|default]
+ * [runs]` runs it under `TestClock` (exact 2 ms, no CPU cost: a deterministic run for callgrind) and
+ * prints the makespan against the bound (and the median CPU of the runs after the first). `CORRAL_CORE` names another copy of
+ * `packages/core/src/index.ts` to load instead of `@corral/core` (A/B of two versions).
+ */
+import * as Effect from "effect/Effect"
+import { corralVirtualMakespan } from "./lib/claimsVirtual.ts"
+import { busiestKeyCount, claimJobs } from "./lib/workload.ts"
+
+// `CORRAL_CORE=<folder>/index.ts` loads another copy of core's source (A/B in alternating processes).
+const { Agent, Corral }: typeof import("@corral/core") = await import(process.env.CORRAL_CORE ?? "@corral/core")
+const jobs = claimJobs(7, 2000, 50)
+const workMs = 2
+const concurrency = 32
+const bound = Math.max((jobs.length * workMs) / concurrency, busiestKeyCount(jobs) * workMs)
+const [mode = "cpu", a, b] = process.argv.slice(2)
+
+const median = (values: Array<number>) => values.sort((x, y) => x - y)[Math.floor(values.length / 2)]!
+
+if (mode === "cpu") {
+  const runs = Number(a ?? 20)
+  const warm = Number(b ?? 5)
+  const cpu: Array<number> = []
+  for (let i = 0; i < warm + runs; i++) {
+    const agents = jobs.map((job) => Agent.make(job.id, { run: Effect.sleep(workMs), claims: { write: job.keys } }))
+    const before = process.cpuUsage()
+    const result = await Effect.runPromise(Corral.run(agents, { concurrency }))
+    const used = process.cpuUsage(before)
+    if (!result.allSucceeded) throw new Error("a run failed")
+    if (i >= warm) cpu.push((used.user + used.system) / 1000)
+  }
+  console.log(JSON.stringify({ cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu) }))
+} else {
+  const maxBypass = a === undefined || a === "default" ? undefined : Number(a)
+  let makespan = 0
+  const cpu: Array<number> = []
+  for (let i = 0; i < Number(b ?? 1); i++) {
+    const before = process.cpuUsage()
+    makespan = await corralVirtualMakespan({ Agent, Corral }, jobs, workMs, concurrency, maxBypass)
+    const used = process.cpuUsage(before)
+    if (i > 0) cpu.push((used.user + used.system) / 1000)
+  }
+  const ratio = Number((makespan / bound).toFixed(3))
+  console.log(JSON.stringify({ makespanMs: makespan, bound, ratio, cpuMsPerRunAfterFirst: median(cpu) }))
+}
