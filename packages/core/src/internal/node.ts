@@ -42,7 +42,13 @@ interface Spec {
 
 const noIndices: ReadonlyArray<number> = []
 
-const plainSpec: Spec = { request: undefined, timeoutMs: undefined, claimTimeoutMs: undefined, estimateMs: 1, depIndices: noIndices }
+const plainSpec: Spec = {
+  request: undefined,
+  timeoutMs: undefined,
+  claimTimeoutMs: undefined,
+  estimateMs: 1,
+  depIndices: noIndices
+}
 
 /**
  * The state of a node that most agents never have (dependencies, a lease, a ledger key, usage, a

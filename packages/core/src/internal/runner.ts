@@ -459,17 +459,16 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   /**
-   * Ends the stint's agent: `Stint`'s continuation, synchronous. Answers what the worker loop runs
-   * next: the next agent's effect when it needs nothing from the loop (no ledger, rate limit,
-   * claims, events; the run goes on), else the release of the ended agent's claims or nothing,
-   * for the loop.
+   * Ends the stint's agent, synchronously. Answers the next agent, already started, when it needs
+   * nothing from the worker loop (no ledger, rate limit, claims or events, and the run goes on);
+   * else what the loop runs: the release of the ended agent's claims, or nothing.
    */
   agentEnded(
     stint: Stint,
     node: Node,
     exit: Exit.Exit<unknown, unknown> | undefined,
     value: unknown
-  ): Effect.Effect<unknown> {
+  ): Node | Effect.Effect<unknown> {
     const endedAt = this.now()
     stint.endedAt = endedAt
     if (node.lease !== undefined || this.ledger !== undefined) {
@@ -487,7 +486,7 @@ class Runner<A, E, R> implements ExecHost {
     }
     this.start(next, endedAt)
     if (this.ready.size > 0) this.wake()
-    return stint.run(next)
+    return next
   }
 
   // queueing and readiness
@@ -735,13 +734,6 @@ class Runner<A, E, R> implements ExecHost {
   }
 }
 
-/**
- * A worker's agents between two steps of its loop. `run` binds the agent to the worker's fiber and
- * runs it with one continuation (`Effect.matchCauseEffect`, both handlers made once per worker),
- * which restores the worker's context and has the runner end the agent (`Runner.agentEnded`). When the
- * next agent needs nothing from the loop, the continuation starts it at once: per agent, no `Exit`
- * for a success and no step of the loop's generator.
- */
 interface StintHost extends ExecHost {
   readonly ready: ReadyQueue
   agentEnded(
@@ -749,37 +741,42 @@ interface StintHost extends ExecHost {
     node: Node,
     exit: Exit.Exit<unknown, unknown> | undefined,
     value: unknown
-  ): Effect.Effect<unknown>
+  ): Node | Effect.Effect<unknown>
 }
 
 const noRelease: Effect.Effect<undefined> = Effect.succeed(undefined)
 
+/**
+ * A worker's agents between two steps of its loop. `run` binds an agent to the worker's fiber and
+ * runs it under one continuation (`Effect.matchCauseEffect`, handlers made once per worker) that
+ * restores the worker's context and has the runner end the agent (`Runner.agentEnded`); an agent
+ * whose effect is already an `Exit` is ended in `run`'s own loop. When the next agent needs nothing
+ * from the worker loop, the stint starts it at once: per agent, no `Exit` for a success and no step
+ * of the loop's generator.
+ */
 class Stint {
   readonly host: StintHost
   readonly fiber: Fiber.Fiber<unknown, unknown>
   readonly context: Context.Context<never>
   node: Node | undefined = undefined
-  /** An agent the continuation took from the ready queue and left to the loop. */
+  /** An agent the stint took from the ready queue and left to the loop. */
   pending: Node | undefined = undefined
   /** When the last agent ended. */
   endedAt: number | undefined = undefined
-
-  private readonly handlers: {
-    readonly onSuccess: (value: unknown) => Effect.Effect<unknown>
-    readonly onFailure: (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
-  }
+  private handlers:
+    | {
+        readonly onSuccess: (value: unknown) => Effect.Effect<unknown>
+        readonly onFailure: (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
+      }
+    | undefined = undefined
 
   constructor(host: StintHost, fiber: Fiber.Fiber<unknown, unknown>, context: Context.Context<never>) {
     this.host = host
     this.fiber = fiber
     this.context = context
-    this.handlers = {
-      onSuccess: (value) => this.end(undefined, value),
-      onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
-    }
   }
 
-  /** The agent the loop takes next: one the continuation left to it, else the best ready one. */
+  /** The agent the loop takes next: one the stint left to it, else the best ready one. */
   next(): Node | undefined {
     const pending = this.pending
     if (pending === undefined) return this.host.ready.next()
@@ -787,17 +784,42 @@ class Stint {
     return pending.state === "ready" ? pending : this.host.ready.next()
   }
 
+  /**
+   * Runs `node` and the agents after it: those whose effect is already an `Exit` (`Effect.void`,
+   * `Effect.succeed`) in this loop, without an effect step, the first other one under the
+   * continuation.
+   */
   run(node: Node): Effect.Effect<unknown> {
-    this.node = node
-    this.fiber.setContext(bind(this.context, node))
-    return Effect.matchCauseEffect(attempts(this.host, node, depsOf(node)), this.handlers)
+    let current = node
+    while (true) {
+      this.fiber.setContext(bind(this.context, current))
+      const effect = attempts(this.host, current, depsOf(current))
+      if (!Exit.isExit(effect)) {
+        this.node = current
+        return Effect.matchCauseEffect(effect, (this.handlers ??= this.makeHandlers()))
+      }
+      this.fiber.setContext(this.context)
+      const after = Exit.isSuccess(effect)
+        ? this.host.agentEnded(this, current, undefined, effect.value)
+        : this.host.agentEnded(this, current, effect, undefined)
+      if (!(after instanceof Node)) return after
+      current = after
+    }
+  }
+
+  private makeHandlers(): NonNullable<Stint["handlers"]> {
+    return {
+      onSuccess: (value) => this.end(undefined, value),
+      onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
+    }
   }
 
   private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
     const node = this.node!
     this.node = undefined
     this.fiber.setContext(this.context)
-    return this.host.agentEnded(this, node, exit, value)
+    const after = this.host.agentEnded(this, node, exit, value)
+    return after instanceof Node ? this.run(after) : after
   }
 }
 
