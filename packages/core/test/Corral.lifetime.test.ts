@@ -427,7 +427,13 @@ describe("one worker runs agent after agent", () => {
           return current?.agentId
         })
       const yielding = (id: string, extra: object = {}) =>
-        Agent.make(id, { ...extra, run: Effect.andThen(Effect.promise(() => Promise.resolve()), seen(id)) })
+        Agent.make(id, {
+          ...extra,
+          run: Effect.andThen(
+            Effect.promise(() => Promise.resolve()),
+            seen(id)
+          )
+        })
       const agents = [
         yielding("y1"),
         Agent.make("s1", { run: seen("s1") }),
@@ -470,7 +476,12 @@ describe("one worker runs agent after agent", () => {
     Effect.gen(function* () {
       const agents = [
         Agent.make("a", { run: Effect.promise(() => Promise.resolve(1)) }),
-        Agent.make("b", { run: Effect.andThen(Effect.promise(() => Promise.resolve()), Effect.fail("boom")) }),
+        Agent.make("b", {
+          run: Effect.andThen(
+            Effect.promise(() => Promise.resolve()),
+            Effect.fail("boom")
+          )
+        }),
         Agent.make("c", { run: Effect.promise(() => Promise.resolve(3)) }),
         Agent.make("d", { run: Effect.succeed(4) })
       ]
