@@ -468,3 +468,77 @@ describe("workers", () => {
     })
   )
 })
+
+describe("one worker runs agent after agent", () => {
+  it.effect("each agent reads its own frame and the next starts only after it ended, whatever kind comes next", () =>
+    Effect.gen(function* () {
+      const log: Array<string> = []
+      const seen = (id: string) =>
+        Effect.map(Agent.current, (current) => {
+          log.push(`${id}:${current?.agentId}`)
+          return current?.agentId
+        })
+      const yielding = (id: string, extra: object = {}) =>
+        Agent.make(id, {
+          ...extra,
+          run: Effect.andThen(
+            Effect.promise(() => Promise.resolve()),
+            seen(id)
+          )
+        })
+      const agents = [
+        yielding("y1"),
+        Agent.make("s1", { run: seen("s1") }),
+        yielding("y2"),
+        yielding("claims", { claims: { write: ["a.txt"] } }),
+        yielding("y3"),
+        yielding("limited", { rateLimit: "api" }),
+        Agent.make("fails", { run: Effect.andThen(Effect.yieldNow, Effect.fail("boom")) }),
+        yielding("y4"),
+        Agent.make("s2", { run: Effect.succeed("plain") }),
+        yielding("y5")
+      ]
+      const result = yield* Corral.run(agents, {
+        concurrency: 1,
+        rateLimits: { api: { limit: 10, interval: "1 second", burst: 10 } }
+      })
+      assert.deepStrictEqual(log, [
+        "y1:y1",
+        "s1:s1",
+        "y2:y2",
+        "claims:claims",
+        "y3:y3",
+        "limited:limited",
+        "y4:y4",
+        "y5:y5"
+      ])
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => [outcome.agentId, outcome._tag]),
+        agents.map((agent) => [agent.id, agent.id === "fails" ? "Failed" : "Succeeded"])
+      )
+      assert.deepStrictEqual(
+        result.succeeded.map((outcome) => outcome.value),
+        ["y1", "s1", "y2", "claims", "y3", "limited", "y4", "plain", "y5"]
+      )
+      assert.isUndefined(yield* Agent.current)
+    })
+  )
+
+  it.effect("a fail-fast stop ends the chain: the agents after the failure are cancelled", () =>
+    Effect.gen(function* () {
+      const agents = [
+        Agent.make("a", { run: Effect.promise(() => Promise.resolve(1)) }),
+        Agent.make("b", {
+          run: Effect.andThen(
+            Effect.promise(() => Promise.resolve()),
+            Effect.fail("boom")
+          )
+        }),
+        Agent.make("c", { run: Effect.promise(() => Promise.resolve(3)) }),
+        Agent.make("d", { run: Effect.succeed(4) })
+      ]
+      const result = yield* Corral.run(agents, { concurrency: 1, mode: "fail-fast" })
+      assert.deepStrictEqual(tags(result), { a: "Succeeded", b: "Failed", c: "Cancelled", d: "Cancelled" })
+    })
+  )
+})

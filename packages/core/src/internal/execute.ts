@@ -194,7 +194,8 @@ export const succeededShape: unknown = new (SucceededOutcome as unknown as Succe
 /** `ms` as a small integer when it is one, which V8 stores without a box. */
 const small = (ms: number): number => (ms >= 0 && ms <= 0x3fffffff && ms === Math.floor(ms) ? ms | 0 : ms)
 
-const succeeded = (endedAt: number, node: Node, value: unknown): Outcome.Succeeded => {
+/** The outcome of an agent that succeeded with `value`, ended at `endedAt`. */
+export const succeeded = (endedAt: number, node: Node, value: unknown): Outcome.Succeeded => {
   const startedAt = node.startedAt!
   const queuedAt = node.queuedAt
   return new (SucceededOutcome as unknown as SucceededOutcome)(

@@ -38,6 +38,7 @@ export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())
 
 /** What validation settled about an agent and the run never changes: one shared object for plain agents. */
 interface Spec {
+  readonly request: Claims.Request | undefined
   readonly timeoutMs: number | undefined
   readonly claimTimeoutMs: number | undefined
   readonly estimateMs: number
@@ -46,7 +47,13 @@ interface Spec {
 
 const noIndices: ReadonlyArray<number> = []
 
-const plainSpec: Spec = { timeoutMs: undefined, claimTimeoutMs: undefined, estimateMs: 1, depIndices: noIndices }
+const plainSpec: Spec = {
+  request: undefined,
+  timeoutMs: undefined,
+  claimTimeoutMs: undefined,
+  estimateMs: 1,
+  depIndices: noIndices
+}
 
 /**
  * The state of a node that most agents never have (dependencies, a lease, a ledger key, usage, a
@@ -79,7 +86,6 @@ class Extra {
 export class Node implements Agent.Frame {
   readonly index: number
   readonly agent: Agent.Any
-  readonly request: Claims.Request | undefined
   private readonly spec: Spec
   priority: number
   state: NodeState = "waiting-deps"
@@ -100,16 +106,24 @@ export class Node implements Agent.Frame {
   ) {
     this.index = index
     this.agent = agent
-    this.request = request
     this.priority = estimateMs
     this.spec =
-      timeoutMs === undefined && claimTimeoutMs === undefined && estimateMs === 1 && depIndices.length === 0
+      request === undefined &&
+      timeoutMs === undefined &&
+      claimTimeoutMs === undefined &&
+      estimateMs === 1 &&
+      depIndices.length === 0
         ? plainSpec
-        : { timeoutMs, claimTimeoutMs, estimateMs, depIndices }
+        : { request, timeoutMs, claimTimeoutMs, estimateMs, depIndices }
   }
 
   get id(): string {
     return this.agent.id
+  }
+
+  /** The agent's claims, resolved. */
+  get request(): Claims.Request | undefined {
+    return this.spec.request
   }
 
   get timeoutMs(): number | undefined {

@@ -40,7 +40,7 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
-import { attempts, bind, classify, common, type ExecHost, logAnnotations } from "./execute.ts"
+import { attempts, bind, classify, common, type ExecHost, logAnnotations, succeeded } from "./execute.ts"
 import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { link, Node, waitOf } from "./node.ts"
@@ -423,18 +423,20 @@ class Runner<A, E, R> implements ExecHost {
    * dependencies, a worker, claims or a token), so that the last agents' workers end as those agents
    * end rather than all at once after the last one (which delayed the run's end). `endedAt` is the time
    * the previous agent ended while nothing has yielded since: the next agent started in the same
-   * synchronous stretch starts at that time, without reading the clock again. The agent's exit is
-   * taken with a plain `yield`, which `Effect.gen` runs as it runs `yield*` and answers with the
-   * value: `yield*` would build an iterator for the effect and step through it, once per agent.
+   * synchronous stretch starts at that time, without reading the clock again. An agent runs under
+   * its `Stint` (see there), which also runs the agents after it that need nothing from this loop.
+   * Its result is taken with a plain `yield`, which `Effect.gen` runs as it runs `yield*` and
+   * answers with the value: `yield*` would build an iterator for the effect and step through it.
    */
   private *workerBody() {
     const fiber = Fiber.getCurrent()!
     const context = Context.add(fiber.context, References.CurrentLogAnnotations, this.logAnnotations)
     fiber.setContext(context)
+    const stint = new Stint(this, fiber, context)
     let endedAt: number | undefined
     while (this.stopping.reason === undefined) {
-      if (this.retakers.length > 0 && this.surplus() > 0) return
-      const node = this.ready.next()
+      if (this.retakers.length > 0 && this.surplus() > 0 && stint.pending === undefined) return
+      const node = stint.next()
       if (node === undefined) {
         if (this.lifecycle.nonePending) return
         endedAt = undefined
@@ -457,18 +459,14 @@ class Runner<A, E, R> implements ExecHost {
       }
       if (this.ready.size > 0) this.wake()
       if (this.stopping.reason !== undefined) return yield* this.unstart(node)
-      fiber.setContext(bind(context, node))
-      const exit: Exit.Exit<unknown, unknown> = yield Effect.exit(attempts(this, node, this.depsOf(node)))
-      fiber.setContext(context)
-      endedAt = this.now()
-      const release = this.end(node, exit, endedAt)
+      const release: Effect.Effect<void> | undefined = yield stint.run(node)
+      endedAt = stint.endedAt
       if (release !== undefined) {
         endedAt = undefined
         yield* Effect.uninterruptible(release)
       }
-      if (this.released > 0 && node.slotReleased) {
-        node.slotReleased = false
-        this.released--
+      if (stint.slotEnded) {
+        stint.slotEnded = false
         if (this.surplus() > 0) return
       }
       const catchUp = this.events?.catchUp()
@@ -477,6 +475,50 @@ class Runner<A, E, R> implements ExecHost {
         yield* catchUp
       }
     }
+  }
+
+  /**
+   * Ends the stint's agent, synchronously. Answers the next agent, already started, when it needs
+   * nothing from the worker loop (no ledger, rate limit, claims or events, and the run goes on);
+   * else what the loop runs: the release of the ended agent's claims, or nothing.
+   */
+  agentEnded(
+    stint: Stint,
+    node: Node,
+    exit: Exit.Exit<unknown, unknown> | undefined,
+    value: unknown
+  ): Node | Effect.Effect<unknown> {
+    const endedAt = this.now()
+    stint.endedAt = endedAt
+    if (node.slotReleased) {
+      node.slotReleased = false
+      this.released--
+      stint.slotEnded = true
+    }
+    if (node.lease !== undefined || this.ledger !== undefined) {
+      return Effect.succeed(this.finish(node, exit ?? Exit.succeed(value)))
+    }
+    if (node.state === "running") {
+      this.record(node, exit === undefined ? succeeded(endedAt, node, value) : classify(this, node, exit, endedAt))
+    }
+    if (
+      exit !== undefined ||
+      this.events !== undefined ||
+      this.stopping.reason !== undefined ||
+      stint.slotEnded ||
+      (this.retakers.length > 0 && this.surplus() > 0)
+    ) {
+      return noRelease
+    }
+    const next = this.ready.next()
+    if (next === undefined) return noRelease
+    if (next.agent.rateLimit !== undefined || next.request !== undefined) {
+      stint.pending = next
+      return noRelease
+    }
+    this.start(next, endedAt)
+    if (this.ready.size > 0) this.wake()
+    return next
   }
 
   // released slots
@@ -581,7 +623,7 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   private cached(node: Node): Effect.Effect<boolean> {
-    const key = keyOf(node, this.depsOf(node))
+    const key = keyOf(node, depsOf(node))
     node.ledgerKey = key ?? ""
     if (key === undefined) return Effect.succeed(false)
     return this.ledger!.lookup(key).pipe(
@@ -666,12 +708,6 @@ class Runner<A, E, R> implements ExecHost {
     if (events?.admit()) events.emit(events.started(node.id, at))
   }
 
-  private depsOf(node: Node): Record<string, unknown> {
-    const deps: Record<string, unknown> = node.deps.length === 0 ? noDeps : {}
-    for (const dep of node.deps) deps[dep.id] = dep.value
-    return deps
-  }
-
   /** Ends a running agent with its exit: releases its claims, records its outcome. */
   private finish(node: Node, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
     return Effect.suspend(() => {
@@ -683,18 +719,6 @@ class Runner<A, E, R> implements ExecHost {
         ? release
         : Effect.andThen(release, this.remember(node, outcome))
     })
-  }
-
-  /**
-   * `finish` for the worker: an agent without a lease in a run without a ledger (the usual case)
-   * is finished synchronously, which costs the worker no effect at all; otherwise the effect to
-   * run uninterruptibly (recording the outcome may stop the run, and its lease must still be
-   * released).
-   */
-  private end(node: Node, exit: Exit.Exit<unknown, unknown>, endedAt: number): Effect.Effect<void> | undefined {
-    if (node.lease !== undefined || this.ledger !== undefined) return this.finish(node, exit)
-    if (node.state === "running") this.record(node, classify(this, node, exit, endedAt))
-    return undefined
   }
 
   private releaseClaims(node: Node): Effect.Effect<void> {
@@ -799,6 +823,97 @@ class Runner<A, E, R> implements ExecHost {
   }
 }
 
+interface StintHost extends ExecHost {
+  readonly ready: ReadyQueue
+  agentEnded(
+    stint: Stint,
+    node: Node,
+    exit: Exit.Exit<unknown, unknown> | undefined,
+    value: unknown
+  ): Node | Effect.Effect<unknown>
+}
+
+const noRelease: Effect.Effect<undefined> = Effect.succeed(undefined)
+
+/**
+ * A worker's agents between two steps of its loop. `run` binds an agent to the worker's fiber and
+ * runs it under one continuation (`Effect.matchCauseEffect`, handlers made once per worker) that
+ * restores the worker's context and has the runner end the agent (`Runner.agentEnded`); an agent
+ * whose effect is already an `Exit` is ended in `run`'s own loop. When the next agent needs nothing
+ * from the worker loop, the stint starts it at once: per agent, no `Exit` for a success and no step
+ * of the loop's generator.
+ */
+class Stint {
+  readonly host: StintHost
+  readonly fiber: Fiber.Fiber<unknown, unknown>
+  readonly context: Context.Context<never>
+  node: Node | undefined = undefined
+  /** An agent the stint took from the ready queue and left to the loop. */
+  pending: Node | undefined = undefined
+  /** When the last agent ended. */
+  endedAt: number | undefined = undefined
+  /** The agent that ended last had given its slot back (`Corral.releaseSlot`): the loop checks for a surplus worker. */
+  slotEnded = false
+  private handlers:
+    | {
+        readonly onSuccess: (value: unknown) => Effect.Effect<unknown>
+        readonly onFailure: (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
+      }
+    | undefined = undefined
+
+  constructor(host: StintHost, fiber: Fiber.Fiber<unknown, unknown>, context: Context.Context<never>) {
+    this.host = host
+    this.fiber = fiber
+    this.context = context
+  }
+
+  /** The agent the loop takes next: one the stint left to it, else the best ready one. */
+  next(): Node | undefined {
+    const pending = this.pending
+    if (pending === undefined) return this.host.ready.next()
+    this.pending = undefined
+    return pending.state === "ready" ? pending : this.host.ready.next()
+  }
+
+  /**
+   * Runs `node` and the agents after it: those whose effect is already an `Exit` (`Effect.void`,
+   * `Effect.succeed`) in this loop, without an effect step, the first other one under the
+   * continuation.
+   */
+  run(node: Node): Effect.Effect<unknown> {
+    let current = node
+    while (true) {
+      this.fiber.setContext(bind(this.context, current))
+      const effect = attempts(this.host, current, depsOf(current))
+      if (!Exit.isExit(effect)) {
+        this.node = current
+        return Effect.matchCauseEffect(effect, (this.handlers ??= this.makeHandlers()))
+      }
+      this.fiber.setContext(this.context)
+      const after = Exit.isSuccess(effect)
+        ? this.host.agentEnded(this, current, undefined, effect.value)
+        : this.host.agentEnded(this, current, effect, undefined)
+      if (!(after instanceof Node)) return after
+      current = after
+    }
+  }
+
+  private makeHandlers(): NonNullable<Stint["handlers"]> {
+    return {
+      onSuccess: (value) => this.end(undefined, value),
+      onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
+    }
+  }
+
+  private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
+    const node = this.node!
+    this.node = undefined
+    this.fiber.setContext(this.context)
+    const after = this.host.agentEnded(this, node, exit, value)
+    return after instanceof Node ? this.run(after) : after
+  }
+}
+
 /**
  * A time every outcome of a run may hold (the run's start, or a clock reading), kept in a field
  * that has held `undefined`: V8 then stores a number there as a pointer to its heap box, not as a
@@ -813,6 +928,12 @@ class Times {
 }
 
 const noDeps: Record<string, unknown> = Object.freeze({})
+
+const depsOf = (node: Node): Record<string, unknown> => {
+  const deps: Record<string, unknown> = node.deps.length === 0 ? noDeps : {}
+  for (const dep of node.deps) deps[dep.id] = dep.value
+  return deps
+}
 
 const limiterOf = (
   options: RunOptions,
