@@ -91,19 +91,32 @@ const prepareIn = (spec: ProcessSpec, dir: string, cwd: string, owned: "folder" 
 
 const unlink = (file: string) => fsp.unlink(file).catch(() => undefined)
 
-/** Removes what the run created: its folder, or its usage file and (unless the spec named it) its result file. */
-export const cleanup = (protocol: Protocol, spec: ProcessSpec): Effect.Effect<void> => {
-  if (protocol.owned === "folder")
-    return Effect.promise(() => fsp.rm(protocol.dir, { recursive: true, force: true }).catch(() => undefined))
-  if (protocol.owned === false) return Effect.void
-  return Effect.promise(async () => {
-    await Promise.all(
-      spec.resultFile === undefined
-        ? [unlink(protocol.usagePath), unlink(protocol.resultPath)]
-        : [unlink(protocol.usagePath)]
-    )
-  })
+/**
+ * Which protocol files were seen missing after the process's tree was gone: nothing writes them any
+ * more, so there is nothing to remove (a failed `unlink` costs an error object per file and run).
+ */
+export interface Absent {
+  usage: boolean
+  result: boolean
 }
+
+export const nothingAbsent = (): Absent => ({ usage: false, result: false })
+
+/**
+ * Removes what the run created: its folder, or its usage file and (unless the spec named it) its result
+ * file, skipping the files `absent` says were not there.
+ */
+export const cleanup = (protocol: Protocol, spec: ProcessSpec, absent: Absent = nothingAbsent()): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (protocol.owned === "folder")
+      return Effect.promise(() => fsp.rm(protocol.dir, { recursive: true, force: true }).catch(() => undefined))
+    if (protocol.owned === false) return Effect.void
+    const files: Array<string> = []
+    if (!absent.usage) files.push(protocol.usagePath)
+    if (spec.resultFile === undefined && !absent.result) files.push(protocol.resultPath)
+    if (files.length === 0) return Effect.void
+    return Effect.promise(() => Promise.all(files.map(unlink)))
+  })
 
 const fields = ["inputTokens", "outputTokens", "costUsd"] as const
 
@@ -133,6 +146,8 @@ export const parseUsageLine = (line: string): Partial<Usage.Usage> | string => {
 export class UsageTail {
   private offset = 0
   private partial = ""
+  /** Whether the last read found no file. */
+  missing = false
   private line = 0
 
   readonly path: string
@@ -188,6 +203,7 @@ export class UsageTail {
     // Most processes never write the file: a failed `stat` without an exception is far cheaper than a
     // failed asynchronous `open` (its error object and stack) every 250 ms.
     const stat = fs.statSync(this.path, { throwIfNoEntry: false })
+    this.missing = stat === undefined
     if (stat === undefined || stat.size <= this.offset) return ""
     let handle: fsp.FileHandle
     try {

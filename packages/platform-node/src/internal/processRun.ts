@@ -23,9 +23,10 @@ import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
   isGroupAlive,
+  launchedLeader,
   procAvailable,
   sampleGroup,
-  sampleLeader,
+  readLeader,
   signalGroup,
   signalStray,
   Strays
@@ -110,11 +111,16 @@ const untilNextSample = (): Duration.Duration => {
 }
 
 /**
- * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample, taken right
- * after the start, reads only the leader; the following ones scan /proc for the whole group (one scan
+ * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample (`first`),
+ * taken right after the start, read only the leader; the following ones scan /proc for the whole group (one scan
  * shared by all processes sampled within 40 ms). A memory breach kills the group at once.
  */
-const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effect<never> => {
+const watchdog = (
+  pid: number,
+  limits: ProcessLimits,
+  watch: Watch,
+  first: GroupSample | undefined
+): Effect.Effect<never> => {
   const check = (group: GroupSample | undefined) => {
     const over = record(group, limits, watch.measured)
     if (over !== undefined && watch.breach === undefined) {
@@ -130,7 +136,7 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
     })
   )
   return Effect.andThen(
-    Effect.sync(() => check(sampleLeader(pid))),
+    Effect.sync(() => check(first)),
     Effect.forever(tick)
   )
 }
@@ -242,12 +248,20 @@ const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
 const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
   Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
 
-const readResult = (plan: Plan, protocol: Protocol.Protocol, failed: (detail: string) => ProcessFailed) =>
+const readResult = (
+  plan: Plan,
+  protocol: Protocol.Protocol,
+  absent: Protocol.Absent,
+  failed: (detail: string) => ProcessFailed
+) =>
   plan.resultPath === undefined
     ? Effect.succeed(undefined)
     : Effect.tryPromise({
         try: async () => {
-          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) return undefined
+          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) {
+            absent.result = true
+            return undefined
+          }
           let text: string
           try {
             text = await fsp.readFile(plan.resultPath!, "utf8")
@@ -286,7 +300,12 @@ const succeed = (ended: Ended, result: unknown): ProcessResult => ({
   ...(result === undefined ? {} : { result })
 })
 
-const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, protocol: Protocol.Protocol) {
+const supervise = Effect.fnUntraced(function* (
+  spec: ProcessSpec,
+  plan: Plan,
+  protocol: Protocol.Protocol,
+  absent: Protocol.Absent
+) {
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
   const scope = yield* Scope.Scope
@@ -316,7 +335,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   }
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
-  const handle = yield* spawn(plan).pipe(
+  const { handle, first } = yield* spawn(plan).pipe(
     Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
@@ -326,17 +345,18 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
         )
       )
     ),
-    Effect.tap((handle) =>
-      Effect.sync(() => {
-        guard?.spawned(handle.pid)
-        if (procAvailable) watch.strays = new Strays(handle.pid, plan.token)
-        spec.onProcess?.(handle.pid)
-      })
-    ),
-    Effect.tap((handle) => Effect.ignore(handle.unref)),
+    Effect.map((handle) => {
+      guard?.spawned(handle.pid)
+      launchedLeader(handle.pid)
+      const leader = readLeader(handle.pid)
+      if (procAvailable) watch.strays = new Strays(handle.pid, plan.token, leader.start)
+      spec.onProcess?.(handle.pid)
+      return { handle, first: leader.sample }
+    }),
+    Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
-  yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
+  yield* Effect.forkScoped(watchdog(handle.pid, limits, watch, first))
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
@@ -356,6 +376,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* Fiber.interrupt(tailing)
   yield* usage.read(true)
+  absent.usage = usage.missing
   const ended: Ended = {
     plan,
     limits,
@@ -368,7 +389,12 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   if (plan.logPath !== undefined) yield* log.write(`[corral] ${describeEnd(ended)} after ${ended.durationMs} ms\n`)
   const failure = classify(ended)
   if (failure !== undefined) return yield* failure
-  const result = yield* readResult(plan, protocol, (detail) => new ProcessFailed({ ...failureBase(ended), detail }))
+  const result = yield* readResult(
+    plan,
+    protocol,
+    absent,
+    (detail) => new ProcessFailed({ ...failureBase(ended), detail })
+  )
   return succeed(ended, result)
 })
 
@@ -410,5 +436,8 @@ export const run = (
       env: { ...replanned.plan.env, ...protocol.env },
       resultPath: protocol.resultPath
     }
-    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol, spec)))
+    const absent = Protocol.nothingAbsent()
+    return Effect.scoped(supervise(spec, plan, protocol, absent)).pipe(
+      Effect.ensuring(Protocol.cleanup(protocol, spec, absent))
+    )
   })
