@@ -1,5 +1,6 @@
 import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
+import * as path from "node:path"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -218,7 +219,12 @@ const reapGroup = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<v
       watch.gone = true
       return Effect.void
     }
-    return terminateGroup(pgid, graceMs)
+    return Effect.andThen(
+      terminateGroup(pgid, graceMs),
+      Effect.sync(() => {
+        watch.gone = !isGroupAlive(pgid)
+      })
+    )
   })
 
 const waitStraysGone = (strays: Strays, ms: number) =>
@@ -251,7 +257,7 @@ const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<vo
 const readResult = (
   plan: Plan,
   protocol: Protocol.Protocol,
-  absent: Protocol.Absent,
+  seen: Protocol.Seen,
   failed: (detail: string) => ProcessFailed
 ) =>
   plan.resultPath === undefined
@@ -259,7 +265,7 @@ const readResult = (
     : Effect.tryPromise({
         try: async () => {
           if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) {
-            absent.result = true
+            seen.resultMissing = true
             return undefined
           }
           let text: string
@@ -304,7 +310,7 @@ const supervise = Effect.fnUntraced(function* (
   spec: ProcessSpec,
   plan: Plan,
   protocol: Protocol.Protocol,
-  absent: Protocol.Absent
+  seen: Protocol.Seen
 ) {
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
@@ -376,7 +382,8 @@ const supervise = Effect.fnUntraced(function* (
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* Fiber.interrupt(tailing)
   yield* usage.read(true)
-  absent.usage = usage.missing
+  seen.usageMissing = usage.missing
+  seen.treeGone = watch.treeGone
   const ended: Ended = {
     plan,
     limits,
@@ -392,7 +399,7 @@ const supervise = Effect.fnUntraced(function* (
   const result = yield* readResult(
     plan,
     protocol,
-    absent,
+    seen,
     (detail) => new ProcessFailed({ ...failureBase(ended), detail })
   )
   return succeed(ended, result)
@@ -409,35 +416,76 @@ const failureBase = (ended: Ended) => ({
   logPath: ended.plan.logPath
 })
 
+/** The plan and its protocol files, or the failure to start with (nothing left behind). */
+type Planned = readonly [Plan, Protocol.Protocol] | Effect.Effect<never, ProcessFailed>
+
+const invalid = (spec: ProcessSpec, detail: string) => {
+  const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
+  return startFailure({ ...spec, command }, defaultName(spec), detail)
+}
+
+const prepareFailure = (spec: ProcessSpec, name: string, error: unknown) =>
+  startFailure(
+    spec,
+    name,
+    `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
+  )
+
+/**
+ * A sandboxed process can write only to its cwd and private folders: the protocol folder is one, so it
+ * is prepared before the plan. Without `protocolDir` (a folder of the user's, touched only for a valid
+ * spec) the plan is made once; then an invalid spec removes the folder again.
+ */
+const planSandboxed = (spec: ProcessSpec): Planned => {
+  const withProtocol = (protocol: Protocol.Protocol) =>
+    makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+  if (spec.protocolDir === undefined) {
+    const name = defaultName(spec)
+    let protocol: Protocol.Protocol
+    try {
+      protocol = Protocol.prepare(spec, name, path.resolve(spec.cwd ?? process.cwd()), true)
+    } catch (error) {
+      return Effect.fail(prepareFailure(spec, name, error))
+    }
+    const planned = withProtocol(protocol)
+    return planned._tag === "Invalid"
+      ? Effect.andThen(Protocol.cleanup(protocol, spec), Effect.fail(invalid(spec, planned.detail)))
+      : ([planned.plan, protocol] as const)
+  }
+  const planned = makePlan(spec)
+  if (planned._tag === "Invalid") return Effect.fail(invalid(spec, planned.detail))
+  let protocol: Protocol.Protocol
+  try {
+    protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd, true)
+  } catch (error) {
+    return Effect.fail(prepareFailure(spec, planned.plan.name, error))
+  }
+  const replanned = withProtocol(protocol)
+  return replanned._tag === "Invalid"
+    ? Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
+    : ([replanned.plan, protocol] as const)
+}
+
+const planPlain = (spec: ProcessSpec): Planned => {
+  const planned = makePlan(spec)
+  if (planned._tag === "Invalid") return Effect.fail(invalid(spec, planned.detail))
+  try {
+    return [planned.plan, Protocol.prepare(spec, planned.plan.name, planned.plan.cwd)] as const
+  } catch (error) {
+    return Effect.fail(prepareFailure(spec, planned.plan.name, error))
+  }
+}
+
 export const run = (
   spec: ProcessSpec
 ): Effect.Effect<ProcessResult, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner> =>
   Effect.suspend(() => {
-    const planned = makePlan(spec)
-    if (planned._tag === "Invalid") {
-      const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
-      return Effect.fail(startFailure({ ...spec, command }, defaultName(spec), planned.detail))
-    }
-    const sandboxed = sandboxOptions(spec) !== undefined
-    let protocol: Protocol.Protocol
-    try {
-      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd, sandboxed)
-    } catch (error) {
-      const detail = `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
-      return Effect.fail(startFailure(spec, planned.plan.name, detail))
-    }
-    // A sandboxed process can write only to its cwd and private folders: the protocol folder is one.
-    const replanned = sandboxed
-      ? makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
-      : planned
-    if (replanned._tag === "Invalid") return Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
-    const plan: Plan = {
-      ...replanned.plan,
-      env: { ...replanned.plan.env, ...protocol.env },
-      resultPath: protocol.resultPath
-    }
-    const absent = Protocol.nothingAbsent()
-    return Effect.scoped(supervise(spec, plan, protocol, absent)).pipe(
-      Effect.ensuring(Protocol.cleanup(protocol, spec, absent))
+    const planned = sandboxOptions(spec) === undefined ? planPlain(spec) : planSandboxed(spec)
+    if (!Array.isArray(planned)) return planned as Effect.Effect<never, ProcessFailed>
+    const [made, protocol] = planned
+    const plan: Plan = { ...made, env: { ...made.env, ...protocol.env }, resultPath: protocol.resultPath }
+    const seen = Protocol.nothingSeen()
+    return Effect.scoped(supervise(spec, plan, protocol, seen)).pipe(
+      Effect.ensuring(Protocol.cleanup(protocol, spec, seen))
     )
   })
