@@ -121,15 +121,20 @@ const SPARE_FOLDERS_MAX = 64
 
 const removeFolder = (dir: string) => fsp.rm(dir, { recursive: true, force: true }).catch(() => undefined)
 
-const releaseFolder = async (dir: string, recyclable: boolean): Promise<void> => {
-  if (recyclable && spareFolders.length < SPARE_FOLDERS_MAX) {
-    const entries = await fsp.readdir(dir).catch(() => undefined)
-    if (entries?.length === 0) {
-      spareFolders.push(dir)
-      return
-    }
+const isEmpty = (dir: string): boolean => {
+  try {
+    return fs.readdirSync(dir).length === 0
+  } catch {
+    return false
   }
-  await removeFolder(dir)
+}
+
+const releaseFolder = (dir: string, recyclable: boolean): Promise<void> => {
+  if (recyclable && spareFolders.length < SPARE_FOLDERS_MAX && isEmpty(dir)) {
+    spareFolders.push(dir)
+    return Promise.resolve()
+  }
+  return removeFolder(dir)
 }
 
 /**

@@ -150,7 +150,7 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  *   carry its `token` in their environment: a process whose parent exited between two samples was
  *   re-parented to init, but it still has the environment it inherited. Environments are read once
  *   per process (by pid and start time) for all agents, and never for processes this process started
- *   itself or that are in its own session.
+ *   itself or that are in its own session or another agent's (`launchedLeader`).
  *
  * A process that left the session before the first sample reached it and cleared its environment is
  * not found.
@@ -195,6 +195,8 @@ export class Strays {
       // Not ours: started by this process itself or by its spawn helper (a leader, or a helper in its
       // session); neither is a subreaper, so an escaped process is never re-parented to them.
       else if (entry.ppid === process.pid || entry.ppid === helperPid || entry.sid === own) continue
+      // In another agent's session: a process cannot join a session it did not make, so it is not ours.
+      else if (isLaunchedLeader(entry.sid)) continue
       else if (tokensOf(entry).includes(this.token)) this.known.set(entry.pid, entry.start)
     }
     this.walk(entries)
