@@ -99,6 +99,7 @@ const NO_SANDBOX = "ProcessAgent, no sandbox"
 const SANDBOX = "ProcessAgent, sandbox: true"
 const POOL_TRUE = "plain spawn pool of true, fresh process (reference)"
 const POOL_BWRAP = "plain spawn pool of corral's bwrap command for true, fresh process (reference)"
+const POOL_BWRAP_LEAST = "plain spawn pool of bwrap --ro-bind / / true, fresh process (reference)"
 
 const medianOf = (item: CaseResult, name: string): number | undefined =>
   item.approaches.find((a) => a.name === name && a.error === undefined)?.medianMs
@@ -113,17 +114,22 @@ const bubblewrapFloor: Target = {
   evaluate: (cases) => {
     const item = cases.find((c) => /true at/.test(c.label))
     if (item === undefined) return undefined
-    const [plain, sandboxed, poolTrue, poolBwrap] = [NO_SANDBOX, SANDBOX, POOL_TRUE, POOL_BWRAP].map((name) =>
-      medianOf(item, name)
-    )
-    if ([plain, sandboxed, poolTrue, poolBwrap].some((ms) => ms === undefined)) return undefined
+    const [plain, sandboxed, poolTrue, poolBwrap, poolLeast] = [
+      NO_SANDBOX,
+      SANDBOX,
+      POOL_TRUE,
+      POOL_BWRAP,
+      POOL_BWRAP_LEAST
+    ].map((name) => medianOf(item, name))
+    if ([plain, sandboxed, poolTrue, poolBwrap, poolLeast].some((ms) => ms === undefined)) return undefined
     const processes = Number(/^(\d+)/.exec(item.label)?.[1] ?? "1")
     const perProcess = (ms: number) => `${(ms / processes).toFixed(2)} ms`
     const bwrapExtra = poolBwrap! - poolTrue!
     const sandboxExtra = sandboxed! - plain!
     return {
       figure:
-        `bwrap pool ${(poolBwrap! / poolTrue!).toFixed(2)}× the true pool (+${perProcess(bwrapExtra)} per process); ` +
+        `bwrap pool ${(poolBwrap! / poolTrue!).toFixed(2)}× the true pool (+${perProcess(bwrapExtra)} per process; ` +
+        `the least bwrap ${(poolLeast! / poolTrue!).toFixed(2)}×, +${perProcess(poolLeast! - poolTrue!)}); ` +
         `corral's sandbox adds +${perProcess(sandboxExtra)} per process (${(sandboxExtra / bwrapExtra).toFixed(2)}× bubblewrap's own); ` +
         `1.3× would need the sandbox to add at most ${perProcess(0.3 * plain!)}`,
       met: undefined
@@ -137,7 +143,7 @@ export const sandbox: Scenario<Params> = {
   name: "sandbox",
   description: `start-up cost of sandboxed process agents (bubblewrap): 200 runs of \`true\` at concurrency 8 (${support.detail})`,
   floor:
-    "the same process agents without a sandbox, measured in the same run; bubblewrap's own start is measured too: a plain spawn pool of corral's bwrap command line for true against one of true, each in a fresh Node.js process",
+    "the same process agents without a sandbox, measured in the same run; bubblewrap's own start is measured too: a plain spawn pool of corral's bwrap command line for true against one of true, and the least bubblewrap can do (bwrap --ro-bind / / true), each in a fresh Node.js process",
   targets: [ratioAtMost("sandbox: true ≤ 1.3× unsandboxed", /true at/, SANDBOX, 1.3), bubblewrapFloor],
   floorApproach: NO_SANDBOX,
   columns: perProcessColumns,
@@ -147,7 +153,8 @@ export const sandbox: Scenario<Params> = {
         agents(SANDBOX, true),
         agents("ProcessAgent, sandbox network: false", { network: false }),
         freshPool(POOL_TRUE, () => ["true"]),
-        freshPool(POOL_BWRAP, sandboxedArgv)
+        freshPool(POOL_BWRAP, sandboxedArgv),
+        freshPool(POOL_BWRAP_LEAST, () => [support.bwrap!, "--ro-bind", "/", "/", "true"])
       ]
     : [agents(NO_SANDBOX, undefined)],
   cases: (options) => [
