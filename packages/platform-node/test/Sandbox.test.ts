@@ -230,6 +230,29 @@ describe.skipIf(!enabled)("ProcessAgent sandbox option", () => {
 })
 
 describe.skipIf(!enabled)("ProcessRunner sandbox: process trees", () => {
+  it.live("protocol folders: a result comes back, a folder with files goes, an empty one serves the next run", () =>
+    Effect.gen(function* () {
+      const run = (command: string) =>
+        ProcessRunner.run({ command, shell: true, cwd: ws, sandbox: true }).pipe(Effect.provide(NodeServices.layer))
+      const folderOf = (tail: ReadonlyArray<string>) => tail.find((line) => line.startsWith("dir:"))!.slice(4)
+      const showFolder =
+        'echo "dir:$(dirname "$CORRAL_USAGE_FILE")"; echo "files:$(ls -A "$(dirname "$CORRAL_USAGE_FILE")" | wc -l)"'
+      const wrote = yield* run(
+        `${showFolder}; echo '{"n":1}' > "$CORRAL_RESULT_FILE"; echo '{"inputTokens":3}' >> "$CORRAL_USAGE_FILE"`
+      )
+      assert.deepStrictEqual(wrote.result, { n: 1 })
+      assert.isFalse(existsSync(folderOf(wrote.tail)), "a folder with files in it is removed")
+      const first = yield* run(showFolder)
+      const second = yield* run(showFolder)
+      assert.isUndefined(first.result)
+      assert.isUndefined(second.result)
+      assert.include(first.tail, "files:0")
+      assert.include(second.tail, "files:0")
+      assert.strictEqual(folderOf(second.tail), folderOf(first.tail), "the empty folder serves the next run")
+      assert.isTrue(existsSync(folderOf(second.tail)))
+    })
+  )
+
   it.live("interrupting a sandboxed process ends every process inside it", () =>
     Effect.gen(function* () {
       const started = yield* Deferred.make<number>()

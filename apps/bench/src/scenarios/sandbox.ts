@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,7 +10,8 @@ import * as Effect from "effect/Effect"
 import { perProcessColumns, timedPerProcess } from "../lib/cpu.ts"
 import { core } from "../lib/core.ts"
 import { ratioAtMost } from "../lib/targets.ts"
-import type { Approach, Scenario } from "../types.ts"
+import type { Approach, CaseResult, Scenario, Target } from "../types.ts"
+import { makePlan } from "../../../../packages/platform-node/src/internal/processPlan.ts"
 
 interface Params {
   readonly processes: number
@@ -33,22 +35,128 @@ const agents = (name: string, sandbox: ProcessRunner.ProcessSpec["sandbox"]): Ap
   }
 })
 
+/**
+ * A plain `child_process.spawn` pool running `argv` at the given concurrency in a fresh Node.js process,
+ * timed inside it (its start-up excluded), as in the `spawn` scenario: what starting the same command
+ * costs without corral.
+ */
+const FRESH_POOL = `
+const { spawn } = require("node:child_process")
+const [processes, concurrency] = process.argv.slice(1, 3).map(Number)
+const argv = JSON.parse(process.argv[3])
+const cwd = process.argv[4]
+const runOne = () => new Promise((resolve, reject) => {
+  const child = spawn(argv[0], argv.slice(1), { cwd, stdio: ["ignore", "pipe", "pipe"], detached: true })
+  child.on("error", reject)
+  child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(argv[0] + " exited with " + code))))
+})
+const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000 }
+const children = () => { const f = require("node:fs").readFileSync("/proc/self/stat", "latin1"); const x = f.slice(f.lastIndexOf(")") + 2).split(" "); return (Number(x[13]) + Number(x[14])) * 10 }
+const main = async () => {
+  let next = 0
+  const worker = async () => { while (next < processes) { next++; await runOne() } }
+  const own = cpu(), kids = children(), start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, worker))
+  process.stdout.write(JSON.stringify({ ms: performance.now() - start, ownMs: cpu() - own, childrenMs: children() - kids }))
+}
+main().catch((error) => { process.stderr.write(String(error)); process.exitCode = 1 })
+`
+
+/**
+ * The command line corral runs for a sandboxed `true` (bubblewrap, its flags and mounts, the shell it
+ * runs as process 1), from corral's own process plan: the protocol folder is bound as a private folder,
+ * as a run does.
+ */
+const sandboxedArgv = (cwd: string): ReadonlyArray<string> => {
+  const privateDir = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-protocol-"))
+  const planned = makePlan({ command: "true", cwd, sandbox: true, privateDirs: [privateDir] })
+  if (planned._tag === "Invalid") throw new Error(planned.detail)
+  return planned.plan.argv
+}
+
+const freshPool = (name: string, argv: (cwd: string) => ReadonlyArray<string>): Approach<Params> => ({
+  name,
+  run: (p) => {
+    const cwd = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-"))
+    return new Promise((resolve, reject) =>
+      execFile(
+        process.execPath,
+        ["-e", FRESH_POOL, String(p.processes), String(p.concurrency), JSON.stringify(argv(cwd)), cwd],
+        (error, stdout, stderr) => {
+          if (error !== null) return reject(new Error(`${error.message}\n${stderr}`))
+          const { ms, ownMs, childrenMs } = JSON.parse(stdout) as { ms: number; ownMs: number; childrenMs: number }
+          resolve({
+            ms,
+            metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
+          })
+        }
+      )
+    )
+  }
+})
+
+const NO_SANDBOX = "ProcessAgent, no sandbox"
+const SANDBOX = "ProcessAgent, sandbox: true"
+const POOL_TRUE = "plain spawn pool of true, fresh process (reference)"
+const POOL_BWRAP = "plain spawn pool of corral's bwrap command for true, fresh process (reference)"
+const POOL_BWRAP_LEAST = "plain spawn pool of bwrap --ro-bind / / true, fresh process (reference)"
+
+const medianOf = (item: CaseResult, name: string): number | undefined =>
+  item.approaches.find((a) => a.name === name && a.error === undefined)?.medianMs
+
+/**
+ * Reported, no target: what bubblewrap's own start costs without corral (the two plain pools), and
+ * what a sandbox adds to a corral agent on top of that, per process.
+ */
+const bubblewrapFloor: Target = {
+  label:
+    "sandbox: bubblewrap's own start (plain pools: corral's bwrap command vs true) and what corral's sandbox adds over it",
+  evaluate: (cases) => {
+    const item = cases.find((c) => /true at/.test(c.label))
+    if (item === undefined) return undefined
+    const [plain, sandboxed, poolTrue, poolBwrap, poolLeast] = [
+      NO_SANDBOX,
+      SANDBOX,
+      POOL_TRUE,
+      POOL_BWRAP,
+      POOL_BWRAP_LEAST
+    ].map((name) => medianOf(item, name))
+    if ([plain, sandboxed, poolTrue, poolBwrap, poolLeast].some((ms) => ms === undefined)) return undefined
+    const processes = Number(/^(\d+)/.exec(item.label)?.[1] ?? "1")
+    const perProcess = (ms: number) => `${(ms / processes).toFixed(2)} ms`
+    const bwrapExtra = poolBwrap! - poolTrue!
+    const sandboxExtra = sandboxed! - plain!
+    return {
+      figure:
+        `bwrap pool ${(poolBwrap! / poolTrue!).toFixed(2)}× the true pool (+${perProcess(bwrapExtra)} per process; ` +
+        `the least bwrap ${(poolLeast! / poolTrue!).toFixed(2)}×, +${perProcess(poolLeast! - poolTrue!)}); ` +
+        `corral's sandbox adds +${perProcess(sandboxExtra)} per process (${(sandboxExtra / bwrapExtra).toFixed(2)}× bubblewrap's own); ` +
+        `1.3× would need the sandbox to add at most ${perProcess(0.3 * plain!)}`,
+      met: undefined
+    }
+  }
+}
+
 const support = Sandbox.supportUnsafe()
 
 export const sandbox: Scenario<Params> = {
   name: "sandbox",
   description: `start-up cost of sandboxed process agents (bubblewrap): 200 runs of \`true\` at concurrency 8 (${support.detail})`,
-  floor: "the same process agents without a sandbox, measured in the same run",
-  targets: [ratioAtMost("sandbox: true ≤ 1.3× unsandboxed", /true at/, "ProcessAgent, sandbox: true", 1.3)],
-  floorApproach: "ProcessAgent, no sandbox",
+  floor:
+    "the same process agents without a sandbox, measured in the same run; bubblewrap's own start is measured too: a plain spawn pool of corral's bwrap command line for true against one of true, and the least bubblewrap can do (bwrap --ro-bind / / true), each in a fresh Node.js process",
+  targets: [ratioAtMost("sandbox: true ≤ 1.3× unsandboxed", /true at/, SANDBOX, 1.3), bubblewrapFloor],
+  floorApproach: NO_SANDBOX,
   columns: perProcessColumns,
   approaches: support.available
     ? [
-        agents("ProcessAgent, no sandbox", undefined),
-        agents("ProcessAgent, sandbox: true", true),
-        agents("ProcessAgent, sandbox network: false", { network: false })
+        agents(NO_SANDBOX, undefined),
+        agents(SANDBOX, true),
+        agents("ProcessAgent, sandbox network: false", { network: false }),
+        freshPool(POOL_TRUE, () => ["true"]),
+        freshPool(POOL_BWRAP, sandboxedArgv),
+        freshPool(POOL_BWRAP_LEAST, () => [support.bwrap!, "--ro-bind", "/", "/", "true"])
       ]
-    : [agents("ProcessAgent, no sandbox", undefined)],
+    : [agents(NO_SANDBOX, undefined)],
   cases: (options) => [
     {
       label: `${options.quick ? 50 : 200} × true at concurrency 8`,

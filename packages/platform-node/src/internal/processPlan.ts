@@ -60,12 +60,12 @@ export const redactWith =
   }
 
 const isExecutable = (file: string): boolean => {
-  // `existsSync` does not throw: most PATH entries do not hold the command, and a failing `accessSync`
+  // A `stat` that throws nothing: most PATH entries do not hold the command, and a failing `accessSync`
   // costs an exception with a stack trace.
-  if (!fs.existsSync(file)) return false
   try {
+    if (fs.statSync(file, { throwIfNoEntry: false })?.isFile() !== true) return false
     fs.accessSync(file, fs.constants.X_OK)
-    return fs.statSync(file).isFile()
+    return true
   } catch {
     return false
   }

@@ -12,6 +12,8 @@
  * process's private temporary directory named after the run, removed after it: a folder of their own
  * (created, then removed recursively) is made only when the process needs one, for `deps/` or to bind
  * into a sandbox; a `mkdir` and a recursive `rm` per run cost more than a short process's own start.
+ * A sandboxed run's folder, left empty by a run whose process tree is gone, serves a later sandboxed
+ * run (named after the run that made it).
  *
  * @internal
  */
@@ -55,6 +57,10 @@ const safe = (name: string): string => name.replace(/[^A-Za-z0-9._-]/g, "_").sli
  */
 export const prepare = (spec: ProcessSpec, name: string, cwd: string, folder = false): Protocol => {
   if (spec.protocolDir !== undefined) return prepareIn(spec, path.resolve(cwd, spec.protocolDir), cwd, false)
+  if (folder && spec.deps === undefined) {
+    const spare = spareFolders.pop()
+    if (spare !== undefined) return prepareIn(spec, spare, cwd, "folder", true)
+  }
   const base = path.join(rootDir(), `${safe(name)}-${++counter}`)
   if (folder || spec.deps !== undefined) return prepareIn(spec, base, cwd, "folder")
   // Names unique in the private root: no file of an earlier run can be there.
@@ -70,9 +76,10 @@ export const prepare = (spec: ProcessSpec, name: string, cwd: string, folder = f
   }
 }
 
-const prepareIn = (spec: ProcessSpec, dir: string, cwd: string, owned: "folder" | false): Protocol => {
-  // A folder of our own is new (its name is unique in the private root), so it holds no old files.
-  fs.mkdirSync(dir, { recursive: !owned })
+const prepareIn = (spec: ProcessSpec, dir: string, cwd: string, owned: "folder" | false, spare = false): Protocol => {
+  // A folder of our own is new (its name is unique in the private root) or a spare one, found empty
+  // after its run's tree was gone, so it holds no old files.
+  if (!spare) fs.mkdirSync(dir, { recursive: !owned })
   const usagePath = path.join(dir, "usage.jsonl")
   if (!owned) fs.rmSync(usagePath, { force: true })
   const resultPath = spec.resultFile === undefined ? path.join(dir, "result.json") : path.resolve(cwd, spec.resultFile)
@@ -91,19 +98,60 @@ const prepareIn = (spec: ProcessSpec, dir: string, cwd: string, owned: "folder" 
 
 const unlink = (file: string) => fsp.unlink(file).catch(() => undefined)
 
-/** Removes what the run created: its folder, or its usage file and (unless the spec named it) its result file. */
-export const cleanup = (protocol: Protocol, spec: ProcessSpec): Effect.Effect<void> => {
-  if (protocol.owned === "folder")
-    return Effect.promise(() => fsp.rm(protocol.dir, { recursive: true, force: true }).catch(() => undefined))
-  if (protocol.owned === false) return Effect.void
-  return Effect.promise(async () => {
-    await Promise.all(
-      spec.resultFile === undefined
-        ? [unlink(protocol.usagePath), unlink(protocol.resultPath)]
-        : [unlink(protocol.usagePath)]
-    )
-  })
+/**
+ * What the run saw once the process's tree was gone (nothing of it writes the files any more): which
+ * files were missing, so there is nothing to remove (a failed `unlink` costs an error object per file
+ * and run), and whether the whole tree is known gone, so an empty folder of its own can serve the next
+ * sandboxed run.
+ */
+export interface Seen {
+  usageMissing: boolean
+  resultMissing: boolean
+  treeGone: boolean
 }
+
+export const nothingSeen = (): Seen => ({ usageMissing: false, resultMissing: false, treeGone: false })
+
+/**
+ * Empty protocol folders of finished sandboxed runs whose process tree is gone, for the next sandboxed
+ * run: a `mkdir` and a recursive `rm` per run cost more than starting the sandbox on a slow disk.
+ */
+const spareFolders: Array<string> = []
+const SPARE_FOLDERS_MAX = 64
+
+const removeFolder = (dir: string) => fsp.rm(dir, { recursive: true, force: true }).catch(() => undefined)
+
+const isEmpty = (dir: string): boolean => {
+  try {
+    return fs.readdirSync(dir).length === 0
+  } catch {
+    return false
+  }
+}
+
+const releaseFolder = (dir: string, recyclable: boolean): Promise<void> => {
+  if (recyclable && spareFolders.length < SPARE_FOLDERS_MAX && isEmpty(dir)) {
+    spareFolders.push(dir)
+    return Promise.resolve()
+  }
+  return removeFolder(dir)
+}
+
+/**
+ * Removes what the run created: its folder (or keeps it, empty, for the next sandboxed run), or its
+ * usage file and (unless the spec named it) its result file, skipping the files `seen` missing.
+ */
+export const cleanup = (protocol: Protocol, spec: ProcessSpec, seen: Seen = nothingSeen()): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (protocol.owned === "folder")
+      return Effect.promise(() => releaseFolder(protocol.dir, seen.treeGone && spec.deps === undefined))
+    if (protocol.owned === false) return Effect.void
+    const files: Array<string> = []
+    if (!seen.usageMissing) files.push(protocol.usagePath)
+    if (spec.resultFile === undefined && !seen.resultMissing) files.push(protocol.resultPath)
+    if (files.length === 0) return Effect.void
+    return Effect.promise(() => Promise.all(files.map(unlink)))
+  })
 
 const fields = ["inputTokens", "outputTokens", "costUsd"] as const
 
@@ -133,6 +181,8 @@ export const parseUsageLine = (line: string): Partial<Usage.Usage> | string => {
 export class UsageTail {
   private offset = 0
   private partial = ""
+  /** Whether the last read found no file. */
+  missing = false
   private line = 0
 
   readonly path: string
@@ -188,6 +238,7 @@ export class UsageTail {
     // Most processes never write the file: a failed `stat` without an exception is far cheaper than a
     // failed asynchronous `open` (its error object and stack) every 250 ms.
     const stat = fs.statSync(this.path, { throwIfNoEntry: false })
+    this.missing = stat === undefined
     if (stat === undefined || stat.size <= this.offset) return ""
     let handle: fsp.FileHandle
     try {

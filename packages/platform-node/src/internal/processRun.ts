@@ -1,5 +1,6 @@
 import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
+import * as path from "node:path"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -23,9 +24,10 @@ import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
   isGroupAlive,
+  launchedLeader,
   procAvailable,
   sampleGroup,
-  sampleLeader,
+  readLeader,
   signalGroup,
   signalStray,
   Strays
@@ -110,11 +112,16 @@ const untilNextSample = (): Duration.Duration => {
 }
 
 /**
- * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample, taken right
- * after the start, reads only the leader; the following ones scan /proc for the whole group (one scan
+ * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample (`first`),
+ * taken right after the start, read only the leader; the following ones scan /proc for the whole group (one scan
  * shared by all processes sampled within 40 ms). A memory breach kills the group at once.
  */
-const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effect<never> => {
+const watchdog = (
+  pid: number,
+  limits: ProcessLimits,
+  watch: Watch,
+  first: GroupSample | undefined
+): Effect.Effect<never> => {
   const check = (group: GroupSample | undefined) => {
     const over = record(group, limits, watch.measured)
     if (over !== undefined && watch.breach === undefined) {
@@ -130,7 +137,7 @@ const watchdog = (pid: number, limits: ProcessLimits, watch: Watch): Effect.Effe
     })
   )
   return Effect.andThen(
-    Effect.sync(() => check(sampleLeader(pid))),
+    Effect.sync(() => check(first)),
     Effect.forever(tick)
   )
 }
@@ -212,7 +219,12 @@ const reapGroup = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<v
       watch.gone = true
       return Effect.void
     }
-    return terminateGroup(pgid, graceMs)
+    return Effect.andThen(
+      terminateGroup(pgid, graceMs),
+      Effect.sync(() => {
+        watch.gone = !isGroupAlive(pgid)
+      })
+    )
   })
 
 const waitStraysGone = (strays: Strays, ms: number) =>
@@ -242,12 +254,20 @@ const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
 const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
   Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
 
-const readResult = (plan: Plan, protocol: Protocol.Protocol, failed: (detail: string) => ProcessFailed) =>
+const readResult = (
+  plan: Plan,
+  protocol: Protocol.Protocol,
+  seen: Protocol.Seen,
+  failed: (detail: string) => ProcessFailed
+) =>
   plan.resultPath === undefined
     ? Effect.succeed(undefined)
     : Effect.tryPromise({
         try: async () => {
-          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) return undefined
+          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) {
+            seen.resultMissing = true
+            return undefined
+          }
           let text: string
           try {
             text = await fsp.readFile(plan.resultPath!, "utf8")
@@ -286,7 +306,12 @@ const succeed = (ended: Ended, result: unknown): ProcessResult => ({
   ...(result === undefined ? {} : { result })
 })
 
-const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, protocol: Protocol.Protocol) {
+const supervise = Effect.fnUntraced(function* (
+  spec: ProcessSpec,
+  plan: Plan,
+  protocol: Protocol.Protocol,
+  seen: Protocol.Seen
+) {
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
   const scope = yield* Scope.Scope
@@ -316,7 +341,7 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   }
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
-  const handle = yield* spawn(plan).pipe(
+  const { handle, first } = yield* spawn(plan).pipe(
     Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
@@ -326,17 +351,18 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
         )
       )
     ),
-    Effect.tap((handle) =>
-      Effect.sync(() => {
-        guard?.spawned(handle.pid)
-        if (procAvailable) watch.strays = new Strays(handle.pid, plan.token)
-        spec.onProcess?.(handle.pid)
-      })
-    ),
-    Effect.tap((handle) => Effect.ignore(handle.unref)),
+    Effect.map((handle) => {
+      guard?.spawned(handle.pid)
+      launchedLeader(handle.pid)
+      const leader = readLeader(handle.pid)
+      if (procAvailable) watch.strays = new Strays(handle.pid, plan.token, leader.start)
+      spec.onProcess?.(handle.pid)
+      return { handle, first: leader.sample }
+    }),
+    Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
-  yield* Effect.forkScoped(watchdog(handle.pid, limits, watch))
+  yield* Effect.forkScoped(watchdog(handle.pid, limits, watch, first))
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
@@ -356,6 +382,8 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* Fiber.interrupt(tailing)
   yield* usage.read(true)
+  seen.usageMissing = usage.missing
+  seen.treeGone = watch.treeGone
   const ended: Ended = {
     plan,
     limits,
@@ -368,7 +396,12 @@ const supervise = Effect.fnUntraced(function* (spec: ProcessSpec, plan: Plan, pr
   if (plan.logPath !== undefined) yield* log.write(`[corral] ${describeEnd(ended)} after ${ended.durationMs} ms\n`)
   const failure = classify(ended)
   if (failure !== undefined) return yield* failure
-  const result = yield* readResult(plan, protocol, (detail) => new ProcessFailed({ ...failureBase(ended), detail }))
+  const result = yield* readResult(
+    plan,
+    protocol,
+    seen,
+    (detail) => new ProcessFailed({ ...failureBase(ended), detail })
+  )
   return succeed(ended, result)
 })
 
@@ -383,32 +416,76 @@ const failureBase = (ended: Ended) => ({
   logPath: ended.plan.logPath
 })
 
+/** The plan and its protocol files, or the failure to start with (nothing left behind). */
+type Planned = readonly [Plan, Protocol.Protocol] | Effect.Effect<never, ProcessFailed>
+
+const invalid = (spec: ProcessSpec, detail: string) => {
+  const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
+  return startFailure({ ...spec, command }, defaultName(spec), detail)
+}
+
+const prepareFailure = (spec: ProcessSpec, name: string, error: unknown) =>
+  startFailure(
+    spec,
+    name,
+    `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
+  )
+
+/**
+ * A sandboxed process can write only to its cwd and private folders: the protocol folder is one, so it
+ * is prepared before the plan. Without `protocolDir` (a folder of the user's, touched only for a valid
+ * spec) the plan is made once; then an invalid spec removes the folder again.
+ */
+const planSandboxed = (spec: ProcessSpec): Planned => {
+  const withProtocol = (protocol: Protocol.Protocol) =>
+    makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
+  if (spec.protocolDir === undefined) {
+    const name = defaultName(spec)
+    let protocol: Protocol.Protocol
+    try {
+      protocol = Protocol.prepare(spec, name, path.resolve(spec.cwd ?? process.cwd()), true)
+    } catch (error) {
+      return Effect.fail(prepareFailure(spec, name, error))
+    }
+    const planned = withProtocol(protocol)
+    return planned._tag === "Invalid"
+      ? Effect.andThen(Protocol.cleanup(protocol, spec), Effect.fail(invalid(spec, planned.detail)))
+      : ([planned.plan, protocol] as const)
+  }
+  const planned = makePlan(spec)
+  if (planned._tag === "Invalid") return Effect.fail(invalid(spec, planned.detail))
+  let protocol: Protocol.Protocol
+  try {
+    protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd, true)
+  } catch (error) {
+    return Effect.fail(prepareFailure(spec, planned.plan.name, error))
+  }
+  const replanned = withProtocol(protocol)
+  return replanned._tag === "Invalid"
+    ? Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
+    : ([replanned.plan, protocol] as const)
+}
+
+const planPlain = (spec: ProcessSpec): Planned => {
+  const planned = makePlan(spec)
+  if (planned._tag === "Invalid") return Effect.fail(invalid(spec, planned.detail))
+  try {
+    return [planned.plan, Protocol.prepare(spec, planned.plan.name, planned.plan.cwd)] as const
+  } catch (error) {
+    return Effect.fail(prepareFailure(spec, planned.plan.name, error))
+  }
+}
+
 export const run = (
   spec: ProcessSpec
 ): Effect.Effect<ProcessResult, ProcessFailed, ChildProcessSpawner.ChildProcessSpawner> =>
   Effect.suspend(() => {
-    const planned = makePlan(spec)
-    if (planned._tag === "Invalid") {
-      const command = redactWith(secretValues(spec, childEnv(spec)))(spec.command)
-      return Effect.fail(startFailure({ ...spec, command }, defaultName(spec), planned.detail))
-    }
-    const sandboxed = sandboxOptions(spec) !== undefined
-    let protocol: Protocol.Protocol
-    try {
-      protocol = Protocol.prepare(spec, planned.plan.name, planned.plan.cwd, sandboxed)
-    } catch (error) {
-      const detail = `cannot prepare the CORRAL_* files: ${error instanceof Error ? error.message : String(error)}`
-      return Effect.fail(startFailure(spec, planned.plan.name, detail))
-    }
-    // A sandboxed process can write only to its cwd and private folders: the protocol folder is one.
-    const replanned = sandboxed
-      ? makePlan({ ...spec, privateDirs: [...(spec.privateDirs ?? []), protocol.dir] })
-      : planned
-    if (replanned._tag === "Invalid") return Effect.fail(startFailure(spec, planned.plan.name, replanned.detail))
-    const plan: Plan = {
-      ...replanned.plan,
-      env: { ...replanned.plan.env, ...protocol.env },
-      resultPath: protocol.resultPath
-    }
-    return Effect.scoped(supervise(spec, plan, protocol)).pipe(Effect.ensuring(Protocol.cleanup(protocol, spec)))
+    const planned = sandboxOptions(spec) === undefined ? planPlain(spec) : planSandboxed(spec)
+    if (!Array.isArray(planned)) return planned as Effect.Effect<never, ProcessFailed>
+    const [made, protocol] = planned
+    const plan: Plan = { ...made, env: { ...made.env, ...protocol.env }, resultPath: protocol.resultPath }
+    const seen = Protocol.nothingSeen()
+    return Effect.scoped(supervise(spec, plan, protocol, seen)).pipe(
+      Effect.ensuring(Protocol.cleanup(protocol, spec, seen))
+    )
   })

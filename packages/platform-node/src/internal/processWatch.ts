@@ -150,7 +150,7 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  *   carry its `token` in their environment: a process whose parent exited between two samples was
  *   re-parented to init, but it still has the environment it inherited. Environments are read once
  *   per process (by pid and start time) for all agents, and never for processes this process started
- *   itself or that are in its own session.
+ *   itself or that are in its own session or another agent's (`launchedLeader`).
  *
  * A process that left the session before the first sample reached it and cleared its environment is
  * not found.
@@ -165,10 +165,11 @@ export class Strays {
   private readonly since: number
   private readonly startedAt = performance.now()
 
-  constructor(pgid: number, token: string) {
+  /** `since`: the leader's start time (`startOf`), when the caller read it already. */
+  constructor(pgid: number, token: string, since?: number) {
     this.pgid = pgid
     this.token = token
-    this.since = startOf(pgid) ?? 0
+    this.since = since ?? startOf(pgid) ?? 0
   }
 
   /** Adds the out-of-group descendants seen in the latest scan. */
@@ -194,6 +195,8 @@ export class Strays {
       // Not ours: started by this process itself or by its spawn helper (a leader, or a helper in its
       // session); neither is a subreaper, so an escaped process is never re-parented to them.
       else if (entry.ppid === process.pid || entry.ppid === helperPid || entry.sid === own) continue
+      // In another agent's session: a process cannot join a session it did not make, so it is not ours.
+      else if (isLaunchedLeader(entry.sid)) continue
       else if (tokensOf(entry).includes(this.token)) this.known.set(entry.pid, entry.start)
     }
     this.walk(entries)
@@ -216,6 +219,38 @@ export class Strays {
       }
     }
   }
+}
+
+/**
+ * Leaders of process agents this process started (through its spawn helper or itself) at most 2 seconds
+ * ago, in two generations of up to 2/3 s each (kept only while younger than 4/3 s, then used for up to
+ * 2/3 s more). Each is the leader of a session of its own whose
+ * parent is the helper or this process, so it is never a stray of another agent: the stray walk at an
+ * agent's exit does not read them (at concurrency N, most pids handed out during a short agent are
+ * the other agents' leaders). Two seconds is the span `YOUNG_MS` already trusts pids not to wrap around in.
+ */
+let launched = new Set<number>()
+let launchedBefore = new Set<number>()
+let launchedSince = 0
+
+const LAUNCHED_GENERATION_MS = YOUNG_MS / 3
+
+const rotateLaunched = (now: number) => {
+  if (now - launchedSince < LAUNCHED_GENERATION_MS) return
+  launchedBefore = now - launchedSince < 2 * LAUNCHED_GENERATION_MS ? launched : new Set()
+  launched = new Set()
+  launchedSince = now
+}
+
+/** Records that this process started `pid` as an agent's leader just now. */
+export const launchedLeader = (pid: number): void => {
+  rotateLaunched(performance.now())
+  launched.add(pid)
+}
+
+const isLaunchedLeader = (pid: number): boolean => {
+  rotateLaunched(performance.now())
+  return launched.has(pid) || launchedBefore.has(pid)
 }
 
 /** The pid most recently handed out (`/proc/loadavg`), or `undefined` when it cannot be read. */
@@ -247,6 +282,7 @@ const scanSince = (first: number, last: number | undefined): Array<ProcEntry> =>
   const groups = new Map<number, MutableSample>()
   const entries: Array<ProcEntry> = []
   const add = (pid: number, name: string) => {
+    if (pid !== first && isLaunchedLeader(pid)) return
     const stat = readStat(name)
     if (stat !== undefined) addProcess(groups, pid, stat, bytesPerPage, entries)
   }
@@ -315,16 +351,20 @@ export const signalStray = (entry: ProcEntry, signal: NodeJS.Signals): void => {
 }
 
 /**
- * Reads only the leader's /proc entry: right after the start the group is the leader alone, and a full
- * scan of /proc for every short-lived process would cost more than the process itself.
+ * The first sample of a group and its leader's start time (`startOf`), from one read of the leader's
+ * `stat`: right after the start the group is the leader alone, and a full scan of /proc for every
+ * short-lived process would cost more than the process itself.
  */
-export const sampleLeader = (pid: number): GroupSample | undefined => {
-  if (!procAvailable) return undefined
+export const readLeader = (
+  pid: number
+): { readonly sample: GroupSample | undefined; readonly start: number | undefined } => {
+  if (!procAvailable) return { sample: undefined, start: undefined }
   const stat = readStat(String(pid))
-  if (stat === undefined) return EMPTY
+  if (stat === undefined) return { sample: EMPTY, start: undefined }
   const groups = new Map<number, MutableSample>()
-  addProcess(groups, pid, stat, (pageSize ??= readPageSize()))
-  return groups.get(pid) ?? EMPTY
+  const entries: Array<ProcEntry> = []
+  addProcess(groups, pid, stat, (pageSize ??= readPageSize()), entries)
+  return { sample: groups.get(pid) ?? EMPTY, start: entries[0]?.start }
 }
 
 const groupExists = (pgid: number): boolean => {

@@ -28,20 +28,35 @@ export interface Support {
 export const installHint =
   "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`, Arch: `pacman -S bubblewrap`)"
 
-/** `CORRAL_BWRAP` names the executable; otherwise `bwrap` is looked up in PATH. */
+const isExecutableFile = (file: string): boolean => {
+  try {
+    // A `stat` that throws nothing first: a failing `accessSync` costs an exception with a stack trace.
+    if (fs.statSync(file, { throwIfNoEntry: false })?.isFile() !== true) return false
+    fs.accessSync(file, fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The last executable found, by `CORRAL_BWRAP` and `PATH`: every sandboxed run looks it up. */
+let lastFound: { readonly key: string; readonly file: string } | undefined
+
+/**
+ * `CORRAL_BWRAP` names the executable; otherwise `bwrap` is looked up in PATH. The last one found is
+ * checked first (one `stat`) while the two variables are unchanged.
+ */
 export const findBwrap = (env: NodeJS.ProcessEnv = process.env): string | undefined => {
+  const key = `${env.CORRAL_BWRAP ?? ""}\0${env.PATH ?? ""}`
+  if (lastFound?.key === key && fs.statSync(lastFound.file, { throwIfNoEntry: false })?.isFile() === true)
+    return lastFound.file
   const candidates =
     env.CORRAL_BWRAP !== undefined
       ? [env.CORRAL_BWRAP]
       : (env.PATH ?? "").split(path.delimiter).map((dir) => path.join(dir, "bwrap"))
-  return candidates.find((file) => {
-    try {
-      fs.accessSync(file, fs.constants.X_OK)
-      return fs.statSync(file).isFile()
-    } catch {
-      return false
-    }
-  })
+  const file = candidates.find(isExecutableFile)
+  if (file !== undefined) lastFound = { key, file }
+  return file
 }
 
 const systemDirs = ["/usr", "/etc", "/opt"]
@@ -52,7 +67,12 @@ const exists = (file: string): boolean => fs.existsSync(file)
 const within = (child: string, parent: string): boolean =>
   child === parent || child.startsWith(parent.endsWith("/") ? parent : `${parent}/`)
 
-const systemArgs = (): Array<string> => {
+/** The system folders do not move while corral runs: they are looked at once. */
+let cachedSystemArgs: ReadonlyArray<string> | undefined
+
+const systemArgs = (): ReadonlyArray<string> => (cachedSystemArgs ??= readSystemArgs())
+
+const readSystemArgs = (): Array<string> => {
   const args: Array<string> = []
   for (const dir of systemDirs) if (exists(dir)) args.push("--ro-bind", dir, dir)
   for (const dir of systemLinks) {
