@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,6 +8,7 @@ import { NodeServices } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
 import { perProcessColumns, timedPerProcess } from "../lib/cpu.ts"
 import { core } from "../lib/core.ts"
+import { freshPool } from "../lib/freshPool.ts"
 import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, CaseResult, Scenario, Target } from "../types.ts"
 import { makePlan } from "../../../../packages/platform-node/src/internal/processPlan.ts"
@@ -36,33 +36,6 @@ const agents = (name: string, sandbox: ProcessRunner.ProcessSpec["sandbox"]): Ap
 })
 
 /**
- * A plain `child_process.spawn` pool running `argv` at the given concurrency in a fresh Node.js process,
- * timed inside it (its start-up excluded), as in the `spawn` scenario: what starting the same command
- * costs without corral.
- */
-const FRESH_POOL = `
-const { spawn } = require("node:child_process")
-const [processes, concurrency] = process.argv.slice(1, 3).map(Number)
-const argv = JSON.parse(process.argv[3])
-const cwd = process.argv[4]
-const runOne = () => new Promise((resolve, reject) => {
-  const child = spawn(argv[0], argv.slice(1), { cwd, stdio: ["ignore", "pipe", "pipe"], detached: true })
-  child.on("error", reject)
-  child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(argv[0] + " exited with " + code))))
-})
-const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000 }
-const children = () => { const f = require("node:fs").readFileSync("/proc/self/stat", "latin1"); const x = f.slice(f.lastIndexOf(")") + 2).split(" "); return (Number(x[13]) + Number(x[14])) * 10 }
-const main = async () => {
-  let next = 0
-  const worker = async () => { while (next < processes) { next++; await runOne() } }
-  const own = cpu(), kids = children(), start = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, worker))
-  process.stdout.write(JSON.stringify({ ms: performance.now() - start, ownMs: cpu() - own, childrenMs: children() - kids }))
-}
-main().catch((error) => { process.stderr.write(String(error)); process.exitCode = 1 })
-`
-
-/**
  * The command line corral runs for a sandboxed `true` (bubblewrap, its flags and mounts, the shell it
  * runs as process 1), from corral's own process plan: the protocol folder is bound as a private folder,
  * as a run does.
@@ -74,24 +47,16 @@ const sandboxedArgv = (cwd: string): ReadonlyArray<string> => {
   return planned.plan.argv
 }
 
-const freshPool = (name: string, argv: (cwd: string) => ReadonlyArray<string>): Approach<Params> => ({
+/** A plain spawn pool of `argv` in a fresh Node.js process (`lib/freshPool.ts`). */
+const pool = (name: string, argv: (cwd: string) => ReadonlyArray<string>): Approach<Params> => ({
   name,
-  run: (p) => {
+  run: async (p) => {
     const cwd = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-"))
-    return new Promise((resolve, reject) =>
-      execFile(
-        process.execPath,
-        ["-e", FRESH_POOL, String(p.processes), String(p.concurrency), JSON.stringify(argv(cwd)), cwd],
-        (error, stdout, stderr) => {
-          if (error !== null) return reject(new Error(`${error.message}\n${stderr}`))
-          const { ms, ownMs, childrenMs } = JSON.parse(stdout) as { ms: number; ownMs: number; childrenMs: number }
-          resolve({
-            ms,
-            metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
-          })
-        }
-      )
-    )
+    const { ms, ownMs, childrenMs } = await freshPool(p.processes, p.concurrency, argv(cwd), cwd)
+    return {
+      ms,
+      metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
+    }
   }
 })
 
@@ -152,9 +117,9 @@ export const sandbox: Scenario<Params> = {
         agents(NO_SANDBOX, undefined),
         agents(SANDBOX, true),
         agents("ProcessAgent, sandbox network: false", { network: false }),
-        freshPool(POOL_TRUE, () => ["true"]),
-        freshPool(POOL_BWRAP, sandboxedArgv),
-        freshPool(POOL_BWRAP_LEAST, () => [support.bwrap!, "--ro-bind", "/", "/", "true"])
+        pool(POOL_TRUE, () => ["true"]),
+        pool(POOL_BWRAP, sandboxedArgv),
+        pool(POOL_BWRAP_LEAST, () => [support.bwrap!, "--ro-bind", "/", "/", "true"])
       ]
     : [agents(NO_SANDBOX, undefined)],
   cases: (options) => [

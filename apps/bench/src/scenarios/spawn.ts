@@ -1,9 +1,10 @@
-import { execFile, spawn as spawnChild } from "node:child_process"
+import { spawn as spawnChild } from "node:child_process"
 import { perProcessColumns, timedPerProcess } from "../lib/cpu.ts"
 import * as ProcessAgent from "@corral/platform-node/ProcessAgent"
 import { NodeServices } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
 import { core } from "../lib/core.ts"
+import { freshPool } from "../lib/freshPool.ts"
 import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Scenario } from "../types.ts"
 
@@ -35,48 +36,20 @@ const plainSpawn: Approach<Params> = {
 }
 
 /**
- * The same pool in a fresh Node.js process of its own, timed inside it (its start-up excluded).
+ * The same pool in a fresh Node.js process of its own (`lib/freshPool.ts`), timed inside it (its start-up excluded).
  * Node's `spawn()` forks the caller, so its cost grows with the caller's memory: by the time this
  * scenario runs in a full `pnpm bench`, the bench process has built millions of agents and the
  * in-process pool pays for its size. A small script is what a user would compare with.
  */
-const FRESH_POOL = `
-const { spawn } = require("node:child_process")
-const [processes, concurrency] = process.argv.slice(1).map(Number)
-const runTrue = () => new Promise((resolve, reject) => {
-  const child = spawn("true", [], { stdio: ["ignore", "pipe", "pipe"], detached: true })
-  child.on("error", reject)
-  child.on("close", (code) => (code === 0 ? resolve() : reject(new Error("true exited with " + code))))
-})
-const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000 }
-const children = () => { const f = require("node:fs").readFileSync("/proc/self/stat", "latin1"); const x = f.slice(f.lastIndexOf(")") + 2).split(" "); return (Number(x[13]) + Number(x[14])) * 10 }
-const main = async () => {
-  let next = 0
-  const worker = async () => { while (next < processes) { next++; await runTrue() } }
-  const own = cpu(), kids = children(), start = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, worker))
-  process.stdout.write(JSON.stringify({ ms: performance.now() - start, ownMs: cpu() - own, childrenMs: children() - kids }))
-}
-main().catch((error) => { process.stderr.write(String(error)); process.exitCode = 1 })
-`
-
 const freshSpawn: Approach<Params> = {
   name: "child_process.spawn pool, fresh process",
-  run: (p) =>
-    new Promise((resolve, reject) =>
-      execFile(
-        process.execPath,
-        ["-e", FRESH_POOL, String(p.processes), String(p.concurrency)],
-        (error, stdout, stderr) => {
-          if (error !== null) return reject(new Error(`${error.message}\n${stderr}`))
-          const { ms, ownMs, childrenMs } = JSON.parse(stdout) as { ms: number; ownMs: number; childrenMs: number }
-          resolve({
-            ms,
-            metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
-          })
-        }
-      )
-    )
+  run: async (p) => {
+    const { ms, ownMs, childrenMs } = await freshPool(p.processes, p.concurrency, ["true"])
+    return {
+      ms,
+      metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
+    }
+  }
 }
 
 const corral: Approach<Params> = {

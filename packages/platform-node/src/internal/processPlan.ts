@@ -4,6 +4,7 @@ import * as Duration from "effect/Duration"
 import type { ProcessLimits, ProcessSpec } from "../ProcessRunner.ts"
 import type { Bridge } from "./sandboxBridge.ts"
 import { sandboxed } from "./sandboxPlan.ts"
+import { isExecutable } from "./executable.ts"
 
 export interface Plan {
   readonly name: string
@@ -58,18 +59,6 @@ export const redactWith =
     for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join("***")
     return out
   }
-
-const isExecutable = (file: string): boolean => {
-  // A `stat` that throws nothing: most PATH entries do not hold the command, and a failing `accessSync`
-  // costs an exception with a stack trace.
-  try {
-    if (fs.statSync(file, { throwIfNoEntry: false })?.isFile() !== true) return false
-    fs.accessSync(file, fs.constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
 
 const isDirectory = (dir: string): boolean => {
   try {

@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { SandboxOptions } from "../ProcessRunner.ts"
 import { type Bridge, forwarderArgv } from "./sandboxBridge.ts"
+import { isExecutable } from "./executable.ts"
 
 export interface SandboxPaths {
   readonly cwd: string
@@ -28,17 +29,6 @@ export interface Support {
 export const installHint =
   "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`, Arch: `pacman -S bubblewrap`)"
 
-const isExecutableFile = (file: string): boolean => {
-  try {
-    // A `stat` that throws nothing first: a failing `accessSync` costs an exception with a stack trace.
-    if (fs.statSync(file, { throwIfNoEntry: false })?.isFile() !== true) return false
-    fs.accessSync(file, fs.constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
-
 /** The last executable found, by `CORRAL_BWRAP` and `PATH`: every sandboxed run looks it up. */
 let lastFound: { readonly key: string; readonly file: string } | undefined
 
@@ -54,7 +44,7 @@ export const findBwrap = (env: NodeJS.ProcessEnv = process.env): string | undefi
     env.CORRAL_BWRAP !== undefined
       ? [env.CORRAL_BWRAP]
       : (env.PATH ?? "").split(path.delimiter).map((dir) => path.join(dir, "bwrap"))
-  const file = candidates.find(isExecutableFile)
+  const file = candidates.find(isExecutable)
   if (file !== undefined) lastFound = { key, file }
   return file
 }
