@@ -157,6 +157,17 @@ describe("claim hand-offs", () => {
     read: fc.subarray(KEYS, { maxLength: 2 })
   })
 
+  /** Generated jobs with ids; a key a job writes is not also among its reads. */
+  const numbered = (
+    generated: ReadonlyArray<{ readonly seconds: number; readonly write: Array<string>; readonly read: Array<string> }>
+  ) =>
+    generated.map((job, i) => ({
+      id: `j${i}`,
+      seconds: job.seconds,
+      write: job.write,
+      read: job.read.filter((key) => !job.write.includes(key))
+    }))
+
   it.effect("property: holders of a key never overlap, and a waiter that can start is never left idle", () =>
     Effect.gen(function* () {
       const cases = fc.sample(
@@ -168,12 +179,7 @@ describe("claim hand-offs", () => {
         { numRuns: 150, seed: 19 }
       )
       for (const c of cases) {
-        const jobs = c.jobs.map((job, i) => ({
-          id: `j${i}`,
-          seconds: job.seconds,
-          write: job.write,
-          read: job.read.filter((key) => !job.write.includes(key))
-        }))
+        const jobs = numbered(c.jobs)
         const ran = yield* runJobs(jobs, c.concurrency, c.observe, 1_000_000)
         assert.isTrue(ran.result.allSucceeded)
         assertExclusive(jobs, ran)
@@ -194,12 +200,7 @@ describe("claim hand-offs", () => {
         { numRuns: 150, seed: 23 }
       )
       for (const c of cases) {
-        const jobs = c.jobs.map((job, i) => ({
-          id: `j${i}`,
-          seconds: job.seconds,
-          write: job.write,
-          read: job.read.filter((key) => !job.write.includes(key))
-        }))
+        const jobs = numbered(c.jobs)
         const ran = yield* runJobs(jobs, c.concurrency, c.observe, c.maxBypass)
         assert.isTrue(ran.result.allSucceeded)
         assertExclusive(jobs, ran)
