@@ -15,6 +15,13 @@
  * A sandboxed run's folder, left empty by a run whose process tree is gone, serves a later sandboxed
  * run (named after the run that made it).
  *
+ * The private directory is removed when this process exits normally; a process killed by a signal
+ * leaves it behind. So where /proc exists its name carries its owner — boot, pid namespace, pid and
+ * start time (`corral-agents-<boot>-<ns>-<pid>-<start>-XXXXXX`) — and the first process agent of a
+ * later process removes, in the background, the private directories whose owner is gone (same boot
+ * and pid namespace, and no process with that pid and start time; those of an earlier boot). It
+ * never touches one whose owner it cannot judge: another pid namespace, or an untagged name.
+ *
  * @internal
  */
 import * as fs from "node:fs"
@@ -24,6 +31,7 @@ import * as path from "node:path"
 import * as Usage from "@corral/core/Usage"
 import * as Effect from "effect/Effect"
 import type { ProcessSpec } from "../ProcessRunner.ts"
+import { startOf } from "./processWatch.ts"
 
 export interface Protocol {
   /** The folder of the files; this process's private temporary directory itself when `owned` is `"files"`. */
@@ -40,11 +48,75 @@ export interface Protocol {
 let privateRoot: string | undefined
 let counter = 0
 
+const ROOT_PREFIX = "corral-agents-"
+
+/** Who owns a private directory: the first 8 hex digits of the boot id, the pid namespace's inode, pid, start time. */
+export interface Owner {
+  readonly boot: string
+  readonly namespace: string
+  readonly pid: number
+  readonly start: number
+}
+
+/** This process as an owner, or `undefined` where /proc cannot tell. */
+export const selfOwner = (): Owner | undefined => {
+  try {
+    const boot = fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").replace(/-/g, "").slice(0, 8)
+    const namespace = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))?.[1]
+    const start = startOf(process.pid)
+    if (!/^[0-9a-f]{8}$/.test(boot) || namespace === undefined || start === undefined) return undefined
+    return { boot, namespace, pid: process.pid, start }
+  } catch {
+    return undefined
+  }
+}
+
+const tagged = /^corral-agents-([0-9a-f]{8})-(\d+)-(\d+)-(\d+)-[^/]+$/
+
+/** The owner a private directory's name records, if it records one. */
+export const ownerOf = (name: string): Owner | undefined => {
+  const match = tagged.exec(name)
+  if (match === null) return undefined
+  return { boot: match[1]!, namespace: match[2]!, pid: Number(match[3]), start: Number(match[4]) }
+}
+
+/** Whether a process can tell that `owner` is gone: an earlier boot, or no such process in its own pid namespace. */
+const ownerGone = (owner: Owner, self: Owner): boolean =>
+  owner.boot !== self.boot || (owner.namespace === self.namespace && startOf(owner.pid) !== owner.start)
+
+/**
+ * Removes the private directories in `dir` whose owner is gone (see the module comment); resolves to
+ * the names it removed. Errors (a folder of another user, one removed meanwhile) skip that folder.
+ */
+export const sweepOrphanRoots = async (dir: string, self: Owner): Promise<Array<string>> => {
+  let names: Array<string>
+  try {
+    names = await fsp.readdir(dir)
+  } catch {
+    return []
+  }
+  const removed: Array<string> = []
+  for (const name of names) {
+    if (!name.startsWith(ROOT_PREFIX)) continue
+    const owner = ownerOf(name)
+    if (owner === undefined || !ownerGone(owner, self)) continue
+    try {
+      await fsp.rm(path.join(dir, name), { recursive: true, force: true })
+      removed.push(name)
+    } catch {}
+  }
+  return removed
+}
+
 const rootDir = (): string => {
   if (privateRoot === undefined) {
-    privateRoot = fs.mkdtempSync(path.join(os.tmpdir(), "corral-agents-"))
+    const tmp = os.tmpdir()
+    const self = selfOwner()
+    const tag = self === undefined ? "" : `${self.boot}-${self.namespace}-${self.pid}-${self.start}-`
+    privateRoot = fs.mkdtempSync(path.join(tmp, `${ROOT_PREFIX}${tag}`))
     const root = privateRoot
     process.once("exit", () => fs.rmSync(root, { recursive: true, force: true }))
+    if (self !== undefined) void sweepOrphanRoots(tmp, self)
   }
   return privateRoot
 }
