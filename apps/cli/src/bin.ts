@@ -2,9 +2,12 @@
 /**
  * The `corral` executable. Most of a short run's start-up is compiling the command's modules, so it
  * turns on Node's on-disk compile cache (`module.enableCompileCache`, in the system's temporary
- * folder; `NODE_DISABLE_COMPILE_CACHE=1` turns it off) before it loads them (`main.ts`).
+ * folder; `NODE_DISABLE_COMPILE_CACHE=1` turns it off) before it loads them (`main.ts`). `corral run`
+ * starts its spawn helper first, so that the helper boots while the modules load and the run's first
+ * git command does not fork this process.
  */
 import * as NodeModule from "node:module"
 
 NodeModule.enableCompileCache?.()
+if (process.argv[2] === "run") (await import("@corral/platform-node/SpawnHelper")).start()
 await import("./main.ts")

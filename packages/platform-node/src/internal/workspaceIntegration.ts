@@ -429,16 +429,22 @@ export const makeIntegration = (
     yield* validateId("runId", options.runId)
     const repo = yield* resolveRepo(options.repo)
     const branch = integrationBranch(options.runId)
-    const baseCommit = yield* resolveCommit(repo, options.base ?? "HEAD")
-    const author = options.author ?? (yield* userIdentity(repo))
-    yield* locks(repo.commonDir).withPermit(
-      Effect.gen(function* () {
-        if (yield* branchExists(repo.root, branch)) {
-          return yield* new BranchAlreadyExists({ repo: repo.root, branch })
-        }
-        yield* appendRecord(path.join(repo.commonDir, "corral"), options.runId, { branch })
-        yield* git(["branch", "--no-track", "--", branch, baseCommit], { cwd: repo.root })
-      })
+    // `resolveRepo` read HEAD already; the user's identity is read while the branch is created.
+    const baseCommit = options.base === undefined ? repo.head : yield* resolveCommit(repo, options.base)
+    const [author] = yield* Effect.all(
+      [
+        options.author === undefined ? userIdentity(repo) : Effect.succeed(options.author),
+        locks(repo.commonDir).withPermit(
+          Effect.gen(function* () {
+            if (yield* branchExists(repo.root, branch)) {
+              return yield* new BranchAlreadyExists({ repo: repo.root, branch })
+            }
+            yield* appendRecord(path.join(repo.commonDir, "corral"), options.runId, { branch })
+            yield* git(["branch", "--no-track", "--", branch, baseCommit], { cwd: repo.root })
+          })
+        )
+      ],
+      { concurrency: "unbounded" }
     )
     const mergeLock = yield* Semaphore.make(1)
     const state: State = {

@@ -231,6 +231,25 @@ describe("SpawnHelper", () => {
     process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL")
   })
 
+  it("starts before any command when asked, and its first command runs in it", async () => {
+    const early = new SpawnHelper()
+    early.start()
+    assert.isUndefined(early.unavailable)
+    const pid = await early.ready()
+    assert.isDefined(pid)
+    assert.strictEqual((await exec(early, { args: ["-c", "echo $PPID"] })).stdout.trim(), String(pid))
+    await early.stop()
+  })
+
+  it("started and never used, does not keep its parent alive and leaves with it", async () => {
+    const { child, lines } = startParent("start")
+    const message = await nextMessage(lines)
+    assert.strictEqual(message.out, "started")
+    assert.isNumber(message.helper)
+    assert.strictEqual(await exited(child), 0)
+    await waitUntil(() => !isAlive(message.helper!), "the helper is gone")
+  })
+
   it("does not keep its parent alive", async () => {
     const { child, lines } = startParent("exit")
     const message = await nextMessage(lines)
