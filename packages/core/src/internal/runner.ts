@@ -805,7 +805,10 @@ class Runner<A, E, R> implements ExecHost {
    * ran once without usage leaves its value and times, its outcome is built when the run returns.
    */
   private recordValue(node: Node, value: unknown, endedAt: number): void {
-    if (node.attempts !== 1 || node.usage !== Usage.zero) return this.record(node, succeeded(endedAt, node, value))
+    if (node.attempts !== 1 || node.usage !== Usage.zero) {
+      this.record(node, succeeded(endedAt, node, value))
+      return
+    }
     this.lifecycle.finish(node, "Succeeded")
     this.compact!.succeeded(node, value, endedAt)
     this.wake()
