@@ -122,4 +122,24 @@ describe("compact runs (300 plain agents)", () => {
       assert.strictEqual(o7._tag === "Succeeded" ? o7.value : undefined, size)
     })
   )
+
+  it.effect("runs the agents it validated when the caller changes its array during the run", () =>
+    Effect.gen(function* () {
+      const agents: Array<Agent.Agent<number>> = []
+      for (let i = 0; i < size; i++) {
+        agents.push(
+          Agent.make(`a${i}`, {
+            run: Effect.sync(() => {
+              if (i === 0) agents[size - 1] = Agent.make("other", { run: Effect.succeed(-1) })
+              return i
+            })
+          })
+        )
+      }
+      const result = yield* Corral.run(agents, { concurrency: 4 })
+      const last = result.outcomes[size - 1]!
+      assert.strictEqual(last.agentId, `a${size - 1}`)
+      assert.strictEqual(last._tag === "Succeeded" ? last.value : undefined, size - 1)
+    })
+  )
 })

@@ -164,8 +164,10 @@ export const run = <A, E, R>(
 export const compactRuns = { min: 256 }
 
 /**
- * The nodes of a run, or its `Compact` store when it has at least `compactMin` agents, every one
- * plain (`undefined` from `validate`: no node made yet), and no ledger and no subscriber.
+ * The nodes of a run, or its `Compact` store when it has at least `compactRuns.min` agents, every one
+ * plain (`undefined` from `validate`: no node made yet), and no ledger and no subscriber. The store
+ * reads a copy of the caller's array: an agent is read when it comes up, after the caller may have
+ * changed the array.
  */
 const nodesOf = (
   agents: ReadonlyArray<AgentModule.Any>,
@@ -175,7 +177,7 @@ const nodesOf = (
 ): ReadonlyArray<Node> | Compact => {
   if (nodes !== undefined) return nodes
   if (agents.length >= compactRuns.min && services.ledger === undefined && options.onEvent === undefined) {
-    return new Compact(agents)
+    return new Compact(agents.slice())
   }
   return agents.map((agent, index) => plainNode(index, agent))
 }
