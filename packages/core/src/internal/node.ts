@@ -77,9 +77,9 @@ class Extra {
 
 /**
  * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
- * agent's context, so binding costs no allocation. Every node lives until the run returns, and at
- * 100k+ agents the young-generation collector's copying of them is a large share of a run's CPU,
- * so a node keeps only what every agent uses in its own fields: the settings few agents have are
+ * agent's context, so binding costs no allocation. A node lives until the run returns (except in
+ * a compact run, see `Compact`), and at 100k+ agents the young-generation collector's copying of
+ * them is a large share of a run's CPU, so a node keeps only what every agent uses in its own fields: the settings few agents have are
  * in one `spec` object (shared by plain agents), the state few agents have in an `Extra` created on
  * demand (read through accessors), a dependency's value is read from its outcome and the queue time
  * of an agent queued at the run's start is the run's.
