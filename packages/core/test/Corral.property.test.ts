@@ -4,6 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Logger } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
+import { compactRuns } from "../src/internal/runner.ts"
 
 const KEYS = ["a.ts", "b.ts", "src/", "src/x.ts", "src/y.ts", "db:users"]
 
@@ -116,8 +117,11 @@ const build = (c: RunCase, observed: Array<Observed>, reports: Array<Report>) =>
           return id
         }).pipe(Effect.scoped),
       timeout: a.timeout === null ? undefined : `${a.timeout} seconds`,
-      claims: { write: a.write, read: a.read, pools: a.pool === null ? undefined : { slots: a.pool } },
-      dependsOn: deps
+      claims:
+        a.write.length + a.read.length === 0 && a.pool === null
+          ? undefined
+          : { write: a.write, read: a.read, pools: a.pool === null ? undefined : { slots: a.pool } },
+      dependsOn: deps.length === 0 ? undefined : deps
     })
   })
 
@@ -262,6 +266,13 @@ const checkDependencies = (
   }
 }
 
+/** Agents without claims, dependencies or a timeout, unobserved: the runs `compactRuns` may make compact. */
+const plainRunCase: fc.Arbitrary<RunCase> = runCase.map((c) => ({
+  ...c,
+  observe: false,
+  agents: c.agents.map((a) => ({ ...a, write: [], read: [], deps: [], pool: null, timeout: null }))
+}))
+
 describe("Corral.run properties", () => {
   it.effect(
     "every agent gets one outcome; bounds, claims, pools, dependencies, stops, nested runs and usage of forked fibers hold; nothing leaks",
@@ -274,5 +285,20 @@ describe("Corral.run properties", () => {
           { seed: 20261125, numRuns: 300 }
         )
       )
+  )
+  it.effect("the same holds for compact runs (every agent plain, nodes made when agents start)", () =>
+    Effect.promise(async () => {
+      compactRuns.min = 0
+      try {
+        await fc.assert(
+          fc.asyncProperty(plainRunCase, (c) =>
+            Effect.runPromise(check(c).pipe(Effect.provide([TestClock.layer(), Logger.layer([])])))
+          ),
+          { seed: 20261126, numRuns: 200 }
+        )
+      } finally {
+        compactRuns.min = 256
+      }
+    })
   )
 })

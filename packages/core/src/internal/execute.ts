@@ -210,6 +210,25 @@ export const succeeded = (endedAt: number, node: Node, value: unknown): Outcome.
   )
 }
 
+/** The outcome of an agent that succeeded with `value` in one attempt, without usage (see `Compact`). */
+export const succeededAt = (
+  agentId: string,
+  queuedAt: number,
+  startedAt: number,
+  endedAt: number,
+  value: unknown
+): Outcome.Succeeded =>
+  new (SucceededOutcome as unknown as SucceededOutcome)(
+    agentId,
+    1,
+    queuedAt,
+    startedAt,
+    endedAt,
+    small(startedAt - queuedAt),
+    Usage.zero,
+    value
+  )
+
 /** The outcome of an agent that ran and exited with `exit` at `endedAt` (default: now). */
 export const classify = (
   host: ExecHost,

@@ -3,6 +3,7 @@ import type * as Claims from "../Claims.ts"
 import type * as Outcome from "../Outcome.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
+import { succeededAt } from "./execute.ts"
 import { type Held, type Inherited, inheritLocks } from "./inherit.ts"
 import type { NodeState } from "./lifecycle.ts"
 
@@ -76,9 +77,9 @@ class Extra {
 
 /**
  * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
- * agent's context, so binding costs no allocation. Every node lives until the run returns, and at
- * 100k+ agents the young-generation collector's copying of them is a large share of a run's CPU,
- * so a node keeps only what every agent uses in its own fields: the settings few agents have are
+ * agent's context, so binding costs no allocation. A node lives until the run returns (except in
+ * a compact run, see `Compact`), and at 100k+ agents the young-generation collector's copying of
+ * them is a large share of a run's CPU, so a node keeps only what every agent uses in its own fields: the settings few agents have are
  * in one `spec` object (shared by plain agents), the state few agents have in an `Extra` created on
  * demand (read through accessors), a dependency's value is read from its outcome and the queue time
  * of an agent queued at the run's start is the run's.
@@ -273,6 +274,10 @@ export class Node implements Agent.Frame {
   }
 }
 
+/** The node of an agent that validation found plain (no claims, dependencies, timeouts, estimate or rate limit). */
+export const plainNode = (index: number, agent: Agent.Any): Node =>
+  new Node(index, agent, undefined, undefined, undefined, 1, noIndices)
+
 const detached: NodeHost = {
   runId: "",
   startedAt: Number.NaN,
@@ -315,5 +320,121 @@ const prioritize = (nodes: ReadonlyArray<Node>): void => {
     for (const dependent of node.dependents) longest = Math.max(longest, dependent.priority)
     node.priority = node.estimateMs + longest
     for (const dep of node.deps) if (--remaining[dep.index]! === 0) stack.push(dep)
+  }
+}
+
+/**
+ * A time every outcome of a run may hold (the run's start, or a clock reading), kept in a field
+ * that has held `undefined`: V8 then stores a number there as a pointer to its heap box, not as a
+ * double of its own, so every reader gets that one box. Epoch milliseconds are beyond the small
+ * integers V8 stores unboxed, so each time an outcome holds costs a 16-byte object that lives until
+ * the run returns (and is copied by the young-generation collector) unless it is shared: agents
+ * queued at the run's start share its box, agents that start or end in the same millisecond share
+ * that reading's.
+ */
+export class Times {
+  value: number | undefined = undefined
+}
+
+/** What `Compact` holds for an agent (its `kinds` entry). Queued: no node yet. */
+const queued = 0
+/** Taken from the queue: `slots` holds its node. */
+const live = 1
+/** Succeeded in one attempt without usage: `slots` holds its value, `times` when it started and ended. */
+const compactSucceeded = 2
+/** Ended otherwise: `slots` holds its outcome. */
+const ended = 3
+
+/**
+ * The agents of a compact run: every agent plain (see `plainNode`), no ledger and no events. Its
+ * agents get no node until they are taken from the ready queue (`make`), and the run refers to the
+ * node only until the agent ends; fibers the agent forked keep theirs for as long as they live.
+ * An agent that succeeded in one attempt without usage leaves its value and two times in arrays,
+ * and its `Succeeded` outcome is built when the run returns. At 100k+ agents the node and the
+ * outcome, alive until the run returned, were most of what the young-generation collector copied
+ * besides the caller's own agents.
+ */
+export class Compact {
+  readonly agents: ReadonlyArray<Agent.Any>
+  private readonly kinds: Uint8Array
+  private readonly slots: Array<unknown>
+  /** When each agent started and ended (`compactSucceeded`), two per agent. */
+  private readonly times: Float64Array
+
+  constructor(agents: ReadonlyArray<Agent.Any>) {
+    this.agents = agents
+    this.kinds = new Uint8Array(agents.length)
+    this.slots = new Array(agents.length).fill(undefined)
+    this.times = new Float64Array(2 * agents.length)
+  }
+
+  /** The node of the agent at `index`, made now when it has none (`ready`, bound to `host`). */
+  node(index: number, host: NodeHost): Node | undefined {
+    const kind = this.kinds[index]
+    if (kind === live) return this.slots[index] as Node
+    if (kind !== queued) return undefined
+    const node = plainNode(index, this.agents[index]!)
+    node.host = host
+    node.state = "ready"
+    this.kinds[index] = live
+    this.slots[index] = node
+    return node
+  }
+
+  /** The nodes of agents taken from the queue that have not ended. */
+  live(): Array<Node> {
+    const nodes: Array<Node> = []
+    for (let index = 0; index < this.kinds.length; index++) {
+      if (this.kinds[index] === live) nodes.push(this.slots[index] as Node)
+    }
+    return nodes
+  }
+
+  /** Keeps the agent's outcome; the run no longer refers to its node. */
+  ended(index: number, outcome: Outcome.Outcome): void {
+    this.kinds[index] = ended
+    this.slots[index] = outcome
+  }
+
+  /** Keeps what the `Succeeded` outcome of an agent that ran once without usage is built from. */
+  succeeded(node: Node, value: unknown, endedAt: number): void {
+    const index = node.index
+    this.kinds[index] = compactSucceeded
+    this.slots[index] = value
+    this.times[2 * index] = node.startedAt!
+    this.times[2 * index + 1] = endedAt
+  }
+
+  /** The outcome of an ended agent. */
+  outcome(index: number, queuedAt: number): Outcome.Outcome {
+    if (this.kinds[index] === ended) return this.slots[index] as Outcome.Outcome
+    const times = this.times
+    return succeededAt(this.agents[index]!.id, queuedAt, times[2 * index]!, times[2 * index + 1]!, this.slots[index])
+  }
+
+  /** Every agent's outcome, in input order (each agent ended); times in the same millisecond share one box. */
+  outcomes(queuedAt: number): Array<Outcome.Outcome> {
+    const outcomes: Array<Outcome.Outcome> = new Array(this.kinds.length)
+    const startedBox = new Times()
+    const endedBox = new Times()
+    const times = this.times
+    for (let index = 0; index < outcomes.length; index++) {
+      if (this.kinds[index] !== compactSucceeded) {
+        outcomes[index] = this.slots[index] as Outcome.Outcome
+        continue
+      }
+      const startedAt = times[2 * index]!
+      const endedAt = times[2 * index + 1]!
+      if (startedBox.value !== startedAt) startedBox.value = startedAt
+      if (endedBox.value !== endedAt) endedBox.value = endedAt === startedAt ? startedBox.value : endedAt
+      outcomes[index] = succeededAt(
+        this.agents[index]!.id,
+        queuedAt,
+        startedBox.value,
+        endedBox.value!,
+        this.slots[index]
+      )
+    }
+    return outcomes
   }
 }

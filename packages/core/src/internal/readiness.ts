@@ -14,10 +14,15 @@ export class ReadyQueue {
   /** Read-only: may be the run's own array of nodes (`seedInOrder`). */
   private fifo: ReadonlyArray<Node> = []
   private head = 0
+  /** Makes the node at an index of a queue seeded lazily (`seedLazily`); the queue is `count` long. */
+  private make: ((index: number) => Node) | undefined = undefined
+  private count = 0
+  /** The node `make` made for `head`, not taken yet. */
+  private made: Node | undefined = undefined
   private readonly heap = new Heap<Node>(before)
 
   get size(): number {
-    return this.fifo.length - this.head + this.heap.size
+    return (this.make === undefined ? this.fifo.length : this.count) - this.head + this.heap.size
   }
 
   /** Queues the roots (already in priority order for most runs, so usually without a sort). */
@@ -36,6 +41,12 @@ export class ReadyQueue {
     this.fifo = roots
   }
 
+  /** Queues `count` nodes in priority order that `make` makes by index when they come up (a compact run). */
+  seedLazily(count: number, make: (index: number) => Node): void {
+    this.count = count
+    this.make = make
+  }
+
   push(node: Node): void {
     this.heap.push(node)
   }
@@ -49,13 +60,20 @@ export class ReadyQueue {
   }
 
   private pop(): Node | undefined {
-    const first = this.head < this.fifo.length ? this.fifo[this.head] : undefined
+    const first = this.first()
     const top = this.heap.peek()
     if (first !== undefined && (top === undefined || before(first, top))) {
       this.head++
+      this.made = undefined
       return first
     }
     return this.heap.pop()
+  }
+
+  private first(): Node | undefined {
+    const make = this.make
+    if (make === undefined) return this.head < this.fifo.length ? this.fifo[this.head] : undefined
+    return this.head < this.count ? (this.made ??= make(this.head)) : undefined
   }
 }
 

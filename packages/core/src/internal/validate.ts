@@ -4,7 +4,7 @@ import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
 import { checkNested, type Held } from "./inherit.ts"
-import { Node } from "./node.ts"
+import { Node, plainNode } from "./node.ts"
 
 export interface RunSettings {
   readonly concurrency: number
@@ -30,25 +30,56 @@ export const millis = (input: Duration.Input | undefined): Result.Result<number 
   return Result.succeed(ms)
 }
 
-export const validate = (
+/**
+ * The nodes of a valid run. With `deferPlain`, a run whose agents are all plain gets `undefined`
+ * instead: no node is made before its agent starts (see `Compact`).
+ */
+export function validate(
   agents: ReadonlyArray<Agent.Any>,
   settings: RunSettings
-): Result.Result<ReadonlyArray<Node>, InvalidRun> => {
+): Result.Result<ReadonlyArray<Node>, InvalidRun>
+export function validate(
+  agents: ReadonlyArray<Agent.Any>,
+  settings: RunSettings,
+  deferPlain: true
+): Result.Result<ReadonlyArray<Node> | undefined, InvalidRun>
+export function validate(
+  agents: ReadonlyArray<Agent.Any>,
+  settings: RunSettings,
+  deferPlain = false
+): Result.Result<ReadonlyArray<Node> | undefined, InvalidRun> {
   const issues: Array<Issue> = [...(settings.issues ?? [])]
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
-  const nodes: Array<Node> = []
+  let nodes: Array<Node> | undefined
   let graph = false
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) continue
+    if (isPlain(agent)) {
+      if (nodes !== undefined || !deferPlain) (nodes ??= []).push(plainNode(index, agent))
+      continue
+    }
+    if (nodes === undefined) nodes = plainNodes(agents, index)
     const node = checkAgent(agents, agent, index, ids, settings, issues)
     if (node === undefined) continue
     nodes.push(node)
     if (node.depIndices.length > 0) graph = true
   }
-  if (issues.length === 0 && graph) checkCycles(nodes, issues)
-  return issues.length > 0 ? Result.fail(new InvalidRun({ issues })) : Result.succeed(nodes)
+  if (issues.length > 0) return Result.fail(new InvalidRun({ issues }))
+  if (nodes !== undefined && graph) checkCycles(nodes, issues)
+  if (issues.length > 0) return Result.fail(new InvalidRun({ issues }))
+  return Result.succeed(nodes ?? (deferPlain && agents.length > 0 ? undefined : []))
+}
+
+/** The nodes of the agents before `end`, all plain and valid (the first agents of a run with deferred nodes). */
+const plainNodes = (agents: ReadonlyArray<Agent.Any>, end: number): Array<Node> => {
+  const nodes: Array<Node> = []
+  for (let index = 0; index < end; index++) {
+    const agent = agents[index]!
+    if (Agent.isAgent(agent)) nodes.push(plainNode(index, agent))
+  }
+  return nodes
 }
 
 const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
@@ -144,8 +175,6 @@ const indexOf = (agents: ReadonlyArray<Agent.Any>, ids: Ids): Map<string, number
   return (ids.index = index)
 }
 
-const noIndices: ReadonlyArray<number> = []
-
 const isPlain = (agent: Agent.Any): boolean =>
   agent.timeout === undefined &&
   agent.claimTimeout === undefined &&
@@ -165,7 +194,6 @@ const checkAgent = (
   settings: RunSettings,
   issues: Array<Issue>
 ): Node | undefined => {
-  if (isPlain(agent)) return new Node(index, agent, undefined, undefined, undefined, 1, noIndices)
   const before = issues.length
   const report = (field: string, message: string) => issues.push({ agentId: agent.id, index, field, message })
   const duration = (field: string, input: Duration.Input | undefined) => {
