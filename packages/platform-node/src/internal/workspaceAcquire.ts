@@ -477,10 +477,9 @@ const makeLender =
         const exit = yield* Effect.exit(restore(lastUse))
         if (Exit.isSuccess(exit) && placement.lent === undefined) {
           const lending = lend(deps, repo, runId, placement).pipe(
-            Effect.ensuring(Effect.sync(() => unmarkPending(deps.pools, key))),
-            Effect.uninterruptible
+            Effect.ensuring(Effect.sync(() => unmarkPending(deps.pools, key)))
           )
-          placement.lent = yield* Effect.forkIn(lending, scope)
+          placement.lent = yield* Effect.forkIn(lending, scope, { uninterruptible: true })
         } else {
           unmarkPending(deps.pools, key)
         }
