@@ -596,8 +596,10 @@ const inWorkspace = (
     if (gitLink?.tampered()) {
       return yield* new AgentIsolation.GitLinkTampered({ agentId: agent.id, path: gitLink.file })
     }
-    if (yield* Corral.releaseSlot) released(ctx, agent.id, started)
-    return yield* mergeBack(ctx, agent, handle, process)
+    const releaseSlot = Effect.map(Corral.releaseSlot, (freed) => {
+      if (freed) released(ctx, agent.id, started)
+    })
+    return yield* mergeBack(ctx, agent, handle, process, releaseSlot)
   })
 
 /** Records that the agent gave its slot back (its `slotMs`, a `SlotReleased` event). */
@@ -672,15 +674,20 @@ const mergeBack = (
   ctx: Context,
   agent: PlanAgent,
   handle: WorkspaceModule.WorkspaceHandle,
-  process: ProcessRunner.ProcessResult
+  process: ProcessRunner.ProcessResult,
+  releaseSlot: Effect.Effect<void>
 ) =>
   Effect.gen(function* () {
     const integration = ctx.integration
-    if (integration === undefined) return { process, merge: "not merged", commit: undefined } satisfies AgentResult
+    if (integration === undefined) {
+      yield* releaseSlot
+      return { process, merge: "not merged", commit: undefined } satisfies AgentResult
+    }
     const emit = ctx.options.onEvent
-    const commit = yield* integration
+    const commitAll = integration
       .commitAll(handle, `corral ${ctx.options.runId}: ${agent.id}`)
       .pipe(timed(ctx, agent.id, "commitMs"))
+    const commit = yield* ctx.workspace.recycleAfter(handle, Effect.andThen(releaseSlot, commitAll))
     if (!commit.changed) {
       const event: RunEvent = { _tag: "NothingToMerge", at: Date.now(), agentId: agent.id }
       emit(event)

@@ -74,7 +74,7 @@ const lcg = (seed: number) => {
 }
 
 describe("RunPlan", () => {
-  it.live("an agent's slot is free once its work is merged; its workspace is removed afterwards", () =>
+  it.live("an agent's slot is free once its work is merged; its workspace is released afterwards", () =>
     Effect.gen(function* () {
       const repo = yield* makeRepo({ "README.md": "x\n" })
       const gate = yield* Deferred.make<void>()
@@ -97,7 +97,8 @@ describe("RunPlan", () => {
         while (!events.some((e) => e._tag === "Merged" && e.agentId === "second"))
           await new Promise((r) => setTimeout(r, 20))
       })
-      assert.isTrue(fs.existsSync(firstDir), "the first workspace is still being released")
+      assert.isFalse(fs.existsSync(firstDir), "the first's worktree went to the second at the first's commit")
+      assert.notStrictEqual(sh(repo, "branch", "--list", "corral/r1/first"), "", "the first's release is still gated")
       yield* Deferred.succeed(gate, undefined)
       const report = yield* Fiber.join(fiber)
       assert.isTrue(report.result.allSucceeded)

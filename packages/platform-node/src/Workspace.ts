@@ -438,6 +438,15 @@ export class Workspace extends Context.Service<
   Workspace,
   {
     readonly acquire: (options: AcquireOptions) => Effect.Effect<WorkspaceHandle, WorkspaceError, Scope.Scope>
+    /**
+     * Runs `lastUse` — the agent's last use of its folder, typically `Integration.commitAll` — and
+     * then, for a workspace acquired with `recycle: true`, hands its worktree to the run's pool at
+     * once (when it is byte-clean after `git clean -ffdx`), instead of when the workspace's scope
+     * closes: the merge needs no worktree. While `lastUse` runs, an agent acquiring a workspace of the
+     * same run waits for this worktree rather than adding one. After it, `handle.dir` belongs to the
+     * pool: merge, predict and release only. Any other workspace just runs `lastUse`.
+     */
+    readonly recycleAfter: <A, E, R>(handle: WorkspaceHandle, lastUse: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
     readonly integration: (options: IntegrationOptions) => Effect.Effect<Integration, WorkspaceError>
     readonly registerRun: (repo: string, runId: string) => Effect.Effect<RunLease, WorkspaceError, Scope.Scope>
     readonly gc: (options: GcOptions) => Effect.Effect<GcReport, WorkspaceError>

@@ -549,48 +549,175 @@ describe("Workspace", () => {
       )
   )
 
-  it.live("merged branches of recycled worktrees are deleted together when the run ends, unless one moved", () =>
-    provide(
-      Effect.gen(function* () {
-        const repo = yield* makeRepo
-        const ws = yield* Workspace
-        const corralBranches = () =>
-          sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/").split("\n").sort()
-        yield* Effect.scoped(
+  for (const lent of [false, true]) {
+    it.live(
+      `merged branches of recycled worktrees are deleted together when the run ends, unless one moved${lent ? " (lent at the commit)" : ""}`,
+      () =>
+        provide(
           Effect.gen(function* () {
-            yield* ws.registerRun(repo, "batch")
-            const integration = yield* ws.integration({ repo, runId: "batch" })
-            const agent = (agentId: string, file: string) =>
-              Effect.scoped(
-                Effect.gen(function* () {
-                  const base = yield* integration.head()
-                  const handle = yield* ws.acquire({ repo, runId: "batch", agentId, base, recycle: true })
-                  yield* edit(handle, file, `${agentId} was here\n`)
-                  yield* integration.commitAll(handle, agentId)
-                  assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
-                })
-              )
-            yield* agent("one", "a.txt")
-            assert.deepStrictEqual(corralBranches(), ["corral/batch/integration", "corral/batch/one"])
-            yield* agent("one", "d.txt")
-            yield* agent("two", "b.txt")
-            yield* agent("three", "c.txt")
-            assert.deepStrictEqual(corralBranches(), [
-              "corral/batch/integration",
-              "corral/batch/one",
-              "corral/batch/three",
-              "corral/batch/two"
-            ])
-            sh(repo, "update-ref", "refs/heads/corral/batch/three", sh(repo, "rev-parse", "main"))
+            const repo = yield* makeRepo
+            const ws = yield* Workspace
+            const corralBranches = () =>
+              sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/").split("\n").sort()
+            yield* Effect.scoped(
+              Effect.gen(function* () {
+                yield* ws.registerRun(repo, "batch")
+                const integration = yield* ws.integration({ repo, runId: "batch" })
+                const agent = (agentId: string, file: string) =>
+                  Effect.scoped(
+                    Effect.gen(function* () {
+                      const base = yield* integration.head()
+                      const handle = yield* ws.acquire({ repo, runId: "batch", agentId, base, recycle: true })
+                      yield* edit(handle, file, `${agentId} was here\n`)
+                      const commit = integration.commitAll(handle, agentId)
+                      yield* lent ? ws.recycleAfter(handle, commit) : commit
+                      assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+                    })
+                  )
+                yield* agent("one", "a.txt")
+                assert.deepStrictEqual(corralBranches(), ["corral/batch/integration", "corral/batch/one"])
+                yield* agent("one", "d.txt")
+                yield* agent("two", "b.txt")
+                yield* agent("three", "c.txt")
+                assert.deepStrictEqual(corralBranches(), [
+                  "corral/batch/integration",
+                  "corral/batch/one",
+                  "corral/batch/three",
+                  "corral/batch/two"
+                ])
+                sh(repo, "update-ref", "refs/heads/corral/batch/three", sh(repo, "rev-parse", "main"))
+              })
+            )
+            assert.deepStrictEqual(corralBranches(), ["corral/batch/integration", "corral/batch/three"])
+            assert.strictEqual(worktreeCount(repo), 1)
+            const merged = sh(repo, "show", "corral/batch/integration:d.txt")
+            assert.strictEqual(merged, "one was here")
+            assert.strictEqual(sh(repo, "show", "corral/batch/integration:c.txt"), "three was here")
           })
         )
-        assert.deepStrictEqual(corralBranches(), ["corral/batch/integration", "corral/batch/three"])
-        assert.strictEqual(worktreeCount(repo), 1)
-        const merged = sh(repo, "show", "corral/batch/integration:d.txt")
-        assert.strictEqual(merged, "one was here")
-        assert.strictEqual(sh(repo, "show", "corral/batch/integration:c.txt"), "three was here")
-      })
     )
+  }
+
+  for (const history of ["merge", "squash", "linear"] as const) {
+    it.live(
+      `a worktree lent at its agent's commit goes to the next agent byte-clean while the work merges (${history})`,
+      () =>
+        provide(
+          Effect.gen(function* () {
+            const repo = yield* makeRepo
+            commitIgnore(repo, "build/\n")
+            const ws = yield* Workspace
+            const { reports, onRelease } = releases()
+            yield* Effect.scoped(
+              Effect.gen(function* () {
+                yield* ws.registerRun(repo, "lend")
+                const integration = yield* ws.integration({ repo, runId: "lend", history })
+                const acquire = (agentId: string, base: string) =>
+                  ws.acquire({ repo, runId: "lend", agentId, base, recycle: true, onRelease })
+                const base = yield* integration.head()
+                const firstScope = yield* Scope.make()
+                const first = yield* acquire("first", base).pipe(Scope.provide(firstScope))
+                fs.writeFileSync(path.join(first.dir, "a.txt"), "first was here\n")
+                fs.mkdirSync(path.join(first.dir, "build"))
+                fs.writeFileSync(path.join(first.dir, "build", "out.bin"), "first's ignored output")
+                const committed = yield* ws.recycleAfter(first, integration.commitAll(first, "first edits"))
+                assert.isTrue(committed.changed)
+                const second = yield* acquire("second", base)
+                assert.isFalse(fs.existsSync(first.dir), "the second agent got the first's worktree")
+                assert.strictEqual(sh(second.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+                assert.strictEqual(fs.readFileSync(path.join(second.dir, "a.txt"), "utf8"), lines10("a"))
+                assert.strictEqual(sh(second.dir, "symbolic-ref", "HEAD"), "refs/heads/corral/lend/second")
+                assert.strictEqual((yield* integration.merge(first))._tag, "Merged")
+                yield* Scope.close(firstScope, Exit.void)
+                assert.deepStrictEqual(
+                  reports.map((r) => [r.agentId, r.workspace, r.branch]),
+                  [["first", "recycled", "deleted"]]
+                )
+                fs.writeFileSync(path.join(second.dir, "b.txt"), "second was here\n")
+                yield* integration.commitAll(second, "second edits")
+                assert.strictEqual((yield* integration.merge(second))._tag, "Merged")
+              })
+            )
+            assert.strictEqual(sh(repo, "show", "corral/lend/integration:a.txt"), "first was here")
+            assert.strictEqual(sh(repo, "show", "corral/lend/integration:b.txt"), "second was here")
+            assert.strictEqual(
+              sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/"),
+              "corral/lend/integration"
+            )
+            assert.strictEqual(worktreeCount(repo), 1)
+          })
+        )
+    )
+  }
+
+  it.live(
+    "a conflict after the worktree was lent keeps the branch and the report, whether the worktree was reused or not",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          const ws = yield* Workspace
+          const { reports, onRelease } = releases()
+          const corralBranches = () =>
+            sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/").split("\n").sort()
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* ws.registerRun(repo, "clash")
+              const integration = yield* ws.integration({ repo, runId: "clash" })
+              const acquire = (agentId: string, base: string) =>
+                ws.acquire({ repo, runId: "clash", agentId, base, recycle: true, onRelease })
+              const base = yield* integration.head()
+              const scopes = { loser: yield* Scope.make(), idle: yield* Scope.make() }
+              const loser = yield* acquire("loser", base).pipe(Scope.provide(scopes.loser))
+              const idle = yield* acquire("idle", base).pipe(Scope.provide(scopes.idle))
+              yield* Effect.scoped(
+                Effect.gen(function* () {
+                  const winner = yield* acquire("winner", base)
+                  yield* edit(winner, "a.txt", "winner's a\n")
+                  yield* integration.commitAll(winner, "winner")
+                  assert.strictEqual((yield* integration.merge(winner))._tag, "Merged")
+                })
+              )
+              yield* edit(loser, "a.txt", "loser's a\n")
+              yield* ws.recycleAfter(loser, integration.commitAll(loser, "loser"))
+              yield* edit(idle, "a.txt", "idle's a\n")
+              yield* ws.recycleAfter(idle, integration.commitAll(idle, "idle"))
+              const reuser = yield* acquire("reuser", yield* integration.head())
+              const lentDirs = [loser.dir, idle.dir].filter((dir) => !fs.existsSync(dir))
+              assert.strictEqual(lentDirs.length, 1, "one lent worktree went to the reuser, one is still in the pool")
+              const loserMerge = yield* integration.merge(loser)
+              assert.strictEqual(loserMerge._tag, "Conflict")
+              yield* Scope.close(scopes.loser, Exit.void)
+              assert.strictEqual((yield* integration.merge(idle))._tag, "Conflict")
+              yield* Scope.close(scopes.idle, Exit.void)
+              assert.deepStrictEqual(
+                reports
+                  .filter((r) => r.agentId !== "winner")
+                  .map((r) => [r.agentId, r.workspace, r.branch, r.reasons.join("; ")]),
+                [
+                  ["loser", "recycled", "kept", "corral/clash/loser has commits that are not merged"],
+                  ["idle", "recycled", "kept", "corral/clash/idle has commits that are not merged"]
+                ]
+              )
+              assert.strictEqual(sh(repo, "show", "corral/clash/loser:a.txt"), "loser's a")
+              assert.strictEqual(sh(repo, "show", "corral/clash/idle:a.txt"), "idle's a")
+              const checkedOut = sh(repo, "worktree", "list", "--porcelain")
+              assert.notInclude(checkedOut, "refs/heads/corral/clash/loser")
+              assert.notInclude(checkedOut, "refs/heads/corral/clash/idle")
+              assert.strictEqual(fs.readFileSync(path.join(reuser.dir, "a.txt"), "utf8"), "winner's a\n")
+              const next = yield* acquire("next", yield* integration.head())
+              assert.strictEqual(sh(next.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+              assert.strictEqual(sh(next.dir, "symbolic-ref", "HEAD"), "refs/heads/corral/clash/next")
+            })
+          )
+          assert.deepStrictEqual(corralBranches(), [
+            "corral/clash/idle",
+            "corral/clash/integration",
+            "corral/clash/loser"
+          ])
+          assert.strictEqual(worktreeCount(repo), 1)
+        })
+      )
   )
 
   it.live("a set-up interrupted at any instant leaves no worktree, branch or folder behind", () =>

@@ -1,6 +1,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type { AcquireOptions, ReleaseReport, Strategy, WorkspaceHandle } from "../Workspace.ts"
@@ -19,7 +20,9 @@ import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs
 import { appendRecord } from "./runRegistry.ts"
 import {
   awaitPooled,
+  type CheckedOut,
   drainPooled,
+  markPending,
   type Pooled,
   type Pools,
   poolKey,
@@ -28,7 +31,10 @@ import {
   reclaim,
   releasing,
   retire,
-  takePooled
+  settleMerged,
+  takeHolding,
+  takePooled,
+  unmarkPending
 } from "./workspacePool.ts"
 import {
   agentBranch,
@@ -46,10 +52,15 @@ import {
   worktreeState
 } from "./workspaceRepo.ts"
 
+/** Runs an agent's last use of its folder, then lends its worktree to the pool (see `recycleAfter`). */
+type Lender = <A, E, R>(lastUse: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
 export interface AcquireDeps {
   readonly locks: RepoLocks
   readonly pools: Pools
   readonly ports: (agentId: string) => Effect.Effect<PortBlock, WorkspaceError, Scope.Scope>
+  /** The lender of each recyclable workspace handed out. */
+  readonly lenders: WeakMap<WorkspaceHandle, Lender>
 }
 
 interface Placement {
@@ -63,6 +74,13 @@ interface Placement {
   readonly copied: Array<string>
   /** Set once the workspace is ready for the agent; a release before that rolls the set-up back. */
   ready: boolean
+  /**
+   * The lend under way or done (`recycleAfter`): the worktree went to the pool with the agent's branch
+   * checked out (`CheckedOut`), or stayed (`undefined`: dirty or gone, released as usual).
+   */
+  lent: Fiber.Fiber<CheckedOut | undefined> | undefined
+  /** How the agent's handle lends the worktree, when it is recyclable. */
+  readonly lender?: Lender | undefined
 }
 
 type Outcome = Omit<ReleaseReport, "agentId" | "dir">
@@ -251,7 +269,12 @@ export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: str
             Effect.catch(() => removePath(pooled.dir)),
             Effect.andThen(
               Effect.sync(() => {
-                if (pooled.checkedOut !== undefined) deletable.push({ ...pooled.checkedOut, root: pooled.root })
+                const checkedOut = pooled.checkedOut
+                if (checkedOut === undefined || checkedOut.left) return
+                checkedOut.left = true
+                if (checkedOut.state === "merged") {
+                  deletable.push({ branch: checkedOut.branch, tip: checkedOut.tip, root: pooled.root })
+                }
               })
             ),
             Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))),
@@ -379,6 +402,8 @@ const releaseWorktree = (
 ): Release =>
   Effect.gen(function* () {
     if (!placement.ready) return yield* rollBack(deps, repo, placement)
+    const lent = placement.lent === undefined ? undefined : yield* Fiber.join(placement.lent)
+    if (lent !== undefined) return yield* settleLent(deps, repo, runId, placement, lent)
     const branch = placement.branch!
     const present = yield* exists(placement.dir)
     if (present) yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
@@ -390,7 +415,7 @@ const releaseWorktree = (
     const mergedTip = takeMergedTip(repo.commonDir, branch)
     const key = poolKey(repo.commonDir, runId)
     if (present && recycle && mergedTip !== undefined && (yield* cleanUnlessClean(placement.dir, state))) {
-      const checkedOut = { branch, tip: mergedTip }
+      const checkedOut: CheckedOut = { branch, tip: mergedTip, state: "merged", left: false }
       putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
       return { workspace: "recycled", branch: "deleted", reasons: [] } as const
     }
@@ -416,6 +441,95 @@ const releaseWorktree = (
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
+    )
+  )
+
+/**
+ * Hands a clean worktree to the run's pool while its agent's work is merging (the merge runs at the
+ * repository root): the same check and clean as a release, with the agent's branch still checked out
+ * (`merging`). A worktree with uncommitted or untracked changes, or gone, stays with its agent.
+ */
+const lend = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement) =>
+  Effect.gen(function* () {
+    if (!(yield* exists(placement.dir))) return undefined
+    yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
+    const state = yield* worktreeState(placement.dir)
+    if (state === "dirty" || !(yield* cleanUnlessClean(placement.dir, state))) return undefined
+    const checkedOut: CheckedOut = { branch: placement.branch!, tip: "", state: "merging", left: false }
+    const pooled = { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut }
+    putPooled(deps.pools, poolKey(repo.commonDir, runId), pooled)
+    return checkedOut
+  }).pipe(Effect.catch(() => Effect.succeed(undefined)))
+
+/**
+ * Runs `lastUse` with a release marked under way in the pool (an acquire meanwhile waits for this
+ * worktree rather than adding one), then, when it succeeded, lends the worktree in the background
+ * (the mark ends with the lend). The workspace's release waits for the lend and settles the branch.
+ */
+const makeLender =
+  (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement, scope: Scope.Scope): Lender =>
+  (lastUse) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        if (placement.lent !== undefined) return yield* restore(lastUse)
+        const key = poolKey(repo.commonDir, runId)
+        markPending(deps.pools, key)
+        const exit = yield* Effect.exit(restore(lastUse))
+        if (Exit.isSuccess(exit) && placement.lent === undefined) {
+          const lending = lend(deps, repo, runId, placement).pipe(
+            Effect.ensuring(Effect.sync(() => unmarkPending(deps.pools, key)))
+          )
+          placement.lent = yield* Effect.forkIn(lending, scope, { uninterruptible: true })
+        } else {
+          unmarkPending(deps.pools, key)
+        }
+        return yield* exit
+      })
+    )
+
+/**
+ * The release of a lent worktree: only the branch is left to settle (see `workspacePool.ts`). A
+ * merged branch is retired (deleted when the run ends); any other is detached from its worktree when
+ * that is still in the pool, then kept or deleted as in any release.
+ */
+const settleLent = (
+  deps: AcquireDeps,
+  repo: RepoInfo,
+  runId: string,
+  placement: Placement,
+  checkedOut: CheckedOut
+): Release =>
+  Effect.gen(function* () {
+    const key = poolKey(repo.commonDir, runId)
+    const mergedTip = takeMergedTip(repo.commonDir, checkedOut.branch)
+    if (mergedTip !== undefined) {
+      settleMerged(deps.pools, key, repo.root, checkedOut, mergedTip)
+      return { workspace: "recycled", branch: "deleted", reasons: [] } as const
+    }
+    checkedOut.state = "unmerged"
+    const holding = takeHolding(deps.pools, key, checkedOut)
+    if (holding !== undefined) {
+      const detached = yield* git(["update-ref", "--no-deref", "-m", "corral: recycle", "HEAD", "HEAD"], {
+        cwd: holding.dir
+      }).pipe(
+        Effect.as(true),
+        Effect.catch(() => Effect.succeed(false))
+      )
+      checkedOut.left = true
+      if (detached) putPooled(deps.pools, key, { dir: holding.dir, root: holding.root, commonDir: holding.commonDir })
+      else yield* discardPooled(deps, repo, runId, holding)
+    }
+    const outcome = yield* releaseBranch(deps, repo, runId, placement, undefined)
+    return outcome === "deleted"
+      ? ({ workspace: "recycled", branch: "deleted", reasons: [] } as const)
+      : ({
+          workspace: "recycled",
+          branch: "kept",
+          reasons: [`${checkedOut.branch} has commits that are not merged`]
+        } as const)
+  }).pipe(
+    Effect.catch((error) =>
+      Effect.succeed({ workspace: "recycled", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
     )
   )
 
@@ -461,7 +575,8 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       branch: agentBranch(options.runId, options.agentId),
       baseCommit,
       warnings: [],
-      copied: []
+      copied: [],
+      lent: undefined
     }
     const key = poolKey(repo.commonDir, options.runId)
     if (options.disposable === true) yield* appendRecord(placement.registry, options.runId, { disposable: true })
@@ -500,7 +615,11 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
     placement.copied.push(...copies.copied)
     const warnings = yield* Fiber.join(dirty)
     placement.ready = true
-    return { ...placement, warnings: [...warnings, ...copies.warnings] }
+    const lender =
+      recyclable(options) && options.keep !== true
+        ? makeLender(deps, repo, options.runId, placement, yield* Effect.scope)
+        : undefined
+    return { ...placement, warnings: [...warnings, ...copies.warnings], lender }
   })
 
 const placeCopy = (options: AcquireOptions, finish: Finish) =>
@@ -521,7 +640,8 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
       branch: undefined,
       baseCommit: undefined,
       warnings: [],
-      copied: []
+      copied: [],
+      lent: undefined
     }
     return placement
   })
@@ -539,7 +659,8 @@ const placeShared = (options: AcquireOptions, finish: Finish) =>
       branch: undefined,
       baseCommit: undefined,
       warnings: [],
-      copied: []
+      copied: [],
+      lent: undefined
     }
     return placement
   })
@@ -627,7 +748,7 @@ export const acquireWorkspace = (
       agentId: options.agentId,
       workspaceDir: placement.dir
     })
-    return {
+    const handle: WorkspaceHandle = {
       repo: placement.root,
       runId: options.runId,
       agentId: options.agentId,
@@ -641,4 +762,20 @@ export const acquireWorkspace = (
       copiedFiles: placement.copied,
       warnings: placement.warnings
     }
+    if (placement.lender !== undefined) deps.lenders.set(handle, placement.lender)
+    return handle
+  })
+
+/**
+ * Runs `lastUse` (an agent's commit, say) and then hands the agent's worktree to the run's pool at
+ * once, while its work merges; any other workspace just runs `lastUse`.
+ */
+export const recycleAfter = <A, E, R>(
+  deps: Pick<AcquireDeps, "lenders">,
+  handle: WorkspaceHandle,
+  lastUse: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => {
+    const lender = deps.lenders.get(handle)
+    return lender === undefined ? lastUse : lender(lastUse)
   })

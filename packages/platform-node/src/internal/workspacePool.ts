@@ -4,11 +4,25 @@
  * of its own base (changed files only) instead of a full `worktree add`, and the run saves the
  * `worktree remove` of every agent but the last few.
  *
- * A pooled worktree whose agent's work was merged still has that agent's branch checked out (at the
- * merged tip): once the next agent's checkout has left it, or the pool's worktree is removed, the
- * branch is retired, and the run's retired branches are deleted together when the run ends (one
- * `update-ref --stdin` transaction, each deletion checked against its merged tip). Any other pooled
- * worktree is detached and its agent's branch was released on its own.
+ * A worktree enters the pool either when its agent's workspace is released after the merge, or as
+ * soon as the agent's work is committed (`recycleAfter`: "lent", so that the next agent does not
+ * add a worktree while the merge runs at the repository root, which needs no worktree). Either way
+ * the agent's branch may still be checked out in it, described by a {@link CheckedOut} shared by the
+ * pool entry and the agent's release:
+ *
+ * | `state`    | set by                                      | the branch when it leaves the worktree (`left`) |
+ * | ---------- | ------------------------------------------- | ----------------------------------------------- |
+ * | `merging`  | the lend (commit done, merge not settled)   | nothing yet: the release settles it             |
+ * | `merged`   | the release, after the merge (or at once)   | retired: deleted when the run ends              |
+ * | `unmerged` | the release, after a conflict or a failure  | kept, or deleted by the release when it is in the base or the integration branch |
+ *
+ * The branch leaves the worktree when the next agent's checkout moves off it or the pooled worktree
+ * is removed (`left`); a release that settles `merged` after that retires it then. A release that
+ * settles `unmerged` while the worktree is still free takes it out of the pool, detaches it and puts
+ * it back, so the branch is in no worktree. Only `merged` branches are reclaimed by a retry or
+ * deleted at the run's end (one `update-ref --stdin` transaction, each deletion checked against its
+ * merged tip). After a kill -9 in any state, `corral gc` finds a clean worktree of a dead run
+ * (removed) and the agent's branch (deleted when merged, kept as "not merged" otherwise).
  */
 import * as Effect from "effect/Effect"
 
@@ -18,13 +32,23 @@ export interface MergedBranch {
   readonly tip: string
 }
 
+/** An agent's branch checked out in a pooled worktree: see the table above. */
+export interface CheckedOut {
+  readonly branch: string
+  /** The merged tip once `state` is `merged`. */
+  tip: string
+  state: "merging" | "merged" | "unmerged"
+  /** Whether the worktree has left the branch (checked out another, or was removed). */
+  left: boolean
+}
+
 export interface Pooled {
   readonly dir: string
   /** The repository's root (where `git worktree remove` runs) and its git folder (for the repository lock). */
   readonly root: string
   readonly commonDir: string
-  /** The merged agent branch still checked out in the worktree, if any. */
-  readonly checkedOut?: MergedBranch | undefined
+  /** The agent branch still checked out in the worktree, if any. */
+  readonly checkedOut?: CheckedOut | undefined
 }
 
 /** A merged branch no worktree has checked out any more, to delete when the run ends. */
@@ -60,9 +84,31 @@ const wake = (pool: Pool) => {
 
 export const takePooled = (pools: Pools, key: string): Pooled | undefined => pools.get(key)?.free.pop()
 
-/** Notes that `pooled`'s merged branch is no longer checked out: it is deleted when the run ends. */
+/**
+ * Notes that `pooled`'s branch is no longer checked out: a merged one is deleted when the run ends,
+ * one still merging when its release settles it (`settleMerged`).
+ */
 export const retire = (pools: Pools, key: string, pooled: Pooled): void => {
-  if (pooled.checkedOut !== undefined) poolOf(pools, key).retired.push({ ...pooled.checkedOut, root: pooled.root })
+  const checkedOut = pooled.checkedOut
+  if (checkedOut === undefined || checkedOut.left) return
+  checkedOut.left = true
+  if (checkedOut.state === "merged") {
+    poolOf(pools, key).retired.push({ branch: checkedOut.branch, tip: checkedOut.tip, root: pooled.root })
+  }
+}
+
+/** A lent worktree's branch was merged at `tip`: retired now when the worktree has left it. */
+export const settleMerged = (pools: Pools, key: string, root: string, checkedOut: CheckedOut, tip: string): void => {
+  checkedOut.tip = tip
+  checkedOut.state = "merged"
+  if (checkedOut.left) poolOf(pools, key).retired.push({ branch: checkedOut.branch, tip, root })
+}
+
+/** Takes the free worktree that has `checkedOut` checked out out of the pool, if it is still free. */
+export const takeHolding = (pools: Pools, key: string, checkedOut: CheckedOut): Pooled | undefined => {
+  const free = pools.get(key)?.free
+  const at = free?.findIndex((entry) => entry.checkedOut === checkedOut) ?? -1
+  return at >= 0 ? free!.splice(at, 1)[0] : undefined
 }
 
 /**
@@ -83,19 +129,24 @@ export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
     }).pipe(Effect.andThen(awaitPooled(pools, key)))
   })
 
+/** Marks a release under way for `key` (an acquire waits for it rather than adding a worktree). */
+export const markPending = (pools: Pools, key: string): void => {
+  poolOf(pools, key).pending++
+}
+
+/** Ends what `markPending` began and wakes the waiters. */
+export const unmarkPending = (pools: Pools, key: string): void => {
+  const pool = poolOf(pools, key)
+  pool.pending--
+  wake(pool)
+}
+
 /** Marks a release under way for `key` until `effect` ends; waiters are woken then. */
 export const releasing = <A, E, R>(pools: Pools, key: string, effect: Effect.Effect<A, E, R>) =>
   Effect.acquireUseRelease(
-    Effect.sync(() => {
-      poolOf(pools, key).pending++
-    }),
+    Effect.sync(() => markPending(pools, key)),
     () => effect,
-    () =>
-      Effect.sync(() => {
-        const pool = poolOf(pools, key)
-        pool.pending--
-        wake(pool)
-      })
+    () => Effect.sync(() => unmarkPending(pools, key))
   )
 
 export const putPooled = (pools: Pools, key: string, entry: Pooled): void => {
@@ -117,7 +168,9 @@ export const reclaim = (
   if (pool === undefined) return {}
   const retiredAt = pool.retired.findIndex((entry) => entry.branch === branch)
   if (retiredAt >= 0) return { retired: pool.retired.splice(retiredAt, 1)[0] }
-  const pooledAt = pool.free.findIndex((entry) => entry.checkedOut?.branch === branch)
+  const pooledAt = pool.free.findIndex(
+    (entry) => entry.checkedOut?.branch === branch && entry.checkedOut.state === "merged"
+  )
   return pooledAt >= 0 ? { pooled: pool.free.splice(pooledAt, 1)[0] } : {}
 }
 

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import type { Config, Workspace } from "../Workspace.ts"
-import { acquireWorkspace, drainPool } from "./workspaceAcquire.ts"
+import { acquireWorkspace, drainPool, recycleAfter } from "./workspaceAcquire.ts"
 import { makePortAllocator } from "./workspaceEnv.ts"
 import { collectGarbage } from "./workspaceGc.ts"
 import { makeIntegration } from "./workspaceIntegration.ts"
@@ -12,8 +12,10 @@ export const makeWorkspace = (config: Config): Workspace["Service"] => {
   const locks = makeRepoLocks()
   const pools = makePools()
   const ports = makePortAllocator({ base: config.portBase, size: config.portsPerAgent, blocks: config.portBlocks })
+  const lenders = new WeakMap()
   return {
-    acquire: (options) => acquireWorkspace({ locks, ports, pools }, options),
+    acquire: (options) => acquireWorkspace({ locks, ports, pools, lenders }, options),
+    recycleAfter: (handle, lastUse) => recycleAfter({ lenders }, handle, lastUse),
     integration: (options) => makeIntegration(locks, options),
     registerRun: (repo, runId) =>
       registerRun(config, repo, runId).pipe(
