@@ -59,6 +59,7 @@ import * as SqliteLocks from ${JSON.stringify(locksUrl)}
 
 import { appendFileSync, readdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 
 const [filename, worker, mode, count, key, barrier] = process.argv.slice(2)
 const waitForBoth = Effect.gen(function*() {
@@ -91,6 +92,18 @@ const hold = Effect.gen(function*() {
   return yield* Effect.never
 }).pipe(Effect.scoped)
 
+// While holding the key: how often the other process's waiting writer (if any) has been overtaken,
+// as the shared table counts it (this grant included); -1 when it has none waiting.
+const othersBypassed = () => {
+  const db = new DatabaseSync(filename)
+  try {
+    const rows = db.prepare("SELECT bypassed FROM lease_waiters WHERE run_id != ?").all(worker)
+    return rows.length === 0 ? -1 : Math.max(...rows.map((row) => Number(row.bypassed)))
+  } finally {
+    db.close()
+  }
+}
+
 const fair = Effect.andThen(
   waitForBoth,
   Corral.run(
@@ -98,7 +111,7 @@ const fair = Effect.andThen(
       Agent.make(worker + "-" + i, {
         claims: { write: [key] },
         dependsOn: i === 0 ? [] : [worker + "-" + (i - 1)],
-        run: Effect.andThen(Effect.sync(() => appendFileSync(join(barrier, "order"), worker + "\\n")), Effect.sleep("15 millis"))
+        run: Effect.andThen(Effect.sync(() => appendFileSync(join(barrier, "order"), worker + " " + othersBypassed() + "\\n")), Effect.sleep("15 millis"))
       })
     ),
     { runId: worker, concurrency: 1, maxBypass: 2 }
@@ -244,29 +257,31 @@ describe("SqliteLocks across processes", () => {
     "two processes contending for one write key hand it over within the fairness bound",
     () =>
       Effect.gen(function* () {
-        const filename = freshFile()
-        const barrier = mkdtempSync(join(dir, "barrier-"))
-        const [one, two] = yield* Effect.all(
-          [run([filename, "p1", "fair", "12", "src/", barrier]), run([filename, "p2", "fair", "12", "src/", barrier])],
-          { concurrency: "unbounded" }
-        )
-        assert.strictEqual(one!.code, 0, one!.stderr)
-        assert.strictEqual(two!.code, 0, two!.stderr)
-        const order = readFileSync(join(barrier, "order"), "utf8").trim().split("\n")
-        assert.strictEqual(order.length, 24)
-        const streaks: Array<number> = []
-        for (let i = 0; i < order.length; i++) {
-          if (i > 0 && order[i] === order[i - 1]) streaks[streaks.length - 1]! += 1
-          else streaks.push(1)
+        // Each process's writers come one after the other (a dependency chain, concurrency 1), so
+        // each process has at most one writer waiting. Every holder records how often the other
+        // process's waiting writer has been overtaken so far (the shared table's count, its own
+        // grant included): never more than maxBypass (2). A run in which one process never waited
+        // while the other held the key (a machine stalling one process throughout) proves nothing
+        // about fairness, so it is run again, up to three times.
+        for (let attempt = 1; ; attempt++) {
+          const filename = freshFile()
+          const barrier = mkdtempSync(join(dir, "barrier-"))
+          const [one, two] = yield* Effect.all(
+            [run([filename, "p1", "fair", "12", "src/", barrier]), run([filename, "p2", "fair", "12", "src/", barrier])],
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(one!.code, 0, one!.stderr)
+          assert.strictEqual(two!.code, 0, two!.stderr)
+          const grants = readFileSync(join(barrier, "order"), "utf8").trim().split("\n")
+          assert.strictEqual(grants.length, 24)
+          const bypassed = grants.map((line) => Number(line.split(" ")[1]))
+          assert.isAtMost(Math.max(...bypassed), 2, `overtakes of the other's waiter per grant: ${grants.join(", ")}`)
+          const overtaken = bypassed.filter((count) => count >= 1).length
+          const handOvers = grants.filter((line, i) => i > 0 && line.split(" ")[0] !== grants[i - 1]!.split(" ")[0]).length
+          if (overtaken > 0 && handOvers > 0) return
+          assert.isBelow(attempt, 3, `no contention in three runs: ${grants.join(", ")}`)
         }
-        // Each process's writers come one after the other (a dependency chain), so the other process's
-        // waiter is overtaken at most maxBypass (2) times after the grant it first waited for: a streak
-        // is at most 3 long. The first may be longer (the other process not waiting yet), the last too
-        // (the rest of one process after the other finished).
-        const bounded = streaks.slice(1, -1)
-        assert.isAtMost(Math.max(...bounded), 3, `streaks ${streaks.join(",")} (${order.join(" ")})`)
-        assert.isAtLeast(streaks.length - 1, 5, `hand-overs in ${order.join(" ")}`)
       }),
-    60_000
+    120_000
   )
 })
