@@ -7,6 +7,7 @@ import * as Stream from "effect/Stream"
 import { LanguageModel, type Response } from "effect/ai"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { NodeHttpClient } from "@effect/platform-node"
+import { ownCpuMs } from "../lib/cpu.ts"
 import { ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Scenario } from "../types.ts"
 
@@ -161,6 +162,19 @@ const corralProvider = (name: string, transport: Layer.Layer<HttpClient.HttpClie
     timed(p, signal, reply, OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(Layer.provide(transport)))
 })
 
+/**
+ * `approach` with the CPU time (`process.cpuUsage()`, every thread, the server's included) per call:
+ * on a loaded machine wall time mostly measures the other processes; the CPU per call does not.
+ */
+const withCpuPerCall = (approach: Approach<Params>): Approach<Params> => ({
+  name: approach.name,
+  run: async (p, context) => {
+    const before = ownCpuMs()
+    const sample = await approach.run(p, context)
+    return { ...sample, metrics: { ...sample.metrics, cpuUsPerCall: ((ownCpuMs() - before) * 1000) / p.calls } }
+  }
+})
+
 export const providers: Scenario<Params> = {
   name: "providers",
   description:
@@ -178,6 +192,7 @@ export const providers: Scenario<Params> = {
     )
   ],
   floorApproach: "bare fetch + JSON.parse",
+  columns: [{ key: "cpuUsPerCall", label: "CPU/call", format: (v) => `${v.toFixed(0)} µs` }],
   approaches: [
     bareFetch,
     effectHttp("effect/http HttpClient POST + JSON.parse", FetchHttpClient.layer),
@@ -189,7 +204,7 @@ export const providers: Scenario<Params> = {
       NodeHttpClient.layerUndici
     ),
     corralProvider(corralUndiciName, NodeHttpClient.layerUndici)
-  ],
+  ].map(withCpuPerCall),
   cases: async (options) => {
     const url = await startServer()
     const calls = options.quick ? 1000 : 5000
