@@ -180,7 +180,9 @@ export const providers: Scenario<Params> = {
   description:
     "Chat Completions calls against a local server on 127.0.0.1 answering at once, 100 in flight: the " +
     "cost of corral's OpenAI-compatible provider (effect/http client, schema decoding, usage reporting) " +
-    "over a bare fetch of the same request, with effect's fetch client and with its undici client.",
+    "over a bare fetch of the same request, with effect's fetch client and with its undici client; beside " +
+    "each, effect's client alone and effect's LanguageModel with the parts built by hand, which split the " +
+    "gap into effect's client, effect's LanguageModel and corral's own part.",
   floor: "bare fetch + JSON.parse of the same request against the same server; ratio = provider / fetch",
   targets: [
     ratioAtMost("corral provider ≤ 1.1× a bare fetch at 100 concurrent calls", /calls/, corralName, 1.1),

@@ -322,22 +322,6 @@ export const sendJson = <S extends Schema.Top & { readonly DecodingServices: nev
     Effect.flatMap((text) => decodeJson(target, schema, "the response body", text))
   )
 
-type Decoder = (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>
-
-/** Each schema's decoder, built on its first use: the providers decode every response with one of a few module-level schemas. */
-const decoders = new WeakMap<Schema.Top, Decoder>()
-
-const decoderOf = <S extends Schema.Top & { readonly DecodingServices: never }>(
-  schema: S
-): ((input: unknown) => Effect.Effect<S["Type"], Schema.SchemaError>) => {
-  let decoder = decoders.get(schema)
-  if (decoder === undefined) {
-    decoder = Schema.decodeUnknownEffect(schema) as Decoder
-    decoders.set(schema, decoder)
-  }
-  return decoder as (input: unknown) => Effect.Effect<S["Type"], Schema.SchemaError>
-}
-
 /** Decodes `text` as JSON of `schema`; the error names what was wrong and where. */
 export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
   target: Target,
@@ -358,7 +342,7 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
       )
     )
   }
-  return decoderOf(schema)(json).pipe(
+  return Schema.decodeUnknownEffect(schema)(json).pipe(
     Effect.mapError((error) =>
       fail(
         target,
