@@ -267,7 +267,10 @@ describe("SqliteLocks across processes", () => {
           const filename = freshFile()
           const barrier = mkdtempSync(join(dir, "barrier-"))
           const [one, two] = yield* Effect.all(
-            [run([filename, "p1", "fair", "12", "src/", barrier]), run([filename, "p2", "fair", "12", "src/", barrier])],
+            [
+              run([filename, "p1", "fair", "12", "src/", barrier]),
+              run([filename, "p2", "fair", "12", "src/", barrier])
+            ],
             { concurrency: "unbounded" }
           )
           assert.strictEqual(one!.code, 0, one!.stderr)
@@ -277,7 +280,9 @@ describe("SqliteLocks across processes", () => {
           const bypassed = grants.map((line) => Number(line.split(" ")[1]))
           assert.isAtMost(Math.max(...bypassed), 2, `overtakes of the other's waiter per grant: ${grants.join(", ")}`)
           const overtaken = bypassed.filter((count) => count >= 1).length
-          const handOvers = grants.filter((line, i) => i > 0 && line.split(" ")[0] !== grants[i - 1]!.split(" ")[0]).length
+          const handOvers = grants.filter(
+            (line, i) => i > 0 && line.split(" ")[0] !== grants[i - 1]!.split(" ")[0]
+          ).length
           if (overtaken > 0 && handOvers > 0) return
           assert.isBelow(attempt, 3, `no contention in three runs: ${grants.join(", ")}`)
         }
