@@ -114,7 +114,66 @@ interface State {
 
 const nothingToCommit = /nothing (added )?to commit|no changes added to commit/
 
-/** A commit of everything in `handle`'s worktree, with corral's trailers; `message` and `parents` describe it. */
+/** What `git commit -m` does to a message (its `whitespace` clean-up), so `commit-tree` writes the same commit. */
+export const cleanupMessage = (message: string): string => {
+  const kept: Array<string> = []
+  let blank = false
+  for (const line of message.split("\n").map((text) => text.replace(/[ \t\r]+$/, ""))) {
+    if (line === "") {
+      blank = kept.length > 0
+      continue
+    }
+    if (blank) kept.push("")
+    blank = false
+    kept.push(line)
+  }
+  return kept.length === 0 ? "" : `${kept.join("\n")}\n`
+}
+
+/** An operation in progress whose state `git commit` would fold into the commit (a merge's second parent…). */
+const pendingStates = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"]
+
+const hasPendingState = (gitDir: string) =>
+  Effect.promise(() =>
+    Promise.all(
+      pendingStates.map((name) =>
+        fs.access(path.join(gitDir, name)).then(
+          () => true,
+          () => false
+        )
+      )
+    ).then((found) => found.includes(true))
+  )
+
+type Committed = {
+  readonly commit: string
+  readonly changed: boolean
+  readonly message: string
+  readonly parents: ReadonlyArray<string>
+}
+
+/** `git commit` itself, then `log -1` for the parents: for a worktree with a merge (or pick) in progress. */
+const porcelainCommit = (cwd: string, full: string, env: Record<string, string>) =>
+  Effect.gen(function* () {
+    const args = [...noSigning, "commit", "--quiet", "--no-verify", "--untracked-files=no", "-m", full]
+    const out = yield* gitOutput(args, { cwd, env, okExitCodes: [1] })
+    if (out.exitCode === 1 && !nothingToCommit.test(out.stdout + out.stderr)) {
+      return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
+    }
+    const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")
+    return { commit, changed: out.exitCode === 0, message: full, parents } satisfies Committed
+  })
+
+/**
+ * A commit of everything in `handle`'s worktree, with corral's trailers; `message` and `parents`
+ * describe it (`parents` only when `changed`). The commit is written as `git commit -m` would write it,
+ * from plumbing: `add --all` (alongside a `rev-parse` of HEAD and its tree), `write-tree`, `commit-tree`
+ * and a compare-and-swap `update-ref` of HEAD with `git commit`'s reflog message. `git commit` would
+ * refresh the index again, re-hashing every file the agent wrote in the second `add` wrote the index
+ * in (racily clean), and a `log -1` would follow for the parents: ≈ 30% less git CPU for the commit
+ * (docs/development.md, Workspaces). A merge, cherry-pick or revert left in progress is committed
+ * by `git commit` itself, which folds it in.
+ */
 export const commitWork = (
   handle: WorkspaceHandle,
   options: { readonly runId: string; readonly message: string; readonly author: Identity; readonly committer: Identity }
@@ -122,15 +181,21 @@ export const commitWork = (
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
-    yield* git(addAll(handle), { cwd })
+    const [, head] = yield* Effect.all(
+      [git(addAll(handle), { cwd }), git(["rev-parse", "--absolute-git-dir", "HEAD", "HEAD^{tree}"], { cwd })],
+      { concurrency: 2 }
+    )
+    const [gitDir = "", parent = "", parentTree = ""] = lines(head)
     const full = withTrailers(options.message, options.runId, handle.agentId)
-    const args = [...noSigning, "commit", "--quiet", "--no-verify", "--untracked-files=no", "-m", full]
-    const out = yield* gitOutput(args, { cwd, env: identityEnv(options.author, options.committer), okExitCodes: [1] })
-    if (out.exitCode === 1 && !nothingToCommit.test(out.stdout + out.stderr)) {
-      return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
-    }
-    const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")
-    return { commit, changed: out.exitCode === 0, message: full, parents }
+    const env = identityEnv(options.author, options.committer)
+    if (yield* hasPendingState(gitDir)) return yield* porcelainCommit(cwd, full, env)
+    const tree = yield* git(["write-tree"], { cwd })
+    if (tree === parentTree) return { commit: parent, changed: false, message: full, parents: [] } satisfies Committed
+    const message = cleanupMessage(full)
+    const commit = yield* git([...noSigning, "commit-tree", tree, "-p", parent, "-m", message], { cwd, env })
+    const subject = message.slice(0, message.indexOf("\n"))
+    yield* git(["update-ref", "-m", `commit: ${subject}`, "HEAD", commit, parent], { cwd })
+    return { commit, changed: true, message: full, parents: [parent] } satisfies Committed
   })
 
 const commitAll = (state: State, handle: WorkspaceHandle, message: string) =>
