@@ -131,6 +131,11 @@ export const readGitLog = (log: string): Array<GitCommand> => {
           break
         }
       }
-      return { cpuMs: (Number(user) + Number(system)) / 1000, wallMs: Number(wall) / 1000, subcommand, args: args.join(" ") }
+      return {
+        cpuMs: (Number(user) + Number(system)) / 1000,
+        wallMs: Number(wall) / 1000,
+        subcommand,
+        args: args.join(" ")
+      }
     })
 }
