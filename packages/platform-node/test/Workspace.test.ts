@@ -640,7 +640,7 @@ describe("Workspace", () => {
   )
 
   it.live(
-    "commitAll writes the commit git commit -m would, reads it back from the reflog, and folds in a merge left in progress",
+    "commitAll reads its commit and parent back from the reflog, and asks git after concluding a merge left in progress",
     () =>
       provide(
         Effect.gen(function* () {

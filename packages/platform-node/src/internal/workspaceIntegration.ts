@@ -114,15 +114,6 @@ interface State {
 
 const nothingToCommit = /nothing (added )?to commit|no changes added to commit/
 
-/** An operation in progress that `git commit` folds into the commit (a merge's second parent…). */
-const pendingStates = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"]
-
-const exists = (file: string) =>
-  fs.access(file).then(
-    () => true,
-    () => false
-  )
-
 /** The worktree's own git folder, from its `.git` file (`undefined` when that is not a `gitdir:` file). */
 const worktreeGitDir = async (dir: string) => {
   const text = await fs.readFile(path.join(dir, ".git"), "utf8").catch(() => "")
@@ -130,20 +121,19 @@ const worktreeGitDir = async (dir: string) => {
   return found === undefined ? undefined : path.resolve(dir, found.trim())
 }
 
+/** A reflog line of a single-parent commit (a merge's reads `commit (merge):`, a root commit's `commit (initial):`). */
 const reflogEntry = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) [^\t]*\tcommit: /
 
 /**
  * The commit `git commit` just made and its parent, from the last line of the worktree's HEAD reflog
  * (which the commit writes: `core.logAllRefUpdates=true`), read without starting git. `undefined`
- * when a merge, cherry-pick or revert was in progress (the commit may have more parents) or the
- * line is not a plain commit's.
+ * when that line is not a single-parent commit's (a merge the agent left in progress, which the
+ * commit concluded, has two parents).
  */
 const madeCommit = (dir: string) =>
   Effect.promise(async () => {
     const gitDir = await worktreeGitDir(dir)
     if (gitDir === undefined) return undefined
-    const pending = await Promise.all(pendingStates.map((name) => exists(path.join(gitDir, name))))
-    if (pending.includes(true)) return undefined
     const log = await fs.readFile(path.join(gitDir, "logs", "HEAD"), "utf8").catch(() => "")
     const last = log.slice(log.lastIndexOf("\n", log.length - 2) + 1)
     const found = reflogEntry.exec(last)
@@ -153,8 +143,8 @@ const madeCommit = (dir: string) =>
 /**
  * A commit of everything in `handle`'s worktree, with corral's trailers; `message` and `parents`
  * describe it (`parents` only when `changed`). The new commit and its parent are read from the
- * worktree's HEAD reflog, not with a `log -1` (one git command less per agent); a merge, cherry-pick
- * or revert the agent left in progress, which `git commit` folds in, still asks git.
+ * worktree's HEAD reflog, not with a `log -1` (one git command less per agent); a merge the agent
+ * left in progress, which `git commit` concludes, still asks git.
  */
 export const commitWork = (
   handle: WorkspaceHandle,
