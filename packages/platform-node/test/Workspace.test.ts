@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
+import { commitWork } from "../src/internal/workspaceIntegration.ts"
 import { type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
 
 const sh = (cwd: string, ...args: Array<string>) =>
@@ -763,5 +764,67 @@ describe("Workspace", () => {
         assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "int")))
       })
     )
+  )
+
+  it.live(
+    "commitAll reads its commit and parent back from the reflog, and asks git after concluding a merge left in progress",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          const ws = yield* Workspace
+          const author = { name: "Ann Author", email: "ann@example.com" }
+          const committer = { name: "Cy Committer", email: "cy@example.com" }
+          const integration = yield* ws.integration({ repo, runId: "rw", author, committer })
+          const handle = yield* ws.acquire({ repo, runId: "rw", agentId: "w", base: yield* integration.head() })
+          const unchanged = yield* integration.commitAll(handle, "nothing yet")
+          assert.deepStrictEqual(unchanged, { commit: sh(handle.dir, "rev-parse", "HEAD"), changed: false })
+          const base = sh(handle.dir, "rev-parse", "HEAD")
+          yield* edit(handle, "a.txt", "edited\n")
+          yield* edit(handle, "new.txt", "untracked before\n")
+          const message = "\n\n  subject kept indented  \n\n\n\nbody\t \r\n# not a comment\n\n"
+          const made = yield* integration.commitAll(handle, message)
+          assert.isTrue(made.changed)
+          assert.strictEqual(sh(handle.dir, "rev-parse", "HEAD"), made.commit)
+          assert.strictEqual(sh(handle.dir, "status", "--porcelain", "--untracked-files=all"), "")
+          const ours = sh(handle.dir, "cat-file", "commit", made.commit)
+          sh(handle.dir, "reset", "--quiet", "--soft", base)
+          const full = `${message.replace(/\s+$/, "")}\n\nCorral-Run: rw\nCorral-Agent: w`
+          execFileSync("git", ["commit", "--quiet", "--no-verify", "-m", full], {
+            cwd: handle.dir,
+            env: {
+              ...process.env,
+              LC_ALL: "C",
+              GIT_AUTHOR_NAME: author.name,
+              GIT_AUTHOR_EMAIL: author.email,
+              GIT_COMMITTER_NAME: committer.name,
+              GIT_COMMITTER_EMAIL: committer.email
+            }
+          })
+          const withoutDates = (commit: string) => commit.replace(/> \d+ [+-]\d{4}$/gm, ">")
+          assert.strictEqual(withoutDates(ours), withoutDates(sh(handle.dir, "cat-file", "commit", "HEAD")))
+          const [gits, , ourEntry] = sh(handle.dir, "log", "-g", "--format=%H %gs", "HEAD").split("\n")
+          assert.strictEqual(ourEntry, `${made.commit} ${gits!.slice(41)}`)
+          assert.strictEqual(gits!.slice(41), "commit: subject kept indented")
+          const before = sh(handle.dir, "rev-parse", "HEAD")
+          yield* edit(handle, "c.txt", "edited\n")
+          const direct = yield* commitWork(handle, { runId: "rw", message: "direct", author, committer })
+          assert.deepStrictEqual(
+            { commit: direct.commit, parents: direct.parents, changed: direct.changed },
+            { commit: sh(handle.dir, "rev-parse", "HEAD"), parents: [before], changed: true }
+          )
+          const side = sh(handle.dir, "rev-parse", "HEAD")
+          sh(handle.dir, "checkout", "--quiet", "-b", "side", base)
+          yield* edit(handle, "b.txt", "side edit\n")
+          sh(handle.dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "side")
+          const sideTip = sh(handle.dir, "rev-parse", "HEAD")
+          sh(handle.dir, "checkout", "--quiet", side)
+          sh(handle.dir, "-c", "user.name=t", "-c", "user.email=t@t", "merge", "--no-commit", "--no-ff", "side")
+          const merged = yield* integration.commitAll(handle, "merge in progress")
+          assert.isTrue(merged.changed)
+          assert.strictEqual(sh(handle.dir, "log", "-1", "--format=%P", merged.commit), `${side} ${sideTip}`)
+          assert.isFalse(fs.existsSync(path.join(sh(handle.dir, "rev-parse", "--absolute-git-dir"), "MERGE_HEAD")))
+        }).pipe(Effect.scoped)
+      )
   )
 })
