@@ -32,7 +32,8 @@ describe("git shim", () => {
     expect(failed.status).toBe(1)
     const commands = readGitLog(log)
     expect(commands.map((c) => c.subcommand)).toEqual(["init", "rev-parse", "rev-parse"])
-    expect(commands[1]!.args).toBe(`-C ${repo} rev-parse --git-dir`)
+    // the shim logs at most 40 characters of each argument
+    expect(commands[1]!.args).toBe(`-C ${repo.slice(0, 40)} rev-parse --git-dir`)
     for (const command of commands) {
       expect(command.cpuMs).toBeGreaterThan(0)
       expect(command.wallMs).toBeGreaterThanOrEqual(command.cpuMs / os.availableParallelism())
