@@ -33,7 +33,9 @@ export class ClaimGate {
   private readonly pools = new Map<string, PoolUse>()
   private readonly intents = new KeyTree<Node>()
   private readonly reserved = new KeyTree<Node>()
-  private readonly parkedOn = new Map<number, Set<Node>>()
+  /** The agents parked on each token; an agent may be listed more than once (see `visit`). */
+  private readonly parkedOn = new Map<number, Array<Node>>()
+  private visits = 0
   private releaseEpoch = 0
   private grants = 0
   private readonly host: GateHost
@@ -111,7 +113,10 @@ export class ClaimGate {
     if (set === undefined) return
     this.parkedOn.delete(token)
     let freed: Array<Node> | undefined
-    for (const node of set) {
+    const visit = ++this.visits
+    for (let i = 0; i < set.length; i++) {
+      const node = set[i]!
+      if (!firstVisit(node, visit)) continue
       const blocking = node.wait?.blockingTokens
       if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
       if (node.state === "parked" && (blocking?.size ?? 0) === 0) (freed ??= []).push(node)
@@ -173,7 +178,10 @@ export class ClaimGate {
     const set = this.parkedOn.get(token)
     if (set === undefined) return
     this.parkedOn.delete(token)
-    for (const other of set) {
+    const visit = ++this.visits
+    for (let i = 0; i < set.length; i++) {
+      const other = set[i]!
+      if (!firstVisit(other, visit)) continue
       const blocking = other.wait?.blockingTokens
       if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
       if (other.state !== "parked" || (blocking?.size ?? 0) > 0) continue
@@ -189,10 +197,10 @@ export class ClaimGate {
     wait.blockingTokens = tokens
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
-      this.waitersOf(follow).add(node)
+      this.waitersOf(follow).push(node)
       return
     }
-    for (const token of tokens) this.waitersOf(token).add(node)
+    for (const token of tokens) this.waitersOf(token).push(node)
   }
 
   /**
@@ -209,13 +217,13 @@ export class ClaimGate {
     const set = this.parkedOn.get(from)
     if (set === undefined) return
     this.parkedOn.delete(from)
-    for (const other of set) {
-      const blocking = other.wait?.blockingTokens
+    for (let i = 0; i < set.length; i++) {
+      const blocking = set[i]!.wait?.blockingTokens
       if (blocking?.delete(from)) blocking.add(lease.id)
     }
     const existing = this.parkedOn.get(lease.id)
     if (existing === undefined) this.parkedOn.set(lease.id, set)
-    else for (const other of set) existing.add(other)
+    else for (let i = 0; i < set.length; i++) existing.push(set[i]!)
   }
 
   dropIntent(node: Node): void {
@@ -257,7 +265,7 @@ export class ClaimGate {
     const wait = waitOf(node)
     const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
     wait.blockingTokens = blocking
-    for (const token of blocking) this.waitersOf(token).add(node)
+    for (const token of blocking) this.waitersOf(token).push(node)
     if (!wait.intent) {
       wait.intent = true
       this.intents.add(node, node.request!.keys)
@@ -297,7 +305,7 @@ export class ClaimGate {
     const mark = ++this.grants
     const token = lease.id
     const adds = !this.host.observing
-    let waiters: Set<Node> | undefined
+    let waiters: Array<Node> | undefined
     this.intents.eachConflict(
       request.keys,
       (other, at) => {
@@ -307,7 +315,7 @@ export class ClaimGate {
           const blocking = wait.blockingTokens
           if (adds && other.state === "parked" && blocking !== undefined && blocking.size > 0) {
             blocking.add(token)
-            ;(waiters ??= this.waitersOf(token)).add(other)
+            ;(waiters ??= this.waitersOf(token)).push(other)
           }
         }
         if (before(other, node) && bypass(wait, at, mark) >= this.host.maxBypass && !wait.reserved) {
@@ -319,10 +327,10 @@ export class ClaimGate {
     )
   }
 
-  private waitersOf(token: number): Set<Node> {
-    let set = this.parkedOn.get(token)
-    if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-    return set
+  private waitersOf(token: number): Array<Node> {
+    let list = this.parkedOn.get(token)
+    if (list === undefined) this.parkedOn.set(token, (list = []))
+    return list
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -374,6 +382,19 @@ export class ClaimGate {
 }
 
 const reservedToken = (node: Node): number => -1 - node.index
+
+/**
+ * Whether this is the first time one walk over a token's waiters (`visit`) meets `node`: a list
+ * may name an agent twice (a hand-over appends the reserved token's waiters to the lease's), and a
+ * walk treats it as the set it stands for, in the order each agent was first added.
+ */
+const firstVisit = (node: Node, visit: number): boolean => {
+  const wait = node.wait
+  if (wait === undefined) return true
+  if (wait.visitMark === visit) return false
+  wait.visitMark = visit
+  return true
+}
 
 /**
  * Counts one overtaking of a waiter on one of its keys (`key`, its `KeyTree` node), once per grant

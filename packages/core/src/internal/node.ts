@@ -25,6 +25,8 @@ export class WaitState {
   /** The grant that last counted each key, so a grant counts once per key. */
   bypassMarks: Array<number> | undefined = undefined
   bypassMark = 0
+  /** The last walk over a token's waiters that met this agent (see `ClaimGate`). */
+  visitMark = 0
   reserved = false
   intent = false
   timer = false
