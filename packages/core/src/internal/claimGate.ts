@@ -52,7 +52,7 @@ export class ClaimGate {
       return false
     }
     const tokens = this.localTokens(request)
-    if (tokens.size === 0) {
+    if (tokens.length === 0) {
       this.hold(node, request)
       return true
     }
@@ -61,12 +61,12 @@ export class ClaimGate {
   }
 
   /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
-  private localTokens(request: Claims.Request, tokens = new Set<number>()): Set<number> {
-    if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => void tokens.add(holderToken(holder)))
+  private localTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
+    if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => addToken(tokens, holderToken(holder)))
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
       if (use !== undefined && use.used + claim.amount > claim.capacity) {
-        for (const holder of use.holders) tokens.add(holderToken(holder))
+        for (const holder of use.holders) addToken(tokens, holderToken(holder))
       }
     }
     return tokens
@@ -118,8 +118,8 @@ export class ClaimGate {
       const node = set[i]!
       if (!firstVisit(node, visit)) continue
       const blocking = node.wait?.blockingTokens
-      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
-      if (node.state === "parked" && (blocking?.size ?? 0) === 0) (freed ??= []).push(node)
+      if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
+      if (node.state === "parked" && (blocking?.length ?? 0) === 0) (freed ??= []).push(node)
     }
     if (freed !== undefined) this.wakeFreed(freed)
   }
@@ -157,7 +157,7 @@ export class ClaimGate {
           continue
         }
         const tokens = this.localTokens(request, node.wait!.blockingTokens)
-        if (tokens.size > 0) {
+        if (tokens.length > 0) {
           this.parkAgain(node, tokens)
           if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
           continue
@@ -183,8 +183,8 @@ export class ClaimGate {
       const other = set[i]!
       if (!firstVisit(other, visit)) continue
       const blocking = other.wait?.blockingTokens
-      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
-      if (other.state !== "parked" || (blocking?.size ?? 0) > 0) continue
+      if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
+      if (other.state !== "parked" || (blocking?.length ?? 0) > 0) continue
       let j = freed.length
       while (j > at + 1 && before(other, freed[j - 1]!)) j--
       freed.splice(j, 0, other)
@@ -192,7 +192,7 @@ export class ClaimGate {
   }
 
   /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
-  private parkAgain(node: Node, tokens: Set<number> | undefined, follow = 0): void {
+  private parkAgain(node: Node, tokens: Array<number> | undefined, follow = 0): void {
     const wait = node.wait!
     wait.blockingTokens = tokens
     wait.describeBlockers = this.localBlockers(node)
@@ -219,7 +219,7 @@ export class ClaimGate {
     this.parkedOn.delete(from)
     for (let i = 0; i < set.length; i++) {
       const blocking = set[i]!.wait?.blockingTokens
-      if (blocking?.delete(from)) blocking.add(lease.id)
+      if (blocking !== undefined && deleteToken(blocking, from)) addToken(blocking, lease.id)
     }
     const existing = this.parkedOn.get(lease.id)
     if (existing === undefined) this.parkedOn.set(lease.id, set)
@@ -261,9 +261,10 @@ export class ClaimGate {
   }
 
   /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
-  private park(node: Node, tokens: Iterable<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
+  /** `tokens` (no repeats) becomes the node's own list. */
+  private park(node: Node, tokens: Array<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
     const wait = waitOf(node)
-    const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
+    const blocking = tokens
     wait.blockingTokens = blocking
     for (const token of blocking) this.waitersOf(token).push(node)
     if (!wait.intent) {
@@ -272,7 +273,7 @@ export class ClaimGate {
     }
     let changed = false
     if (this.host.observing) {
-      const key = [...blocking].join(",")
+      const key = blocking.join(",")
       changed = key !== wait.tokenKey
       wait.tokenKey = key
     }
@@ -313,8 +314,8 @@ export class ClaimGate {
         if (wait.bypassMark !== mark) {
           wait.bypassMark = mark
           const blocking = wait.blockingTokens
-          if (adds && other.state === "parked" && blocking !== undefined && blocking.size > 0) {
-            blocking.add(token)
+          if (adds && other.state === "parked" && blocking !== undefined && blocking.length > 0) {
+            addToken(blocking, token)
             ;(waiters ??= this.waitersOf(token)).push(other)
           }
         }
@@ -458,6 +459,19 @@ const keysConflict = (a: Claims.Request, b: Claims.Request): boolean => {
     }
   }
   return false
+}
+
+/** Adds `token` to a list of tokens unless it is there (a handful at most: one per holder of the agent's keys). */
+const addToken = (tokens: Array<number>, token: number): void => {
+  if (!tokens.includes(token)) tokens.push(token)
+}
+
+/** Removes `token` from a list of tokens, keeping the order of the rest; whether it was there. */
+const deleteToken = (tokens: Array<number>, token: number): boolean => {
+  const i = tokens.indexOf(token)
+  if (i < 0) return false
+  tokens.splice(i, 1)
+  return true
 }
 
 const holderToken = (node: Node): number => (node.lease === undefined ? reservedToken(node) : node.lease.id)

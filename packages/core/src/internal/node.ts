@@ -30,7 +30,8 @@ export class WaitState {
   reserved = false
   intent = false
   timer = false
-  blockingTokens: Set<number> | undefined = undefined
+  /** The leases and reserved tokens it waits for, each once. */
+  blockingTokens: Array<number> | undefined = undefined
   tokenKey = ""
   describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
   describeLocal: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
