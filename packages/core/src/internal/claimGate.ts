@@ -33,7 +33,9 @@ export class ClaimGate {
   private readonly pools = new Map<string, PoolUse>()
   private readonly intents = new KeyTree<Node>()
   private readonly reserved = new KeyTree<Node>()
-  private readonly parkedOn = new Map<number, Set<Node>>()
+  /** The agents parked on each token; an agent may be listed more than once (see `visit`). */
+  private readonly parkedOn = new Map<number, Array<Node>>()
+  private visits = 0
   private releaseEpoch = 0
   private grants = 0
   private readonly host: GateHost
@@ -50,7 +52,7 @@ export class ClaimGate {
       return false
     }
     const tokens = this.localTokens(request)
-    if (tokens.size === 0) {
+    if (tokens.length === 0) {
       this.hold(node, request)
       return true
     }
@@ -59,12 +61,12 @@ export class ClaimGate {
   }
 
   /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
-  private localTokens(request: Claims.Request, tokens = new Set<number>()): Set<number> {
-    if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => void tokens.add(holderToken(holder)))
+  private localTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
+    if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => addToken(tokens, holderToken(holder)))
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
       if (use !== undefined && use.used + claim.amount > claim.capacity) {
-        for (const holder of use.holders) tokens.add(holderToken(holder))
+        for (const holder of use.holders) addToken(tokens, holderToken(holder))
       }
     }
     return tokens
@@ -111,10 +113,13 @@ export class ClaimGate {
     if (set === undefined) return
     this.parkedOn.delete(token)
     let freed: Array<Node> | undefined
-    for (const node of set) {
+    const visit = ++this.visits
+    for (let i = 0; i < set.length; i++) {
+      const node = set[i]!
+      if (!firstVisit(node, visit)) continue
       const blocking = node.wait?.blockingTokens
-      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
-      if (node.state === "parked" && (blocking?.size ?? 0) === 0) (freed ??= []).push(node)
+      if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
+      if (node.state === "parked" && (blocking?.length ?? 0) === 0) (freed ??= []).push(node)
     }
     if (freed !== undefined) this.wakeFreed(freed)
   }
@@ -152,7 +157,7 @@ export class ClaimGate {
           continue
         }
         const tokens = this.localTokens(request, node.wait!.blockingTokens)
-        if (tokens.size > 0) {
+        if (tokens.length > 0) {
           this.parkAgain(node, tokens)
           if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
           continue
@@ -173,10 +178,13 @@ export class ClaimGate {
     const set = this.parkedOn.get(token)
     if (set === undefined) return
     this.parkedOn.delete(token)
-    for (const other of set) {
+    const visit = ++this.visits
+    for (let i = 0; i < set.length; i++) {
+      const other = set[i]!
+      if (!firstVisit(other, visit)) continue
       const blocking = other.wait?.blockingTokens
-      if (blocking !== undefined && blocking.size > 0) blocking.delete(token)
-      if (other.state !== "parked" || (blocking?.size ?? 0) > 0) continue
+      if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
+      if (other.state !== "parked" || (blocking?.length ?? 0) > 0) continue
       let j = freed.length
       while (j > at + 1 && before(other, freed[j - 1]!)) j--
       freed.splice(j, 0, other)
@@ -184,15 +192,15 @@ export class ClaimGate {
   }
 
   /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
-  private parkAgain(node: Node, tokens: Set<number> | undefined, follow = 0): void {
+  private parkAgain(node: Node, tokens: Array<number> | undefined, follow = 0): void {
     const wait = node.wait!
     wait.blockingTokens = tokens
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
-      this.waitersOf(follow).add(node)
+      this.waitersOf(follow).push(node)
       return
     }
-    for (const token of tokens) this.waitersOf(token).add(node)
+    for (const token of tokens) this.waitersOf(token).push(node)
   }
 
   /**
@@ -209,13 +217,13 @@ export class ClaimGate {
     const set = this.parkedOn.get(from)
     if (set === undefined) return
     this.parkedOn.delete(from)
-    for (const other of set) {
-      const blocking = other.wait?.blockingTokens
-      if (blocking?.delete(from)) blocking.add(lease.id)
+    for (let i = 0; i < set.length; i++) {
+      const blocking = set[i]!.wait?.blockingTokens
+      if (blocking !== undefined && deleteToken(blocking, from)) addToken(blocking, lease.id)
     }
     const existing = this.parkedOn.get(lease.id)
     if (existing === undefined) this.parkedOn.set(lease.id, set)
-    else for (const other of set) existing.add(other)
+    else for (let i = 0; i < set.length; i++) existing.push(set[i]!)
   }
 
   dropIntent(node: Node): void {
@@ -253,18 +261,19 @@ export class ClaimGate {
   }
 
   /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
-  private park(node: Node, tokens: Iterable<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
+  /** `tokens` (no repeats) becomes the node's own list. */
+  private park(node: Node, tokens: Array<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
     const wait = waitOf(node)
-    const blocking = tokens instanceof Set ? (tokens as Set<number>) : new Set(tokens)
+    const blocking = tokens
     wait.blockingTokens = blocking
-    for (const token of blocking) this.waitersOf(token).add(node)
+    for (const token of blocking) this.waitersOf(token).push(node)
     if (!wait.intent) {
       wait.intent = true
       this.intents.add(node, node.request!.keys)
     }
     let changed = false
     if (this.host.observing) {
-      const key = [...blocking].join(",")
+      const key = blocking.join(",")
       changed = key !== wait.tokenKey
       wait.tokenKey = key
     }
@@ -297,7 +306,7 @@ export class ClaimGate {
     const mark = ++this.grants
     const token = lease.id
     const adds = !this.host.observing
-    let waiters: Set<Node> | undefined
+    let waiters: Array<Node> | undefined
     this.intents.eachConflict(
       request.keys,
       (other, at) => {
@@ -305,9 +314,9 @@ export class ClaimGate {
         if (wait.bypassMark !== mark) {
           wait.bypassMark = mark
           const blocking = wait.blockingTokens
-          if (adds && other.state === "parked" && blocking !== undefined && blocking.size > 0) {
-            blocking.add(token)
-            ;(waiters ??= this.waitersOf(token)).add(other)
+          if (adds && other.state === "parked" && blocking !== undefined && blocking.length > 0) {
+            addToken(blocking, token)
+            ;(waiters ??= this.waitersOf(token)).push(other)
           }
         }
         if (before(other, node) && bypass(wait, at, mark) >= this.host.maxBypass && !wait.reserved) {
@@ -319,10 +328,10 @@ export class ClaimGate {
     )
   }
 
-  private waitersOf(token: number): Set<Node> {
-    let set = this.parkedOn.get(token)
-    if (set === undefined) this.parkedOn.set(token, (set = new Set()))
-    return set
+  private waitersOf(token: number): Array<Node> {
+    let list = this.parkedOn.get(token)
+    if (list === undefined) this.parkedOn.set(token, (list = []))
+    return list
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -374,6 +383,19 @@ export class ClaimGate {
 }
 
 const reservedToken = (node: Node): number => -1 - node.index
+
+/**
+ * Whether this is the first time one walk over a token's waiters (`visit`) meets `node`: a list
+ * may name an agent twice (a hand-over appends the reserved token's waiters to the lease's), and a
+ * walk treats it as the set it stands for, in the order each agent was first added.
+ */
+const firstVisit = (node: Node, visit: number): boolean => {
+  const wait = node.wait
+  if (wait === undefined) return true
+  if (wait.visitMark === visit) return false
+  wait.visitMark = visit
+  return true
+}
 
 /**
  * Counts one overtaking of a waiter on one of its keys (`key`, its `KeyTree` node), once per grant
@@ -437,6 +459,19 @@ const keysConflict = (a: Claims.Request, b: Claims.Request): boolean => {
     }
   }
   return false
+}
+
+/** Adds `token` to a list of tokens unless it is there (a handful at most: one per holder of the agent's keys). */
+const addToken = (tokens: Array<number>, token: number): void => {
+  if (!tokens.includes(token)) tokens.push(token)
+}
+
+/** Removes `token` from a list of tokens, keeping the order of the rest; whether it was there. */
+const deleteToken = (tokens: Array<number>, token: number): boolean => {
+  const i = tokens.indexOf(token)
+  if (i < 0) return false
+  tokens.splice(i, 1)
+  return true
 }
 
 const holderToken = (node: Node): number => (node.lease === undefined ? reservedToken(node) : node.lease.id)

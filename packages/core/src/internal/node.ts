@@ -26,10 +26,13 @@ export class WaitState {
   /** The grant that last counted each key, so a grant counts once per key. */
   bypassMarks: Array<number> | undefined = undefined
   bypassMark = 0
+  /** The last walk over a token's waiters that met this agent (see `ClaimGate`). */
+  visitMark = 0
   reserved = false
   intent = false
   timer = false
-  blockingTokens: Set<number> | undefined = undefined
+  /** The leases and reserved tokens it waits for, each once. */
+  blockingTokens: Array<number> | undefined = undefined
   tokenKey = ""
   describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
   describeLocal: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
