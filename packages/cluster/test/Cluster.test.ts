@@ -81,7 +81,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         )
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-1", concurrency: 16 }).pipe(
-            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
           ),
           { startImmediately: true }
         )
@@ -113,7 +113,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         yield* balanced(url, [runner])
         const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 300, log }))
         const result = yield* Corral.run(agents, { runId: "cluster-capacity", concurrency: 6 }).pipe(
-          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+          Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
         )
         assert.isTrue(result.allSucceeded)
         const lines = readLog(log)
@@ -144,7 +144,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         )
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-kill", concurrency: 8 }).pipe(
-            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
           ),
           { startImmediately: true }
         )
@@ -205,7 +205,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         )
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-stop", concurrency: 6 }).pipe(
-            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
           ),
           { startImmediately: true }
         )
@@ -271,7 +271,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const agents = Array.from({ length: 6 }, (_, i) => AgentKind.agent(Probe, `agent-${i}`, { sleepMs: 2000, log }))
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-restart", concurrency: 6 }).pipe(
-            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
           ),
           { startImmediately: true }
         )
@@ -317,7 +317,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         )
         const run = yield* Effect.forkChild(
           Corral.run([...needsGpu, ...any], { runId: "cluster-labels", concurrency: 22 }).pipe(
-            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
           ),
           { startImmediately: true }
         )
@@ -355,7 +355,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         )
         const run = yield* Effect.forkChild(
           Corral.run(agents, { runId: "cluster-placement", concurrency: 4 }).pipe(
-            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+            Effect.provide(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
           ),
           { startImmediately: true }
         )
@@ -380,7 +380,7 @@ describe.skipIf(server === undefined)("Cluster", () => {
         const release = join(dir, "waiting.release")
         const runner = yield* runnerProcess(url, 1)
         yield* balanced(url, [runner])
-        const context = yield* Layer.build(Cluster.layerExecutor({ url, shardLockExpiration: "3 seconds" }))
+        const context = yield* Layer.build(Cluster.layerExecutor({ url, shardLockExpiration: "6 seconds" }))
         const onCluster = <A, E>(effect: Effect.Effect<A, E, Executor.Executor>) =>
           Effect.provideService(effect, Executor.Executor, Context.get(context, Executor.Executor))
         const holder = yield* Effect.forkChild(

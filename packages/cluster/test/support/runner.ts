@@ -13,7 +13,10 @@ const runner = Cluster.layerRunner({
   port,
   capacity,
   labels: labelList,
-  shardLockExpiration: "3 seconds"
+  // Short enough for failover tests, long enough that a runner starved for a few seconds on a loaded
+  // machine keeps its shards and leases (at 3 s an agent was re-run on the surviving runner too).
+  // Cluster.test.ts gives the executors the same value.
+  shardLockExpiration: "6 seconds"
 }).pipe(Layer.provide(Executor.layerKinds([Probe])))
 
 // Cluster.layerRunner registers the runner in the runner registry itself
