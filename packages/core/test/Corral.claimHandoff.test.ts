@@ -219,13 +219,14 @@ describe("claim hand-offs", () => {
   ) =>
     Effect.forEach(
       cases,
-      (c) =>
-        Effect.map(runJobs(numbered(c.jobs), c.concurrency, c.observe, c.maxBypass), (ran) => {
-          const jobs = numbered(c.jobs)
+      (c) => {
+        const jobs = numbered(c.jobs)
+        return Effect.map(runJobs(jobs, c.concurrency, c.observe, c.maxBypass), (ran) => {
           assert.isTrue(ran.result.allSucceeded)
           assertExclusive(jobs, ran)
           assertBypassBound(jobs, ran, c.maxBypass, JSON.stringify(c))
-        }),
+        })
+      },
       { discard: true }
     )
 
