@@ -25,7 +25,8 @@ const killedOwnerRoot = (tmp: string, awaitGone?: string): string => {
   return names[0]!
 }
 
-describe.skipIf(Protocol.selfOwner() === undefined)("private protocol directories", () => {
+// Without /proc (not Linux) the folder records no owner; under CI=true that fails instead of skipping.
+describe.skipIf(Protocol.selfOwner() === undefined && process.env.CI !== "true")("private protocol directories", () => {
   it("a process killed with SIGKILL leaves one that names it: boot, pid namespace, pid and start time", () => {
     const tmp = mkdtempSync(join(dir, "name-"))
     const owner = Protocol.ownerOf(killedOwnerRoot(tmp))
