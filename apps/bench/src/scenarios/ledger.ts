@@ -27,6 +27,18 @@ const agentsOf = (p: Params) =>
     Agent.make(`a${i}`, { run: p.workMs === 0 ? Effect.void : Effect.sleep(p.workMs) })
   )
 
+/** The record of a bench run of `agents` planned agents, started now. */
+const runStart = (runId: string, agents: number): RunLedger.RunStart => ({
+  runId,
+  planFile: "bench.yaml",
+  planHash: "bench",
+  options: {},
+  pid: process.pid,
+  hostname: os.hostname(),
+  startedAt: Date.now(),
+  agents: planned(agents)
+})
+
 /** One run of the agents with every event recorded in `ledger` (or none); only the run itself is timed. */
 const oneRun = (p: Params, ledger: RunLedger.Service | undefined) =>
   Effect.gen(function* () {
@@ -34,16 +46,7 @@ const oneRun = (p: Params, ledger: RunLedger.Service | undefined) =>
     const before = ledger === undefined ? undefined : yield* ledger.stats
     const started = performance.now()
     if (ledger !== undefined) {
-      yield* ledger.startRun({
-        runId,
-        planFile: "bench.yaml",
-        planHash: "bench",
-        options: {},
-        pid: process.pid,
-        hostname: os.hostname(),
-        startedAt: Date.now(),
-        agents: planned(p.agents)
-      })
+      yield* ledger.startRun(runStart(runId, p.agents))
     }
     const result = yield* Corral.run(agentsOf(p), {
       runId,
@@ -59,19 +62,13 @@ const oneRun = (p: Params, ledger: RunLedger.Service | undefined) =>
   })
 
 const warmUp = (ledger: RunLedger.Service) =>
-  Effect.andThen(
-    ledger.startRun({
-      runId: `bench-warm-up-${runs++}`,
-      planFile: "bench.yaml",
-      planHash: "bench",
-      options: {},
-      pid: process.pid,
-      hostname: os.hostname(),
-      startedAt: Date.now(),
-      agents: planned(1)
-    }),
-    ledger.finishRun(`bench-warm-up-${runs - 1}`, "succeeded", Date.now())
-  )
+  Effect.suspend(() => {
+    const runId = `bench-warm-up-${runs++}`
+    return Effect.andThen(
+      ledger.startRun(runStart(runId, 1)),
+      Effect.suspend(() => ledger.finishRun(runId, "succeeded", Date.now()))
+    )
+  })
 
 const layerOf = (kind: Exclude<Kind, "none">, dir: string) =>
   kind === "memory" ? RunLedger.layerMemory : RunLedger.layerSqlite(path.join(dir, "ledger.db"))
