@@ -108,6 +108,11 @@ export const sweepOrphanRoots = async (dir: string, self: Owner): Promise<Array<
   return removed
 }
 
+let sweep: Promise<void> = Promise.resolve()
+
+/** Settles when the background sweep this process's first process agent started has ended. */
+export const orphanSweep = (): Promise<void> => sweep
+
 const rootDir = (): string => {
   if (privateRoot === undefined) {
     const tmp = os.tmpdir()
@@ -116,7 +121,7 @@ const rootDir = (): string => {
     privateRoot = fs.mkdtempSync(path.join(tmp, `${ROOT_PREFIX}${tag}`))
     const root = privateRoot
     process.once("exit", () => fs.rmSync(root, { recursive: true, force: true }))
-    if (self !== undefined) void sweepOrphanRoots(tmp, self)
+    if (self !== undefined) sweep = sweepOrphanRoots(tmp, self).then(() => undefined)
   }
   return privateRoot
 }

@@ -12,12 +12,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const fixture = new URL("../fixtures/protocolRootOwner.ts", import.meta.url).pathname
 
 /**
- * Starts a process that makes its private directory in `tmp` (after waiting for `awaitGone` to be
- * removed, if given) and kills itself with SIGKILL; returns that directory's name.
+ * Starts a process that makes its private directory in `tmp`, waits for its sweep of dead owners'
+ * directories and kills itself with SIGKILL; returns that directory's name.
  */
-const killedOwnerRoot = (tmp: string, awaitGone?: string): string => {
-  const args = awaitGone === undefined ? [fixture] : [fixture, awaitGone]
-  const child = spawnSync(process.execPath, args, { env: { ...process.env, TMPDIR: tmp }, encoding: "utf8" })
+const killedOwnerRoot = (tmp: string): string => {
+  const child = spawnSync(process.execPath, [fixture], { env: { ...process.env, TMPDIR: tmp }, encoding: "utf8" })
   assert.strictEqual(child.signal, "SIGKILL", child.stderr)
   const names = child.stdout.trim().split("\n")
   assert.strictEqual(names.length, 1, child.stdout)
@@ -65,7 +64,7 @@ describe.skipIf(Protocol.selfOwner() === undefined && process.env.CI !== "true")
   it("the next process's first process agent sweeps on its own", () => {
     const tmp = mkdtempSync(join(dir, "next-"))
     const first = killedOwnerRoot(tmp)
-    const second = killedOwnerRoot(tmp, first)
+    const second = killedOwnerRoot(tmp)
     assert.isFalse(existsSync(join(tmp, first)), `${first} was not swept by the next process`)
     assert.isTrue(existsSync(join(tmp, second)))
   })
