@@ -11,7 +11,11 @@
  * this (a native `posix_spawn` binding would need a compiler or prebuilt binaries per platform).
  *
  * An agent is spawned `detached` with its standard input ignored; the helper replies with its pid at
- * once, then forwards its output (base64 in JSON lines, in the order it read it) and its exit. Output
+ * once, then forwards its output (base64 in JSON lines, in the order it read it) and its exit. The end
+ * of an output that closes while the process runs is held and sent in the exit's line (`ends`): a
+ * short process then costs two lines each way instead of four (each line wakes the other process);
+ * an output that stays open after the exit (a process it started still holds it) ends on a line of
+ * its own, and the exit is never held. Output
  * is flow-controlled both ways, so a flood fills pipes, not memory: the helper stops reading an
  * agent's output while its own pipe to this process is full, and this process stops reading the
  * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
@@ -77,6 +81,14 @@ const startAgent = (r) => {
   }
   send({ id: r.id, pid: child.pid })
   child.on("error", () => {})
+  let exited = false
+  const open = new Set([1, 2])
+  const held = []
+  const ended = (fd) => {
+    if (!open.delete(fd)) return
+    if (exited) send({ id: r.id, fd, end: true })
+    else held.push(fd)
+  }
   for (const fd of [1, 2]) {
     const stream = fd === 1 ? child.stdout : child.stderr
     stream.on("data", (chunk) => {
@@ -84,9 +96,13 @@ const startAgent = (r) => {
       stream.pause()
       paused.add(stream)
     })
-    stream.on("close", () => send({ id: r.id, fd, end: true }))
+    stream.on("end", () => ended(fd))
+    stream.on("close", () => ended(fd))
   }
-  child.on("exit", (code, signal) => send({ id: r.id, exit: code, signal }))
+  child.on("exit", (code, signal) => {
+    exited = true
+    send(held.length === 0 ? { id: r.id, exit: code, signal } : { id: r.id, exit: code, signal, ends: held })
+  })
 }
 let buffered = ""
 process.stdin.setEncoding("utf8")
@@ -143,7 +159,8 @@ export interface AgentRequest {
 /**
  * What the helper reports about a process it started for `spawnAgent`, in this order: `started` (a
  * pid, or why it could not start: then nothing follows), then output chunks, the end of each output
- * stream and the exit, interleaved as they happen; `lost` when the helper died before all of it came.
+ * stream and the exit, interleaved as they happen (an output that ended while the process ran is
+ * reported right before its exit); `lost` when the helper died before all of it came.
  */
 export interface AgentListener {
   readonly started: (pid: number | undefined, error: ExecError | undefined) => void
@@ -158,7 +175,13 @@ type AgentMessage =
   | { readonly id: number; readonly error: ExecError }
   | { readonly id: number; readonly fd: 1 | 2; readonly data: string }
   | { readonly id: number; readonly fd: 1 | 2; readonly end: true }
-  | { readonly id: number; readonly exit: number | null; readonly signal: string | null }
+  | {
+      readonly id: number
+      readonly exit: number | null
+      readonly signal: string | null
+      /** The outputs that ended before the exit, in the order they ended. */
+      readonly ends?: ReadonlyArray<1 | 2>
+    }
 
 /** Handles one message of a request; true when it was the request's last. */
 type Receiver = (message: Reply | AgentMessage) => boolean
@@ -293,8 +316,9 @@ export class SpawnHelper {
         listener.end(message.fd)
         open -= 1
       } else if ("exit" in message) {
+        for (const fd of message.ends ?? []) listener.end(fd)
         listener.exit(message.exit, message.signal)
-        open -= 1
+        open -= 1 + (message.ends?.length ?? 0)
       } else if (message.error !== null) {
         listener.started(undefined, message.error)
         return true

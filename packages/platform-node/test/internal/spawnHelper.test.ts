@@ -132,6 +132,19 @@ describe("SpawnHelper.spawnAgent", () => {
     assert.strictEqual(started.error?.code, "ENOENT")
   })
 
+  it("reports the exit at once while a process it started holds the outputs open, and their ends later", async () => {
+    const helper = new SpawnHelper()
+    await helper.ready()
+    const run = spawnAgent(helper, { args: ["-c", "sleep 1000 & exit 0"] })
+    const { pid } = await run.started
+    await waitUntil(() => run.events.includes("exit 0"), "the leader's exit is reported")
+    assert.deepStrictEqual(run.events, ["exit 0"], "the outputs stay open in the background sleep")
+    process.kill(-pid!, "SIGKILL")
+    await run.done
+    helper.release(run.id!)
+    assert.sameMembers(run.events.slice(1), ["end 1", "end 2"])
+  })
+
   it("is not used before the helper is ready or when it is turned off", () => {
     assert.isUndefined(spawnAgent(new SpawnHelper({ enabled: false }), {}).id)
   })
