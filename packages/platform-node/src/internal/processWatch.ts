@@ -35,12 +35,13 @@ const readPageSize = (): number => {
 let procBuffer = Buffer.allocUnsafe(4096)
 
 /**
- * A /proc file with open, read and close only (`readFileSync` adds an fstat and more reads). `whole`:
- * read until the end (an environment can be longer than the buffer, which then grows); otherwise one
- * read, for files the kernel produces in one piece far below the buffer's size (`stat`, `loadavg`), so
- * the read that would find the end is saved.
+ * A /proc file with open, read and close only (`readFileSync` adds an fstat and more reads), into
+ * `procBuffer`; its length, or `undefined` when it cannot be read. `whole`: read until the end (an
+ * environment can be longer than the buffer, which then grows); otherwise one read, for files the
+ * kernel produces in one piece far below the buffer's size (`stat`, `loadavg`), so the read that would
+ * find the end is saved.
  */
-const readProc = (file: string, whole = false): string | undefined => {
+const readProcBytes = (file: string, whole = false): number | undefined => {
   let fd: number
   try {
     fd = fs.openSync(file, "r")
@@ -59,7 +60,7 @@ const readProc = (file: string, whole = false): string | undefined => {
         procBuffer = larger
       }
     }
-    return procBuffer.toString("latin1", 0, length)
+    return length
   } catch {
     return undefined
   } finally {
@@ -67,7 +68,47 @@ const readProc = (file: string, whole = false): string | undefined => {
   }
 }
 
-const readStat = (pid: string): string | undefined => readProc(`/proc/${pid}/stat`)
+const readProc = (file: string, whole = false): string | undefined => {
+  const length = readProcBytes(file, whole)
+  return length === undefined ? undefined : procBuffer.toString("latin1", 0, length)
+}
+
+/**
+ * The fields of the last `stat` read by `readStat`, numbered after the command name as in proc(5)
+ * minus 3: `[0]` the state letter's code, `[1]` ppid, `[2]` pgrp, `[3]` session, `[11]`–`[14]` utime,
+ * stime, cutime, cstime (ticks), `[19]` start time (ticks since boot), `[21]` rss (pages).
+ */
+const STAT_FIELDS = 22
+const stat = new Float64Array(STAT_FIELDS)
+
+/**
+ * Reads `/proc/<pid>/stat` into `stat`, parsing the bytes in place: a scan reads one per process of
+ * the machine every 100 ms, and a string with a split into its 52 fields was most of what it allocated.
+ */
+const readStat = (pid: string): boolean => {
+  const length = readProcBytes(`/proc/${pid}/stat`)
+  if (length === undefined) return false
+  // The command name is in parentheses and may contain anything, so fields start after the last ")".
+  let at = procBuffer.lastIndexOf(0x29, length - 1) + 2
+  if (at < 2 || at >= length) return false
+  stat[0] = procBuffer[at]!
+  at += 1
+  for (let field = 1; field < STAT_FIELDS; field++) {
+    if (procBuffer[at] !== 0x20) return false
+    at += 1
+    const negative = procBuffer[at] === 0x2d
+    if (negative) at += 1
+    let value = 0
+    for (let byte = procBuffer[at]!; at < length && byte >= 0x30 && byte <= 0x39; byte = procBuffer[++at]!) {
+      value = value * 10 + (byte - 0x30)
+    }
+    stat[field] = negative ? -value : value
+  }
+  return true
+}
+
+const ZOMBIE = 0x5a
+const DEAD = 0x58
 
 /** One process of a /proc scan: enough to walk a tree by parent pid and to tell a reused pid apart. */
 export interface ProcEntry {
@@ -81,31 +122,22 @@ export interface ProcEntry {
   readonly alive: boolean
 }
 
+/** Adds the process whose `stat` was read last (`readStat`) to its group's sample and to `entries`. */
 const addProcess = (
   groups: Map<number, MutableSample>,
   pid: number,
-  stat: string,
   bytesPerPage: number,
   entries?: Array<ProcEntry>
 ) => {
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  const pgrp = Number(fields[2])
-  entries?.push({
-    pid,
-    ppid: Number(fields[1]),
-    pgrp,
-    sid: Number(fields[3]),
-    start: Number(fields[19]),
-    alive: fields[0] !== "Z" && fields[0] !== "X"
-  })
-  const utime = Number(fields[11]) + Number(fields[13])
-  const stime = Number(fields[12]) + Number(fields[14])
+  const pgrp = stat[2]!
+  const alive = stat[0] !== ZOMBIE && stat[0] !== DEAD
+  entries?.push({ pid, ppid: stat[1]!, pgrp, sid: stat[3]!, start: stat[19]!, alive })
   const group = groups.get(pgrp) ?? { members: 0, rssBytes: 0, userMs: 0, systemMs: 0, leaderCpuMs: 0 }
-  if (fields[0] !== "Z" && fields[0] !== "X") group.members += 1
-  group.rssBytes += Number(fields[21]) * bytesPerPage
-  group.userMs += utime * TICK_MS
-  group.systemMs += stime * TICK_MS
-  if (pid === pgrp) group.leaderCpuMs = (Number(fields[11]) + Number(fields[12])) * TICK_MS
+  if (alive) group.members += 1
+  group.rssBytes += stat[21]! * bytesPerPage
+  group.userMs += (stat[11]! + stat[13]!) * TICK_MS
+  group.systemMs += (stat[12]! + stat[14]!) * TICK_MS
+  if (pid === pgrp) group.leaderCpuMs = (stat[11]! + stat[12]!) * TICK_MS
   groups.set(pgrp, group)
 }
 
@@ -122,8 +154,7 @@ const scan = (): Snapshot => {
   for (const entry of fs.readdirSync("/proc")) {
     const code = entry.charCodeAt(0)
     if (code < 48 || code > 57) continue
-    const stat = readStat(entry)
-    if (stat !== undefined) addProcess(groups, Number(entry), stat, bytesPerPage, entries)
+    if (readStat(entry)) addProcess(groups, Number(entry), bytesPerPage, entries)
   }
   return { at: performance.now(), groups, entries }
 }
@@ -255,16 +286,23 @@ const isLaunchedLeader = (pid: number): boolean => {
 
 /** The pid most recently handed out (`/proc/loadavg`), or `undefined` when it cannot be read. */
 const lastPid = (): number | undefined => {
-  const last = Number(readProc("/proc/loadavg")?.trim().split(" ")[4])
-  return Number.isInteger(last) && last > 0 ? last : undefined
+  const length = readProcBytes("/proc/loadavg")
+  if (length === undefined) return undefined
+  // The last field: "0.71 0.97 1.24 2/345 12345\n".
+  let end = length
+  while (end > 0 && !isDigit(procBuffer[end - 1]!)) end--
+  let at = end
+  while (at > 0 && isDigit(procBuffer[at - 1]!)) at--
+  let last = 0
+  for (let i = at; i < end; i++) last = last * 10 + (procBuffer[i]! - 0x30)
+  return at < end && procBuffer[at - 1] === 0x20 && last > 0 ? last : undefined
 }
+
+const isDigit = (byte: number): boolean => byte >= 0x30 && byte <= 0x39
 
 let ownSid: number | undefined
 /** The session of this process (it never changes: Node does not call `setsid`). */
-const ownSession = (): number => (ownSid ??= sessionOf(readStat("self")))
-
-const sessionOf = (stat: string | undefined): number =>
-  stat === undefined ? -1 : Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3])
+const ownSession = (): number => (ownSid ??= readStat("self") ? stat[3]! : -1)
 
 /** Whether `pid` was handed out after `first` and up to `last`, numbering wrapping around once at most. */
 const between = (pid: number, first: number, last: number): boolean =>
@@ -283,8 +321,7 @@ const scanSince = (first: number, last: number | undefined): Array<ProcEntry> =>
   const entries: Array<ProcEntry> = []
   const add = (pid: number, name: string) => {
     if (pid !== first && isLaunchedLeader(pid)) return
-    const stat = readStat(name)
-    if (stat !== undefined) addProcess(groups, pid, stat, bytesPerPage, entries)
+    if (readStat(name)) addProcess(groups, pid, bytesPerPage, entries)
   }
   if (last !== undefined && first <= last && last - first < DIRECT_PIDS_MAX) {
     // A pid that is gone is the common answer; its ENOENT error needs no stack trace.
@@ -307,11 +344,7 @@ const scanSince = (first: number, last: number | undefined): Array<ProcEntry> =>
 }
 
 /** The start time of process `pid` (`/proc/<pid>/stat` field 22), or `undefined` when it cannot be read. */
-export const startOf = (pid: number): number | undefined => {
-  const stat = readStat(String(pid))
-  if (stat === undefined) return undefined
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
-}
+export const startOf = (pid: number): number | undefined => (readStat(String(pid)) ? stat[19] : undefined)
 
 const TOKEN_NAME = "CORRAL_PROCESS_TOKEN="
 const TOKEN_CACHE_MAX = 4096
@@ -359,12 +392,10 @@ export const readLeader = (
   pid: number
 ): { readonly sample: GroupSample | undefined; readonly start: number | undefined } => {
   if (!procAvailable) return { sample: undefined, start: undefined }
-  const stat = readStat(String(pid))
-  if (stat === undefined) return { sample: EMPTY, start: undefined }
+  if (!readStat(String(pid))) return { sample: EMPTY, start: undefined }
   const groups = new Map<number, MutableSample>()
-  const entries: Array<ProcEntry> = []
-  addProcess(groups, pid, stat, (pageSize ??= readPageSize()), entries)
-  return { sample: groups.get(pid) ?? EMPTY, start: entries[0]?.start }
+  addProcess(groups, pid, (pageSize ??= readPageSize()))
+  return { sample: groups.get(pid) ?? EMPTY, start: stat[19] }
 }
 
 const groupExists = (pgid: number): boolean => {
