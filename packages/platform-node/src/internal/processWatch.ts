@@ -83,18 +83,18 @@ const stat = new Float64Array(STAT_FIELDS)
 
 /**
  * Reads `/proc/<pid>/stat` into `stat`, parsing the bytes in place: a scan reads one per process of
- * the machine every 100 ms, and a string with a split into its 52 fields was most of what it allocated.
+ * the machine every 100 ms, and a string split into its 52 fields was most of what it allocated per process.
  */
 const readStat = (pid: string): boolean => {
   const length = readProcBytes(`/proc/${pid}/stat`)
-  if (length === undefined) return false
+  if (length === undefined || length === 0) return false
   // The command name is in parentheses and may contain anything, so fields start after the last ")".
   let at = procBuffer.lastIndexOf(0x29, length - 1) + 2
   if (at < 2 || at >= length) return false
   stat[0] = procBuffer[at]!
   at += 1
   for (let field = 1; field < STAT_FIELDS; field++) {
-    if (procBuffer[at] !== 0x20) return false
+    if (at >= length || procBuffer[at] !== 0x20) return false
     at += 1
     const negative = procBuffer[at] === 0x2d
     if (negative) at += 1
