@@ -106,8 +106,8 @@ const ratioRange = (ratios: ReadonlyArray<number>): string =>
 /**
  * `approach` no worse than `peer`, judged on paired repetitions: each repetition runs every approach
  * once, in rotated order, so sample i of both was taken in the same repetition, within seconds of
- * each other, and shares the machine's state of that moment. The ratio of the two samples is taken per repetition; the target is met when the
- * median of those ratios is at most `factor`. When it is not, but at least one repetition has the
+ * each other, and shares the machine's state of that moment. The ratio of the two samples is taken
+ * per repetition; the target is met when the median of those ratios is at most `factor`. When it is not, but at least one repetition has the
  * ratio at or below `factor`, the verdict is "not met" marked within noise: the repetitions' spread
  * covers the target. The figure gives the median paired ratio (three decimals), the range over the
  * repetitions and in how many `approach` was slower.
