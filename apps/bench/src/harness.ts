@@ -189,7 +189,14 @@ const runCase = async <P>(
 }
 
 const verdictLine = (verdict: Verdict): string => {
-  const state = verdict.met === undefined ? "not evaluated" : verdict.met ? "met" : "NOT MET"
+  const state =
+    verdict.met === undefined
+      ? "not evaluated"
+      : verdict.met
+        ? "met"
+        : verdict.withinNoise === true
+          ? "NOT MET (within noise)"
+          : "NOT MET"
   return `${verdict.target} — ${state} (${verdict.figure})`
 }
 

@@ -40,7 +40,13 @@ const load = (): Array<Saved> => {
 }
 
 const state = (verdict: Verdict): string =>
-  verdict.met === undefined ? "not evaluated" : verdict.met ? "**met**" : "**not met**"
+  verdict.met === undefined
+    ? "not evaluated"
+    : verdict.met
+      ? "**met**"
+      : verdict.withinNoise === true
+        ? "**not met** (within noise)"
+        : "**not met**"
 
 const targetsTable = (results: ReadonlyArray<Saved>): string => {
   const rows = results.flatMap((r) =>

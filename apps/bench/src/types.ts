@@ -38,6 +38,8 @@ export interface Verdict {
   readonly target: string
   readonly figure: string
   readonly met: boolean | undefined
+  /** Not met, but the repetitions' spread covers the target (see `pairedNoWorseThan`). */
+  readonly withinNoise?: boolean
 }
 
 /**

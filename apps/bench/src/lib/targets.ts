@@ -1,3 +1,4 @@
+import { median } from "../stats.ts"
 import type { ApproachResult, CaseResult, Target, Verdict } from "../types.ts"
 
 type Figure = Omit<Verdict, "target">
@@ -12,12 +13,22 @@ const combine = (figures: ReadonlyArray<Figure | undefined>): Figure | undefined
   const known = figures.filter((f): f is Figure => f !== undefined)
   if (known.length === 0) return undefined
   const met = known.some((f) => f.met === undefined) ? undefined : known.every((f) => f.met === true)
-  return { figure: known.map((f) => f.figure).join("; "), met }
+  const noise = met === false && known.every((f) => f.met !== false || f.withinNoise === true)
+  return { figure: known.map((f) => f.figure).join("; "), met, ...(noise ? { withinNoise: true } : {}) }
 }
 
 const failed = (item: CaseResult, name: string): Figure | undefined => {
   const found = item.approaches.find((a) => a.name === name)
   return found?.error === undefined ? undefined : { figure: `failed: ${found.error}`, met: false }
+}
+
+/**
+ * `value` as a multiple with two decimals, or three when two would round it onto the wrong side of
+ * (or onto) `limit`: a verdict of "not met" beside "1.02×" for a target of 1.02× read as a contradiction.
+ */
+export const multiple = (value: number, limit: number): string => {
+  const two = value.toFixed(2)
+  return Number(two) === limit && value !== limit ? `${value.toFixed(3)}×` : `${two}×`
 }
 
 /** `approach`'s ratio to the case's bound or floor is at most `max`, in every case whose label matches. */
@@ -28,7 +39,7 @@ export const ratioAtMost = (label: string, cases: RegExp, approach: string, max:
       casesMatching(results, cases).map((item) => {
         const found = approachIn(item, approach)
         if (found?.ratio === undefined) return failed(item, approach)
-        return { figure: `${found.ratio.toFixed(2)}×`, met: found.ratio <= max }
+        return { figure: multiple(found.ratio, max), met: found.ratio <= max }
       })
     )
 })
@@ -84,7 +95,49 @@ export const noWorseThan = (label: string, cases: RegExp, approach: string, peer
         if (mine === undefined) return failed(item, approach)
         if (theirs === undefined) return undefined
         const ratio = mine / theirs
-        return { figure: `${ratio.toFixed(2)}× ${peer}`, met: ratio <= factor }
+        return { figure: `${multiple(ratio, factor)} ${peer}`, met: ratio <= factor }
+      })
+    )
+})
+
+const ratioRange = (ratios: ReadonlyArray<number>): string =>
+  `${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}×`
+
+/**
+ * `approach` no worse than `peer`, judged on paired repetitions: each repetition runs every approach
+ * once, in rotated order, so sample i of both was taken in the same repetition, within seconds of
+ * each other, and shares the machine's state of that moment. The ratio of the two samples is taken
+ * per repetition; the target is met when the median of those ratios is at most `factor`. When it is not, but at least one repetition has the
+ * ratio at or below `factor`, the verdict is "not met" marked within noise: the repetitions' spread
+ * covers the target. The figure gives the median paired ratio (three decimals), the range over the
+ * repetitions and in how many `approach` was slower.
+ */
+export const pairedNoWorseThan = (
+  label: string,
+  cases: RegExp,
+  approach: string,
+  peer: string,
+  factor = 1
+): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const mine = approachIn(item, approach)?.samplesMs
+        const theirs = approachIn(item, peer)?.samplesMs
+        if (mine === undefined || mine.length === 0) return failed(item, approach)
+        if (theirs === undefined || theirs.length !== mine.length) return undefined
+        const ratios = mine.map((ms, i) => ms / theirs[i]!)
+        const ratio = median(ratios)
+        const slower = ratios.filter((r) => r > factor).length
+        const met = ratio <= factor
+        return {
+          figure:
+            `${ratio.toFixed(3)}× ${peer} (median of ${ratios.length} paired repetitions, ` +
+            `${ratioRange(ratios)}, slower in ${slower})`,
+          met,
+          ...(!met && slower < ratios.length ? { withinNoise: true } : {})
+        }
       })
     )
 })
@@ -93,7 +146,12 @@ export const noWorseThan = (label: string, cases: RegExp, approach: string, peer
 export const verdicts = (targets: ReadonlyArray<Target>, results: ReadonlyArray<CaseResult>): Array<Verdict> =>
   targets.map((target) => {
     const outcome = target.evaluate(results)
-    return { target: target.label, figure: outcome?.figure ?? "not measured in this run", met: outcome?.met }
+    return {
+      target: target.label,
+      figure: outcome?.figure ?? "not measured in this run",
+      met: outcome?.met,
+      ...(outcome?.withinNoise === true ? { withinNoise: true } : {})
+    }
   })
 
 /**
@@ -119,7 +177,7 @@ export const overFloor = (
         const ratio = mine.medianMs / base.medianMs
         const floorRatio = base.ratio === undefined ? "" : ` (the floor is ${base.ratio.toFixed(2)}× the bound)`
         const limit = typeof max === "number" ? max : max(item.label)
-        return { figure: `${ratio.toFixed(2)}× the floor${floorRatio}`, met: ratio <= limit }
+        return { figure: `${multiple(ratio, limit)} the floor${floorRatio}`, met: ratio <= limit }
       })
     )
 })

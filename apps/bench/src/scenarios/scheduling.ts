@@ -1,3 +1,4 @@
+import { GCProfiler } from "node:v8"
 import * as Effect from "effect/Effect"
 import pLimit from "p-limit"
 import PQueue from "p-queue"
@@ -28,10 +29,27 @@ const measure = async (
 ): Promise<Sample> => {
   const items = Array.from({ length: params.n }, (_, i) => i)
   const probe = params.profile ? heapProbe(params.n) : undefined
+  const gc = probe ? undefined : new GCProfiler()
+  gc?.start()
+  const cpu = process.cpuUsage()
   const start = performance.now()
   const kept = await body(items, probe?.probe ?? noop)
   const ms = performance.now() - start
-  if (!probe) return { ms, metrics: { usPerTask: (ms * 1000) / params.n } }
+  if (!probe) {
+    const used = process.cpuUsage(cpu)
+    const pauses = gc!.stop()?.statistics ?? []
+    const gcUs = pauses.reduce((sum, pause) => sum + pause.cost, 0)
+    const perTask = (us: number) => us / params.n
+    return {
+      ms,
+      metrics: {
+        usPerTask: perTask(ms * 1000),
+        cpuUsPerTask: perTask(used.user + used.system),
+        gcUsPerTask: perTask(gcUs),
+        majorGcs: pauses.filter((pause) => pause.gcType === "MarkSweepCompact").length
+      }
+    }
+  }
   const heap = probe.finish(kept)
   return { ms, metrics: { bytesPerTask: heap.bytesPerItem, peakBytes: heap.peakBytes } }
 }
@@ -142,6 +160,9 @@ export const scheduling: Scenario<Params> = {
   floorApproach: "hand-written pool",
   columns: [
     { key: "usPerTask", label: "µs/task", format: fixed(3) },
+    { key: "cpuUsPerTask", label: "CPU µs/task", format: fixed(3) },
+    { key: "gcUsPerTask", label: "GC µs/task", format: fixed(3) },
+    { key: "majorGcs", label: "full GCs", format: fixed(0) },
     { key: "afterGcMs", label: "after GC", format: duration },
     { key: "bytesPerTask", label: "B/task", format: bytes },
     { key: "peakBytes", label: "peak heap", format: bytes }

@@ -1,0 +1,83 @@
+import { describe, expect, it } from "@effect/vitest"
+import { multiple, pairedNoWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
+import { median } from "../src/stats.ts"
+import type { ApproachResult, CaseResult } from "../src/types.ts"
+
+const approach = (name: string, samplesMs: ReadonlyArray<number>, boundMs = 100): ApproachResult => ({
+  name,
+  samplesMs,
+  medianMs: median(samplesMs),
+  minMs: Math.min(...samplesMs),
+  maxMs: Math.max(...samplesMs),
+  ratio: median(samplesMs) / boundMs,
+  metrics: {},
+  error: undefined
+})
+
+const caseOf = (label: string, approaches: ReadonlyArray<ApproachResult>): CaseResult => ({
+  label,
+  reps: approaches[0]!.samplesMs.length,
+  boundMs: 100,
+  floorApproach: undefined,
+  notes: [],
+  approaches
+})
+
+const paired = pairedNoWorseThan("corral no worse than peer", /case/, "corral", "peer")
+
+describe("pairedNoWorseThan", () => {
+  it("judges the median of per-repetition ratios, not the ratio of the medians", () => {
+    // Medians: corral 104, peer 103 (ratio of medians 1.0097); per repetition corral is faster in 3 of 5.
+    const item = caseOf("case", [
+      approach("peer", [100, 103, 105, 110, 101]),
+      approach("corral", [99, 102, 104, 120, 108])
+    ])
+    const [verdict] = verdicts([paired], [item])
+    expect(verdict).toEqual({
+      target: "corral no worse than peer",
+      figure: "0.990× peer (median of 5 paired repetitions, 0.990–1.091×, slower in 2)",
+      met: true
+    })
+  })
+
+  it("marks a miss within noise when some repetition meets the target, and plain not met when none does", () => {
+    const noisy = caseOf("case a", [approach("peer", [100, 100, 100]), approach("corral", [101, 99, 102])])
+    const worse = caseOf("case b", [approach("peer", [100, 100, 100]), approach("corral", [101, 102, 103])])
+    const [a] = verdicts([paired], [noisy])
+    const [b] = verdicts([paired], [worse])
+    expect(a).toMatchObject({ met: false, withinNoise: true })
+    expect(a!.figure).toContain("slower in 2")
+    expect(b).toEqual({
+      target: "corral no worse than peer",
+      figure: "1.020× peer (median of 3 paired repetitions, 1.010–1.030×, slower in 3)",
+      met: false
+    })
+    const [both] = verdicts([paired], [noisy, worse])
+    expect(both).toMatchObject({ met: false })
+    expect(both!.withinNoise).toBeUndefined()
+  })
+
+  it("is not evaluated when the peer did not run, and failed when the approach failed", () => {
+    const alone = caseOf("case", [approach("corral", [100, 100])])
+    expect(verdicts([paired], [alone])[0]).toMatchObject({ met: undefined, figure: "not measured in this run" })
+    const failed = caseOf("case", [approach("peer", [100]), { ...approach("corral", [100]), error: "boom" }])
+    expect(verdicts([paired], [failed])[0]).toMatchObject({ met: false, figure: "failed: boom" })
+  })
+})
+
+describe("multiple", () => {
+  it("shows a third decimal when two would put the figure on the limit", () => {
+    expect(multiple(1.0234, 1.02)).toBe("1.023×")
+    expect(multiple(1.0196, 1.02)).toBe("1.020×")
+    expect(multiple(1.02, 1.02)).toBe("1.02×")
+    expect(multiple(1.0634, 1.05)).toBe("1.06×")
+  })
+
+  it("makes a ratio verdict's figure agree with it", () => {
+    const item = caseOf("case", [approach("corral", [102.34])])
+    expect(verdicts([ratioAtMost("≤ 1.02×", /case/, "corral", 1.02)], [item])[0]).toMatchObject({
+      figure: "1.023×",
+      met: false
+    })
+  })
+})
