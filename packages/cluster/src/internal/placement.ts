@@ -52,8 +52,8 @@ const maxSalt = 4096
 /** How many of a runner's shards in a group its attempts are placed on (its lowest-numbered). */
 export const hotShards = 4
 
-/** Each runner's `count` lowest-numbered shards per group (`"<group>:<shard>"`), keyed `<runner>\0<group>`. */
-const hotOf = (owners: ReadonlyMap<string, string>, count: number): Map<string, ReadonlySet<string>> => {
+/** Each runner's `count` lowest-numbered shards per group, keyed `<runner>\0<group>`. */
+const hotOf = (owners: ReadonlyMap<string, string>, count: number): Map<string, ReadonlySet<number>> => {
   const held = new Map<string, Array<number>>()
   for (const [shard, owner] of owners) {
     const at = shard.lastIndexOf(":")
@@ -62,12 +62,8 @@ const hotOf = (owners: ReadonlyMap<string, string>, count: number): Map<string, 
     list.push(Number(shard.slice(at + 1)))
     held.set(key, list)
   }
-  const hot = new Map<string, ReadonlySet<string>>()
-  for (const [key, shards] of held) {
-    const group = key.slice(key.indexOf("\u0000") + 1)
-    shards.sort((a, b) => a - b)
-    hot.set(key, new Set(shards.slice(0, count).map((shard) => `${group}:${shard}`)))
-  }
+  const hot = new Map<string, ReadonlySet<number>>()
+  for (const [key, shards] of held) hot.set(key, new Set(shards.sort((a, b) => a - b).slice(0, count)))
   return hot
 }
 
@@ -81,7 +77,7 @@ export class Placement {
   private byGroup = new Map<string, Array<string>>()
   private readonly inFlight = new Map<string, number>()
   private load = new Map<string, number>()
-  private hot = new Map<string, ReadonlySet<string>>()
+  private hot = new Map<string, ReadonlySet<number>>()
 
   private readonly shardOf: (entityId: string, group: string) => number
   private readonly hotCount: number
@@ -154,9 +150,11 @@ export class Placement {
       let fallback: { readonly entityId: string; readonly shard: string } | undefined
       for (let salt = 0; salt < maxSalt; salt++) {
         const entityId = entityIdOf(salt)
-        const shard = `${group}:${this.shardOf(entityId, group)}`
-        if (hot?.has(shard) === true) return this.count(runner, entityId, shard)
-        if (fallback === undefined && this.owners.get(shard) === runner) fallback = { entityId, shard }
+        const n = this.shardOf(entityId, group)
+        if (hot?.has(n) === true) return this.count(runner, entityId, `${group}:${n}`)
+        if (fallback !== undefined) continue
+        const shard = `${group}:${n}`
+        if (this.owners.get(shard) === runner) fallback = { entityId, shard }
       }
       if (fallback !== undefined) return this.count(runner, fallback.entityId, fallback.shard)
     }
