@@ -351,15 +351,15 @@ const adoption = (
 /**
  * The shard number of an entity id, for placement's salt search (dozens of ids per attempt):
  * `Sharding.getShardId`'s formula (`Hash.string` of the id, modulo the shards per group, plus one)
- * without the `EntityId` and `ShardId` values it makes per call. Checked against `getShardId` on a
- * few ids; where they differ (another effect version), `getShardId` itself is used.
+ * without the `EntityId` and `ShardId` values it makes per call. Checked against `getShardId` on 64
+ * ids; where they differ (another effect version), `getShardId` itself is used.
  */
 const shardOfFor = (sharding: Sharding.Sharding["Service"]) =>
   Effect.map(Effect.serviceOption(ShardingConfig.ShardingConfig), (config) => {
     const perGroup = Option.isSome(config) ? config.value.shardsPerGroup : ShardingConfig.defaults.shardsPerGroup
     const fast = (id: string) => Math.abs(Hash.string(id) % perGroup) + 1
     const slow = (id: string, group: string) => sharding.getShardId(EntityId.make(id), group).id
-    const same = ["run/a~0", "2026-11-26T21:54:28Z-x/agent-7~41", "ü/ß~9#gpu"].every(
+    const same = Array.from({ length: 64 }, (_, i) => `2026-11-26T21:54:28Z-ü/agent-${i * 7919}~${i}`).every(
       (id) => fast(id) === slow(id, "default")
     )
     return same ? fast : slow
