@@ -7,8 +7,14 @@
  * coordinator learns which runner holds which shard (runners publish their shards, capacity and
  * labels in `corral_runners`, see `RunnerRegistry`), chooses the eligible runner with the most free
  * slots, and picks the first salt `n` for which `<runId>/<agentId>~<n>` hashes to one of that
- * runner's shards. Everything effect guarantees for an entity stays as it was: the message is
- * persisted before it is sent, and when its runner dies the shard's next owner runs it.
+ * runner's hot shards (its {@link hotShards} lowest-numbered shards in the group; any of its shards
+ * when no salt within `maxSalt` does). Everything effect guarantees for an entity stays as it was:
+ * the message is persisted before it is sent, and when its runner dies the shard's next owner runs it.
+ *
+ * Why hot shards: a runner confirms its shard's lock before it stores a reply (`effect/cluster`,
+ * two statements on its lock connection), and replies of one shard arriving while a confirmation
+ * runs share it. Spread over every shard, nearly each reply paid its own; on a few shards, bursts of
+ * replies share one. The price: a dead runner's running attempts move with at most that many shards.
  *
  * The view is a hint: when it is stale (a runner just joined or died) an attempt lands on the shard's
  * real owner, whose capacity still bounds what it runs at once (the rest wait in its mailbox).
@@ -43,6 +49,24 @@ export interface Ticket {
 /** How many salts to try before giving up on a runner (each try is one string hash). */
 const maxSalt = 4096
 
+/** How many of a runner's shards in a group its attempts are placed on (its lowest-numbered). */
+export const hotShards = 4
+
+/** Each runner's `count` lowest-numbered shards per group, keyed `<runner>\0<group>`. */
+const hotOf = (owners: ReadonlyMap<string, string>, count: number): Map<string, ReadonlySet<number>> => {
+  const held = new Map<string, Array<number>>()
+  for (const [shard, owner] of owners) {
+    const at = shard.lastIndexOf(":")
+    const key = `${owner}\u0000${shard.slice(0, at)}`
+    const list = held.get(key) ?? []
+    list.push(Number(shard.slice(at + 1)))
+    held.set(key, list)
+  }
+  const hot = new Map<string, ReadonlySet<number>>()
+  for (const [key, shards] of held) hot.set(key, new Set(shards.sort((a, b) => a - b).slice(0, count)))
+  return hot
+}
+
 /**
  * The placement state. Synchronous and free of effects, so that the policy is tested
  * deterministically; `Cluster` drives it (view refreshes, waiting, releases).
@@ -53,14 +77,18 @@ export class Placement {
   private byGroup = new Map<string, Array<string>>()
   private readonly inFlight = new Map<string, number>()
   private load = new Map<string, number>()
+  private hot = new Map<string, ReadonlySet<number>>()
 
   private readonly shardOf: (entityId: string, group: string) => number
+  private readonly hotCount: number
 
   /**
    * @param shardOf the shard number of an entity id in a group (`Sharding.getShardId`)
+   * @param hot how many of a runner's shards (its lowest in the group) attempts are placed on
    */
-  constructor(shardOf: (entityId: string, group: string) => number) {
+  constructor(shardOf: (entityId: string, group: string) => number, hot = hotShards) {
     this.shardOf = shardOf
+    this.hotCount = hot
   }
 
   /** Replaces the view; a shard listed by several runners goes to the last listed (the freshest). */
@@ -72,6 +100,7 @@ export class Placement {
       for (const [group, shards] of Object.entries(runner.shards))
         for (const shard of shards) owners.set(`${group}:${shard}`, runner.address)
     }
+    this.hot = hotOf(owners, this.hotCount)
     const byGroup = new Map<string, Set<string>>()
     for (const [shard, owner] of owners) {
       const group = shard.slice(0, shard.lastIndexOf(":"))
@@ -117,16 +146,25 @@ export class Placement {
     const ranked = runners.filter((r) => this.free(r) > 0).sort((a, b) => this.free(b) - this.free(a))
     if (ranked.length === 0) return "full"
     for (const runner of ranked) {
+      const hot = this.hot.get(`${runner}\u0000${group}`)
+      let fallback: { readonly entityId: string; readonly shard: string } | undefined
       for (let salt = 0; salt < maxSalt; salt++) {
         const entityId = entityIdOf(salt)
-        const shard = `${group}:${this.shardOf(entityId, group)}`
-        if (this.owners.get(shard) !== runner) continue
-        this.inFlight.set(shard, (this.inFlight.get(shard) ?? 0) + 1)
-        this.load.set(runner, (this.load.get(runner) ?? 0) + 1)
-        return { entityId, runner, shard }
+        const n = this.shardOf(entityId, group)
+        if (hot?.has(n) === true) return this.count(runner, entityId, `${group}:${n}`)
+        if (fallback !== undefined) continue
+        const shard = `${group}:${n}`
+        if (this.owners.get(shard) === runner) fallback = { entityId, shard }
       }
+      if (fallback !== undefined) return this.count(runner, fallback.entityId, fallback.shard)
     }
     return { entityId: entityIdOf(0), runner: undefined, shard: undefined }
+  }
+
+  private count(runner: string, entityId: string, shard: string): Ticket {
+    this.inFlight.set(shard, (this.inFlight.get(shard) ?? 0) + 1)
+    this.load.set(runner, (this.load.get(runner) ?? 0) + 1)
+    return { entityId, runner, shard }
   }
 
   /** Ends a ticket's count. */

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { Placement, type RunnerView, type Ticket } from "../../src/internal/placement.ts"
+import { hotShards, Placement, type RunnerView, type Ticket } from "../../src/internal/placement.ts"
 
 /** The same hash `effect/cluster` uses is not exported; any deterministic spread over 300 shards will do. */
 const shardOf = (entityId: string) => {
@@ -57,6 +57,28 @@ describe("Placement", () => {
       "waits rather than run on a runner without it"
     )
     assert.strictEqual(place(placement, "p0").runner, "plain")
+  })
+
+  it("places a runner's attempts on its lowest hot shards of the group, so their replies share shard-lock checks", () => {
+    const placement = new Placement((id) => shardOf(id), 2)
+    const ofA = [7, 3, 250, 120]
+    placement.setView([
+      runner("a", 64, { default: ofA }),
+      runner("b", 1, { default: range(1, 300).filter((shard) => !ofA.includes(shard)) })
+    ])
+    const tickets = range(1, 40).map((i) => place(placement, `x${i}`))
+    const onA = tickets.filter((t) => t.runner === "a")
+    assert.strictEqual(onA.length, 40, "a has the most free slots throughout")
+    assert.deepStrictEqual([...new Set(onA.map((t) => t.shard))].sort(), ["default:3", "default:7"])
+    for (const ticket of onA) assert.strictEqual(`default:${shardOf(ticket.entityId)}`, ticket.shard)
+  })
+
+  it("falls back to any shard of the runner when no salt hashes to a hot one", () => {
+    // salts hash to shards 10..19 only: never to runner a's hot shard 1
+    const placement = new Placement((id) => 10 + (Number(id.slice(id.indexOf("~") + 1)) % 10), 1)
+    placement.setView([runner("a", 2, { default: [1, 15, 17] })])
+    const ticket = place(placement, "x")
+    assert.deepStrictEqual(ticket, { entityId: "run/x~5", runner: "a", shard: "default:15" })
   })
 
   it("sends to salt 0 uncounted when no runner holds the group", () => {
@@ -117,6 +139,11 @@ describe("Placement", () => {
             }
             const owner = views.find((v) => (v.shards[group] ?? []).includes(shardOf(ticket.entityId)))!
             assert.strictEqual(ticket.runner, owner.address, "the entity id hashes to a shard of the chosen runner")
+            assert.include(
+              owner.shards[group]!.slice(0, hotShards),
+              shardOf(ticket.entityId),
+              "on one of the runner's hot shards"
+            )
             held.push(ticket)
           }
           for (const v of views) {
