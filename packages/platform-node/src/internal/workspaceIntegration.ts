@@ -16,6 +16,7 @@ import type {
   WorkspaceHandle
 } from "../Workspace.ts"
 import { corralIdentity, GitError, git, gitOutput, lines } from "./git.ts"
+import { settleRacyEntries } from "./racyIndex.ts"
 import { appendRecord } from "./runRegistry.ts"
 import { BranchAlreadyExists, IntegrationMoved, UnsupportedStrategy, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt } from "./workspaceFs.ts"
@@ -140,6 +141,13 @@ const madeCommit = (dir: string) =>
     return found === null ? undefined : { commit: found[2]!, parents: [found[1]!] }
   })
 
+/** Spares the add git's re-hash of files the set-up wrote in the index's second ({@link settleRacyEntries}). */
+const settleIndex = (dir: string) =>
+  Effect.promise(async () => {
+    const gitDir = await worktreeGitDir(dir)
+    if (gitDir !== undefined) settleRacyEntries(dir, gitDir)
+  })
+
 /**
  * A commit of everything in `handle`'s worktree, with corral's trailers; `message` and `parents`
  * describe it (`parents` only when `changed`). The new commit and its parent are read from the
@@ -153,6 +161,7 @@ export const commitWork = (
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
+    yield* settleIndex(cwd)
     yield* git(addAll(handle), { cwd })
     const full = withTrailers(options.message, options.runId, handle.agentId)
     const args = [

@@ -1,0 +1,102 @@
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { parseIndex, settleRacyEntries } from "../../src/internal/racyIndex.ts"
+
+const root = fs.realpathSync(fs.mkdtempSync(path.join(tmpdir(), "corral-racy-index-")))
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }))
+
+const git = (cwd: string, ...args: Array<string>) =>
+  execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim()
+
+const FILES = 60
+const fileName = (i: number) => `src/d${i % 6}/f${i}.txt`
+
+const repo = path.join(root, "repo")
+fs.mkdirSync(repo)
+git(repo, "init", "--quiet", "--initial-branch=main")
+for (let i = 0; i < FILES; i++) {
+  fs.mkdirSync(path.join(repo, path.dirname(fileName(i))), { recursive: true })
+  fs.writeFileSync(path.join(repo, fileName(i)), `file ${i}\n${"x".repeat(200 + i)}\n`)
+}
+git(repo, "add", ".")
+git(repo, "commit", "--quiet", "-m", "init")
+
+let worktrees = 0
+/** A worktree set up as corral's is: added without a checkout, then `read-tree --reset -u`. */
+const checkout = () => {
+  const dir = path.join(root, `wt-${worktrees++}`)
+  git(repo, "worktree", "add", "--quiet", "--detach", "--no-checkout", dir, "HEAD")
+  git(dir, "read-tree", "--reset", "-u", "HEAD")
+  return { dir, gitDir: git(dir, "rev-parse", "--absolute-git-dir") }
+}
+
+const indexSecond = (gitDir: string) =>
+  Number(fs.statSync(path.join(gitDir, "index"), { bigint: true }).mtimeNs / 1_000_000_000n)
+const mtimeSecond = (file: string) => Number(fs.statSync(file, { bigint: true }).mtimeNs / 1_000_000_000n)
+const staged = (dir: string) => {
+  git(dir, "add", "--all")
+  return git(dir, "diff", "--cached", "--name-status").split("\n").filter(Boolean).sort()
+}
+/** The same length, other bytes: only the time tells git that the file changed. */
+const rewriteSameSize = (file: string) => {
+  const text = fs.readFileSync(file, "utf8")
+  fs.writeFileSync(file, text.replace("file", "FILE"))
+}
+
+describe("racyIndex", () => {
+  it("reads index versions 2, 3 and 4 as git lists them", () => {
+    const { dir, gitDir } = checkout()
+    for (const version of ["2", "3", "4"]) {
+      git(dir, "update-index", "--index-version", version)
+      const entries = parseIndex(fs.readFileSync(path.join(gitDir, "index")))
+      assert.deepStrictEqual(
+        entries?.map((e) => e.name),
+        git(dir, "ls-files").split("\n")
+      )
+    }
+  })
+
+  it("never hides a same-size rewrite made in the second of the checkout", () => {
+    const { dir, gitDir } = checkout()
+    const file = path.join(dir, fileName(7))
+    rewriteSameSize(file)
+    const second = indexSecond(gitDir)
+    const sameSecond = mtimeSecond(file) === second
+    const settled = settleRacyEntries(dir, gitDir, (second + 1) * 1000)
+    if (sameSecond) assert.isFalse(settled, "a rewrite git cannot see by whole seconds must keep the re-hash")
+    assert.deepStrictEqual(staged(dir), [`M\t${fileName(7)}`])
+  })
+
+  it("settles the checkout's untouched files and still stages every other change", () => {
+    const { dir, gitDir } = checkout()
+    fs.appendFileSync(path.join(dir, fileName(1)), "more\n")
+    fs.rmSync(path.join(dir, fileName(2)))
+    fs.writeFileSync(path.join(dir, "new.txt"), "new\n")
+    const second = indexSecond(gitDir)
+    const index = fs.statSync(path.join(gitDir, "index"), { bigint: true }).mtimeNs
+    const entries = parseIndex(fs.readFileSync(path.join(gitDir, "index")))!
+    const changed = new Set([fileName(1), fileName(2)])
+    const recordedBeforeIndex = entries
+      .filter((e) => e.mtimeSec >= second && !changed.has(e.name))
+      .every((e) => BigInt(e.mtimeSec) * 1_000_000_000n + BigInt(e.mtimeNsec) < index)
+    const settled = settleRacyEntries(dir, gitDir, (second + 1) * 1000 + 300)
+    assert.strictEqual(settled, recordedBeforeIndex)
+    if (settled) assert.strictEqual(indexSecond(gitDir), second + 1)
+    assert.deepStrictEqual(staged(dir), [`A\tnew.txt`, `D\t${fileName(2)}`, `M\t${fileName(1)}`])
+  })
+
+  it("leaves the index alone in the index's own second, and for intent-to-add entries", () => {
+    const { dir, gitDir } = checkout()
+    const second = indexSecond(gitDir)
+    assert.isFalse(settleRacyEntries(dir, gitDir, second * 1000 + 999))
+    fs.writeFileSync(path.join(dir, "later.txt"), "later\n")
+    git(dir, "add", "--intent-to-add", "later.txt")
+    assert.isUndefined(parseIndex(fs.readFileSync(path.join(gitDir, "index"))))
+    const now = indexSecond(gitDir)
+    assert.isFalse(settleRacyEntries(dir, gitDir, (now + 1) * 1000))
+    assert.strictEqual(indexSecond(gitDir), now)
+  })
+})
