@@ -493,13 +493,15 @@ const locations = () =>
  * A real-scale worktree run: a generated repository shaped like a real one (≈ 2,000 files in ≈ 100
  * folders, ≈ 20 MB), a CPU-bound deterministic rewrite split by folder across 10 agents with write
  * claims on their folders, two of them serialized on `CHANGELOG.md`, and a `check` agent depending on
- * all ten. corral (`corral run --concurrency N`) against the same commands run one after another and
- * through `xargs -P N` in one folder (no isolation, no claims, no merge), on tmpfs and on disk.
+ * all ten. corral (`corral run --concurrency N`) against the same commands run one after another,
+ * through `xargs -P N` in one folder (no isolation, no claims, no merge), and through `xargs -P N`
+ * each in its own plain git worktree merged back ({@link plainWorktrees}, the floor of isolation),
+ * on tmpfs and on disk.
  */
 export const workspacesReal: Scenario<Params> = {
   name: "workspaces-real",
   description:
-    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N",
+    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N vs plain git worktrees",
   floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
   targets: [
     ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),

@@ -9,11 +9,12 @@
  * for each such entry whose second `T` (the current second) would no longer cover, it `lstat`s the
  * file and either git will see a change by itself (size, type or mtime second differ, or the file
  * is gone) or the file is byte-for-byte stat-identical to what git recorded (mtime, ctime and inode
- * to the nanosecond, size) and its recorded mtime is strictly before the index file's — so any
- * write after the index was written has a later time than the recorded one. (A write in the same
- * clock tick as the recording, before the index was written, would have raced the git command that
- * recorded the file; git's own check misses that too whenever that command ends in a later second.)
- * Only when
+ * to the nanosecond, size) and either its recorded mtime is strictly before the index file's — so
+ * any write after the index was written has a later time than the recorded one — or, for the few
+ * files recorded in the index's own clock tick, its content hashes to the blob git recorded. (A
+ * write in the same clock tick as the recording, before the index was written, would have raced the
+ * git command that recorded the file; git's own check misses that too whenever that command ends in
+ * a later second.) Only when
  * every such entry passes is the index file's mtime moved to `T` (on the descriptor it was read
  * from, so an index git replaced meanwhile is left alone); entries of second `T` stay racy and are
  * hashed as before. Anything unusual (another index version or hash, conflicts, sparse or split
@@ -35,6 +36,7 @@ export interface Entry {
   readonly ino: number
   readonly mode: number
   readonly size: number
+  readonly oid: Buffer
 }
 
 const HASH = 20
@@ -106,7 +108,8 @@ export const parseIndex = (buf: Buffer): ReadonlyArray<Entry> | undefined => {
       mtimeNsec: buf.readUInt32BE(start + 12),
       ino: buf.readUInt32BE(start + 20),
       mode,
-      size: buf.readUInt32BE(start + 36)
+      size: buf.readUInt32BE(start + 36),
+      oid: buf.subarray(start + 40, start + 40 + HASH)
     })
   }
   for (let ext = at; ext + 8 <= body.length; ) {
@@ -136,6 +139,12 @@ const unchanged = (entry: Entry, stat: fs.BigIntStats) =>
   Number(stat.ctimeNs % NS) === entry.ctimeNsec &&
   low32(stat.ino) === entry.ino
 
+/** The file holds the blob git recorded (git's `blob <size>\0<content>` SHA-1). */
+const sameBlob = (entry: Entry, file: string) => {
+  const content = fs.readFileSync(file)
+  return createHash("sha1").update(`blob ${content.length}\0`).update(content).digest().equals(entry.oid)
+}
+
 /**
  * Moves the mtime of the index of the worktree at `dir` (git folder `gitDir`) to the current second
  * when that keeps every change visible to git (see the module comment); returns whether it did.
@@ -158,7 +167,8 @@ export const settleRacyEntries = (dir: string, gitDir: string, nowMs: number = D
       const stat = fs.lstatSync(path.join(dir, entry.name), { bigint: true, throwIfNoEntry: false })
       if (gitSeesChange(entry, stat)) continue
       if (!unchanged(entry, stat!)) return false
-      if (sec * NS + BigInt(entry.mtimeNsec) >= indexNs) return false
+      const recordedInIndexTick = sec * NS + BigInt(entry.mtimeNsec) >= indexNs
+      if (recordedInIndexTick && !(stat!.isFile() && sameBlob(entry, path.join(dir, entry.name)))) return false
     }
     fs.futimesSync(fd, Number(indexStat.atimeNs) / 1e9, Number(target))
     return true
