@@ -63,6 +63,7 @@ describe("Workspace commit after a checkout in the same second", () => {
         for (const i of indices)
           assert.strictEqual(sh(handle.dir, "show", `${made.commit}:${fileName(i)}`).split("\n")[0], `FILE ${i}`)
         assert.strictEqual(sh(handle.dir, "status", "--porcelain", "--untracked-files=all"), "")
+        assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
       })
     )
   )
