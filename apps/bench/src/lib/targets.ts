@@ -158,13 +158,15 @@ export const verdicts = (targets: ReadonlyArray<Target>, results: ReadonlyArray<
  * The gap that is corral's own: `approach`'s median against `floor`'s (a zero-scheduler-cost replay
  * measured in the same run), at most `max`; the figure also says where the floor itself lands
  * against the bound, i.e. how much of the bound target this machine's timers leave reachable.
+ * `names` words the figure when the floor is a named peer and the ratios are to another one.
  */
 export const overFloor = (
   label: string,
   cases: RegExp,
   approach: string,
   floor: string,
-  max: number | ((caseLabel: string) => number)
+  max: number | ((caseLabel: string) => number),
+  names: { readonly floor: string; readonly bound: string } = { floor: "the floor", bound: "the bound" }
 ): Target => ({
   label,
   evaluate: (results) =>
@@ -175,9 +177,10 @@ export const overFloor = (
         if (mine?.medianMs === undefined) return failed(item, approach)
         if (base?.medianMs === undefined) return failed(item, floor)
         const ratio = mine.medianMs / base.medianMs
-        const floorRatio = base.ratio === undefined ? "" : ` (the floor is ${base.ratio.toFixed(2)}× the bound)`
+        const floorRatio =
+          base.ratio === undefined ? "" : ` (${names.floor} is ${base.ratio.toFixed(2)}× ${names.bound})`
         const limit = typeof max === "number" ? max : max(item.label)
-        return { figure: `${multiple(ratio, limit)} the floor${floorRatio}`, met: ratio <= limit }
+        return { figure: `${multiple(ratio, limit)} ${names.floor}${floorRatio}`, met: ratio <= limit }
       })
     )
 })

@@ -5,7 +5,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { mulberry32 } from "../lib/async.ts"
 import { type GitShim, makeGitShim, readGitLog } from "../lib/gitCpu.ts"
-import { metricAtLeast, metricAtMost, ratioAtMost } from "../lib/targets.ts"
+import { metricAtLeast, metricAtMost, overFloor, ratioAtMost } from "../lib/targets.ts"
 import type { Approach, Case, Sample, Scenario } from "../types.ts"
 
 interface Params {
@@ -72,10 +72,17 @@ const childCpuMs = (): number | undefined => {
   }
 }
 
-/** The process-tree CPU spent since `before` (from {@link childCpuMs}), as a metric when known. */
+const cores = os.availableParallelism()
+
+/**
+ * The process-tree CPU spent since `before` (from {@link childCpuMs}), as a metric when known, and
+ * that CPU over the machine's cores: the least wall time the approach's CPU allows here.
+ */
 const cpuSince = (before: number | undefined): Record<string, number> => {
   const after = childCpuMs()
-  return before === undefined || after === undefined ? {} : { cpuMs: after - before }
+  return before === undefined || after === undefined
+    ? {}
+    : { cpuMs: after - before, cpuFloorMs: (after - before) / cores }
 }
 
 /** A CPU-bound, deterministic rewrite of every file in the folders given: a formatter's stand-in. */
@@ -207,6 +214,111 @@ const xargs: Approach<Params> = {
     await sh(dir, checkCommand(tools))
     const ms = performance.now() - start
     return finish(dir, params.expectedTree, ms, cpuSince(cpu))
+  }
+}
+
+/**
+ * One agent of the plain-git floor, as a careful user would script it with git alone: a detached
+ * worktree at the integration head (the add under the repository lock, since concurrent
+ * `worktree add`s fail with `failed to read .git/worktrees/<x>/commondir`; the checkout after it),
+ * the command, `add -A` + `commit`, a merge into the integration branch under a merge lock
+ * (`merge-tree --write-tree` + `commit-tree` + `update-ref` with the old value), and the removal.
+ * Arguments: repository, lock folder, worktree folder, agent id, the command's script file.
+ */
+const floorAgentScript = `
+set -eu
+repo=$1 locks=$2 wt=$3 id=$4 script=$5
+cd "$repo"
+exec 8>"$locks/repo"
+flock 8
+head=$(git rev-parse refs/heads/floor)
+git worktree add --quiet --detach --no-checkout "$wt" "$head"
+flock -u 8
+cd "$wt"
+git reset --quiet --hard
+sh "$script"
+git add -A
+git -c user.name=floor -c user.email=floor@localhost commit --quiet --allow-empty -m "$id"
+commit=$(git rev-parse HEAD)
+cd "$repo"
+exec 9>"$locks/merge"
+flock 9
+base=$(git rev-parse refs/heads/floor)
+tree=$(git merge-tree --write-tree "$base" "$commit")
+merged=$(git -c user.name=floor -c user.email=floor@localhost commit-tree "$tree" -p "$base" -p "$commit" -m "merge $id")
+git update-ref refs/heads/floor "$merged" "$base"
+flock -u 9
+flock 8
+git worktree remove --force "$wt"
+`
+
+/**
+ * The order corral's claims give the agents at concurrency N: `fmt-pkg1` waits for `fmt-pkg0`
+ * (both write `CHANGELOG.md`) and takes the first slot freed after it, the others keep plan order.
+ */
+const claimOrder = (concurrency: number) => {
+  const others = Array.from({ length: AGENTS - 2 }, (_, i) => i + 2)
+  return [0, ...others.slice(0, concurrency - 1), 1, ...others.slice(concurrency - 1)]
+}
+
+/**
+ * The floor of isolation: the same agents, at the same concurrency (`xargs -P N`), each in its own
+ * plain `git worktree` merged back serialized ({@link floorAgentScript}); the two `CHANGELOG.md`
+ * agents hold a lock from before their worktree to after their merge (the claim), and the check runs
+ * the same way after all. Its git CPU comes from the same shim as corral's.
+ */
+const plainWorktrees: Approach<Params> = {
+  name: "plain git worktrees",
+  run: async (params) => {
+    const dir = cloneOf(params)
+    const tools = toolsOf(params)
+    const run = clones
+    const locks = path.join(params.scratch, `floor-locks-${run}`)
+    const trees = path.join(params.scratch, `floor-trees-${run}`)
+    fs.mkdirSync(locks)
+    fs.mkdirSync(trees)
+    const agentScript = path.join(tools, "floor-agent.sh")
+    const line = (id: string, command: string, claim: boolean) => {
+      const script = path.join(locks, `${id}.sh`)
+      fs.writeFileSync(script, `${command}\n`)
+      const lock = claim ? `flock ${path.join(locks, "changelog")} ` : ""
+      return `${lock}sh ${agentScript} ${dir} ${locks} ${path.join(trees, id)} ${id} ${script}`
+    }
+    const list = path.join(params.scratch, `floor-${run}.txt`)
+    const lines = claimOrder(params.concurrency).map((agent) =>
+      line(`fmt-pkg${agent}`, agentCommand(tools, agent), agent < 2)
+    )
+    fs.writeFileSync(list, `${lines.join("\n")}\n`)
+    git(dir, "branch", "floor", "HEAD")
+    const log = path.join(params.scratch, `git-${run}.log`)
+    const env = params.shim?.env(log)
+    const cpu = childCpuMs()
+    const start = performance.now()
+    await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`, env)
+    await sh(dir, line("check", checkCommand(tools), false), env)
+    const ms = performance.now() - start
+    const cpuMetric = cpuSince(cpu)
+    const commands = readGitLog(log).length
+    const sameTree = git(dir, "rev-parse", "floor^{tree}") === params.expectedTree ? 1 : 0
+    const worktreesLeft =
+      git(dir, "worktree", "list", "--porcelain")
+        .split("\n")
+        .filter((l) => l.startsWith("worktree ")).length - 1
+    if (worktreesLeft !== 0) throw new Error(`the plain-git floor left ${worktreesLeft} worktrees`)
+    fs.rmSync(dir, { recursive: true, force: true })
+    fs.rmSync(locks, { recursive: true, force: true })
+    fs.rmSync(trees, { recursive: true, force: true })
+    fs.rmSync(list, { force: true })
+    const agents = AGENTS + 1
+    return {
+      ms,
+      metrics: {
+        ...cpuMetric,
+        ...(commands === 0 ? {} : { gitPerAgent: commands / agents }),
+        ...gitCpuPerAgent(log, agents),
+        sameTree
+      }
+    }
   }
 }
 
@@ -358,6 +470,7 @@ const prepare = (base: string, quick: boolean) => {
   fs.mkdirSync(tools)
   fs.writeFileSync(path.join(tools, "rewrite.mjs"), rewriteScript)
   fs.writeFileSync(path.join(tools, "check.mjs"), checkScript)
+  fs.writeFileSync(path.join(tools, "floor-agent.sh"), floorAgentScript)
   fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools))
   const reference = path.join(scratch, "reference")
   execFileSync("git", ["clone", "--quiet", "--local", source, reference])
@@ -380,25 +493,44 @@ const locations = () =>
  * A real-scale worktree run: a generated repository shaped like a real one (≈ 2,000 files in ≈ 100
  * folders, ≈ 20 MB), a CPU-bound deterministic rewrite split by folder across 10 agents with write
  * claims on their folders, two of them serialized on `CHANGELOG.md`, and a `check` agent depending on
- * all ten. corral (`corral run --concurrency N`) against the same commands run one after another and
- * through `xargs -P N` in one folder (no isolation, no claims, no merge), on tmpfs and on disk.
+ * all ten. corral (`corral run --concurrency N`) against the same commands run one after another,
+ * through `xargs -P N` in one folder (no isolation, no claims, no merge), and through `xargs -P N`
+ * each in its own plain git worktree merged back ({@link plainWorktrees}, the floor of isolation),
+ * on tmpfs and on disk.
  */
 export const workspacesReal: Scenario<Params> = {
   name: "workspaces-real",
   description:
-    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N",
+    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N vs plain git worktrees",
   floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
   targets: [
     ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),
+    overFloor(
+      "remaining gap: corral ≤ 1.05× the plain-git worktree run (the floor of isolation) measured in the same run",
+      /./,
+      "corral",
+      plainWorktrees.name,
+      1.05,
+      { floor: plainWorktrees.name, bound: "xargs -P N" }
+    ),
     metricAtMost("git process time (CPU) ≤ 0.3 s per agent on tmpfs", /tmpfs/, "corral", "gitCpuMsPerAgent", 300, ms),
     metricAtMost("a slot is free ≤ 50 ms after the agent's merge", /./, "corral", "slotHoldMs", 50, ms),
-    metricAtLeast("corral's integration tree equals the sequential result", /./, "corral", "sameTree", 1, same)
+    metricAtLeast("corral's integration tree equals the sequential result", /./, "corral", "sameTree", 1, same),
+    metricAtLeast(
+      "the plain-git floor's tree equals the sequential result",
+      /./,
+      plainWorktrees.name,
+      "sameTree",
+      1,
+      same
+    )
   ],
   floorApproach: "xargs -P N",
   reps: 3,
   timeoutMs: 600_000,
   columns: [
     { key: "cpuMs", label: "CPU (process tree)", format: (v) => `${(v / 1000).toFixed(2)} s` },
+    { key: "cpuFloorMs", label: "CPU ÷ cores", format: (v) => `${(v / 1000).toFixed(2)} s` },
     { key: "startMs", label: "before 1st event (ms)", format: (v) => v.toFixed(0) },
     { key: "endMs", label: "after last event (ms)", format: (v) => v.toFixed(0) },
     { key: "agentOverheadMs", label: "slot ms/agent not in its command", format: (v) => v.toFixed(0) },
@@ -412,7 +544,7 @@ export const workspacesReal: Scenario<Params> = {
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
-  approaches: [sequential, xargs, corral, corralDirectSpawn],
+  approaches: [sequential, xargs, plainWorktrees, corral, corralDirectSpawn],
   cases: ({ quick }) => {
     const cases: Array<Case<Params>> = []
     for (const location of locations()) {
