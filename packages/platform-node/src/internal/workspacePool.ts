@@ -49,6 +49,8 @@ export interface Pooled {
   readonly commonDir: string
   /** The agent branch still checked out in the worktree, if any. */
   readonly checkedOut?: CheckedOut | undefined
+  /** The integration head a prepared worktree has checked out (detached), if it was prepared. */
+  readonly at?: string | undefined
 }
 
 /** A merged branch no worktree has checked out any more, to delete when the run ends. */
@@ -59,8 +61,12 @@ export interface Retired extends MergedBranch {
 interface Pool {
   readonly free: Array<Pooled>
   readonly retired: Array<Retired>
-  /** Releases under way that may add a worktree. */
+  /** Releases and lends under way that will free a worktree soon (a status, a clean, a preparation). */
   pending: number
+  /** Lends still waiting for their agent's commit (`lending`): a worktree, but not soon. */
+  committing: number
+  /** Worktrees added while only commits were pending (at most {@link maxSpares}). */
+  spares: number
   readonly waiters: Array<() => void>
 }
 
@@ -73,7 +79,7 @@ export const poolKey = (commonDir: string, runId: string) => `${commonDir}\0${ru
 const poolOf = (pools: Pools, key: string): Pool => {
   const existing = pools.get(key)
   if (existing !== undefined) return existing
-  const created: Pool = { free: [], retired: [], pending: 0, waiters: [] }
+  const created: Pool = { free: [], retired: [], pending: 0, committing: 0, spares: 0, waiters: [] }
   pools.set(key, created)
   return created
 }
@@ -112,13 +118,28 @@ export const takeHolding = (pools: Pools, key: string, checkedOut: CheckedOut): 
 }
 
 /**
- * Waits while no worktree is free but a release that may free one is under way: recycling one (a
- * status and a clean, and a detach when its work was not merged) costs less than a `worktree add`.
+ * How many worktrees a run adds beyond the first ones while every worktree it could reuse is still
+ * waiting for its agent's commit; see `awaitPooled`.
+ */
+export const maxSpares = Number(process.env.CORRAL_POOL_SPARES ?? 1)
+
+/**
+ * Waits while no worktree is free but one will be soon: a release or a lend past its agent's commit
+ * (a status, a clean, a preparation) costs less than a `worktree add`. When every worktree that may
+ * come back still waits for its agent's commit, the acquire adds one instead (`spare`), at most
+ * {@link maxSpares} per run; beyond that it waits for the commits too.
  */
 export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
   Effect.suspend(() => {
     const pool = pools.get(key)
-    if (pool === undefined || pool.free.length > 0 || pool.pending === 0) return Effect.void
+    if (pool === undefined || pool.free.length > 0) return Effect.void
+    if (pool.pending === 0) {
+      if (pool.committing === 0) return Effect.void
+      if (pool.spares < maxSpares) {
+        pool.spares++
+        return Effect.void
+      }
+    }
     return Effect.callback<void>((resume) => {
       const waiter = () => resume(Effect.void)
       pool.waiters.push(waiter)
@@ -128,6 +149,21 @@ export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
       })
     }).pipe(Effect.andThen(awaitPooled(pools, key)))
   })
+
+/** Whether an acquire is waiting for a worktree of `key` (a lend then skips its preparation). */
+export const hasWaiters = (pools: Pools, key: string): boolean => (pools.get(key)?.waiters.length ?? 0) > 0
+
+/** Marks a lend waiting for its agent's commit. */
+export const markCommitting = (pools: Pools, key: string): void => {
+  poolOf(pools, key).committing++
+}
+
+/** Ends what `markCommitting` began: the lend goes on (`markPending` first) or was given up. */
+export const unmarkCommitting = (pools: Pools, key: string): void => {
+  const pool = poolOf(pools, key)
+  pool.committing--
+  wake(pool)
+}
 
 /** Marks a release under way for `key` (an acquire waits for it rather than adding a worktree). */
 export const markPending = (pools: Pools, key: string): void => {
