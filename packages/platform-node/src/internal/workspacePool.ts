@@ -23,6 +23,21 @@
  * deleted at the run's end (one `update-ref --stdin` transaction, each deletion checked against its
  * merged tip). After a kill -9 in any state, `corral gc` finds a clean worktree of a dead run
  * (removed) and the agent's branch (deleted when merged, kept as "not merged" otherwise).
+ *
+ * A lent worktree, from its agent's commit until the next agent takes it:
+ *
+ * | phase        | counted in   | what runs                                                  | an acquire finding no free worktree |
+ * | ------------ | ------------ | ---------------------------------------------------------- | ----------------------------------- |
+ * | `committing` | `committing` | the agent's commit (`recycleAfter`'s `lastUse`)             | adds a spare, at most {@link maxSpares} per run; then waits |
+ * | `lending`    | `pending`    | `status --ignored`, `clean -ffdx` when ignored files are left | waits                             |
+ * | `preparing`  | `pending`    | only when no acquire waits: `checkout --force --detach` of the integration head, with a marker (`corral-preparing`) in the worktree's git folder | waits |
+ * | `free`       | `free`       | nothing: prepared (`at`, detached, the branch has `left`) or with the branch checked out | takes it (`worktree move`, `checkout -f -b` of its base) |
+ *
+ * A preparation leaves the agent's branch (`left`) as a checkout by the next agent would. A kill -9
+ * while preparing leaves the marker, so `corral gc` removes the worktree as an unfinished set-up
+ * (its files are a partial checkout of corral's); Ctrl-C waits for the preparation (the lend is
+ * uninterruptible) and the run's end removes the pool. A preparation that fails removes the
+ * worktree, and the agent's release then finds it gone.
  */
 import * as Effect from "effect/Effect"
 
@@ -118,10 +133,10 @@ export const takeHolding = (pools: Pools, key: string, checkedOut: CheckedOut): 
 }
 
 /**
- * How many worktrees a run adds beyond the first ones while every worktree it could reuse is still
- * waiting for its agent's commit; see `awaitPooled`.
+ * How many worktrees a run adds while every worktree it could reuse is still waiting for its agent's
+ * commit (see `awaitPooled`): 1, or `CORRAL_POOL_SPARES` (a whole number; 0 waits for the commit).
  */
-export const maxSpares = Number(process.env.CORRAL_POOL_SPARES ?? 1)
+export const maxSpares = ((raw) => (/^\d+$/.test(raw) ? Number(raw) : 1))(process.env.CORRAL_POOL_SPARES ?? "")
 
 /**
  * Waits while no worktree is free but one will be soon: a release or a lend past its agent's commit
