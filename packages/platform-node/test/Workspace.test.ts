@@ -72,6 +72,20 @@ const replaceLine = (text: string, index: number, line: string) =>
     .map((current, i) => (i === index ? line : current))
     .join("\n")
 
+/** Turns the preparation of lent worktrees on (`CORRAL_POOL_PREPARE=1`) until the test's scope closes. */
+const preparingLends = Effect.acquireRelease(
+  Effect.sync(() => {
+    const before = process.env.CORRAL_POOL_PREPARE
+    process.env.CORRAL_POOL_PREPARE = "1"
+    return before
+  }),
+  (before) =>
+    Effect.sync(() => {
+      if (before === undefined) delete process.env.CORRAL_POOL_PREPARE
+      else process.env.CORRAL_POOL_PREPARE = before
+    })
+)
+
 const provide = <A, E>(effect: Effect.Effect<A, E, Workspace | Scope.Scope>) =>
   effect.pipe(Effect.provide(Workspace.layer))
 
@@ -724,6 +738,7 @@ describe("Workspace", () => {
   it.live("a prepared worktree goes byte-clean to an agent whose base moved since it was prepared", () =>
     provide(
       Effect.gen(function* () {
+        yield* preparingLends
         const repo = yield* makeRepo
         commitIgnore(repo, "build/\n")
         const ws = yield* Workspace
@@ -817,6 +832,7 @@ describe("Workspace", () => {
   it.live("an agent interrupted while its lent worktree is being prepared leaves only its unmerged branch", () =>
     provide(
       Effect.gen(function* () {
+        yield* preparingLends
         const repo = yield* makeRepo
         const ws = yield* Workspace
         const { reports, onRelease } = releases()

@@ -159,7 +159,12 @@ const killDuringPreparation = (repo: string) =>
     fs.writeFileSync(path.join(bin, "git"), killingPreparation(realGit), { mode: 0o755 })
     const child = spawn(process.execPath, ["--input-type=module", "-e", preparingRun], {
       cwd: packageDir,
-      env: { ...process.env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
+      env: {
+        ...process.env,
+        CORRAL_TEST_REPO: repo,
+        CORRAL_POOL_PREPARE: "1",
+        PATH: `${bin}${path.delimiter}${process.env.PATH}`
+      },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

@@ -30,7 +30,7 @@
  * | ------------ | ------------ | ---------------------------------------------------------- | ----------------------------------- |
  * | `committing` | `committing` | the agent's commit (`recycleAfter`'s `lastUse`)             | adds a spare, at most {@link maxSpares} per run; then waits |
  * | `lending`    | `pending`    | `status --ignored`, `clean -ffdx` when ignored files are left | waits                             |
- * | `preparing`  | `pending`    | only when no acquire waits: `checkout --force --detach` of the integration head, with a marker (`corral-preparing`) in the worktree's git folder | waits |
+ * | `preparing`  | `pending`    | with `CORRAL_POOL_PREPARE=1`, when no acquire waits: `checkout --force --detach` of the integration head, with a marker (`corral-preparing`) in the worktree's git folder | waits |
  * | `free`       | `free`       | nothing: prepared (`at`, detached, the branch has `left`) or with the branch checked out | takes it (`worktree move`, `checkout -f -b` of its base) |
  *
  * A preparation leaves the agent's branch (`left`) as a checkout by the next agent would. A kill -9
