@@ -453,8 +453,7 @@ const releaseWorktree = (
  * repository root): the same check and clean as a release, with the agent's branch still checked out
  * (`merging`). With `CORRAL_POOL_PREPARE=1`, unless an acquire is waiting for it, the worktree is
  * first prepared (`prepare`), so the next agent's checkout only moves it by the merges in between.
- * A worktree with uncommitted or
- * untracked changes, or gone, stays with its agent.
+ * A worktree with uncommitted or untracked changes, or gone, stays with its agent.
  */
 const lend = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement) =>
   Effect.gen(function* () {
