@@ -166,44 +166,55 @@ describe("--verbose (end to end)", () => {
 })
 
 describe("a worktree lent at its agent's commit (end to end)", () => {
-  it("kill -9 while the next agent runs in it and the first's work is not merged: gc explains everything", async () => {
-    const repo = makeRepo()
-    const signals = tempDir("signals-")
-    const started = NodePath.join(signals, "b-started")
-    const go = NodePath.join(signals, "go")
-    const ended = NodePath.join(signals, "b-ended")
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `concurrency: 1
+  /**
+   * With `CORRAL_POOL_SPARES=0` the next agent waits for the lent worktree and runs in it; by default
+   * it adds a spare worktree while the first agent's commit runs, unless the lend was quicker (either
+   * way, gc explains what the kill leaves).
+   */
+  for (const spares of ["0", "default"] as const) {
+    it(`kill -9 while the next agent runs (spares: ${spares}) and the first's work is not merged: gc explains everything`, async () => {
+      const repo = makeRepo()
+      const signals = tempDir("signals-")
+      const started = NodePath.join(signals, "b-started")
+      const go = NodePath.join(signals, "go")
+      const ended = NodePath.join(signals, "b-ended")
+      const plan = writePlan(
+        tempDir("plan-"),
+        "plan.yaml",
+        `concurrency: 1
 agents:
   - id: a
     run: echo a > a.txt
   - id: b
     run: touch ${started}; while [ ! -e ${go} ]; do sleep 0.05; done; touch ${ended}
 `
-    )
-    const cli = startCli(["run", plan, "--json"], {
-      cwd: repo,
-      env: { CORRAL_TEST_WAIT_AT: `merging:a:${NodePath.join(signals, "never")}` }
+      )
+      const cli = startCli(["run", plan, "--json"], {
+        cwd: repo,
+        env: {
+          CORRAL_TEST_WAIT_AT: `merging:a:${NodePath.join(signals, "never")}`,
+          ...(spares === "0" ? { CORRAL_POOL_SPARES: "0" } : {})
+        }
+      })
+      await waitFor(() => NodeFs.existsSync(started), 30_000, "b to start while a waits before its merge")
+      const live = worktrees(repo)
+      if (spares === "0") expect(live).toHaveLength(2)
+      else expect([2, 3]).toContain(live.length)
+      expect(live.some((dir) => dir.endsWith(`${NodePath.sep}b`))).toBe(true)
+      const runBranch = branches(repo).find((b) => b.endsWith("/a"))!
+      expect(git(repo, "show", `${runBranch}:a.txt`)).toBe("a\n")
+      const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+      expect(() => git(repo, "show", `${integration}:a.txt`)).toThrow()
+      cli.signal("SIGKILL")
+      await cli.done
+      NodeFs.writeFileSync(go, "")
+      await waitFor(() => NodeFs.existsSync(ended), 30_000, "b's command to end")
+      const gc = await runCli(["gc"], { cwd: repo })
+      expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+      expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+      expect(branches(repo).filter((b) => b !== "main")).toEqual([runBranch])
+      expect(gc.stdout).toContain(`kept branch ${runBranch}`)
+      expect(git(repo, "show", `${runBranch}:a.txt`)).toBe("a\n")
     })
-    await waitFor(() => NodeFs.existsSync(started), 30_000, "b to start while a waits before its merge")
-    const live = worktrees(repo)
-    expect(live).toHaveLength(2)
-    expect(live.some((dir) => dir.endsWith(`${NodePath.sep}b`))).toBe(true)
-    const runBranch = branches(repo).find((b) => b.endsWith("/a"))!
-    expect(git(repo, "show", `${runBranch}:a.txt`)).toBe("a\n")
-    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
-    expect(() => git(repo, "show", `${integration}:a.txt`)).toThrow()
-    cli.signal("SIGKILL")
-    await cli.done
-    NodeFs.writeFileSync(go, "")
-    await waitFor(() => NodeFs.existsSync(ended), 30_000, "b's command to end")
-    const gc = await runCli(["gc"], { cwd: repo })
-    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
-    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
-    expect(branches(repo).filter((b) => b !== "main")).toEqual([runBranch])
-    expect(gc.stdout).toContain(`kept branch ${runBranch}`)
-    expect(git(repo, "show", `${runBranch}:a.txt`)).toBe("a\n")
-  })
+  }
 })

@@ -443,8 +443,10 @@ export class Workspace extends Context.Service<
      * then, for a workspace acquired with `recycle: true`, hands its worktree to the run's pool at
      * once (when it is byte-clean after `git clean -ffdx`), instead of when the workspace's scope
      * closes: the merge needs no worktree. While `lastUse` runs, an agent acquiring a workspace of the
-     * same run waits for this worktree rather than adding one. After it, `handle.dir` belongs to the
-     * pool: merge, predict and release only. Any other workspace just runs `lastUse`.
+     * same run when no worktree is free adds one, once per run (`CORRAL_POOL_SPARES`, default 1);
+     * later ones wait for this worktree, as does any acquire once `lastUse` is done and the check and
+     * clean run. After it, `handle.dir` belongs to the pool: merge, predict and release only. Any
+     * other workspace just runs `lastUse`.
      */
     readonly recycleAfter: <A, E, R>(handle: WorkspaceHandle, lastUse: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
     readonly integration: (options: IntegrationOptions) => Effect.Effect<Integration, WorkspaceError>

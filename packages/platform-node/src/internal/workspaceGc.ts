@@ -16,7 +16,9 @@ import {
   isAncestor,
   type RepoInfo,
   type RepoLocks,
-  resolveRepo
+  preparingName,
+  resolveRepo,
+  worktreeGitDir
 } from "./workspaceRepo.ts"
 
 interface WorktreeEntry {
@@ -88,18 +90,26 @@ const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
 /**
  * Whether a worktree's set-up never finished: corral adds worktrees with `--no-checkout` and checks
  * them out afterwards, so a run killed in between leaves one without an index (and possibly some
- * files of a partial checkout, which are corral's, not the user's), or without its `.git` file.
+ * files of a partial checkout, which are corral's, not the user's), or without its `.git` file. A
+ * pooled worktree killed while being prepared (its marker still in its git folder) holds a partial
+ * checkout of corral's too.
  */
 const unfinishedSetUp = (dir: string) =>
-  Effect.promise(async () => {
-    const link = await fs.readFile(path.join(dir, ".git"), "utf8").catch(() => undefined)
-    const gitDir = link === undefined ? undefined : /^gitdir: (.+)$/m.exec(link)?.[1]
-    if (gitDir === undefined) return true
-    return fs.access(path.join(path.resolve(dir, gitDir), "index")).then(
-      () => false,
-      () => true
-    )
-  })
+  Effect.flatMap(worktreeGitDir(dir), (gitDir) =>
+    gitDir === undefined
+      ? Effect.succeed(true)
+      : Effect.promise(async () => {
+          const index = await fs.access(path.join(gitDir, "index")).then(
+            () => true,
+            () => false
+          )
+          const preparing = await fs.access(path.join(gitDir, preparingName)).then(
+            () => true,
+            () => false
+          )
+          return !index || preparing
+        })
+  )
 
 const collectWorktree = (
   repo: RepoInfo,

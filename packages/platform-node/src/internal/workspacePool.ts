@@ -23,6 +23,21 @@
  * deleted at the run's end (one `update-ref --stdin` transaction, each deletion checked against its
  * merged tip). After a kill -9 in any state, `corral gc` finds a clean worktree of a dead run
  * (removed) and the agent's branch (deleted when merged, kept as "not merged" otherwise).
+ *
+ * A lent worktree, from its agent's commit until the next agent takes it:
+ *
+ * | phase        | counted in   | what runs                                                  | an acquire finding no free worktree |
+ * | ------------ | ------------ | ---------------------------------------------------------- | ----------------------------------- |
+ * | `committing` | `committing` | the agent's commit (`recycleAfter`'s `lastUse`)             | adds a spare, at most {@link maxSpares} per run; then waits |
+ * | `lending`    | `pending`    | `status --ignored`, `clean -ffdx` when ignored files are left | waits                             |
+ * | `preparing`  | `pending`    | with `CORRAL_POOL_PREPARE=1`, when no acquire waits: `checkout --force --detach` of the integration head, with a marker (`corral-preparing`) in the worktree's git folder | waits |
+ * | `free`       | `free`       | nothing: prepared (`at`, detached, the branch has `left`) or with the branch checked out | takes it (`worktree move`, `checkout -f -b` of its base) |
+ *
+ * A preparation leaves the agent's branch (`left`) as a checkout by the next agent would. A kill -9
+ * while preparing leaves the marker, so `corral gc` removes the worktree as an unfinished set-up
+ * (its files are a partial checkout of corral's); Ctrl-C waits for the preparation (the lend is
+ * uninterruptible) and the run's end removes the pool. A preparation that fails removes the
+ * worktree, and the agent's release then finds it gone.
  */
 import * as Effect from "effect/Effect"
 
@@ -49,6 +64,8 @@ export interface Pooled {
   readonly commonDir: string
   /** The agent branch still checked out in the worktree, if any. */
   readonly checkedOut?: CheckedOut | undefined
+  /** The integration head a prepared worktree has checked out (detached), if it was prepared. */
+  readonly at?: string | undefined
 }
 
 /** A merged branch no worktree has checked out any more, to delete when the run ends. */
@@ -59,8 +76,12 @@ export interface Retired extends MergedBranch {
 interface Pool {
   readonly free: Array<Pooled>
   readonly retired: Array<Retired>
-  /** Releases under way that may add a worktree. */
+  /** Releases and lends under way that will free a worktree soon (a status, a clean, a preparation). */
   pending: number
+  /** Lends still waiting for their agent's commit (`lending`): a worktree, but not soon. */
+  committing: number
+  /** Worktrees added while only commits were pending (at most {@link maxSpares}). */
+  spares: number
   readonly waiters: Array<() => void>
 }
 
@@ -73,7 +94,7 @@ export const poolKey = (commonDir: string, runId: string) => `${commonDir}\0${ru
 const poolOf = (pools: Pools, key: string): Pool => {
   const existing = pools.get(key)
   if (existing !== undefined) return existing
-  const created: Pool = { free: [], retired: [], pending: 0, waiters: [] }
+  const created: Pool = { free: [], retired: [], pending: 0, committing: 0, spares: 0, waiters: [] }
   pools.set(key, created)
   return created
 }
@@ -112,13 +133,28 @@ export const takeHolding = (pools: Pools, key: string, checkedOut: CheckedOut): 
 }
 
 /**
- * Waits while no worktree is free but a release that may free one is under way: recycling one (a
- * status and a clean, and a detach when its work was not merged) costs less than a `worktree add`.
+ * How many worktrees a run adds while every worktree it could reuse is still waiting for its agent's
+ * commit (see `awaitPooled`): 1, or `CORRAL_POOL_SPARES` (a whole number; 0 waits for the commit).
+ */
+export const maxSpares = ((raw) => (/^\d+$/.test(raw) ? Number(raw) : 1))(process.env.CORRAL_POOL_SPARES ?? "")
+
+/**
+ * Waits while no worktree is free but one will be soon: a release or a lend past its agent's commit
+ * (a status, a clean, a preparation) costs less than a `worktree add`. When every worktree that may
+ * come back still waits for its agent's commit, the acquire adds one instead (`spare`), at most
+ * {@link maxSpares} per run; beyond that it waits for the commits too.
  */
 export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
   Effect.suspend(() => {
     const pool = pools.get(key)
-    if (pool === undefined || pool.free.length > 0 || pool.pending === 0) return Effect.void
+    if (pool === undefined || pool.free.length > 0) return Effect.void
+    if (pool.pending === 0) {
+      if (pool.committing === 0) return Effect.void
+      if (pool.spares < maxSpares) {
+        pool.spares++
+        return Effect.void
+      }
+    }
     return Effect.callback<void>((resume) => {
       const waiter = () => resume(Effect.void)
       pool.waiters.push(waiter)
@@ -128,6 +164,21 @@ export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
       })
     }).pipe(Effect.andThen(awaitPooled(pools, key)))
   })
+
+/** Whether an acquire is waiting for a worktree of `key` (a lend then skips its preparation). */
+export const hasWaiters = (pools: Pools, key: string): boolean => (pools.get(key)?.waiters.length ?? 0) > 0
+
+/** Marks a lend waiting for its agent's commit. */
+export const markCommitting = (pools: Pools, key: string): void => {
+  poolOf(pools, key).committing++
+}
+
+/** Ends what `markCommitting` began: the lend goes on (`markPending` first) or was given up. */
+export const unmarkCommitting = (pools: Pools, key: string): void => {
+  const pool = poolOf(pools, key)
+  pool.committing--
+  wake(pool)
+}
 
 /** Marks a release under way for `key` (an acquire waits for it rather than adding a worktree). */
 export const markPending = (pools: Pools, key: string): void => {
