@@ -43,7 +43,7 @@ const request = (job: Job): Claims.Request =>
   Result.getOrThrow(Claims.normalize({ write: [...job.write], read: [...job.read] }, {}))
 
 describe("claims under timeouts and stops (runs nobody observes)", () => {
-  it.effect("an agent woken holding its key that times out before a worker takes it lets the key go", () =>
+  it.effect("an agent woken by a release that times out before a worker takes it lets the key go", () =>
     Effect.gen(function* () {
       // t=0: a runs, b and c queue for k, d takes the other slot. t=2: a ends; x (after a, the longer
       // path) takes the free slot, so b, woken holding k, waits for a slot. t=3: b's claim timeout.
