@@ -87,10 +87,14 @@ const program = Effect.gen(function* () {
 Effect.runFork(program)
 `
 
-const killingGit = (realGit: string) => `#!/bin/sh
+/**
+ * A `git` that, when called with `trigger` among its arguments, writes `file` (one file of a
+ * partial checkout) in its working folder and kills the run; otherwise the real git.
+ */
+const killingGit = (realGit: string, trigger: string, file: string) => `#!/bin/sh
 for arg in "$@"; do
-  if [ "$arg" = "read-tree" ]; then
-    printf 'partial\n' > a.txt
+  if [ "$arg" = "${trigger}" ]; then
+    printf 'partial\\n' > ${file}
     kill -9 "$CORRAL_TEST_KILL_PID"
     exit 1
   fi
@@ -98,14 +102,21 @@ done
 exec ${realGit} "$@"
 `
 
-const killDuringCheckout = (repo: string) =>
+/** Runs `script` in a child with that `git` first on its PATH; succeeds when the child was killed. */
+const killWhenGitRuns = (
+  repo: string,
+  script: string,
+  trigger: string,
+  file: string,
+  env: Record<string, string> = {}
+) =>
   Effect.callback<void, Error>((resume) => {
     const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-gc-git-"))
     const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
-    fs.writeFileSync(path.join(bin, "git"), killingGit(realGit), { mode: 0o755 })
-    const child = spawn(process.execPath, ["--input-type=module", "-e", killedRun], {
+    fs.writeFileSync(path.join(bin, "git"), killingGit(realGit, trigger, file), { mode: 0o755 })
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
       cwd: packageDir,
-      env: { ...process.env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
+      env: { ...process.env, ...env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""
@@ -116,6 +127,8 @@ const killDuringCheckout = (repo: string) =>
       resume(signal === "SIGKILL" ? Effect.void : Effect.fail(new Error(`child was not killed: ${output}`)))
     })
   })
+
+const killDuringCheckout = (repo: string) => killWhenGitRuns(repo, killedRun, "read-tree", "a.txt")
 
 /**
  * A run killed (SIGKILL) while a lent worktree is being prepared: the agent's work is committed, and
@@ -141,40 +154,8 @@ const program = Effect.gen(function* () {
 Effect.runFork(program)
 `
 
-const killingPreparation = (realGit: string) => `#!/bin/sh
-for arg in "$@"; do
-  if [ "$arg" = "--detach" ]; then
-    printf 'partial\n' > b.txt
-    kill -9 "$CORRAL_TEST_KILL_PID"
-    exit 1
-  fi
-done
-exec ${realGit} "$@"
-`
-
 const killDuringPreparation = (repo: string) =>
-  Effect.callback<void, Error>((resume) => {
-    const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-gc-git-"))
-    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
-    fs.writeFileSync(path.join(bin, "git"), killingPreparation(realGit), { mode: 0o755 })
-    const child = spawn(process.execPath, ["--input-type=module", "-e", preparingRun], {
-      cwd: packageDir,
-      env: {
-        ...process.env,
-        CORRAL_TEST_REPO: repo,
-        CORRAL_POOL_PREPARE: "1",
-        PATH: `${bin}${path.delimiter}${process.env.PATH}`
-      },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    child.stdout.on("data", (chunk) => (output += chunk))
-    child.stderr.on("data", (chunk) => (output += chunk))
-    child.on("exit", (_code, signal) => {
-      fs.rmSync(bin, { recursive: true, force: true })
-      resume(signal === "SIGKILL" ? Effect.void : Effect.fail(new Error(`child was not killed: ${output}`)))
-    })
-  })
+  killWhenGitRuns(repo, preparingRun, "--detach", "b.txt", { CORRAL_POOL_PREPARE: "1" })
 
 const show = (repo: string, target: string) => (path.isAbsolute(target) ? path.relative(repo, target) : target)
 

@@ -35,19 +35,18 @@ export interface FreshPoolRun {
   readonly childrenMs: number
 }
 
+/** Runs `node <args>` and reads the run's figures from its standard output. */
+export const runFresh = (args: ReadonlyArray<string>): Promise<FreshPoolRun> =>
+  new Promise((resolve, reject) =>
+    execFile(process.execPath, args, (error, stdout, stderr) => {
+      if (error !== null) return reject(new Error(`${error.message}\n${stderr}`))
+      resolve(JSON.parse(stdout) as FreshPoolRun)
+    })
+  )
+
 export const freshPool = (
   processes: number,
   concurrency: number,
   argv: ReadonlyArray<string>,
   cwd: string = process.cwd()
-): Promise<FreshPoolRun> =>
-  new Promise((resolve, reject) =>
-    execFile(
-      process.execPath,
-      ["-e", SCRIPT, String(processes), String(concurrency), JSON.stringify(argv), cwd],
-      (error, stdout, stderr) => {
-        if (error !== null) return reject(new Error(`${error.message}\n${stderr}`))
-        resolve(JSON.parse(stdout) as FreshPoolRun)
-      }
-    )
-  )
+): Promise<FreshPoolRun> => runFresh(["-e", SCRIPT, String(processes), String(concurrency), JSON.stringify(argv), cwd])

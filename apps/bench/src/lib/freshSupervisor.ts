@@ -1,5 +1,4 @@
-import { execFile } from "node:child_process"
-import type { FreshPoolRun } from "./freshPool.ts"
+import { type FreshPoolRun, runFresh } from "./freshPool.ts"
 
 const internal = (file: string) =>
   new URL(`../../../../packages/platform-node/src/internal/${file}`, import.meta.url).href
@@ -73,23 +72,14 @@ export const freshSupervisor = (
   argv: ReadonlyArray<string>,
   cwd: string = process.cwd()
 ): Promise<FreshPoolRun> =>
-  new Promise((resolve, reject) =>
-    execFile(
-      process.execPath,
-      [
-        "--input-type=module",
-        "-e",
-        SCRIPT,
-        String(processes),
-        String(concurrency),
-        JSON.stringify(argv),
-        cwd,
-        internal("spawnHelper.ts"),
-        internal("processWatch.ts")
-      ],
-      (error, stdout, stderr) => {
-        if (error !== null) return reject(new Error(`${error.message}\n${stderr}`))
-        resolve(JSON.parse(stdout) as FreshPoolRun)
-      }
-    )
-  )
+  runFresh([
+    "--input-type=module",
+    "-e",
+    SCRIPT,
+    String(processes),
+    String(concurrency),
+    JSON.stringify(argv),
+    cwd,
+    internal("spawnHelper.ts"),
+    internal("processWatch.ts")
+  ])
