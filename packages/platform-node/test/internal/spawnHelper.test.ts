@@ -62,6 +62,8 @@ interface AgentRun {
   readonly id: number | undefined
   readonly started: Promise<{ readonly pid: number | undefined; readonly error: ExecError | undefined }>
   readonly events: Array<string>
+  /** Resolves when the helper reports the exit. */
+  readonly exited: Promise<void>
   readonly done: Promise<void>
 }
 
@@ -69,6 +71,7 @@ interface AgentRun {
 const spawnAgent = (helper: SpawnHelper, request: Partial<AgentRequest>): AgentRun => {
   const started = Promise.withResolvers<{ pid: number | undefined; error: ExecError | undefined }>()
   const done = Promise.withResolvers<void>()
+  const exited = Promise.withResolvers<void>()
   const events: Array<string> = []
   let open = 3
   const closed = () => {
@@ -89,6 +92,7 @@ const spawnAgent = (helper: SpawnHelper, request: Partial<AgentRequest>): AgentR
       },
       exit: (code, signal) => {
         events.push(`exit ${code ?? signal}`)
+        exited.resolve()
         closed()
       },
       lost: (error) => {
@@ -97,7 +101,7 @@ const spawnAgent = (helper: SpawnHelper, request: Partial<AgentRequest>): AgentR
       }
     }
   )
-  return { id, started: started.promise, events, done: done.promise }
+  return { id, started: started.promise, events, exited: exited.promise, done: done.promise }
 }
 
 const sessionOf = (pid: number): number => {
@@ -137,7 +141,7 @@ describe("SpawnHelper.spawnAgent", () => {
     await helper.ready()
     const run = spawnAgent(helper, { args: ["-c", "sleep 1000 & exit 0"] })
     const { pid } = await run.started
-    await waitUntil(() => run.events.includes("exit 0"), "the leader's exit is reported")
+    await run.exited
     assert.deepStrictEqual(run.events, ["exit 0"], "the outputs stay open in the background sleep")
     process.kill(-pid!, "SIGKILL")
     await run.done
