@@ -72,20 +72,6 @@ const replaceLine = (text: string, index: number, line: string) =>
     .map((current, i) => (i === index ? line : current))
     .join("\n")
 
-/** Turns the preparation of lent worktrees on (`CORRAL_POOL_PREPARE=1`) until the test's scope closes. */
-const preparingLends = Effect.acquireRelease(
-  Effect.sync(() => {
-    const before = process.env.CORRAL_POOL_PREPARE
-    process.env.CORRAL_POOL_PREPARE = "1"
-    return before
-  }),
-  (before) =>
-    Effect.sync(() => {
-      if (before === undefined) delete process.env.CORRAL_POOL_PREPARE
-      else process.env.CORRAL_POOL_PREPARE = before
-    })
-)
-
 const provide = <A, E>(effect: Effect.Effect<A, E, Workspace | Scope.Scope>) =>
   effect.pipe(Effect.provide(Workspace.layer))
 
@@ -735,61 +721,6 @@ describe("Workspace", () => {
       )
   )
 
-  it.live("a prepared worktree goes byte-clean to an agent whose base moved since it was prepared", () =>
-    provide(
-      Effect.gen(function* () {
-        yield* preparingLends
-        const repo = yield* makeRepo
-        commitIgnore(repo, "build/\n")
-        const ws = yield* Workspace
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            yield* ws.registerRun(repo, "prep")
-            const integration = yield* ws.integration({ repo, runId: "prep" })
-            const acquire = (agentId: string, recycle: boolean) =>
-              Effect.flatMap(integration.head(), (base) => ws.acquire({ repo, runId: "prep", agentId, base, recycle }))
-            const before = yield* integration.head()
-            const firstScope = yield* Scope.make()
-            const first = yield* acquire("first", true).pipe(Scope.provide(firstScope))
-            yield* edit(first, "a.txt", "first was here\n")
-            fs.mkdirSync(path.join(first.dir, "build"))
-            fs.writeFileSync(path.join(first.dir, "build", "out.bin"), "first's ignored output")
-            yield* ws.recycleAfter(first, integration.commitAll(first, "first"))
-            assert.strictEqual((yield* integration.merge(first))._tag, "Merged")
-            const afterFirst = yield* integration.head()
-            yield* Scope.close(firstScope, Exit.void)
-            const prepared = sh(first.dir, "rev-parse", "HEAD")
-            assert.include([before, afterFirst], prepared, "prepared at the integration head of its lend")
-            assert.throws(() => sh(first.dir, "symbolic-ref", "-q", "HEAD"), /./, "detached from the first's branch")
-            yield* Effect.scoped(
-              Effect.gen(function* () {
-                const other = yield* acquire("other", false)
-                yield* edit(other, "b.txt", "other was here\n")
-                yield* integration.commitAll(other, "other")
-                assert.strictEqual((yield* integration.merge(other))._tag, "Merged")
-              })
-            )
-            const moved = yield* integration.head()
-            assert.notStrictEqual(moved, prepared)
-            const second = yield* acquire("second", true)
-            assert.isFalse(fs.existsSync(first.dir), "the second agent got the prepared worktree")
-            assert.strictEqual(sh(second.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
-            assert.strictEqual(sh(second.dir, "symbolic-ref", "HEAD"), "refs/heads/corral/prep/second")
-            assert.strictEqual(sh(second.dir, "rev-parse", "HEAD"), moved)
-            assert.strictEqual(fs.readFileSync(path.join(second.dir, "a.txt"), "utf8"), "first was here\n")
-            assert.strictEqual(fs.readFileSync(path.join(second.dir, "b.txt"), "utf8"), "other was here\n")
-            assert.strictEqual(fs.readFileSync(path.join(second.dir, "c.txt"), "utf8"), lines10("c"))
-          })
-        )
-        assert.strictEqual(
-          sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/"),
-          "corral/prep/integration"
-        )
-        assert.strictEqual(worktreeCount(repo), 1)
-      })
-    )
-  )
-
   it.live("an acquire adds one spare worktree while the only one to reuse awaits its commit, then waits", () =>
     provide(
       Effect.gen(function* () {
@@ -829,10 +760,9 @@ describe("Workspace", () => {
     )
   )
 
-  it.live("an agent interrupted while its lent worktree is being prepared leaves only its unmerged branch", () =>
+  it.live("an agent interrupted right after lending its worktree leaves only its unmerged branch", () =>
     provide(
       Effect.gen(function* () {
-        yield* preparingLends
         const repo = yield* makeRepo
         const ws = yield* Workspace
         const { reports, onRelease } = releases()

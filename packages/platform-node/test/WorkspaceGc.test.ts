@@ -103,20 +103,14 @@ exec ${realGit} "$@"
 `
 
 /** Runs `script` in a child with that `git` first on its PATH; succeeds when the child was killed. */
-const killWhenGitRuns = (
-  repo: string,
-  script: string,
-  trigger: string,
-  file: string,
-  env: Record<string, string> = {}
-) =>
+const killWhenGitRuns = (repo: string, script: string, trigger: string, file: string) =>
   Effect.callback<void, Error>((resume) => {
     const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-gc-git-"))
     const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
     fs.writeFileSync(path.join(bin, "git"), killingGit(realGit, trigger, file), { mode: 0o755 })
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
       cwd: packageDir,
-      env: { ...process.env, ...env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
+      env: { ...process.env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""
@@ -129,33 +123,6 @@ const killWhenGitRuns = (
   })
 
 const killDuringCheckout = (repo: string) => killWhenGitRuns(repo, killedRun, "read-tree", "a.txt")
-
-/**
- * A run killed (SIGKILL) while a lent worktree is being prepared: the agent's work is committed, and
- * a `git` first on its PATH writes one file of a partial checkout and kills the run when the
- * preparation's `checkout --detach` starts.
- */
-const preparingRun = `
-import { writeFileSync } from "node:fs"
-import * as Effect from "effect/Effect"
-import { Workspace } from ${JSON.stringify(workspaceModule)}
-const repo = process.env.CORRAL_TEST_REPO
-process.env.CORRAL_TEST_KILL_PID = String(process.pid)
-const program = Effect.gen(function* () {
-  const ws = yield* Workspace
-  yield* ws.registerRun(repo, "preparing")
-  const integration = yield* ws.integration({ repo, runId: "preparing" })
-  const base = yield* integration.head()
-  const agent = yield* ws.acquire({ repo, runId: "preparing", agentId: "agent", base, recycle: true })
-  writeFileSync(agent.dir + "/a.txt", "committed, never merged")
-  yield* ws.recycleAfter(agent, integration.commitAll(agent, "agent"))
-  yield* Effect.never
-}).pipe(Effect.scoped, Effect.provide(Workspace.layer))
-Effect.runFork(program)
-`
-
-const killDuringPreparation = (repo: string) =>
-  killWhenGitRuns(repo, preparingRun, "--detach", "b.txt", { CORRAL_POOL_PREPARE: "1" })
 
 const show = (repo: string, target: string) => (path.isAbsolute(target) ? path.relative(repo, target) : target)
 
@@ -225,33 +192,6 @@ describe("Workspace.gc", () => {
       assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
       assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
       assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "halfway")))
-      assert.strictEqual(sh(repo, "status", "--porcelain", "--untracked-files=all"), "")
-    }).pipe(Effect.provide(Workspace.layer))
-  )
-
-  it.live("a run killed while preparing a lent worktree leaves only the agent's unmerged branch to gc", () =>
-    Effect.gen(function* () {
-      const repo = yield* makeRepo
-      yield* killDuringPreparation(repo)
-      const dir = path.join(repo, ".corral", "worktrees", "preparing", "agent")
-      assert.strictEqual(fs.readFileSync(path.join(dir, "b.txt"), "utf8"), "partial\n")
-      assert.isTrue(fs.existsSync(path.join(repo, ".git", "worktrees", "agent", "corral-preparing")))
-      const ws = yield* Workspace
-      const report = yield* ws.gc({ repo })
-      assert.deepStrictEqual(
-        report.kept.map((item) => `${item.kind}:${show(repo, item.target)}: ${item.reason}`),
-        [
-          "branch:corral/preparing/agent: corral/preparing/agent has commits that are not merged into corral/preparing/integration"
-        ]
-      )
-      assert.deepStrictEqual(targets(report.removed, repo), [
-        "branch:corral/preparing/integration",
-        "lease:.git/corral/runs/preparing.json",
-        "worktree:.corral/worktrees/preparing/agent"
-      ])
-      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
-      assert.strictEqual(sh(repo, "show", "corral/preparing/agent:a.txt"), "committed, never merged")
-      assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "preparing")))
       assert.strictEqual(sh(repo, "status", "--porcelain", "--untracked-files=all"), "")
     }).pipe(Effect.provide(Workspace.layer))
   )

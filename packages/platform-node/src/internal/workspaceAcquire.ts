@@ -16,13 +16,12 @@ import {
   namespaceOf
 } from "./workspaceEnv.ts"
 import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
-import { attempt, copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
+import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
 import {
   awaitPooled,
   type CheckedOut,
   drainPooled,
-  hasWaiters,
   markCommitting,
   markPending,
   type Pooled,
@@ -48,7 +47,6 @@ import {
   type RepoInfo,
   type RepoLocks,
   locateRepo,
-  preparingMarker,
   resolveCommit,
   takeMergedTip,
   userCheckoutDirty,
@@ -451,9 +449,7 @@ const releaseWorktree = (
 /**
  * Hands a clean worktree to the run's pool while its agent's work is merging (the merge runs at the
  * repository root): the same check and clean as a release, with the agent's branch still checked out
- * (`merging`). With `CORRAL_POOL_PREPARE=1`, unless an acquire is waiting for it, the worktree is
- * first prepared (`prepare`), so the next agent's checkout only moves it by the merges in between.
- * A worktree with uncommitted or untracked changes, or gone, stays with its agent.
+ * (`merging`). A worktree with uncommitted or untracked changes, or gone, stays with its agent.
  */
 const lend = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement) =>
   Effect.gen(function* () {
@@ -463,54 +459,10 @@ const lend = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Place
     if (state === "dirty" || !(yield* cleanUnlessClean(placement.dir, state))) return undefined
     const checkedOut: CheckedOut = { branch: placement.branch!, tip: "", state: "merging", left: false }
     const key = poolKey(repo.commonDir, runId)
-    const at =
-      !preparing() || hasWaiters(deps.pools, key)
-        ? undefined
-        : yield* prepare(repo, runId, placement.dir).pipe(
-            Effect.tapError(() =>
-              deps
-                .locks(repo.commonDir)
-                .withPermit(git(["worktree", "remove", "--force", "--", placement.dir], { cwd: repo.root }))
-                .pipe(Effect.ignore)
-            )
-          )
-    if (at !== undefined) checkedOut.left = true
-    const pooled: Pooled =
-      at === undefined
-        ? { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut }
-        : { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, at }
+    const pooled: Pooled = { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut }
     putPooled(deps.pools, key, pooled)
     return checkedOut
   }).pipe(Effect.catch(() => Effect.succeed(undefined)))
-
-/**
- * Whether lent worktrees are prepared (`CORRAL_POOL_PREPARE=1`; off by default). Measured on the
- * 2,000-file bench repository (git CPU per run from the bench's git shim, 2 alternating runs each):
- * preparing raised the run's git CPU by 0.45–0.8 s (the preparation's checkout runs right after the
- * commit, and worktrees free at the run's end are prepared for no one) and did not shorten the
- * set-up measurably, so it pays only where cores are idle while agents run.
- */
-const preparing = () => process.env.CORRAL_POOL_PREPARE === "1"
-
-/**
- * Checks out the run's integration head, detached, in a clean lent worktree, off any agent's slot:
- * the next agent's `checkout -b` then rewrites only what merged since, not what the previous agent
- * changed. While it runs, a marker in the worktree's git folder tells `corral gc` that whatever the
- * worktree holds is a checkout of corral's (removed after a kill -9). Nothing to do (`undefined`)
- * when the run has no integration branch.
- */
-const prepare = (repo: RepoInfo, runId: string, dir: string) =>
-  Effect.gen(function* () {
-    const head = yield* git(["rev-parse", "--verify", "--quiet", `refs/heads/${integrationBranch(runId)}^{commit}`], {
-      cwd: repo.root
-    }).pipe(Effect.catchTag("GitError", () => Effect.succeed(undefined)))
-    if (head === undefined) return undefined
-    const marker = yield* preparingMarker(dir)
-    yield* attempt("write", marker, () => fs.writeFile(marker, `${head}\n`))
-    yield* git(["checkout", "--quiet", "--force", "--detach", head, "--"], { cwd: dir })
-    yield* attempt("remove", marker, () => fs.rm(marker, { force: true }))
-    return head
-  })
 
 /**
  * Runs `lastUse` with a lend marked waiting for a commit in the pool (an acquire meanwhile may add a

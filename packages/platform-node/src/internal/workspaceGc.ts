@@ -16,7 +16,6 @@ import {
   isAncestor,
   type RepoInfo,
   type RepoLocks,
-  preparingName,
   resolveRepo,
   worktreeGitDir
 } from "./workspaceRepo.ts"
@@ -90,25 +89,18 @@ const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
 /**
  * Whether a worktree's set-up never finished: corral adds worktrees with `--no-checkout` and checks
  * them out afterwards, so a run killed in between leaves one without an index (and possibly some
- * files of a partial checkout, which are corral's, not the user's), or without its `.git` file. A
- * pooled worktree killed while being prepared (its marker still in its git folder) holds a partial
- * checkout of corral's too.
+ * files of a partial checkout, which are corral's, not the user's), or without its `.git` file.
  */
 const unfinishedSetUp = (dir: string) =>
   Effect.flatMap(worktreeGitDir(dir), (gitDir) =>
     gitDir === undefined
       ? Effect.succeed(true)
-      : Effect.promise(async () => {
-          const index = await fs.access(path.join(gitDir, "index")).then(
-            () => true,
-            () => false
+      : Effect.promise(() =>
+          fs.access(path.join(gitDir, "index")).then(
+            () => false,
+            () => true
           )
-          const preparing = await fs.access(path.join(gitDir, preparingName)).then(
-            () => true,
-            () => false
-          )
-          return !index || preparing
-        })
+        )
   )
 
 const collectWorktree = (

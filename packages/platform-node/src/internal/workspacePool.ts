@@ -30,14 +30,7 @@
  * | ------------ | ------------ | ---------------------------------------------------------- | ----------------------------------- |
  * | `committing` | `committing` | the agent's commit (`recycleAfter`'s `lastUse`)             | adds a spare, at most {@link maxSpares} per run; then waits |
  * | `lending`    | `pending`    | `status --ignored`, `clean -ffdx` when ignored files are left | waits                             |
- * | `preparing`  | `pending`    | with `CORRAL_POOL_PREPARE=1`, when no acquire waits: `checkout --force --detach` of the integration head, with a marker (`corral-preparing`) in the worktree's git folder | waits |
- * | `free`       | `free`       | nothing: prepared (`at`, detached, the branch has `left`) or with the branch checked out | takes it (`worktree move`, `checkout -f -b` of its base) |
- *
- * A preparation leaves the agent's branch (`left`) as a checkout by the next agent would. A kill -9
- * while preparing leaves the marker, so `corral gc` removes the worktree as an unfinished set-up
- * (its files are a partial checkout of corral's); Ctrl-C waits for the preparation (the lend is
- * uninterruptible) and the run's end removes the pool. A preparation that fails removes the
- * worktree, and the agent's release then finds it gone.
+ * | `free`       | `free`       | nothing: the agent's branch is still checked out              | takes it (`worktree move`, `checkout -f -b` of its base) |
  */
 import * as Effect from "effect/Effect"
 
@@ -64,8 +57,6 @@ export interface Pooled {
   readonly commonDir: string
   /** The agent branch still checked out in the worktree, if any. */
   readonly checkedOut?: CheckedOut | undefined
-  /** The integration head a prepared worktree has checked out (detached), if it was prepared. */
-  readonly at?: string | undefined
 }
 
 /** A merged branch no worktree has checked out any more, to delete when the run ends. */
@@ -76,7 +67,7 @@ export interface Retired extends MergedBranch {
 interface Pool {
   readonly free: Array<Pooled>
   readonly retired: Array<Retired>
-  /** Releases and lends under way that will free a worktree soon (a status, a clean, a preparation). */
+  /** Releases and lends under way that will free a worktree soon (a status, a clean). */
   pending: number
   /** Lends still waiting for their agent's commit (`lending`): a worktree, but not soon. */
   committing: number
@@ -140,7 +131,7 @@ export const maxSpares = ((raw) => (/^\d+$/.test(raw) ? Number(raw) : 1))(proces
 
 /**
  * Waits while no worktree is free but one will be soon: a release or a lend past its agent's commit
- * (a status, a clean, a preparation) costs less than a `worktree add`. When every worktree that may
+ * (a status, a clean) costs less than a `worktree add`. When every worktree that may
  * come back still waits for its agent's commit, the acquire adds one instead (`spare`), at most
  * {@link maxSpares} per run; beyond that it waits for the commits too.
  */
@@ -164,9 +155,6 @@ export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
       })
     }).pipe(Effect.andThen(awaitPooled(pools, key)))
   })
-
-/** Whether an acquire is waiting for a worktree of `key` (a lend then skips its preparation). */
-export const hasWaiters = (pools: Pools, key: string): boolean => (pools.get(key)?.waiters.length ?? 0) > 0
 
 /** Marks a lend waiting for its agent's commit. */
 export const markCommitting = (pools: Pools, key: string): void => {

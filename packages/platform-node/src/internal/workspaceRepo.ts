@@ -3,7 +3,7 @@ import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Semaphore from "effect/Semaphore"
 import { type GitFailure, git, gitTest, lines } from "./git.ts"
-import { InvalidWorkspaceId, NotAGitRepository, WorkspaceIoError } from "./workspaceErrors.ts"
+import { InvalidWorkspaceId, NotAGitRepository } from "./workspaceErrors.ts"
 import { attempt, exists, type FsFailure } from "./workspaceFs.ts"
 
 export interface RepoInfo {
@@ -111,19 +111,6 @@ export const worktreeGitDir = (dir: string) =>
     const gitDir = link === undefined ? undefined : /^gitdir: (.+)$/m.exec(link)?.[1]
     return gitDir === undefined ? undefined : path.resolve(dir, gitDir)
   })
-
-/**
- * The file that marks a pooled worktree being prepared (a checkout of corral's under way): in the
- * worktree's git folder, so no status lists it and it moves with the worktree.
- */
-export const preparingMarker = (dir: string) =>
-  Effect.flatMap(worktreeGitDir(dir), (gitDir) =>
-    gitDir === undefined
-      ? Effect.fail(new WorkspaceIoError({ path: dir, operation: "prepare", cause: new Error("no .git file") }))
-      : Effect.succeed(path.join(gitDir, preparingName))
-  )
-
-export const preparingName = "corral-preparing"
 
 const mergedTips = new Map<string, string>()
 
