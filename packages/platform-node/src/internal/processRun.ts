@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as path from "node:path"
+import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -8,6 +9,7 @@ import * as Fiber from "effect/Fiber"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Scope from "effect/Scope"
+import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type { ProcessLimits, ProcessResult, ProcessSpec } from "../ProcessRunner.ts"
 import { ProcessFailed } from "./processError.ts"
@@ -19,7 +21,7 @@ import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } 
 import * as Protocol from "./processProtocol.ts"
 import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
-import { type Started, spawnThroughHelper } from "./processSpawn.ts"
+import { type OutputChunk, type Started, spawnThroughHelper } from "./processSpawn.ts"
 import { sandboxOptions } from "./sandboxPlan.ts"
 import {
   type GroupSample,
@@ -60,6 +62,14 @@ const spawn = (
     killSignal: "SIGTERM",
     forceKillAfter: Duration.millis(plan.killGraceMs)
   }).pipe(
+    Effect.map(
+      (handle): Started => ({
+        pid: handle.pid,
+        output: { _tag: "Streams", stdout: handle.stdout, stderr: handle.stderr },
+        exitCode: handle.exitCode,
+        unref: handle.unref
+      })
+    ),
     Effect.mapError((error) =>
       startFailure({ command: plan.display }, plan.name, redactWith(plan.secrets)(error.message))
     )
@@ -168,6 +178,50 @@ const pump = (
     for (const chunk of chunks) text += output.push(name, chunk)
     return output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
   }).pipe(Effect.ignore, Effect.andThen(Effect.suspend(() => log.write(output.flush(name)))))
+
+/**
+ * Reads both outputs of a process started through the helper from its one queue, batch by batch, in
+ * the order the helper read them; each batch is reported consumed as it is taken (as effect's streams
+ * pull it), and its log text written before the next is taken.
+ */
+const pumpChunks = (
+  chunks: Queue.Dequeue<OutputChunk, Cause.Done>,
+  consumed: (bytes: number) => void,
+  output: LineCollector,
+  log: LogWriter,
+  onOverLimit: () => Effect.Effect<void>
+): Effect.Effect<void> => {
+  const flush = Effect.suspend(() => log.write(output.flush("stdout") + output.flush("stderr")))
+  const loop: Effect.Effect<void> = Effect.flatMap(Effect.exit(Queue.takeAll(chunks)), (taken) => {
+    if (taken._tag === "Failure") return flush
+    let text = ""
+    let bytes = 0
+    for (const chunk of taken.value) {
+      bytes += chunk.bytes.length
+      text += output.push(chunk.fd === 1 ? "stdout" : "stderr", chunk.bytes)
+    }
+    consumed(bytes)
+    const written = output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
+    return Effect.andThen(written, loop)
+  })
+  return loop
+}
+
+/** The fibers reading the process's output, forked in the run's scope. */
+const pumps = (
+  started: Started,
+  output: LineCollector,
+  log: LogWriter,
+  onOverLimit: () => Effect.Effect<void>
+): Effect.Effect<ReadonlyArray<Fiber.Fiber<void>>, never, Scope.Scope> => {
+  const out = started.output
+  return out._tag === "Chunks"
+    ? Effect.map(Effect.forkScoped(pumpChunks(out.chunks, out.consumed, output, log, onOverLimit)), (fiber) => [fiber])
+    : Effect.all([
+        Effect.forkScoped(pump(out.stdout, "stdout", output, log, onOverLimit)),
+        Effect.forkScoped(pump(out.stderr, "stderr", output, log, onOverLimit))
+      ])
+}
 
 /** Waits until every fiber is done, or `ms` passed; without a timer or fiber when they are done already. */
 const awaitDone = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>, ms: number): Effect.Effect<void> =>
@@ -372,13 +426,10 @@ const supervise = Effect.fnUntraced(function* (
     limits.maxOutputBytes === undefined
       ? Effect.void
       : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
-  const pumps = [
-    yield* Effect.forkScoped(pump(handle.stdout, "stdout", output, log, onOverLimit)),
-    yield* Effect.forkScoped(pump(handle.stderr, "stderr", output, log, onOverLimit))
-  ]
+  const readers = yield* pumps(handle, output, log, onOverLimit)
   const exit = yield* Effect.exit(handle.exitCode)
   yield* reapTree(handle.pid, plan.killGraceMs, watch)
-  yield* awaitDone(pumps, plan.killGraceMs + 1000)
+  yield* awaitDone(readers, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* Fiber.interrupt(tailing)
   yield* usage.read(true)
