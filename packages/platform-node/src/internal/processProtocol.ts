@@ -2,7 +2,7 @@
  * The file protocol between corral and a process agent:
  *
  * - `CORRAL_USAGE_FILE`: JSON lines the process appends (`{"inputTokens":…,"outputTokens":…,"costUsd":…}`).
- *   The file is read while the process runs (every 250 ms) and once more after it exits; each
+ *   The file is read while the process runs (every 300 ms) and once more after it exits; each
  *   complete line is reported as the agent's usage. A line that is not such an object is skipped
  *   with a warning naming the agent, the file and the line number.
  * - `CORRAL_RESULT_FILE`: JSON the process writes; parsed into `ProcessResult.result` on success.
@@ -281,6 +281,17 @@ export class UsageTail {
 
   /** Reports each new complete line (all of it when `final`, a last line without newline too). */
   read(final: boolean): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      // Most processes never write the file: a `stat` that throws nothing tells, without the
+      // asynchronous read (and its error object) of a file that is not there.
+      const stat = fs.statSync(this.path, { throwIfNoEntry: false })
+      this.missing = stat === undefined
+      if ((stat === undefined || stat.size <= this.offset) && !(final && this.partial !== "")) return Effect.void
+      return this.readAppended(final)
+    })
+  }
+
+  private readAppended(final: boolean): Effect.Effect<void> {
     return Effect.flatMap(
       Effect.promise(() => this.readNew()),
       (text) => {
@@ -312,11 +323,6 @@ export class UsageTail {
   }
 
   private async readNew(): Promise<string> {
-    // Most processes never write the file: a failed `stat` without an exception is far cheaper than a
-    // failed asynchronous `open` (its error object and stack) every 250 ms.
-    const stat = fs.statSync(this.path, { throwIfNoEntry: false })
-    this.missing = stat === undefined
-    if (stat === undefined || stat.size <= this.offset) return ""
     let handle: fsp.FileHandle
     try {
       handle = await fsp.open(this.path, "r")

@@ -121,16 +121,22 @@ const untilNextSample = (): Duration.Duration => {
   return Duration.millis(delay < SAMPLE_MS / 2 ? delay + SAMPLE_MS : delay)
 }
 
+/** The usage file is read at every third sample (every 300 ms) while the process runs. */
+const USAGE_EVERY_SAMPLES = 3
+
 /**
- * Samples the group every 100 ms, at the instants `untilNextSample` gives. The first sample (`first`),
- * taken right after the start, read only the leader; the following ones scan /proc for the whole group (one scan
- * shared by all processes sampled within 40 ms). A memory breach kills the group at once.
+ * Samples the group every 100 ms, at the instants `untilNextSample` gives, and reads what the process
+ * appended to its usage file at every third sample (one fiber and one timer per process for both).
+ * The first sample (`first`), taken right after the start, read only the leader; the following ones
+ * scan /proc for the whole group (one scan shared by all processes sampled within 40 ms). A memory
+ * breach kills the group at once. A usage read is not interrupted halfway.
  */
 const watchdog = (
   pid: number,
   limits: ProcessLimits,
   watch: Watch,
-  first: GroupSample | undefined
+  first: GroupSample | undefined,
+  usage: Protocol.UsageTail
 ): Effect.Effect<never> => {
   const check = (group: GroupSample | undefined) => {
     const over = record(group, limits, watch.measured)
@@ -139,11 +145,14 @@ const watchdog = (
       signalGroup(pid, "SIGKILL")
     }
   }
+  let samples = 0
   const tick = Effect.andThen(
     Effect.suspend(() => Effect.sleep(untilNextSample())),
-    Effect.sync(() => {
+    Effect.suspend(() => {
       check(sampleGroup(pid))
       watch.strays?.track()
+      samples += 1
+      return samples % USAGE_EVERY_SAMPLES === 0 ? Effect.uninterruptible(usage.read(false)) : Effect.void
     })
   )
   return Effect.andThen(
@@ -314,37 +323,34 @@ const readResult = (
   seen: Protocol.Seen,
   failed: (detail: string) => ProcessFailed
 ) =>
-  plan.resultPath === undefined
-    ? Effect.succeed(undefined)
-    : Effect.tryPromise({
-        try: async () => {
-          if (!protocol.resultRequired && !fs.existsSync(plan.resultPath!)) {
-            seen.resultMissing = true
-            return undefined
-          }
-          let text: string
-          try {
-            text = await fsp.readFile(plan.resultPath!, "utf8")
-          } catch (error) {
-            if (!protocol.resultRequired && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined
-            throw error
-          }
-          try {
-            return JSON.parse(text) as unknown
-          } catch (error) {
-            throw new Error(`the result file is not valid JSON (${(error as Error).message})`)
-          }
-        },
-        catch: (error) => failed(`${plan.resultPath}: ${error instanceof Error ? error.message : String(error)}`)
-      })
-
-const USAGE_POLL_INTERVAL = Duration.millis(250)
+  Effect.suspend(() => {
+    if (plan.resultPath === undefined) return Effect.succeed(undefined)
+    // Most processes write no result: then no asynchronous read at all.
+    if (!protocol.resultRequired && !fs.existsSync(plan.resultPath)) {
+      seen.resultMissing = true
+      return Effect.succeed(undefined)
+    }
+    return Effect.tryPromise({
+      try: async () => {
+        let text: string
+        try {
+          text = await fsp.readFile(plan.resultPath!, "utf8")
+        } catch (error) {
+          if (!protocol.resultRequired && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined
+          throw error
+        }
+        try {
+          return JSON.parse(text) as unknown
+        } catch (error) {
+          throw new Error(`the result file is not valid JSON (${(error as Error).message})`)
+        }
+      },
+      catch: (error) => failed(`${plan.resultPath}: ${error instanceof Error ? error.message : String(error)}`)
+    })
+  })
 
 const usageWarning = (spec: ProcessSpec) => (message: string) =>
   spec.onWarning === undefined ? Effect.logWarning(message) : Effect.sync(() => spec.onWarning!(message))
-
-const tailUsage = (tail: Protocol.UsageTail): Effect.Effect<never> =>
-  Effect.forever(Effect.andThen(Effect.sleep(USAGE_POLL_INTERVAL), Effect.uninterruptible(tail.read(false))))
 
 const succeed = (ended: Ended, result: unknown): ProcessResult => ({
   exitCode: 0,
@@ -416,12 +422,11 @@ const supervise = Effect.fnUntraced(function* (
     Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
-  yield* Effect.forkScoped(watchdog(handle.pid, limits, watch, first))
+  const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
+  const watching = yield* Effect.forkScoped(watchdog(handle.pid, limits, watch, first, usage))
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
-  const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
-  const tailing = yield* Effect.forkScoped(tailUsage(usage))
   const onOverLimit = () =>
     limits.maxOutputBytes === undefined
       ? Effect.void
@@ -431,7 +436,7 @@ const supervise = Effect.fnUntraced(function* (
   yield* reapTree(handle.pid, plan.killGraceMs, watch)
   yield* awaitDone(readers, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
-  yield* Fiber.interrupt(tailing)
+  yield* Fiber.interrupt(watching)
   yield* usage.read(true)
   seen.usageMissing = usage.missing
   seen.treeGone = watch.treeGone
