@@ -43,7 +43,7 @@ export const childEnv = (spec: ProcessSpec): Record<string, string> => {
     const value = process.env[name]
     if (value !== undefined) env[name] = value
   }
-  return { ...env, ...spec.env }
+  return spec.env === undefined ? env : { ...env, ...spec.env }
 }
 
 export const secretValues = (spec: ProcessSpec, env: Record<string, string>): ReadonlyArray<string> =>

@@ -94,7 +94,24 @@ export const spawnThroughHelper = <E>(
     Effect.callback<Started, E, Scope.Scope>((resume) => {
       let resumed = false
       let open = 2
-      const ended = Promise.withResolvers<Ending>()
+      // The first ending counts (an exit, or the helper lost); read once, by the runner.
+      let ending: Ending | undefined
+      let onEnding: ((ending: Ending) => void) | undefined
+      const end = (reported: Ending) => {
+        if (ending !== undefined) return
+        ending = reported
+        onEnding?.(reported)
+      }
+      const exitCode = Effect.suspend(() =>
+        ending !== undefined
+          ? toExitCode(ending)
+          : Effect.callback<ExitCode, PlatformError.PlatformError>((resume) => {
+              onEnding = (reported) => resume(toExitCode(reported))
+              return Effect.sync(() => {
+                onEnding = undefined
+              })
+            })
+      )
       const id = helper.spawnAgent(
         { file: plan.argv[0]!, args: plan.argv.slice(1), cwd: plan.cwd, env: plan.env },
         {
@@ -108,10 +125,7 @@ export const spawnThroughHelper = <E>(
             const started: Started = {
               pid,
               output: { _tag: "Chunks", chunks, consumed: (bytes) => helper.consumed(id!, bytes) },
-              exitCode: Effect.flatMap(
-                Effect.promise(() => ended.promise),
-                toExitCode
-              ),
+              exitCode,
               unref: Effect.void
             }
             resume(
@@ -125,10 +139,10 @@ export const spawnThroughHelper = <E>(
           end: () => {
             if (--open === 0) Queue.endUnsafe(chunks)
           },
-          exit: (code, signal) => ended.resolve({ _tag: "Exit", code, signal }),
+          exit: (code, signal) => end({ _tag: "Exit", code, signal }),
           lost: (error) => {
             Queue.endUnsafe(chunks)
-            ended.resolve({ _tag: "Lost", error })
+            end({ _tag: "Lost", error })
             if (!resumed) resume(Effect.fail(startFailure(error.message)))
             resumed = true
           }
