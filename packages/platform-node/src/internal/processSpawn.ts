@@ -18,7 +18,7 @@ import * as PlatformError from "effect/PlatformError"
 import * as Queue from "effect/Queue"
 import { ExitCode } from "effect/process/ChildProcessSpawner"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import type { Plan } from "./processPlan.ts"
 import { type ExecError, sharedHelper } from "./spawnHelper.ts"
 
