@@ -3,11 +3,37 @@
  * cursor, recolor or retitle the user's terminal), and measured in display columns (wide and
  * combining characters) with `string-width`, so rows stay aligned.
  *
+ * Text of printable ASCII alone (ids, outcomes, paths, most messages) is measured and wrapped here:
+ * one column per character. `string-width` and `wrap-ansi` (≈ 30 ms of CPU to load, with
+ * `Intl.Segmenter`) are loaded on the first text that needs them.
+ *
  * @since 0.1.0
  */
-import stringWidth from "string-width"
+import { createRequire } from "node:module"
 import stripAnsi from "strip-ansi"
-import wrapAnsi from "wrap-ansi"
+
+const require = createRequire(import.meta.url)
+let stringWidthOf: ((text: string) => number) | undefined
+let wrapAnsiOf: typeof import("wrap-ansi").default | undefined
+
+const stringWidth = (text: string): number =>
+  (stringWidthOf ??= (require("string-width") as typeof import("string-width")).default)(text)
+
+const wrapAnsi: typeof import("wrap-ansi").default = (text, columns, options) =>
+  (wrapAnsiOf ??= (require("wrap-ansi") as typeof import("wrap-ansi")).default)(text, columns, options)
+
+/** Whether every character is printable ASCII (U+0020–U+007E): one terminal column each, no escapes. */
+const isPrintableAscii = (text: string): boolean => {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code < 0x20 || code > 0x7e) return false
+  }
+  return true
+}
+
+/** `wrap-ansi` with `trim: true`, which leaves a printable ASCII line that fits trimmed only. */
+const wrapTrimmed = (text: string, columns: number, hard: boolean): string =>
+  text.length <= columns && isPrintableAscii(text) ? text.trim() : wrapAnsi(text, columns, { hard, trim: true })
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const controls = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g
@@ -33,7 +59,7 @@ export const clean = (text: string): string => stripAnsi(text).replace(/\t/g, " 
  * @since 0.1.0
  * @category text
  */
-export const width = (text: string): number => stringWidth(text)
+export const width = (text: string): number => (isPrintableAscii(text) ? text.length : stringWidth(text))
 
 /**
  * `text` cut to at most `columns` display columns, with `…` marking a cut.
@@ -78,8 +104,7 @@ export const isUsableTerminal = (stream: NodeJS.WriteStream): boolean =>
  * @since 0.1.0
  * @category text
  */
-export const wrap = (text: string, columns: number): string =>
-  wrapAnsi(text, Math.max(20, columns), { hard: false, trim: true })
+export const wrap = (text: string, columns: number): string => wrapTrimmed(text, Math.max(20, columns), false)
 
 /**
  * Text wrapped to exactly `columns`: at word boundaries, and inside words longer than a line.
@@ -87,5 +112,4 @@ export const wrap = (text: string, columns: number): string =>
  * @since 0.1.0
  * @category text
  */
-export const wrapHard = (text: string, columns: number): string =>
-  wrapAnsi(text, Math.max(1, columns), { hard: true, trim: true })
+export const wrapHard = (text: string, columns: number): string => wrapTrimmed(text, Math.max(1, columns), true)

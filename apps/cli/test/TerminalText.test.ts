@@ -1,4 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
+import fc from "fast-check"
+import stringWidth from "string-width"
+import wrapAnsi from "wrap-ansi"
 import * as TerminalText from "../src/TerminalText.ts"
 
 describe("TerminalText", () => {
@@ -25,5 +28,25 @@ describe("TerminalText", () => {
     )
     for (const line of TerminalText.wrapHard("corral/20261125-231816-k3f9/integration", 10).split("\n"))
       expect(TerminalText.width(line)).toBeLessThanOrEqual(10)
+  })
+
+  it("printable ASCII measures and wraps as string-width and wrap-ansi do (they are loaded only for other text)", () => {
+    const ascii = fc.string({ unit: fc.constantFrom(..." -/.:,abcXYZ09~".split(""), " ", " "), maxLength: 40 })
+    fc.assert(
+      fc.property(ascii, fc.integer({ min: 0, max: 45 }), (text, columns) => {
+        expect(TerminalText.width(text)).toBe(stringWidth(text))
+        expect(TerminalText.wrap(text, columns)).toBe(
+          wrapAnsi(text, Math.max(20, columns), { hard: false, trim: true })
+        )
+        expect(TerminalText.wrapHard(text, columns)).toBe(
+          wrapAnsi(text, Math.max(1, columns), { hard: true, trim: true })
+        )
+      }),
+      { seed: 20261127, numRuns: 2000 }
+    )
+    expect(TerminalText.width("\u001b[31mred\u001b[0m")).toBe(3)
+    expect(TerminalText.wrap("a\u001b[31m b\u001b[0m", 20)).toBe(
+      wrapAnsi("a\u001b[31m b\u001b[0m", 20, { hard: false, trim: true })
+    )
   })
 })

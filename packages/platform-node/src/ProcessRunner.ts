@@ -174,8 +174,9 @@ export interface ProcessSpec {
 }
 
 /**
- * CPU time and peak memory of the process tree, from /proc samples taken every 100 ms (zero where /proc is
- * not available). CPU time includes reaped children and can miss up to one interval of CPU before exit.
+ * CPU time and peak memory of the process tree, from /proc samples taken every 100 ms, every 500 ms after
+ * the first 2 seconds without a `memoryMb` limit (zero where /proc is not available). CPU time includes
+ * reaped children and can miss up to one interval of CPU before exit.
  *
  * @since 0.1.0
  * @category models

@@ -206,6 +206,14 @@ export interface WriterOptions {
    * @default false
    */
   readonly commitEachFinished?: boolean | undefined
+  /**
+   * With {@link layerSqlite}: `true` commits each flush on a worker thread with its own connection, so
+   * the SQLite work runs beside the run's fibers; `false` commits on the calling thread, over the
+   * layer's connection, and saves starting the thread (a Node environment of its own and a second
+   * connection) where flushes are few, as in `corral run`. Ignored by the other layers; `:memory:`
+   * files always use the calling thread. @default true
+   */
+  readonly writerThread?: boolean | undefined
 }
 
 const writerOptions = (options: WriterOptions | undefined) => ({
@@ -276,9 +284,12 @@ const fromSql = (
     return yield* makeLedger(store, writerOptions(options), stats)
   })
 
-/** Flushes of a file ledger commit on a writer thread with its own connection. */
-const writerThread = (filename: string): Effect.Effect<Executor | undefined, RunLedgerError, Scope.Scope> =>
-  isMemoryFile(filename)
+/** Flushes of a file ledger commit on a writer thread with its own connection, unless `writerThread: false`. */
+const writerThread = (
+  filename: string,
+  options: WriterOptions | undefined
+): Effect.Effect<Executor | undefined, RunLedgerError, Scope.Scope> =>
+  isMemoryFile(filename) || options?.writerThread === false
     ? Effect.succeed(undefined)
     : makeWorkerExecutor({ filename, busyTimeoutMillis: 5000 }).pipe(
         Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message }))
@@ -287,7 +298,7 @@ const writerThread = (filename: string): Effect.Effect<Executor | undefined, Run
 /**
  * A ledger in a SQLite file (WAL), opened with our `SqliteClient` and closed with the layer. Flushes
  * commit on a worker thread with its own connection to the file, so their SQLite work runs beside
- * the run's fibers (`:memory:` databases commit on the calling thread).
+ * the run's fibers (`:memory:` databases, and `writerThread: false`, commit on the calling thread).
  *
  * @example
  * ```ts
@@ -305,7 +316,7 @@ export const layerSqlite = (filename: string, options?: WriterOptions): Layer.La
     RunLedger,
     SqliteClient.make({ filename }).pipe(
       Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message })),
-      Effect.flatMap((sql) => fromSql(sql, options, writerThread(filename))),
+      Effect.flatMap((sql) => fromSql(sql, options, writerThread(filename, options))),
       Effect.provide(Reactivity.layer)
     )
   )

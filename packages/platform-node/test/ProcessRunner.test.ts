@@ -164,6 +164,25 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live(
+    "keeps sampling after the first 2 seconds: a group that grows late is measured, and killed over its limit",
+    () =>
+      Effect.gen(function* () {
+        // Past 2 s a group without a memory limit is sampled every 500 ms, one with a limit every 100 ms.
+        const late =
+          "setTimeout(() => { globalThis.k = Buffer.alloc(90*1024*1024, 1); setTimeout(() => {}, 1500) }, 2300)"
+        const measured = yield* sh(`${NODE} -e "${late}"`)
+        assert.isAtLeast(measured.usage.peakRssMb, 90)
+        const error = yield* failed(
+          node(
+            "setTimeout(() => { const k=[]; const t=setInterval(() => { k.push(Buffer.alloc(20*1024*1024, 1)); if (k.length === 30) clearInterval(t) }, 20) }, 2300); setInterval(()=>{}, 60000)",
+            { name: "late-hog", limits: { memoryMb: 100 } }
+          )
+        )
+        assert.strictEqual(error.limit, "memoryMb")
+      })
+  )
+
   it.live("enforces cpuSeconds with RLIMIT_CPU", () =>
     Effect.gen(function* () {
       const error = yield* failed(node("for(;;){}", { limits: { cpuSeconds: 1 } }))

@@ -22,7 +22,7 @@ import { Effect } from ${JSON.stringify(moduleUrl("effect"))}
 import { Outcome, Usage } from ${JSON.stringify(srcUrl("../../core/src/index.ts"))}
 import * as RunLedger from ${JSON.stringify(srcUrl("../src/RunLedger.ts"))}
 
-const [filename, seed] = process.argv.slice(2)
+const [filename, seed, writer] = process.argv.slice(2)
 const agents = 200
 const progress = { total: agents, pending: 0, waiting: 0, running: 0, done: 0, succeeded: 0, failed: 0, timedOut: 0, interrupted: 0, cancelled: 0, skipped: 0 }
 const common = (agentId, at) => ({ agentId, attempts: 1, queuedAt: at, startedAt: at, endedAt: at, waitedMs: 0, usage: Usage.zero })
@@ -51,7 +51,7 @@ const program = Effect.gen(function*() {
   const ledger = yield* RunLedger.RunLedger
   for (let n = 0; ; n++) yield* oneRun(ledger, n)
 })
-Effect.runPromise(program.pipe(Effect.provide(RunLedger.layerSqlite(filename)))).catch((error) => {
+Effect.runPromise(program.pipe(Effect.provide(RunLedger.layerSqlite(filename, { writerThread: writer === "thread" })))).catch((error) => {
   console.error(String(error))
   process.exit(1)
 })
@@ -64,9 +64,11 @@ const mulberry32 = (seed: number) => () => {
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296
 }
 
-const killAfter = (script: string, filename: string, seed: number, delayMs: number) =>
+const killAfter = (script: string, filename: string, seed: number, delayMs: number, writer: "thread" | "inline") =>
   Effect.callback<{ readonly stderr: string; readonly started: number }>((resume) => {
-    const child = spawn(process.execPath, [script, filename, String(seed)], { stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [script, filename, String(seed), writer], {
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let stderr = ""
     let started = 0
     let timer: NodeJS.Timeout | undefined
@@ -97,42 +99,43 @@ const invalid = (row: AgentRow): boolean =>
   (row.state === "running" && row.started_at === null)
 
 describe("RunLedger crash consistency", () => {
-  it.live(
-    "a writer killed with SIGKILL at 5 random points leaves a ledger where every agent is in a valid state",
-    () =>
-      Effect.gen(function* () {
-        const script = join(dir, "ledger-writer.mjs")
-        writeFileSync(script, writerScript)
-        const filename = join(dir, "ledger.db")
-        const random = mulberry32(20260101)
-        for (let seed = 0; seed < 5; seed++) {
-          const result = yield* killAfter(script, filename, seed, 20 + Math.floor(random() * 400))
-          assert.strictEqual(result.stderr, "")
-        }
-        yield* Effect.gen(function* () {
-          const sql = yield* SqlClient.SqlClient
-          assert.deepStrictEqual(yield* sql`PRAGMA integrity_check`, [{ integrity_check: "ok" }])
-          const rows = yield* sql<AgentRow>`SELECT run_id, state, outcome, started_at, ended_at FROM agents`
-          assert.deepStrictEqual(rows.filter(invalid), [])
-          const perRun = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM agents GROUP BY run_id`
-          assert.isTrue(perRun.length >= 5)
-          assert.isTrue(
-            perRun.every((run) => run.n === 200),
-            "a run's agents are recorded all at once"
-          )
-        }).pipe(Effect.provide(SqliteClient.layer({ filename }), { local: true }))
-        yield* Effect.gen(function* () {
-          const ledger = yield* RunLedger.RunLedger
-          const crashed = yield* ledger.markCrashed((pid) => isAlive(pid))
-          const runs = yield* ledger.listRuns()
-          assert.isAtLeast(crashed.length, 1, "killed runs that were still running are marked crashed")
-          for (const summary of runs) {
-            assert.include(["succeeded", "failed", "crashed"], summary.status)
-            const run = Option.getOrThrow(yield* ledger.getRun(summary.runId))
-            assert.isTrue(run.agents.every((agent) => agent.outcome !== null))
+  for (const writer of ["thread", "inline"] as const)
+    it.live(
+      `a writer (commits on ${writer === "thread" ? "a writer thread" : "the calling thread"}) killed with SIGKILL at 5 random points leaves a ledger where every agent is in a valid state`,
+      () =>
+        Effect.gen(function* () {
+          const script = join(dir, "ledger-writer.mjs")
+          writeFileSync(script, writerScript)
+          const filename = join(dir, `ledger-${writer}.db`)
+          const random = mulberry32(20260101)
+          for (let seed = 0; seed < 5; seed++) {
+            const result = yield* killAfter(script, filename, seed, 20 + Math.floor(random() * 400), writer)
+            assert.strictEqual(result.stderr, "")
           }
-        }).pipe(Effect.provide(RunLedger.layerSqlite(filename), { local: true }))
-      }),
-    60_000
-  )
+          yield* Effect.gen(function* () {
+            const sql = yield* SqlClient.SqlClient
+            assert.deepStrictEqual(yield* sql`PRAGMA integrity_check`, [{ integrity_check: "ok" }])
+            const rows = yield* sql<AgentRow>`SELECT run_id, state, outcome, started_at, ended_at FROM agents`
+            assert.deepStrictEqual(rows.filter(invalid), [])
+            const perRun = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM agents GROUP BY run_id`
+            assert.isTrue(perRun.length >= 5)
+            assert.isTrue(
+              perRun.every((run) => run.n === 200),
+              "a run's agents are recorded all at once"
+            )
+          }).pipe(Effect.provide(SqliteClient.layer({ filename }), { local: true }))
+          yield* Effect.gen(function* () {
+            const ledger = yield* RunLedger.RunLedger
+            const crashed = yield* ledger.markCrashed((pid) => isAlive(pid))
+            const runs = yield* ledger.listRuns()
+            assert.isAtLeast(crashed.length, 1, "killed runs that were still running are marked crashed")
+            for (const summary of runs) {
+              assert.include(["succeeded", "failed", "crashed"], summary.status)
+              const run = Option.getOrThrow(yield* ledger.getRun(summary.runId))
+              assert.isTrue(run.agents.every((agent) => agent.outcome !== null))
+            }
+          }).pipe(Effect.provide(RunLedger.layerSqlite(filename), { local: true }))
+        }),
+      60_000
+    )
 })

@@ -23,6 +23,7 @@ const freshFile = (): string => join(dir, `ledger-${files++}.db`)
 
 runLedgerContract("memory", () => RunLedger.layerMemory)
 runLedgerContract("sqlite", () => RunLedger.layerSqlite(freshFile()))
+runLedgerContract("sqlite, no writer thread", () => RunLedger.layerSqlite(freshFile(), { writerThread: false }))
 
 describe("RunLedger (SQLite)", () => {
   it.effect("reads transitions stored one row each (before transition batches) ahead of later ones", () =>

@@ -252,7 +252,8 @@ const execute = (flags: Flags) =>
     }
     NodeFs.mkdirSync(paths.stateDir, { recursive: true })
     return yield* recorded(flags, paths, plan).pipe(
-      Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"))),
+      // A run writes a few batches per agent: committing them here costs less than a writer thread's start.
+      Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"), { writerThread: false })),
       Effect.provide(
         SqliteLocks.layer(NodePath.join(paths.stateDir, "locks.db"), {
           // The bound `Corral.run` applies within the run (its default), applied between processes too.

@@ -2,7 +2,7 @@
  * The file protocol between corral and a process agent:
  *
  * - `CORRAL_USAGE_FILE`: JSON lines the process appends (`{"inputTokens":…,"outputTokens":…,"costUsd":…}`).
- *   The file is read while the process runs (every 300 ms) and once more after it exits; each
+ *   The file is read while the process runs (every 300 ms; every 500 ms after its first 2 seconds without a memory limit) and once more after it exits; each
  *   complete line is reported as the agent's usage. A line that is not such an object is skipped
  *   with a warning naming the agent, the file and the line number.
  * - `CORRAL_RESULT_FILE`: JSON the process writes; parsed into `ProcessResult.result` on success.

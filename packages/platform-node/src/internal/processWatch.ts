@@ -23,13 +23,10 @@ const SNAPSHOT_MAX_AGE_MS = 40
 export const procAvailable: boolean = fs.existsSync("/proc/self/stat")
 
 let pageSize: number | undefined
+/** From the first mappings of `smaps`, in one read (the whole file of a CLI process is ≈ 200 KB, ≈ 14 ms of CPU). */
 const readPageSize = (): number => {
-  try {
-    const match = /KernelPageSize:\s+(\d+) kB/.exec(fs.readFileSync("/proc/self/smaps", "latin1"))
-    return match === null ? 4096 : Number(match[1]) * 1024
-  } catch {
-    return 4096
-  }
+  const match = /KernelPageSize:\s+(\d+) kB/.exec(readProc("/proc/self/smaps") ?? "")
+  return match === null ? 4096 : Number(match[1]) * 1024
 }
 
 let procBuffer = Buffer.allocUnsafe(4096)
