@@ -352,6 +352,18 @@ export const InvalidWorkspaceId = errors.InvalidWorkspaceId
  */
 export type InvalidWorkspaceId = errors.InvalidWorkspaceId
 /**
+ * A `sparse` folder that cone mode cannot check out: empty, outside the repository, or a pattern.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidSparseFolder = errors.InvalidSparseFolder
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidSparseFolder = errors.InvalidSparseFolder
+/**
  * @since 0.1.0
  * @category errors
  */
