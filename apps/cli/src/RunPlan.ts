@@ -611,25 +611,25 @@ const released = (ctx: Context, agentId: string, started: number): void => {
 }
 
 /**
- * The folders a sparse workspace checks out: each claimed path's folder and each input pattern's
- * fixed prefix; named resources (`db:users`) take none.
+ * The folders a sparse workspace checks out: the fixed prefix of each claimed path's folder (up to its
+ * first glob) and of each input pattern's; named resources (`db:users`) take none.
  *
  * @since 0.1.0
  * @category workspaces
  */
 export const sparseFolders = (agent: PlanAgent): ReadonlyArray<string> | undefined => {
   const folders = new Set<string>()
-  for (const key of [...agent.claims.read, ...agent.claims.write]) {
-    if (/^[A-Za-z][A-Za-z0-9+._-]*:/.test(key)) continue
-    const folder = key.endsWith("/") ? key.slice(0, -1) : NodePath.posix.dirname(key)
-    if (folder !== "." && folder !== "") folders.add(folder)
-  }
-  for (const pattern of agent.inputs) {
+  const addPrefix = (pattern: string) => {
     const parts = pattern.split("/")
     const prefix: Array<string> = []
-    for (let i = 0; i < parts.length - 1 && !/[*?[{]/.test(parts[i]!); i++) prefix.push(parts[i]!)
-    if (prefix.length > 0) folders.add(prefix.join("/"))
+    for (let i = 0; i < parts.length - 1 && !/[*?[\]{\\]/.test(parts[i]!); i++) prefix.push(parts[i]!)
+    const folder = prefix.filter((part) => part !== "" && part !== ".").join("/")
+    if (folder !== "") folders.add(folder)
   }
+  for (const key of [...agent.claims.read, ...agent.claims.write]) {
+    if (!/^[A-Za-z][A-Za-z0-9+._-]*:/.test(key)) addPrefix(key)
+  }
+  for (const pattern of agent.inputs) addPrefix(pattern)
   return folders.size === 0 ? undefined : [...folders]
 }
 

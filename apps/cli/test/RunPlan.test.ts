@@ -262,3 +262,25 @@ describe("RunPlan", () => {
     }).pipe(Effect.provide(NodeServices.layer), Effect.provide(Workspace.layer))
   )
 })
+
+describe("sparseFolders", () => {
+  const agent = (read: ReadonlyArray<string>, write: ReadonlyArray<string>, inputs: ReadonlyArray<string>) =>
+    ({ claims: { read, write }, inputs }) as unknown as PlanFile.PlanAgent
+
+  it("takes each claimed path's folder and each input's fixed prefix, up to the first glob", () => {
+    assert.deepStrictEqual(
+      RunPlan.sparseFolders(
+        agent(
+          ["docs/guide.md", "db:users", "./lib//util/"],
+          ["src/pkg0/", "CHANGELOG.md", "src/**/gen.ts", "pkg/[ab]/x.ts"],
+          ["fixtures/*.json", "*.md", "test/unit/**"]
+        )
+      ),
+      ["docs", "lib/util", "src/pkg0", "src", "pkg", "fixtures", "test/unit"]
+    )
+  })
+
+  it("is undefined when only top-level files and named resources are claimed", () => {
+    assert.isUndefined(RunPlan.sparseFolders(agent(["README.md"], ["db:users", "CHANGELOG.md"], ["*.json"])))
+  })
+})

@@ -40,7 +40,12 @@ export interface AcquireOptions {
   readonly base?: string | undefined
   /** Untracked files (relative paths such as `.env`) copied from the repository into the workspace. */
   readonly copyFiles?: ReadonlyArray<string> | undefined
-  /** Folders to check out (cone-mode sparse checkout); everything when omitted. */
+  /**
+   * Folders to check out (cone-mode sparse checkout: each folder, the top-level files and the files
+   * directly inside each folder's parents); everything when omitted. Folders, not patterns: `*`, `?`,
+   * `[`, `]`, `\`, `..` and the repository's root fail with `InvalidSparseFolder` before anything is
+   * created.
+   */
   readonly sparse?: ReadonlyArray<string> | undefined
   /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
@@ -49,8 +54,9 @@ export interface AcquireOptions {
    * ignored file (`git clean -ffdx`) and handed to the run's next agent, which checks out its own
    * branch in it. A merged agent's branch stays checked out in the pooled worktree until then and is
    * deleted, with the run's other merged branches, when the run's `registerRun` scope closes, which
-   * also removes the pool; any other worktree is detached and its branch released at once. Not for
-   * sparse workspaces. @default false
+   * also removes the pool; any other worktree is detached and its branch released at once. A sparse
+   * and a full workspace share the pool: the next agent's checkout applies its own cone (or, for a
+   * full one, writes every file back). @default false
    */
   readonly recycle?: boolean | undefined
   /** Keep the workspace (and its branch) at release instead of removing it. @default false */
@@ -351,6 +357,18 @@ export const InvalidWorkspaceId = errors.InvalidWorkspaceId
  * @category errors
  */
 export type InvalidWorkspaceId = errors.InvalidWorkspaceId
+/**
+ * A `sparse` folder that cone mode cannot check out: empty, outside the repository, or a pattern.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidSparseFolder = errors.InvalidSparseFolder
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidSparseFolder = errors.InvalidSparseFolder
 /**
  * @since 0.1.0
  * @category errors

@@ -392,10 +392,15 @@ describe("Workspace", () => {
         sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "pkg")
         const ws = yield* Workspace
         const { reports, onRelease } = releases()
-        const failed = yield* Effect.scoped(
-          ws.acquire({ repo, runId: "rb", agentId: "bad-sparse", sparse: ["pkg/*"], onRelease })
-        ).pipe(Effect.flip)
-        assert.strictEqual(failed._tag, "GitError")
+        for (const folder of ["pkg/*", "../pkg", "pkg/[ab]", "/", "pkg\nother"]) {
+          const failed = yield* Effect.scoped(
+            ws.acquire({ repo, runId: "rb", agentId: "bad-sparse", sparse: ["pkg", folder], onRelease })
+          ).pipe(Effect.flip)
+          assert.strictEqual(failed._tag, "InvalidSparseFolder", folder)
+          assert.include(failed.message, "agent bad-sparse")
+          assert.include(failed.message, JSON.stringify(folder))
+        }
+        assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "rb", "bad-sparse")))
         execFileSync("mkfifo", [path.join(repo, "fifo")])
         const copyFailed = yield* Effect.scoped(
           ws.acquire({ repo, runId: "rb", agentId: "bad-copy", sparse: ["pkg"], copyFiles: ["fifo"], onRelease })
@@ -404,10 +409,7 @@ describe("Workspace", () => {
         fs.rmSync(path.join(repo, "fifo"))
         assert.deepStrictEqual(
           reports.map((r) => [r.agentId, path.relative(repo, r.dir), r.workspace, r.branch]),
-          [
-            ["bad-sparse", ".corral/worktrees/rb/bad-sparse", "removed", "deleted"],
-            ["bad-copy", ".corral/worktrees/rb/bad-copy", "removed", "deleted"]
-          ]
+          [["bad-copy", ".corral/worktrees/rb/bad-copy", "removed", "deleted"]]
         )
         assert.strictEqual(worktreeCount(repo), 1)
         assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
@@ -473,6 +475,118 @@ describe("Workspace", () => {
         assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees", "pool")), ["second"])
       })
     )
+  )
+
+  it.live(
+    "a recycled sparse worktree holds exactly the next agent's cone at its base, and a full agent gets every file back",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          commitIgnore(repo, "build/\n*.log\n")
+          for (const pkg of ["one", "two", "three"]) {
+            fs.mkdirSync(path.join(repo, "pkg", pkg, "deep"), { recursive: true })
+            fs.writeFileSync(path.join(repo, "pkg", pkg, "x.ts"), `${pkg}\n`)
+            fs.writeFileSync(path.join(repo, "pkg", pkg, "deep", "y.ts"), `${pkg} deep\n`)
+          }
+          sh(repo, "add", ".")
+          sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", "packages")
+          const files = (dir: string): Array<string> =>
+            fs
+              .readdirSync(dir, { recursive: true, withFileTypes: true })
+              .filter((entry) => entry.isFile() && entry.name !== ".git")
+              .map((entry) => path.relative(dir, path.join(entry.parentPath, entry.name)))
+              .sort()
+          /** The files cone mode checks out: top-level ones, those under a folder, those directly in a parent of one. */
+          const tracked = (commit: string, cone: ReadonlyArray<string> | undefined) =>
+            sh(repo, "ls-tree", "-r", "--name-only", commit)
+              .split("\n")
+              .filter(
+                (file) =>
+                  cone === undefined ||
+                  !file.includes("/") ||
+                  cone.some(
+                    (folder) => file.startsWith(`${folder}/`) || `${folder}/`.startsWith(`${path.posix.dirname(file)}/`)
+                  )
+              )
+              .sort()
+          const ws = yield* Workspace
+          const { reports, onRelease } = releases()
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* ws.registerRun(repo, "sparse-pool")
+              const integration = yield* ws.integration({ repo, runId: "sparse-pool" })
+              const acquire = (agentId: string, base: string, sparse: ReadonlyArray<string> | undefined) =>
+                ws.acquire({ repo, runId: "sparse-pool", agentId, base, sparse, recycle: true, onRelease })
+              const agent = (agentId: string, sparse: ReadonlyArray<string>, work: (dir: string) => void) =>
+                Effect.scoped(
+                  Effect.gen(function* () {
+                    const base = yield* integration.head()
+                    const handle = yield* acquire(agentId, base, sparse)
+                    assert.deepStrictEqual(files(handle.dir), tracked(base, sparse), agentId)
+                    assert.strictEqual(
+                      sh(handle.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"),
+                      ""
+                    )
+                    assert.strictEqual(sh(handle.dir, "sparse-checkout", "list"), [...sparse].sort().join("\n"))
+                    assert.strictEqual(sh(handle.dir, "rev-parse", "HEAD"), base)
+                    work(handle.dir)
+                    yield* ws.recycleAfter(handle, integration.commitAll(handle, `${agentId} edits`))
+                    assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+                  })
+                )
+              yield* agent("first", ["pkg/one"], (dir) => {
+                fs.writeFileSync(path.join(dir, "pkg", "one", "x.ts"), "first was here\n")
+                fs.writeFileSync(path.join(dir, "pkg", "one", "deep", "new.ts"), "first's new file\n")
+                fs.mkdirSync(path.join(dir, "pkg", "one", "build"))
+                fs.writeFileSync(path.join(dir, "pkg", "one", "build", "secret.bin"), "first's build output")
+                fs.writeFileSync(path.join(dir, "pkg", "one", "debug.log"), "first's log")
+                fs.writeFileSync(path.join(dir, "top.log"), "first's top-level log")
+              })
+              yield* agent("second", ["pkg/two/deep", "pkg/three"], (dir) => {
+                fs.writeFileSync(path.join(dir, "pkg", "two", "deep", "y.ts"), "second was here\n")
+                fs.writeFileSync(path.join(dir, "pkg", "three", "debug.log"), "second's log")
+              })
+              const base = yield* integration.head()
+              yield* Effect.scoped(
+                Effect.gen(function* () {
+                  const full = yield* acquire("full", base, undefined)
+                  assert.deepStrictEqual(files(full.dir), tracked(base, undefined))
+                  assert.strictEqual(sh(full.dir, "status", "--porcelain", "--ignored", "--untracked-files=all"), "")
+                  assert.strictEqual(
+                    sh(full.dir, "config", "--get", "--default", "false", "core.sparseCheckout"),
+                    "false"
+                  )
+                  assert.strictEqual(
+                    fs.readFileSync(path.join(full.dir, "pkg", "one", "x.ts"), "utf8"),
+                    "first was here\n"
+                  )
+                  assert.strictEqual(
+                    fs.readFileSync(path.join(full.dir, "pkg", "two", "deep", "y.ts"), "utf8"),
+                    "second was here\n"
+                  )
+                  assert.strictEqual(fs.readFileSync(path.join(full.dir, "pkg", "three", "x.ts"), "utf8"), "three\n")
+                  assert.strictEqual(worktreeCount(repo), 2)
+                })
+              )
+              yield* agent("fourth", ["pkg/one/deep"], (dir) => {
+                assert.isFalse(fs.existsSync(path.join(dir, "pkg", "two")))
+                assert.strictEqual(worktreeCount(repo), 2)
+                fs.writeFileSync(path.join(dir, "pkg", "one", "deep", "z.ts"), "fourth\n")
+              })
+            })
+          )
+          assert.deepStrictEqual(
+            reports.map((r) => [r.agentId, r.workspace, r.branch]),
+            [
+              ["first", "recycled", "deleted"],
+              ["second", "recycled", "deleted"],
+              ["full", "recycled", "deleted"],
+              ["fourth", "recycled", "deleted"]
+            ]
+          )
+        })
+      )
   )
 
   it.live(

@@ -81,7 +81,8 @@ process.env.CORRAL_TEST_KILL_PID = String(process.pid)
 const program = Effect.gen(function* () {
   const ws = yield* Workspace
   yield* ws.registerRun(repo, "halfway")
-  yield* ws.acquire({ repo, runId: "halfway", agentId: "agent" })
+  const sparse = process.env.CORRAL_TEST_SPARSE === "1" ? ["pkg"] : undefined
+  yield* ws.acquire({ repo, runId: "halfway", agentId: "agent", sparse })
   console.log("acquired")
 }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
 Effect.runFork(program)
@@ -103,14 +104,19 @@ exec ${realGit} "$@"
 `
 
 /** Runs `script` in a child with that `git` first on its PATH; succeeds when the child was killed. */
-const killWhenGitRuns = (repo: string, script: string, trigger: string, file: string) =>
+const killWhenGitRuns = (repo: string, script: string, trigger: string, file: string, sparse = false) =>
   Effect.callback<void, Error>((resume) => {
     const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-gc-git-"))
     const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
     fs.writeFileSync(path.join(bin, "git"), killingGit(realGit, trigger, file), { mode: 0o755 })
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
       cwd: packageDir,
-      env: { ...process.env, CORRAL_TEST_REPO: repo, PATH: `${bin}${path.delimiter}${process.env.PATH}` },
+      env: {
+        ...process.env,
+        CORRAL_TEST_REPO: repo,
+        CORRAL_TEST_SPARSE: sparse ? "1" : "0",
+        PATH: `${bin}${path.delimiter}${process.env.PATH}`
+      },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""
@@ -122,7 +128,8 @@ const killWhenGitRuns = (repo: string, script: string, trigger: string, file: st
     })
   })
 
-const killDuringCheckout = (repo: string) => killWhenGitRuns(repo, killedRun, "read-tree", "a.txt")
+const killDuringCheckout = (repo: string, sparse: boolean) =>
+  killWhenGitRuns(repo, killedRun, "read-tree", "a.txt", sparse)
 
 const show = (repo: string, target: string) => (path.isAbsolute(target) ? path.relative(repo, target) : target)
 
@@ -173,28 +180,37 @@ describe("Workspace.gc", () => {
     }).pipe(Effect.provide(Workspace.layer))
   )
 
-  it.live("a run killed between worktree add --no-checkout and the checkout leaves nothing gc keeps", () =>
-    Effect.gen(function* () {
-      const repo = yield* makeRepo
-      yield* killDuringCheckout(repo)
-      const dir = path.join(repo, ".corral", "worktrees", "halfway", "agent")
-      assert.include(sh(repo, "worktree", "list", "--porcelain"), dir)
-      assert.strictEqual(fs.readFileSync(path.join(dir, "a.txt"), "utf8"), "partial\n")
-      assert.isFalse(fs.existsSync(path.join(repo, ".git", "worktrees", "agent", "index")))
-      const ws = yield* Workspace
-      const report = yield* ws.gc({ repo })
-      assert.deepStrictEqual(report.kept, [])
-      assert.deepStrictEqual(targets(report.removed, repo), [
-        "branch:corral/halfway/agent",
-        "lease:.git/corral/runs/halfway.json",
-        "worktree:.corral/worktrees/halfway/agent"
-      ])
-      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
-      assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
-      assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "halfway")))
-      assert.strictEqual(sh(repo, "status", "--porcelain", "--untracked-files=all"), "")
-    }).pipe(Effect.provide(Workspace.layer))
-  )
+  for (const sparse of [false, true])
+    it.live(
+      `a run killed between worktree add --no-checkout and the ${sparse ? "sparse " : ""}checkout leaves nothing gc keeps`,
+      () =>
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          yield* killDuringCheckout(repo, sparse)
+          if (sparse) {
+            const gitDir = path.join(repo, ".git", "worktrees", "agent")
+            assert.include(fs.readFileSync(path.join(gitDir, "info", "sparse-checkout"), "utf8"), "/pkg/")
+            assert.include(fs.readFileSync(path.join(gitDir, "config.worktree"), "utf8"), "sparseCheckout = true")
+          }
+          const dir = path.join(repo, ".corral", "worktrees", "halfway", "agent")
+          assert.include(sh(repo, "worktree", "list", "--porcelain"), dir)
+          assert.strictEqual(fs.readFileSync(path.join(dir, "a.txt"), "utf8"), "partial\n")
+          assert.isFalse(fs.existsSync(path.join(repo, ".git", "worktrees", "agent", "index")))
+          const ws = yield* Workspace
+          const report = yield* ws.gc({ repo })
+          assert.deepStrictEqual(report.kept, [])
+          assert.deepStrictEqual(targets(report.removed, repo), [
+            "branch:corral/halfway/agent",
+            "lease:.git/corral/runs/halfway.json",
+            "worktree:.corral/worktrees/halfway/agent"
+          ])
+          assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+          assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+          assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "halfway")))
+          assert.isFalse(fs.existsSync(path.join(repo, ".git", "worktrees", "agent")))
+          assert.strictEqual(sh(repo, "status", "--porcelain", "--untracked-files=all"), "")
+        }).pipe(Effect.provide(Workspace.layer))
+    )
 
   it.live("registerRun writes a lease with the pid and removes it when the scope closes", () =>
     Effect.gen(function* () {

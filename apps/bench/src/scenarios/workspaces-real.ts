@@ -150,14 +150,16 @@ const agentCommand = (tools: string, agent: number) => {
 
 const checkCommand = (tools: string) => `node ${path.join(tools, "check.mjs")}`
 
-const planYaml = (tools: string) =>
+/** The plan; with `sparse`, the folder agents check out only the folder they claim (and top-level files). */
+const planYaml = (tools: string, sparse: boolean) =>
   [
     "agents:",
     ...Array.from({ length: AGENTS }, (_, agent) =>
       [
         `  - id: fmt-pkg${agent}`,
         `    run: ${JSON.stringify(agentCommand(tools, agent))}`,
-        `    claims: { write: [src/pkg${agent}/${agent < 2 ? ", CHANGELOG.md" : ""}] }`
+        `    claims: { write: [src/pkg${agent}/${agent < 2 ? ", CHANGELOG.md" : ""}] }`,
+        ...(sparse ? ["    sparse: true"] : [])
       ].join("\n")
     ),
     "  - id: check",
@@ -414,12 +416,15 @@ const gitCpuPerAgent = (log: string, agents: number): Record<string, number> => 
   return { gitCpuMsPerAgent: commands.reduce((sum, c) => sum + c.cpuMs, 0) / agents }
 }
 
-/** corral's run; `env` is added to its environment (`CORRAL_SPAWN_HELPER=0` for the row without the helper). */
-const corralWith = (name: string, env?: Record<string, string>): Approach<Params> => ({
+/**
+ * corral's run of `plan` (a file in the scratch folder); `env` is added to its environment
+ * (`CORRAL_SPAWN_HELPER=0` for the row without the helper).
+ */
+const corralWith = (name: string, planFile: string, env?: Record<string, string>): Approach<Params> => ({
   name,
   run: async (params) => {
     const dir = cloneOf(params)
-    const plan = path.join(params.scratch, "plan.yaml")
+    const plan = path.join(params.scratch, planFile)
     const state = path.join(params.scratch, `state-${clones}`)
     const log = path.join(params.scratch, `git-${clones}.log`)
     const cpu = childCpuMs()
@@ -459,8 +464,9 @@ const corralWith = (name: string, env?: Record<string, string>): Approach<Params
   }
 })
 
-const corral = corralWith("corral")
-const corralDirectSpawn = corralWith("corral, no spawn helper", { CORRAL_SPAWN_HELPER: "0" })
+const corral = corralWith("corral", "plan.yaml")
+const corralSparse = corralWith("corral sparse", "plan-sparse.yaml")
+const corralDirectSpawn = corralWith("corral, no spawn helper", "plan.yaml", { CORRAL_SPAWN_HELPER: "0" })
 
 const prepare = (base: string, quick: boolean) => {
   const scratch = fs.mkdtempSync(path.join(base, "corral-bench-real-"))
@@ -471,7 +477,8 @@ const prepare = (base: string, quick: boolean) => {
   fs.writeFileSync(path.join(tools, "rewrite.mjs"), rewriteScript)
   fs.writeFileSync(path.join(tools, "check.mjs"), checkScript)
   fs.writeFileSync(path.join(tools, "floor-agent.sh"), floorAgentScript)
-  fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools))
+  fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools, false))
+  fs.writeFileSync(path.join(scratch, "plan-sparse.yaml"), planYaml(tools, true))
   const reference = path.join(scratch, "reference")
   execFileSync("git", ["clone", "--quiet", "--local", source, reference])
   for (let agent = 0; agent < AGENTS; agent++)
@@ -494,17 +501,25 @@ const locations = () =>
  * folders, ≈ 20 MB), a CPU-bound deterministic rewrite split by folder across 10 agents with write
  * claims on their folders, two of them serialized on `CHANGELOG.md`, and a `check` agent depending on
  * all ten. corral (`corral run --concurrency N`) against the same commands run one after another,
- * through `xargs -P N` in one folder (no isolation, no claims, no merge), and through `xargs -P N`
+ * and with `sparse: true` on the ten folder agents (each checks out its own folder and the top-level
+ * files, a tenth of the tree; the check stays full), through `xargs -P N` in one folder (no isolation,
+ * no claims, no merge), and through `xargs -P N`
  * each in its own plain git worktree merged back ({@link plainWorktrees}, the floor of isolation),
  * on tmpfs and on disk.
  */
 export const workspacesReal: Scenario<Params> = {
   name: "workspaces-real",
   description:
-    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral vs sequential vs xargs -P N vs plain git worktrees",
+    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral (full and sparse worktrees) vs sequential vs xargs -P N vs plain git worktrees",
   floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
   targets: [
     ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),
+    ratioAtMost(
+      "corral sparse (each folder agent checks out its claimed folder) ≤ 1.05× xargs -P N",
+      /./,
+      corralSparse.name,
+      1.05
+    ),
     overFloor(
       "remaining gap: corral ≤ 1.05× the plain-git worktree run (the floor of isolation) measured in the same run",
       /./,
@@ -516,6 +531,14 @@ export const workspacesReal: Scenario<Params> = {
     metricAtMost("git process time (CPU) ≤ 0.3 s per agent on tmpfs", /tmpfs/, "corral", "gitCpuMsPerAgent", 300, ms),
     metricAtMost("a slot is free ≤ 50 ms after the agent's merge", /./, "corral", "slotHoldMs", 50, ms),
     metricAtLeast("corral's integration tree equals the sequential result", /./, "corral", "sameTree", 1, same),
+    metricAtLeast(
+      "corral sparse's integration tree equals the sequential result",
+      /./,
+      corralSparse.name,
+      "sameTree",
+      1,
+      same
+    ),
     metricAtLeast(
       "the plain-git floor's tree equals the sequential result",
       /./,
@@ -544,7 +567,7 @@ export const workspacesReal: Scenario<Params> = {
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
-  approaches: [sequential, xargs, plainWorktrees, corral, corralDirectSpawn],
+  approaches: [sequential, xargs, plainWorktrees, corral, corralSparse, corralDirectSpawn],
   cases: ({ quick }) => {
     const cases: Array<Case<Params>> = []
     for (const location of locations()) {

@@ -18,6 +18,7 @@ import {
 import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
 import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
+import { enableWorktreeConfig, isSparse, normalizeFolders, setCone, widen } from "./workspaceSparse.ts"
 import {
   awaitPooled,
   type CheckedOut,
@@ -167,10 +168,28 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
 
 const branchTakenPattern = /a branch named .* already exists/
 
-const recyclable = (options: AcquireOptions) =>
-  options.recycle === true &&
-  options.disposable !== true &&
-  (options.sparse === undefined || options.sparse.length === 0)
+const recyclable = (options: AcquireOptions) => options.recycle === true && options.disposable !== true
+
+const sparseOf = (options: AcquireOptions) =>
+  options.sparse === undefined || options.sparse.length === 0 ? undefined : options.sparse
+
+/**
+ * The checkout of the agent's branch at its base in a pooled worktree, with the agent's cone: a
+ * sparse agent's cone is written first (the checkout applies it, removing the previous agent's
+ * folders and writing the new ones), and a full agent in a sparse worktree gets every file back.
+ */
+const checkOutReused = (dir: string, branch: string, base: string, sparse: ReadonlyArray<string> | undefined) =>
+  Effect.gen(function* () {
+    const checkout = git(["checkout", "--quiet", "--force", "-b", branch, base, "--"], { cwd: dir })
+    if (sparse !== undefined) {
+      yield* setCone(dir, sparse)
+      return yield* checkout
+    }
+    if (!(yield* isSparse(dir))) return yield* checkout
+    const narrowOff = yield* widen(dir)
+    yield* checkout
+    yield* narrowOff
+  })
 
 /**
  * Moves a pooled worktree to the agent's folder and checks out the agent's branch at its base; the
@@ -193,9 +212,9 @@ const reuseWorktree = (
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
     yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root })
-    yield* git(["checkout", "--quiet", "--force", "-b", branch, placement.baseCommit!, "--"], {
-      cwd: placement.dir
-    }).pipe(Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch)))
+    yield* checkOutReused(placement.dir, branch, placement.baseCommit!, sparseOf(options)).pipe(
+      Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch))
+    )
     retire(deps.pools, key, pooled)
   })
 
@@ -316,12 +335,10 @@ const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
  * Until its index exists the worktree is an unfinished set-up, which gc removes.
  */
 const checkOut = (dir: string, sparse: ReadonlyArray<string> | undefined) =>
-  sparse === undefined || sparse.length === 0
-    ? git(["read-tree", "--reset", "-u", "HEAD"], { cwd: dir }).pipe(Effect.asVoid)
-    : git(["sparse-checkout", "set", "--cone", "--", ...sparse], { cwd: dir }).pipe(
-        Effect.andThen(git(["checkout", "--quiet"], { cwd: dir })),
-        Effect.asVoid
-      )
+  (sparse === undefined ? Effect.void : setCone(dir, sparse)).pipe(
+    Effect.andThen(git(["read-tree", "--reset", "-u", "HEAD"], { cwd: dir })),
+    Effect.asVoid
+  )
 
 const branchIsSafeToDelete = (root: string, runId: string, branch: string, base: string) =>
   Effect.gen(function* () {
@@ -604,17 +621,21 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
             )
           )
     })
-    const created = yield* Effect.acquireRelease(deps.locks(repo.commonDir).withPermit(create), () =>
-      (options.keep === true
-        ? keptByRequest("kept")
-        : options.disposable === true
-          ? discardWorktree(deps, repo, placement)
-          : recyclable(options)
-            ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
-            : releaseWorktree(deps, repo, options.runId, placement, false)
-      ).pipe(Effect.flatMap(finish))
+    const sparse = sparseOf(options)
+    const sparseReady = sparse === undefined ? Effect.void : enableWorktreeConfig(repo.root, repo.commonDir)
+    const created = yield* Effect.acquireRelease(
+      deps.locks(repo.commonDir).withPermit(Effect.andThen(sparseReady, create)),
+      () =>
+        (options.keep === true
+          ? keptByRequest("kept")
+          : options.disposable === true
+            ? discardWorktree(deps, repo, placement)
+            : recyclable(options)
+              ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
+              : releaseWorktree(deps, repo, options.runId, placement, false)
+        ).pipe(Effect.flatMap(finish))
     )
-    if (created === "added") yield* checkOut(placement.dir, options.sparse)
+    if (created === "added") yield* checkOut(placement.dir, sparse)
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
     const warnings = yield* Fiber.join(dirty)
@@ -722,11 +743,13 @@ const cleanupPrivateDirs = (dirs: AgentDirs | undefined, outcome: Outcome) =>
 
 export const acquireWorkspace = (
   deps: AcquireDeps,
-  options: AcquireOptions
+  given: AcquireOptions
 ): Effect.Effect<WorkspaceHandle, WorkspaceError, Scope.Scope> =>
   Effect.gen(function* () {
-    yield* validateId("runId", options.runId)
-    yield* validateId("agentId", options.agentId)
+    yield* validateId("runId", given.runId)
+    yield* validateId("agentId", given.agentId)
+    const sparse = given.sparse === undefined ? undefined : yield* normalizeFolders(given.agentId, given.sparse)
+    const options: AcquireOptions = { ...given, sparse }
     const strategy = options.strategy ?? "worktree"
     const created: { dirs?: AgentDirs | undefined } = {}
     const dir =

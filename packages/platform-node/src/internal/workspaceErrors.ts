@@ -28,6 +28,16 @@ export class InvalidWorkspaceId extends Data.TaggedError("InvalidWorkspaceId")<{
   }
 }
 
+export class InvalidSparseFolder extends Data.TaggedError("InvalidSparseFolder")<{
+  readonly agentId: string
+  readonly folder: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `agent ${this.agentId}: invalid sparse folder ${JSON.stringify(this.folder)}: ${this.reason}`
+  }
+}
+
 export class WorkspaceIoError extends Data.TaggedError("WorkspaceIoError")<{
   readonly path: string
   readonly operation: string
@@ -73,6 +83,7 @@ export type WorkspaceError =
   | NotAGitRepository
   | BranchAlreadyExists
   | InvalidWorkspaceId
+  | InvalidSparseFolder
   | WorkspaceIoError
   | PortsExhausted
   | IntegrationMoved
