@@ -189,6 +189,11 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
     const given = this.given
     return Effect.isEffect(given) ? () => given : (deps) => Effect.suspend(() => given(deps))
   }
+  /** `run(deps)` without the function `run` makes: a run calls it once per attempt. */
+  effect(deps: Deps): Effect.Effect<A, E, R> {
+    const given = this.given
+    return Effect.isEffect(given) ? given : Effect.suspend(() => given(deps))
+  }
   get timeout(): Duration.Input | undefined {
     return this.extra?.timeout
   }
@@ -225,6 +230,14 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
 }
 
 Object.defineProperty(AgentImpl.prototype, TypeId, { value: TypeId })
+
+/**
+ * The effect of one attempt of `agent` (`agent.run(deps)`).
+ *
+ * @internal
+ */
+export const effectOf = <A, E, R>(agent: Agent<A, E, R>, deps: Deps): Effect.Effect<A, E, R> =>
+  agent instanceof AgentImpl ? agent.effect(deps) : agent.run(deps)
 
 /**
  * `true` for values built with `Agent.make`.
