@@ -240,12 +240,14 @@ export const effectOf = <A, E, R>(agent: Agent<A, E, R>, deps: Deps): Effect.Eff
   agent instanceof AgentImpl ? agent.effect(deps) : agent.run(deps)
 
 /**
- * `true` for values built with `Agent.make`.
+ * `true` for values built with `Agent.make`. (A class test first: a run checks every agent twice,
+ * and the property test alone is a megamorphic lookup per call.)
  *
  * @since 0.1.0
  * @category guards
  */
-export const isAgent = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u
+export const isAgent = (u: unknown): u is Any =>
+  u instanceof AgentImpl || (typeof u === "object" && u !== null && TypeId in u)
 
 /**
  * What a running agent knows about itself: its run, id, attempt and the fencing token of its
