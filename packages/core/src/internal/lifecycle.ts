@@ -109,7 +109,10 @@ export class Lifecycle {
    * from `ready` it makes, without the table's general dispatch (every agent makes it).
    */
   start(node: Stateful): void {
-    if (node.state !== "ready") return this.move(node, "running")
+    if (node.state !== "ready") {
+      this.move(node, "running")
+      return
+    }
     this.ready--
     this.running++
     node.state = "running"
@@ -117,7 +120,10 @@ export class Lifecycle {
 
   /** `finish(node, "Succeeded")` for a `running` node (every agent that succeeds makes it). */
   succeeded(node: Stateful): void {
-    if (node.state !== "running") return this.finish(node, "Succeeded")
+    if (node.state !== "running") {
+      this.finish(node, "Succeeded")
+      return
+    }
     this.running--
     this.done++
     this.outcomes.Succeeded++
