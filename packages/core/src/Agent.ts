@@ -189,6 +189,11 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
     const given = this.given
     return Effect.isEffect(given) ? () => given : (deps) => Effect.suspend(() => given(deps))
   }
+  /** `run(deps)` without the function `run` makes: a run calls it once per attempt. */
+  effect(deps: Deps): Effect.Effect<A, E, R> {
+    const given = this.given
+    return Effect.isEffect(given) ? given : Effect.suspend(() => given(deps))
+  }
   get timeout(): Duration.Input | undefined {
     return this.extra?.timeout
   }
@@ -227,12 +232,22 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
 Object.defineProperty(AgentImpl.prototype, TypeId, { value: TypeId })
 
 /**
- * `true` for values built with `Agent.make`.
+ * The effect of one attempt of `agent` (`agent.run(deps)`).
+ *
+ * @internal
+ */
+export const effectOf = <A, E, R>(agent: Agent<A, E, R>, deps: Deps): Effect.Effect<A, E, R> =>
+  agent instanceof AgentImpl ? agent.effect(deps) : agent.run(deps)
+
+/**
+ * `true` for values built with `Agent.make`. (A class test first: a run checks every agent twice,
+ * and the property test alone is a megamorphic lookup per call.)
  *
  * @since 0.1.0
  * @category guards
  */
-export const isAgent = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u
+export const isAgent = (u: unknown): u is Any =>
+  u instanceof AgentImpl || (typeof u === "object" && u !== null && TypeId in u)
 
 /**
  * What a running agent knows about itself: its run, id, attempt and the fencing token of its

@@ -72,7 +72,7 @@ export const attempts = (
   let effect: Effect.Effect<unknown, unknown>
   if (node.agent.retry === undefined) {
     node.attempts = 1
-    effect = node.agent.run(deps) as Effect.Effect<unknown, unknown>
+    effect = AgentModule.effectOf(node.agent, deps) as Effect.Effect<unknown, unknown>
     if (host.limiter !== undefined) effect = retryRateLimited(host, node, effect, host.limiter)
   } else {
     effect = Effect.suspend(() => {
@@ -80,7 +80,7 @@ export const attempts = (
       if (++node.attempts > 1 && events !== undefined) {
         events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
       }
-      const run = node.agent.run(deps) as Effect.Effect<unknown, unknown>
+      const run = AgentModule.effectOf(node.agent, deps) as Effect.Effect<unknown, unknown>
       return node.slotReleased ? Effect.andThen(host.retake(node), run) : run
     })
     effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>

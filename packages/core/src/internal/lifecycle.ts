@@ -104,6 +104,32 @@ export class Lifecycle {
     this.ready += n
   }
 
+  /**
+   * `move(node, "running")` for a node the caller took from the ready queue: the one legal move
+   * from `ready` it makes, without the table's general dispatch (every agent makes it).
+   */
+  start(node: Stateful): void {
+    if (node.state !== "ready") {
+      this.move(node, "running")
+      return
+    }
+    this.ready--
+    this.running++
+    node.state = "running"
+  }
+
+  /** `finish(node, "Succeeded")` for a `running` node (every agent that succeeds makes it). */
+  succeeded(node: Stateful): void {
+    if (node.state !== "running") {
+      this.finish(node, "Succeeded")
+      return
+    }
+    this.running--
+    this.done++
+    this.outcomes.Succeeded++
+    node.state = "done"
+  }
+
   /** Moves a node to `done` with its outcome's tag counted. */
   finish(node: Stateful, tag: Outcome.Tag): void {
     this.move(node, "done")

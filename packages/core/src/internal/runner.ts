@@ -758,7 +758,7 @@ class Runner<A, E, R> implements ExecHost {
   // execution of one agent
 
   private start(node: Node, at = this.now()): void {
-    this.lifecycle.move(node, "running")
+    this.lifecycle.start(node)
     node.startedAt = at
     const events = this.events
     if (events?.admit()) events.emit(events.started(node.id, at))
@@ -820,7 +820,7 @@ class Runner<A, E, R> implements ExecHost {
       this.record(node, succeeded(endedAt, node, value))
       return
     }
-    this.lifecycle.finish(node, "Succeeded")
+    this.lifecycle.succeeded(node)
     this.compact!.succeeded(node, value, endedAt)
     this.wake()
   }
@@ -963,7 +963,7 @@ class Stint {
     while (true) {
       this.fiber.setContext(bind(this.context, current))
       const effect = attempts(this.host, current, depsOf(current))
-      if (!Exit.isExit(effect)) {
+      if (!isExitFast(effect)) {
         this.node = current
         return Effect.matchCauseEffect(effect, (this.handlers ??= this.makeHandlers()))
       }
@@ -990,6 +990,20 @@ class Stint {
     const after = this.host.agentEnded(this, node, exit, value)
     return after instanceof Node ? this.run(after) : after
   }
+}
+
+const successProto: unknown = Object.getPrototypeOf(Exit.void)
+const failureProto: unknown = Object.getPrototypeOf(Exit.fail(undefined))
+
+/**
+ * `Exit.isExit` by prototype: `effect` makes every `Exit` from one of two prototypes, and an
+ * agent's effect usually is not one, where `isExit`'s property check on an object of any shape
+ * costs a megamorphic lookup per agent. An `Exit` it does not recognise (`false`) still runs, under
+ * the stint's continuation.
+ */
+const isExitFast = (effect: Effect.Effect<unknown, unknown>): effect is Exit.Exit<unknown, unknown> => {
+  const proto: unknown = Object.getPrototypeOf(effect)
+  return (proto === successProto || proto === failureProto) && Exit.isExit(effect)
 }
 
 const noDeps: Record<string, unknown> = Object.freeze({})
