@@ -36,8 +36,14 @@ export class ClaimGate {
   /** The agents parked on each token; an agent may be listed more than once (see `visit`). */
   private readonly parkedOn = new Map<number, Array<Node>>()
   private visits = 0
+  private batches = 0
   private releaseEpoch = 0
   private grants = 0
+  /** `heldConflicts`' tally and `takeOver`'s taker and grant mark (fields: no closure per walk). */
+  private hits = 0
+  private taker: Node | undefined = undefined
+  private takeMark = 0
+  private letGoFreed: Array<Node> | undefined = undefined
   private readonly host: GateHost
 
   constructor(host: GateHost) {
@@ -51,18 +57,45 @@ export class ClaimGate {
       this.park(node, [reservedToken(reserved)], () => this.reservedBy(node, reserved))
       return false
     }
-    const tokens = this.localTokens(request)
-    if (tokens.length === 0) {
+    if (this.host.observing) {
+      const tokens = this.localTokens(request)
+      if (tokens.length === 0) {
+        this.hold(node, request)
+        return true
+      }
+      this.park(node, tokens, this.localBlockers(node))
+      return false
+    }
+    const count = this.heldConflicts(request)
+    const tokens = this.poolTokens(request)
+    if (count === 0 && tokens.length === 0) {
       this.hold(node, request)
       return true
     }
-    this.park(node, tokens, this.localBlockers(node))
+    this.park(node, tokens, this.localBlockers(node), count)
     return false
+  }
+
+  /** How many conflicting claim pairs the agents holding keys in the run's view have with `request`. */
+  private heldConflicts(request: Claims.Request): number {
+    if (this.held.size === 0 || request.keys.length === 0) return 0
+    this.hits = 0
+    this.held.eachConflict(request.keys, this.countHit)
+    return this.hits
+  }
+
+  private readonly countHit = (): void => {
+    this.hits++
   }
 
   /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
   private localTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
     if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => addToken(tokens, holderToken(holder)))
+    return this.poolTokens(request, tokens)
+  }
+
+  /** The leases (or reserved tokens) in this run that hold a pool `request` does not fit in, added to `tokens`. */
+  private poolTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
       if (use !== undefined && use.used + claim.amount > claim.capacity) {
@@ -105,6 +138,25 @@ export class ClaimGate {
       use.used -= claim.amount
       use.holders.delete(node)
     }
+    if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) this.letGo(node, request)
+  }
+
+  /**
+   * `node` let go of its keys in the run's view: each parked agent counted by key (`WaitState.held`)
+   * loses its conflicts with it, and one left with none and no token to wait for is woken now.
+   */
+  private letGo(node: Node, request: Claims.Request): void {
+    this.intents.eachConflict(request.keys, this.uncount, node)
+    const freed = this.letGoFreed
+    if (freed === undefined) return
+    this.letGoFreed = undefined
+    this.wakeFreed(freed)
+  }
+
+  private readonly uncount = (other: Node): void => {
+    const wait = other.wait!
+    if (!wait.counted || other.state !== "parked") return
+    if (--wait.held === 0 && (wait.blockingTokens?.length ?? 0) === 0) (this.letGoFreed ??= []).push(other)
   }
 
   onRelease(token: number): void {
@@ -119,7 +171,7 @@ export class ClaimGate {
       if (!firstVisit(node, visit)) continue
       const blocking = node.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
-      if (node.state === "parked" && (blocking?.length ?? 0) === 0) (freed ??= []).push(node)
+      if (node.state === "parked" && (blocking?.length ?? 0) === 0 && heldFree(node)) (freed ??= []).push(node)
     }
     if (freed !== undefined) this.wakeFreed(freed)
   }
@@ -142,26 +194,33 @@ export class ClaimGate {
     const tails: Array<Node> = []
     const chains: Array<string | undefined> = []
     let wake = false
+    const batch = ++this.batches
     for (let i = 0; i < freed.length; i++) {
       const node = freed[i]!
       const request = node.request!
       if (request.keys.length > 0 && !this.host.observing) {
+        const wait = node.wait!
+        // Examined once per batch: a release can free an agent both by key and by token.
+        if (wait.batchMark === batch) continue
+        wait.batchMark = batch
+        const count = wait.counted ? 0 : this.heldConflicts(request)
         const ahead = conflicting(request, woken)
         if (ahead >= 0) {
           const first = woken[ahead]!
           const key = (chains[ahead] ??= sharedWrite(request, first.request!))
           const joins = key !== "" && writes(request, key)
-          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first))
+          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first), count)
           if (joins) tails[ahead] = node
-          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
+          if (!wait.reserved) this.freeFollowers(node, freed, i)
           continue
         }
-        const tokens = this.localTokens(request, node.wait!.blockingTokens)
-        if (tokens.length > 0) {
-          this.parkAgain(node, tokens)
-          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
+        const tokens = this.poolTokens(request, wait.blockingTokens)
+        if (count > 0 || tokens.length > 0) {
+          this.parkAgain(node, tokens, 0, count)
+          if (!wait.reserved) this.freeFollowers(node, freed, i)
           continue
         }
+        wait.counted = false
         woken.push(node)
         tails.push(node)
         chains.push(undefined)
@@ -184,17 +243,22 @@ export class ClaimGate {
       if (!firstVisit(other, visit)) continue
       const blocking = other.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
-      if (other.state !== "parked" || (blocking?.length ?? 0) > 0) continue
+      if (other.state !== "parked" || (blocking?.length ?? 0) > 0 || !heldFree(other)) continue
       let j = freed.length
       while (j > at + 1 && before(other, freed[j - 1]!)) j--
       freed.splice(j, 0, other)
     }
   }
 
-  /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
-  private parkAgain(node: Node, tokens: Array<number> | undefined, follow = 0): void {
+  /**
+   * Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token
+   * is `follow`) and, in a run nobody observes, on `count` conflicts with holders of its keys.
+   */
+  private parkAgain(node: Node, tokens: Array<number> | undefined, follow: number, count: number): void {
     const wait = node.wait!
     wait.blockingTokens = tokens
+    wait.counted = true
+    wait.held = count
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
       this.waitersOf(follow).push(node)
@@ -243,6 +307,9 @@ export class ClaimGate {
       use.used += claim.amount
       use.holders.add(node)
     }
+    if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) {
+      this.intents.eachConflict(request.keys, this.count, node)
+    }
   }
 
   private unhold(node: Node): void {
@@ -256,16 +323,24 @@ export class ClaimGate {
     const request = node.request!
     this.handOver(node, lease)
     this.dropIntent(node)
-    if (this.intents.size > 0) this.passOver(node, request, lease)
+    if (this.intents.size > 0) this.passOver(node, request)
     this.host.granted(node, lease)
   }
 
   /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
   /** `tokens` (no repeats) becomes the node's own list. */
-  private park(node: Node, tokens: Array<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
+  /** `count` (a run nobody observes): its conflicts with holders of its keys, counted by key from now on; -1: not counted. */
+  private park(
+    node: Node,
+    tokens: Array<number>,
+    describe: () => ReadonlyArray<ResourceLocks.Blocker>,
+    count = -1
+  ): void {
     const wait = waitOf(node)
     const blocking = tokens
     wait.blockingTokens = blocking
+    wait.counted = count >= 0
+    wait.held = count < 0 ? 0 : count
     for (const token of blocking) this.waitersOf(token).push(node)
     if (!wait.intent) {
       wait.intent = true
@@ -297,35 +372,29 @@ export class ClaimGate {
   }
 
   /**
-   * `node` was granted `lease`: each agent waiting for keys it now holds was overtaken by it on
-   * each of those keys if it came first (see `bypass`), and one parked on what held its keys before
-   * also waits for this lease (in a run nobody observes), so the release of those earlier holders
-   * does not wake it only to find this one holding its keys.
+   * `node` was granted its lease: each agent waiting for keys it now holds was overtaken by it on
+   * each of those keys if it came first (see `bypass`).
    */
-  private passOver(node: Node, request: Claims.Request, lease: ResourceLocks.Lease): void {
-    const mark = ++this.grants
-    const token = lease.id
-    const adds = !this.host.observing
-    let waiters: Array<Node> | undefined
-    this.intents.eachConflict(
-      request.keys,
-      (other, at) => {
-        const wait = other.wait!
-        if (wait.bypassMark !== mark) {
-          wait.bypassMark = mark
-          const blocking = wait.blockingTokens
-          if (adds && other.state === "parked" && blocking !== undefined && blocking.length > 0) {
-            addToken(blocking, token)
-            ;(waiters ??= this.waitersOf(token)).push(other)
-          }
-        }
-        if (before(other, node) && bypass(wait, at, mark) >= this.host.maxBypass && !wait.reserved) {
-          wait.reserved = true
-          this.reserved.add(other, other.request!.keys)
-        }
-      },
-      node
-    )
+  private passOver(node: Node, request: Claims.Request): void {
+    this.takeMark = ++this.grants
+    this.taker = node
+    this.intents.eachConflict(request.keys, this.overtake, node)
+    this.taker = undefined
+  }
+
+  private readonly overtake = (other: Node, at: object): void => {
+    const wait = other.wait!
+    const node = this.taker!
+    if (before(other, node) && bypass(wait, at, this.takeMark) >= this.host.maxBypass && !wait.reserved) {
+      wait.reserved = true
+      this.reserved.add(other, other.request!.keys)
+    }
+  }
+
+  /** A parked agent counted by key gains its conflicts with an agent that holds its keys now (see `letGo`). */
+  private readonly count = (other: Node): void => {
+    const wait = other.wait!
+    if (wait.counted && other.state === "parked") wait.held++
   }
 
   private waitersOf(token: number): Array<Node> {
@@ -417,6 +486,12 @@ const bypass = (wait: WaitState, key: object, mark: number): number => {
   if (marks[i] === mark) return counts[i]!
   marks[i] = mark
   return ++counts[i]!
+}
+
+/** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
+const heldFree = (node: Node): boolean => {
+  const wait = node.wait
+  return wait === undefined || !wait.counted || wait.held === 0
 }
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)
