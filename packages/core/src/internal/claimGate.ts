@@ -129,15 +129,41 @@ export class ClaimGate {
     return Effect.uninterruptible(Effect.suspend(attempt))
   }
 
-  releaseLocal(node: Node): void {
-    const request = node.request!
-    this.held.remove(node, request.keys)
-    for (const claim of request.pools) {
+  /**
+   * Releases a running agent's lease. In a run nobody observes its keys leave the run's view only
+   * once the lock service has released them, so an agent woken by key (see `letGo`) finds them free
+   * there too; its pools (whose waiters wait for the lease, see `poolTokens`) leave at once.
+   */
+  release(node: Node, lease: ResourceLocks.Lease): Effect.Effect<void> {
+    node.lease = undefined
+    if (this.host.observing) {
+      this.releaseLocal(node)
+      return this.host.locks.release(lease)
+    }
+    this.releasePools(node)
+    return Effect.ensuring(
+      this.host.locks.release(lease),
+      Effect.sync(() => this.releaseKeys(node))
+    )
+  }
+
+  private releaseLocal(node: Node): void {
+    this.releasePools(node)
+    this.releaseKeys(node)
+  }
+
+  private releasePools(node: Node): void {
+    for (const claim of node.request!.pools) {
       const use = this.pools.get(claim.pool)
       if (use === undefined) continue
       use.used -= claim.amount
       use.holders.delete(node)
     }
+  }
+
+  private releaseKeys(node: Node): void {
+    const request = node.request!
+    this.held.remove(node, request.keys)
     if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) this.letGo(node, request)
   }
 
@@ -307,9 +333,7 @@ export class ClaimGate {
       use.used += claim.amount
       use.holders.add(node)
     }
-    if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) {
-      this.intents.eachConflict(request.keys, this.count, node)
-    }
+    if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) this.passOver(node, request)
   }
 
   private unhold(node: Node): void {
@@ -323,7 +347,7 @@ export class ClaimGate {
     const request = node.request!
     this.handOver(node, lease)
     this.dropIntent(node)
-    if (this.intents.size > 0) this.passOver(node, request)
+    if (this.host.observing && this.intents.size > 0) this.passOver(node, request)
     this.host.granted(node, lease)
   }
 
@@ -372,8 +396,10 @@ export class ClaimGate {
   }
 
   /**
-   * `node` was granted its lease: each agent waiting for keys it now holds was overtaken by it on
-   * each of those keys if it came first (see `bypass`).
+   * `node` takes its keys (in a run nobody observes, when it holds them in the run's view; otherwise
+   * when it is granted its lease): each agent waiting for them is overtaken by it on each of those
+   * keys if it came first (see `bypass`), and a parked one counted by key gains its conflicts with
+   * it (`WaitState.held`), so it is woken only once every holder of its keys has let go (`letGo`).
    */
   private passOver(node: Node, request: Claims.Request): void {
     this.takeMark = ++this.grants
@@ -384,17 +410,12 @@ export class ClaimGate {
 
   private readonly overtake = (other: Node, at: object): void => {
     const wait = other.wait!
+    if (wait.counted && other.state === "parked") wait.held++
     const node = this.taker!
     if (before(other, node) && bypass(wait, at, this.takeMark) >= this.host.maxBypass && !wait.reserved) {
       wait.reserved = true
       this.reserved.add(other, other.request!.keys)
     }
-  }
-
-  /** A parked agent counted by key gains its conflicts with an agent that holds its keys now (see `letGo`). */
-  private readonly count = (other: Node): void => {
-    const wait = other.wait!
-    if (wait.counted && other.state === "parked") wait.held++
   }
 
   private waitersOf(token: number): Array<Node> {
