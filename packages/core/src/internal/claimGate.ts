@@ -364,7 +364,7 @@ export class ClaimGate {
     const blocking = tokens
     wait.blockingTokens = blocking
     wait.counted = count >= 0
-    wait.held = count < 0 ? 0 : count
+    wait.held = Math.max(count, 0)
     for (const token of blocking) this.waitersOf(token).push(node)
     if (!wait.intent) {
       wait.intent = true
