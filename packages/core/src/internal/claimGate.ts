@@ -25,8 +25,10 @@ interface PoolUse {
  * Decides when an agent with claims may start. Its own view of the run's leases (`held`, `pools`)
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
- * is released and it can start (see `wakeFreed`), and agents queued behind it may overtake it at
- * most `maxBypass` times on each of its keys (see `bypass`).
+ * is released and it can start (see `wakeFreed`); in a run nobody observes, the holders of its keys
+ * in the run are not leases it waits for but a count kept by key (`WaitState.held`, see `passOver`
+ * and `letGo`). Agents queued behind it may overtake it at most `maxBypass` times on each of its
+ * keys (see `bypass`).
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()
