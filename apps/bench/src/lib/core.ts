@@ -6,7 +6,8 @@ type AnyAgent = Core.Agent.Agent<unknown, unknown, never>
 
 let loaded: Promise<CoreModule> | undefined
 
-export const core = (): Promise<CoreModule> => (loaded ??= import("@corral/core"))
+/** `@corral/core`, or the copy of its `src/index.ts` that `CORRAL_CORE` names (A/B of two versions in alternating processes). */
+export const core = (): Promise<CoreModule> => (loaded ??= import(process.env.CORRAL_CORE ?? "@corral/core"))
 
 const describeFailures = (result: Core.RunResult.RunResult): string => {
   const first = result.failed[0]

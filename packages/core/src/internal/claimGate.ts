@@ -25,8 +25,10 @@ interface PoolUse {
  * Decides when an agent with claims may start. Its own view of the run's leases (`held`, `pools`)
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
- * is released and it can start (see `wakeFreed`), and agents queued behind it may overtake it at
- * most `maxBypass` times on each of its keys (see `bypass`).
+ * is released and it can start (see `wakeFreed`); in a run nobody observes, the holders of its keys
+ * in the run are not leases it waits for but a count kept by key (`WaitState.held`, see `passOver`
+ * and `letGo`). Agents queued behind it may overtake it at most `maxBypass` times on each of its
+ * keys (see `bypass`).
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()
@@ -36,8 +38,14 @@ export class ClaimGate {
   /** The agents parked on each token; an agent may be listed more than once (see `visit`). */
   private readonly parkedOn = new Map<number, Array<Node>>()
   private visits = 0
+  private batches = 0
   private releaseEpoch = 0
   private grants = 0
+  /** `heldConflicts`' tally and `takeOver`'s taker and grant mark (fields: no closure per walk). */
+  private hits = 0
+  private taker: Node | undefined = undefined
+  private takeMark = 0
+  private letGoFreed: Array<Node> | undefined = undefined
   private readonly host: GateHost
 
   constructor(host: GateHost) {
@@ -51,18 +59,45 @@ export class ClaimGate {
       this.park(node, [reservedToken(reserved)], () => this.reservedBy(node, reserved))
       return false
     }
-    const tokens = this.localTokens(request)
-    if (tokens.length === 0) {
+    if (this.host.observing) {
+      const tokens = this.localTokens(request)
+      if (tokens.length === 0) {
+        this.hold(node, request)
+        return true
+      }
+      this.park(node, tokens, this.localBlockers(node))
+      return false
+    }
+    const count = this.heldConflicts(request)
+    const tokens = this.poolTokens(request)
+    if (count === 0 && tokens.length === 0) {
       this.hold(node, request)
       return true
     }
-    this.park(node, tokens, this.localBlockers(node))
+    this.park(node, tokens, this.localBlockers(node), count)
     return false
+  }
+
+  /** How many conflicting claim pairs the agents holding keys in the run's view have with `request`. */
+  private heldConflicts(request: Claims.Request): number {
+    if (this.held.size === 0 || request.keys.length === 0) return 0
+    this.hits = 0
+    this.held.eachConflict(request.keys, this.countHit)
+    return this.hits
+  }
+
+  private readonly countHit = (): void => {
+    this.hits++
   }
 
   /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
   private localTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
     if (this.held.size > 0) this.held.eachConflict(request.keys, (holder) => addToken(tokens, holderToken(holder)))
+    return this.poolTokens(request, tokens)
+  }
+
+  /** The leases (or reserved tokens) in this run that hold a pool `request` does not fit in, added to `tokens`. */
+  private poolTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
       if (use !== undefined && use.used + claim.amount > claim.capacity) {
@@ -96,15 +131,60 @@ export class ClaimGate {
     return Effect.uninterruptible(Effect.suspend(attempt))
   }
 
-  releaseLocal(node: Node): void {
-    const request = node.request!
-    this.held.remove(node, request.keys)
-    for (const claim of request.pools) {
+  /**
+   * Releases a running agent's lease. In a run nobody observes its keys leave the run's view only
+   * once the lock service has released them, so an agent woken by key (see `letGo`) finds them free
+   * there too; its pools (whose waiters wait for the lease, see `poolTokens`) leave at once.
+   */
+  release(node: Node, lease: ResourceLocks.Lease): Effect.Effect<void> {
+    node.lease = undefined
+    if (this.host.observing) {
+      this.releaseLocal(node)
+      return this.host.locks.release(lease)
+    }
+    this.releasePools(node)
+    return Effect.ensuring(
+      this.host.locks.release(lease),
+      Effect.sync(() => this.releaseKeys(node))
+    )
+  }
+
+  private releaseLocal(node: Node): void {
+    this.releasePools(node)
+    this.releaseKeys(node)
+  }
+
+  private releasePools(node: Node): void {
+    for (const claim of node.request!.pools) {
       const use = this.pools.get(claim.pool)
       if (use === undefined) continue
       use.used -= claim.amount
       use.holders.delete(node)
     }
+  }
+
+  private releaseKeys(node: Node): void {
+    const request = node.request!
+    this.held.remove(node, request.keys)
+    if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) this.letGo(node, request)
+  }
+
+  /**
+   * `node` let go of its keys in the run's view: each parked agent counted by key (`WaitState.held`)
+   * loses its conflicts with it, and one left with none and no token to wait for is woken now.
+   */
+  private letGo(node: Node, request: Claims.Request): void {
+    this.intents.eachConflict(request.keys, this.uncount, node)
+    const freed = this.letGoFreed
+    if (freed === undefined) return
+    this.letGoFreed = undefined
+    this.wakeFreed(freed)
+  }
+
+  private readonly uncount = (other: Node): void => {
+    const wait = other.wait!
+    if (!wait.counted || other.state !== "parked") return
+    if (--wait.held === 0 && (wait.blockingTokens?.length ?? 0) === 0) (this.letGoFreed ??= []).push(other)
   }
 
   onRelease(token: number): void {
@@ -119,7 +199,7 @@ export class ClaimGate {
       if (!firstVisit(node, visit)) continue
       const blocking = node.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
-      if (node.state === "parked" && (blocking?.length ?? 0) === 0) (freed ??= []).push(node)
+      if (node.state === "parked" && (blocking?.length ?? 0) === 0 && heldFree(node)) (freed ??= []).push(node)
     }
     if (freed !== undefined) this.wakeFreed(freed)
   }
@@ -142,26 +222,33 @@ export class ClaimGate {
     const tails: Array<Node> = []
     const chains: Array<string | undefined> = []
     let wake = false
+    const batch = ++this.batches
     for (let i = 0; i < freed.length; i++) {
       const node = freed[i]!
       const request = node.request!
       if (request.keys.length > 0 && !this.host.observing) {
+        const wait = node.wait!
+        // Examined once per batch: a release can free an agent both by key and by token.
+        if (wait.batchMark === batch) continue
+        wait.batchMark = batch
+        const count = wait.counted ? 0 : this.heldConflicts(request)
         const ahead = conflicting(request, woken)
         if (ahead >= 0) {
           const first = woken[ahead]!
           const key = (chains[ahead] ??= sharedWrite(request, first.request!))
           const joins = key !== "" && writes(request, key)
-          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first))
+          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first), count)
           if (joins) tails[ahead] = node
-          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
+          if (!wait.reserved) this.freeFollowers(node, freed, i)
           continue
         }
-        const tokens = this.localTokens(request, node.wait!.blockingTokens)
-        if (tokens.length > 0) {
-          this.parkAgain(node, tokens)
-          if (!node.wait!.reserved) this.freeFollowers(node, freed, i)
+        const tokens = this.poolTokens(request, wait.blockingTokens)
+        if (count > 0 || tokens.length > 0) {
+          this.parkAgain(node, tokens, 0, count)
+          if (!wait.reserved) this.freeFollowers(node, freed, i)
           continue
         }
+        wait.counted = false
         woken.push(node)
         tails.push(node)
         chains.push(undefined)
@@ -184,17 +271,22 @@ export class ClaimGate {
       if (!firstVisit(other, visit)) continue
       const blocking = other.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
-      if (other.state !== "parked" || (blocking?.length ?? 0) > 0) continue
+      if (other.state !== "parked" || (blocking?.length ?? 0) > 0 || !heldFree(other)) continue
       let j = freed.length
       while (j > at + 1 && before(other, freed[j - 1]!)) j--
       freed.splice(j, 0, other)
     }
   }
 
-  /** Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token is `follow`). */
-  private parkAgain(node: Node, tokens: Array<number> | undefined, follow = 0): void {
+  /**
+   * Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token
+   * is `follow`) and, in a run nobody observes, on `count` conflicts with holders of its keys.
+   */
+  private parkAgain(node: Node, tokens: Array<number> | undefined, follow: number, count: number): void {
     const wait = node.wait!
     wait.blockingTokens = tokens
+    wait.counted = true
+    wait.held = count
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
       this.waitersOf(follow).push(node)
@@ -243,6 +335,7 @@ export class ClaimGate {
       use.used += claim.amount
       use.holders.add(node)
     }
+    if (!this.host.observing && this.intents.size > 0 && request.keys.length > 0) this.passOver(node, request)
   }
 
   private unhold(node: Node): void {
@@ -256,16 +349,24 @@ export class ClaimGate {
     const request = node.request!
     this.handOver(node, lease)
     this.dropIntent(node)
-    if (this.intents.size > 0) this.passOver(node, request, lease)
+    if (this.host.observing && this.intents.size > 0) this.passOver(node, request)
     this.host.granted(node, lease)
   }
 
   /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
   /** `tokens` (no repeats) becomes the node's own list. */
-  private park(node: Node, tokens: Array<number>, describe: () => ReadonlyArray<ResourceLocks.Blocker>): void {
+  /** `count` (a run nobody observes): its conflicts with holders of its keys, counted by key from now on; -1: not counted. */
+  private park(
+    node: Node,
+    tokens: Array<number>,
+    describe: () => ReadonlyArray<ResourceLocks.Blocker>,
+    count = -1
+  ): void {
     const wait = waitOf(node)
     const blocking = tokens
     wait.blockingTokens = blocking
+    wait.counted = count >= 0
+    wait.held = Math.max(count, 0)
     for (const token of blocking) this.waitersOf(token).push(node)
     if (!wait.intent) {
       wait.intent = true
@@ -297,35 +398,26 @@ export class ClaimGate {
   }
 
   /**
-   * `node` was granted `lease`: each agent waiting for keys it now holds was overtaken by it on
-   * each of those keys if it came first (see `bypass`), and one parked on what held its keys before
-   * also waits for this lease (in a run nobody observes), so the release of those earlier holders
-   * does not wake it only to find this one holding its keys.
+   * `node` takes its keys (in a run nobody observes, when it holds them in the run's view; otherwise
+   * when it is granted its lease): each agent waiting for them is overtaken by it on each of those
+   * keys if it came first (see `bypass`), and a parked one counted by key gains its conflicts with
+   * it (`WaitState.held`), so it is woken only once every holder of its keys has let go (`letGo`).
    */
-  private passOver(node: Node, request: Claims.Request, lease: ResourceLocks.Lease): void {
-    const mark = ++this.grants
-    const token = lease.id
-    const adds = !this.host.observing
-    let waiters: Array<Node> | undefined
-    this.intents.eachConflict(
-      request.keys,
-      (other, at) => {
-        const wait = other.wait!
-        if (wait.bypassMark !== mark) {
-          wait.bypassMark = mark
-          const blocking = wait.blockingTokens
-          if (adds && other.state === "parked" && blocking !== undefined && blocking.length > 0) {
-            addToken(blocking, token)
-            ;(waiters ??= this.waitersOf(token)).push(other)
-          }
-        }
-        if (before(other, node) && bypass(wait, at, mark) >= this.host.maxBypass && !wait.reserved) {
-          wait.reserved = true
-          this.reserved.add(other, other.request!.keys)
-        }
-      },
-      node
-    )
+  private passOver(node: Node, request: Claims.Request): void {
+    this.takeMark = ++this.grants
+    this.taker = node
+    this.intents.eachConflict(request.keys, this.overtake, node)
+    this.taker = undefined
+  }
+
+  private readonly overtake = (other: Node, at: object): void => {
+    const wait = other.wait!
+    if (wait.counted && other.state === "parked") wait.held++
+    const node = this.taker!
+    if (before(other, node) && bypass(wait, at, this.takeMark) >= this.host.maxBypass && !wait.reserved) {
+      wait.reserved = true
+      this.reserved.add(other, other.request!.keys)
+    }
   }
 
   private waitersOf(token: number): Array<Node> {
@@ -417,6 +509,12 @@ const bypass = (wait: WaitState, key: object, mark: number): number => {
   if (marks[i] === mark) return counts[i]!
   marks[i] = mark
   return ++counts[i]!
+}
+
+/** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
+const heldFree = (node: Node): boolean => {
+  const wait = node.wait
+  return wait === undefined || !wait.counted || wait.held === 0
 }
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)

@@ -25,7 +25,6 @@ export class WaitState {
   bypassCounts: Array<number> | undefined = undefined
   /** The grant that last counted each key, so a grant counts once per key. */
   bypassMarks: Array<number> | undefined = undefined
-  bypassMark = 0
   /** The last walk over a token's waiters that met this agent (see `ClaimGate`). */
   visitMark = 0
   reserved = false
@@ -33,6 +32,14 @@ export class WaitState {
   timer = false
   /** The leases and reserved tokens it waits for, each once. */
   blockingTokens: Array<number> | undefined = undefined
+  /**
+   * In a run nobody observes, while `counted`: how many conflicting claim pairs agents holding keys
+   * in the run's view have with it, kept by key as they take and let go of them (see `ClaimGate`).
+   */
+  held = 0
+  counted = false
+  /** The last `wakeFreed` batch that examined it. */
+  batchMark = 0
   tokenKey = ""
   describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
   describeLocal: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined

@@ -780,9 +780,7 @@ class Runner<A, E, R> implements ExecHost {
   private releaseClaims(node: Node): Effect.Effect<void> {
     const lease = node.lease
     if (lease === undefined) return Effect.void
-    this.gate!.releaseLocal(node)
-    node.lease = undefined
-    return this.locks.release(lease)
+    return this.gate!.release(node, lease)
   }
 
   private remember(node: Node, outcome: Outcome.Succeeded): Effect.Effect<void> {
