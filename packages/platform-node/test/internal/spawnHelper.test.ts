@@ -1,5 +1,6 @@
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { createReadStream, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from "node:fs"
+import { readFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
@@ -27,23 +28,43 @@ const exec = (helper: SpawnHelper, request: Partial<ExecRequest>, signal?: Abort
     )
   )
 
-/** Polls a condition; the deadline is generous because a loaded machine can be slow to reap. */
-const waitUntil = async (condition: () => boolean, what: string, ms = 30_000) => {
-  const deadline = Date.now() + ms
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+let fifos = 0
+
+/** A new named pipe in the test folder. */
+const fifo = (name: string): string => {
+  const file = join(dir, `${name}-${fifos++}`)
+  execFileSync("mkfifo", [file])
+  return file
 }
 
-const startParent = (mode: string): { child: ChildProcess; lines: AsyncIterator<string> } => {
+/** What a command writes to `file` (a named pipe): resolves once the command closed it. */
+const readPipe = (file: string): Promise<string> => readFile(file, "utf8")
+
+/**
+ * Resolves when every process holding the write end of `stream` has exited (end of file): no
+ * polling, and no deadline but the test's own.
+ */
+const closed = (stream: NodeJS.ReadableStream): Promise<void> =>
+  new Promise((resolve) => {
+    stream.on("data", () => undefined)
+    stream.once("end", () => resolve())
+  })
+
+/**
+ * Starts a parent of the helper. Its standard error is a pipe of this test that the helper inherits
+ * (`stdio: [.., .., "inherit"]` in `SpawnHelper`), so `gone` resolves once the parent and the helper
+ * have both exited.
+ */
+const startParent = (mode: string): { child: ChildProcess; lines: AsyncIterator<string>; gone: Promise<void> } => {
   const child = spawn(process.execPath, [fixture, mode], {
     cwd: dir,
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["ignore", "pipe", "pipe"],
     detached: true
   })
+  child.stderr!.pipe(process.stderr, { end: false })
+  const gone = closed(child.stderr!)
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
-  return { child, lines }
+  return { child, lines, gone }
 }
 
 const nextMessage = async (lines: AsyncIterator<string>) => {
@@ -197,19 +218,18 @@ describe("SpawnHelper", () => {
   it("stops a command whose caller aborts", async () => {
     await helper.ready()
     const controller = new AbortController()
-    const pidFile = join(dir, "aborted.pid")
-    const done = exec(helper, { args: ["-c", `echo $$ > ${pidFile}; exec sleep 1000`] }, controller.signal)
-    let pid = 0
-    await waitUntil(() => {
-      try {
-        pid = Number(readFileSync(pidFile, "utf8"))
-      } catch {
-        return false
-      }
-      return pid > 0
-    }, "the command wrote its pid")
+    const pidPipe = fifo("aborted.pid")
+    const holds = fifo("aborted.holds")
+    const done = exec(
+      helper,
+      { args: ["-c", `exec 3>${holds}; echo $$ > ${pidPipe}; exec sleep 1000`] },
+      controller.signal
+    )
+    const gone = closed(createReadStream(holds))
+    const pid = Number(await readPipe(pidPipe))
+    assert.isTrue(isAlive(pid))
     controller.abort()
-    await waitUntil(() => !isAlive(pid), "the aborted command is gone")
+    await gone
     void done
   })
 
@@ -231,21 +251,16 @@ describe("SpawnHelper", () => {
   it("fails a command in flight when the helper dies, and runs later commands itself", async () => {
     const doomed = new SpawnHelper()
     const pid = (await doomed.ready())!
-    const pidFile = join(dir, "orphan.pid")
-    const inFlight = exec(doomed, { args: ["-c", `echo $$ > ${pidFile}; exec sleep 1000`] })
-    await waitUntil(() => {
-      try {
-        return Number(readFileSync(pidFile, "utf8")) > 0
-      } catch {
-        return false
-      }
-    }, "the command started")
+    const pidPipe = fifo("orphan.pid")
+    const inFlight = exec(doomed, { args: ["-c", `echo $$ > ${pidPipe}; exec sleep 1000`] })
+    const orphan = Number(await readPipe(pidPipe))
+    assert.isTrue(orphan > 0)
     process.kill(pid, "SIGKILL")
     const lost = await inFlight
     assert.strictEqual(lost.error?.code, "EHELPER")
     assert.match(doomed.unavailable ?? "", /exited/)
     assert.strictEqual((await exec(doomed, { args: ["-c", "echo $PPID"] })).stdout.trim(), String(process.pid))
-    process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL")
+    process.kill(orphan, "SIGKILL")
   })
 
   it("starts before any command when asked, and its first command runs in it", async () => {
@@ -259,40 +274,41 @@ describe("SpawnHelper", () => {
   })
 
   it("started and never used, does not keep its parent alive and leaves with it", async () => {
-    const { child, lines } = startParent("start")
+    const { child, lines, gone } = startParent("start")
     const message = await nextMessage(lines)
     assert.strictEqual(message.out, "started")
     assert.isNumber(message.helper)
     assert.strictEqual(await exited(child), 0)
-    await waitUntil(() => !isAlive(message.helper!), "the helper is gone")
+    await gone
   })
 
   it("does not keep its parent alive", async () => {
-    const { child, lines } = startParent("exit")
+    const { child, lines, gone } = startParent("exit")
     const message = await nextMessage(lines)
     assert.strictEqual(message.out, "once")
     assert.strictEqual(await exited(child), 0)
-    await waitUntil(() => !isAlive(message.helper!), "the helper is gone")
+    await gone
   })
 
   it("dies with its parent on kill -9", async () => {
-    const { child, lines } = startParent("hold")
+    const { child, lines, gone } = startParent("hold")
     const message = await nextMessage(lines)
     assert.strictEqual(message.out, "held")
     assert.isTrue(isAlive(message.helper!))
+    assert.strictEqual(readlinkSync(`/proc/${message.helper}/fd/2`), readlinkSync(`/proc/${child.pid}/fd/2`))
     process.kill(child.pid!, "SIGKILL")
     await exited(child)
-    await waitUntil(() => !isAlive(message.helper!), "the helper is gone")
+    await gone
   })
 
   it("survives a Ctrl-C to the whole group, serves the parent's cleanup, and leaves with the parent", async () => {
-    const { child, lines } = startParent("sigint")
+    const { child, lines, gone } = startParent("sigint")
     const armed = await nextMessage(lines)
     assert.strictEqual(armed.out, "armed")
     process.kill(-child.pid!, "SIGINT")
     const after = await nextMessage(lines)
     assert.deepStrictEqual(after, { helper: armed.helper, out: "after-sigint" })
     assert.strictEqual(await exited(child), 0)
-    await waitUntil(() => !isAlive(armed.helper!), "the helper is gone")
+    await gone
   })
 })
