@@ -1040,3 +1040,35 @@ const keyOf = (node: Node, deps: AgentModule.Deps): string | undefined => {
     return undefined
   }
 }
+
+/**
+ * One object of each class a run makes, made when the module loads and never run, kept for the
+ * life of the process. V8 forgets a hidden class (map) once no object of it is left and a full GC
+ * runs, and then deoptimises every function whose optimised code embeds it ("embedded weak objects
+ * cleared" in `--trace-deopt`): without these, the first run after each full GC (every second run of
+ * 100k agents) ran the worker loop, the queue and the node's getters unoptimised again and compiled
+ * them again. The same reason as `succeededShape` in `execute.ts`.
+ */
+export const shapes: ReadonlyArray<unknown> = (() => {
+  const services: Services = {
+    locks: undefined as never,
+    held: undefined,
+    parent: undefined,
+    annotations: {},
+    queue: undefined,
+    limiter: undefined,
+    localLimiter: false,
+    ledger: undefined,
+    tracing: false
+  }
+  const clock = Context.get(Context.empty(), Clock.Clock)
+  const runner = new Runner<unknown, unknown, never>([], {}, 1, "", Number.NaN, clock, services)
+  const agent = AgentModule.make("shape", { run: Effect.void })
+  const fiber = Effect.runFork(Effect.void)
+  return [
+    new Stint(runner, fiber, Context.empty()),
+    new Compact([agent]),
+    plainNode(0, agent),
+    Effect.matchCauseEffect(Effect.void, { onSuccess: () => Effect.void, onFailure: () => Effect.void })
+  ]
+})()
