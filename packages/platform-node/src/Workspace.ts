@@ -122,6 +122,16 @@ export interface OverlayLayers {
 }
 
 /**
+ * Why this machine cannot mount an overlay workspace (not Linux, no `unshare`, no unprivileged user
+ * namespaces or overlayfs), or `undefined` when it can. Probes once per process (one mount in a
+ * throwaway namespace).
+ *
+ * @since 0.1.0
+ * @category workspaces
+ */
+export const overlayProblem = (): string | undefined => overlay.overlayProblem()
+
+/**
  * The command prefix that runs a command (its argv appended) inside an overlay workspace's view,
  * mounted at `handle.dir`, with `handle.dir` as its working folder; `undefined` for any other
  * workspace. The mount lives in a private mount namespace (`unshare -rm`) and ends with the command.

@@ -162,7 +162,7 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     })
   )
 
-  it.live("uncommitted changes keep the workspace and its snapshot; a failed set-up leaves nothing", () =>
+  it.live("uncommitted changes keep the workspace, its upper folder and its snapshot", () =>
     Effect.gen(function* () {
       const repo = yield* makeRepo
       const log = releases()
@@ -203,6 +203,46 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit)) assert.include(String(exit.cause), "OverlayUnavailable")
       assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "r4")))
+      assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+    })
+  )
+
+  it.live("gc removes what a killed run's overlay workspaces left, and keeps one holding uncommitted work", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const stateDir = path.join(repo, ".corral")
+      // Scopes that are never closed: the run died without releasing anything.
+      const leaked = yield* Scope.make()
+      const [clean, dirty] = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          const clean = yield* ws.acquire({ repo, runId: "dead", agentId: "clean", overlay: true })
+          const dirty = yield* ws.acquire({ repo, runId: "dead", agentId: "dirty", overlay: true })
+          return [clean, dirty] as const
+        })
+      ).pipe(Scope.provide(leaked))
+      yield* inView(clean, "printf scratch > debug.log")
+      yield* inView(dirty, "printf work >> a.txt")
+      const report = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.gc({ repo })
+        })
+      ).pipe(Effect.scoped)
+      assert.deepInclude(report.removed, { kind: "worktree", target: clean.dir })
+      assert.isTrue(report.kept.some((item) => item.kind === "worktree" && item.target === dirty.dir))
+      assert.isTrue(report.kept.some((item) => item.kind === "overlay"))
+      assert.isTrue(fs.existsSync(path.join(dirty.overlay!.upper, "a.txt")))
+      yield* inView(dirty, "git checkout -- a.txt")
+      const again = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.gc({ repo })
+        })
+      ).pipe(Effect.scoped)
+      assert.deepStrictEqual(again.kept, [])
+      assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
       assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
     })
   )

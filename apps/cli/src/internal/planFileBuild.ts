@@ -66,6 +66,7 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     secrets: unique(agent.secrets),
     inheritEnv: agent.inheritEnv ?? false,
     sparse: agent.sparse ?? false,
+    overlay: agent.overlay ?? false,
     inputs: unique(agent.inputs),
     rateLimit: agent.rateLimit,
     estimateMs: agent.estimate,

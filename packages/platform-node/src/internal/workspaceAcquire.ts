@@ -15,14 +15,19 @@ import {
   makeAgentDirs,
   namespaceOf
 } from "./workspaceEnv.ts"
-import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
+import {
+  BranchAlreadyExists,
+  NotAGitRepository,
+  UnsupportedStrategy,
+  WorkspaceIoError,
+  type WorkspaceError
+} from "./workspaceErrors.ts"
 import { attempt, copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
 import {
-  changedPaths,
-  inMount,
-  isEmpty,
+  baseFile,
   layersOf,
+  overlayDirty,
   type OverlayLayers,
   releaseSnapshot,
   requireOverlay,
@@ -598,6 +603,7 @@ const setUpOverlay = (options: AcquireOptions, placement: Placement, unshare: st
       await fs.mkdir(layers.upper, { recursive: true })
       await fs.mkdir(layers.work, { recursive: true })
       await fs.copyFile(path.join(placement.dir, ".git"), path.join(layers.upper, ".git"))
+      await fs.writeFile(baseFile(layers), placement.baseCommit!)
     })
     yield* Effect.uninterruptible(
       Effect.tap(useSnapshot(placement.root, placement.stateDir, options.runId, placement.baseCommit!), () =>
@@ -631,20 +637,8 @@ const dropOverlay = (runId: string, placement: Placement) =>
   })
 
 /** Whether the overlay's upper folder holds changes the agent's branch does not have (ignored files aside). */
-const overlayDirty = (placement: Placement) =>
-  Effect.gen(function* () {
-    const { layers, unshare } = placement.overlay!
-    const found = yield* changedPaths(layers)
-    const changes = { ...found, paths: found.paths.filter((p) => !placement.copied.includes(p)) }
-    if (isEmpty(changes)) return false
-    const run = inMount(unshare, layers, placement.dir, changes)
-    const status = yield* git(["status", "--porcelain", "--untracked-files=all", "--", ...run.paths], {
-      cwd: placement.dir,
-      via: run.via,
-      env: run.env
-    })
-    return status.length > 0
-  })
+const overlayDirtyOf = (placement: Placement) =>
+  overlayDirty(placement.overlay!.unshare, placement.overlay!.layers, placement.dir, placement.copied)
 
 /** The release of an overlay workspace: kept with its snapshot when dirty, else every layer removed. */
 const releaseOverlay = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement): Release =>
@@ -654,7 +648,7 @@ const releaseOverlay = (deps: AcquireDeps, repo: RepoInfo, runId: string, placem
       yield* dropOverlay(runId, placement)
       return outcome
     }
-    if (yield* overlayDirty(placement)) {
+    if (yield* overlayDirtyOf(placement)) {
       const upper = placement.overlay!.layers.upper
       return {
         workspace: "kept",
@@ -878,6 +872,13 @@ export const acquireWorkspace = (
     const sparse = given.sparse === undefined ? undefined : yield* normalizeFolders(given.agentId, given.sparse)
     const options: AcquireOptions = { ...given, sparse }
     const strategy = options.strategy ?? "worktree"
+    if (options.overlay === true && strategy !== "worktree") {
+      return yield* new UnsupportedStrategy({
+        agentId: options.agentId,
+        strategy,
+        operation: "set up an overlay workspace"
+      })
+    }
     const created: { dirs?: AgentDirs | undefined } = {}
     const dir =
       strategy === "none"

@@ -391,3 +391,24 @@ export const inMount = (unshare: string, layers: OverlayLayers, dir: string, cha
 }
 
 export const isEmpty = (changes: Changes) => changes.paths.length === 0 && changes.probes.length === 0
+
+/** The base commit an agent's overlay was set up at (written at acquire, read by gc). */
+export const baseFile = (layers: OverlayLayers) => path.join(path.dirname(layers.upper), "base")
+
+/**
+ * Whether an overlay workspace holds changes its branch does not have (ignored files aside): a
+ * `git status` of the upper folder's paths alone, in the mount.
+ */
+export const overlayDirty = (unshare: string, layers: OverlayLayers, dir: string, skip: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const found = yield* changedPaths(layers)
+    const changes = { ...found, paths: found.paths.filter((p) => !skip.includes(p)) }
+    if (isEmpty(changes)) return false
+    const run = inMount(unshare, layers, dir, changes)
+    const status = yield* git(["status", "--porcelain", "--untracked-files=all", "--", ...run.paths], {
+      cwd: dir,
+      via: run.via,
+      env: run.env
+    })
+    return status.length > 0
+  })
