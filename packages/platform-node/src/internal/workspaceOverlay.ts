@@ -307,7 +307,12 @@ export const drainSnapshots = (runId: string) =>
         const state = runs.get(runDir)!
         runs.delete(runDir)
         const used = [...state.byCommit.entries()].filter(([, snapshot]) => snapshot.users > 0)
-        if (used.length === 0) return removePath(runDir).pipe(Effect.ignore)
+        if (used.length === 0) {
+          return removePath(runDir).pipe(
+            Effect.ignore,
+            Effect.andThen(Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined)))
+          )
+        }
         const keep = new Set(used.map(([commit]) => commit))
         return attempt("list", runDir, () => fs.readdir(path.join(runDir, "snapshots")).catch(() => [])).pipe(
           Effect.flatMap((names) =>
