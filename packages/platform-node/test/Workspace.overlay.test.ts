@@ -143,7 +143,10 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
             sh(repo, "ls-files", "--with-tree", second, "--", "src/y"),
             sh(repo, "ls-tree", "--name-only", second, "--", "src/y")
           )
-          assert.strictEqual(fs.readdirSync(path.join(stateDir, "overlay", "r2", "snapshots")).length, 2)
+          assert.deepStrictEqual(
+            fs.readdirSync(path.join(stateDir, "overlay", "r2", "snapshots")).sort(),
+            [first, `${first}.index`, second, `${second}.index`].sort()
+          )
           const integration = yield* ws.integration({ repo, runId: "r2", base: first })
           yield* integration.commitAll(one, "one")
         }).pipe(Effect.scoped)

@@ -26,6 +26,7 @@ import { attempt, copyFile, copyTree, exists, removePath, stampTree } from "./wo
 import { appendRecord } from "./runRegistry.ts"
 import {
   baseFile,
+  indexOf,
   layersOf,
   overlayDirty,
   type OverlayLayers,
@@ -67,6 +68,7 @@ import {
   takeMergedTip,
   userCheckoutDirty,
   validateId,
+  worktreeGitDir,
   worktreeState
 } from "./workspaceRepo.ts"
 
@@ -612,7 +614,10 @@ const setUpOverlay = (options: AcquireOptions, placement: Placement, unshare: st
         })
       )
     )
-    yield* git(["read-tree", "HEAD"], { cwd: placement.dir })
+    const gitDir = yield* worktreeGitDir(placement.dir)
+    yield* attempt("write the index of", placement.dir, () =>
+      fs.copyFile(indexOf(layers.lower), path.join(gitDir!, "index"))
+    )
   })
 
 const dropOverlay = (runId: string, placement: Placement) =>

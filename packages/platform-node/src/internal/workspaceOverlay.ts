@@ -24,7 +24,7 @@
  * command or a commit runs → removed at release (or kept with its snapshot when it holds uncommitted
  * changes).
  */
-import { spawnSync } from "node:child_process"
+import { execFile, spawnSync } from "node:child_process"
 import * as fs from "node:fs/promises"
 import * as fsSync from "node:fs"
 import * as os from "node:os"
@@ -142,6 +142,8 @@ export const layersOf = (stateDir: string, runId: string, agentId: string, commi
   }
 }
 
+const removeSnapshot = (dir: string) => Effect.andThen(removePath(indexOf(dir)), removePath(dir)).pipe(Effect.ignore)
+
 interface Snapshot {
   users: number
   readonly ready: Effect.Effect<void, WorkspaceError>
@@ -164,24 +166,35 @@ const runSnapshots = (runDir: string) => {
   return found
 }
 
-const withTempIndex = <A>(use: (env: Record<string, string>) => Effect.Effect<A, WorkspaceError>) =>
-  Effect.acquireUseRelease(
-    attempt("create temporary folder in", os.tmpdir(), () => fs.mkdtemp(path.join(os.tmpdir(), "corral-snapshot-"))),
-    (dir) => use({ GIT_INDEX_FILE: path.join(dir, "index") }),
-    (dir) => Effect.promise(() => fs.rm(dir, { recursive: true, force: true }))
-  )
+/** A snapshot's index: `commit` read into it (no stat data), copied as the index of each agent starting there. */
+export const indexOf = (snapshot: string) => `${snapshot}.index`
 
-/** Writes `paths` of `commit` under `dir` (every file when `paths` is undefined). */
-const checkOutInto = (root: string, commit: string, dir: string, paths: ReadonlyArray<string> | undefined) =>
-  withTempIndex((env) =>
-    Effect.gen(function* () {
-      yield* git(["read-tree", commit], { cwd: root, env })
-      const prefix = `--prefix=${dir}/`
-      if (paths === undefined) yield* git(["checkout-index", "--all", "--force", prefix], { cwd: root, env })
-      else if (paths.length > 0) {
-        yield* git(["checkout-index", "--force", "-z", "--stdin", prefix], { cwd: root, env, input: paths.join("\0") })
-      }
-    })
+/**
+ * Writes `paths` of `commit` under `dir` (every file when `paths` is undefined), through the index
+ * `index` of `commit`, which stays for the agents.
+ */
+const checkOutInto = (
+  root: string,
+  commit: string,
+  dir: string,
+  index: string,
+  paths: ReadonlyArray<string> | undefined
+) =>
+  Effect.gen(function* () {
+    const env = { GIT_INDEX_FILE: index }
+    yield* git(["read-tree", commit], { cwd: root, env })
+    const prefix = `--prefix=${dir}/`
+    if (paths === undefined) yield* git(["checkout-index", "--all", "--force", prefix], { cwd: root, env })
+    else if (paths.length > 0) {
+      yield* git(["checkout-index", "--force", "-z", "--stdin", prefix], { cwd: root, env, input: paths.join("\0") })
+    }
+  })
+
+const linkTree = (from: string, to: string) =>
+  new Promise<void>((resolve, reject) =>
+    execFile("cp", ["-al", "--", from, to], { encoding: "utf8" }, (error, _stdout: string, stderr: string) =>
+      error === null ? resolve() : reject(new Error(stderr.trim() || error.message))
+    )
   )
 
 const pruneEmptyParents = async (top: string, file: string) => {
@@ -197,12 +210,9 @@ const pruneEmptyParents = async (top: string, file: string) => {
 }
 
 /** A hard-link farm of `from` (at `fromCommit`) turned into `commit`: only the changed paths are rewritten. */
-const derive = (root: string, from: string, fromCommit: string, commit: string, dir: string) =>
+const derive = (root: string, from: string, fromCommit: string, commit: string, dir: string, index: string) =>
   Effect.gen(function* () {
-    yield* attempt("link a snapshot into", dir, async () => {
-      const out = spawnSync("cp", ["-al", "--", from, dir], { encoding: "utf8" })
-      if (out.status !== 0) throw new Error(out.stderr || out.error?.message || `cp exited ${out.status}`)
-    })
+    yield* attempt("link a snapshot into", dir, () => linkTree(from, dir))
     const diff = yield* gitOutput(["diff-tree", "-r", "-z", "--no-renames", "--name-status", fromCommit, commit], {
       cwd: root
     })
@@ -222,7 +232,7 @@ const derive = (root: string, from: string, fromCommit: string, commit: string, 
       }
       for (const file of written) await fs.rm(path.join(dir, file), { force: true })
     })
-    yield* checkOutInto(root, commit, dir, written)
+    yield* checkOutInto(root, commit, dir, index, written)
   })
 
 const build = (root: string, runDir: string, commit: string, final: string) =>
@@ -232,25 +242,30 @@ const build = (root: string, runDir: string, commit: string, final: string) =>
     const from = source === undefined ? undefined : state.latest!
     const temp = `${final}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`
     yield* attempt("create folder", path.dirname(final), () => fs.mkdir(path.dirname(final), { recursive: true }))
+    const index = indexOf(temp)
     const write =
       from === undefined
         ? attempt("create folder", temp, () => fs.mkdir(temp)).pipe(
-            Effect.andThen(checkOutInto(root, commit, temp, undefined))
+            Effect.andThen(checkOutInto(root, commit, temp, index, undefined))
           )
         : Effect.acquireUseRelease(
             Effect.sync(() => source!.users++),
-            () => derive(root, from.dir, from.commit, commit, temp),
+            () => derive(root, from.dir, from.commit, commit, temp, index),
             () => Effect.sync(() => source!.users--)
           )
-    yield* write.pipe(Effect.tapError(() => removePath(temp).pipe(Effect.ignore)))
-    yield* attempt("publish snapshot", final, () => fs.rename(temp, final))
+    const discard = Effect.andThen(removePath(temp), removePath(index)).pipe(Effect.ignore)
+    yield* write.pipe(Effect.tapError(() => discard))
+    yield* attempt("publish snapshot", final, async () => {
+      await fs.rename(index, indexOf(final))
+      await fs.rename(temp, final)
+    })
     const previous = state.latest
     state.latest = { commit, dir: final }
     if (previous !== undefined && previous.commit !== commit) {
       const old = state.byCommit.get(previous.commit)
       if (old !== undefined && old.users === 0) {
         state.byCommit.delete(previous.commit)
-        yield* removePath(previous.dir).pipe(Effect.ignore)
+        yield* removeSnapshot(previous.dir)
       }
     }
   })
@@ -292,7 +307,7 @@ export const releaseSnapshot = (stateDir: string, runId: string, commit: string)
     snapshot.users--
     if (snapshot.users > 0 || state.latest?.commit === commit) return Effect.void
     state.byCommit.delete(commit)
-    return removePath(path.join(runDirOf(stateDir, runId), "snapshots", commit)).pipe(Effect.ignore)
+    return removeSnapshot(path.join(runDirOf(stateDir, runId), "snapshots", commit))
   })
 
 /**
@@ -317,7 +332,7 @@ export const drainSnapshots = (runId: string) =>
         return attempt("list", runDir, () => fs.readdir(path.join(runDir, "snapshots")).catch(() => [])).pipe(
           Effect.flatMap((names) =>
             Effect.forEach(
-              names.filter((name) => !keep.has(name)),
+              names.filter((name) => !keep.has(name.replace(/\.index$/, ""))),
               (name) => removePath(path.join(runDir, "snapshots", name)).pipe(Effect.ignore),
               { discard: true }
             )
