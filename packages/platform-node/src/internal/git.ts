@@ -45,7 +45,7 @@ export interface GitOptions {
   readonly retryOnLock?: boolean | undefined
   /** Written to git's standard input (for `--stdin` commands). */
   readonly input?: string | undefined
-  /** A command that runs git (its last argument), e.g. inside an overlay workspace's mount namespace. */
+  /** A command prefix to run git through (`git` and its arguments are appended): an overlay workspace's mount. */
   readonly via?: ReadonlyArray<string> | undefined
 }
 

@@ -30,17 +30,13 @@ import * as fsSync from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import type { OverlayLayers } from "../Workspace.ts"
 import { isExecutable } from "./executable.ts"
 import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt, removePath } from "./workspaceFs.ts"
 
-/** Where an overlay workspace's layers live. */
-export interface OverlayLayers {
-  readonly lower: string
-  readonly upper: string
-  readonly work: string
-}
+export type { OverlayLayers }
 
 const mountScript =
   'mount -t overlay overlay -o "userxattr,lowerdir=$1,upperdir=$2,workdir=$3" "$4" && cd "$4" && shift 4 && exec "$@"'
@@ -235,11 +231,24 @@ const derive = (root: string, from: string, fromCommit: string, commit: string, 
     yield* checkOutInto(root, commit, dir, index, written)
   })
 
+/** A derivation's source is used no more: removed when no agent uses it and it is no longer the latest. */
+const releaseSource = (state: RunSnapshots, commit: string, dir: string, source: Snapshot) =>
+  Effect.suspend(() => {
+    source.users--
+    if (source.users > 0 || state.latest?.commit === commit || state.byCommit.get(commit) !== source) return Effect.void
+    state.byCommit.delete(commit)
+    return removeSnapshot(dir)
+  })
+
 const build = (root: string, runDir: string, commit: string, final: string) =>
   Effect.gen(function* () {
     const state = runSnapshots(runDir)
     const source = state.latest === undefined ? undefined : state.byCommit.get(state.latest.commit)
     const from = source === undefined ? undefined : state.latest!
+    if (source !== undefined) source.users++
+    yield* Effect.addFinalizer(() =>
+      source === undefined ? Effect.void : releaseSource(state, from!.commit, from!.dir, source)
+    )
     const temp = `${final}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`
     yield* attempt("create folder", path.dirname(final), () => fs.mkdir(path.dirname(final), { recursive: true }))
     const index = indexOf(temp)
@@ -248,11 +257,7 @@ const build = (root: string, runDir: string, commit: string, final: string) =>
         ? attempt("create folder", temp, () => fs.mkdir(temp)).pipe(
             Effect.andThen(checkOutInto(root, commit, temp, index, undefined))
           )
-        : Effect.acquireUseRelease(
-            Effect.sync(() => source!.users++),
-            () => derive(root, from.dir, from.commit, commit, temp, index),
-            () => Effect.sync(() => source!.users--)
-          )
+        : derive(root, from.dir, from.commit, commit, temp, index)
     const discard = Effect.andThen(removePath(temp), removePath(index)).pipe(Effect.ignore)
     yield* write.pipe(Effect.tapError(() => discard))
     yield* attempt("publish snapshot", final, async () => {
@@ -281,7 +286,7 @@ export const useSnapshot = (root: string, stateDir: string, runId: string, commi
     const dir = path.join(runDir, "snapshots", commit)
     let snapshot = state.byCommit.get(commit)
     if (snapshot === undefined) {
-      const ready = yield* Effect.cached(build(root, runDir, commit, dir))
+      const ready = yield* Effect.cached(Effect.scoped(build(root, runDir, commit, dir)))
       snapshot = { users: 0, ready }
       state.byCommit.set(commit, snapshot)
     }
