@@ -66,6 +66,37 @@ agents:
     expect(git(repo, "status", "--porcelain")).toBe("")
   }, 120_000)
 
+  it("Ctrl-C mid-agent and a failing agent: every overlay workspace and snapshot is gone when corral exits", async () => {
+    const repo = makeRepo(files)
+    const signals = tempDir("signals-")
+    const started = NodePath.join(signals, "started")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `concurrency: 2
+agents:
+  - id: fails
+    overlay: true
+    run: exit 3
+  - id: waits
+    overlay: true
+    run: touch ${started}; while true; do sleep 0.05; done
+`
+    )
+    const cli = startCli(["run", plan, "--json"], { cwd: repo })
+    await waitFor(
+      () => NodeFs.existsSync(started) && /"type":"Finished"[^\n]*"agentId":"fails"/.test(cli.output()),
+      30_000,
+      "the failing agent to finish and the other to start"
+    )
+    cli.signal("SIGINT")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
+    expect(branches(repo).filter((b) => b.includes("/fails") || b.includes("/waits"))).toEqual([])
+  }, 120_000)
+
   it("kill -9 mid-run: gc removes the overlay workspace, its snapshot and its branch", async () => {
     const repo = makeRepo(files)
     const signals = tempDir("signals-")
