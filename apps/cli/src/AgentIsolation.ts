@@ -9,7 +9,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
-import type * as Workspace from "@corral/platform-node/Workspace"
+import * as Workspace from "@corral/platform-node/Workspace"
 import * as Data from "effect/Data"
 import type { Plan, PlanAgent } from "./PlanFile.ts"
 
@@ -109,7 +109,23 @@ export const of = (
  * @since 0.1.0
  * @category isolation
  */
-export const unsupported = (plan: Plan, machine?: Sandbox.Support): string | undefined => {
+export const unsupported = (
+  plan: Plan,
+  machine?: Sandbox.Support,
+  overlayProblem: () => string | undefined = Workspace.overlayProblem
+): string | undefined => {
+  const overlaid = plan.agents.filter((agent) => agent.overlay)
+  if (overlaid.length > 0) {
+    const ids = overlaid.map((agent) => agent.id).join(", ")
+    const both = overlaid.filter((agent) => agent.sandbox !== undefined)
+    if (both.length > 0) {
+      return `agents ${both.map((agent) => agent.id).join(", ")} ask for an overlay workspace and a sandbox; corral does not combine them yet: drop one (a sandbox from \`defaults\` counts)`
+    }
+    if (plan.isolation !== "worktree")
+      return `agents ${ids} ask for an overlay workspace, which needs isolation: worktree`
+    const problem = overlayProblem()
+    if (problem !== undefined) return `agents ${ids} ask for an overlay workspace, but ${problem}`
+  }
   const sandboxed = plan.agents.filter((agent) => agent.sandbox !== undefined)
   if (sandboxed.length === 0) return undefined
   const support = machine ?? Sandbox.supportUnsafe()

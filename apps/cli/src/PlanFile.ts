@@ -181,6 +181,12 @@ export interface PlanAgent {
   readonly inheritEnv: boolean
   /** Check out only the folders the agent claims or declares as inputs (plus top-level files). */
   readonly sparse: boolean
+  /**
+   * Run in an overlay workspace (Linux): the agent's folder is an overlay of a read-only snapshot of
+   * its start commit shared by the run's agents, so nothing is checked out per agent. Not with
+   * `sandbox` or `sparse`.
+   */
+  readonly overlay: boolean
   readonly inputs: ReadonlyArray<string>
   readonly rateLimit: string | undefined
   readonly estimateMs: number | undefined

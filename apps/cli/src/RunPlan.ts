@@ -15,7 +15,7 @@ import * as CodingAgent from "@corral/platform-node/CodingAgent"
 import * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as SqliteRateLimiter from "@corral/platform-node/SqliteRateLimiter"
 import { Workspace } from "@corral/platform-node/Workspace"
-import type * as WorkspaceModule from "@corral/platform-node/Workspace"
+import * as WorkspaceModule from "@corral/platform-node/Workspace"
 import type * as RunLedger from "@corral/platform-node/RunLedger"
 import * as RunLedgerModule from "@corral/platform-node/RunLedger"
 import * as Git from "@corral/platform-node/Git"
@@ -522,6 +522,7 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
         base,
         stateDir: options.stateDir,
         sparse: agent.sparse ? sparseFolders(agent) : undefined,
+        ...(agent.overlay ? { overlay: true } : {}),
         keep: options.keepWorkspaces,
         recycle: true,
         onRelease: (report) =>
@@ -563,10 +564,12 @@ const inWorkspace = (
     const gitLink = isolated.sandbox === undefined ? undefined : AgentIsolation.guardGitLink(handle.dir)
     const process = yield* ProcessRunner.run({
       name: agent.id,
-      command:
+      command: inView(
+        handle,
         agent.use === undefined
           ? agent.run
-          : CodingAgent.commandLine({ kind: agent.use, model: agent.model, args: agent.args }),
+          : CodingAgent.commandLine({ kind: agent.use, model: agent.model, args: agent.args })
+      ),
       shell: true,
       cwd: handle.dir,
       env: {
@@ -601,6 +604,14 @@ const inWorkspace = (
     })
     return yield* mergeBack(ctx, agent, handle, process, releaseSlot)
   })
+
+const shellQuote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`
+
+/** An overlay workspace's command runs inside its mount (`Workspace.overlayPrefix`); any other as it is. */
+const inView = (handle: WorkspaceModule.WorkspaceHandle, command: string): string => {
+  const prefix = WorkspaceModule.overlayPrefix(handle)
+  return prefix === undefined ? command : [...prefix, "sh", "-c", command].map(shellQuote).join(" ")
+}
 
 /** Records that the agent gave its slot back (its `slotMs`, a `SlotReleased` event). */
 const released = (ctx: Context, agentId: string, started: number): void => {

@@ -127,6 +127,25 @@ describe("PlanFile.decode: valid plans", () => {
     })
   )
 
+  it.effect("an agent's hash is the one earlier versions recorded unless it sets a newer field", () =>
+    Effect.gen(function* () {
+      const text = agentsYaml(
+        "{ id: a, run: echo hi, claims: { write: [src/] } }",
+        "{ id: b, use: claude-code, prompt: hi, args: [x], dependsOn: [a] }"
+      )
+      const plan = yield* decodeYaml(text)
+      assert.deepStrictEqual(
+        plan.agents.map((agent) => agent.hash),
+        [
+          "7546dc07f7af0ebce9212a06d3435573d35baafb6973098780c9dd871d6b160f",
+          "c7897db8a961b9f9107181bc3d49db79b51b8b184d31795700a0a363437eddb8"
+        ]
+      )
+      const overlay = yield* decodeYaml(text.replace("echo hi,", "echo hi, overlay: true,"))
+      assert.notStrictEqual(overlay.agents[0]!.hash, plan.agents[0]!.hash)
+    })
+  )
+
   it.effect("hashes depend on the definition, not on key order or formatting", () =>
     Effect.gen(function* () {
       const a = yield* decodeYaml(agentsYaml("{ id: a, run: echo a, timeout: 1m }", "{ id: b, run: echo b }"))

@@ -14,6 +14,7 @@ import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as errors from "./internal/workspaceErrors.ts"
+import * as overlay from "./internal/workspaceOverlay.ts"
 import { makeWorkspace } from "./internal/workspaceService.ts"
 
 /**
@@ -47,6 +48,17 @@ export interface AcquireOptions {
    * created.
    */
   readonly sparse?: ReadonlyArray<string> | undefined
+  /**
+   * An overlay workspace (Linux, worktrees only): the agent's folder is an overlayfs mount of a
+   * read-only snapshot of its base commit, shared by the run's agents starting there, under an empty
+   * folder of its own; nothing is checked out per agent, and a commit reads only the files the agent
+   * wrote. The folder is mounted only inside the commands that {@link overlayPrefix} wraps (corral's
+   * own git commands on it run the same way): outside them `handle.dir` holds just the `.git` file.
+   * Needs `unshare` (util-linux; `CORRAL_UNSHARE` names another) and unprivileged user namespaces
+   * with overlayfs; else the acquire fails with `OverlayUnavailable` before anything is created.
+   * `sparse` and `recycle` are ignored (there is no checkout to narrow or reuse). @default false
+   */
+  readonly overlay?: boolean | undefined
   /** Where workspaces, leases and caches live. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
   /**
@@ -92,7 +104,52 @@ export interface WorkspaceHandle {
   /** Files copied by `copyFiles`; never committed, and removed at release when unchanged. */
   readonly copiedFiles: ReadonlyArray<string>
   readonly warnings: ReadonlyArray<string>
+  /** The layers of an overlay workspace (see `AcquireOptions.overlay`); `undefined` otherwise. */
+  readonly overlay?: OverlayLayers | undefined
 }
+
+/**
+ * The layers of an overlay workspace: `lower` the shared read-only snapshot, `upper` the agent's
+ * changes (whiteouts for deletions), `work` overlayfs's own folder.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OverlayLayers {
+  readonly lower: string
+  readonly upper: string
+  readonly work: string
+}
+
+/**
+ * Why this machine cannot mount an overlay workspace (not Linux, no `unshare`, no unprivileged user
+ * namespaces or overlayfs), or `undefined` when it can. Probes once per process (one mount in a
+ * throwaway namespace).
+ *
+ * @since 0.1.0
+ * @category workspaces
+ */
+export const overlayProblem = (): string | undefined => overlay.overlayProblem()
+
+/**
+ * The command prefix that runs a command (its argv appended) inside an overlay workspace's view,
+ * mounted at `handle.dir`, with `handle.dir` as its working folder; `undefined` for any other
+ * workspace. The mount lives in a private mount namespace (`unshare -rm`) and ends with the command.
+ *
+ * @example
+ * ```ts
+ * import { overlayPrefix, type WorkspaceHandle } from "@corral/platform-node/Workspace"
+ *
+ * declare const handle: WorkspaceHandle
+ * const argv = [...(overlayPrefix(handle) ?? []), "npm", "test"]
+ * ```
+ * @since 0.1.0
+ * @category workspaces
+ */
+export const overlayPrefix = (handle: WorkspaceHandle): ReadonlyArray<string> | undefined =>
+  handle.overlay === undefined
+    ? undefined
+    : overlay.mountPrefix(overlay.findUnshare() ?? "unshare", handle.overlay, handle.dir)
 
 /**
  * What the release of a workspace did. Work is never destroyed: a dirty worktree or folder copy is
@@ -282,7 +339,7 @@ export interface GcOptions {
  * @category models
  */
 export interface GcItem {
-  readonly kind: "worktree" | "branch" | "directory" | "lease"
+  readonly kind: "worktree" | "branch" | "directory" | "lease" | "overlay"
   readonly target: string
 }
 
@@ -409,6 +466,20 @@ export const UnsupportedStrategy = errors.UnsupportedStrategy
  * @category errors
  */
 export type UnsupportedStrategy = errors.UnsupportedStrategy
+
+/**
+ * An overlay workspace was asked for on a machine that cannot mount one (not Linux, no `unshare`, no
+ * unprivileged user namespaces or overlayfs), or under a path overlayfs cannot take.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const OverlayUnavailable = errors.OverlayUnavailable
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type OverlayUnavailable = errors.OverlayUnavailable
 
 /**
  * Every failure of this module, including git failures (`GitError`, `GitNotFound`, `DiskFull`).

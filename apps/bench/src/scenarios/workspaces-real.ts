@@ -150,8 +150,11 @@ const agentCommand = (tools: string, agent: number) => {
 
 const checkCommand = (tools: string) => `node ${path.join(tools, "check.mjs")}`
 
-/** The plan; with `sparse`, the folder agents check out only the folder they claim (and top-level files). */
-const planYaml = (tools: string, sparse: boolean) =>
+/**
+ * The plan; with `sparse`, the folder agents check out only the folder they claim (and top-level
+ * files); with `overlay`, every agent (the check too) runs in an overlay workspace.
+ */
+const planYaml = (tools: string, workspace: "full" | "sparse" | "overlay") =>
   [
     "agents:",
     ...Array.from({ length: AGENTS }, (_, agent) =>
@@ -159,11 +162,13 @@ const planYaml = (tools: string, sparse: boolean) =>
         `  - id: fmt-pkg${agent}`,
         `    run: ${JSON.stringify(agentCommand(tools, agent))}`,
         `    claims: { write: [src/pkg${agent}/${agent < 2 ? ", CHANGELOG.md" : ""}] }`,
-        ...(sparse ? ["    sparse: true"] : [])
+        ...(workspace === "sparse" ? ["    sparse: true"] : []),
+        ...(workspace === "overlay" ? ["    overlay: true"] : [])
       ].join("\n")
     ),
     "  - id: check",
     `    run: ${JSON.stringify(checkCommand(tools))}`,
+    ...(workspace === "overlay" ? ["    overlay: true"] : []),
     `    dependsOn: [${Array.from({ length: AGENTS }, (_, a) => `fmt-pkg${a}`).join(", ")}]`,
     ""
   ].join("\n")
@@ -466,6 +471,7 @@ const corralWith = (name: string, planFile: string, env?: Record<string, string>
 
 const corral = corralWith("corral", "plan.yaml")
 const corralSparse = corralWith("corral sparse", "plan-sparse.yaml")
+const corralOverlay = corralWith("corral overlay", "plan-overlay.yaml")
 const corralDirectSpawn = corralWith("corral, no spawn helper", "plan.yaml", { CORRAL_SPAWN_HELPER: "0" })
 
 const prepare = (base: string, quick: boolean) => {
@@ -477,8 +483,9 @@ const prepare = (base: string, quick: boolean) => {
   fs.writeFileSync(path.join(tools, "rewrite.mjs"), rewriteScript)
   fs.writeFileSync(path.join(tools, "check.mjs"), checkScript)
   fs.writeFileSync(path.join(tools, "floor-agent.sh"), floorAgentScript)
-  fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools, false))
-  fs.writeFileSync(path.join(scratch, "plan-sparse.yaml"), planYaml(tools, true))
+  fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools, "full"))
+  fs.writeFileSync(path.join(scratch, "plan-sparse.yaml"), planYaml(tools, "sparse"))
+  fs.writeFileSync(path.join(scratch, "plan-overlay.yaml"), planYaml(tools, "overlay"))
   const reference = path.join(scratch, "reference")
   execFileSync("git", ["clone", "--quiet", "--local", source, reference])
   for (let agent = 0; agent < AGENTS; agent++)
@@ -502,7 +509,8 @@ const locations = () =>
  * claims on their folders, two of them serialized on `CHANGELOG.md`, and a `check` agent depending on
  * all ten. corral (`corral run --concurrency N`) against the same commands run one after another,
  * and with `sparse: true` on the ten folder agents (each checks out its own folder and the top-level
- * files, a tenth of the tree; the check stays full), through `xargs -P N` in one folder (no isolation,
+ * files, a tenth of the tree; the check stays full), with `overlay: true` on every agent (an overlay
+ * of one read-only snapshot per integration head, nothing checked out per agent), through `xargs -P N` in one folder (no isolation,
  * no claims, no merge), and through `xargs -P N`
  * each in its own plain git worktree merged back ({@link plainWorktrees}, the floor of isolation),
  * on tmpfs and on disk.
@@ -510,7 +518,7 @@ const locations = () =>
 export const workspacesReal: Scenario<Params> = {
   name: "workspaces-real",
   description:
-    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral (full and sparse worktrees) vs sequential vs xargs -P N vs plain git worktrees",
+    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral (full, sparse and overlay workspaces) vs sequential vs xargs -P N vs plain git worktrees",
   floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
   targets: [
     ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),
@@ -518,6 +526,12 @@ export const workspacesReal: Scenario<Params> = {
       "corral sparse (each folder agent checks out its claimed folder) ≤ 1.05× xargs -P N",
       /./,
       corralSparse.name,
+      1.05
+    ),
+    ratioAtMost(
+      "corral overlay (every agent in an overlay of a shared snapshot, nothing checked out) ≤ 1.05× xargs -P N",
+      /./,
+      corralOverlay.name,
       1.05
     ),
     overFloor(
@@ -535,6 +549,14 @@ export const workspacesReal: Scenario<Params> = {
       "corral sparse's integration tree equals the sequential result",
       /./,
       corralSparse.name,
+      "sameTree",
+      1,
+      same
+    ),
+    metricAtLeast(
+      "corral overlay's integration tree equals the sequential result",
+      /./,
+      corralOverlay.name,
       "sameTree",
       1,
       same
@@ -567,7 +589,7 @@ export const workspacesReal: Scenario<Params> = {
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
-  approaches: [sequential, xargs, plainWorktrees, corral, corralSparse, corralDirectSpawn],
+  approaches: [sequential, xargs, plainWorktrees, corral, corralSparse, corralOverlay, corralDirectSpawn],
   cases: ({ quick }) => {
     const cases: Array<Case<Params>> = []
     for (const location of locations()) {

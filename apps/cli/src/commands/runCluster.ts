@@ -96,6 +96,9 @@ const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefin
   const coding = plan.agents.filter((agent) => agent.use !== undefined || agent.prompt !== undefined)
   if (coding.length > 0)
     return `${plan.file}: agents ${coding.map((agent) => agent.id).join(", ")} use a coding agent or a prompt, which --cluster does not send to runners yet; run them without --cluster`
+  const overlaid = plan.agents.filter((agent) => agent.overlay)
+  if (overlaid.length > 0)
+    return `${plan.file}: agents ${overlaid.map((agent) => agent.id).join(", ")} ask for an overlay workspace, which --cluster runners do not set up; run them without --cluster or drop overlay`
   if (flags.keepWorkspaces)
     return "--keep-workspaces is not supported with --cluster (runners remove their worktrees; an agent's work is on its branch)"
   return undefined

@@ -66,13 +66,18 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
     secrets: unique(agent.secrets),
     inheritEnv: agent.inheritEnv ?? false,
     sparse: agent.sparse ?? false,
+    overlay: agent.overlay ?? false,
     inputs: unique(agent.inputs),
     rateLimit: agent.rateLimit,
     estimateMs: agent.estimate,
     labels: { ...agent.labels }
   }
-  const { args, ...rest } = definition
-  return { ...definition, hash: hashOf(args.length === 0 ? rest : definition) }
+  // Fields added after hashes were first recorded count only when set, so cached results and
+  // resumable runs of plans that do not use them keep their hashes.
+  const { overlay, ...withoutOverlay } = definition
+  const hashed = overlay ? definition : withoutOverlay
+  const { args, ...rest } = hashed
+  return { ...definition, hash: hashOf(args.length === 0 ? rest : hashed) }
 }
 
 const buildRateLimits = (plan: RawPlan): Readonly<Record<string, RateLimit>> =>

@@ -205,6 +205,8 @@ interface CommandFields {
   readonly prompt?: string | undefined
   readonly model?: string | undefined
   readonly args?: ReadonlyArray<string> | undefined
+  readonly sparse?: boolean | undefined
+  readonly overlay?: boolean | undefined
 }
 
 const commandIssues = (agent: CommandFields): Array<Schema.FilterIssue> => {
@@ -215,6 +217,11 @@ const commandIssues = (agent: CommandFields): Array<Schema.FilterIssue> => {
   const issues: Array<Schema.FilterIssue> = []
   if (agent.use !== undefined && agent.prompt === undefined)
     issues.push({ path: ["prompt"], issue: `\`use: ${agent.use}\` needs a prompt` })
+  if (agent.overlay === true && agent.sparse === true)
+    issues.push({
+      path: ["sparse"],
+      issue: "`sparse` does not apply to an overlay workspace (nothing is checked out); set one of them"
+    })
   for (const field of ["model", "args"] as const) {
     if (agent.use === undefined && agent[field] !== undefined)
       issues.push({ path: [field], issue: `\`${field}\` applies only to coding agents (\`use\`)` })
@@ -274,6 +281,7 @@ const AgentSchema = Schema.Struct({
   secrets: Schema.optionalKey(Schema.Array(EnvName)),
   inheritEnv: Schema.optionalKey(Schema.Boolean),
   sparse: Schema.optionalKey(Schema.Boolean),
+  overlay: Schema.optionalKey(Schema.Boolean),
   inputs: Schema.optionalKey(Schema.Array(relativePattern)),
   rateLimit: Schema.optionalKey(Schema.String),
   estimate: Schema.optionalKey(Duration),

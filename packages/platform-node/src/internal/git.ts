@@ -45,6 +45,8 @@ export interface GitOptions {
   readonly retryOnLock?: boolean | undefined
   /** Written to git's standard input (for `--stdin` commands). */
   readonly input?: string | undefined
+  /** A command prefix to run git through (`git` and its arguments are appended): an overlay workspace's mount. */
+  readonly via?: ReadonlyArray<string> | undefined
 }
 
 export interface GitOutput {
@@ -118,8 +120,9 @@ const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: G
     const started = performance.now()
     if (tally !== undefined) tally.commands++
     const request = {
-      file: "git",
-      args: [...globalArgs, ...args],
+      file: options.via === undefined ? "git" : options.via[0]!,
+      args:
+        options.via === undefined ? [...globalArgs, ...args] : [...options.via.slice(1), "git", ...globalArgs, ...args],
       cwd: options.cwd,
       env: { ...baseEnv(), ...options.env },
       input: options.input,

@@ -15,9 +15,25 @@ import {
   makeAgentDirs,
   namespaceOf
 } from "./workspaceEnv.ts"
-import { BranchAlreadyExists, NotAGitRepository, WorkspaceIoError, type WorkspaceError } from "./workspaceErrors.ts"
-import { copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
+import {
+  BranchAlreadyExists,
+  NotAGitRepository,
+  UnsupportedStrategy,
+  WorkspaceIoError,
+  type WorkspaceError
+} from "./workspaceErrors.ts"
+import { attempt, copyFile, copyTree, exists, removePath, stampTree } from "./workspaceFs.ts"
 import { appendRecord } from "./runRegistry.ts"
+import {
+  baseFile,
+  indexOf,
+  layersOf,
+  overlayDirty,
+  type OverlayLayers,
+  releaseSnapshot,
+  requireOverlay,
+  useSnapshot
+} from "./workspaceOverlay.ts"
 import { enableWorktreeConfig, isSparse, normalizeFolders, setCone, widen } from "./workspaceSparse.ts"
 import {
   awaitPooled,
@@ -52,6 +68,7 @@ import {
   takeMergedTip,
   userCheckoutDirty,
   validateId,
+  worktreeGitDir,
   worktreeState
 } from "./workspaceRepo.ts"
 
@@ -84,6 +101,8 @@ interface Placement {
   lent: Fiber.Fiber<CheckedOut | undefined> | undefined
   /** How the agent's handle lends the worktree, when it is recyclable. */
   readonly lender?: Lender | undefined
+  /** An overlay workspace's layers; `held` while it counts as a user of its snapshot. */
+  overlay?: { readonly layers: OverlayLayers; readonly unshare: string; held: boolean } | undefined
 }
 
 type Outcome = Omit<ReleaseReport, "agentId" | "dir">
@@ -168,10 +187,11 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
 
 const branchTakenPattern = /a branch named .* already exists/
 
-const recyclable = (options: AcquireOptions) => options.recycle === true && options.disposable !== true
+const recyclable = (options: AcquireOptions) =>
+  options.recycle === true && options.disposable !== true && options.overlay !== true
 
 const sparseOf = (options: AcquireOptions) =>
-  options.sparse === undefined || options.sparse.length === 0 ? undefined : options.sparse
+  options.overlay === true || options.sparse === undefined || options.sparse.length === 0 ? undefined : options.sparse
 
 /**
  * The checkout of the agent's branch at its base in a pooled worktree, with the agent's cone: a
@@ -571,6 +591,100 @@ const releaseCopy = (dir: string, before: { readonly files: number; readonly new
     )
   )
 
+/**
+ * Readies an overlay workspace registered by `addWorktree`: the run's snapshot of the base, the
+ * agent's empty upper folder holding the worktree's `.git` file, and the index of the base (no stat
+ * data: nothing is checked out). Until the index exists the set-up is unfinished, which gc removes.
+ */
+const setUpOverlay = (options: AcquireOptions, placement: Placement, unshare: string) =>
+  Effect.gen(function* () {
+    const layers = layersOf(placement.stateDir, options.runId, options.agentId, placement.baseCommit!)
+    const state = { layers, unshare, held: false }
+    placement.overlay = state
+    yield* attempt("create overlay folders in", path.dirname(layers.upper), async () => {
+      await fs.mkdir(layers.upper, { recursive: true })
+      await fs.mkdir(layers.work, { recursive: true })
+      await fs.copyFile(path.join(placement.dir, ".git"), path.join(layers.upper, ".git"))
+      await fs.writeFile(baseFile(layers), placement.baseCommit!)
+    })
+    yield* Effect.uninterruptible(
+      Effect.tap(useSnapshot(placement.root, placement.stateDir, options.runId, placement.baseCommit!), () =>
+        Effect.sync(() => {
+          state.held = true
+        })
+      )
+    )
+    const gitDir = yield* worktreeGitDir(placement.dir)
+    yield* attempt("write the index of", placement.dir, () =>
+      fs.copyFile(indexOf(layers.lower), path.join(gitDir!, "index"))
+    )
+  })
+
+const dropOverlay = (runId: string, placement: Placement) =>
+  Effect.suspend(() => {
+    const state = placement.overlay
+    if (state === undefined) return Effect.void
+    const agentDir = path.dirname(state.layers.upper)
+    return removePath(agentDir).pipe(
+      Effect.ignore,
+      Effect.andThen(removeEmptyParent(path.dirname(agentDir))),
+      Effect.andThen(
+        state.held
+          ? Effect.andThen(
+              Effect.sync(() => {
+                state.held = false
+              }),
+              releaseSnapshot(placement.stateDir, runId, placement.baseCommit!)
+            )
+          : Effect.void
+      )
+    )
+  })
+
+/** Whether the overlay's upper folder holds changes the agent's branch does not have (ignored files aside). */
+const overlayDirtyOf = (placement: Placement) =>
+  overlayDirty(placement.overlay!.unshare, placement.overlay!.layers, placement.dir, placement.copied)
+
+/** The release of an overlay workspace: kept with its snapshot when dirty, else every layer removed. */
+const releaseOverlay = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Placement): Release =>
+  Effect.gen(function* () {
+    if (!placement.ready) {
+      const outcome = yield* rollBack(deps, repo, placement)
+      yield* dropOverlay(runId, placement)
+      return outcome
+    }
+    if (yield* overlayDirtyOf(placement)) {
+      const upper = placement.overlay!.layers.upper
+      return {
+        workspace: "kept",
+        branch: "kept",
+        reasons: [`the overlay workspace has uncommitted changes (in ${upper})`]
+      } as const
+    }
+    yield* dropOverlay(runId, placement)
+    yield* deps
+      .locks(repo.commonDir)
+      .withPermit(git(["worktree", "remove", "--force", placement.dir], { cwd: repo.root }))
+    const branchOutcome = yield* releaseBranch(
+      deps,
+      repo,
+      runId,
+      placement,
+      takeMergedTip(repo.commonDir, placement.branch!)
+    )
+    return branchOutcome === "deleted"
+      ? ({ workspace: "removed", branch: "deleted", reasons: [] } as const)
+      : ({
+          workspace: "removed",
+          branch: "kept",
+          reasons: [`${placement.branch} has commits that are not merged`]
+        } as const)
+  }).pipe(
+    Effect.catch((error) =>
+      Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
+    )
+  )
+
 const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finish) =>
   Effect.gen(function* () {
     const located = yield* locateRepo(options.repo)
@@ -600,6 +714,14 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       lent: undefined
     }
     const key = poolKey(repo.commonDir, options.runId)
+    const overlayOn = options.overlay === true
+    const unshare = overlayOn
+      ? yield* requireOverlay(options.agentId, [
+          placement.dir,
+          stateDir,
+          ...Object.values(layersOf(stateDir, options.runId, options.agentId, baseCommit))
+        ])
+      : undefined
     if (options.disposable === true) yield* appendRecord(placement.registry, options.runId, { disposable: true })
     if (recyclable(options)) yield* awaitPooled(deps.pools, key)
     const reclaimed = reclaim(deps.pools, key, placement.branch!)
@@ -629,13 +751,16 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
         (options.keep === true
           ? keptByRequest("kept")
           : options.disposable === true
-            ? discardWorktree(deps, repo, placement)
-            : recyclable(options)
-              ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
-              : releaseWorktree(deps, repo, options.runId, placement, false)
+            ? Effect.tap(discardWorktree(deps, repo, placement), () => dropOverlay(options.runId, placement))
+            : overlayOn
+              ? releaseOverlay(deps, repo, options.runId, placement)
+              : recyclable(options)
+                ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
+                : releaseWorktree(deps, repo, options.runId, placement, false)
         ).pipe(Effect.flatMap(finish))
     )
-    if (created === "added") yield* checkOut(placement.dir, sparse)
+    if (unshare !== undefined) yield* setUpOverlay(options, placement, unshare)
+    else if (created === "added") yield* checkOut(placement.dir, sparse)
     const copies = yield* copyDeclaredFiles(placement, options.runId, options.copyFiles)
     placement.copied.push(...copies.copied)
     const warnings = yield* Fiber.join(dirty)
@@ -697,9 +822,10 @@ const copyDeclaredFile = (placement: Placement, runId: string, file: string) =>
     const relative = path.relative(root, from)
     if (relative.startsWith("..")) return { warning: `copyFiles: ${file} is outside ${root}; skipped` }
     if (!(yield* exists(from))) return { warning: `copyFiles: ${file} does not exist in ${root}; skipped` }
-    if (yield* exists(path.join(dir, relative))) return { warning: `copyFiles: ${file} is tracked by git; skipped` }
+    const view = placement.overlay?.layers.lower ?? dir
+    if (yield* exists(path.join(view, relative))) return { warning: `copyFiles: ${file} is tracked by git; skipped` }
     yield* appendRecord(placement.registry, runId, { copy: relative, worktree: dir })
-    yield* copyFile(from, path.join(dir, relative))
+    yield* copyFile(from, path.join(placement.overlay?.layers.upper ?? dir, relative))
     return { copied: relative }
   })
 
@@ -751,6 +877,13 @@ export const acquireWorkspace = (
     const sparse = given.sparse === undefined ? undefined : yield* normalizeFolders(given.agentId, given.sparse)
     const options: AcquireOptions = { ...given, sparse }
     const strategy = options.strategy ?? "worktree"
+    if (options.overlay === true && strategy !== "worktree") {
+      return yield* new UnsupportedStrategy({
+        agentId: options.agentId,
+        strategy,
+        operation: "set up an overlay workspace"
+      })
+    }
     const created: { dirs?: AgentDirs | undefined } = {}
     const dir =
       strategy === "none"
@@ -787,7 +920,8 @@ export const acquireWorkspace = (
       ports,
       env,
       copiedFiles: placement.copied,
-      warnings: placement.warnings
+      warnings: placement.warnings,
+      ...(placement.overlay === undefined ? {} : { overlay: placement.overlay.layers })
     }
     if (placement.lender !== undefined) deps.lenders.set(handle, placement.lender)
     return handle

@@ -88,3 +88,13 @@ export type WorkspaceError =
   | PortsExhausted
   | IntegrationMoved
   | UnsupportedStrategy
+  | OverlayUnavailable
+
+export class OverlayUnavailable extends Data.TaggedError("OverlayUnavailable")<{
+  readonly agentId: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `agent ${this.agentId}: an overlay workspace cannot be mounted on this machine: ${this.reason}`
+  }
+}

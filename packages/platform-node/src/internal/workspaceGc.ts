@@ -1,3 +1,4 @@
+import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Clock from "effect/Clock"
@@ -6,6 +7,17 @@ import * as Effect from "effect/Effect"
 import type { Config, GcItem, GcOptions, GcReport } from "../Workspace.ts"
 import { git, lines } from "./git.ts"
 import type { WorkspaceError } from "./workspaceErrors.ts"
+import {
+  baseFile,
+  changedPaths,
+  findUnshare,
+  isEmpty,
+  layersOf,
+  type OverlayLayers,
+  overlayDirty,
+  overlayProblem,
+  runDirOf
+} from "./workspaceOverlay.ts"
 import { attempt, exists, listDir, removePath } from "./workspaceFs.ts"
 import { listRecordedRuns, readRecords, removeRecords } from "./runRegistry.ts"
 import { isLeaseAlive, type LeaseFile, leasePath, readLeases } from "./workspaceLease.ts"
@@ -103,21 +115,54 @@ const unfinishedSetUp = (dir: string) =>
         )
   )
 
+/**
+ * A dead run's overlay workspace at `dir` (`<stateDir>/worktrees/<runId>/<agentId>`): its layers, or
+ * `undefined` when `dir` is not one. Its folder holds only the `.git` file; its changes are in the
+ * upper folder, over the snapshot of the base recorded at set-up.
+ */
+const overlayOf = (stateDir: string, dir: string) =>
+  Effect.promise(async () => {
+    const agentId = path.basename(dir)
+    const runId = path.basename(path.dirname(dir))
+    const probe = layersOf(stateDir, runId, agentId, "")
+    const base = await fs.readFile(baseFile(probe), "utf8").catch(() => undefined)
+    const present = await fs.stat(path.dirname(probe.upper)).then(
+      () => true,
+      () => false
+    )
+    if (!present) return undefined
+    return { layers: base === undefined ? undefined : layersOf(stateDir, runId, agentId, base.trim()) }
+  })
+
+/** Whether a dead overlay workspace may hold the user's work: checked in its mount, or assumed when it cannot be. */
+const overlayHoldsWork = (dir: string, layers: OverlayLayers | undefined) =>
+  Effect.gen(function* () {
+    if (layers === undefined) return false
+    const unshare = findUnshare()
+    if (overlayProblem() !== undefined || unshare === undefined || !(yield* exists(layers.lower))) {
+      return !isEmpty(yield* changedPaths(layers))
+    }
+    return yield* overlayDirty(unshare, layers, dir, [])
+  })
+
 const collectWorktree = (
   repo: RepoInfo,
   locks: RepoLocks,
   collector: Collector,
   entry: WorktreeEntry,
-  disposable: boolean
+  disposable: boolean,
+  stateDir: string
 ) =>
   Effect.gen(function* () {
     const item: GcItem = { kind: "worktree", target: entry.path }
     if (!(yield* exists(entry.path))) return yield* act(collector, item, Effect.void)
     const unfinished = yield* unfinishedSetUp(entry.path)
-    const dirty =
-      !disposable &&
-      !unfinished &&
-      (yield* holdsUserFiles(entry.path, collector.copies).pipe(Effect.orElseSucceed(() => true)))
+    const overlay = yield* overlayOf(stateDir, entry.path)
+    const holds =
+      overlay === undefined
+        ? holdsUserFiles(entry.path, collector.copies)
+        : overlayHoldsWork(entry.path, overlay.layers)
+    const dirty = !disposable && !unfinished && (yield* holds.pipe(Effect.orElseSucceed(() => true)))
     if (dirty) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
       return yield* keep(collector, item, "the worktree has uncommitted changes or ignored files corral did not create")
@@ -188,6 +233,26 @@ const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: stri
     }
   })
 
+/**
+ * A dead run's overlay folder (snapshots and upper folders): removed unless a kept worktree of the
+ * run is an overlay workspace, whose upper folder and snapshot hold its work.
+ */
+const collectOverlay = (stateDir: string, collector: Collector, runId: string) =>
+  Effect.gen(function* () {
+    const runDir = runDirOf(stateDir, runId)
+    if (!(yield* exists(runDir))) return
+    const item: GcItem = { kind: "overlay", target: runDir }
+    const keptHere = collector.kept.some(
+      (kept) =>
+        kept.kind === "worktree" &&
+        path.dirname(kept.target) === path.join(stateDir, "worktrees", runId) &&
+        fsSync.existsSync(path.join(runDir, "agents", path.basename(kept.target)))
+    )
+    if (keptHere) return yield* keep(collector, item, "a kept overlay workspace of the run still uses it")
+    yield* act(collector, item, removePath(runDir))
+    if (!collector.dryRun) yield* Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined))
+  })
+
 const runAge = (stateDir: string, lease: LeaseFile | undefined, now: number) =>
   lease !== undefined
     ? Effect.succeed(now - lease.heartbeatAt)
@@ -243,13 +308,16 @@ export const collectGarbage = (
       (entry) => runOfPath.has(entry.path) || underState(entry.path)
     )
     const branches = (yield* listCorralBranches(repo.root)).filter((branch) => runOfRecordedBranch.has(branch))
-    const dirs = (yield* listDir(path.join(stateDir, "worktrees"))).map((entry) => entry.name)
+    const dirs = [
+      ...(yield* listDir(path.join(stateDir, "worktrees"))).map((entry) => entry.name),
+      ...(yield* listDir(path.join(stateDir, "overlay"))).map((entry) => entry.name)
+    ]
     const candidates = new Set([...records.map((r) => r.runId), ...dirs])
     const { dead, leases } = yield* deadRuns(config, options, registry, stateDir, candidates)
     const runOfWorktree = (entry: WorktreeEntry) => runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
     const disposable = new Set(records.filter((r) => r.disposable).map((r) => r.runId))
     for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {
-      yield* collectWorktree(repo, locks, collector, entry, disposable.has(runOfWorktree(entry)))
+      yield* collectWorktree(repo, locks, collector, entry, disposable.has(runOfWorktree(entry)), stateDir)
     }
     if (!collector.dryRun) yield* git(["worktree", "prune"], { cwd: repo.root })
     const deadBranches = branches.filter((branch) => dead.has(runOfRecordedBranch.get(branch)!))
@@ -263,6 +331,7 @@ export const collectGarbage = (
     const registered = new Set(worktrees.map((entry) => entry.path))
     for (const runId of dead) {
       yield* collectLeftoverDirs(stateDir, collector, runId, registered)
+      yield* collectOverlay(stateDir, collector, runId)
       if (leases.has(runId)) {
         yield* act(
           collector,

@@ -19,6 +19,7 @@ import { corralIdentity, GitError, git, gitOutput, lines } from "./git.ts"
 import { appendRecord } from "./runRegistry.ts"
 import { BranchAlreadyExists, IntegrationMoved, UnsupportedStrategy, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt } from "./workspaceFs.ts"
+import { changedPaths, findUnshare, inMount, isEmpty } from "./workspaceOverlay.ts"
 import {
   branchExists,
   integrationBranch,
@@ -48,6 +49,28 @@ const addAll = (handle: WorkspaceHandle) => [
   ".",
   ...handle.copiedFiles.map((file) => `:(exclude,literal)${file}`)
 ]
+
+const ignoredPaths = /^The following paths are ignored by one of your \.gitignore files:/m
+
+/**
+ * `git add` of what an agent changed: in a worktree, everything (`add --all -- .`); in an overlay
+ * workspace, only the paths in its upper folder, inside its mount (explicitly named ignored files
+ * make `add` exit 1 after adding the rest: they stay out, as in a worktree).
+ */
+const stage = (handle: WorkspaceHandle, env?: Record<string, string>) =>
+  Effect.gen(function* () {
+    const cwd = handle.dir
+    if (handle.overlay === undefined) return yield* Effect.asVoid(git(addAll(handle), { cwd, env }))
+    const found = yield* changedPaths(handle.overlay)
+    const changes = { ...found, paths: found.paths.filter((p) => !handle.copiedFiles.includes(p)) }
+    if (isEmpty(changes)) return
+    const run = inMount(findUnshare() ?? "unshare", handle.overlay, cwd, changes)
+    const args = ["add", "--all", "--", ...run.paths]
+    const out = yield* gitOutput(args, { cwd, via: run.via, env: { ...env, ...run.env }, okExitCodes: [1] })
+    if (out.exitCode === 1 && !(ignoredPaths.test(out.stderr) && !/^(fatal|error):/m.test(out.stderr))) {
+      return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr })
+    }
+  })
 
 const trailerLines = (runId: string, agentId: string) => `Corral-Run: ${runId}\nCorral-Agent: ${agentId}`
 
@@ -153,7 +176,7 @@ export const commitWork = (
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
-    yield* git(addAll(handle), { cwd })
+    yield* stage(handle)
     const full = withTrailers(options.message, options.runId, handle.agentId)
     const args = [
       ...noSigning,
@@ -381,7 +404,7 @@ export const snapshot = (handle: WorkspaceHandle): Effect.Effect<string, Workspa
       const current = yield* git(["rev-parse", "--path-format=absolute", "--git-path", "index"], { cwd })
       yield* attempt("copy", current, () => fs.copyFile(current, indexFile).catch(() => undefined))
       const env = { GIT_INDEX_FILE: indexFile }
-      yield* git(addAll(handle), { cwd, env })
+      yield* stage(handle, env)
       const tree = yield* git(["write-tree"], { cwd, env })
       const message = `corral: snapshot of ${handle.agentId}`
       return yield* git([...corralIdentity, "commit-tree", tree, "-p", "HEAD", "-m", message], { cwd })

@@ -5,6 +5,7 @@ import { makePortAllocator } from "./workspaceEnv.ts"
 import { collectGarbage } from "./workspaceGc.ts"
 import { makeIntegration } from "./workspaceIntegration.ts"
 import { registerRun } from "./workspaceLease.ts"
+import { drainSnapshots } from "./workspaceOverlay.ts"
 import { makePools } from "./workspacePool.ts"
 import { makeRepoLocks } from "./workspaceRepo.ts"
 
@@ -19,7 +20,9 @@ export const makeWorkspace = (config: Config): Workspace["Service"] => {
     integration: (options) => makeIntegration(locks, options),
     registerRun: (repo, runId) =>
       registerRun(config, repo, runId).pipe(
-        Effect.tap(() => Effect.addFinalizer(() => drainPool({ locks, pools }, runId)))
+        Effect.tap(() =>
+          Effect.addFinalizer(() => Effect.andThen(drainPool({ locks, pools }, runId), drainSnapshots(runId)))
+        )
       ),
     gc: (options) => collectGarbage(config, locks, options).pipe(Effect.withSpan("Workspace.gc"))
   }

@@ -1,0 +1,252 @@
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import { overlayProblem } from "../src/internal/workspaceOverlay.ts"
+import { overlayPrefix, type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
+
+// With CI=true a machine that cannot mount an overlay runs these tests and fails them; elsewhere they are skipped.
+const enabled = overlayProblem() === undefined || process.env.CI === "true"
+
+const sh = (cwd: string, ...args: Array<string>) =>
+  execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, LC_ALL: "C" } }).trim()
+
+const commit = (root: string, message: string) => {
+  sh(root, "add", "--all")
+  sh(root, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "-m", message)
+  return sh(root, "rev-parse", "HEAD")
+}
+
+const write = (root: string, file: string, text: string) => {
+  fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true })
+  fs.writeFileSync(path.join(root, file), text)
+}
+
+const makeRepo = Effect.acquireRelease(
+  Effect.sync(() => {
+    const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "corral-overlay-")))
+    sh(root, "init", "--quiet", "--initial-branch=main")
+    for (const file of [
+      "a.txt",
+      "b.txt",
+      "src/x/one.ts",
+      "src/x/two.ts",
+      "src/y/three.ts",
+      "gone/four.txt",
+      "run.sh"
+    ]) {
+      write(root, file, `${file}\n`)
+    }
+    write(root, ".gitignore", "*.log\n")
+    commit(root, "initial")
+    return root
+  }),
+  (root) => Effect.sync(() => fs.rmSync(root, { recursive: true, force: true }))
+)
+
+/** Runs `script` with `sh -c` in the workspace's view (the overlay's mount, or the worktree itself). */
+const inView = (handle: WorkspaceHandle, script: string) =>
+  Effect.sync(() => {
+    const prefix = overlayPrefix(handle) ?? []
+    const [file, ...args] = [...prefix, "sh", "-c", script]
+    return execFileSync(file!, args, { cwd: handle.dir, encoding: "utf8" })
+  })
+
+const edits = [
+  "printf 'changed\\n' >> a.txt",
+  "rm b.txt",
+  "printf 'new\\n' > src/x/new.ts",
+  "chmod +x run.sh",
+  "ln -s a.txt link",
+  "printf 'ignored\\n' > debug.log",
+  "rm -rf gone",
+  "rm -rf src/y && mkdir src/y && printf 'again\\n' > src/y/fresh.ts"
+].join(" && ")
+
+const treeOf = (root: string, rev: string) => sh(root, "ls-tree", "-r", "--full-tree", rev)
+
+const provide = <A, E>(effect: Effect.Effect<A, E, Workspace | Scope.Scope>) =>
+  effect.pipe(Effect.provide(Workspace.layer))
+
+const releases = () => {
+  const reports: Array<ReleaseReport> = []
+  return { reports, onRelease: (report: ReleaseReport) => Effect.sync(() => reports.push(report)) }
+}
+
+describe.skipIf(!enabled)("Workspace overlay", () => {
+  it.live("an overlay agent sees its base tree, and its commit equals a worktree agent's for the same commands", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        yield* ws.registerRun(repo, "r1")
+        const integration = yield* ws.integration({ repo, runId: "r1" })
+        const base = yield* integration.head()
+        const over = yield* ws.acquire({ repo, runId: "r1", agentId: "over", base, overlay: true })
+        const plain = yield* ws.acquire({ repo, runId: "r1", agentId: "plain", base })
+        assert.deepStrictEqual(fs.readdirSync(over.dir), [".git"])
+        const seen = yield* inView(over, "find . -path ./.git -prune -o -type f -print | sort")
+        const expected = yield* inView(plain, "find . -path ./.git -prune -o -type f -print | sort")
+        assert.strictEqual(seen, expected)
+        assert.strictEqual(yield* inView(over, "git status --porcelain"), "")
+        yield* inView(over, edits)
+        yield* inView(plain, edits)
+        const status = yield* inView(over, "git status --porcelain --untracked-files=all")
+        assert.strictEqual(status, yield* inView(plain, "git status --porcelain --untracked-files=all"))
+        const a = yield* integration.commitAll(over, "edit")
+        const b = yield* integration.commitAll(plain, "edit")
+        assert.isTrue(a.changed)
+        assert.strictEqual(treeOf(repo, a.commit), treeOf(repo, b.commit))
+        assert.notInclude(treeOf(repo, a.commit), "debug.log")
+        assert.include(treeOf(repo, a.commit), "src/y/fresh.ts")
+        assert.notInclude(treeOf(repo, a.commit), "src/y/three.ts")
+        assert.notInclude(treeOf(repo, a.commit), "gone/")
+        assert.match(treeOf(repo, a.commit), /^100755 blob \w+\trun\.sh$/m)
+        assert.match(treeOf(repo, a.commit), /^120000 blob \w+\tlink$/m)
+        assert.strictEqual(fs.readFileSync(path.join(repo, "a.txt"), "utf8"), "a.txt\n")
+      })
+    ).pipe(Effect.scoped)
+  )
+
+  it.live("agents at different heads see different snapshots, never another agent's files; all is removed", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const stateDir = path.join(repo, ".corral")
+      const first = sh(repo, "rev-parse", "HEAD")
+      write(repo, "a.txt", "second\n")
+      fs.rmSync(path.join(repo, "src/y"), { recursive: true })
+      write(repo, "src/y", "now a file\n")
+      const second = commit(repo, "second")
+      const log = releases()
+      yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          yield* ws.registerRun(repo, "r2")
+          const one = yield* ws.acquire({ repo, runId: "r2", agentId: "one", base: first, overlay: true, ...log })
+          const two = yield* ws.acquire({ repo, runId: "r2", agentId: "two", base: second, overlay: true, ...log })
+          const three = yield* ws.acquire({ repo, runId: "r2", agentId: "three", base: first, overlay: true, ...log })
+          assert.strictEqual(yield* inView(one, "cat a.txt"), "a.txt\n")
+          assert.strictEqual(yield* inView(two, "cat a.txt"), "second\n")
+          assert.strictEqual(yield* inView(two, "cat src/y"), "now a file\n")
+          assert.strictEqual(yield* inView(two, "git status --porcelain"), "")
+          yield* inView(one, "printf mine > secret.txt && printf one >> a.txt")
+          assert.strictEqual(
+            yield* inView(three, "ls secret.txt 2>&1 || true"),
+            "ls: cannot access 'secret.txt': No such file or directory\n"
+          )
+          assert.strictEqual(yield* inView(three, "cat a.txt"), "a.txt\n")
+          assert.strictEqual(
+            sh(repo, "ls-files", "--with-tree", second, "--", "src/y"),
+            sh(repo, "ls-tree", "--name-only", second, "--", "src/y")
+          )
+          assert.deepStrictEqual(
+            fs.readdirSync(path.join(stateDir, "overlay", "r2", "snapshots")).sort(),
+            [first, `${first}.index`, second, `${second}.index`].sort()
+          )
+          const integration = yield* ws.integration({ repo, runId: "r2", base: first })
+          yield* integration.commitAll(one, "one")
+        }).pipe(Effect.scoped)
+      )
+      assert.deepStrictEqual(
+        log.reports.map((r) => [r.agentId, r.workspace]),
+        [
+          ["three", "removed"],
+          ["two", "removed"],
+          ["one", "removed"]
+        ]
+      )
+      assert.isFalse(fs.existsSync(path.join(stateDir, "overlay", "r2")))
+      assert.isFalse(fs.existsSync(path.join(stateDir, "worktrees", "r2")))
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+    })
+  )
+
+  it.live("uncommitted changes keep the workspace, its upper folder and its snapshot", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const log = releases()
+      const scope = yield* Scope.make()
+      const handle = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.acquire({ repo, runId: "r3", agentId: "dirty", overlay: true, ...log })
+        })
+      ).pipe(Scope.provide(scope))
+      yield* inView(handle, "printf unsaved >> b.txt")
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(log.reports[0]?.workspace, "kept")
+      assert.isTrue(fs.existsSync(path.join(handle.overlay!.upper, "b.txt")))
+      assert.isTrue(fs.existsSync(path.join(handle.overlay!.lower, "b.txt")))
+    })
+  )
+
+  it.live("a machine that cannot mount an overlay fails with OverlayUnavailable and creates nothing", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const saved = process.env.CORRAL_UNSHARE
+      process.env.CORRAL_UNSHARE = path.join(repo, "no-such-unshare")
+      const exit = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.acquire({ repo, runId: "r4", agentId: "a", overlay: true })
+        }).pipe(Effect.scoped)
+      ).pipe(
+        Effect.exit,
+        Effect.ensuring(
+          Effect.sync(() => {
+            if (saved === undefined) delete process.env.CORRAL_UNSHARE
+            else process.env.CORRAL_UNSHARE = saved
+          })
+        )
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) assert.include(String(exit.cause), "OverlayUnavailable")
+      assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "r4")))
+      assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+    })
+  )
+
+  it.live("gc removes what a killed run's overlay workspaces left, and keeps one holding uncommitted work", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const stateDir = path.join(repo, ".corral")
+      // Scopes that are never closed: the run died without releasing anything.
+      const leaked = yield* Scope.make()
+      const [clean, dirty] = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          const clean = yield* ws.acquire({ repo, runId: "dead", agentId: "clean", overlay: true })
+          const dirty = yield* ws.acquire({ repo, runId: "dead", agentId: "dirty", overlay: true })
+          return [clean, dirty] as const
+        })
+      ).pipe(Scope.provide(leaked))
+      yield* inView(clean, "printf scratch > debug.log")
+      yield* inView(dirty, "printf work >> a.txt")
+      const report = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.gc({ repo })
+        })
+      ).pipe(Effect.scoped)
+      assert.deepInclude(report.removed, { kind: "worktree", target: clean.dir })
+      assert.isTrue(report.kept.some((item) => item.kind === "worktree" && item.target === dirty.dir))
+      assert.isTrue(report.kept.some((item) => item.kind === "overlay"))
+      assert.isTrue(fs.existsSync(path.join(dirty.overlay!.upper, "a.txt")))
+      yield* inView(dirty, "git checkout -- a.txt")
+      const again = yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.gc({ repo })
+        })
+      ).pipe(Effect.scoped)
+      assert.deepStrictEqual(again.kept, [])
+      assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+      assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
+    })
+  )
+})

@@ -1,0 +1,164 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { overlayProblem } from "@corral/platform-node/Workspace"
+import { describe, expect, it } from "vitest"
+import {
+  branches,
+  git,
+  isAlive,
+  makeRepo,
+  pidIn,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
+
+// With CI=true a machine that cannot mount an overlay runs these tests and fails them; elsewhere they are skipped.
+const enabled = overlayProblem() === undefined || process.env.CI === "true"
+
+const files = {
+  "README.md": "# r\n",
+  "src/a/one.txt": "one\n",
+  "src/b/two.txt": "two\n",
+  "CHANGELOG.md": "log\n"
+}
+
+describe.skipIf(!enabled)("overlay workspaces (end to end)", () => {
+  it("overlay agents see their start commit, merge like worktree agents, and leave nothing behind", async () => {
+    const repo = makeRepo(files)
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `concurrency: 2
+agents:
+  - id: a
+    overlay: true
+    claims: { write: ["src/a/**", CHANGELOG.md] }
+    run: test "$(cat src/b/two.txt)" = two && echo more >> src/a/one.txt && echo a >> CHANGELOG.md && echo x > scratch.log
+  - id: b
+    overlay: true
+    claims: { write: ["src/b/**", CHANGELOG.md] }
+    run: rm src/b/two.txt && echo new > src/b/three.txt && echo b >> CHANGELOG.md
+  - id: check
+    overlay: true
+    dependsOn: [a, b]
+    run: test -e src/b/three.txt && test ! -e src/b/two.txt && grep -q more src/a/one.txt && git status --porcelain --untracked-files=no > status.txt
+`
+    )
+    NodeFs.writeFileSync(NodePath.join(repo, ".gitignore"), "*.log\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "ignore")
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const integration = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${integration}:src/a/one.txt`)).toBe("one\nmore\n")
+    expect(git(repo, "show", `${integration}:src/b/three.txt`)).toBe("new\n")
+    expect(git(repo, "show", `${integration}:status.txt`)).toBe("")
+    const log = git(repo, "show", `${integration}:CHANGELOG.md`)
+    expect(log === "log\na\nb\n" || log === "log\nb\na\n", log).toBe(true)
+    expect(git(repo, "ls-tree", "-r", "--name-only", integration)).not.toContain("scratch.log")
+    expect(git(repo, "ls-tree", "-r", "--name-only", integration)).not.toContain("src/b/two.txt")
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
+    expect(git(repo, "status", "--porcelain")).toBe("")
+  }, 120_000)
+
+  it("Ctrl-C mid-agent and a failing agent: every overlay workspace and snapshot is gone when corral exits", async () => {
+    const repo = makeRepo(files)
+    const signals = tempDir("signals-")
+    const started = NodePath.join(signals, "started")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `concurrency: 2
+agents:
+  - id: fails
+    overlay: true
+    run: exit 3
+  - id: waits
+    overlay: true
+    run: touch ${started}; while true; do sleep 0.05; done
+`
+    )
+    const cli = startCli(["run", plan, "--json"], { cwd: repo })
+    await waitFor(
+      () => NodeFs.existsSync(started) && /"type":"Finished"[^\n]*"agentId":"fails"/.test(cli.output()),
+      30_000,
+      "the failing agent to finish and the other to start"
+    )
+    cli.signal("SIGINT")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
+    expect(branches(repo).filter((b) => b.includes("/fails") || b.includes("/waits"))).toEqual([])
+  }, 120_000)
+
+  it("kill -9 mid-run: gc removes the overlay workspace, its snapshot and its branch", async () => {
+    const repo = makeRepo(files)
+    const signals = tempDir("signals-")
+    const pidFile = NodePath.join(signals, "pid")
+    const go = NodePath.join(signals, "go")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: slow
+    overlay: true
+    run: echo $$ > ${pidFile}; while [ ! -e ${go} ]; do sleep 0.05; done
+`
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const agent = pidIn(pidFile)!
+    cli.signal("SIGKILL")
+    await cli.done
+    NodeFs.writeFileSync(go, "")
+    await waitFor(() => !isAlive(agent), 30_000, "the agent to end")
+    expect(NodeFs.readdirSync(NodePath.join(repo, ".corral", "overlay"))).toHaveLength(1)
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(gc.stdout).toMatch(/, 0 kept/)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
+    expect(branches(repo).filter((b) => b.includes("/slow"))).toEqual([])
+  }, 120_000)
+})
+
+describe("overlay workspaces: plan checks (end to end)", () => {
+  const expectRejected = async (plan: string, env: Record<string, string>, message: RegExp) => {
+    const repo = makeRepo(files)
+    const file = writePlan(tempDir("plan-"), "plan.yaml", plan)
+    for (const command of ["validate", "run"]) {
+      const result = await runCli([command, file], { cwd: repo, env })
+      expect(result.code, result.stdout + result.stderr).toBe(2)
+      expect(result.stderr).toMatch(message)
+    }
+    expect(branches(repo)).toEqual(["main"])
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "worktrees"))).toBe(false)
+  }
+
+  it("a machine that cannot mount an overlay: exit 2, nothing started", async () => {
+    await expectRejected(
+      "agents:\n  - id: a\n    overlay: true\n    run: echo a > a.txt\n",
+      { CORRAL_UNSHARE: "/nonexistent/unshare" },
+      /agents a ask for an overlay workspace, but CORRAL_UNSHARE=\/nonexistent\/unshare is not an executable/
+    )
+  })
+
+  it("overlay with a sandbox (also from defaults) or with sparse: exit 2", async () => {
+    await expectRejected(
+      "defaults: { sandbox: true }\nagents:\n  - id: a\n    overlay: true\n    run: echo a > a.txt\n",
+      {},
+      /agents a ask for an overlay workspace and a sandbox/
+    )
+    await expectRejected(
+      "agents:\n  - id: a\n    overlay: true\n    sparse: true\n    run: echo a > a.txt\n",
+      {},
+      /`sparse` does not apply to an overlay workspace/
+    )
+  })
+})
