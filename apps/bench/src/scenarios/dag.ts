@@ -14,14 +14,52 @@ interface Params {
   readonly concurrency: number
 }
 
+/**
+ * Where a run's time over the work bound went, from the nodes' own timestamps: `lateMs` is the sum
+ * of (a node's end − its start − its duration) over all nodes, ÷ concurrency (what timers firing late
+ * added to the slots); `idleMs` is the makespan − the sum of (end − start) ÷ concurrency (slot time
+ * with no node running: hand-offs between a node's end and the next start, and the tail). When the
+ * work bound binds (total work ÷ concurrency ≥ the critical path), makespan = bound + lateMs + idleMs.
+ */
+const split = (p: Params, recorded: Recorder, began: number, ms: number): Record<string, number> => {
+  let busy = 0
+  let late = 0
+  let first = Number.POSITIVE_INFINITY
+  let last = 0
+  for (const node of p.nodes) {
+    const took = recorded.ends[node.index]! - recorded.starts[node.index]!
+    busy += took
+    late += took - node.ms
+    first = Math.min(first, recorded.starts[node.index]!)
+    last = Math.max(last, recorded.ends[node.index]!)
+  }
+  return {
+    lateMs: late / p.concurrency,
+    idleMs: ms - busy / p.concurrency,
+    firstMs: first - began,
+    afterLastMs: began + ms - last
+  }
+}
+
 /** Times `body`, which records each node's work, then checks every node started after its dependencies ended. */
-const checked = (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> =>
-  timedAndChecked(p.nodes.length, body, (recorded) =>
-    checkDependencies(
-      recorded,
-      p.nodes.map((node) => node.deps)
-    )
+const checked = async (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> => {
+  let recorded: Recorder | undefined
+  let began = 0
+  const sample = await timedAndChecked(
+    p.nodes.length,
+    (r) => {
+      recorded = r
+      began = performance.now()
+      return body(r)
+    },
+    (r) =>
+      checkDependencies(
+        r,
+        p.nodes.map((node) => node.deps)
+      )
   )
+  return { ...sample, metrics: split(p, recorded!, began, sample.ms) }
+}
 
 const work = (recorded: Recorder, node: DagNode): Promise<void> => recordedWork(recorded, node.index, node.ms)
 
@@ -135,6 +173,7 @@ const item = (): Case<Params> => {
       "corral (estimates) is given each node's exact duration as `estimate`; corral (no estimates) and the peers get nothing",
       `longest-path-first in virtual time (exact durations, no CPU) takes ${virtual} ms = ${(virtual / Math.max(critical, spread)).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions (the floor for any scheduler here)`,
       "every approach's schedule is checked from the nodes' own timestamps: a node starting before a dependency ended fails it",
+      "late: the nodes' sleeps over their durations, summed ÷ 16 (timers firing late); idle: makespan − the nodes' summed run time ÷ 16 (hand-offs and the tail); the work bound binds, so makespan = bound + late + idle",
       "CPU: process.cpuUsage() over the run and its schedule check (medians)"
     ]
   }
@@ -168,7 +207,14 @@ export const dag: Scenario<Params> = {
     )
   ],
   steadyState: true,
-  columns: [{ key: "afterGcMs", label: "after GC", format: duration }, cpuColumn],
+  columns: [
+    { key: "afterGcMs", label: "after GC", format: duration },
+    { key: "lateMs", label: "late", format: duration },
+    { key: "idleMs", label: "idle", format: duration },
+    { key: "firstMs", label: "1st start", format: duration },
+    { key: "afterLastMs", label: "after last", format: duration },
+    cpuColumn
+  ],
   approaches: [
     byLevel,
     fifo,
