@@ -5,7 +5,10 @@
  * and the best of `restarts` random-priority list schedules, against the bound; then the same
  * policies on `graphs` other random DAGs at concurrency 4, 16 and 64. `node src/dagprobe.ts cpu
  * [runs] [warm-up] [estimates|none]`: corral on the bench graph in real time, median
- * `process.cpuUsage()` per run. `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
+ * `process.cpuUsage()` per run. `node src/dagprobe.ts virtual [runs] [estimates|none]`: `runs` runs under
+ * `TestClock` (deterministic, for callgrind). `node --expose-gc src/dagprobe.ts split [reps] [name]`: the
+ * scenario's approaches (those whose name includes `name`) in rotated order, each after a
+ * young-generation GC, and the medians of their makespan and its split. `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
  * (A/B in alternating processes).
  */
 import * as Effect from "effect/Effect"
@@ -59,7 +62,11 @@ const descendantWork = (nodes: ReadonlyArray<DagNode>): ReadonlyArray<number> =>
     while (stack.length > 0) {
       const i = stack.pop()!
       work += nodes[i]!.ms
-      for (const next of dependents[i]!) if (!seen.has(next)) seen.add(next), stack.push(next)
+      for (const next of dependents[i]!) {
+        if (seen.has(next)) continue
+        seen.add(next)
+        stack.push(next)
+      }
     }
     return work
   })
@@ -159,7 +166,9 @@ if (mode === "offline") {
     const means = Object.entries(sums)
       .map(([name, sum]) => `${name} ${(sum / graphs).toFixed(4)}`)
       .join(", ")
-    console.log(`${graphs} random DAGs @${concurrency}, mean × bound: ${means}; worst lpf / best ${worstVsLpf.toFixed(4)}`)
+    console.log(
+      `${graphs} random DAGs @${concurrency}, mean × bound: ${means}; worst lpf / best ${worstVsLpf.toFixed(4)}`
+    )
   }
   const plan = dagPlan(
     nodes.map((node) => node.deps),
@@ -168,11 +177,17 @@ if (mode === "offline") {
     16
   )
   console.log(`dagPlan (the replay's plan): ${ratio(plan.makespanMs, bound)} the bound`)
+} else if (mode === "virtual") {
+  // Deterministic work for instruction counts (callgrind): `runs` corral runs of the bench graph under TestClock.
+  const nodes = randomDag(11, 500)
+  let makespan = 0
+  for (let i = 0; i < Number(a ?? 3); i++) makespan = await corralVirtual(nodes, 16, b !== "none")
+  console.log(JSON.stringify({ makespanMs: makespan }))
 } else if (mode === "split") {
   // The bench case's approaches in rotated order, each run after a young-generation GC as the harness's
   // steady-state samples: medians of each approach's makespan and its split (see the scenario's notes).
   const reps = Number(a ?? 10)
-  const item = dag.cases({ quick: false, reps: undefined })[0]!
+  const item = (await dag.cases({ quick: false, reps: undefined }))[0]!
   const signal = new AbortController().signal
   const approaches = dag.approaches.filter((approach) => b === undefined || approach.name.includes(b))
   const metrics = new Map<string, Array<Record<string, number>>>()
@@ -211,7 +226,9 @@ if (mode === "offline") {
     const result = await Effect.runPromise(Corral.run(agents, { concurrency: 16 }))
     const used = process.cpuUsage(before)
     if (!result.allSucceeded) throw new Error("a run failed")
-    if (i >= warm) cpu.push((used.user + used.system) / 1000), wall.push(performance.now() - start)
+    if (i < warm) continue
+    cpu.push((used.user + used.system) / 1000)
+    wall.push(performance.now() - start)
   }
   console.log(
     JSON.stringify({ cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu), wallMs: median(wall) })
