@@ -62,6 +62,8 @@ export function validate(
   const ids = checkIds(agents, issues)
   let nodes: Array<Node> | undefined
   let graph = false
+  // Every dependency listed before its dependent: no cycle is possible, so none is looked for.
+  let backward = true
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) continue
@@ -73,12 +75,20 @@ export function validate(
     const node = checkAgent(agents, agent, index, ids, settings, issues)
     if (node === undefined) continue
     nodes.push(node)
-    if (node.depIndices.length > 0) graph = true
+    if (node.depIndices.length > 0) {
+      graph = true
+      if (backward && !dependsBackward(node)) backward = false
+    }
   }
   if (issues.length > 0) return Result.fail(new InvalidRun({ issues }))
-  if (nodes !== undefined && graph) checkCycles(nodes, issues)
+  if (nodes !== undefined && graph && !backward) checkCycles(nodes, issues)
   if (issues.length > 0) return Result.fail(new InvalidRun({ issues }))
   return Result.succeed(nodes ?? (deferPlain && agents.length > 0 ? undefined : []))
+}
+
+const dependsBackward = (node: Node): boolean => {
+  for (const dep of node.depIndices) if (dep >= node.index) return false
+  return true
 }
 
 /** The nodes of the agents before `end`, all plain and valid (the first agents of a run with deferred nodes). */
