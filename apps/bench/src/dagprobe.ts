@@ -8,9 +8,12 @@
  * `process.cpuUsage()` per run. `node src/dagprobe.ts virtual [runs] [estimates|none]`: `runs` runs under
  * `TestClock` (deterministic, for callgrind). `node --expose-gc src/dagprobe.ts split [reps] [name]`: the
  * scenario's approaches (those whose name includes `name`) in rotated order, each after a
- * young-generation GC, and the medians of their makespan and its split. `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
+ * young-generation GC, and the medians of their makespan and its split. `node --expose-gc
+ * src/dagprobe.ts startup [reps]`: a run's start-up phases (see there). `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
  * (A/B in alternating processes).
  */
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/testing/TestClock"
@@ -183,6 +186,49 @@ if (mode === "offline") {
   let makespan = 0
   for (let i = 0; i < Number(a ?? 3); i++) makespan = await corralVirtual(nodes, 16, b !== "none")
   console.log(JSON.stringify({ makespanMs: makespan }))
+} else if (mode === "startup") {
+  // A run's start on the bench graph, each after a young-generation GC: making the agents, `validate`,
+  // `link`, and from the `Corral.run` call to the first node's start (medians of `reps`).
+  const source = path.dirname(process.env.CORRAL_CORE ?? fileURLToPath(import.meta.resolve("@corral/core")))
+  const { validate } = await import(path.join(source, "internal/validate.ts"))
+  const { link } = await import(path.join(source, "internal/node.ts"))
+  const nodes = randomDag(11, 500)
+  const settings = { concurrency: 16, pools: {}, claimTimeout: undefined, poolScope: "" }
+  const make = () =>
+    nodes.map((node) =>
+      Agent.make(node.id, { run: Effect.void, dependsOn: node.deps.map((dep) => nodes[dep]!.id), estimate: node.ms })
+    )
+  const phases = { makeMs: [] as Array<number>, validateMs: [] as Array<number>, linkMs: [] as Array<number> }
+  const firsts: Array<number> = []
+  for (let rep = 0; rep < Number(a ?? 20); rep++) {
+    await settleYoung()
+    const t0 = performance.now()
+    const agents = make()
+    const t1 = performance.now()
+    const linked = validate(agents, settings).success
+    const t2 = performance.now()
+    link(linked)
+    phases.makeMs.push(t1 - t0)
+    phases.validateMs.push(t2 - t1)
+    phases.linkMs.push(performance.now() - t2)
+    await settleYoung()
+    let first = 0
+    const timed = nodes.map((node) =>
+      Agent.make(node.id, {
+        run: Effect.suspend(() => {
+          if (first === 0) first = performance.now()
+          return Effect.void
+        }),
+        dependsOn: node.deps.map((dep) => nodes[dep]!.id),
+        estimate: node.ms
+      })
+    )
+    const called = performance.now()
+    await Effect.runPromise(Corral.run(timed, { concurrency: 16 }))
+    firsts.push(first - called)
+  }
+  const medians = Object.entries(phases).map(([key, values]) => [key, Number(median(values).toFixed(3))])
+  console.log(JSON.stringify({ ...Object.fromEntries(medians), runToFirstStartMs: Number(median(firsts).toFixed(3)) }))
 } else if (mode === "split") {
   // The bench case's approaches in rotated order, each run after a young-generation GC as the harness's
   // steady-state samples: medians of each approach's makespan and its split (see the scenario's notes).
