@@ -3,7 +3,7 @@ import { duration } from "../format.ts"
 import { cpuColumn, withCpu } from "../lib/cpu.ts"
 import { runPool } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
-import { checkDependencies, type Recorder, recordedWork, timedAndChecked } from "../lib/schedule.ts"
+import { checkDependencies, type Recorder, recordedWork, timedAndChecked, timeSplit } from "../lib/schedule.ts"
 import { dagPlan, replay } from "../lib/replay.ts"
 import { noWorseThan, overFloor, ratioAtMost } from "../lib/targets.ts"
 import { type DagNode, levels, randomDag, remainingPath } from "../lib/workload.ts"
@@ -12,33 +12,6 @@ import type { Approach, Case, Sample, Scenario } from "../types.ts"
 interface Params {
   readonly nodes: ReadonlyArray<DagNode>
   readonly concurrency: number
-}
-
-/**
- * Where a run's time over the work bound went, from the nodes' own timestamps: `lateMs` is the sum
- * of (a node's end − its start − its duration) over all nodes, ÷ concurrency (what timers firing late
- * added to the slots); `idleMs` is the makespan − the sum of (end − start) ÷ concurrency (slot time
- * with no node running: hand-offs between a node's end and the next start, and the tail). When the
- * work bound binds (total work ÷ concurrency ≥ the critical path), makespan = bound + lateMs + idleMs.
- */
-const split = (p: Params, recorded: Recorder, began: number, ms: number): Record<string, number> => {
-  let busy = 0
-  let late = 0
-  let first = Number.POSITIVE_INFINITY
-  let last = 0
-  for (const node of p.nodes) {
-    const took = recorded.ends[node.index]! - recorded.starts[node.index]!
-    busy += took
-    late += took - node.ms
-    first = Math.min(first, recorded.starts[node.index]!)
-    last = Math.max(last, recorded.ends[node.index]!)
-  }
-  return {
-    lateMs: late / p.concurrency,
-    idleMs: ms - busy / p.concurrency,
-    firstMs: first - began,
-    afterLastMs: began + ms - last
-  }
 }
 
 /** Times `body`, which records each node's work, then checks every node started after its dependencies ended. */
@@ -58,7 +31,16 @@ const checked = async (p: Params, body: (recorded: Recorder) => Promise<unknown>
         p.nodes.map((node) => node.deps)
       )
   )
-  return { ...sample, metrics: split(p, recorded!, began, sample.ms) }
+  return {
+    ...sample,
+    metrics: timeSplit(
+      recorded!,
+      p.nodes.map((node) => node.ms),
+      p.concurrency,
+      began,
+      sample.ms
+    )
+  }
 }
 
 const work = (recorded: Recorder, node: DagNode): Promise<void> => recordedWork(recorded, node.index, node.ms)
