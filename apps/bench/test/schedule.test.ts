@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { checkDependencies, checkExclusive, recorder, ScheduleViolation } from "../src/lib/schedule.ts"
+import { checkDependencies, checkExclusive, recorder, ScheduleViolation, timeSplit } from "../src/lib/schedule.ts"
 import { metricAtMost, noWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
 import type { ApproachResult, CaseResult } from "../src/types.ts"
 
@@ -13,6 +13,24 @@ const recorded = (intervals: ReadonlyArray<readonly [number, number]>) => {
 }
 
 describe("schedule checks", () => {
+  it("splits a run's time over the work bound into late tasks and idle slots", () => {
+    // Two slots, durations 4 + 2 + 2 = 8 (bound 4); the run from 10 to 17.5: the first start at 10.5,
+    // task 0 1 ms late, task 2 waits 0.5 ms for its slot, the last end at 15.5.
+    const split = timeSplit(
+      recorded([
+        [10.5, 15.5],
+        [10.5, 12.5],
+        [13, 15]
+      ]),
+      [4, 2, 2],
+      2,
+      10,
+      7.5
+    )
+    expect(split).toEqual({ lateMs: 0.5, idleMs: 3, firstMs: 0.5, afterLastMs: 2 })
+    expect(4 + split.lateMs! + split.idleMs!).toBe(7.5)
+  })
+
   it("accepts holders of one key that follow each other, and rejects overlapping ones", () => {
     const keys = [["a"], ["a", "b"], ["b"]]
     expect(() =>

@@ -189,6 +189,10 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
     const given = this.given
     return Effect.isEffect(given) ? () => given : (deps) => Effect.suspend(() => given(deps))
   }
+  /** Whether `run` is a function of the dependencies' values (else it is an effect that ignores them). */
+  readsDeps(): boolean {
+    return !Effect.isEffect(this.given)
+  }
   /** `run(deps)` without the function `run` makes: a run calls it once per attempt. */
   effect(deps: Deps): Effect.Effect<A, E, R> {
     const given = this.given
@@ -238,6 +242,14 @@ Object.defineProperty(AgentImpl.prototype, TypeId, { value: TypeId })
  */
 export const effectOf = <A, E, R>(agent: Agent<A, E, R>, deps: Deps): Effect.Effect<A, E, R> =>
   agent instanceof AgentImpl ? agent.effect(deps) : agent.run(deps)
+
+/**
+ * Whether an attempt of `agent` reads the values of its dependencies: a run builds that record only
+ * for agents whose `run` is a function of it.
+ *
+ * @internal
+ */
+export const readsDeps = (agent: Any): boolean => !(agent instanceof AgentImpl) || agent.readsDeps()
 
 /**
  * `true` for values built with `Agent.make`. (A class test first: a run checks every agent twice,

@@ -94,6 +94,40 @@ export const timedAndChecked = async (
   return { ms }
 }
 
+/**
+ * Where a run's time over the work bound went, from the tasks' own timestamps (the run began at
+ * `began` and took `ms`): `lateMs`, the sum of (a task's end − its start − its duration) ÷
+ * `concurrency` (what timers firing late added to the slots); `idleMs`, the makespan − the sum of
+ * (end − start) ÷ `concurrency` (slot time with no task running: the start, hand-offs and the tail);
+ * `firstMs`, from `began` to the first start; `afterLastMs`, from the last end to the run's return.
+ * When total work ÷ concurrency is the bound, makespan = bound + `lateMs` + `idleMs`.
+ */
+export const timeSplit = (
+  recorded: Recorder,
+  durations: ReadonlyArray<number>,
+  concurrency: number,
+  began: number,
+  ms: number
+): Record<string, number> => {
+  let busy = 0
+  let late = 0
+  let first = Number.POSITIVE_INFINITY
+  let last = Number.NEGATIVE_INFINITY
+  for (let i = 0; i < durations.length; i++) {
+    const took = recorded.ends[i]! - recorded.starts[i]!
+    busy += took
+    late += took - durations[i]!
+    first = Math.min(first, recorded.starts[i]!)
+    last = Math.max(last, recorded.ends[i]!)
+  }
+  return {
+    lateMs: late / concurrency,
+    idleMs: ms - busy / concurrency,
+    firstMs: first - began,
+    afterLastMs: began + ms - last
+  }
+}
+
 /** A task's work: `ms` of sleep, recorded as task `index`. */
 export const recordedWork = async (recorded: Recorder, index: number, ms: number): Promise<void> => {
   recorded.begin(index)

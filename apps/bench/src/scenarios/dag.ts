@@ -3,7 +3,7 @@ import { duration } from "../format.ts"
 import { cpuColumn, withCpu } from "../lib/cpu.ts"
 import { runPool } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
-import { checkDependencies, type Recorder, recordedWork, timedAndChecked } from "../lib/schedule.ts"
+import { checkDependencies, type Recorder, recordedWork, timedAndChecked, timeSplit } from "../lib/schedule.ts"
 import { dagPlan, replay } from "../lib/replay.ts"
 import { noWorseThan, overFloor, ratioAtMost } from "../lib/targets.ts"
 import { type DagNode, levels, randomDag, remainingPath } from "../lib/workload.ts"
@@ -15,13 +15,33 @@ interface Params {
 }
 
 /** Times `body`, which records each node's work, then checks every node started after its dependencies ended. */
-const checked = (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> =>
-  timedAndChecked(p.nodes.length, body, (recorded) =>
-    checkDependencies(
-      recorded,
-      p.nodes.map((node) => node.deps)
-    )
+const checked = async (p: Params, body: (recorded: Recorder) => Promise<unknown>): Promise<Sample> => {
+  let recorded: Recorder | undefined
+  let began = 0
+  const sample = await timedAndChecked(
+    p.nodes.length,
+    (r) => {
+      recorded = r
+      began = performance.now()
+      return body(r)
+    },
+    (r) =>
+      checkDependencies(
+        r,
+        p.nodes.map((node) => node.deps)
+      )
   )
+  return {
+    ...sample,
+    metrics: timeSplit(
+      recorded!,
+      p.nodes.map((node) => node.ms),
+      p.concurrency,
+      began,
+      sample.ms
+    )
+  }
+}
 
 const work = (recorded: Recorder, node: DagNode): Promise<void> => recordedWork(recorded, node.index, node.ms)
 
@@ -135,6 +155,7 @@ const item = (): Case<Params> => {
       "corral (estimates) is given each node's exact duration as `estimate`; corral (no estimates) and the peers get nothing",
       `longest-path-first in virtual time (exact durations, no CPU) takes ${virtual} ms = ${(virtual / Math.max(critical, spread)).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions (the floor for any scheduler here)`,
       "every approach's schedule is checked from the nodes' own timestamps: a node starting before a dependency ended fails it",
+      "late: the nodes' sleeps over their durations, summed ÷ 16 (timers firing late); idle: makespan − the nodes' summed run time ÷ 16 (hand-offs and the tail); the work bound binds, so makespan = bound + late + idle",
       "CPU: process.cpuUsage() over the run and its schedule check (medians)"
     ]
   }
@@ -168,7 +189,14 @@ export const dag: Scenario<Params> = {
     )
   ],
   steadyState: true,
-  columns: [{ key: "afterGcMs", label: "after GC", format: duration }, cpuColumn],
+  columns: [
+    { key: "afterGcMs", label: "after GC", format: duration },
+    { key: "lateMs", label: "late", format: duration },
+    { key: "idleMs", label: "idle", format: duration },
+    { key: "firstMs", label: "1st start", format: duration },
+    { key: "afterLastMs", label: "after last", format: duration },
+    cpuColumn
+  ],
   approaches: [
     byLevel,
     fifo,

@@ -960,7 +960,7 @@ class Stint {
     let current = node
     while (true) {
       this.fiber.setContext(bind(this.context, current))
-      const effect = attempts(this.host, current, depsOf(current))
+      const effect = attempts(this.host, current, runDeps(current))
       if (!isExitFast(effect)) {
         this.node = current
         return Effect.matchCauseEffect(effect, (this.handlers ??= this.makeHandlers()))
@@ -1011,6 +1011,10 @@ const depsOf = (node: Node): Record<string, unknown> => {
   for (const dep of node.deps) deps[dep.id] = dep.value
   return deps
 }
+
+/** The `deps` an attempt gets: built only for an agent whose `run` reads them (`Agent.readsDeps`). */
+const runDeps = (node: Node): Record<string, unknown> =>
+  node.deps.length === 0 || !AgentModule.readsDeps(node.agent) ? noDeps : depsOf(node)
 
 const limiterOf = (
   options: RunOptions,

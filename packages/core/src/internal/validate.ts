@@ -17,8 +17,17 @@ export interface RunSettings {
   readonly eventBuffer?: number | undefined
 }
 
+const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
+
+/**
+ * A duration input in milliseconds. A whole number of milliseconds (what most timeouts and
+ * estimates are) is its own answer, without parsing it as a `Duration`: a run checks up to three
+ * per agent before its first agent starts.
+ */
 export const millis = (input: Duration.Input | undefined): Result.Result<number | undefined, string> => {
-  if (input === undefined) return Result.succeed(undefined)
+  if (input === undefined) return noMillis
+  if (typeof input === "number" && Number.isSafeInteger(input) && input >= 0)
+    return Result.succeed(input === 0 ? 0 : input)
   if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
   const duration = Duration.fromInput(input)
   if (duration._tag === "None")
@@ -53,6 +62,8 @@ export function validate(
   const ids = checkIds(agents, issues)
   let nodes: Array<Node> | undefined
   let graph = false
+  // Every dependency listed before its dependent: no cycle is possible, so none is looked for.
+  let backward = true
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) continue
@@ -64,12 +75,20 @@ export function validate(
     const node = checkAgent(agents, agent, index, ids, settings, issues)
     if (node === undefined) continue
     nodes.push(node)
-    if (node.depIndices.length > 0) graph = true
+    if (node.depIndices.length > 0) {
+      graph = true
+      if (backward && !dependsBackward(node)) backward = false
+    }
   }
   if (issues.length > 0) return Result.fail(new InvalidRun({ issues }))
-  if (nodes !== undefined && graph) checkCycles(nodes, issues)
+  if (nodes !== undefined && graph && !backward) checkCycles(nodes, issues)
   if (issues.length > 0) return Result.fail(new InvalidRun({ issues }))
   return Result.succeed(nodes ?? (deferPlain && agents.length > 0 ? undefined : []))
+}
+
+const dependsBackward = (node: Node): boolean => {
+  for (const dep of node.depIndices) if (dep >= node.index) return false
+  return true
 }
 
 /** The nodes of the agents before `end`, all plain and valid (the first agents of a run with deferred nodes). */
@@ -211,17 +230,39 @@ const checkAgent = (
     else if (!Claims.isEmpty(normalized.success)) request = normalized.success
     if (request !== undefined && settings.held !== undefined) checkNested(agent.id, request, settings.held, issues)
   }
-  const deps: Array<number> = []
-  for (const dep of agent.dependsOn.length === 0 ? agent.dependsOn : new Set(agent.dependsOn)) {
-    const target = indexOf(agents, ids).get(dep)
-    if (dep === agent.id) report("dependsOn", "an agent cannot depend on itself")
-    else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
-    else deps.push(target)
-  }
+  const deps = depIndices(agents, agent, ids, report)
   if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, report)
   if (issues.length > before) return undefined
   return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
 }
+
+/** Up to this many, duplicate dependencies are found pairwise rather than with a `Set`. */
+const pairwiseDeps = 8
+
+/** The indices of an agent's dependencies, each once, in the order first named. */
+const depIndices = (
+  agents: ReadonlyArray<Agent.Any>,
+  agent: Agent.Any,
+  ids: Ids,
+  report: (field: string, message: string) => void
+): ReadonlyArray<number> => {
+  const dependsOn = agent.dependsOn
+  if (dependsOn.length === 0) return noDeps
+  const deps: Array<number> = []
+  const index = indexOf(agents, ids)
+  const distinct = dependsOn.length <= pairwiseDeps ? dependsOn : [...new Set(dependsOn)]
+  for (let i = 0; i < distinct.length; i++) {
+    const dep = distinct[i]!
+    if (distinct === dependsOn && dependsOn.indexOf(dep) < i) continue
+    const target = index.get(dep)
+    if (dep === agent.id) report("dependsOn", "an agent cannot depend on itself")
+    else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
+    else deps.push(target)
+  }
+  return deps
+}
+
+const noDeps: ReadonlyArray<number> = []
 
 const describe = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : typeof value

@@ -1,0 +1,97 @@
+import { Agent, Corral, CorralError } from "@corral/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import fc from "fast-check"
+import { millis } from "../../src/internal/validate.ts"
+
+/** A duration input in milliseconds as `Duration` reads it: what `millis` answered before its whole-number shortcut. */
+const viaDuration = (input: Duration.Input): Result.Result<number | undefined, string> => {
+  if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
+  const duration = Duration.fromInput(input)
+  if (duration._tag === "None") return Result.fail(`expected a duration, got ${JSON.stringify(input)}`)
+  const ms = Duration.toMillis(duration.value)
+  if (Number.isNaN(ms) || ms < 0) return Result.fail(`must not be negative, got ${JSON.stringify(input)}`)
+  return Result.succeed(ms)
+}
+
+const outcome = (result: Result.Result<number | undefined, string>) =>
+  Result.isSuccess(result) ? { ms: result.success } : { failure: result.failure.split(",")[0] }
+
+describe("validate", () => {
+  it("reads a number of milliseconds as Duration does, whole or not, negative or not", () => {
+    const numbers = fc.oneof(
+      fc.integer(),
+      fc.nat(),
+      fc.double(),
+      fc.constantFrom(0, -0, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, 1e300, Number.NaN),
+      fc.constantFrom(Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY)
+    )
+    fc.assert(
+      fc.property(numbers, (input) => {
+        const got = outcome(millis(input))
+        assert.deepStrictEqual(got, outcome(viaDuration(input)), String(input))
+        if ("ms" in got) assert.isFalse(Object.is(got.ms, -0))
+      }),
+      { numRuns: 2000 }
+    )
+    assert.deepStrictEqual(outcome(millis("2 seconds")), { ms: 2000 })
+    assert.deepStrictEqual(outcome(millis(undefined)), { ms: undefined })
+  })
+
+  it.effect("names each dependency once however often it is listed, below and above the pairwise limit", () =>
+    Effect.gen(function* () {
+      const ids = Array.from({ length: 10 }, (_, i) => `d${i}`)
+      const seen: Array<ReadonlyArray<string>> = []
+      const record = (deps: Readonly<Record<string, unknown>>) =>
+        Effect.sync(() => {
+          seen.push(Object.keys(deps))
+        })
+      const result = yield* Corral.run([
+        ...ids.map((id) => Agent.make(id, { run: Effect.succeed(id) })),
+        Agent.make("few", { dependsOn: ["d1", "d0", "d1", "d1"], run: record }),
+        Agent.make("many", { dependsOn: [...ids, "d3", ...ids], run: record })
+      ])
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(
+        seen.map((keys) => [...keys].sort()),
+        [["d0", "d1"], [...ids].sort()]
+      )
+      const error = yield* Effect.flip(
+        Corral.run([
+          Agent.make("self", { run: Effect.void, dependsOn: ["self", "ghost", "self", "ghost"] }),
+          Agent.make("wide", { run: Effect.void, dependsOn: [...ids, ...ids].map((id) => `${id}x`) })
+        ])
+      )
+      assert.instanceOf(error, CorralError.InvalidRun)
+      const messages = error.issues.map((issue) => `${issue.agentId}|${issue.message}`)
+      assert.deepStrictEqual(messages, [
+        "self|an agent cannot depend on itself",
+        'self|unknown agent "ghost"',
+        ...ids.map((id) => `wide|unknown agent "${id}x"`)
+      ])
+    })
+  )
+
+  it.effect(
+    "gives an agent whose run is an effect nothing to read, and one whose run is a function its dependencies",
+    () =>
+      Effect.gen(function* () {
+        let given: Readonly<Record<string, unknown>> | undefined
+        const result = yield* Corral.run([
+          Agent.make("a", { run: Effect.succeed(1) }),
+          Agent.make("b", { dependsOn: ["a"], run: Effect.succeed(2) }),
+          Agent.make("c", {
+            dependsOn: ["a", "b"],
+            run: (deps: Readonly<Record<string, unknown>>) =>
+              Effect.sync(() => {
+                given = deps
+              })
+          })
+        ])
+        assert.isTrue(result.allSucceeded)
+        assert.deepStrictEqual(given, { a: 1, b: 2 })
+      })
+  )
+})
