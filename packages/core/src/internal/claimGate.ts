@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type Hit, KeyTree } from "./keyTree.ts"
+import { type LockTable, memoryTables } from "./lockTable.ts"
 import { before, type Node, type WaitState, waitOf } from "./node.ts"
 
 export interface GateHost {
@@ -47,9 +48,12 @@ export class ClaimGate {
   private takeMark = 0
   private letGoFreed: Array<Node> | undefined = undefined
   private readonly host: GateHost
+  /** The table of an in-memory lock service: leases are taken and released synchronously (`acquireNow`, `releaseNow`). */
+  readonly table: LockTable | undefined
 
   constructor(host: GateHost) {
     this.host = host
+    this.table = memoryTables.get(host.locks)
   }
 
   check(node: Node): boolean {
@@ -132,21 +136,57 @@ export class ClaimGate {
   }
 
   /**
-   * Releases a running agent's lease. In a run nobody observes its keys leave the run's view only
-   * once the lock service has released them, so an agent woken by key (see `letGo`) finds them free
-   * there too; its pools (whose waiters wait for the lease, see `poolTokens`) leave at once.
+   * `acquire` on an in-memory lock service (`table`), in one synchronous step: whether `node`, which
+   * `check` let hold its claims in the run's view, was granted its lease.
+   */
+  acquireNow(node: Node): boolean {
+    const result = this.table!.tryAcquire({ runId: this.host.runId, agentId: node.id }, node.request!)
+    if (result._tag === "Acquired") {
+      this.grant(node, result.lease)
+      return true
+    }
+    this.unhold(node)
+    this.park(node, serviceTokens(result.blockers), () => result.blockers)
+    return false
+  }
+
+  /**
+   * Releases a running agent's lease: `detach`, then the lock service's release (`releaseNow` on an
+   * in-memory one).
    */
   release(node: Node, lease: ResourceLocks.Lease): Effect.Effect<void> {
-    node.lease = undefined
-    if (this.host.observing) {
-      this.releaseLocal(node)
-      return this.host.locks.release(lease)
-    }
-    this.releasePools(node)
+    this.detach(node)
+    if (this.table !== undefined) return Effect.sync(() => this.releaseNow(node, lease))
+    if (this.host.observing) return this.host.locks.release(lease)
     return Effect.ensuring(
       this.host.locks.release(lease),
       Effect.sync(() => this.releaseKeys(node))
     )
+  }
+
+  /**
+   * The first step of a release: the node has no lease any longer and its pools leave the run's
+   * view (whose waiters wait for the lease, see `poolTokens`). In a run nobody observes its keys
+   * leave the run's view only once the lock service has released them (`releaseNow`), so an agent
+   * woken by key (see `letGo`) finds them free there too; in an observed run they leave now.
+   */
+  detach(node: Node): void {
+    node.lease = undefined
+    if (this.host.observing) this.releaseLocal(node)
+    else this.releasePools(node)
+  }
+
+  /** The rest of a release after `detach`, on an in-memory lock service (`table`), synchronously. */
+  releaseNow(node: Node, lease: ResourceLocks.Lease): void {
+    if (this.host.observing) {
+      this.table!.release(lease)
+      return
+    }
+    try {
+      this.table!.release(lease)
+    } finally {
+      this.releaseKeys(node)
+    }
   }
 
   private releaseLocal(node: Node): void {

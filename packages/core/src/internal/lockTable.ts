@@ -13,6 +13,13 @@ export interface Waiter {
   readonly grant: (lease: Lease) => void
 }
 
+/**
+ * The table behind each in-memory lock service (see `ResourceLocks.makeMemory`): a run whose lock
+ * service is one takes and releases its leases with synchronous calls on the table (every operation
+ * of that service is one synchronous step anyway), without an effect per agent.
+ */
+export const memoryTables = new WeakMap<object, LockTable>()
+
 export class LockTable {
   private readonly keys = new KeyTree<Lease>()
   private readonly pools = new Map<string, PoolState>()
