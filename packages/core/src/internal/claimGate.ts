@@ -427,8 +427,12 @@ export class ClaimGate {
   /** Describes what holds `node`'s keys and pools in this run now (one function per node). */
   private localBlockers(node: Node): () => ReadonlyArray<ResourceLocks.Blocker> {
     const wait = waitOf(node)
-    const request = node.request!
-    return (wait.describeLocal ??= () => this.describe(this.held.conflicts(request.keys), this.poolHits(request)))
+    return wait.describeLocal ?? (wait.describeLocal = this.describeLocal(node.request!))
+  }
+
+  /** Apart from `localBlockers`, so that a call that finds the function made allocates no closure context. */
+  private describeLocal(request: Claims.Request): () => ReadonlyArray<ResourceLocks.Blocker> {
+    return () => this.describe(this.held.conflicts(request.keys), this.poolHits(request))
   }
 
   private reservedAhead(node: Node, request: Claims.Request): Node | undefined {
