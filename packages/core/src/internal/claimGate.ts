@@ -47,6 +47,10 @@ export class ClaimGate {
   private taker: Node | undefined = undefined
   private takeMark = 0
   private letGoFreed: Array<Node> | undefined = undefined
+  /** `wakeFreed`'s scratch lists: the agents it woke, the last of each one's queue, the key each queue writes. */
+  private readonly woken: Array<Node> = []
+  private readonly tails: Array<Node> = []
+  private readonly chains: Array<string | undefined> = []
   private readonly host: GateHost
   /** The table of an in-memory lock service: leases are taken and released synchronously (`acquireNow`, `releaseNow`). */
   readonly table: LockTable | undefined
@@ -257,10 +261,14 @@ export class ClaimGate {
    * start.
    */
   private wakeFreed(freed: Array<Node>): void {
-    if (!sorted(freed)) freed.sort(byPriority)
-    const woken: Array<Node> = []
-    const tails: Array<Node> = []
-    const chains: Array<string | undefined> = []
+    if (!sorted(freed)) sortByPriority(freed)
+    // The batch's scratch lists, kept by the gate (a batch never starts another).
+    const woken = this.woken
+    const tails = this.tails
+    const chains = this.chains
+    woken.length = 0
+    tails.length = 0
+    chains.length = 0
     let wake = false
     const batch = ++this.batches
     for (let i = 0; i < freed.length; i++) {
@@ -296,6 +304,9 @@ export class ClaimGate {
       this.host.makeReady(node)
       wake = true
     }
+    woken.length = 0
+    tails.length = 0
+    chains.length = 0
     if (wake) this.host.wake()
   }
 
@@ -540,19 +551,15 @@ const firstVisit = (node: Node, visit: number): boolean => {
  * several keys' ordinary traffic.
  */
 const bypass = (wait: WaitState, key: object, mark: number): number => {
-  const keys = (wait.bypassKeys ??= [])
-  const counts = (wait.bypassCounts ??= [])
-  const marks = (wait.bypassMarks ??= [])
-  let i = keys.indexOf(key)
-  if (i < 0) {
-    i = keys.length
-    keys.push(key)
-    counts.push(0)
-    marks.push(0)
-  }
-  if (marks[i] === mark) return counts[i]!
-  marks[i] = mark
-  return ++counts[i]!
+  const entries = (wait.bypass ??= [])
+  let i = 0
+  while (i < entries.length && entries[i] !== key) i += 3
+  if (i === entries.length) entries.push(key, 0, 0)
+  const count = entries[i + 1] as number
+  if (entries[i + 2] === mark) return count
+  entries[i + 2] = mark
+  entries[i + 1] = count + 1
+  return count + 1
 }
 
 /** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
@@ -562,6 +569,23 @@ const heldFree = (node: Node): boolean => {
 }
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)
+
+/** Sorts best first: a short list (the usual batch) by insertion in place, which allocates nothing. */
+const sortByPriority = (nodes: Array<Node>): void => {
+  if (nodes.length > 32) {
+    nodes.sort(byPriority)
+    return
+  }
+  for (let i = 1; i < nodes.length; i++) {
+    const node = nodes[i]!
+    let j = i
+    while (j > 0 && before(node, nodes[j - 1]!)) {
+      nodes[j] = nodes[j - 1]!
+      j--
+    }
+    nodes[j] = node
+  }
+}
 
 const sorted = (nodes: ReadonlyArray<Node>): boolean => {
   for (let i = 1; i < nodes.length; i++) if (before(nodes[i]!, nodes[i - 1]!)) return false
