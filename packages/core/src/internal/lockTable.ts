@@ -30,8 +30,7 @@ export class LockTable {
   private nextFence = 1
 
   tryAcquire(holder: Holder, request: Claims.Request): Attempt {
-    const blockers = this.blockers(request)
-    if (blockers.length > 0) return { _tag: "Blocked", blockers }
+    if (!this.isFree(request)) return { _tag: "Blocked", blockers: this.blockers(request) }
     return { _tag: "Acquired", lease: this.grant(holder, request) }
   }
 
