@@ -8,7 +8,10 @@ const request = (claims: Claims.Claims) => Result.getOrThrow(Claims.normalize(cl
 /** What `normalize` answers for keys: each key normalized, one claim per key (a write wins), in first-named order. */
 const referenceKeys = (write: ReadonlyArray<string>, read: ReadonlyArray<string>) => {
   const byKey = new Map<string, Claims.KeyClaim>()
-  for (const [mode, raws] of [["write", write], ["read", read]] as const) {
+  for (const [mode, raws] of [
+    ["write", write],
+    ["read", read]
+  ] as const) {
     for (const raw of raws) {
       const { key, segments } = Result.getOrThrow(Claims.normalizeKey(raw))
       const id = segments.join("\u0000")
