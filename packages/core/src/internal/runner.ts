@@ -533,7 +533,8 @@ class Runner<A, E, R> implements ExecHost {
   /**
    * Ends the stint's agent, synchronously. Answers the next agent, already started, when it needs
    * nothing from the worker loop (no ledger, rate limit, claims or events, and the run goes on);
-   * else what the loop runs: the release of the ended agent's claims, or nothing.
+   * else what the loop runs: the release of the ended agent's claims (released here, on an in-memory
+   * lock service), or nothing.
    */
   agentEnded(
     stint: Stint,
