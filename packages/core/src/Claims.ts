@@ -146,15 +146,19 @@ export const normalize = (
   scope = ""
 ): Result.Result<Request, InvalidClaim> => {
   const keys: Array<KeyClaim> = []
-  for (const mode of ["write", "read"] as const) {
-    for (const raw of claims[mode] ?? []) {
-      const normalized = normalizeKey(raw)
+  for (const mode of modes) {
+    const raws = claims[mode]
+    if (raws === undefined) continue
+    for (const raw of raws) {
+      const normalized = normalizeCached(raw)
       if (Result.isFailure(normalized)) return Result.fail(normalized.failure)
-      keys.push({ ...normalized.success, mode })
+      const { key, segments } = normalized.success
+      keys.push({ key, segments, mode })
     }
   }
   const pools: Array<PoolClaim> = []
-  for (const [pool, amount] of Object.entries(claims.pools ?? {})) {
+  if (claims.pools === undefined) return Result.succeed({ keys: dedupe(keys), pools })
+  for (const [pool, amount] of Object.entries(claims.pools)) {
     const capacity = capacities[pool]
     if (capacity === undefined) {
       const known = Object.keys(capacities)
@@ -178,7 +182,40 @@ export const normalize = (
   return Result.succeed({ keys: dedupe(keys), pools })
 }
 
-const dedupe = (keys: ReadonlyArray<KeyClaim>): ReadonlyArray<KeyClaim> => {
+const modes = ["write", "read"] as const
+
+/**
+ * `normalizeKey` with its successes kept (at most `keyCacheSize` keys, then the cache starts over):
+ * every run normalizes the claims of all its agents, and agents of a run name the same keys again
+ * and again. The kept segments are shared by the requests that name the key; nothing writes them.
+ */
+const normalizeCached = (raw: string): ReturnType<typeof normalizeKey> => {
+  const hit = keyCache.get(raw)
+  if (hit !== undefined) return Result.succeed(hit)
+  const normalized = normalizeKey(raw)
+  if (Result.isSuccess(normalized)) {
+    if (keyCache.size >= keyCacheSize) keyCache.clear()
+    keyCache.set(raw, normalized.success)
+  }
+  return normalized
+}
+
+const keyCache = new Map<string, { readonly key: string; readonly segments: ReadonlyArray<string> }>()
+const keyCacheSize = 4096
+
+/** One claim per key (a write wins over a read), in the order each key was first named. */
+const dedupe = (keys: Array<KeyClaim>): ReadonlyArray<KeyClaim> => {
+  if (keys.length <= 1) return keys
+  if (keys.length <= 16) {
+    const out: Array<KeyClaim> = []
+    for (const claim of keys) {
+      let i = 0
+      while (i < out.length && !sameSegments(out[i]!.segments, claim.segments)) i++
+      if (i === out.length) out.push(claim)
+      else if (out[i]!.mode === "read" && claim.mode === "write") out[i] = claim
+    }
+    return out
+  }
   const byKey = new Map<string, KeyClaim>()
   for (const claim of keys) {
     const id = claim.segments.join("\u0000")
@@ -195,6 +232,9 @@ const dedupe = (keys: ReadonlyArray<KeyClaim>): ReadonlyArray<KeyClaim> => {
  * @category predicates
  */
 export const isEmpty = (request: Request): boolean => request.keys.length === 0 && request.pools.length === 0
+
+const sameSegments = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && overlaps(a, b)
 
 const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
   const n = Math.min(a.length, b.length)

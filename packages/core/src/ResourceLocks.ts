@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type * as Claims from "./Claims.ts"
-import { LockTable, type Waiter } from "./internal/lockTable.ts"
+import { LockTable, memoryTables, type Waiter } from "./internal/lockTable.ts"
 
 /**
  * Who holds a lease: one agent of one run. Two runs never share or release each other's leases.
@@ -143,7 +143,7 @@ export const makeMemory = (): ResourceLocks["Service"] => {
         else table.release(granted)
       })
     })
-  return ResourceLocks.of({
+  const service = ResourceLocks.of({
     tryAcquire: (holder, request) => Effect.sync(() => table.tryAcquire(holder, request)),
     acquire: (holder, request) =>
       Effect.acquireRelease(acquireWait(holder, request), (lease) => Effect.sync(() => table.release(lease)), {
@@ -158,6 +158,8 @@ export const makeMemory = (): ResourceLocks["Service"] => {
         (unsubscribe) => Effect.sync(unsubscribe)
       ).pipe(Effect.asVoid)
   })
+  memoryTables.set(service, table)
+  return service
 }
 
 /**

@@ -1,10 +1,45 @@
 import { Claims } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
+import fc from "fast-check"
 
 const request = (claims: Claims.Claims) => Result.getOrThrow(Claims.normalize(claims, { llm: 2 }))
 
+/** What `normalize` answers for keys: each key normalized, one claim per key (a write wins), in first-named order. */
+const referenceKeys = (write: ReadonlyArray<string>, read: ReadonlyArray<string>) => {
+  const byKey = new Map<string, Claims.KeyClaim>()
+  for (const [mode, raws] of [
+    ["write", write],
+    ["read", read]
+  ] as const) {
+    for (const raw of raws) {
+      const { key, segments } = Result.getOrThrow(Claims.normalizeKey(raw))
+      const id = segments.join("\u0000")
+      const seen = byKey.get(id)
+      if (seen === undefined || (seen.mode === "read" && mode === "write")) byKey.set(id, { key, segments, mode })
+    }
+  }
+  return [...byKey.values()]
+}
+
+const RAW_KEYS = ["src", "src/", "./src", "src/a.ts", "src//a.ts", "src/b/../a.ts", "lib/x", "db:main", "k1", "k2"]
+
 describe("Claims", () => {
+  it("property: normalize keeps one claim per key, a write over a read, in first-named order, on every call", () => {
+    const keysArb = fc.array(fc.constantFrom(...RAW_KEYS), { maxLength: 20 })
+    fc.assert(
+      fc.property(keysArb, keysArb, (write, read) => {
+        const expected = referenceKeys(write, read)
+        for (let i = 0; i < 2; i++) {
+          const normalized = Result.getOrThrow(Claims.normalize({ write, read }, {}))
+          assert.deepStrictEqual(normalized.keys, expected)
+          assert.deepStrictEqual(normalized.pools, [])
+        }
+      }),
+      { numRuns: 300 }
+    )
+  })
+
   it("normalizes paths and keeps named resources whole", () => {
     assert.deepStrictEqual(Result.getOrThrow(Claims.normalizeKey("./src//parser.ts")), {
       key: "src/parser.ts",

@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type Hit, KeyTree } from "./keyTree.ts"
+import { type LockTable, memoryTables } from "./lockTable.ts"
 import { before, type Node, type WaitState, waitOf } from "./node.ts"
 
 export interface GateHost {
@@ -46,10 +47,17 @@ export class ClaimGate {
   private taker: Node | undefined = undefined
   private takeMark = 0
   private letGoFreed: Array<Node> | undefined = undefined
+  /** `wakeFreed`'s scratch lists: the agents it woke, the last of each one's queue, the key each queue writes. */
+  private readonly woken: Array<Node> = []
+  private readonly tails: Array<Node> = []
+  private readonly chains: Array<string | undefined> = []
   private readonly host: GateHost
+  /** The table of an in-memory lock service: leases are taken and released synchronously (`acquireNow`, `releaseNow`). */
+  readonly table: LockTable | undefined
 
   constructor(host: GateHost) {
     this.host = host
+    this.table = memoryTables.get(host.locks)
   }
 
   check(node: Node): boolean {
@@ -132,21 +140,57 @@ export class ClaimGate {
   }
 
   /**
-   * Releases a running agent's lease. In a run nobody observes its keys leave the run's view only
-   * once the lock service has released them, so an agent woken by key (see `letGo`) finds them free
-   * there too; its pools (whose waiters wait for the lease, see `poolTokens`) leave at once.
+   * `acquire` on an in-memory lock service (`table`), in one synchronous step: whether `node`, which
+   * `check` let hold its claims in the run's view, was granted its lease.
+   */
+  acquireNow(node: Node): boolean {
+    const result = this.table!.tryAcquire({ runId: this.host.runId, agentId: node.id }, node.request!)
+    if (result._tag === "Acquired") {
+      this.grant(node, result.lease)
+      return true
+    }
+    this.unhold(node)
+    this.park(node, serviceTokens(result.blockers), () => result.blockers)
+    return false
+  }
+
+  /**
+   * Releases a running agent's lease: `detach`, then the lock service's release (`releaseNow` on an
+   * in-memory one).
    */
   release(node: Node, lease: ResourceLocks.Lease): Effect.Effect<void> {
-    node.lease = undefined
-    if (this.host.observing) {
-      this.releaseLocal(node)
-      return this.host.locks.release(lease)
-    }
-    this.releasePools(node)
+    this.detach(node)
+    if (this.table !== undefined) return Effect.sync(() => this.releaseNow(node, lease))
+    if (this.host.observing) return this.host.locks.release(lease)
     return Effect.ensuring(
       this.host.locks.release(lease),
       Effect.sync(() => this.releaseKeys(node))
     )
+  }
+
+  /**
+   * The first step of a release: the node has no lease any longer and its pools leave the run's
+   * view (whose waiters wait for the lease, see `poolTokens`). In a run nobody observes its keys
+   * leave the run's view only once the lock service has released them (`releaseNow`), so an agent
+   * woken by key (see `letGo`) finds them free there too; in an observed run they leave now.
+   */
+  detach(node: Node): void {
+    node.lease = undefined
+    if (this.host.observing) this.releaseLocal(node)
+    else this.releasePools(node)
+  }
+
+  /** The rest of a release after `detach`, on an in-memory lock service (`table`), synchronously. */
+  releaseNow(node: Node, lease: ResourceLocks.Lease): void {
+    if (this.host.observing) {
+      this.table!.release(lease)
+      return
+    }
+    try {
+      this.table!.release(lease)
+    } finally {
+      this.releaseKeys(node)
+    }
   }
 
   private releaseLocal(node: Node): void {
@@ -217,10 +261,14 @@ export class ClaimGate {
    * start.
    */
   private wakeFreed(freed: Array<Node>): void {
-    if (!sorted(freed)) freed.sort(byPriority)
-    const woken: Array<Node> = []
-    const tails: Array<Node> = []
-    const chains: Array<string | undefined> = []
+    if (!sorted(freed)) sortByPriority(freed)
+    // The batch's scratch lists, kept by the gate (a batch never starts another).
+    const woken = this.woken
+    const tails = this.tails
+    const chains = this.chains
+    woken.length = 0
+    tails.length = 0
+    chains.length = 0
     let wake = false
     const batch = ++this.batches
     for (let i = 0; i < freed.length; i++) {
@@ -256,6 +304,9 @@ export class ClaimGate {
       this.host.makeReady(node)
       wake = true
     }
+    woken.length = 0
+    tails.length = 0
+    chains.length = 0
     if (wake) this.host.wake()
   }
 
@@ -387,8 +438,12 @@ export class ClaimGate {
   /** Describes what holds `node`'s keys and pools in this run now (one function per node). */
   private localBlockers(node: Node): () => ReadonlyArray<ResourceLocks.Blocker> {
     const wait = waitOf(node)
-    const request = node.request!
-    return (wait.describeLocal ??= () => this.describe(this.held.conflicts(request.keys), this.poolHits(request)))
+    return wait.describeLocal ?? (wait.describeLocal = this.describeLocal(node.request!))
+  }
+
+  /** Apart from `localBlockers`, so that a call that finds the function made allocates no closure context. */
+  private describeLocal(request: Claims.Request): () => ReadonlyArray<ResourceLocks.Blocker> {
+    return () => this.describe(this.held.conflicts(request.keys), this.poolHits(request))
   }
 
   private reservedAhead(node: Node, request: Claims.Request): Node | undefined {
@@ -496,19 +551,15 @@ const firstVisit = (node: Node, visit: number): boolean => {
  * several keys' ordinary traffic.
  */
 const bypass = (wait: WaitState, key: object, mark: number): number => {
-  const keys = (wait.bypassKeys ??= [])
-  const counts = (wait.bypassCounts ??= [])
-  const marks = (wait.bypassMarks ??= [])
-  let i = keys.indexOf(key)
-  if (i < 0) {
-    i = keys.length
-    keys.push(key)
-    counts.push(0)
-    marks.push(0)
-  }
-  if (marks[i] === mark) return counts[i]!
-  marks[i] = mark
-  return ++counts[i]!
+  const entries = (wait.bypass ??= [])
+  let i = 0
+  while (i < entries.length && entries[i] !== key) i += 3
+  if (i === entries.length) entries.push(key, 0, 0)
+  const count = entries[i + 1] as number
+  if (entries[i + 2] === mark) return count
+  entries[i + 2] = mark
+  entries[i + 1] = count + 1
+  return count + 1
 }
 
 /** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
@@ -518,6 +569,23 @@ const heldFree = (node: Node): boolean => {
 }
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)
+
+/** Sorts best first: a short list (the usual batch) by insertion in place, which allocates nothing. */
+const sortByPriority = (nodes: Array<Node>): void => {
+  if (nodes.length > 32) {
+    nodes.sort(byPriority)
+    return
+  }
+  for (let i = 1; i < nodes.length; i++) {
+    const node = nodes[i]!
+    let j = i
+    while (j > 0 && before(node, nodes[j - 1]!)) {
+      nodes[j] = nodes[j - 1]!
+      j--
+    }
+    nodes[j] = node
+  }
+}
 
 const sorted = (nodes: ReadonlyArray<Node>): boolean => {
   for (let i = 1; i < nodes.length; i++) if (before(nodes[i]!, nodes[i - 1]!)) return false

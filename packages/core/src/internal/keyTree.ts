@@ -25,7 +25,8 @@ export interface Hit<H> {
   readonly mode: Mode
 }
 
-type Visitor<H> = (holder: H, at: Node<H>, mode: Mode) => boolean
+/** Called with each conflicting holder; a visit stops at the first call that returns `true`. */
+type Visitor<H> = (holder: H, at: Node<H>, mode: Mode) => boolean | void
 
 const found = (): boolean => true
 
@@ -105,10 +106,7 @@ export class KeyTree<H> {
    * node of the key it holds (the same object for every holder of that key while any holds it).
    */
   eachConflict(claims: ReadonlyArray<KeyClaim>, f: (holder: H, at: object) => void, exclude?: H): void {
-    this.visit(claims, exclude, (holder, at) => {
-      f(holder, at)
-      return false
-    })
+    this.visit(claims, exclude, f)
   }
 
   conflicts(claims: ReadonlyArray<KeyClaim>, exclude?: H): Array<Hit<H>> {

@@ -13,6 +13,13 @@ export interface Waiter {
   readonly grant: (lease: Lease) => void
 }
 
+/**
+ * The table behind each in-memory lock service (see `ResourceLocks.makeMemory`): a run whose lock
+ * service is one takes and releases its leases with synchronous calls on the table (every operation
+ * of that service is one synchronous step anyway), without an effect per agent.
+ */
+export const memoryTables = new WeakMap<object, LockTable>()
+
 export class LockTable {
   private readonly keys = new KeyTree<Lease>()
   private readonly pools = new Map<string, PoolState>()
@@ -23,8 +30,7 @@ export class LockTable {
   private nextFence = 1
 
   tryAcquire(holder: Holder, request: Claims.Request): Attempt {
-    const blockers = this.blockers(request)
-    if (blockers.length > 0) return { _tag: "Blocked", blockers }
+    if (!this.isFree(request)) return { _tag: "Blocked", blockers: this.blockers(request) }
     return { _tag: "Acquired", lease: this.grant(holder, request) }
   }
 

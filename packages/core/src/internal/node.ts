@@ -20,11 +20,12 @@ export interface NodeHost {
 
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
 export class WaitState {
-  /** The keys (`KeyTree` nodes) agents behind it took while it waited, and how often each (see `bypass`). */
-  bypassKeys: Array<object> | undefined = undefined
-  bypassCounts: Array<number> | undefined = undefined
-  /** The grant that last counted each key, so a grant counts once per key. */
-  bypassMarks: Array<number> | undefined = undefined
+  /**
+   * The keys agents behind it took while it waited and how often each (see `bypass`): three entries
+   * per key, its `KeyTree` node, the count, and the grant that last counted it (a grant counts once
+   * per key).
+   */
+  bypass: Array<object | number> | undefined = undefined
   /** The last walk over a token's waiters that met this agent (see `ClaimGate`). */
   visitMark = 0
   reserved = false

@@ -502,7 +502,10 @@ class Runner<A, E, R> implements ExecHost {
         if (!(yield* this.takeRate(node))) continue
       }
       if (node.request === undefined) this.start(node, endedAt)
-      else if (!this.gate!.check(node) || !(yield* this.gate!.acquire(node))) {
+      else if (
+        !this.gate!.check(node) ||
+        !(this.gate!.table !== undefined ? this.gate!.acquireNow(node) : yield* this.gate!.acquire(node))
+      ) {
         endedAt = undefined
         yield* this.armClaimTimer(node)
         continue
@@ -530,7 +533,8 @@ class Runner<A, E, R> implements ExecHost {
   /**
    * Ends the stint's agent, synchronously. Answers the next agent, already started, when it needs
    * nothing from the worker loop (no ledger, rate limit, claims or events, and the run goes on);
-   * else what the loop runs: the release of the ended agent's claims, or nothing.
+   * else what the loop runs: the release of the ended agent's claims (released here, on an in-memory
+   * lock service), or nothing.
    */
   agentEnded(
     stint: Stint,
@@ -545,10 +549,11 @@ class Runner<A, E, R> implements ExecHost {
       this.released--
       stint.slotEnded = true
     }
-    if (node.lease !== undefined || this.ledger !== undefined) {
+    if (this.ledger !== undefined || (node.lease !== undefined && this.gate!.table === undefined)) {
       return Effect.succeed(this.finish(node, exit ?? Exit.succeed(value)))
     }
-    if (node.state === "running") {
+    if (node.lease !== undefined) this.finishNow(node, exit, value, endedAt)
+    else if (node.state === "running") {
       if (exit === undefined && this.compact !== undefined) this.recordValue(node, value, endedAt)
       else this.record(node, exit === undefined ? succeeded(endedAt, node, value) : classify(this, node, exit, endedAt))
     }
@@ -775,6 +780,16 @@ class Runner<A, E, R> implements ExecHost {
         ? release
         : Effect.andThen(release, this.remember(node, outcome))
     })
+  }
+
+  /** `finish` of an agent holding a lease of an in-memory lock service, in one synchronous step. */
+  private finishNow(node: Node, exit: Exit.Exit<unknown, unknown> | undefined, value: unknown, endedAt: number): void {
+    if (node.state !== "running") return
+    const lease = node.lease!
+    const gate = this.gate!
+    gate.detach(node)
+    this.record(node, exit === undefined ? succeeded(endedAt, node, value) : classify(this, node, exit, endedAt))
+    gate.releaseNow(node, lease)
   }
 
   private releaseClaims(node: Node): Effect.Effect<void> {
