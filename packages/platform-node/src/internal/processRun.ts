@@ -3,6 +3,7 @@ import * as fsp from "node:fs/promises"
 import * as path from "node:path"
 import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -19,6 +20,7 @@ import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
+import * as Sampler from "./processSampler.ts"
 import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
 import { type OutputChunk, type Started, spawnThroughHelper } from "./processSpawn.ts"
@@ -35,10 +37,6 @@ import {
   Strays
 } from "./processWatch.ts"
 
-const SAMPLE_MS = 100
-/** After its first `FAST_WATCH_MS`, a group without a memory limit is sampled every `SLOW_SAMPLE_MS`. */
-const FAST_WATCH_MS = 2000
-const SLOW_SAMPLE_MS = 500
 const POLL_INTERVAL = Duration.millis(20)
 
 const startFailure = (spec: ProcessSpec, name: string, detail: string) =>
@@ -113,37 +111,27 @@ const record = (group: GroupSample | undefined, limits: ProcessLimits, measured:
     : undefined
 }
 
-/**
- * The time until the next multiple of `period` ms (100 or 500) of the monotonic clock, at least 50 ms
- * away: every watchdog of this process samples at the same instants (a multiple of 500 ms is one of
- * 100 ms too), so one /proc scan serves all of them (a scan is shared by the samples within 40 ms);
- * with free-running timers, N agents took up to N scans per 100 ms.
- */
-const untilNextSample = (period: number): Duration.Duration => {
-  const delay = period - (performance.now() % period)
-  return Duration.millis(delay < SAMPLE_MS / 2 ? delay + period : delay)
-}
-
 /** The usage file is read at every third sample (every 300 ms) while the process runs. */
 const USAGE_EVERY_SAMPLES = 3
 
 /**
- * Samples the group every 100 ms, at the instants `untilNextSample` gives; after the first 2 seconds
- * every 500 ms unless a memory limit is set (a scan reads the `stat` of every process of the machine,
- * ≈ 2.4 ms of CPU among ≈ 100 processes: 2.4% of a core at 100 ms, for as long as an agent runs). It
- * reads what the process appended to its usage file at every third sample while sampling every 100 ms
- * (every 300 ms), at every sample after that (one fiber and one timer per process for both). The
- * first sample (`first`), taken right after the start, read only the leader; the following ones scan
- * /proc for the whole group (one scan shared by all processes sampled within 40 ms). A memory breach
- * kills the group at once. A usage read is not interrupted halfway.
+ * Samples the group at the instants of the shared sampler (`processSampler.ts`: every 100 ms, after
+ * the first 2 seconds every 500 ms unless a memory limit is set; a scan reads the `stat` of every
+ * process of the machine, ≈ 2.4 ms of CPU among ≈ 100 processes, shared by the processes sampled
+ * within 40 ms). It reads what the process appended to its usage file at every third sample while
+ * sampling every 100 ms (every 300 ms), at every sample after that, in a fiber of its own with
+ * `context` when the file grew (a read is not interrupted halfway). The first sample (`first`), taken
+ * right after the start, read only the leader. A memory breach kills the group at once. `stop` ends
+ * the sampling and waits for a usage read under way.
  */
 const watchdog = (
   pid: number,
   limits: ProcessLimits,
   watch: Watch,
   first: GroupSample | undefined,
-  usage: Protocol.UsageTail
-): Effect.Effect<never> => {
+  usage: Protocol.UsageTail,
+  context: Context.Context<never>
+): Effect.Effect<void> => {
   const check = (group: GroupSample | undefined) => {
     const over = record(group, limits, watch.measured)
     if (over !== undefined && watch.breach === undefined) {
@@ -151,29 +139,19 @@ const watchdog = (
       signalGroup(pid, "SIGKILL")
     }
   }
-  const startedAt = performance.now()
-  const period = () =>
-    limits.memoryMb === undefined && performance.now() - startedAt >= FAST_WATCH_MS ? SLOW_SAMPLE_MS : SAMPLE_MS
-  let samples = 0
-  let current = SAMPLE_MS
-  const tick = Effect.andThen(
-    Effect.suspend(() => {
-      current = period()
-      return Effect.sleep(untilNextSample(current))
-    }),
-    Effect.suspend(() => {
-      check(sampleGroup(pid))
-      watch.strays?.track()
-      samples += 1
-      return current !== SAMPLE_MS || samples % USAGE_EVERY_SAMPLES === 0
-        ? Effect.uninterruptible(usage.read(false))
-        : Effect.void
-    })
-  )
-  return Effect.andThen(
-    Effect.sync(() => check(first)),
-    Effect.forever(tick)
-  )
+  check(first)
+  let reading: Fiber.Fiber<void> | undefined
+  const entry = Sampler.add(limits.memoryMb !== undefined, (sample, period) => {
+    check(sampleGroup(pid))
+    watch.strays?.track()
+    if (period === Sampler.SAMPLE_MS && sample % USAGE_EVERY_SAMPLES !== 0) return
+    if (reading !== undefined && reading.pollUnsafe() === undefined) return
+    if (usage.grew()) reading = Effect.runForkWith(context)(Effect.uninterruptible(usage.read(false)))
+  })
+  return Effect.suspend(() => {
+    Sampler.remove(entry)
+    return reading === undefined ? Effect.void : Fiber.join(reading)
+  })
 }
 
 /** Records the first breach and kills the group at once. */
@@ -390,6 +368,7 @@ const supervise = Effect.fnUntraced(function* (
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
   const scope = yield* Scope.Scope
+  const context = yield* Effect.context<never>()
   const startedAt = clock.currentTimeMillisUnsafe()
   const log = yield* openLog(plan.logPath).pipe(
     Effect.mapError((error) => startFailure(spec, plan.name, `cannot open log file: ${error.message}`))
@@ -414,6 +393,7 @@ const supervise = Effect.fnUntraced(function* (
     strays: undefined,
     treeGone: false
   }
+  let stopWatchdog: Effect.Effect<void> = Effect.void
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
   const { handle, first } = yield* spawn(plan).pipe(
@@ -421,7 +401,10 @@ const supervise = Effect.fnUntraced(function* (
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
         Effect.ensuring(
-          reapTree(handle.pid, plan.killGraceMs, watch),
+          Effect.andThen(
+            Effect.suspend(() => stopWatchdog),
+            reapTree(handle.pid, plan.killGraceMs, watch)
+          ),
           Effect.sync(() => spec.onProcess?.(undefined))
         )
       )
@@ -438,7 +421,7 @@ const supervise = Effect.fnUntraced(function* (
     Effect.uninterruptible
   )
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
-  const watching = yield* Effect.forkScoped(watchdog(handle.pid, limits, watch, first, usage))
+  stopWatchdog = watchdog(handle.pid, limits, watch, first, usage, context)
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
@@ -451,7 +434,8 @@ const supervise = Effect.fnUntraced(function* (
   yield* reapTree(handle.pid, plan.killGraceMs, watch)
   yield* awaitDone(readers, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
-  yield* Fiber.interrupt(watching)
+  yield* stopWatchdog
+  stopWatchdog = Effect.void
   yield* usage.read(true)
   seen.usageMissing = usage.missing
   seen.treeGone = watch.treeGone
