@@ -181,54 +181,109 @@ const pump = (
     return output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
   }).pipe(Effect.ignore, Effect.andThen(Effect.suspend(() => log.write(output.flush(name)))))
 
-/**
- * Reads both outputs of a process started through the helper from its one queue, batch by batch, in
- * the order the helper read them; each batch is reported consumed as it is taken (as effect's streams
- * pull it), and its log text written before the next is taken.
- */
-const pumpChunks = (
-  chunks: Queue.Dequeue<OutputChunk, Cause.Done>,
-  consumed: (bytes: number) => void,
-  output: LineCollector,
-  log: LogWriter,
-  onOverLimit: () => Effect.Effect<void>
-): Effect.Effect<void> => {
-  const flush = Effect.suspend(() => log.write(output.flush("stdout") + output.flush("stderr")))
-  const loop: Effect.Effect<void> = Effect.flatMap(Effect.exit(Queue.takeAll(chunks)), (taken) => {
-    if (taken._tag === "Failure") return flush
-    let text = ""
-    let bytes = 0
-    for (const chunk of taken.value) {
-      bytes += chunk.bytes.length
-      text += output.push(chunk.fd === 1 ? "stdout" : "stderr", chunk.bytes)
-    }
-    consumed(bytes)
-    const written = output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
-    return Effect.andThen(written, loop)
-  })
-  return loop
+/** A reader of a process's output: whether it is done, and a callback once it is (returns its remover). */
+interface Reader {
+  readonly done: () => boolean
+  readonly onDone: (callback: () => void) => () => void
 }
 
-/** The fibers reading the process's output, forked in the run's scope. */
-const pumps = (
+const fiberReader = (fiber: Fiber.Fiber<void>): Reader => ({
+  done: () => fiber.pollUnsafe() !== undefined,
+  onDone: (callback) => fiber.addObserver(callback)
+})
+
+/**
+ * Reads both outputs of a process started through the helper, in the order the helper read them.
+ * Without a log file, in the helper's callbacks, with no fiber (the lines go to the collector, which
+ * calls `onLine`; a breach of `maxOutputBytes` forks the termination with `context`); with one, a
+ * fiber takes them batch by batch from a queue and writes each batch's log text before taking the
+ * next. Either way each chunk is reported consumed as it is taken (as effect's streams pull it).
+ */
+const readChunks = (
+  out: Extract<Started["output"], { _tag: "Chunks" }>,
+  output: LineCollector,
+  log: LogWriter,
+  logging: boolean,
+  onOverLimit: () => Effect.Effect<void>,
+  context: Context.Context<never>
+): Effect.Effect<Reader, never, Scope.Scope> => {
+  if (!logging) {
+    return Effect.sync(() => {
+      let done = false
+      let limited = false
+      const waiting = new Set<() => void>()
+      out.listen({
+        data: (fd, bytes) => {
+          output.push(fd === 1 ? "stdout" : "stderr", bytes)
+          out.consumed(bytes.length)
+          if (!output.overLimit || limited) return
+          limited = true
+          Effect.runForkWith(context)(onOverLimit())
+        },
+        end: () => {
+          output.flush("stdout")
+          output.flush("stderr")
+          done = true
+          for (const callback of waiting) callback()
+          waiting.clear()
+        }
+      })
+      return {
+        done: () => done,
+        onDone: (callback) => {
+          waiting.add(callback)
+          return () => waiting.delete(callback)
+        }
+      }
+    })
+  }
+  return Effect.flatMap(Queue.unbounded<OutputChunk, Cause.Done>(), (chunks) => {
+    out.listen({
+      data: (fd, bytes) => Queue.offerUnsafe(chunks, { fd, bytes }),
+      end: () => Queue.endUnsafe(chunks)
+    })
+    const flush = Effect.suspend(() => log.write(output.flush("stdout") + output.flush("stderr")))
+    const loop: Effect.Effect<void> = Effect.flatMap(Effect.exit(Queue.takeAll(chunks)), (taken) => {
+      if (taken._tag === "Failure") return flush
+      let text = ""
+      let bytes = 0
+      for (const chunk of taken.value) {
+        bytes += chunk.bytes.length
+        text += output.push(chunk.fd === 1 ? "stdout" : "stderr", chunk.bytes)
+      }
+      out.consumed(bytes)
+      const written = output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
+      return Effect.andThen(written, loop)
+    })
+    return Effect.map(Effect.forkScoped(loop), fiberReader)
+  })
+}
+
+/** The readers of the process's output: fibers forked in the run's scope, or the helper's callbacks. */
+const readers = (
   started: Started,
   output: LineCollector,
   log: LogWriter,
-  onOverLimit: () => Effect.Effect<void>
-): Effect.Effect<ReadonlyArray<Fiber.Fiber<void>>, never, Scope.Scope> => {
+  logging: boolean,
+  onOverLimit: () => Effect.Effect<void>,
+  context: Context.Context<never>
+): Effect.Effect<ReadonlyArray<Reader>, never, Scope.Scope> => {
   const out = started.output
   return out._tag === "Chunks"
-    ? Effect.map(Effect.forkScoped(pumpChunks(out.chunks, out.consumed, output, log, onOverLimit)), (fiber) => [fiber])
-    : Effect.all([
-        Effect.forkScoped(pump(out.stdout, "stdout", output, log, onOverLimit)),
-        Effect.forkScoped(pump(out.stderr, "stderr", output, log, onOverLimit))
-      ])
+    ? Effect.map(readChunks(out, output, log, logging, onOverLimit, context), (reader) => [reader])
+    : Effect.map(
+        Effect.all([
+          Effect.forkScoped(pump(out.stdout, "stdout", output, log, onOverLimit)),
+          Effect.forkScoped(pump(out.stderr, "stderr", output, log, onOverLimit))
+        ]),
+        (fibers) => fibers.map(fiberReader)
+      )
 }
 
-/** Waits until every fiber is done, or `ms` passed; without a timer or fiber when they are done already. */
-const awaitDone = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>, ms: number): Effect.Effect<void> =>
+/** Waits until every reader is done, or `ms` passed; without a timer when they are done already. */
+const awaitDone = (readers: ReadonlyArray<Reader>, ms: number): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
-    const running = fibers.filter((fiber) => fiber.pollUnsafe() === undefined)
+    const running = readers.filter((reader) => !reader.done())
     if (running.length === 0) return resume(Effect.void)
     let pending = running.length
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -241,9 +296,9 @@ const awaitDone = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>, ms: num
       stop()
       resume(Effect.void)
     }
-    for (const fiber of running) {
+    for (const reader of running) {
       removers.push(
-        fiber.addObserver(() => {
+        reader.onDone(() => {
           pending -= 1
           if (pending === 0) finish()
         })
@@ -429,10 +484,10 @@ const supervise = Effect.fnUntraced(function* (
     limits.maxOutputBytes === undefined
       ? Effect.void
       : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
-  const readers = yield* pumps(handle, output, log, onOverLimit)
+  const reading = yield* readers(handle, output, log, plan.logPath !== undefined, onOverLimit, context)
   const exit = yield* Effect.exit(handle.exitCode)
   yield* reapTree(handle.pid, plan.killGraceMs, watch)
-  yield* awaitDone(readers, plan.killGraceMs + 1000)
+  yield* awaitDone(reading, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* stopWatchdog
   stopWatchdog = Effect.void
