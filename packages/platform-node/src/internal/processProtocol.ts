@@ -279,16 +279,21 @@ export class UsageTail {
     this.onUsage = onUsage
   }
 
+  /**
+   * Whether the file grew since the last read, from a `stat` that throws nothing: most processes never
+   * write the file, and this needs no asynchronous read (and its error object) of a file that is not there.
+   */
+  grew(): boolean {
+    const stat = fs.statSync(this.path, { throwIfNoEntry: false })
+    this.missing = stat === undefined
+    return stat !== undefined && stat.size > this.offset
+  }
+
   /** Reports each new complete line (all of it when `final`, a last line without newline too). */
   read(final: boolean): Effect.Effect<void> {
-    return Effect.suspend(() => {
-      // Most processes never write the file: a `stat` that throws nothing tells, without the
-      // asynchronous read (and its error object) of a file that is not there.
-      const stat = fs.statSync(this.path, { throwIfNoEntry: false })
-      this.missing = stat === undefined
-      if ((stat === undefined || stat.size <= this.offset) && !(final && this.partial !== "")) return Effect.void
-      return this.readAppended(final)
-    })
+    return Effect.suspend(() =>
+      this.grew() || (final && this.partial !== "") ? this.readAppended(final) : Effect.void
+    )
   }
 
   private readAppended(final: boolean): Effect.Effect<void> {

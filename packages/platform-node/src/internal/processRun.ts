@@ -3,6 +3,7 @@ import * as fsp from "node:fs/promises"
 import * as path from "node:path"
 import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -19,6 +20,7 @@ import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
+import * as Sampler from "./processSampler.ts"
 import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
 import { type OutputChunk, type Started, spawnThroughHelper } from "./processSpawn.ts"
@@ -35,10 +37,6 @@ import {
   Strays
 } from "./processWatch.ts"
 
-const SAMPLE_MS = 100
-/** After its first `FAST_WATCH_MS`, a group without a memory limit is sampled every `SLOW_SAMPLE_MS`. */
-const FAST_WATCH_MS = 2000
-const SLOW_SAMPLE_MS = 500
 const POLL_INTERVAL = Duration.millis(20)
 
 const startFailure = (spec: ProcessSpec, name: string, detail: string) =>
@@ -113,37 +111,27 @@ const record = (group: GroupSample | undefined, limits: ProcessLimits, measured:
     : undefined
 }
 
-/**
- * The time until the next multiple of `period` ms (100 or 500) of the monotonic clock, at least 50 ms
- * away: every watchdog of this process samples at the same instants (a multiple of 500 ms is one of
- * 100 ms too), so one /proc scan serves all of them (a scan is shared by the samples within 40 ms);
- * with free-running timers, N agents took up to N scans per 100 ms.
- */
-const untilNextSample = (period: number): Duration.Duration => {
-  const delay = period - (performance.now() % period)
-  return Duration.millis(delay < SAMPLE_MS / 2 ? delay + period : delay)
-}
-
 /** The usage file is read at every third sample (every 300 ms) while the process runs. */
 const USAGE_EVERY_SAMPLES = 3
 
 /**
- * Samples the group every 100 ms, at the instants `untilNextSample` gives; after the first 2 seconds
- * every 500 ms unless a memory limit is set (a scan reads the `stat` of every process of the machine,
- * ≈ 2.4 ms of CPU among ≈ 100 processes: 2.4% of a core at 100 ms, for as long as an agent runs). It
- * reads what the process appended to its usage file at every third sample while sampling every 100 ms
- * (every 300 ms), at every sample after that (one fiber and one timer per process for both). The
- * first sample (`first`), taken right after the start, read only the leader; the following ones scan
- * /proc for the whole group (one scan shared by all processes sampled within 40 ms). A memory breach
- * kills the group at once. A usage read is not interrupted halfway.
+ * Samples the group at the instants of the shared sampler (`processSampler.ts`: every 100 ms, after
+ * the first 2 seconds every 500 ms unless a memory limit is set; a scan reads the `stat` of every
+ * process of the machine, ≈ 2.4 ms of CPU among ≈ 100 processes, shared by the processes sampled
+ * within 40 ms). It reads what the process appended to its usage file at every third sample while
+ * sampling every 100 ms (every 300 ms), at every sample after that, in a fiber of its own with
+ * `context` when the file grew (a read is not interrupted halfway). The first sample (`first`), taken
+ * right after the start, read only the leader. A memory breach kills the group at once. `stop` ends
+ * the sampling and waits for a usage read under way.
  */
 const watchdog = (
   pid: number,
   limits: ProcessLimits,
   watch: Watch,
   first: GroupSample | undefined,
-  usage: Protocol.UsageTail
-): Effect.Effect<never> => {
+  usage: Protocol.UsageTail,
+  context: Context.Context<never>
+): Effect.Effect<void> => {
   const check = (group: GroupSample | undefined) => {
     const over = record(group, limits, watch.measured)
     if (over !== undefined && watch.breach === undefined) {
@@ -151,29 +139,19 @@ const watchdog = (
       signalGroup(pid, "SIGKILL")
     }
   }
-  const startedAt = performance.now()
-  const period = () =>
-    limits.memoryMb === undefined && performance.now() - startedAt >= FAST_WATCH_MS ? SLOW_SAMPLE_MS : SAMPLE_MS
-  let samples = 0
-  let current = SAMPLE_MS
-  const tick = Effect.andThen(
-    Effect.suspend(() => {
-      current = period()
-      return Effect.sleep(untilNextSample(current))
-    }),
-    Effect.suspend(() => {
-      check(sampleGroup(pid))
-      watch.strays?.track()
-      samples += 1
-      return current !== SAMPLE_MS || samples % USAGE_EVERY_SAMPLES === 0
-        ? Effect.uninterruptible(usage.read(false))
-        : Effect.void
-    })
-  )
-  return Effect.andThen(
-    Effect.sync(() => check(first)),
-    Effect.forever(tick)
-  )
+  check(first)
+  let reading: Fiber.Fiber<void> | undefined
+  const entry = Sampler.add(limits.memoryMb !== undefined, (sample, period) => {
+    check(sampleGroup(pid))
+    watch.strays?.track()
+    if (period === Sampler.SAMPLE_MS && sample % USAGE_EVERY_SAMPLES !== 0) return
+    if (reading !== undefined && reading.pollUnsafe() === undefined) return
+    if (usage.grew()) reading = Effect.runForkWith(context)(Effect.uninterruptible(usage.read(false)))
+  })
+  return Effect.suspend(() => {
+    Sampler.remove(entry)
+    return reading === undefined ? Effect.void : Fiber.join(reading)
+  })
 }
 
 /** Records the first breach and kills the group at once. */
@@ -203,54 +181,109 @@ const pump = (
     return output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
   }).pipe(Effect.ignore, Effect.andThen(Effect.suspend(() => log.write(output.flush(name)))))
 
-/**
- * Reads both outputs of a process started through the helper from its one queue, batch by batch, in
- * the order the helper read them; each batch is reported consumed as it is taken (as effect's streams
- * pull it), and its log text written before the next is taken.
- */
-const pumpChunks = (
-  chunks: Queue.Dequeue<OutputChunk, Cause.Done>,
-  consumed: (bytes: number) => void,
-  output: LineCollector,
-  log: LogWriter,
-  onOverLimit: () => Effect.Effect<void>
-): Effect.Effect<void> => {
-  const flush = Effect.suspend(() => log.write(output.flush("stdout") + output.flush("stderr")))
-  const loop: Effect.Effect<void> = Effect.flatMap(Effect.exit(Queue.takeAll(chunks)), (taken) => {
-    if (taken._tag === "Failure") return flush
-    let text = ""
-    let bytes = 0
-    for (const chunk of taken.value) {
-      bytes += chunk.bytes.length
-      text += output.push(chunk.fd === 1 ? "stdout" : "stderr", chunk.bytes)
-    }
-    consumed(bytes)
-    const written = output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
-    return Effect.andThen(written, loop)
-  })
-  return loop
+/** A reader of a process's output: whether it is done, and a callback once it is (returns its remover). */
+interface Reader {
+  readonly done: () => boolean
+  readonly onDone: (callback: () => void) => () => void
 }
 
-/** The fibers reading the process's output, forked in the run's scope. */
-const pumps = (
+const fiberReader = (fiber: Fiber.Fiber<void>): Reader => ({
+  done: () => fiber.pollUnsafe() !== undefined,
+  onDone: (callback) => fiber.addObserver(callback)
+})
+
+/**
+ * Reads both outputs of a process started through the helper, in the order the helper read them.
+ * Without a log file, in the helper's callbacks, with no fiber (the lines go to the collector, which
+ * calls `onLine`; a breach of `maxOutputBytes` forks the termination with `context`); with one, a
+ * fiber takes them batch by batch from a queue and writes each batch's log text before taking the
+ * next. Either way each chunk is reported consumed as it is taken (as effect's streams pull it).
+ */
+const readChunks = (
+  out: Extract<Started["output"], { _tag: "Chunks" }>,
+  output: LineCollector,
+  log: LogWriter,
+  logging: boolean,
+  onOverLimit: () => Effect.Effect<void>,
+  context: Context.Context<never>
+): Effect.Effect<Reader, never, Scope.Scope> => {
+  if (!logging) {
+    return Effect.sync(() => {
+      let done = false
+      let limited = false
+      const waiting = new Set<() => void>()
+      out.listen({
+        data: (fd, bytes) => {
+          output.push(fd === 1 ? "stdout" : "stderr", bytes)
+          out.consumed(bytes.length)
+          if (!output.overLimit || limited) return
+          limited = true
+          Effect.runForkWith(context)(onOverLimit())
+        },
+        end: () => {
+          output.flush("stdout")
+          output.flush("stderr")
+          done = true
+          for (const callback of waiting) callback()
+          waiting.clear()
+        }
+      })
+      return {
+        done: () => done,
+        onDone: (callback) => {
+          waiting.add(callback)
+          return () => waiting.delete(callback)
+        }
+      }
+    })
+  }
+  return Effect.flatMap(Queue.unbounded<OutputChunk, Cause.Done>(), (chunks) => {
+    out.listen({
+      data: (fd, bytes) => Queue.offerUnsafe(chunks, { fd, bytes }),
+      end: () => Queue.endUnsafe(chunks)
+    })
+    const flush = Effect.suspend(() => log.write(output.flush("stdout") + output.flush("stderr")))
+    const loop: Effect.Effect<void> = Effect.flatMap(Effect.exit(Queue.takeAll(chunks)), (taken) => {
+      if (taken._tag === "Failure") return flush
+      let text = ""
+      let bytes = 0
+      for (const chunk of taken.value) {
+        bytes += chunk.bytes.length
+        text += output.push(chunk.fd === 1 ? "stdout" : "stderr", chunk.bytes)
+      }
+      out.consumed(bytes)
+      const written = output.overLimit ? Effect.andThen(onOverLimit(), log.write(text)) : log.write(text)
+      return Effect.andThen(written, loop)
+    })
+    return Effect.map(Effect.forkScoped(loop), fiberReader)
+  })
+}
+
+/** The readers of the process's output: fibers forked in the run's scope, or the helper's callbacks. */
+const readers = (
   started: Started,
   output: LineCollector,
   log: LogWriter,
-  onOverLimit: () => Effect.Effect<void>
-): Effect.Effect<ReadonlyArray<Fiber.Fiber<void>>, never, Scope.Scope> => {
+  logging: boolean,
+  onOverLimit: () => Effect.Effect<void>,
+  context: Context.Context<never>
+): Effect.Effect<ReadonlyArray<Reader>, never, Scope.Scope> => {
   const out = started.output
   return out._tag === "Chunks"
-    ? Effect.map(Effect.forkScoped(pumpChunks(out.chunks, out.consumed, output, log, onOverLimit)), (fiber) => [fiber])
-    : Effect.all([
-        Effect.forkScoped(pump(out.stdout, "stdout", output, log, onOverLimit)),
-        Effect.forkScoped(pump(out.stderr, "stderr", output, log, onOverLimit))
-      ])
+    ? Effect.map(readChunks(out, output, log, logging, onOverLimit, context), (reader) => [reader])
+    : Effect.map(
+        Effect.all([
+          Effect.forkScoped(pump(out.stdout, "stdout", output, log, onOverLimit)),
+          Effect.forkScoped(pump(out.stderr, "stderr", output, log, onOverLimit))
+        ]),
+        (fibers) => fibers.map(fiberReader)
+      )
 }
 
-/** Waits until every fiber is done, or `ms` passed; without a timer or fiber when they are done already. */
-const awaitDone = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>, ms: number): Effect.Effect<void> =>
+/** Waits until every reader is done, or `ms` passed; without a timer when they are done already. */
+const awaitDone = (readers: ReadonlyArray<Reader>, ms: number): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
-    const running = fibers.filter((fiber) => fiber.pollUnsafe() === undefined)
+    const running = readers.filter((reader) => !reader.done())
     if (running.length === 0) return resume(Effect.void)
     let pending = running.length
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -263,9 +296,9 @@ const awaitDone = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>, ms: num
       stop()
       resume(Effect.void)
     }
-    for (const fiber of running) {
+    for (const reader of running) {
       removers.push(
-        fiber.addObserver(() => {
+        reader.onDone(() => {
           pending -= 1
           if (pending === 0) finish()
         })
@@ -390,6 +423,7 @@ const supervise = Effect.fnUntraced(function* (
   const limits = spec.limits ?? {}
   const clock = yield* Clock.Clock
   const scope = yield* Scope.Scope
+  const context = yield* Effect.context<never>()
   const startedAt = clock.currentTimeMillisUnsafe()
   const log = yield* openLog(plan.logPath).pipe(
     Effect.mapError((error) => startFailure(spec, plan.name, `cannot open log file: ${error.message}`))
@@ -414,6 +448,7 @@ const supervise = Effect.fnUntraced(function* (
     strays: undefined,
     treeGone: false
   }
+  let stopWatchdog: Effect.Effect<void> = Effect.void
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
   const { handle, first } = yield* spawn(plan).pipe(
@@ -421,7 +456,10 @@ const supervise = Effect.fnUntraced(function* (
     Effect.tap((handle) =>
       Effect.addFinalizer(() =>
         Effect.ensuring(
-          reapTree(handle.pid, plan.killGraceMs, watch),
+          Effect.andThen(
+            Effect.suspend(() => stopWatchdog),
+            reapTree(handle.pid, plan.killGraceMs, watch)
+          ),
           Effect.sync(() => spec.onProcess?.(undefined))
         )
       )
@@ -438,7 +476,7 @@ const supervise = Effect.fnUntraced(function* (
     Effect.uninterruptible
   )
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
-  const watching = yield* Effect.forkScoped(watchdog(handle.pid, limits, watch, first, usage))
+  stopWatchdog = watchdog(handle.pid, limits, watch, first, usage, context)
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
@@ -446,12 +484,13 @@ const supervise = Effect.fnUntraced(function* (
     limits.maxOutputBytes === undefined
       ? Effect.void
       : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
-  const readers = yield* pumps(handle, output, log, onOverLimit)
+  const reading = yield* readers(handle, output, log, plan.logPath !== undefined, onOverLimit, context)
   const exit = yield* Effect.exit(handle.exitCode)
   yield* reapTree(handle.pid, plan.killGraceMs, watch)
-  yield* awaitDone(readers, plan.killGraceMs + 1000)
+  yield* awaitDone(reading, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
-  yield* Fiber.interrupt(watching)
+  yield* stopWatchdog
+  stopWatchdog = Effect.void
   yield* usage.read(true)
   seen.usageMissing = usage.missing
   seen.treeGone = watch.treeGone

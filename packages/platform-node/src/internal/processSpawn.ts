@@ -12,10 +12,8 @@
  *
  * @internal
  */
-import type * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as PlatformError from "effect/PlatformError"
-import * as Queue from "effect/Queue"
 import { ExitCode } from "effect/process/ChildProcessSpawner"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
@@ -28,11 +26,19 @@ export interface OutputChunk {
   readonly bytes: Uint8Array
 }
 
+/** Where the output of a process started through the helper goes, chunk by chunk, as the helper read it. */
+export interface ChunkSink {
+  readonly data: (fd: 1 | 2, bytes: Uint8Array) => void
+  /** Both outputs ended, or the helper died. */
+  readonly end: () => void
+}
+
 /**
  * The output of a started process: effect's two streams (started by this process), or, through the
- * helper, one queue of both outputs' chunks in the order the helper read them, ended once both are
- * (one reader and no stream per output: streams cost ≈ 35 µs of CPU per process). The reader calls
- * `consumed` with the bytes of each batch it takes, so the helper resumes forwarding.
+ * helper, both outputs' chunks in the order the helper read them, handed to the one sink given to
+ * `listen` (what came before it is kept for it), ended once both outputs are (no stream per output:
+ * streams cost ≈ 35 µs of CPU per process). The reader calls `consumed` with the bytes it took, so
+ * the helper resumes forwarding.
  */
 export type Output =
   | {
@@ -42,9 +48,34 @@ export type Output =
     }
   | {
       readonly _tag: "Chunks"
-      readonly chunks: Queue.Dequeue<OutputChunk, Cause.Done>
+      readonly listen: (sink: ChunkSink) => void
       readonly consumed: (bytes: number) => void
     }
+
+/** Chunks kept until the sink is given, then handed to it as they come. */
+const chunkOutput = () => {
+  let kept: Array<OutputChunk> = []
+  let ended = false
+  let sink: ChunkSink | undefined
+  return {
+    data: (fd: 1 | 2, bytes: Uint8Array) => {
+      if (sink !== undefined) sink.data(fd, bytes)
+      else kept.push({ fd, bytes })
+    },
+    end: () => {
+      if (ended) return
+      ended = true
+      sink?.end()
+    },
+    listen: (given: ChunkSink) => {
+      sink = given
+      const earlier = kept
+      kept = []
+      for (const chunk of earlier) given.data(chunk.fd, chunk.bytes)
+      if (ended) given.end()
+    }
+  }
+}
 
 /** The started process, by whichever way it was started. */
 export interface Started {
@@ -90,65 +121,63 @@ export const spawnThroughHelper = <E>(
     helper.start()
     return undefined
   }
-  return Effect.flatMap(Queue.unbounded<OutputChunk, Cause.Done>(), (chunks) =>
-    Effect.callback<Started, E, Scope.Scope>((resume) => {
-      let resumed = false
-      let open = 2
-      // The first ending counts (an exit, or the helper lost); read once, by the runner.
-      let ending: Ending | undefined
-      let onEnding: ((ending: Ending) => void) | undefined
-      const end = (reported: Ending) => {
-        if (ending !== undefined) return
-        ending = reported
-        onEnding?.(reported)
-      }
-      const exitCode = Effect.suspend(() =>
-        ending !== undefined
-          ? toExitCode(ending)
-          : Effect.callback<ExitCode, PlatformError.PlatformError>((resume) => {
-              onEnding = (reported) => resume(toExitCode(reported))
-              return Effect.sync(() => {
-                onEnding = undefined
-              })
+  return Effect.callback<Started, E, Scope.Scope>((resume) => {
+    const chunks = chunkOutput()
+    let resumed = false
+    let open = 2
+    // The first ending counts (an exit, or the helper lost); read once, by the runner.
+    let ending: Ending | undefined
+    let onEnding: ((ending: Ending) => void) | undefined
+    const end = (reported: Ending) => {
+      if (ending !== undefined) return
+      ending = reported
+      onEnding?.(reported)
+    }
+    const exitCode = Effect.suspend(() =>
+      ending !== undefined
+        ? toExitCode(ending)
+        : Effect.callback<ExitCode, PlatformError.PlatformError>((resume) => {
+            onEnding = (reported) => resume(toExitCode(reported))
+            return Effect.sync(() => {
+              onEnding = undefined
             })
-      )
-      const id = helper.spawnAgent(
-        { file: plan.argv[0]!, args: plan.argv.slice(1), cwd: plan.cwd, env: plan.env },
-        {
-          started: (pid, error) => {
-            resumed = true
-            if (pid === undefined) {
-              Queue.endUnsafe(chunks)
-              resume(Effect.fail(startFailure(error?.message ?? "the spawn helper could not start it")))
-              return
-            }
-            const started: Started = {
-              pid,
-              output: { _tag: "Chunks", chunks, consumed: (bytes) => helper.consumed(id!, bytes) },
-              exitCode,
-              unref: Effect.void
-            }
-            resume(
-              Effect.as(
-                Effect.addFinalizer(() => Effect.sync(() => helper.release(id!))),
-                started
-              )
-            )
-          },
-          data: (fd, bytes) => Queue.offerUnsafe(chunks, { fd, bytes }),
-          end: () => {
-            if (--open === 0) Queue.endUnsafe(chunks)
-          },
-          exit: (code, signal) => end({ _tag: "Exit", code, signal }),
-          lost: (error) => {
-            Queue.endUnsafe(chunks)
-            end({ _tag: "Lost", error })
-            if (!resumed) resume(Effect.fail(startFailure(error.message)))
-            resumed = true
+          })
+    )
+    const id = helper.spawnAgent(
+      { file: plan.argv[0]!, args: plan.argv.slice(1), cwd: plan.cwd, env: plan.env },
+      {
+        started: (pid, error) => {
+          resumed = true
+          if (pid === undefined) {
+            resume(Effect.fail(startFailure(error?.message ?? "the spawn helper could not start it")))
+            return
           }
+          const started: Started = {
+            pid,
+            output: { _tag: "Chunks", listen: chunks.listen, consumed: (bytes) => helper.consumed(id!, bytes) },
+            exitCode,
+            unref: Effect.void
+          }
+          resume(
+            Effect.as(
+              Effect.addFinalizer(() => Effect.sync(() => helper.release(id!))),
+              started
+            )
+          )
+        },
+        data: chunks.data,
+        end: () => {
+          if (--open === 0) chunks.end()
+        },
+        exit: (code, signal) => end({ _tag: "Exit", code, signal }),
+        lost: (error) => {
+          chunks.end()
+          end({ _tag: "Lost", error })
+          if (!resumed) resume(Effect.fail(startFailure(error.message)))
+          resumed = true
         }
-      )
-      if (id === undefined) resume(Effect.fail(startFailure("the spawn helper is not running")))
-    })
-  )
+      }
+    )
+    if (id === undefined) resume(Effect.fail(startFailure("the spawn helper is not running")))
+  })
 }
