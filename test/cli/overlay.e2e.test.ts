@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { overlayProblem } from "@corral/platform-node/Workspace"
@@ -80,7 +81,7 @@ agents:
     run: exit 3
   - id: waits
     overlay: true
-    run: touch ${started}; while true; do sleep 0.05; done
+    run: touch ${started}; sleep 600
 `
     )
     const cli = startCli(["run", plan, "--json"], { cwd: repo })
@@ -102,13 +103,15 @@ agents:
     const signals = tempDir("signals-")
     const pidFile = NodePath.join(signals, "pid")
     const go = NodePath.join(signals, "go")
+    // the agent blocks reading this pipe until the test writes to it: no polling on either side
+    execFileSync("mkfifo", [go])
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
       `agents:
   - id: slow
     overlay: true
-    run: echo $$ > ${pidFile}; while [ ! -e ${go} ]; do sleep 0.05; done
+    run: echo $$ > ${pidFile}; read line < ${go}
 `
     )
     const cli = startCli(["run", plan], { cwd: repo })
