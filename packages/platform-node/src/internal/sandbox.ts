@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { SandboxOptions } from "../ProcessRunner.ts"
 import { type Bridge, forwarderArgv } from "./sandboxBridge.ts"
-import { isExecutable } from "./executable.ts"
+import { toolFinder } from "./executable.ts"
 
 export interface SandboxPaths {
   readonly cwd: string
@@ -30,24 +30,8 @@ export const installHint =
   "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`, Arch: `pacman -S bubblewrap`)"
 
 /** The last executable found, by `CORRAL_BWRAP` and `PATH`: every sandboxed run looks it up. */
-let lastFound: { readonly key: string; readonly file: string } | undefined
-
-/**
- * `CORRAL_BWRAP` names the executable; otherwise `bwrap` is looked up in PATH. The last one found is
- * checked first (one `stat`) while the two variables are unchanged.
- */
-export const findBwrap = (env: NodeJS.ProcessEnv = process.env): string | undefined => {
-  const key = `${env.CORRAL_BWRAP ?? ""}\0${env.PATH ?? ""}`
-  if (lastFound?.key === key && fs.statSync(lastFound.file, { throwIfNoEntry: false })?.isFile() === true)
-    return lastFound.file
-  const candidates =
-    env.CORRAL_BWRAP !== undefined
-      ? [env.CORRAL_BWRAP]
-      : (env.PATH ?? "").split(path.delimiter).map((dir) => path.join(dir, "bwrap"))
-  const file = candidates.find(isExecutable)
-  if (file !== undefined) lastFound = { key, file }
-  return file
-}
+/** `CORRAL_BWRAP` names the executable; otherwise `bwrap` is looked up in PATH. */
+export const findBwrap = toolFinder("CORRAL_BWRAP", "bwrap")
 
 const systemDirs = ["/usr", "/etc", "/opt"]
 const systemLinks = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]

@@ -31,7 +31,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import type { OverlayLayers } from "../Workspace.ts"
-import { isExecutable } from "./executable.ts"
+import { toolFinder } from "./executable.ts"
 import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt, removePath } from "./workspaceFs.ts"
@@ -44,20 +44,8 @@ const mountScript =
 /** Characters overlayfs reads as separators in its mount options. */
 const unsafePath = /[,:\\\n]/
 
-let lastFound: { readonly key: string; readonly file: string } | undefined
-
 /** `CORRAL_UNSHARE` names the executable; otherwise `unshare` is looked up in PATH. */
-export const findUnshare = (env: NodeJS.ProcessEnv = process.env): string | undefined => {
-  const key = `${env.CORRAL_UNSHARE ?? ""}\0${env.PATH ?? ""}`
-  if (lastFound?.key === key) return lastFound.file
-  const candidates =
-    env.CORRAL_UNSHARE !== undefined
-      ? [env.CORRAL_UNSHARE]
-      : (env.PATH ?? "").split(path.delimiter).map((dir) => path.join(dir, "unshare"))
-  const file = candidates.find(isExecutable)
-  if (file !== undefined) lastFound = { key, file }
-  return file
-}
+export const findUnshare = toolFinder("CORRAL_UNSHARE", "unshare")
 
 const probed = new Map<string, string | undefined>()
 
