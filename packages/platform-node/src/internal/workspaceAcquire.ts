@@ -425,6 +425,12 @@ const releaseBranch = (
     return "deleted" as const
   })
 
+/** The report of a released workspace whose branch `releaseBranch` deleted or kept. */
+const branchReleased = (workspace: "recycled" | "removed", branch: string, outcome: "deleted" | "kept"): Outcome =>
+  outcome === "deleted"
+    ? { workspace, branch: "deleted", reasons: [] }
+    : { workspace, branch: "kept", reasons: [`${branch} has commits that are not merged`] }
+
 /** A disposable workspace's release: worktree and branch go, whatever they hold. */
 const discardWorktree = (deps: AcquireDeps, repo: RepoInfo, placement: Placement): Release =>
   deps
@@ -474,9 +480,7 @@ const releaseWorktree = (
         commonDir: repo.commonDir
       })
     }
-    return branchOutcome === "deleted"
-      ? ({ workspace, branch: "deleted", reasons: [] } as const)
-      : ({ workspace, branch: "kept", reasons: [`${branch} has commits that are not merged`] } as const)
+    return branchReleased(workspace, branch, branchOutcome)
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
@@ -560,14 +564,7 @@ const settleLent = (
       if (detached) putPooled(deps.pools, key, { dir: holding.dir, root: holding.root, commonDir: holding.commonDir })
       else yield* discardPooled(deps, repo, runId, holding)
     }
-    const outcome = yield* releaseBranch(deps, repo, runId, placement, undefined)
-    return outcome === "deleted"
-      ? ({ workspace: "recycled", branch: "deleted", reasons: [] } as const)
-      : ({
-          workspace: "recycled",
-          branch: "kept",
-          reasons: [`${checkedOut.branch} has commits that are not merged`]
-        } as const)
+    return branchReleased("recycled", checkedOut.branch, yield* releaseBranch(deps, repo, runId, placement, undefined))
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "recycled", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
@@ -672,13 +669,7 @@ const releaseOverlay = (deps: AcquireDeps, repo: RepoInfo, runId: string, placem
       placement,
       takeMergedTip(repo.commonDir, placement.branch!)
     )
-    return branchOutcome === "deleted"
-      ? ({ workspace: "removed", branch: "deleted", reasons: [] } as const)
-      : ({
-          workspace: "removed",
-          branch: "kept",
-          reasons: [`${placement.branch} has commits that are not merged`]
-        } as const)
+    return branchReleased("removed", placement.branch!, branchOutcome)
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
