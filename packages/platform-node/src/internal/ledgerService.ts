@@ -28,26 +28,33 @@ import { makeWriter, type WriterOptions } from "./ledgerWriter.ts"
 const key = (row: AgentRow): string => agentKey(row.runId, row.agentId)
 
 /**
- * An agent's current row, and its key in a batch (built once per agent, not once per event).
+ * An agent's current row, and its key in a batch (built at most once per agent, when a batch first
+ * takes the row; a live store never needs it).
  * Events update `row` in place while no committed batch or store has seen it: `owner` is
  * `"private"` when nothing else holds the row, the pending batch it was put in, or `"live"` when a
  * live store holds it (that store takes changes in place). A row in a batch that was taken for a
  * commit, or one read from a store (`undefined`), is copied before the next change, so rows a
- * batched store has seen never change.
+ * batched store has seen never change. A store sees an agent's first events if they are `Queued`
+ * only with the agent's next event (every agent is queued at the start; its next event follows
+ * soon): a live store takes the rows of `startRun` as they are (`"planned"`), and such a row keeps
+ * its `Queued` in `queued` until then.
  */
 interface Slot {
   row: AgentRow
-  readonly key: string
-  owner: Batch | "private" | "live" | undefined
+  key: string | undefined
+  owner: Batch | "private" | "planned" | "live" | undefined
+  queued: LedgerEvent | undefined
 }
 
 type Agents = Map<string, Slot>
 
-const slot = (row: AgentRow): Slot => ({ row, key: key(row), owner: undefined })
+const slot = (row: AgentRow, owner: Slot["owner"]): Slot => ({ row, key: undefined, owner, queued: undefined })
 
-const slotsOf = (rows: ReadonlyArray<AgentRow>): Agents => {
+const keyOf = (slot: Slot): string => (slot.key ??= key(slot.row))
+
+const slotsOf = (rows: ReadonlyArray<AgentRow>, owner: Slot["owner"]): Agents => {
   const agents: Agents = new Map()
-  for (const row of rows) agents.set(row.agentId, slot(row))
+  for (const row of rows) agents.set(row.agentId, slot(row, owner))
   return agents
 }
 
@@ -117,10 +124,22 @@ export const makeLedger = (
           return yield* new RunLedgerError({ operation: "record", message: `no run ${runId} was started` })
         }
         const rows = yield* read("record", store.agents(runId))
-        const agents = runs.get(runId) ?? slotsOf(rows)
+        const agents = runs.get(runId) ?? slotsOf(rows, undefined)
         runs.set(runId, agents)
         return agents
       })
+    }
+
+    const live = store.live
+
+    /** A live store takes the run's rows as they are (the ledger changes them in place from then on); a batch, by key. */
+    const putAgents = (batch: Batch, runId: string, rows: ReadonlyArray<AgentRow>): void => {
+      if (live === undefined) {
+        for (const row of rows) putAgent(batch, row)
+        return
+      }
+      const table = live.agents(runId)
+      for (const row of rows) table.set(row.agentId, row)
     }
 
     const startRun = (start: RunStart) =>
@@ -131,17 +150,44 @@ export const makeLedger = (
         const rows = start.agents.map((a, i) =>
           newAgentRow(start.runId, a.agentId, i, a.dependsOn, a.idempotencyKey ?? null)
         )
-        runs.set(start.runId, slotsOf(rows))
+        runs.set(start.runId, slotsOf(rows, live === undefined ? undefined : "planned"))
         yield* fail("startRun")(
           writer.add((batch) => {
             batch.runs.push(runRow(start))
-            for (const row of rows) putAgent(batch, row)
+            putAgents(batch, start.runId, rows)
           })
         )
         yield* flush
       })
 
-    const live = store.live
+    /** An event into a row of `startRun` no event has changed yet (a `Queued` waits for the agent's next event). */
+    const stepPlanned = (current: Slot, event: LedgerEvent): void => {
+      if (event._tag === "Queued") {
+        current.queued = event
+        return
+      }
+      const row = current.row as MutableAgentRow
+      if (current.queued !== undefined) {
+        stepRow(row, current.queued)
+        current.queued = undefined
+      }
+      stepRow(row, event)
+      current.owner = "live"
+    }
+
+    /** An event into a row the live store does not hold yet: it takes the row with any event but `Queued`. */
+    const stepPrivate = (live: LiveStore, current: Slot, runId: string, event: LedgerEvent): void => {
+      let row = current.row as MutableAgentRow
+      if (current.owner === undefined) {
+        current.row = row = copyAgentRow(row)
+        current.owner = "private"
+      }
+      stepRow(row, event)
+      if (event._tag !== "Queued") {
+        live.agents(runId).set(row.agentId, row)
+        current.owner = "live"
+      }
+    }
 
     /** `recordIn` for a live store: the rows go straight into it, nothing is buffered. */
     const recordLive = (live: LiveStore, agents: Agents, runId: string, event: LedgerEvent): void => {
@@ -149,20 +195,12 @@ export const makeLedger = (
       if (typeof agentId === "string") {
         let current = agents.get(agentId)
         if (current === undefined) {
-          agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size))))
-          current.owner = "private"
+          agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size), "private")))
         }
-        let row = current.row as MutableAgentRow
-        if (current.owner === undefined) {
-          current.row = row = copyAgentRow(row)
-          current.owner = "private"
-        }
-        stepRow(row, event)
-        if (current.owner === "private" && event._tag !== "Queued") {
-          live.agents(runId).set(agentId, row)
-          current.owner = "live"
-        }
-        const success = successOf(runId, event, row)
+        if (current.owner === "live") stepRow(current.row as MutableAgentRow, event)
+        else if (current.owner === "planned") stepPlanned(current, event)
+        else stepPrivate(live, current, runId, event)
+        const success = successOf(runId, event, current.row)
         if (success !== undefined) live.success(success)
       }
       live.transitions(runId).push(transitionOf(runId, event))
@@ -184,16 +222,15 @@ export const makeLedger = (
       if (typeof agentId === "string") {
         let current = agents.get(agentId)
         if (current === undefined) {
-          agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size))))
-          current.owner = "private"
+          agents.set(agentId, (current = slot(newAgentRow(runId, agentId, agents.size), "private")))
         }
         const owner = current.owner
         let row = current.row as MutableAgentRow
         if (owner !== batch && owner !== "private") current.row = row = copyAgentRow(row)
         stepRow(row, event)
         if (owner !== batch) {
-          const put = event._tag !== "Queued" || batch.agents.has(current.key)
-          if (put) batch.agents.set(current.key, row)
+          const put = event._tag !== "Queued" || batch.agents.has(keyOf(current))
+          if (put) batch.agents.set(keyOf(current), row)
           current.owner = put ? batch : "private"
         }
         const success = successOf(runId, event, row)

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
+import type * as RunLedger from "../../src/RunLedger.ts"
 import type { AgentRow, Batch } from "../../src/internal/ledgerModel.ts"
 import { makeLedger } from "../../src/internal/ledgerService.ts"
 import { type LedgerStore, makeMemoryStore } from "../../src/internal/ledgerStore.ts"
@@ -29,6 +30,13 @@ const batchedStore = (seen: Array<readonly [AgentRow, string]>): LedgerStore => 
 
 const events = [...syntheticRun("r1"), ev("r1", 130, { _tag: "Queued", agentId: "late" })]
 
+/** A planned agent queued twice before it starts. */
+const requeued: ReadonlyArray<RunLedger.LedgerEvent> = [
+  ev("r2", 2, { _tag: "Queued", agentId: "b" }),
+  ev("r2", 3, { _tag: "Queued", agentId: "b" }),
+  ev("r2", 4, { _tag: "Started", agentId: "b" })
+]
+
 describe("ledger service", () => {
   for (const maxBuffered of [1, 3, 1000]) {
     it.effect(`never changes an agent row a store has taken (batches of ${maxBuffered})`, () =>
@@ -51,11 +59,16 @@ describe("ledger service", () => {
       Effect.gen(function* () {
         const live = yield* makeLedger(makeMemoryStore(), options(1000), stats())
         const batched = yield* makeLedger(batchedStore([]), options(1000), stats())
-        for (const ledger of [live, batched]) yield* ledger.startRun(start("r1", 0))
-        for (const event of events) {
-          for (const ledger of [live, batched]) yield* ledger.record("r1", event)
-          const [a, b] = [yield* live.getRun("r1"), yield* batched.getRun("r1")]
-          assert.deepStrictEqual(Option.getOrThrow(a), Option.getOrThrow(b), `after ${event._tag}`)
+        for (const [runId, list] of [
+          ["r2", requeued],
+          ["r1", events]
+        ] as const) {
+          for (const ledger of [live, batched]) yield* ledger.startRun(start(runId, 0))
+          for (const event of list) {
+            for (const ledger of [live, batched]) yield* ledger.record(runId, event)
+            const [a, b] = [yield* live.getRun(runId), yield* batched.getRun(runId)]
+            assert.deepStrictEqual(Option.getOrThrow(a), Option.getOrThrow(b), `after ${event._tag}`)
+          }
         }
         yield* live.recordSuccess("kd", "d", { n: 4 }, 200)
         yield* batched.recordSuccess("kd", "d", { n: 4 }, 200)
