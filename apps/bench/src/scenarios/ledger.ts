@@ -116,23 +116,40 @@ const pairedUs = (a: ApproachResult, b: ApproachResult, agents: number): Array<n
 
 const quartile = (sorted: ReadonlyArray<number>, q: number): number => sorted[Math.round((sorted.length - 1) * q)]!
 
+const noOpCase = (cases: ReadonlyArray<CaseResult>) => {
+  const item = cases.find((c) => c.label.includes("no-op"))
+  const none = item?.approaches.find((a) => a.name === "no ledger")
+  const memory = item?.approaches.find((a) => a.name === "memory ledger")
+  return none === undefined || memory === undefined ? undefined : { none, memory }
+}
+
 /**
  * The median over repetitions of the memory ledger's run less the no-ledger run of the same
- * repetition, with the quartiles of those differences and the same difference in CPU time (medians).
+ * repetition, with the quartiles of those differences. On a busy machine a 25 ms run waits for a
+ * core several times over, so this measures the load as much as the ledger (three runs at load 8–10:
+ * 2.4 / 16.7 / 6.5 µs); the CPU target beside it moved much less (2.1 / 2.6 / 2.3 µs).
  */
 const memoryOverNone: Target = {
   label: "in-memory ledger ≤ 5 µs per agent over no ledger (no-op agents)",
   evaluate: (cases: ReadonlyArray<CaseResult>) => {
-    const item = cases.find((c) => c.label.includes("no-op"))
-    const none = item?.approaches.find((a) => a.name === "no ledger")
-    const memory = item?.approaches.find((a) => a.name === "memory ledger")
-    if (none?.medianMs === undefined || memory?.medianMs === undefined) return undefined
-    const diffs = pairedUs(memory, none, noOpAgents)
+    const found = noOpCase(cases)
+    const diffs = found === undefined ? [] : pairedUs(found.memory, found.none, noOpAgents)
     if (diffs.length === 0) return undefined
     const over = median(diffs)
-    const cpu = (memory.metrics.cpuUsPerAgent ?? Number.NaN) - (none.metrics.cpuUsPerAgent ?? Number.NaN)
     const spread = `quartiles ${quartile(diffs, 0.25).toFixed(1)}–${quartile(diffs, 0.75).toFixed(1)}`
-    return { figure: `${over.toFixed(1)} µs per agent (${spread}; CPU ${cpu.toFixed(1)} µs)`, met: over <= 5 }
+    return { figure: `${over.toFixed(1)} µs per agent (${spread})`, met: over <= 5 }
+  }
+}
+
+/** The same in CPU time: the ledger's median less no ledger's (every thread, the collector's helpers too). */
+const memoryCpuOverNone: Target = {
+  label: "in-memory ledger ≤ 5 µs of CPU per agent over no ledger (no-op agents)",
+  evaluate: (cases: ReadonlyArray<CaseResult>) => {
+    const found = noOpCase(cases)
+    const memory = found?.memory.metrics.cpuUsPerAgent
+    const none = found?.none.metrics.cpuUsPerAgent
+    if (memory === undefined || none === undefined) return undefined
+    return { figure: `${(memory - none).toFixed(1)} µs of CPU per agent`, met: memory - none <= 5 }
   }
 }
 
@@ -155,11 +172,12 @@ export const ledger: Scenario<Params> = {
     "one warm-up run record, which waits for the SQLite writer thread's start, are not timed). Steady state; " +
     "'after GC' is the median of the runs right after two full GCs; CPU is the process's (every thread) " +
     "over the timed run. The in-memory target is the median over repetitions of the ledger's run less the " +
-    "no-ledger run of the same repetition, with the quartiles of those differences.",
+    "no-ledger run of the same repetition (with those differences' quartiles), and the same in CPU time.",
   floor: "the same run with no ledger, in the same repetition; ratio = median / no ledger",
   targets: [
     ratioAtMost("SQLite ≤ 1.5× no ledger for agents of 1 ms", /1 ms/, "sqlite ledger", 1.5),
     memoryOverNone,
+    memoryCpuOverNone,
     sqliteOverNone
   ],
   warmup: true,
