@@ -5,7 +5,11 @@ import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 
 export const root = NodePath.resolve(import.meta.dirname, "..")
-export const corralBin = NodePath.join(root, "apps/cli/bin/corral")
+/**
+ * The command the end-to-end tests run: the sources (`apps/cli/bin/corral`), or the executable named
+ * by `CORRAL_TEST_BIN` (e.g. a script running the built bundle, `node apps/cli/dist/bin.js "$@"`).
+ */
+export const corralBin = process.env.CORRAL_TEST_BIN ?? NodePath.join(root, "apps/cli/bin/corral")
 
 export const tempDir = (prefix: string): string => NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), prefix))
 

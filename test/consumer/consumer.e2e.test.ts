@@ -7,6 +7,7 @@
  */
 import { execFile } from "node:child_process"
 import * as NodeFs from "node:fs"
+import * as NodeModule from "node:module"
 import * as NodePath from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { git, makeRepo, root, tempDir, writePlan } from "../helpers.ts"
@@ -140,6 +141,24 @@ describe("packed packages in an app outside the workspace", () => {
     expect(packed.get("@corral/cli")!.bin).toEqual({ corral: "./dist/bin.js" })
   })
 
+  it("ships the command as one bundle: its files import only Node's built-in modules and each other", () => {
+    const dist = NodePath.join(packed.get("@corral/cli")!.unpacked, "dist")
+    const files = NodeFs.readdirSync(dist, { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".js"))
+    expect(files).toEqual(
+      expect.arrayContaining(["bin.js", "ledgerWorker.js", "blockingWorker.js", "internal/codingAgentLauncher.js"])
+    )
+    const specifiers = files.flatMap((file) =>
+      [
+        ...NodeFs.readFileSync(NodePath.join(dist, file), "utf8").matchAll(
+          /^(?:import|export)\b[^;]*?\bfrom\s*"([^"]+)"|^import\s*"([^"]+)"|\bimport\("([^"]+)"\)/gm
+        )
+      ].map((match) => match[1] ?? match[2] ?? match[3]!)
+    )
+    expect(specifiers.filter((specifier) => specifier.startsWith("./"))).not.toEqual([])
+    const outside = specifiers.filter((specifier) => !NodeModule.isBuiltin(specifier) && !/^\.\.?\//.test(specifier))
+    expect(outside).toEqual([])
+  })
+
   it(
     "type-checks under strict consumer settings with exactOptionalPropertyTypes on",
     async () => {
@@ -260,6 +279,8 @@ describe("the command installed globally with npm", () => {
       .split("\n")
       .find((branch) => branch.endsWith("/integration"))!
     expect(git(repo, "show", `${integration}:two.txt`)).toBe("one\n")
+    // records on the ledger's writer thread, an entry of its own in the bundle
+    expect(await run(bin, ["discard", "--all-merged", "--yes"], { cwd: repo, env })).toContain("removed")
   }
 
   it(

@@ -25,10 +25,19 @@ const same = (value: number) => (value === 1 ? "same tree" : "different tree")
 const AGENTS = 10
 const FOLDERS_PER_AGENT = 10
 /**
- * The repository's `corral` (from source, as `pnpm` scripts and contributors run it), or the executable
- * named by `CORRAL_BENCH_BIN` (e.g. a compiled, installed `corral`, which starts ≈ 0.1 s CPU faster).
+ * `corral` as users get it: the published bundle (`apps/cli/dist/bin.js`, built here once by the
+ * command's build script, as `pnpm build` does) on this Node; or the executable named by
+ * `CORRAL_BENCH_BIN`, e.g. `apps/cli/bin/corral`, the sources as contributors and `pnpm` scripts run
+ * them (≈ 0.2 s more CPU at start-up).
  */
-const corralBin = process.env.CORRAL_BENCH_BIN ?? fileURLToPath(new URL("../../../cli/bin/corral", import.meta.url))
+let corralCommand: string | undefined
+const corralBin = (): string => {
+  if (corralCommand !== undefined) return corralCommand
+  if (process.env.CORRAL_BENCH_BIN !== undefined) return (corralCommand = process.env.CORRAL_BENCH_BIN)
+  execFileSync(process.execPath, [fileURLToPath(new URL("../../../cli/scripts/bundle.ts", import.meta.url))])
+  const bin = fileURLToPath(new URL("../../../cli/dist/bin.js", import.meta.url))
+  return (corralCommand = `${process.execPath} ${bin}`)
+}
 
 const git = (cwd: string, ...args: Array<string>) =>
   execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@bench", ...args], {
@@ -437,7 +446,7 @@ const corralWith = (name: string, planFile: string, env?: Record<string, string>
     const spawnedAt = Date.now()
     const out = await sh(
       dir,
-      `${corralBin} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`,
+      `${corralBin()} run ${plan} --concurrency ${params.concurrency} --json --verbose --state-dir ${state}`,
       { ...params.shim?.env(log), ...env }
     )
     const ms = performance.now() - start
@@ -591,6 +600,7 @@ export const workspacesReal: Scenario<Params> = {
   ],
   approaches: [sequential, xargs, plainWorktrees, corral, corralSparse, corralOverlay, corralDirectSpawn],
   cases: ({ quick }) => {
+    corralBin()
     const cases: Array<Case<Params>> = []
     for (const location of locations()) {
       const prepared = prepare(location.dir, quick)
