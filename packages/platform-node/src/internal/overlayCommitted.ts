@@ -1,8 +1,8 @@
 /**
  * An overlay workspace's commit, remembered so that its release needs no mount: `git add --all` of
  * every path of the upper folder and the commit of the whole index leave nothing for a `git status`
- * of those paths to report, so while the upper folder, the worktree's index and its HEAD log are as
- * they were, the release's dirty check can answer "clean" without mounting the overlay (one
+ * of those paths to report, so while the upper folder, the worktree's index, HEAD log, HEAD and
+ * branch are as they were, the release's dirty check can answer "clean" without mounting the overlay (one
  * `unshare` + mount + `git status` less per agent).
  *
  * The upper folder is compared by the identity of every entry (mode, inode, size, modification and
@@ -58,11 +58,28 @@ const fileState = (file: string) =>
     () => "missing"
   )
 
-/** The worktree's index and HEAD log (each commit, reset or checkout rewrites one of them). */
-const gitState = (gitDir: string) =>
-  Promise.all([fileState(path.join(gitDir, "index")), fileState(path.join(gitDir, "logs", "HEAD"))]).then((states) =>
-    states.join("\n")
-  )
+/** What `ref` (under `common`) points to: its loose file, else its line in the packed refs. */
+const refValue = async (common: string, ref: string) => {
+  const loose = await fs.readFile(path.join(common, ref), "utf8").catch(() => undefined)
+  if (loose !== undefined) return loose.trim()
+  const packed = await fs.readFile(path.join(common, "packed-refs"), "utf8").catch(() => "")
+  return packed.split("\n").find((line) => line.endsWith(` ${ref}`)) ?? "missing"
+}
+
+/**
+ * The worktree's index and HEAD log (by identity), and HEAD and the commit of the branch it names
+ * (by value): each commit, reset or checkout changes one of them.
+ */
+const gitState = async (gitDir: string) => {
+  const head = await fs.readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => "")
+  const ref = /^ref: (.+)$/m.exec(head)?.[1]?.trim()
+  const common = await fs
+    .readFile(path.join(gitDir, "commondir"), "utf8")
+    .then((text) => path.resolve(gitDir, text.trim()))
+    .catch(() => gitDir)
+  const files = await Promise.all([path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD")].map(fileState))
+  return [head.trim(), ref === undefined ? "" : await refValue(common, ref), ...files].join("\n")
+}
 
 /**
  * Remembers that the commit of `upper` (walked from `walkedAtMs` on, `skip` left out) succeeded,
