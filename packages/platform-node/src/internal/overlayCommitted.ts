@@ -133,14 +133,16 @@ const racyMatchHead = (dir: string, upperDir: string, racy: ReadonlyArray<string
       const [mode = "", , oid = ""] = record.slice(0, tab).split(" ")
       head.set(record.slice(tab + 1), { mode, oid })
     }
-    return yield* Effect.promise(async () => {
+    return yield* Effect.tryPromise(async () => {
       for (const relative of racy) {
         const entry = head.get(relative)
         if (entry === undefined) continue
         const file = path.join(upperDir, relative)
         const stat = await fs.lstat(file)
-        const mode = stat.isSymbolicLink() ? "120000" : (stat.mode & 0o111) !== 0 ? "100755" : "100644"
-        const content = stat.isSymbolicLink() ? Buffer.from(await fs.readlink(file)) : await fs.readFile(file)
+        const mode = stat.isSymbolicLink() ? "120000" : (stat.mode & 0o100) !== 0 ? "100755" : "100644"
+        const content = stat.isSymbolicLink()
+          ? await fs.readlink(file, { encoding: "buffer" })
+          : await fs.readFile(file)
         if (entry.mode !== mode || blobId(content, entry.oid) !== entry.oid) return false
       }
       return true
@@ -149,7 +151,8 @@ const racyMatchHead = (dir: string, upperDir: string, racy: ReadonlyArray<string
 
 /**
  * Whether the upper folder, the skipped paths and the worktree's git state are as at the remembered
- * commit, and each racy path holds HEAD's content; `false` (ask git in the mount) on any doubt.
+ * commit, and each racy path holds HEAD's content; `false` (ask git in the mount) on any doubt or
+ * failure.
  */
 export const unchangedSinceCommit = (
   upperDir: string,
