@@ -184,6 +184,67 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     })
   )
 
+  it.live("after a commit the release mounts nothing: it removes the workspace with no overlay work folder", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const log = releases()
+      yield* provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          const integration = yield* ws.integration({ repo, runId: "r5" })
+          const handle = yield* ws.acquire({ repo, runId: "r5", agentId: "a", overlay: true, ...log })
+          yield* inView(handle, `${edits} && printf 'last\n' > src/x/late.ts`)
+          assert.isTrue((yield* integration.commitAll(handle, "edit")).changed)
+          fs.rmSync(handle.overlay!.work, { recursive: true })
+        }).pipe(Effect.scoped)
+      )
+      assert.deepStrictEqual(
+        log.reports.map((r) => [r.workspace, r.branch]),
+        [["removed", "kept"]]
+      )
+    })
+  )
+
+  const afterCommit = [
+    ["a same-size rewrite", "printf 'A.txt\n' > a.txt"],
+    ["a mode change", "chmod +x a.txt"],
+    ["a deletion", "rm src/x/one.ts"],
+    ["a file replaced by a folder", "rm a.txt && mkdir a.txt && printf 'in\n' > a.txt/in.txt"],
+    ["a symbolic link retargeted", "ln -sfn b.txt link"],
+    ["a new file", "printf 'late\n' > late.txt"],
+    ["the branch moved back", ""],
+    ["a committed file's rewrite", "printf 'new!\n' > src/x/new.ts"]
+  ] as const
+
+  for (const [name, change] of afterCommit) {
+    it.live(`${name} after the commit keeps the workspace`, () =>
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const log = releases()
+        yield* provide(
+          Effect.gen(function* () {
+            const ws = yield* Workspace
+            const integration = yield* ws.integration({ repo, runId: "r6" })
+            const handle = yield* ws.acquire({ repo, runId: "r6", agentId: "a", overlay: true, ...log })
+            yield* inView(handle, `${edits} && printf 'new\n' > src/x/new.ts`)
+            const made = yield* integration.commitAll(handle, "edit")
+            if (change === "") {
+              // The branch moved back without git: no reflog entry, the index as it was.
+              fs.writeFileSync(
+                path.join(repo, ".git", "refs", "heads", handle.branch!),
+                `${sh(repo, "rev-parse", `${made.commit}~`)}\n`
+              )
+            } else yield* inView(handle, change)
+          }).pipe(Effect.scoped)
+        )
+        assert.deepStrictEqual(
+          log.reports.map((r) => r.workspace),
+          ["kept"]
+        )
+      })
+    )
+  }
+
   it.live("a machine that cannot mount an overlay fails with OverlayUnavailable and creates nothing", () =>
     Effect.gen(function* () {
       const repo = yield* makeRepo

@@ -34,6 +34,7 @@ import {
   requireOverlay,
   useSnapshot
 } from "./workspaceOverlay.ts"
+import { forgetCommit } from "./overlayCommitted.ts"
 import { enableWorktreeConfig, isSparse, normalizeFolders, setCone, widen } from "./workspaceSparse.ts"
 import {
   awaitPooled,
@@ -622,7 +623,7 @@ const dropOverlay = (runId: string, placement: Placement) =>
     const state = placement.overlay
     if (state === undefined) return Effect.void
     const agentDir = path.dirname(state.layers.upper)
-    return removePath(agentDir).pipe(
+    return Effect.andThen(forgetCommit(state.layers.upper), removePath(agentDir)).pipe(
       Effect.ignore,
       Effect.andThen(removeEmptyParent(path.dirname(agentDir))),
       Effect.andThen(

@@ -19,6 +19,7 @@ import { corralIdentity, GitError, git, gitOutput, lines } from "./git.ts"
 import { appendRecord } from "./runRegistry.ts"
 import { BranchAlreadyExists, IntegrationMoved, UnsupportedStrategy, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt } from "./workspaceFs.ts"
+import { rememberCommit } from "./overlayCommitted.ts"
 import { changedPaths, findUnshare, inMount, isEmpty } from "./workspaceOverlay.ts"
 import {
   branchExists,
@@ -42,7 +43,15 @@ const requireWorktree = (handle: WorkspaceHandle, operation: string) =>
     ? Effect.succeed(handle.branch)
     : Effect.fail(new UnsupportedStrategy({ agentId: handle.agentId, strategy: handle.strategy, operation }))
 
+/**
+ * Loose objects stored without zlib: an agent's `add` costs ≈ 25 % less CPU, and each later checkout of
+ * those blobs (a snapshot's, a recycled worktree's) ≈ 30 % less, for objects ≈ 2–3× larger on disk until
+ * git packs them (a pack compresses them as usual).
+ */
+const storedLoose = ["-c", "core.looseCompression=0"]
+
 const addAll = (handle: WorkspaceHandle) => [
+  ...storedLoose,
   "add",
   "--all",
   "--",
@@ -60,16 +69,19 @@ const ignoredPaths = /^The following paths are ignored by one of your \.gitignor
 const stage = (handle: WorkspaceHandle, env?: Record<string, string>) =>
   Effect.gen(function* () {
     const cwd = handle.dir
-    if (handle.overlay === undefined) return yield* Effect.asVoid(git(addAll(handle), { cwd, env }))
+    if (handle.overlay === undefined) return yield* Effect.as(git(addAll(handle), { cwd, env }), undefined)
+    const walkedAtMs = Date.now()
     const found = yield* changedPaths(handle.overlay)
+    const staged = { upper: found.upper, walkedAtMs }
     const changes = { ...found, paths: found.paths.filter((p) => !handle.copiedFiles.includes(p)) }
-    if (isEmpty(changes)) return
+    if (isEmpty(changes)) return staged
     const run = inMount(findUnshare() ?? "unshare", handle.overlay, cwd, changes)
-    const args = ["add", "--all", "--", ...run.paths]
+    const args = [...storedLoose, "add", "--all", "--", ...run.paths]
     const out = yield* gitOutput(args, { cwd, via: run.via, env: { ...env, ...run.env }, okExitCodes: [1] })
     if (out.exitCode === 1 && !(ignoredPaths.test(out.stderr) && !/^(fatal|error):/m.test(out.stderr))) {
       return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr })
     }
+    return staged
   })
 
 const trailerLines = (runId: string, agentId: string) => `Corral-Run: ${runId}\nCorral-Agent: ${agentId}`
@@ -176,7 +188,7 @@ export const commitWork = (
   Effect.gen(function* () {
     yield* requireWorktree(handle, "commit")
     const cwd = handle.dir
-    yield* stage(handle)
+    const staged = yield* stage(handle)
     const full = withTrailers(options.message, options.runId, handle.agentId)
     const args = [
       ...noSigning,
@@ -194,6 +206,10 @@ export const commitWork = (
       return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
     }
     const changed = out.exitCode === 0
+    if (staged !== undefined) {
+      const gitDir = yield* Effect.promise(() => worktreeGitDir(cwd))
+      yield* rememberCommit(handle.overlay!.upper, gitDir, staged.upper, staged.walkedAtMs, handle.copiedFiles)
+    }
     const made = changed ? yield* madeCommit(cwd) : undefined
     if (made !== undefined) return { ...made, changed, message: full }
     const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")

@@ -27,6 +27,7 @@
 import { execFile, spawnSync } from "node:child_process"
 import * as fs from "node:fs/promises"
 import * as fsSync from "node:fs"
+import type { BigIntStats } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
@@ -35,6 +36,8 @@ import { toolFinder } from "./executable.ts"
 import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt, removePath } from "./workspaceFs.ts"
+import { type UpperState, unchangedSinceCommit } from "./overlayCommitted.ts"
+import { worktreeGitDir } from "./workspaceRepo.ts"
 
 export type { OverlayLayers }
 
@@ -347,6 +350,8 @@ export interface Changes {
    * attribute Node cannot read, so the check runs in the mount (see {@link stageScript}).
    */
   readonly probes: ReadonlyArray<string>
+  /** Every entry of the upper folder as the walk saw it. */
+  readonly upper: UpperState
 }
 
 /**
@@ -357,11 +362,13 @@ export const changedPaths = (layers: OverlayLayers): Effect.Effect<Changes, Work
   attempt("read the changes in", layers.upper, async () => {
     const paths: Array<string> = []
     const probes: Array<string> = []
+    const upper: Array<readonly [string, BigIntStats]> = []
     const walk = async (relative: string) => {
       const entries = await fs.readdir(path.join(layers.upper, relative), { withFileTypes: true })
       for (const entry of entries) {
         const child = relative === "" ? entry.name : `${relative}/${entry.name}`
         if (relative === "" && entry.name === ".git") continue
+        upper.push([child, await fs.lstat(path.join(layers.upper, child), { bigint: true })])
         if (!entry.isDirectory()) {
           paths.push(child)
           continue
@@ -377,7 +384,7 @@ export const changedPaths = (layers: OverlayLayers): Effect.Effect<Changes, Work
       }
     }
     await walk("")
-    return { paths, probes }
+    return { paths, probes, upper }
   })
 
 /**
@@ -410,13 +417,15 @@ export const baseFile = (layers: OverlayLayers) => path.join(path.dirname(layers
 
 /**
  * Whether an overlay workspace holds changes its branch does not have (ignored files aside): a
- * `git status` of the upper folder's paths alone, in the mount.
+ * `git status` of the upper folder's paths alone, in the mount, unless nothing changed since this
+ * process committed them (see `overlayCommitted.ts`).
  */
 export const overlayDirty = (unshare: string, layers: OverlayLayers, dir: string, skip: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const found = yield* changedPaths(layers)
     const changes = { ...found, paths: found.paths.filter((p) => !skip.includes(p)) }
     if (isEmpty(changes)) return false
+    if (yield* unchangedSinceCommit(layers.upper, dir, yield* worktreeGitDir(dir), found.upper, skip)) return false
     const run = inMount(unshare, layers, dir, changes)
     const status = yield* git(["status", "--porcelain", "--untracked-files=all", "--", ...run.paths], {
       cwd: dir,
