@@ -378,6 +378,7 @@ class Runner<A, E, R> implements ExecHost {
       this.workerContext = fiber.context
       this.dispatcher = fiber.currentDispatcher
       this.spawn()
+      this.topUpNow()
       if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
       else {
         yield* Deferred.await(this.settled).pipe(
@@ -416,7 +417,8 @@ class Runner<A, E, R> implements ExecHost {
    * from a task queued on the scheduler when a worker finds more agents ready (`wake`). The task
    * runs once the current fiber suspends, and then starts as many workers as there are ready agents
    * (up to the limit), so agents that yield all start in the scheduler turn they did before, while
-   * agents that complete without yielding are all run by the first worker: no fiber each.
+   * agents that complete without yielding are all run by the first worker: no fiber each. The task
+   * the first worker queues runs at once when that worker suspends (`topUpNow`).
    */
   private spawn(): void {
     this.liveWorkers++
@@ -443,6 +445,18 @@ class Runner<A, E, R> implements ExecHost {
   private topUp(): void {
     this.topUpCell = undefined
     while (this.needsWorker()) this.spawn()
+  }
+
+  /**
+   * Runs a queued top-up now, in the run's first synchronous stretch: the first wave of agents that
+   * suspend then starts before the run's own fiber suspends, as `Effect.forEach` forks its fibers,
+   * rather than a scheduler turn later.
+   */
+  private topUpNow(): void {
+    const cell = this.topUpCell
+    if (cell === undefined) return
+    cell.runner = undefined
+    this.topUp()
   }
 
   private needsWorker(): boolean {
