@@ -384,7 +384,8 @@ class Runner<A, E, R> implements ExecHost {
         yield* Deferred.await(this.settled).pipe(
           Effect.onInterrupt(() => Effect.andThen(this.stopWorkers, this.settleRunning))
         )
-        yield* this.stopWorkers
+        if (this.workerFibers.size > 0) yield* this.stopWorkers
+        else this.draining = true
         if (this.workerDefect !== undefined) return yield* Effect.failCause(this.workerDefect as Cause.Cause<never>)
       }
     }
