@@ -449,6 +449,24 @@ describe("workers", () => {
     })
   )
 
+  it.effect("the first agents that suspend all start before the run's own fiber first suspends", () =>
+    Effect.gen(function* () {
+      const workers = new Map<string, Fiber.Fiber<unknown, unknown>>()
+      const ids = ["a", "b", "c", "d"]
+      const run = yield* Effect.forkChild(
+        Corral.run(
+          ids.map((id) => tracked(workers, id, 10)),
+          { concurrency: 3 }
+        ),
+        { startImmediately: true }
+      )
+      assert.deepStrictEqual([...workers.keys()], ["a", "b", "c"])
+      yield* TestClock.adjust(20)
+      const result = yield* Fiber.join(run)
+      assert.isTrue(result.allSucceeded)
+    })
+  )
+
   it.effect("a worker stays while an agent waits for its dependencies, and runs it", () =>
     Effect.gen(function* () {
       const workers = new Map<string, Fiber.Fiber<unknown, unknown>>()

@@ -184,6 +184,9 @@ const nodesOf = (
 
 const noNodes: ReadonlyArray<Node> = []
 
+/** The top-up cell while a run starts its first workers itself (see `Runner.startWorkers`): never holds a runner. */
+const heldOff: { runner: undefined } = { runner: undefined }
+
 class Runner<A, E, R> implements ExecHost {
   /** Every node of the run, made before it starts; empty in a compact run (see `compact`). */
   readonly nodes: ReadonlyArray<Node>
@@ -377,13 +380,14 @@ class Runner<A, E, R> implements ExecHost {
       const fiber = Fiber.getCurrent()!
       this.workerContext = fiber.context
       this.dispatcher = fiber.currentDispatcher
-      this.spawn()
+      this.startWorkers()
       if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
       else {
         yield* Deferred.await(this.settled).pipe(
           Effect.onInterrupt(() => Effect.andThen(this.stopWorkers, this.settleRunning))
         )
-        yield* this.stopWorkers
+        if (this.workerFibers.size > 0) yield* this.stopWorkers
+        else this.draining = true
         if (this.workerDefect !== undefined) return yield* Effect.failCause(this.workerDefect as Cause.Cause<never>)
       }
     }
@@ -416,7 +420,8 @@ class Runner<A, E, R> implements ExecHost {
    * from a task queued on the scheduler when a worker finds more agents ready (`wake`). The task
    * runs once the current fiber suspends, and then starts as many workers as there are ready agents
    * (up to the limit), so agents that yield all start in the scheduler turn they did before, while
-   * agents that complete without yielding are all run by the first worker: no fiber each.
+   * agents that complete without yielding are all run by the first worker: no fiber each. The
+   * run's first stretch starts its workers itself (`startWorkers`).
    */
   private spawn(): void {
     this.liveWorkers++
@@ -443,6 +448,19 @@ class Runner<A, E, R> implements ExecHost {
   private topUp(): void {
     this.topUpCell = undefined
     while (this.needsWorker()) this.spawn()
+  }
+
+  /**
+   * The run's first workers, in its first synchronous stretch: the first wave of agents that suspend
+   * starts before the run's own fiber suspends, as `Effect.forEach` forks its fibers, rather than
+   * from a top-up task a scheduler turn later. `heldOff` stands in for a queued task meanwhile, so
+   * `wake` queues none.
+   */
+  private startWorkers(): void {
+    this.topUpCell = heldOff
+    this.spawn()
+    while (this.needsWorker()) this.spawn()
+    this.topUpCell = undefined
   }
 
   private needsWorker(): boolean {
