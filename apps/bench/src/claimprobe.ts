@@ -1,7 +1,8 @@
 /**
  * The `claims` bench case outside the harness, for A/B comparisons in alternating processes:
  * `node src/claimprobe.ts cpu [runs] [warm-up] [claims|plain|greedy]` runs the 2,000-task workload in
- * real time and prints the median `process.cpuUsage()` per run: corral with the tasks' claims (the
+ * real time and prints the median `process.cpuUsage()` per run (and of the main thread alone,
+ * `process.threadCpuUsage()`: the rest is V8's helper threads, mostly the garbage collector's): corral with the tasks' claims (the
  * default), corral with no claims (the floor of an Effect-based run: fibers and `Effect.sleep`
  * timers alone), or the bench's all-or-nothing greedy peer. With `--expose-gc` and `CLAIMPROBE_GC=full`
  * each run follows two forced full collections, as each repetition of the bench does (it frees the
@@ -58,14 +59,23 @@ if (mode === "cpu") {
   if (!["claims", "plain", "greedy"].includes(what))
     throw new Error(`unknown workload ${what}: claims, plain or greedy`)
   const cpu: Array<number> = []
+  const mainThread: Array<number> = []
   for (let i = 0; i < warm + runs; i++) {
     await fullGc()
     const before = process.cpuUsage()
+    const beforeThread = process.threadCpuUsage()
     await oneRun(what)
     const used = process.cpuUsage(before)
-    if (i >= warm) cpu.push((used.user + used.system) / 1000)
+    const usedThread = process.threadCpuUsage(beforeThread)
+    if (i >= warm) {
+      cpu.push((used.user + used.system) / 1000)
+      mainThread.push((usedThread.user + usedThread.system) / 1000)
+    }
   }
-  console.log(JSON.stringify({ what, cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu) }))
+  const mainThreadMsPerRun = median(mainThread)
+  console.log(
+    JSON.stringify({ what, cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu), mainThreadMsPerRun })
+  )
 } else {
   const maxBypass = a === undefined || a === "default" ? undefined : Number(a)
   let makespan = 0
