@@ -1,14 +1,22 @@
 /**
  * The `claims` bench case outside the harness, for A/B comparisons in alternating processes:
- * `node src/claimprobe.ts cpu [runs] [warm-up]` runs corral on the 2,000-task workload in real time
- * and prints the median `process.cpuUsage()` per run; `node src/claimprobe.ts virtual [maxBypass|default]
- * [runs]` runs it under `TestClock` (exact 2 ms, no CPU cost: a deterministic run for callgrind) and
- * prints the makespan against the bound (and the median CPU of the runs after the first). `CORRAL_CORE` names another copy of
- * `packages/core/src/index.ts` to load instead of `@corral/core` (A/B of two versions).
+ * `node src/claimprobe.ts cpu [runs] [warm-up] [claims|plain|greedy]` runs the 2,000-task workload in
+ * real time and prints the median `process.cpuUsage()` per run (and of the main thread alone,
+ * `process.threadCpuUsage()`: the rest is V8's helper threads, mostly the garbage collector's): corral with the tasks' claims (the
+ * default), corral with no claims (the floor of an Effect-based run: fibers and `Effect.sleep`
+ * timers alone), or the bench's all-or-nothing greedy peer. With `--expose-gc` and `CLAIMPROBE_GC=full`
+ * each run follows two forced full collections, as each repetition of the bench does (it frees the
+ * hidden classes of a run's garbage, see `shapes` in core's `runner.ts`). `node src/claimprobe.ts
+ * virtual [maxBypass|default] [runs]` runs it under `TestClock` (exact 2 ms, no CPU cost: a
+ * deterministic run for callgrind) and prints the makespan against the bound (and the median CPU of
+ * the runs after the first). `CORRAL_CORE` names another copy of `packages/core/src/index.ts` to load
+ * instead of `@corral/core` (A/B of two versions).
  */
 import * as Effect from "effect/Effect"
 import { corralVirtualMakespan } from "./lib/claimsVirtual.ts"
+import { recorder } from "./lib/schedule.ts"
 import { busiestKeyCount, claimJobs } from "./lib/workload.ts"
+import { greedyRun } from "./scenarios/claims.ts"
 
 // `CORRAL_CORE=<folder>/index.ts` loads another copy of core's source (A/B in alternating processes).
 const { Agent, Corral }: typeof import("@corral/core") = await import(process.env.CORRAL_CORE ?? "@corral/core")
@@ -20,19 +28,54 @@ const [mode = "cpu", a, b] = process.argv.slice(2)
 
 const median = (values: Array<number>) => values.sort((x, y) => x - y)[Math.floor(values.length / 2)]!
 
+const fullGc = async (): Promise<void> => {
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (process.env.CLAIMPROBE_GC !== "full") return
+  if (gc === undefined) throw new Error("CLAIMPROBE_GC=full needs node --expose-gc")
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  gc()
+  gc()
+}
+
+const oneRun = async (what: string): Promise<void> => {
+  if (what === "greedy") {
+    await greedyRun({ jobs, workMs, concurrency, pairs: 0 }, recorder(jobs.length))
+    return
+  }
+  const agents = jobs.map((job) =>
+    Agent.make(
+      job.id,
+      what === "plain" ? { run: Effect.sleep(workMs) } : { run: Effect.sleep(workMs), claims: { write: job.keys } }
+    )
+  )
+  const result = await Effect.runPromise(Corral.run(agents, { concurrency }))
+  if (!result.allSucceeded) throw new Error("a run failed")
+}
+
 if (mode === "cpu") {
   const runs = Number(a ?? 20)
   const warm = Number(b ?? 5)
+  const what = process.argv[5] ?? "claims"
+  if (!["claims", "plain", "greedy"].includes(what))
+    throw new Error(`unknown workload ${what}: claims, plain or greedy`)
   const cpu: Array<number> = []
+  const mainThread: Array<number> = []
   for (let i = 0; i < warm + runs; i++) {
-    const agents = jobs.map((job) => Agent.make(job.id, { run: Effect.sleep(workMs), claims: { write: job.keys } }))
+    await fullGc()
     const before = process.cpuUsage()
-    const result = await Effect.runPromise(Corral.run(agents, { concurrency }))
+    const beforeThread = process.threadCpuUsage()
+    await oneRun(what)
     const used = process.cpuUsage(before)
-    if (!result.allSucceeded) throw new Error("a run failed")
-    if (i >= warm) cpu.push((used.user + used.system) / 1000)
+    const usedThread = process.threadCpuUsage(beforeThread)
+    if (i >= warm) {
+      cpu.push((used.user + used.system) / 1000)
+      mainThread.push((usedThread.user + usedThread.system) / 1000)
+    }
   }
-  console.log(JSON.stringify({ cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu) }))
+  const mainThreadMsPerRun = median(mainThread)
+  console.log(
+    JSON.stringify({ what, cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu), mainThreadMsPerRun })
+  )
 } else {
   const maxBypass = a === undefined || a === "default" ? undefined : Number(a)
   let makespan = 0

@@ -108,7 +108,7 @@ const locksThenSlot: Approach<Params> = {
  * The fair peer: an all-or-nothing greedy scheduler. On every completion it starts, in queue order,
  * every waiting task whose keys are all free, while slots remain. No task holds a key while it waits.
  */
-const greedyRun = (p: Params, recorded: Recorder): Promise<void> =>
+export const greedyRun = (p: Params, recorded: Recorder): Promise<void> =>
   new Promise((resolve) => {
     const busy = new Set<string>()
     let waiting = p.jobs.map((_, index) => index)

@@ -1084,7 +1084,8 @@ const keyOf = (node: Node, deps: AgentModule.Deps): string | undefined => {
  * runs, and then deoptimises every function whose optimised code embeds it ("embedded weak objects
  * cleared" in `--trace-deopt`): without these, the first run after each full GC (every second run of
  * 100k agents) ran the worker loop, the queue and the node's getters unoptimised again and compiled
- * them again. The same reason as `succeededShape` in `execute.ts`.
+ * them again; without the waiting node and the claim gate, every run with claims after a full GC ran
+ * the gate's walks unoptimised. The same reason as `succeededShape` in `execute.ts`.
  */
 export const shapes: ReadonlyArray<unknown> = (() => {
   const services: Services = {
@@ -1102,7 +1103,22 @@ export const shapes: ReadonlyArray<unknown> = (() => {
   const runner = new Runner<unknown, unknown, never>([], {}, 1, "", Number.NaN, clock, services)
   const agent = AgentModule.make("shape", { run: Effect.void })
   const fiber = Effect.runFork(Effect.void)
+  const waiting = plainNode(1, agent)
+  waitOf(waiting)
+  const ignore = () => {}
+  const gate = new ClaimGate({
+    runId: "",
+    locks: ResourceLocks.makeMemory(),
+    maxBypass: 0,
+    observing: false,
+    makeReady: ignore,
+    wake: ignore,
+    parked: ignore,
+    granted: ignore
+  })
   return [
+    waiting,
+    gate,
     new Stint(runner, fiber, Context.empty()),
     new Compact([agent]),
     plainNode(0, agent),
