@@ -3,6 +3,7 @@ import pLimit from "p-limit"
 import { type Mutex, mutexes } from "../lib/async.ts"
 import { core, runAgents } from "../lib/core.ts"
 import { checkExclusive, type Recorder, recordedWork, timedAndChecked } from "../lib/schedule.ts"
+import { duration } from "../format.ts"
 import { corralVirtualMakespan } from "../lib/claimsVirtual.ts"
 import { claimsPlan, replay } from "../lib/replay.ts"
 import { metricAtLeast, noWorseThan, overFloor, ratioAtMost } from "../lib/targets.ts"
@@ -228,7 +229,9 @@ export const claims: Scenario<Params> = {
       (v) => `${Math.round(v).toLocaleString("en-US")} pairs/s`
     )
   ],
+  steadyState: true,
   columns: [
+    { key: "afterGcMs", label: "after GC", format: duration },
     { key: "cpuMs", label: "CPU", format: (v) => `${v.toFixed(0)} ms` },
     { key: "handoffUs", label: "hand-off (busiest key)", format: (v) => `${v.toFixed(0)} µs` },
     { key: "taskMs", label: "2 ms task took", format: (v) => `${v.toFixed(2)} ms` },
