@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { getPriority, tmpdir } from "node:os"
 import { join } from "node:path"
@@ -49,6 +50,21 @@ beforeAll(async () => {
 })
 
 describe("ProcessRunner", () => {
+  // A script whose only work is `await`ing a process agent: what keeps Node running until the
+  // process has exited is the process itself. The command closes its output first and exits after,
+  // so nothing else (no pipe, no helper request) is left to keep the event loop alive meanwhile.
+  it("a script that only awaits a process agent stays alive until the process exits, with or without the spawn helper", () => {
+    const fixture = new URL("fixtures/awaitedProcess.ts", import.meta.url).pathname
+    for (const helper of ["0", "1"]) {
+      const child = spawnSync(NODE, [fixture, "exec >/dev/null 2>&1 </dev/null; sleep 0.3"], {
+        env: { ...process.env, CORRAL_SPAWN_HELPER: helper, TMPDIR: dir },
+        encoding: "utf8"
+      })
+      assert.strictEqual(child.stdout, "exit 0\n", `CORRAL_SPAWN_HELPER=${helper}: ${child.stderr}`)
+      assert.strictEqual(child.status, 0, child.stderr)
+    }
+  })
+
   it.live("succeeds on exit 0 with tail and usage", () =>
     Effect.gen(function* () {
       const result = yield* node("console.log('one'); console.error('two'); console.log('three')")

@@ -76,6 +76,19 @@ const spawn = (
     )
   )
 
+/**
+ * Keeps Node running while corral waits for a process it started. A process started by this
+ * process is unreferenced right after the spawn (`handle.unref`: with a referenced handle, effect's
+ * spawner would also terminate the group when the scope closes, besides `reapTree`, with its own
+ * grace), and then nothing of it keeps the event loop alive once its output pipes have closed: a
+ * script whose only work is awaiting the run would end before the process had exited. A referenced
+ * timer does, until the run's scope closes.
+ */
+const keepAlive = Effect.acquireRelease(
+  Effect.sync(() => setInterval(() => undefined, 2 ** 30)),
+  (timer) => Effect.sync(() => clearInterval(timer))
+)
+
 /** A watchdog that kills the command's processes once process `parent` is gone, stopped with the run's scope. */
 const startGuard = (spec: ProcessSpec, plan: Plan, parent: number) =>
   Effect.acquireRelease(
@@ -472,7 +485,7 @@ const supervise = Effect.fnUntraced(function* (
       spec.onProcess?.(handle.pid)
       return { handle, first: leader.sample }
     }),
-    Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
+    Effect.tap(({ handle }) => Effect.andThen(Effect.ignore(handle.unref), keepAlive)),
     Effect.uninterruptible
   )
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
