@@ -9,13 +9,19 @@
  * hidden classes of a run's garbage, see `shapes` in core's `runner.ts`). `node src/claimprobe.ts
  * virtual [maxBypass|default] [runs]` runs it under `TestClock` (exact 2 ms, no CPU cost: a
  * deterministic run for callgrind) and prints the makespan against the bound (and the median CPU of
- * the runs after the first). `CORRAL_CORE` names another copy of `packages/core/src/index.ts` to load
+ * the runs after the first). `node src/claimprobe.ts seeds [count] [maxBypass|default]` runs random
+ * workloads of four shapes (`claimJobs` seeds 1..count) under `TestClock` and prints, per shape, the
+ * summed virtual makespans of corral, of the greedy policy deciding once all the tasks ending at an
+ * instant have ended (`claimsPlan`, the replay's plan) and of the greedy policy deciding after each end
+ * (what the greedy peer does in real time), the summed bounds, and on how many seeds corral does
+ * worse than each. `CORRAL_CORE` names another copy of `packages/core/src/index.ts` to load
  * instead of `@corral/core` (A/B of two versions).
  */
 import * as Effect from "effect/Effect"
 import { corralVirtualMakespan } from "./lib/claimsVirtual.ts"
 import { recorder } from "./lib/schedule.ts"
 import { busiestKeyCount, claimJobs } from "./lib/workload.ts"
+import { claimsPlan } from "./lib/replay.ts"
 import { greedyRun } from "./scenarios/claims.ts"
 
 // `CORRAL_CORE=<folder>/index.ts` loads another copy of core's source (A/B in alternating processes).
@@ -76,6 +82,32 @@ if (mode === "cpu") {
   console.log(
     JSON.stringify({ what, cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu), mainThreadMsPerRun })
   )
+} else if (mode === "seeds") {
+  const shapes = [
+    { count: 2000, keys: 50, concurrency: 32 },
+    { count: 1000, keys: 20, concurrency: 16 },
+    { count: 1000, keys: 100, concurrency: 64 },
+    { count: 500, keys: 10, concurrency: 8 }
+  ]
+  const maxBypass = b === undefined || b === "default" ? undefined : Number(b)
+  for (const shape of shapes) {
+    const sum = { corral: 0, greedy: 0, greedyEachEnd: 0, bound: 0 }
+    const worse = { thanGreedy: 0, thanGreedyEachEnd: 0 }
+    for (let seed = 1; seed <= Number(a ?? 30); seed++) {
+      const some = claimJobs(seed, shape.count, shape.keys)
+      const keysOf = some.map((job) => job.keys)
+      const corral = await corralVirtualMakespan({ Agent, Corral }, some, workMs, shape.concurrency, maxBypass)
+      const greedy = claimsPlan(keysOf, workMs, shape.concurrency).makespanMs
+      const greedyEachEnd = claimsPlan(keysOf, workMs, shape.concurrency, true).makespanMs
+      sum.corral += corral
+      sum.greedy += greedy
+      sum.greedyEachEnd += greedyEachEnd
+      sum.bound += Math.max((some.length * workMs) / shape.concurrency, busiestKeyCount(some) * workMs)
+      if (corral > greedy) worse.thanGreedy++
+      if (corral > greedyEachEnd) worse.thanGreedyEachEnd++
+    }
+    console.log(JSON.stringify({ ...shape, sum, corralWorse: worse }))
+  }
 } else {
   const maxBypass = a === undefined || a === "default" ? undefined : Number(a)
   let makespan = 0
