@@ -1,10 +1,12 @@
 /**
  * The `claims` bench case outside the harness, for A/B comparisons in alternating processes:
- * `node src/claimprobe.ts cpu [runs] [warm-up] [claims|plain|greedy]` runs the 2,000-task workload in
+ * `node src/claimprobe.ts cpu [runs] [warm-up] [claims|plain|greedy|greedy-turn]` runs the 2,000-task workload in
  * real time and prints the median `process.cpuUsage()` per run (and of the main thread alone,
- * `process.threadCpuUsage()`: the rest is V8's helper threads, mostly the garbage collector's): corral with the tasks' claims (the
+ * `process.threadCpuUsage()`: the rest is V8's helper threads, mostly the garbage collector's) and the
+ * median wall time per run: corral with the tasks' claims (the
  * default), corral with no claims (the floor of an Effect-based run: fibers and `Effect.sleep`
- * timers alone), or the bench's all-or-nothing greedy peer. With `--expose-gc` and `CLAIMPROBE_GC=full`
+ * timers alone), or the bench's all-or-nothing greedy peer (deciding after each end, or once per
+ * event-loop turn). With `--expose-gc` and `CLAIMPROBE_GC=full`
  * each run follows two forced full collections, as each repetition of the bench does (it frees the
  * hidden classes of a run's garbage, see `shapes` in core's `runner.ts`). `node src/claimprobe.ts
  * virtual [maxBypass|default] [runs]` runs it under `TestClock` (exact 2 ms, no CPU cost: a
@@ -44,8 +46,8 @@ const fullGc = async (): Promise<void> => {
 }
 
 const oneRun = async (what: string): Promise<void> => {
-  if (what === "greedy") {
-    await greedyRun({ jobs, workMs, concurrency, pairs: 0 }, recorder(jobs.length))
+  if (what === "greedy" || what === "greedy-turn") {
+    await greedyRun({ jobs, workMs, concurrency, pairs: 0 }, recorder(jobs.length), what === "greedy-turn")
     return
   }
   const agents = jobs.map((job) =>
@@ -62,25 +64,37 @@ if (mode === "cpu") {
   const runs = Number(a ?? 20)
   const warm = Number(b ?? 5)
   const what = process.argv[5] ?? "claims"
-  if (!["claims", "plain", "greedy"].includes(what))
-    throw new Error(`unknown workload ${what}: claims, plain or greedy`)
+  if (!["claims", "plain", "greedy", "greedy-turn"].includes(what))
+    throw new Error(`unknown workload ${what}: claims, plain, greedy or greedy-turn`)
   const cpu: Array<number> = []
   const mainThread: Array<number> = []
+  const wall: Array<number> = []
   for (let i = 0; i < warm + runs; i++) {
     await fullGc()
     const before = process.cpuUsage()
     const beforeThread = process.threadCpuUsage()
+    const started = performance.now()
     await oneRun(what)
+    const took = performance.now() - started
     const used = process.cpuUsage(before)
     const usedThread = process.threadCpuUsage(beforeThread)
     if (i >= warm) {
       cpu.push((used.user + used.system) / 1000)
       mainThread.push((usedThread.user + usedThread.system) / 1000)
+      wall.push(took)
     }
   }
   const mainThreadMsPerRun = median(mainThread)
+  const wallMsPerRun = median(wall)
   console.log(
-    JSON.stringify({ what, cpuMsPerRun: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu), mainThreadMsPerRun })
+    JSON.stringify({
+      what,
+      cpuMsPerRun: median(cpu),
+      min: Math.min(...cpu),
+      max: Math.max(...cpu),
+      mainThreadMsPerRun,
+      wallMsPerRun
+    })
   )
 } else if (mode === "seeds") {
   const shapes = [
