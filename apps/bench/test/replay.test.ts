@@ -24,6 +24,12 @@ describe("zero-cost replay", () => {
     expect(plan.after).toEqual([[], [0], [], []])
   })
 
+  it("plans claims deciding once all ends of an instant are in, or after each end (perCompletion)", () => {
+    const keysOf = [["a"], ["b"], ["a", "b"], ["a"]]
+    expect(claimsPlan(keysOf, 2, 2).starts).toEqual([0, 0, 2, 4])
+    expect(claimsPlan(keysOf, 2, 2, true).starts).toEqual([0, 0, 4, 2])
+  })
+
   it("plans a DAG longest path first and never starts a node before its dependencies", () => {
     const deps = [[], [], [0], [2]]
     const durations = [1, 5, 1, 1]

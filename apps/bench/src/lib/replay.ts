@@ -39,9 +39,11 @@ export interface Policy {
 
 /**
  * Runs a greedy scheduler in virtual time: whenever tasks end, every waiting task that `ready`
- * allows starts, in `order`, while slots remain. Returns the plan to replay.
+ * allows starts, in `order`, while slots remain — once all the tasks that end at that instant have
+ * ended, or, with `perCompletion`, after each of them in turn (in the order they started), as an
+ * online scheduler sees ends that its event loop delivers one at a time. Returns the plan to replay.
  */
-export const simulate = (policy: Policy): Plan => {
+export const simulate = (policy: Policy, perCompletion = false): Plan => {
   const n = policy.durations.length
   const ends = new Float64Array(n)
   const after: Array<Array<number>> = Array.from({ length: n }, () => [])
@@ -50,7 +52,7 @@ export const simulate = (policy: Policy): Plan => {
   let waiting = [...policy.order]
   let now = 0
   let makespan = 0
-  while (waiting.length > 0 || running.length > 0) {
+  const fill = (): void => {
     const still: Array<number> = []
     for (const i of waiting) {
       if (running.length < policy.concurrency && policy.ready(i)) {
@@ -62,43 +64,60 @@ export const simulate = (policy: Policy): Plan => {
       } else still.push(i)
     }
     waiting = still
-    if (running.length === 0) throw new Error("simulate: no task can start and none is running")
+  }
+  fill()
+  while (running.length > 0) {
     now = Math.min(...running.map((i) => ends[i]!))
     makespan = Math.max(makespan, now)
-    running = running.filter((i) => {
-      if (ends[i]! > now) return true
+    const ending = running.filter((i) => ends[i]! <= now)
+    running = running.filter((i) => ends[i]! > now)
+    for (const i of ending) {
       policy.onEnd(i)
-      return false
-    })
+      if (perCompletion) fill()
+    }
+    if (!perCompletion) fill()
   }
+  if (waiting.length > 0) throw new Error("simulate: no task can start and none is running")
   return { after, starts, concurrency: policy.concurrency, makespanMs: makespan }
 }
 
-/** All-or-nothing greedy over exclusive keys, in queue order: the policy of corral and of the greedy peer. */
-export const claimsPlan = (keysOf: ReadonlyArray<ReadonlyArray<string>>, ms: number, concurrency: number): Plan => {
+/**
+ * All-or-nothing greedy over exclusive keys, in queue order. By default it decides once every task
+ * ending at an instant has ended (the replay's plan); with `perCompletion` after each end, as the
+ * greedy peer does in real time and corral does under `TestClock` (which resumes one sleeper at a time).
+ */
+export const claimsPlan = (
+  keysOf: ReadonlyArray<ReadonlyArray<string>>,
+  ms: number,
+  concurrency: number,
+  perCompletion = false
+): Plan => {
   const busy = new Set<string>()
   const lastHolder = new Map<string, number>()
   const follows = new Map<number, Array<number>>()
-  return simulate({
-    durations: keysOf.map(() => ms),
-    concurrency,
-    order: keysOf.map((_, i) => i),
-    ready: (i) => keysOf[i]!.every((key) => !busy.has(key)),
-    onStart: (i) => {
-      const previous: Array<number> = []
-      for (const key of keysOf[i]!) {
-        busy.add(key)
-        const holder = lastHolder.get(key)
-        if (holder !== undefined && !previous.includes(holder)) previous.push(holder)
-        lastHolder.set(key, i)
-      }
-      follows.set(i, previous)
+  return simulate(
+    {
+      durations: keysOf.map(() => ms),
+      concurrency,
+      order: keysOf.map((_, i) => i),
+      ready: (i) => keysOf[i]!.every((key) => !busy.has(key)),
+      onStart: (i) => {
+        const previous: Array<number> = []
+        for (const key of keysOf[i]!) {
+          busy.add(key)
+          const holder = lastHolder.get(key)
+          if (holder !== undefined && !previous.includes(holder)) previous.push(holder)
+          lastHolder.set(key, i)
+        }
+        follows.set(i, previous)
+      },
+      onEnd: (i) => {
+        for (const key of keysOf[i]!) busy.delete(key)
+      },
+      follows: (i) => follows.get(i) ?? []
     },
-    onEnd: (i) => {
-      for (const key of keysOf[i]!) busy.delete(key)
-    },
-    follows: (i) => follows.get(i) ?? []
-  })
+    perCompletion
+  )
 }
 
 /** Greedy over a DAG, longest remaining path first: corral's policy when given exact estimates. */
