@@ -43,6 +43,19 @@ const startFailure = (spec: ProcessSpec, name: string, detail: string) =>
   new ProcessFailed({ reason: "spawn", name, command: spec.command, crashed: false, tail: [], durationMs: 0, detail })
 
 /**
+ * Keeps Node running while corral waits for a process it started itself (the spawn helper's pipes
+ * do that for the processes the helper starts). Such a process is unreferenced right after the spawn (`handle.unref`: with a referenced handle, effect's
+ * spawner would also terminate the group when the scope closes, besides `reapTree`, with its own
+ * grace), and then nothing of it keeps the event loop alive once its output pipes have closed: a
+ * script whose only work is awaiting the run would end before the process had exited. A referenced
+ * timer does, until the run's scope closes.
+ */
+const keepAlive = Effect.acquireRelease(
+  Effect.sync(() => setInterval(() => undefined, 2 ** 30)),
+  (timer) => Effect.sync(() => clearInterval(timer))
+)
+
+/**
  * Starts the plan's process: through the spawn helper once it is ready (no fork of this process),
  * else with effect's spawner. Either way the leader of a new process group and session.
  */
@@ -68,26 +81,13 @@ const spawn = (
         pid: handle.pid,
         output: { _tag: "Streams", stdout: handle.stdout, stderr: handle.stderr },
         exitCode: handle.exitCode,
-        unref: handle.unref
+        unref: Effect.andThen(handle.unref, keepAlive)
       })
     ),
     Effect.mapError((error) =>
       startFailure({ command: plan.display }, plan.name, redactWith(plan.secrets)(error.message))
     )
   )
-
-/**
- * Keeps Node running while corral waits for a process it started. A process started by this
- * process is unreferenced right after the spawn (`handle.unref`: with a referenced handle, effect's
- * spawner would also terminate the group when the scope closes, besides `reapTree`, with its own
- * grace), and then nothing of it keeps the event loop alive once its output pipes have closed: a
- * script whose only work is awaiting the run would end before the process had exited. A referenced
- * timer does, until the run's scope closes.
- */
-const keepAlive = Effect.acquireRelease(
-  Effect.sync(() => setInterval(() => undefined, 2 ** 30)),
-  (timer) => Effect.sync(() => clearInterval(timer))
-)
 
 /** A watchdog that kills the command's processes once process `parent` is gone, stopped with the run's scope. */
 const startGuard = (spec: ProcessSpec, plan: Plan, parent: number) =>
@@ -485,7 +485,7 @@ const supervise = Effect.fnUntraced(function* (
       spec.onProcess?.(handle.pid)
       return { handle, first: leader.sample }
     }),
-    Effect.tap(({ handle }) => Effect.andThen(Effect.ignore(handle.unref), keepAlive)),
+    Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)

@@ -82,7 +82,8 @@ export interface Started {
   readonly pid: number
   readonly output: Output
   readonly exitCode: Effect.Effect<ExitCode, PlatformError.PlatformError>
-  readonly unref: Effect.Effect<unknown, unknown>
+  /** Lets go of the process once it is started (a process this process started: see `keepAlive` in `processRun.ts`). */
+  readonly unref: Effect.Effect<unknown, unknown, Scope.Scope>
 }
 
 type Ending =
