@@ -7,13 +7,13 @@
  * quartiles of CPU µs per agent (`process.cpuUsage()`) and the median bytes allocated per agent
  * (heap growth over a run with no scavenge in it; run with `--max-semi-space-size=64` so none is).
  */
-import * as os from "node:os"
 import { Agent, Corral } from "@corral/core"
 import { RunLedger } from "@corral/platform-node"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { settleYoung } from "./lib/heap.ts"
+import { runStart } from "./scenarios/ledger.ts"
 
 const mode = (process.argv[2] ?? "memory") as "none" | "memory" | "counting"
 const n = Number(process.argv[3] ?? 1000)
@@ -21,19 +21,6 @@ const runs = Number(process.argv[4] ?? 300)
 let serial = 0
 
 const agentsOf = () => Array.from({ length: n }, (_, i) => Agent.make(`a${i}`, { run: Effect.void }))
-const planned = Array.from({ length: n }, (_, i) => ({ agentId: `a${i}`, dependsOn: [], idempotencyKey: `k${i}` }))
-
-const start = (runId: string): RunLedger.RunStart => ({
-  runId,
-  planFile: "bench.yaml",
-  planHash: "bench",
-  options: {},
-  pid: process.pid,
-  hostname: os.hostname(),
-  startedAt: Date.now(),
-  agents: planned
-})
-
 const oneRun = Effect.gen(function* () {
   const runId = `probe-${serial++}`
   const agents = agentsOf()
@@ -55,7 +42,7 @@ const oneRun = Effect.gen(function* () {
       const ledger = Context.get(yield* Layer.build(RunLedger.layerMemory), RunLedger.RunLedger)
       const u0 = process.cpuUsage()
       const h0 = process.memoryUsage().heapUsed
-      yield* ledger.startRun(start(runId))
+      yield* ledger.startRun(runStart(runId, n))
       yield* Corral.run(agents, { runId, concurrency: 8, onEvent: (event) => ledger.record(runId, event) })
       yield* ledger.finishRun(runId, "succeeded", Date.now())
       return [process.cpuUsage(u0), process.memoryUsage().heapUsed - h0] as const

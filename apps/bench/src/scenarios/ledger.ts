@@ -36,7 +36,7 @@ const agentsOf = (p: Params) =>
   )
 
 /** The record of a bench run of `agents` planned agents, started now. */
-const runStart = (runId: string, agents: number): RunLedger.RunStart => ({
+export const runStart = (runId: string, agents: number): RunLedger.RunStart => ({
   runId,
   planFile: "bench.yaml",
   planHash: "bench",
