@@ -30,6 +30,7 @@ import {
   type RepoLocks,
   resolveCommit,
   resolveRepo,
+  worktreeGitDir,
   validateId
 } from "./workspaceRepo.ts"
 
@@ -149,13 +150,6 @@ interface State {
 
 const nothingToCommit = /nothing (added )?to commit|no changes added to commit/
 
-/** The worktree's own git folder, from its `.git` file (`undefined` when that is not a `gitdir:` file). */
-const worktreeGitDir = async (dir: string) => {
-  const text = await fs.readFile(path.join(dir, ".git"), "utf8").catch(() => "")
-  const found = /^gitdir: (.+)$/m.exec(text)?.[1]
-  return found === undefined ? undefined : path.resolve(dir, found.trim())
-}
-
 /** A reflog line of a single-parent commit (a merge's reads `commit (merge):`, a root commit's `commit (initial):`). */
 const reflogEntry = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) [^\t]*\tcommit: /
 
@@ -165,9 +159,8 @@ const reflogEntry = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) [^\t]*\tcommit: /
  * when that line is not a single-parent commit's (a merge the agent left in progress, which the
  * commit concluded, has two parents).
  */
-const madeCommit = (dir: string) =>
+const madeCommit = (gitDir: string | undefined) =>
   Effect.promise(async () => {
-    const gitDir = await worktreeGitDir(dir)
     if (gitDir === undefined) return undefined
     const log = await fs.readFile(path.join(gitDir, "logs", "HEAD"), "utf8").catch(() => "")
     const last = log.slice(log.lastIndexOf("\n", log.length - 2) + 1)
@@ -206,11 +199,11 @@ export const commitWork = (
       return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr || out.stdout })
     }
     const changed = out.exitCode === 0
+    const gitDir = staged !== undefined || changed ? yield* worktreeGitDir(cwd) : undefined
     if (staged !== undefined) {
-      const gitDir = yield* Effect.promise(() => worktreeGitDir(cwd))
       yield* rememberCommit(handle.overlay!.upper, gitDir, staged.upper, staged.walkedAtMs, handle.copiedFiles)
     }
-    const made = changed ? yield* madeCommit(cwd) : undefined
+    const made = changed ? yield* madeCommit(gitDir) : undefined
     if (made !== undefined) return { ...made, changed, message: full }
     const [commit = "", ...parents] = (yield* git(["log", "-1", "--format=%H %P"], { cwd })).split(" ")
     return { commit, changed, message: full, parents }

@@ -109,7 +109,7 @@ export const worktreeGitDir = (dir: string) =>
   Effect.promise(async () => {
     const link = await fs.readFile(path.join(dir, ".git"), "utf8").catch(() => undefined)
     const gitDir = link === undefined ? undefined : /^gitdir: (.+)$/m.exec(link)?.[1]
-    return gitDir === undefined ? undefined : path.resolve(dir, gitDir)
+    return gitDir === undefined ? undefined : path.resolve(dir, gitDir.trim())
   })
 
 const mergedTips = new Map<string, string>()
