@@ -119,18 +119,18 @@ export const run = <A, E, R>(
       true
     )
     if (Result.isFailure(nodes)) return Effect.fail(nodes.failure)
-    const locks = Context.getOption(context, ResourceLocks.ResourceLocks)
+    const locks = Context.getOrUndefined(context, ResourceLocks.ResourceLocks)
     const tracing = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     const start = (queue: Queue.Queue<CorralEvent, Cause.Done> | undefined) => {
       const services: Services = {
-        locks: inherited?.locks ?? (locks._tag === "Some" ? locks.value : fiber.getRef(ResourceLocks.DefaultLocks)),
+        locks: inherited?.locks ?? locks ?? fiber.getRef(ResourceLocks.DefaultLocks),
         held: inherited?.held,
         parent,
         annotations: fiber.getRef(References.CurrentLogAnnotations),
         queue,
         limiter: limits.limiter,
         localLimiter: options.rateLimits !== undefined,
-        ledger: Option.getOrUndefined(Context.getOption(context, Ledger.Ledger)),
+        ledger: Context.getOrUndefined(context, Ledger.Ledger),
         tracing
       }
       const runner = new Runner<A, E, R>(
@@ -1059,7 +1059,7 @@ const limiterOf = (
   issues: ReadonlyArray<Issue>
 } => {
   const buckets = options.rateLimits
-  const outer = Option.getOrUndefined(Context.getOption(context, RateLimiter.RateLimiter))
+  const outer = Context.getOrUndefined(context, RateLimiter.RateLimiter)
   if (buckets === undefined) return { limiter: outer, keys: outer?.keys, issues: noIssues }
   const issues = RateLimiter.validateBuckets(buckets)
   if (issues.length > 0) return { limiter: undefined, keys: Object.keys(buckets), issues }
