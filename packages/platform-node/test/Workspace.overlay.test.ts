@@ -184,22 +184,38 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     })
   )
 
-  it.live("after a commit the release mounts nothing: it removes the workspace with no overlay work folder", () =>
+  /**
+   * The release reports of one overlay agent that made `edits` and `last`, had them committed, and
+   * then had `afterCommit` done to its workspace.
+   */
+  const releaseAfterCommit = (
+    last: string,
+    afterCommit: (repo: string, handle: WorkspaceHandle, commit: string) => Effect.Effect<void>
+  ) =>
     Effect.gen(function* () {
       const repo = yield* makeRepo
       const log = releases()
       yield* provide(
         Effect.gen(function* () {
           const ws = yield* Workspace
-          const integration = yield* ws.integration({ repo, runId: "r5" })
-          const handle = yield* ws.acquire({ repo, runId: "r5", agentId: "a", overlay: true, ...log })
-          yield* inView(handle, `${edits} && printf 'last\n' > src/x/late.ts`)
-          assert.isTrue((yield* integration.commitAll(handle, "edit")).changed)
-          fs.rmSync(handle.overlay!.work, { recursive: true })
+          const integration = yield* ws.integration({ repo, runId: "r6" })
+          const handle = yield* ws.acquire({ repo, runId: "r6", agentId: "a", overlay: true, ...log })
+          yield* inView(handle, `${edits} && ${last}`)
+          const made = yield* integration.commitAll(handle, "edit")
+          assert.isTrue(made.changed)
+          yield* afterCommit(repo, handle, made.commit)
         }).pipe(Effect.scoped)
       )
+      return log.reports
+    })
+
+  it.live("after a commit the release mounts nothing: it removes the workspace with no overlay work folder", () =>
+    Effect.gen(function* () {
+      const reports = yield* releaseAfterCommit("printf 'last\n' > src/x/late.ts", (_repo, handle) =>
+        Effect.sync(() => fs.rmSync(handle.overlay!.work, { recursive: true }))
+      )
       assert.deepStrictEqual(
-        log.reports.map((r) => [r.workspace, r.branch]),
+        reports.map((r) => [r.workspace, r.branch]),
         [["removed", "kept"]]
       )
     })
@@ -219,26 +235,19 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
   for (const [name, change] of afterCommit) {
     it.live(`${name} after the commit keeps the workspace`, () =>
       Effect.gen(function* () {
-        const repo = yield* makeRepo
-        const log = releases()
-        yield* provide(
-          Effect.gen(function* () {
-            const ws = yield* Workspace
-            const integration = yield* ws.integration({ repo, runId: "r6" })
-            const handle = yield* ws.acquire({ repo, runId: "r6", agentId: "a", overlay: true, ...log })
-            yield* inView(handle, `${edits} && printf 'new\n' > src/x/new.ts`)
-            const made = yield* integration.commitAll(handle, "edit")
-            if (change === "") {
-              // The branch moved back without git: no reflog entry, the index as it was.
-              fs.writeFileSync(
-                path.join(repo, ".git", "refs", "heads", handle.branch!),
-                `${sh(repo, "rev-parse", `${made.commit}~`)}\n`
+        const reports = yield* releaseAfterCommit("printf 'new\n' > src/x/new.ts", (repo, handle, commit) =>
+          change === ""
+            ? // The branch moved back without git: no reflog entry, the index as it was.
+              Effect.sync(() =>
+                fs.writeFileSync(
+                  path.join(repo, ".git", "refs", "heads", handle.branch!),
+                  `${sh(repo, "rev-parse", `${commit}~`)}\n`
+                )
               )
-            } else yield* inView(handle, change)
-          }).pipe(Effect.scoped)
+            : Effect.asVoid(inView(handle, change))
         )
         assert.deepStrictEqual(
-          log.reports.map((r) => r.workspace),
+          reports.map((r) => r.workspace),
           ["kept"]
         )
       })
