@@ -22,6 +22,7 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import { gitOutput } from "./git.ts"
+import { worktreeGitDir } from "./workspaceRepo.ts"
 
 /** Every entry of an upper folder (the top `.git` file aside) as a walk saw it, in walk order. */
 export type UpperState = ReadonlyArray<readonly [relative: string, stat: BigIntStats]>
@@ -152,23 +153,15 @@ const racyMatchHead = (dir: string, upperDir: string, racy: ReadonlyArray<string
 /**
  * Whether the upper folder, the skipped paths and the worktree's git state are as at the remembered
  * commit, and each racy path holds HEAD's content; `false` (ask git in the mount) on any doubt or
- * failure.
+ * failure. The worktree's `.git` file (in `dir`) is read only when a remembered commit matches the
+ * upper folder.
  */
-export const unchangedSinceCommit = (
-  upperDir: string,
-  dir: string,
-  gitDir: string | undefined,
-  upper: UpperState,
-  skip: ReadonlyArray<string>
-) =>
+export const unchangedSinceCommit = (upperDir: string, dir: string, upper: UpperState, skip: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const found = committed.get(upperDir)
-    if (found === undefined || gitDir === undefined) return false
-    const same = yield* Effect.promise(
-      async () =>
-        found.upper === identity(upper) && found.skip === skip.join("\0") && found.git === (await gitState(gitDir))
-    )
-    if (!same) return false
+    if (found === undefined || found.skip !== skip.join("\0") || found.upper !== identity(upper)) return false
+    const gitDir = yield* worktreeGitDir(dir)
+    if (gitDir === undefined || found.git !== (yield* Effect.promise(() => gitState(gitDir)))) return false
     return found.racy.length === 0 || (yield* racyMatchHead(dir, upperDir, found.racy))
   }).pipe(Effect.catch(() => Effect.succeed(false)))
 
