@@ -79,8 +79,9 @@ const releases = () => {
 }
 
 /**
- * A run that commits two overlay agents' edits (`CORRAL_TEST_EDITS`), changes one agent's file
- * again, and waits to be killed: its releases never run, and the commits it remembered die with it.
+ * A run that commits two overlay agents' edits (`CORRAL_TEST_EDITS`, then a new file on top of that
+ * commit), changes the second agent's file again, and waits to be killed: its releases never run,
+ * and the commits it remembered die with it.
  */
 const committingRun = `
 import { execFileSync } from "node:child_process"
@@ -95,12 +96,13 @@ const program = Effect.gen(function* () {
   const ws = yield* Workspace
   yield* ws.registerRun(repo, "killed")
   const integration = yield* ws.integration({ repo, runId: "killed" })
-  for (const agentId of ["clean", "dirty"]) {
-    const handle = yield* ws.acquire({ repo, runId: "killed", agentId, overlay: true })
-    inView(handle, process.env.CORRAL_TEST_EDITS)
-    yield* integration.commitAll(handle, agentId)
-    if (agentId === "dirty") inView(handle, "printf 'after the commit\\\\n' >> a.txt")
-  }
+  const clean = yield* ws.acquire({ repo, runId: "killed", agentId: "clean", overlay: true })
+  inView(clean, process.env.CORRAL_TEST_EDITS)
+  const base = (yield* integration.commitAll(clean, "clean")).commit
+  const dirty = yield* ws.acquire({ repo, runId: "killed", agentId: "dirty", overlay: true, base })
+  inView(dirty, "printf 'dirty\\\\n' > dirty.txt")
+  yield* integration.commitAll(dirty, "dirty")
+  inView(dirty, "printf 'after the commit\\\\n' >> a.txt")
   console.log("ready")
   yield* Effect.never
 }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
@@ -383,9 +385,13 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
         const stateDir = path.join(repo, ".corral")
         const base = sh(repo, "rev-parse", "HEAD")
         yield* killWhenReady(committingRun, { CORRAL_TEST_REPO: repo, CORRAL_TEST_EDITS: edits })
-        const [clean, dirty] = ["clean", "dirty"].map((agentId) => ({
-          dir: path.join(stateDir, "worktrees", "killed", agentId),
-          layers: layersOf(stateDir, "killed", agentId, base)
+        const dirtyBase = sh(repo, "rev-parse", "corral/killed/clean")
+        const [clean, dirty] = [
+          ["clean", base],
+          ["dirty", dirtyBase]
+        ].map(([agentId, commit]) => ({
+          dir: path.join(stateDir, "worktrees", "killed", agentId!),
+          layers: layersOf(stateDir, "killed", agentId!, commit!)
         }))
         const gc = provide(
           Effect.gen(function* () {
@@ -397,6 +403,9 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
         assert.deepInclude(report.removed, { kind: "worktree", target: clean!.dir })
         assert.isTrue(report.kept.some((item) => item.kind === "worktree" && item.target === dirty!.dir))
         assert.isTrue(report.kept.some((item) => item.kind === "overlay"))
+        const runDir = path.join(stateDir, "overlay", "killed")
+        assert.deepStrictEqual(fs.readdirSync(path.join(runDir, "agents")), ["dirty"])
+        assert.deepStrictEqual(fs.readdirSync(path.join(runDir, "snapshots")).sort(), [dirtyBase, `${dirtyBase}.index`])
         assert.strictEqual(
           fs.readFileSync(path.join(dirty!.layers.upper, "a.txt"), "utf8"),
           "a.txt\nchanged\nafter the commit\n"
