@@ -333,6 +333,20 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     )
   }
 
+  it.live("a file an exclude rule kept out of the commit keeps the workspace once the rule is gone", () =>
+    Effect.gen(function* () {
+      const exclude = '"$(git rev-parse --git-common-dir)/info/exclude"'
+      const reports = yield* releaseAfterCommit(
+        `mkdir -p "$(git rev-parse --git-common-dir)/info" && printf '*.tmp\\n' >> ${exclude} && printf 'scratch\\n' > scratch.tmp`,
+        viewScript(`grep -v 'tmp' ${exclude} > rules; cat rules > ${exclude}; rm rules`)
+      )
+      assert.deepStrictEqual(
+        reports.map((r) => r.workspace),
+        ["kept"]
+      )
+    })
+  )
+
   const cleanAfterCommit = [
     ["a touch of the modification time alone", "touch -m a.txt src/x/new.ts"],
     ["a modification time set back", "touch -m -d @1000000000 a.txt"],
