@@ -2,8 +2,8 @@
  * An overlay workspace's commit, remembered so that its release needs no mount: `git add --all` of
  * every path of the upper folder and the commit of the whole index leave nothing for a `git status`
  * of those paths to report, so while the upper folder, the worktree's index, HEAD log, HEAD and
- * branch are as they were, the release's dirty check can answer "clean" without mounting the overlay (one
- * `unshare` + mount + `git status` less per agent).
+ * branch, and the ignore rules outside the upper folder are as they were, the release's dirty check
+ * can answer "clean" without mounting the overlay (one `unshare` + mount + `git status` less per agent).
  *
  * The upper folder is compared by the identity of every entry (mode, inode, size, modification and
  * change times in nanoseconds), taken before `add` read it. A later change shows in the change time,
@@ -19,6 +19,7 @@
 import { createHash } from "node:crypto"
 import type { BigIntStats } from "node:fs"
 import * as fs from "node:fs/promises"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import { gitOutput } from "./git.ts"
@@ -54,7 +55,7 @@ const identity = (upper: UpperState) =>
     .join("")
 
 const fileState = (file: string) =>
-  fs.lstat(file, { bigint: true }).then(
+  fs.stat(file, { bigint: true }).then(
     (stat) => `${stat.ino}\0${stat.size}\0${stat.mtimeNs}\0${stat.ctimeNs}`,
     () => "missing"
   )
@@ -68,8 +69,27 @@ const refValue = async (common: string, ref: string) => {
 }
 
 /**
- * The worktree's index and HEAD log (by identity), and HEAD and the commit of the branch it names
- * (by value): each commit, reset or checkout changes one of them.
+ * The files outside the upper folder that say what git ignores there: the repository's exclude file,
+ * and the configurations that can name another (`core.excludesFile`) with the global exclude file
+ * at its default place. Not watched: the system configuration, and the content of an exclude file
+ * a configuration names elsewhere.
+ */
+const ruleFiles = (gitDir: string, common: string) => {
+  const config = process.env.XDG_CONFIG_HOME || path.join(os.homedir(), ".config")
+  return [
+    path.join(common, "info", "exclude"),
+    path.join(common, "config"),
+    path.join(gitDir, "config.worktree"),
+    process.env.GIT_CONFIG_GLOBAL ?? path.join(os.homedir(), ".gitconfig"),
+    path.join(config, "git", "config"),
+    path.join(config, "git", "ignore")
+  ]
+}
+
+/**
+ * The worktree's index and HEAD log and the ignore rules outside the upper folder (by identity), and
+ * HEAD and the commit of the branch it names (by value): each commit, reset or checkout changes one
+ * of them, and so does a rule that stops ignoring a file the commit left out.
  */
 const gitState = async (gitDir: string) => {
   const head = await fs.readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => "")
@@ -78,7 +98,9 @@ const gitState = async (gitDir: string) => {
     .readFile(path.join(gitDir, "commondir"), "utf8")
     .then((text) => path.resolve(gitDir, text.trim()))
     .catch(() => gitDir)
-  const files = await Promise.all([path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD")].map(fileState))
+  const files = await Promise.all(
+    [path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD"), ...ruleFiles(gitDir, common)].map(fileState)
+  )
   return [head.trim(), ref === undefined ? "" : await refValue(common, ref), ...files].join("\n")
 }
 
