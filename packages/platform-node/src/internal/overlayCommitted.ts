@@ -17,6 +17,7 @@
  * asks git in the mount as before.
  */
 import { createHash } from "node:crypto"
+import * as fsSync from "node:fs"
 import type { BigIntStats } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
@@ -54,11 +55,19 @@ const identity = (upper: UpperState) =>
     )
     .join("")
 
-const fileState = (file: string) =>
-  fs.stat(file, { bigint: true }).then(
-    (stat) => `${stat.ino}\0${stat.size}\0${stat.mtimeNs}\0${stat.ctimeNs}`,
-    () => "missing"
-  )
+/**
+ * A file's identity (following links), read synchronously: most of the files asked about are
+ * missing, and a missing file costs no error object this way (a rejected `fs.stat` builds one with
+ * its stack).
+ */
+const fileState = (file: string) => {
+  try {
+    const stat = fsSync.statSync(file, { bigint: true, throwIfNoEntry: false })
+    return stat === undefined ? "missing" : `${stat.ino}\0${stat.size}\0${stat.mtimeNs}\0${stat.ctimeNs}`
+  } catch {
+    return "unreadable"
+  }
+}
 
 /** What `ref` (under `common`) points to: its loose file, else its line in the packed refs. */
 const refValue = async (common: string, ref: string) => {
@@ -98,8 +107,8 @@ const gitState = async (gitDir: string) => {
     .readFile(path.join(gitDir, "commondir"), "utf8")
     .then((text) => path.resolve(gitDir, text.trim()))
     .catch(() => gitDir)
-  const files = await Promise.all(
-    [path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD"), ...ruleFiles(gitDir, common)].map(fileState)
+  const files = [path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD"), ...ruleFiles(gitDir, common)].map(
+    fileState
   )
   return [head.trim(), ref === undefined ? "" : await refValue(common, ref), ...files].join("\n")
 }
