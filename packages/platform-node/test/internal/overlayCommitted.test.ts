@@ -42,6 +42,9 @@ const walk = (upper: string): UpperState =>
     fs.lstatSync(path.join(upper, relative), { bigint: true })
   ])
 
+/** When a walk that ran right after the last write of the upper folder started: within the racy window of every entry. */
+const rightAfter = (walked: UpperState) => Math.max(...walked.map(([, stat]) => Number(stat.ctimeNs / 1_000_000n)))
+
 /** Rewrites `file` in place (same inode, same size) and sets its modification time back, to the nanosecond. */
 const rewriteKeepingMtime = (file: string, text: string) => {
   const before = fs.lstatSync(file, { bigint: true })
@@ -60,7 +63,7 @@ describe("overlayCommitted", () => {
     Effect.gen(function* () {
       const { dir, upper, gitDir } = yield* makeSetUp
       const walked = walk(upper)
-      yield* rememberCommit(upper, gitDir, walked, Date.now(), [])
+      yield* rememberCommit(upper, gitDir, walked, rightAfter(walked), [])
       assert.isTrue(yield* unchangedSinceCommit(upper, dir, walked, []))
       rewriteKeepingMtime(path.join(upper, "a.txt"), "A.TXT\n")
       assert.isFalse(yield* unchangedSinceCommit(upper, dir, walked, []))
@@ -73,7 +76,7 @@ describe("overlayCommitted", () => {
     Effect.gen(function* () {
       const { top, dir, upper, gitDir } = yield* makeSetUp
       const walked = walk(upper)
-      yield* rememberCommit(upper, gitDir, walked, Date.now(), [])
+      yield* rememberCommit(upper, gitDir, walked, rightAfter(walked), [])
       const alias = path.join(top, "alias")
       fs.linkSync(path.join(upper, "src", "b.txt"), alias)
       rewriteKeepingMtime(alias, "B.TXT\n")
@@ -85,7 +88,7 @@ describe("overlayCommitted", () => {
     Effect.gen(function* () {
       const { dir, upper, gitDir } = yield* makeSetUp
       const walked = walk(upper)
-      yield* rememberCommit(upper, gitDir, walked, Date.now() + 60_000, [])
+      yield* rememberCommit(upper, gitDir, walked, rightAfter(walked) + 60_000, [])
       assert.isTrue(yield* unchangedSinceCommit(upper, dir, walked, []))
       fs.utimesSync(path.join(upper, "a.txt"), new Date(), new Date())
       assert.isFalse(yield* unchangedSinceCommit(upper, dir, walk(upper), []))
@@ -97,7 +100,7 @@ describe("overlayCommitted", () => {
       const { dir, upper, gitDir } = yield* makeSetUp
       const walked = walk(upper)
       assert.isFalse(yield* unchangedSinceCommit(upper, dir, walked, []))
-      yield* rememberCommit(upper, gitDir, walked, Date.now() + 60_000, [])
+      yield* rememberCommit(upper, gitDir, walked, rightAfter(walked) + 60_000, [])
       assert.isFalse(yield* unchangedSinceCommit(upper, dir, walked, ["a.txt"]))
       fs.renameSync(path.join(dir, ".git"), path.join(dir, "git-file"))
       assert.isFalse(yield* unchangedSinceCommit(upper, dir, walked, []))
