@@ -6,8 +6,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
-import { overlayProblem } from "../src/internal/workspaceOverlay.ts"
+import { findUnshare, layersOf, mountPrefix, overlayProblem } from "../src/internal/workspaceOverlay.ts"
 import { overlayPrefix, type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
+import { killWhenReady, workspaceModule } from "./support/killedRun.ts"
 
 // With CI=true a machine that cannot mount an overlay runs these tests and fails them; elsewhere they are skipped.
 const enabled = overlayProblem() === undefined || process.env.CI === "true"
@@ -75,6 +76,57 @@ const provide = <A, E>(effect: Effect.Effect<A, E, Workspace | Scope.Scope>) =>
 const releases = () => {
   const reports: Array<ReleaseReport> = []
   return { reports, onRelease: (report: ReleaseReport) => Effect.sync(() => reports.push(report)) }
+}
+
+/**
+ * A run that commits two overlay agents' edits (`CORRAL_TEST_EDITS`, then a new file on top of that
+ * commit), changes the second agent's file again, and waits to be killed: its releases never run,
+ * and the commits it remembered die with it.
+ */
+const committingRun = `
+import { execFileSync } from "node:child_process"
+import * as Effect from "effect/Effect"
+import { overlayPrefix, Workspace } from ${JSON.stringify(workspaceModule)}
+const repo = process.env.CORRAL_TEST_REPO
+const inView = (handle, script) => {
+  const [file, ...args] = [...overlayPrefix(handle), "sh", "-c", script]
+  execFileSync(file, args, { cwd: handle.dir })
+}
+const program = Effect.gen(function* () {
+  const ws = yield* Workspace
+  yield* ws.registerRun(repo, "killed")
+  const integration = yield* ws.integration({ repo, runId: "killed" })
+  const clean = yield* ws.acquire({ repo, runId: "killed", agentId: "clean", overlay: true })
+  inView(clean, process.env.CORRAL_TEST_EDITS)
+  const base = (yield* integration.commitAll(clean, "clean")).commit
+  const dirty = yield* ws.acquire({ repo, runId: "killed", agentId: "dirty", overlay: true, base })
+  inView(dirty, "printf 'dirty\\\\n' > dirty.txt")
+  yield* integration.commitAll(dirty, "dirty")
+  inView(dirty, "printf 'after the commit\\\\n' >> a.txt")
+  console.log("ready")
+  yield* Effect.never
+}).pipe(Effect.scoped, Effect.provide(Workspace.layer))
+Effect.runFork(program)
+`
+
+/** The mounts of this namespace and the command lines of live processes that name `dir`. */
+const leftOver = (dir: string) => {
+  const mounts = fs
+    .readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .filter((line) => line.includes(dir))
+  const commands = fs
+    .readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .map((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ")
+      } catch {
+        return ""
+      }
+    })
+    .filter((command) => command.includes(dir))
+  return [...mounts, ...commands]
 }
 
 describe.skipIf(!enabled)("Workspace overlay", () => {
@@ -184,62 +236,130 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     })
   )
 
-  it.live("after a commit the release mounts nothing: it removes the workspace with no overlay work folder", () =>
+  /**
+   * The release reports of one overlay agent that made `edits` and `last`, had them committed, and
+   * then had `afterCommit` done to its workspace.
+   */
+  const releaseAfterCommit = (
+    last: string,
+    afterCommit: (repo: string, handle: WorkspaceHandle, commit: string) => Effect.Effect<void>
+  ) =>
     Effect.gen(function* () {
       const repo = yield* makeRepo
       const log = releases()
       yield* provide(
         Effect.gen(function* () {
           const ws = yield* Workspace
-          const integration = yield* ws.integration({ repo, runId: "r5" })
-          const handle = yield* ws.acquire({ repo, runId: "r5", agentId: "a", overlay: true, ...log })
-          yield* inView(handle, `${edits} && printf 'last\n' > src/x/late.ts`)
-          assert.isTrue((yield* integration.commitAll(handle, "edit")).changed)
-          fs.rmSync(handle.overlay!.work, { recursive: true })
+          const integration = yield* ws.integration({ repo, runId: "r6" })
+          const handle = yield* ws.acquire({ repo, runId: "r6", agentId: "a", overlay: true, ...log })
+          yield* inView(handle, `${edits} && ${last}`)
+          const made = yield* integration.commitAll(handle, "edit")
+          assert.isTrue(made.changed)
+          yield* afterCommit(repo, handle, made.commit)
         }).pipe(Effect.scoped)
       )
+      return log.reports
+    })
+
+  it.live("after a commit the release mounts nothing: it removes the workspace with no overlay work folder", () =>
+    Effect.gen(function* () {
+      const reports = yield* releaseAfterCommit("printf 'last\n' > src/x/late.ts", (_repo, handle) =>
+        Effect.sync(() => fs.rmSync(handle.overlay!.work, { recursive: true }))
+      )
       assert.deepStrictEqual(
-        log.reports.map((r) => [r.workspace, r.branch]),
+        reports.map((r) => [r.workspace, r.branch]),
         [["removed", "kept"]]
       )
     })
   )
 
-  const afterCommit = [
-    ["a same-size rewrite", "printf 'A.txt\n' > a.txt"],
-    ["a mode change", "chmod +x a.txt"],
-    ["a deletion", "rm src/x/one.ts"],
-    ["a file replaced by a folder", "rm a.txt && mkdir a.txt && printf 'in\n' > a.txt/in.txt"],
-    ["a symbolic link retargeted", "ln -sfn b.txt link"],
-    ["a new file", "printf 'late\n' > late.txt"],
-    ["the branch moved back", ""],
-    ["a committed file's rewrite", "printf 'new!\n' > src/x/new.ts"]
-  ] as const
+  type AfterCommit = (repo: string, handle: WorkspaceHandle, commit: string) => Effect.Effect<void>
+
+  const viewScript =
+    (script: string): AfterCommit =>
+    (_repo, handle) =>
+      Effect.asVoid(inView(handle, script))
+
+  /** Rewrites `file` in place with `text` (of its size) and sets its modification time back, to the nanosecond. */
+  const restoringMtime = (file: string, text: string) =>
+    `ref=$(mktemp) && touch -r ${file} "$ref" && test $(wc -c < ${file}) -eq ${Buffer.byteLength(text)} && ` +
+    `printf '${text}' > ${file} && touch -m -r "$ref" ${file} && rm "$ref"`
+
+  const afterCommit: ReadonlyArray<readonly [string, AfterCommit]> = [
+    ["a same-size rewrite", viewScript("printf 'A.txt\n' > a.txt")],
+    ["a mode change", viewScript("chmod +x a.txt")],
+    ["a deletion", viewScript("rm src/x/one.ts")],
+    ["a file replaced by a folder", viewScript("rm a.txt && mkdir a.txt && printf 'in\n' > a.txt/in.txt")],
+    ["a symbolic link retargeted", viewScript("ln -sfn b.txt link")],
+    ["a new file", viewScript("printf 'late\n' > late.txt")],
+    [
+      "the branch moved back",
+      // Without git: no reflog entry, the index as it was.
+      (repo, handle, commit) =>
+        Effect.sync(() =>
+          fs.writeFileSync(
+            path.join(repo, ".git", "refs", "heads", handle.branch!),
+            `${sh(repo, "rev-parse", `${commit}~`)}\n`
+          )
+        )
+    ],
+    ["a committed file's rewrite", viewScript("printf 'new!\n' > src/x/new.ts")],
+    [
+      "a same-size rewrite with its modification time set back",
+      viewScript(restoringMtime("a.txt", "A.TXT\nCHANGED\n"))
+    ],
+    [
+      "a same-size rewrite through a hard link outside the mount, its modification time set back",
+      (repo, handle) =>
+        Effect.sync(() => {
+          const alias = path.join(repo, "alias")
+          fs.linkSync(path.join(handle.overlay!.upper, "a.txt"), alias)
+          execFileSync("sh", ["-c", restoringMtime("alias", "A.TXT\nCHANGED\n")], { cwd: repo })
+        })
+    ],
+    ["a folder replaced by a symbolic link to a folder", viewScript("rm -rf src/x && ln -s y src/x")],
+    ["a folder moved aside behind a symbolic link to it", viewScript("mv src/x src/x2 && ln -s x2 src/x")]
+  ]
 
   for (const [name, change] of afterCommit) {
     it.live(`${name} after the commit keeps the workspace`, () =>
       Effect.gen(function* () {
-        const repo = yield* makeRepo
-        const log = releases()
-        yield* provide(
-          Effect.gen(function* () {
-            const ws = yield* Workspace
-            const integration = yield* ws.integration({ repo, runId: "r6" })
-            const handle = yield* ws.acquire({ repo, runId: "r6", agentId: "a", overlay: true, ...log })
-            yield* inView(handle, `${edits} && printf 'new\n' > src/x/new.ts`)
-            const made = yield* integration.commitAll(handle, "edit")
-            if (change === "") {
-              // The branch moved back without git: no reflog entry, the index as it was.
-              fs.writeFileSync(
-                path.join(repo, ".git", "refs", "heads", handle.branch!),
-                `${sh(repo, "rev-parse", `${made.commit}~`)}\n`
-              )
-            } else yield* inView(handle, change)
-          }).pipe(Effect.scoped)
-        )
+        const reports = yield* releaseAfterCommit("printf 'new\n' > src/x/new.ts", change)
         assert.deepStrictEqual(
-          log.reports.map((r) => r.workspace),
+          reports.map((r) => r.workspace),
           ["kept"]
+        )
+      })
+    )
+  }
+
+  it.live("a file an exclude rule kept out of the commit keeps the workspace once the rule is gone", () =>
+    Effect.gen(function* () {
+      const exclude = '"$(git rev-parse --git-common-dir)/info/exclude"'
+      const reports = yield* releaseAfterCommit(
+        `mkdir -p "$(git rev-parse --git-common-dir)/info" && printf '*.tmp\\n' >> ${exclude} && printf 'scratch\\n' > scratch.tmp`,
+        viewScript(`grep -v 'tmp' ${exclude} > rules; cat rules > ${exclude}; rm rules`)
+      )
+      assert.deepStrictEqual(
+        reports.map((r) => r.workspace),
+        ["kept"]
+      )
+    })
+  )
+
+  const cleanAfterCommit = [
+    ["a touch of the modification time alone", "touch -m a.txt src/x/new.ts"],
+    ["a modification time set back", "touch -m -d @1000000000 a.txt"],
+    ["a rewrite with the same content", "printf 'new\n' > src/x/new.ts"]
+  ] as const
+
+  for (const [name, change] of cleanAfterCommit) {
+    it.live(`${name} after the commit is no change: the workspace is removed`, () =>
+      Effect.gen(function* () {
+        const reports = yield* releaseAfterCommit("printf 'new\n' > src/x/new.ts", viewScript(change))
+        assert.deepStrictEqual(
+          reports.map((r) => [r.workspace, r.branch]),
+          [["removed", "kept"]]
         )
       })
     )
@@ -269,6 +389,54 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
       assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "r4")))
       assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
     })
+  )
+
+  it.live(
+    "kill -9 between the commit and the release: gc asks git in the mount, keeps only the changed workspace",
+    () =>
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const stateDir = path.join(repo, ".corral")
+        const base = sh(repo, "rev-parse", "HEAD")
+        yield* killWhenReady(committingRun, { CORRAL_TEST_REPO: repo, CORRAL_TEST_EDITS: edits })
+        const dirtyBase = sh(repo, "rev-parse", "corral/killed/clean")
+        const [clean, dirty] = [
+          ["clean", base],
+          ["dirty", dirtyBase]
+        ].map(([agentId, commit]) => ({
+          dir: path.join(stateDir, "worktrees", "killed", agentId!),
+          layers: layersOf(stateDir, "killed", agentId!, commit!)
+        }))
+        const gc = provide(
+          Effect.gen(function* () {
+            const ws = yield* Workspace
+            return yield* ws.gc({ repo })
+          })
+        ).pipe(Effect.scoped)
+        const report = yield* gc
+        assert.deepInclude(report.removed, { kind: "worktree", target: clean!.dir })
+        assert.isTrue(report.kept.some((item) => item.kind === "worktree" && item.target === dirty!.dir))
+        assert.isTrue(report.kept.some((item) => item.kind === "overlay"))
+        const runDir = path.join(stateDir, "overlay", "killed")
+        assert.deepStrictEqual(fs.readdirSync(path.join(runDir, "agents")), ["dirty"])
+        assert.deepStrictEqual(fs.readdirSync(path.join(runDir, "snapshots")).sort(), [dirtyBase, `${dirtyBase}.index`])
+        assert.strictEqual(
+          fs.readFileSync(path.join(dirty!.layers.upper, "a.txt"), "utf8"),
+          "a.txt\nchanged\nafter the commit\n"
+        )
+        assert.deepStrictEqual(leftOver(repo), [])
+        const [unshare, ...args] = mountPrefix(findUnshare()!, dirty!.layers, dirty!.dir)
+        execFileSync(unshare!, [...args, "git", "checkout", "--", "a.txt"], { cwd: dirty!.dir })
+        const again = yield* gc
+        assert.deepInclude(again.removed, { kind: "worktree", target: dirty!.dir })
+        assert.deepStrictEqual(
+          again.kept.filter((item) => item.kind !== "branch"),
+          []
+        )
+        assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+        assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+        assert.deepStrictEqual(leftOver(repo), [])
+      })
   )
 
   it.live("gc removes what a killed run's overlay workspaces left, and keeps one holding uncommitted work", () =>

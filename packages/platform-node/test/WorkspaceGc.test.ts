@@ -2,10 +2,11 @@ import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { Workspace } from "../src/Workspace.ts"
+import { killWhenReady, workspaceModule } from "./support/killedRun.ts"
 
 const sh = (cwd: string, ...args: Array<string>) =>
   execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, LC_ALL: "C" } }).trim()
@@ -23,7 +24,6 @@ const makeRepo = Effect.acquireRelease(
 )
 
 const packageDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)))
-const workspaceModule = pathToFileURL(path.join(packageDir, "src", "Workspace.ts")).href
 
 const crashingRun = `
 import { writeFileSync } from "node:fs"
@@ -50,23 +50,6 @@ const program = Effect.gen(function* () {
 }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
 Effect.runFork(program)
 `
-
-const runAndKill = (repo: string) =>
-  Effect.callback<void, Error>((resume) => {
-    const child = spawn(process.execPath, ["--input-type=module", "-e", crashingRun], {
-      cwd: packageDir,
-      env: { ...process.env, CORRAL_TEST_REPO: repo },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stderr = ""
-    child.stderr.on("data", (chunk) => (stderr += chunk))
-    child.stdout.on("data", (chunk: Buffer) => {
-      if (chunk.toString().includes("ready")) child.kill("SIGKILL")
-    })
-    child.on("exit", (_code, signal) =>
-      resume(signal === "SIGKILL" ? Effect.void : Effect.fail(new Error(`child exited early: ${stderr}`)))
-    )
-  })
 
 /**
  * A run killed (SIGKILL) between `worktree add --no-checkout` and the checkout: a `git` first on its
@@ -144,7 +127,7 @@ describe("Workspace.gc", () => {
       yield* ws.registerRun(repo, "live")
       const live = yield* ws.acquire({ repo, runId: "live", agentId: "worker" })
       fs.writeFileSync(path.join(live.dir, "c.txt"), "live edit\n")
-      yield* runAndKill(repo)
+      yield* killWhenReady(crashingRun, { CORRAL_TEST_REPO: repo })
       assert.isTrue(fs.existsSync(path.join(repo, ".git", "corral", "runs", "crashed.json")))
       const worktreesBefore = sh(repo, "worktree", "list")
 

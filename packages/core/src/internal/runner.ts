@@ -184,7 +184,7 @@ const nodesOf = (
 
 const noNodes: ReadonlyArray<Node> = []
 
-/** The top-up cell while a run starts its first workers itself (see `Runner.startWorkers`): never holds a runner. */
+/** The top-up cell while `Runner.topUp` starts workers: never holds a runner. */
 const heldOff: { runner: undefined } = { runner: undefined }
 
 class Runner<A, E, R> implements ExecHost {
@@ -380,7 +380,7 @@ class Runner<A, E, R> implements ExecHost {
       const fiber = Fiber.getCurrent()!
       this.workerContext = fiber.context
       this.dispatcher = fiber.currentDispatcher
-      this.startWorkers()
+      this.topUp()
       if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
       else {
         yield* Deferred.await(this.settled).pipe(
@@ -421,7 +421,7 @@ class Runner<A, E, R> implements ExecHost {
    * runs once the current fiber suspends, and then starts as many workers as there are ready agents
    * (up to the limit), so agents that yield all start in the scheduler turn they did before, while
    * agents that complete without yielding are all run by the first worker: no fiber each. The
-   * run's first stretch starts its workers itself (`startWorkers`).
+   * run's first stretch starts its workers itself (`topUp`).
    */
   private spawn(): void {
     this.liveWorkers++
@@ -445,20 +445,15 @@ class Runner<A, E, R> implements ExecHost {
     if (this.liveWorkers === 0 || this.workerDefect !== undefined) Deferred.doneUnsafe(this.settled, Effect.void)
   }
 
-  private topUp(): void {
-    this.topUpCell = undefined
-    while (this.needsWorker()) this.spawn()
-  }
-
   /**
-   * The run's first workers, in its first synchronous stretch: the first wave of agents that suspend
-   * starts before the run's own fiber suspends, as `Effect.forEach` forks its fibers, rather than
-   * from a top-up task a scheduler turn later. `heldOff` stands in for a queued task meanwhile, so
-   * `wake` queues none.
+   * Starts workers while one is needed: from the queued top-up task, and in the run's first
+   * synchronous stretch, so that the first wave of agents that suspend starts before the run's own
+   * fiber suspends, as `Effect.forEach` forks its fibers, rather than from a top-up task a scheduler
+   * turn later. `heldOff` stands in for a queued task meanwhile, so `wake` queues none: this loop
+   * starts every worker `wake` would ask for.
    */
-  private startWorkers(): void {
+  private topUp(): void {
     this.topUpCell = heldOff
-    this.spawn()
     while (this.needsWorker()) this.spawn()
     this.topUpCell = undefined
   }

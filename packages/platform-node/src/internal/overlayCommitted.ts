@@ -2,8 +2,8 @@
  * An overlay workspace's commit, remembered so that its release needs no mount: `git add --all` of
  * every path of the upper folder and the commit of the whole index leave nothing for a `git status`
  * of those paths to report, so while the upper folder, the worktree's index, HEAD log, HEAD and
- * branch are as they were, the release's dirty check can answer "clean" without mounting the overlay (one
- * `unshare` + mount + `git status` less per agent).
+ * branch, and the ignore rules outside the upper folder are as they were, the release's dirty check
+ * can answer "clean" without mounting the overlay (one `unshare` + mount + `git status` less per agent).
  *
  * The upper folder is compared by the identity of every entry (mode, inode, size, modification and
  * change times in nanoseconds), taken before `add` read it. A later change shows in the change time,
@@ -17,11 +17,14 @@
  * asks git in the mount as before.
  */
 import { createHash } from "node:crypto"
+import * as fsSync from "node:fs"
 import type { BigIntStats } from "node:fs"
 import * as fs from "node:fs/promises"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import { gitOutput } from "./git.ts"
+import { worktreeGitDir } from "./workspaceRepo.ts"
 
 /** Every entry of an upper folder (the top `.git` file aside) as a walk saw it, in walk order. */
 export type UpperState = ReadonlyArray<readonly [relative: string, stat: BigIntStats]>
@@ -52,11 +55,19 @@ const identity = (upper: UpperState) =>
     )
     .join("")
 
-const fileState = (file: string) =>
-  fs.lstat(file, { bigint: true }).then(
-    (stat) => `${stat.ino}\0${stat.size}\0${stat.mtimeNs}\0${stat.ctimeNs}`,
-    () => "missing"
-  )
+/**
+ * A file's identity (following links), read synchronously: most of the files asked about are
+ * missing, and a missing file costs no error object this way (a rejected `fs.stat` builds one with
+ * its stack).
+ */
+const fileState = (file: string) => {
+  try {
+    const stat = fsSync.statSync(file, { bigint: true, throwIfNoEntry: false })
+    return stat === undefined ? "missing" : `${stat.ino}\0${stat.size}\0${stat.mtimeNs}\0${stat.ctimeNs}`
+  } catch {
+    return "unreadable"
+  }
+}
 
 /** What `ref` (under `common`) points to: its loose file, else its line in the packed refs. */
 const refValue = async (common: string, ref: string) => {
@@ -67,8 +78,27 @@ const refValue = async (common: string, ref: string) => {
 }
 
 /**
- * The worktree's index and HEAD log (by identity), and HEAD and the commit of the branch it names
- * (by value): each commit, reset or checkout changes one of them.
+ * The files outside the upper folder that say what git ignores there: the repository's exclude file,
+ * and the configurations that can name another (`core.excludesFile`) with the global exclude file
+ * at its default place. Not watched: the system configuration, and the content of an exclude file
+ * a configuration names elsewhere.
+ */
+const ruleFiles = (gitDir: string, common: string) => {
+  const config = process.env.XDG_CONFIG_HOME || path.join(os.homedir(), ".config")
+  return [
+    path.join(common, "info", "exclude"),
+    path.join(common, "config"),
+    path.join(gitDir, "config.worktree"),
+    process.env.GIT_CONFIG_GLOBAL ?? path.join(os.homedir(), ".gitconfig"),
+    path.join(config, "git", "config"),
+    path.join(config, "git", "ignore")
+  ]
+}
+
+/**
+ * The worktree's index and HEAD log and the ignore rules outside the upper folder (by identity), and
+ * HEAD and the commit of the branch it names (by value): each commit, reset or checkout changes one
+ * of them, and so does a rule that stops ignoring a file the commit left out.
  */
 const gitState = async (gitDir: string) => {
   const head = await fs.readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => "")
@@ -77,7 +107,9 @@ const gitState = async (gitDir: string) => {
     .readFile(path.join(gitDir, "commondir"), "utf8")
     .then((text) => path.resolve(gitDir, text.trim()))
     .catch(() => gitDir)
-  const files = await Promise.all([path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD")].map(fileState))
+  const files = [path.join(gitDir, "index"), path.join(gitDir, "logs", "HEAD"), ...ruleFiles(gitDir, common)].map(
+    fileState
+  )
   return [head.trim(), ref === undefined ? "" : await refValue(common, ref), ...files].join("\n")
 }
 
@@ -152,23 +184,15 @@ const racyMatchHead = (dir: string, upperDir: string, racy: ReadonlyArray<string
 /**
  * Whether the upper folder, the skipped paths and the worktree's git state are as at the remembered
  * commit, and each racy path holds HEAD's content; `false` (ask git in the mount) on any doubt or
- * failure.
+ * failure. The worktree's `.git` file (in `dir`) is read only when a remembered commit matches the
+ * upper folder.
  */
-export const unchangedSinceCommit = (
-  upperDir: string,
-  dir: string,
-  gitDir: string | undefined,
-  upper: UpperState,
-  skip: ReadonlyArray<string>
-) =>
+export const unchangedSinceCommit = (upperDir: string, dir: string, upper: UpperState, skip: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const found = committed.get(upperDir)
-    if (found === undefined || gitDir === undefined) return false
-    const same = yield* Effect.promise(
-      async () =>
-        found.upper === identity(upper) && found.skip === skip.join("\0") && found.git === (await gitState(gitDir))
-    )
-    if (!same) return false
+    if (found === undefined || found.skip !== skip.join("\0") || found.upper !== identity(upper)) return false
+    const gitDir = yield* worktreeGitDir(dir)
+    if (gitDir === undefined || found.git !== (yield* Effect.promise(() => gitState(gitDir)))) return false
     return found.racy.length === 0 || (yield* racyMatchHead(dir, upperDir, found.racy))
   }).pipe(Effect.catch(() => Effect.succeed(false)))
 

@@ -233,22 +233,55 @@ const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: stri
     }
   })
 
+/** The base commit of each agent of a dead run's overlay folder (`undefined` for one whose set-up wrote none). */
+const baseOf = (stateDir: string, runId: string, agentId: string) =>
+  Effect.promise(() =>
+    fs.readFile(baseFile(layersOf(stateDir, runId, agentId, "")), "utf8").then(
+      (text) => text.trim(),
+      () => undefined
+    )
+  )
+
+/**
+ * What a dead run's overlay folder holds beyond its kept workspaces: the agent folders of the others
+ * and the snapshots no kept workspace starts from (all of them kept when a kept one's base is unknown;
+ * a snapshot the dead run was still writing always goes).
+ */
+const pruneOverlay = (stateDir: string, collector: Collector, runId: string, keptAgents: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const runDir = runDirOf(stateDir, runId)
+    const remove = (dir: string) => act(collector, { kind: "overlay", target: dir }, removePath(dir))
+    for (const entry of yield* listDir(path.join(runDir, "agents"))) {
+      if (!keptAgents.includes(entry.name)) yield* remove(path.join(runDir, "agents", entry.name))
+    }
+    const bases = yield* Effect.forEach(keptAgents, (agentId) => baseOf(stateDir, runId, agentId))
+    if (bases.includes(undefined)) return
+    for (const entry of yield* listDir(path.join(runDir, "snapshots"))) {
+      const unused = entry.name.includes(".tmp-") || !bases.includes(entry.name.replace(/\.index$/, ""))
+      if (unused) yield* remove(path.join(runDir, "snapshots", entry.name))
+    }
+  })
+
 /**
  * A dead run's overlay folder (snapshots and upper folders): removed unless a kept worktree of the
- * run is an overlay workspace, whose upper folder and snapshot hold its work.
+ * run is an overlay workspace, whose upper folder and snapshot hold its work; then only the rest of
+ * it goes (see {@link pruneOverlay}).
  */
 const collectOverlay = (stateDir: string, collector: Collector, runId: string) =>
   Effect.gen(function* () {
     const runDir = runDirOf(stateDir, runId)
     if (!(yield* exists(runDir))) return
     const item: GcItem = { kind: "overlay", target: runDir }
-    const keptHere = collector.kept.some(
-      (kept) =>
-        kept.kind === "worktree" &&
-        path.dirname(kept.target) === path.join(stateDir, "worktrees", runId) &&
-        fsSync.existsSync(path.join(runDir, "agents", path.basename(kept.target)))
-    )
-    if (keptHere) return yield* keep(collector, item, "a kept overlay workspace of the run still uses it")
+    const keptAgents = collector.kept
+      .filter(
+        (kept) => kept.kind === "worktree" && path.dirname(kept.target) === path.join(stateDir, "worktrees", runId)
+      )
+      .map((kept) => path.basename(kept.target))
+      .filter((agentId) => fsSync.existsSync(path.join(runDir, "agents", agentId)))
+    if (keptAgents.length > 0) {
+      yield* keep(collector, item, "a kept overlay workspace of the run still uses it")
+      return yield* pruneOverlay(stateDir, collector, runId, keptAgents)
+    }
     yield* act(collector, item, removePath(runDir))
     if (!collector.dryRun) yield* Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined))
   })

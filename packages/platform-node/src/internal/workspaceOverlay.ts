@@ -37,7 +37,6 @@ import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
 import { attempt, removePath } from "./workspaceFs.ts"
 import { type UpperState, unchangedSinceCommit } from "./overlayCommitted.ts"
-import { worktreeGitDir } from "./workspaceRepo.ts"
 
 export type { OverlayLayers }
 
@@ -425,7 +424,7 @@ export const overlayDirty = (unshare: string, layers: OverlayLayers, dir: string
     const found = yield* changedPaths(layers)
     const changes = { ...found, paths: found.paths.filter((p) => !skip.includes(p)) }
     if (isEmpty(changes)) return false
-    if (yield* unchangedSinceCommit(layers.upper, dir, yield* worktreeGitDir(dir), found.upper, skip)) return false
+    if (yield* unchangedSinceCommit(layers.upper, dir, found.upper, skip)) return false
     const run = inMount(unshare, layers, dir, changes)
     const status = yield* git(["status", "--porcelain", "--untracked-files=all", "--", ...run.paths], {
       cwd: dir,
