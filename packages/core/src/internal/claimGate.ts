@@ -12,10 +12,6 @@ export interface GateHost {
   readonly observing: boolean
   readonly makeReady: (node: Node) => void
   readonly wake: () => void
-  /** Runs `task` once the current event-loop turn's ready work is done (the fibers' scheduler). */
-  readonly defer: (task: () => void) => void
-  /** How many more agents the run's workers could start now (its limit less running and ready agents). */
-  readonly freeSlots: () => number
   /** Moves the node to `parked`; `changed` when its blockers differ from the last time. */
   readonly parked: (node: Node, changed: boolean) => void
   readonly granted: (node: Node, lease: ResourceLocks.Lease) => void
@@ -55,13 +51,6 @@ export class ClaimGate {
   private readonly woken: Array<Node> = []
   private readonly tails: Array<Node> = []
   private readonly chains: Array<string | undefined> = []
-  /** The agents that ended this turn and the leases their `flush` releases (see `releaseLater`). */
-  private readonly ending: Array<Node> = []
-  private readonly endingLeases: Array<ResourceLocks.Lease> = []
-  /** During a `flush`: the agents its releases freed, woken together at its end. */
-  private flushed: Array<Node> | undefined = undefined
-  /** Agents a `flush` found free to start but had no worker for (see `admit`). */
-  private carried: Array<Node> = []
   private readonly host: GateHost
   /** The table of an in-memory lock service: leases are taken and released synchronously (`acquireNow`, `releaseNow`). */
   readonly table: LockTable | undefined
@@ -72,11 +61,6 @@ export class ClaimGate {
   }
 
   check(node: Node): boolean {
-    const wait = node.wait
-    if (wait?.preHeld) {
-      wait.preHeld = false
-      return true
-    }
     const request = node.request!
     const reserved = this.reservedAhead(node, request)
     if (reserved !== undefined) {
@@ -209,96 +193,6 @@ export class ClaimGate {
     }
   }
 
-  /**
-   * `releaseNow` at the end of the event-loop turn, in a run nobody observes: every agent ending in
-   * one turn (Node.js fires all the timers due at an instant before the scheduler's tasks) releases
-   * its keys in one `flush`, whose freed waiters are then woken together, best first. Deciding after
-   * each end instead gives a key to the best waiter of the first end's keys even when a better one
-   * needed a key released by the next end at the same instant. Until then the lease, its keys and
-   * pools stay held in the run's view and in the lock service alike (the ended agent keeps its
-   * `lease`: waiters for its pools wait for that lease). An observed run releases at
-   * once (`detach`, `releaseNow`: its events keep their order).
-   */
-  releaseLater(node: Node, lease: ResourceLocks.Lease): void {
-    if (this.host.observing) {
-      this.detach(node)
-      this.releaseNow(node, lease)
-      return
-    }
-    this.ending.push(node)
-    this.endingLeases.push(lease)
-    if (this.ending.length === 1) this.host.defer(this.flush)
-  }
-
-  /** Whether a `flush` is due: a worker with nothing ready yields to it rather than idling (it runs at this turn's end). */
-  get flushPending(): boolean {
-    return this.ending.length > 0
-  }
-
-  /** Releases the leases `releaseLater` deferred and wakes the waiters they freed, in one batch. */
-  readonly flush = (): void => {
-    if (this.ending.length === 0) return
-    const freed: Array<Node> = []
-    this.flushed = freed
-    try {
-      for (let i = 0; i < this.ending.length; i++) {
-        this.detach(this.ending[i]!)
-        this.releaseNow(this.ending[i]!, this.endingLeases[i]!)
-      }
-    } finally {
-      this.ending.length = 0
-      this.endingLeases.length = 0
-      this.flushed = undefined
-    }
-    if (freed.length > 0 || this.carried.length > 0) this.admit(freed)
-  }
-
-  /** Whether agents free to start wait for a worker (see `admit`): the run calls `admitCarried` before a worker idles. */
-  get carrying(): boolean {
-    return this.carried.length > 0
-  }
-
-  /** `admit` of the carried agents by a worker about to idle: a slot is free for at least one. */
-  admitCarried(): void {
-    if (this.carried.length > 0) this.admit([], 1)
-  }
-
-  /**
-   * The decision of a `flush`, greedy in priority order over the agents its releases freed (and those
-   * carried from an earlier one): each that no earlier one took a key from starts, holding its keys in
-   * the run's view at once (`preHeld`, which counts it against the agents waiting for them), as long
-   * as a worker is free for it; one free to start with no worker left is carried to the next decision.
-   * An agent with pools or behind a reserved agent is made ready unheld and its `check` decides.
-   */
-  private admit(freed: Array<Node>, minSlots = 0): void {
-    const carried = this.carried
-    const visit = ++this.visits
-    const candidates: Array<Node> = []
-    for (let i = 0; i < freed.length; i++) if (firstVisit(freed[i]!, visit)) candidates.push(freed[i]!)
-    for (let i = 0; i < carried.length; i++) if (firstVisit(carried[i]!, visit)) candidates.push(carried[i]!)
-    this.carried = []
-    sortByPriority(candidates)
-    let slots = Math.max(minSlots, this.host.freeSlots())
-    for (let i = 0; i < candidates.length; i++) {
-      const node = candidates[i]!
-      const wait = node.wait!
-      if (node.state !== "parked" || !heldFree(node) || (wait.blockingTokens?.length ?? 0) > 0) continue
-      if (slots <= 0) {
-        this.carried.push(node)
-        continue
-      }
-      slots--
-      wait.counted = false
-      const request = node.request!
-      if (request.pools.length === 0 && request.keys.length > 0 && this.reservedAhead(node, request) === undefined) {
-        wait.preHeld = true
-        this.hold(node, request)
-      }
-      this.host.makeReady(node)
-      this.host.wake()
-    }
-  }
-
   private releaseLocal(node: Node): void {
     this.releasePools(node)
     this.releaseKeys(node)
@@ -367,13 +261,6 @@ export class ClaimGate {
    * start.
    */
   private wakeFreed(freed: Array<Node>): void {
-    const flushed = this.flushed
-    if (flushed !== undefined) {
-      const visit = ++this.visits
-      for (let i = 0; i < flushed.length; i++) firstVisit(flushed[i]!, visit)
-      for (let i = 0; i < freed.length; i++) if (firstVisit(freed[i]!, visit)) flushed.push(freed[i]!)
-      return
-    }
     if (!sorted(freed)) sortByPriority(freed)
     // The batch's scratch lists, kept by the gate (a batch never starts another).
     const woken = this.woken
@@ -484,10 +371,6 @@ export class ClaimGate {
 
   dropIntent(node: Node): void {
     const wait = node.wait
-    if (wait?.preHeld) {
-      wait.preHeld = false
-      this.releaseLocal(node)
-    }
     if (wait === undefined || !wait.intent) return
     wait.intent = false
     this.intents.remove(node, node.request!.keys)

@@ -39,8 +39,6 @@ export class WaitState {
    */
   held = 0
   counted = false
-  /** Woken by a `flush` holding its keys in the run's view already: its `check` passes at once. */
-  preHeld = false
   /** The last `wakeFreed` batch that examined it. */
   batchMark = 0
   tokenKey = ""

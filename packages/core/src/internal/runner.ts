@@ -306,8 +306,6 @@ class Runner<A, E, R> implements ExecHost {
           observing: options.onEvent !== undefined,
           makeReady: (node) => this.makeReady(node),
           wake: () => this.wake(),
-          defer: (task) => this.dispatcher!.scheduleTask(task, 0),
-          freeSlots: () => this.maxWorkers + this.released - this.lifecycle.running - this.lifecycle.ready,
           parked: (node, changed) => this.parked(node, changed),
           granted: (node, lease) => this.granted(node, lease)
         })
@@ -354,10 +352,8 @@ class Runner<A, E, R> implements ExecHost {
     const consumer =
       events === undefined ? undefined : yield* Effect.forkIn(events.consume(this.options.onEvent!), this.scope!)
     const gate = this.gate
-    if (gate !== undefined) {
+    if (gate !== undefined)
       yield* this.locks.onRelease((lease) => gate.onRelease(lease.id)).pipe(Scope.provide(this.scope!))
-      yield* Scope.addFinalizer(this.scope!, Effect.sync(gate.flush))
-    }
     this.enqueueRoots()
     if (events !== undefined) {
       events.emit({ _tag: "RunStarted", ...events.base(), concurrency: this.concurrency, mode: this.mode })
@@ -396,7 +392,6 @@ class Runner<A, E, R> implements ExecHost {
       }
     }
     if (this.lifecycle.running > 0) yield* this.settleRunning
-    gate?.flush()
     if (stopOn !== undefined && this.stopping.reason === undefined) yield* Effect.yieldNow
     if (!this.lifecycle.allDone) this.cancelRest()
     const endedAt = this.clock.currentTimeMillisUnsafe()
@@ -513,7 +508,7 @@ class Runner<A, E, R> implements ExecHost {
       if (node === undefined) {
         if (this.lifecycle.nonePending) return
         endedAt = undefined
-        yield* this.gate?.flushPending === true ? Effect.yieldNow : this.sleep
+        yield* this.sleep
         continue
       }
       if (this.ledger !== undefined && node.ledgerKey === undefined) {
@@ -685,7 +680,6 @@ class Runner<A, E, R> implements ExecHost {
 
   private get sleep(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      if (this.gate?.carrying === true && this.stopping.reason === undefined) this.gate.admitCarried()
       if (this.ready.size > 0 || this.lifecycle.nonePending || this.stopping.reason !== undefined) return Effect.void
       const signal = Deferred.makeUnsafe<void>()
       this.idle.push(signal)
@@ -811,8 +805,9 @@ class Runner<A, E, R> implements ExecHost {
     if (node.state !== "running") return
     const lease = node.lease!
     const gate = this.gate!
-    gate.releaseLater(node, lease)
+    gate.detach(node)
     this.record(node, exit === undefined ? succeeded(endedAt, node, value) : classify(this, node, exit, endedAt))
+    gate.releaseNow(node, lease)
   }
 
   private releaseClaims(node: Node): Effect.Effect<void> {
@@ -1118,8 +1113,6 @@ export const shapes: ReadonlyArray<unknown> = (() => {
     observing: false,
     makeReady: ignore,
     wake: ignore,
-    defer: ignore,
-    freeSlots: () => 0,
     parked: ignore,
     granted: ignore
   })
