@@ -100,9 +100,32 @@ class InstantClock implements Clock.Clock {
   }
 }
 
+/**
+ * Lets the scheduler's tasks run to quiescence between instants: a 1 ms real timer (Node.js does not
+ * block in its poll phase while `setImmediate` tasks are pending, so a chain of them runs meanwhile)
+ * and a few more event-loop iterations for a chain that took longer.
+ */
 const settle = async (): Promise<void> => {
   await new Promise<void>((resolve) => setTimeout(resolve, 0))
   for (let i = 0; i < 4; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+}
+
+/**
+ * Runs `make(clock)` under an `InstantClock`: between instants the scheduler's tasks settle, then
+ * every timer due at the next instant fires. Fails when the effect waits with no timer pending.
+ */
+export const runAtInstants = async <A, E>(
+  make: (clock: { readonly now: number }) => Effect.Effect<A, E>
+): Promise<A> => {
+  const clock = new InstantClock()
+  const fiber = Effect.runFork(Effect.provideService(make(clock), Clock.Clock, clock))
+  for (;;) {
+    await settle()
+    if (fiber.pollUnsafe() !== undefined) break
+    if (clock.pending === 0) throw new Error("an effect under InstantClock waits with no timer pending")
+    clock.fireNext()
+  }
+  return Effect.runPromise(Fiber.join(fiber))
 }
 
 /**
@@ -117,28 +140,24 @@ export const corralInstantMakespan = async (
   concurrency: number,
   maxBypass?: number
 ): Promise<number> => {
-  const clock = new InstantClock()
   const ends = new Array<number>(jobs.length).fill(0)
-  const agents = jobs.map((job, index) =>
-    Agent.make(job.id, {
-      run: Effect.andThen(
-        Effect.sleep(workMs),
-        Effect.sync(() => {
-          ends[index] = clock.now
+  const options = { concurrency, ...(maxBypass === undefined ? {} : { maxBypass }) }
+  const result = await runAtInstants((clock) =>
+    Corral.run(
+      jobs.map((job, index) =>
+        Agent.make(job.id, {
+          run: Effect.andThen(
+            Effect.sleep(workMs),
+            Effect.sync(() => {
+              ends[index] = clock.now
+            })
+          ),
+          claims: { write: job.keys }
         })
       ),
-      claims: { write: job.keys }
-    })
+      options
+    )
   )
-  const options = { concurrency, ...(maxBypass === undefined ? {} : { maxBypass }) }
-  const fiber = Effect.runFork(Effect.provideService(Corral.run(agents, options), Clock.Clock, clock))
-  for (;;) {
-    await settle()
-    if (fiber.pollUnsafe() !== undefined) break
-    if (clock.pending === 0) throw new Error("a claims run under InstantClock is stuck")
-    clock.fireNext()
-  }
-  const result = await Effect.runPromise(Fiber.join(fiber))
   if (!result.allSucceeded) throw new Error("a claims run under InstantClock failed")
   return Math.max(...ends)
 }
