@@ -1,7 +1,7 @@
-import { Agent, Claims, Corral, type RunResult } from "@corral/core"
+import { Claims, Corral, type RunResult } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Result } from "effect"
+import { Effect, Fiber, Result } from "effect"
 import fc from "fast-check"
 
 interface Job {
@@ -148,41 +148,6 @@ describe("claim hand-offs", () => {
         assertNoIdleWaiter(jobs, 8, ran)
       }
     })
-  )
-
-  it.effect(
-    "holders ending in one event-loop turn: their keys go to the best waiter for both, not to a worse one for the first",
-    () =>
-      Effect.gen(function* () {
-        const endA = yield* Deferred.make<void>()
-        const endB = yield* Deferred.make<void>()
-        const started: Array<string> = []
-        const agent = (id: string, write: ReadonlyArray<string>, run: Effect.Effect<void>) =>
-          Agent.make(id, {
-            run: Effect.andThen(
-              Effect.sync(() => started.push(id)),
-              run
-            ),
-            claims: { write }
-          })
-        const agents = [
-          agent("holds-a", ["a"], Deferred.await(endA)),
-          agent("holds-b", ["b"], Deferred.await(endB)),
-          agent("wants-a-and-b", ["a", "b"], Effect.void),
-          agent("wants-a", ["a"], Effect.void)
-        ]
-        const fiber = yield* Effect.forkChild(Corral.run(agents, { concurrency: 4 }), { startImmediately: true })
-        // Every worker runs its first check (the two waiters park) before the holders end.
-        for (let i = 0; i < 20; i++) yield* Effect.yieldNow
-        assert.deepStrictEqual(started, ["holds-a", "holds-b"])
-        yield* Effect.sync(() => {
-          Deferred.doneUnsafe(endA, Effect.void)
-          Deferred.doneUnsafe(endB, Effect.void)
-        })
-        const result = yield* Fiber.join(fiber)
-        assert.isTrue(result.allSucceeded)
-        assert.deepStrictEqual(started, ["holds-a", "holds-b", "wants-a-and-b", "wants-a"])
-      })
   )
 
   const KEYS = ["a", "b", "c", "src/", "src/x.ts", "src/y.ts"]

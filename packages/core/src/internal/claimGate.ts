@@ -12,8 +12,6 @@ export interface GateHost {
   readonly observing: boolean
   readonly makeReady: (node: Node) => void
   readonly wake: () => void
-  /** Runs `task` once the current event-loop turn's ready work is done (the fibers' scheduler). */
-  readonly defer: (task: () => void) => void
   /** Moves the node to `parked`; `changed` when its blockers differ from the last time. */
   readonly parked: (node: Node, changed: boolean) => void
   readonly granted: (node: Node, lease: ResourceLocks.Lease) => void
@@ -53,12 +51,6 @@ export class ClaimGate {
   private readonly woken: Array<Node> = []
   private readonly tails: Array<Node> = []
   private readonly chains: Array<string | undefined> = []
-  /** Agents freed while a better agent waited for one of their keys, decided by `flush` (see `contested`). */
-  private deferred: Array<Node> = []
-  /** While `releaseNow` releases an ended agent's lease: when that agent started (see `contested`). */
-  private endingStart: number | undefined = undefined
-  private releases = 0
-  private contender: Node | undefined = undefined
   private readonly host: GateHost
   /** The table of an in-memory lock service: leases are taken and released synchronously (`acquireNow`, `releaseNow`). */
   readonly table: LockTable | undefined
@@ -194,16 +186,10 @@ export class ClaimGate {
       this.table!.release(lease)
       return
     }
-    this.endingStart = node.startedAt
-    this.releases++
     try {
       this.table!.release(lease)
     } finally {
-      try {
-        this.releaseKeys(node)
-      } finally {
-        this.endingStart = undefined
-      }
+      this.releaseKeys(node)
     }
   }
 
@@ -310,14 +296,6 @@ export class ClaimGate {
           if (!wait.reserved) this.freeFollowers(node, freed, i)
           continue
         }
-        if (this.endingStart !== undefined && this.contested(node)) {
-          // Decided by the turn's `flush`; the agents after it whose keys conflict with its follow it meanwhile.
-          this.defer(node)
-          woken.push(node)
-          tails.push(node)
-          chains.push(undefined)
-          continue
-        }
         wait.counted = false
         woken.push(node)
         tails.push(node)
@@ -330,67 +308,6 @@ export class ClaimGate {
     tails.length = 0
     chains.length = 0
     if (wake) this.host.wake()
-  }
-
-  /**
-   * Whether a parked agent better than `node` (freed by a release, free to start) waits for one of
-   * its keys. That agent is blocked by other holders, which may end in the same event-loop turn
-   * (Node.js fires every timer due at an instant in one phase): deciding now would give `node` a key
-   * the better agent could take at the turn's end. Uncontested, `node` is woken at once, as the
-   * greedy policy deciding once per turn would start it too (barring slots).
-   */
-  private contested(node: Node): boolean {
-    if (this.intents.size < 2) return false
-    this.contender = node
-    const found = this.intents.someConflict(node.request!.keys, this.rival, node)
-    this.contender = undefined
-    return found
-  }
-
-  private readonly rival = (other: Node): boolean => {
-    if (other.state !== "parked" || !before(other, this.contender!)) return false
-    const wait = other.wait!
-    if (wait.rivalMark !== this.releases) {
-      wait.rivalMark = this.releases
-      wait.rival =
-        (wait.blockingTokens?.length ?? 0) === 0 && !this.held.someConflict(other.request!.keys, this.startedApart)
-    }
-    return wait.rival
-  }
-
-  private readonly startedApart = (holder: Node): boolean => holder.startedAt !== this.endingStart
-
-  /** Keeps a contested `node` parked, counted by key with no holder left, until the turn's `flush`. */
-  private defer(node: Node): void {
-    const wait = node.wait!
-    if (!wait.counted) {
-      wait.counted = true
-      wait.held = 0
-    }
-    this.deferred.push(node)
-    if (this.deferred.length === 1) this.host.defer(this.flush)
-  }
-
-  /**
-   * At the end of the event-loop turn: wakes the contested agents (see `contested`) that are still
-   * parked and free, in one batch, best first, with every release of the turn done.
-   */
-  readonly flush = (): void => {
-    const list = this.deferred
-    if (list.length === 0) return
-    this.deferred = []
-    const free: Array<Node> = []
-    const visit = ++this.visits
-    for (let i = 0; i < list.length; i++) {
-      const node = list[i]!
-      if (node.wait!.visitMark === visit || node.state !== "parked") continue
-      node.wait!.visitMark = visit
-      if (heldFree(node) && (node.wait!.blockingTokens?.length ?? 0) === 0) free.push(node)
-      else if (!node.wait!.reserved) this.freeFollowers(node, free, free.length - 1)
-    }
-    const n = free.length
-    if (n === 0) return
-    this.wakeFreed(free)
   }
 
   /** Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in priority order. */

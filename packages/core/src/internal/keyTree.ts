@@ -109,11 +109,6 @@ export class KeyTree<H> {
     this.visit(claims, exclude, f)
   }
 
-  /** Whether `test` holds for a holder that conflicts with `claims`; stops at the first. */
-  someConflict(claims: ReadonlyArray<KeyClaim>, test: (holder: H) => boolean, exclude?: H): boolean {
-    return this.visit(claims, exclude, test)
-  }
-
   conflicts(claims: ReadonlyArray<KeyClaim>, exclude?: H): Array<Hit<H>> {
     const hits: Array<Hit<H>> = []
     this.visit(claims, exclude, (holder, at, mode) => {

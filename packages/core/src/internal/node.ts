@@ -39,9 +39,6 @@ export class WaitState {
    */
   held = 0
   counted = false
-  /** Whether it could start once the agents that started with the one releasing now end (`ClaimGate.contested`), and which release asked. */
-  rival = false
-  rivalMark = 0
   /** The last `wakeFreed` batch that examined it. */
   batchMark = 0
   tokenKey = ""

@@ -306,7 +306,6 @@ class Runner<A, E, R> implements ExecHost {
           observing: options.onEvent !== undefined,
           makeReady: (node) => this.makeReady(node),
           wake: () => this.wake(),
-          defer: (task) => this.dispatcher!.scheduleTask(task, 0),
           parked: (node, changed) => this.parked(node, changed),
           granted: (node, lease) => this.granted(node, lease)
         })
@@ -1114,7 +1113,6 @@ export const shapes: ReadonlyArray<unknown> = (() => {
     observing: false,
     makeReady: ignore,
     wake: ignore,
-    defer: ignore,
     parked: ignore,
     granted: ignore
   })
