@@ -11,16 +11,19 @@
  * hidden classes of a run's garbage, see `shapes` in core's `runner.ts`). `node src/claimprobe.ts
  * virtual [maxBypass|default] [runs]` runs it under `TestClock` (exact 2 ms, no CPU cost: a
  * deterministic run for callgrind) and prints the makespan against the bound (and the median CPU of
- * the runs after the first). `node src/claimprobe.ts seeds [count] [maxBypass|default]` runs random
+ * the runs after the first); `instant` instead of `virtual` runs it under a clock that fires every
+ * timer due at an instant in one phase before the scheduler's tasks run, as Node.js does
+ * (`corralInstantMakespan`: where corral decides once per event-loop turn, `TestClock` delivers its
+ * ends one at a time). `node src/claimprobe.ts seeds [count] [maxBypass|default]` runs random
  * workloads of four shapes (`claimJobs` seeds 1..count) under `TestClock` and prints, per shape, the
- * summed virtual makespans of corral, of the greedy policy deciding once all the tasks ending at an
+ * summed virtual makespans of corral (under `TestClock` and under the once-per-instant clock), of the greedy policy deciding once all the tasks ending at an
  * instant have ended (`claimsPlan`, the replay's plan) and of the greedy policy deciding after each end
  * (what the greedy peer does in real time), the summed bounds, and on how many seeds corral does
  * worse than each. `CORRAL_CORE` names another copy of `packages/core/src/index.ts` to load
  * instead of `@corral/core` (A/B of two versions).
  */
 import * as Effect from "effect/Effect"
-import { corralVirtualMakespan } from "./lib/claimsVirtual.ts"
+import { corralInstantMakespan, corralVirtualMakespan } from "./lib/claimsVirtual.ts"
 import { recorder } from "./lib/schedule.ts"
 import { busiestKeyCount, claimJobs } from "./lib/workload.ts"
 import { claimsPlan } from "./lib/replay.ts"
@@ -105,20 +108,24 @@ if (mode === "cpu") {
   ]
   const maxBypass = b === undefined || b === "default" ? undefined : Number(b)
   for (const shape of shapes) {
-    const sum = { corral: 0, greedy: 0, greedyEachEnd: 0, bound: 0 }
-    const worse = { thanGreedy: 0, thanGreedyEachEnd: 0 }
+    const sum = { corral: 0, corralInstant: 0, greedy: 0, greedyEachEnd: 0, bound: 0 }
+    const worse = { thanGreedy: 0, thanGreedyEachEnd: 0, instantThanGreedy: 0, instantThanGreedyEachEnd: 0 }
     for (let seed = 1; seed <= Number(a ?? 30); seed++) {
       const some = claimJobs(seed, shape.count, shape.keys)
       const keysOf = some.map((job) => job.keys)
       const corral = await corralVirtualMakespan({ Agent, Corral }, some, workMs, shape.concurrency, maxBypass)
+      const corralInstant = await corralInstantMakespan({ Agent, Corral }, some, workMs, shape.concurrency, maxBypass)
       const greedy = claimsPlan(keysOf, workMs, shape.concurrency).makespanMs
       const greedyEachEnd = claimsPlan(keysOf, workMs, shape.concurrency, true).makespanMs
       sum.corral += corral
+      sum.corralInstant += corralInstant
       sum.greedy += greedy
       sum.greedyEachEnd += greedyEachEnd
       sum.bound += Math.max((some.length * workMs) / shape.concurrency, busiestKeyCount(some) * workMs)
       if (corral > greedy) worse.thanGreedy++
       if (corral > greedyEachEnd) worse.thanGreedyEachEnd++
+      if (corralInstant > greedy) worse.instantThanGreedy++
+      if (corralInstant > greedyEachEnd) worse.instantThanGreedyEachEnd++
     }
     console.log(JSON.stringify({ ...shape, sum, corralWorse: worse }))
   }
@@ -128,7 +135,13 @@ if (mode === "cpu") {
   const cpu: Array<number> = []
   for (let i = 0; i < Number(b ?? 1); i++) {
     const before = process.cpuUsage()
-    makespan = await corralVirtualMakespan({ Agent, Corral }, jobs, workMs, concurrency, maxBypass)
+    makespan = await (mode === "instant" ? corralInstantMakespan : corralVirtualMakespan)(
+      { Agent, Corral },
+      jobs,
+      workMs,
+      concurrency,
+      maxBypass
+    )
     const used = process.cpuUsage(before)
     if (i > 0) cpu.push((used.user + used.system) / 1000)
   }
