@@ -24,7 +24,7 @@
  * command or a commit runs → removed at release (or kept with its snapshot when it holds uncommitted
  * changes).
  */
-import { execFile, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs/promises"
 import * as fsSync from "node:fs"
 import type { BigIntStats } from "node:fs"
@@ -35,8 +35,9 @@ import type { OverlayLayers } from "../Workspace.ts"
 import { toolFinder } from "./executable.ts"
 import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
-import { attempt, removePath } from "./workspaceFs.ts"
+import { attempt } from "./workspaceFs.ts"
 import { type UpperState, unchangedSinceCommit } from "./overlayCommitted.ts"
+import { linkTree, removeTrees } from "./treeCommands.ts"
 import { worktreeGitDir } from "./workspaceRepo.ts"
 
 export type { OverlayLayers }
@@ -129,7 +130,7 @@ export const layersOf = (stateDir: string, runId: string, agentId: string, commi
   }
 }
 
-const removeSnapshot = (dir: string) => Effect.andThen(removePath(indexOf(dir)), removePath(dir)).pipe(Effect.ignore)
+const removeSnapshot = (dir: string) => removeTrees(indexOf(dir), dir).pipe(Effect.ignore)
 
 interface Snapshot {
   users: number
@@ -177,13 +178,6 @@ const checkOutInto = (
     }
   })
 
-const linkTree = (from: string, to: string) =>
-  new Promise<void>((resolve, reject) =>
-    execFile("cp", ["-al", "--", from, to], { encoding: "utf8" }, (error, _stdout: string, stderr: string) =>
-      error === null ? resolve() : reject(new Error(stderr.trim() || error.message))
-    )
-  )
-
 const pruneEmptyParents = async (top: string, file: string) => {
   for (let dir = path.dirname(file); dir.startsWith(`${top}/`); dir = path.dirname(dir)) {
     if (
@@ -199,7 +193,7 @@ const pruneEmptyParents = async (top: string, file: string) => {
 /** A hard-link farm of `from` (at `fromCommit`) turned into `commit`: only the changed paths are rewritten. */
 const derive = (root: string, from: string, fromCommit: string, commit: string, dir: string, index: string) =>
   Effect.gen(function* () {
-    yield* attempt("link a snapshot into", dir, () => linkTree(from, dir))
+    yield* linkTree(from, dir)
     const diff = yield* gitOutput(["diff-tree", "-r", "-z", "--no-renames", "--name-status", fromCommit, commit], {
       cwd: root
     })
@@ -249,7 +243,7 @@ const build = (root: string, runDir: string, commit: string, final: string) =>
             Effect.andThen(checkOutInto(root, commit, temp, index, undefined))
           )
         : derive(root, from.dir, from.commit, commit, temp, index)
-    const discard = Effect.andThen(removePath(temp), removePath(index)).pipe(Effect.ignore)
+    const discard = removeTrees(temp, index).pipe(Effect.ignore)
     yield* write.pipe(Effect.tapError(() => discard))
     yield* attempt("publish snapshot", final, async () => {
       await fs.rename(index, indexOf(final))
@@ -319,7 +313,7 @@ export const drainSnapshots = (runId: string) =>
         runs.delete(runDir)
         const used = [...state.byCommit.entries()].filter(([, snapshot]) => snapshot.users > 0)
         if (used.length === 0) {
-          return removePath(runDir).pipe(
+          return removeTrees(runDir).pipe(
             Effect.ignore,
             Effect.andThen(Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined)))
           )
@@ -327,10 +321,10 @@ export const drainSnapshots = (runId: string) =>
         const keep = new Set(used.map(([commit]) => commit))
         return attempt("list", runDir, () => fs.readdir(path.join(runDir, "snapshots")).catch(() => [])).pipe(
           Effect.flatMap((names) =>
-            Effect.forEach(
-              names.filter((name) => !keep.has(name.replace(/\.index$/, ""))),
-              (name) => removePath(path.join(runDir, "snapshots", name)).pipe(Effect.ignore),
-              { discard: true }
+            removeTrees(
+              ...names
+                .filter((name) => !keep.has(name.replace(/\.index$/, "")))
+                .map((name) => path.join(runDir, "snapshots", name))
             )
           ),
           Effect.ignore
