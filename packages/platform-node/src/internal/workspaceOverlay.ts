@@ -13,9 +13,10 @@
  *
  * Snapshots: `<stateDir>/overlay/<runId>/snapshots/<commit>`, written once into a temporary folder
  * and renamed. The first is a `checkout-index` of the commit; a later one is a hard-link farm of the
- * run's latest snapshot (`cp -al`) with only the paths `git diff-tree` lists removed and written
- * again. Overlayfs never writes to a lower layer (a change copies the file up) and corral replaces a
- * snapshot's file only by unlinking it first, so a shared inode is never modified. A snapshot no
+ * run's latest snapshot (`cp -al`) with the paths `git diff-tree` lists as deleted removed and the
+ * others written again by `git checkout-index --force`. Overlayfs never writes to a lower layer (a
+ * change copies the file up), and git never writes into an existing file (it unlinks it and creates
+ * the new one with `O_EXCL`), so a shared inode is never modified. A snapshot no
  * agent uses is removed at release unless it is the run's latest; the run's folder goes when the run
  * ends, and `gc` removes it for a dead run.
  *
@@ -211,7 +212,6 @@ const derive = (root: string, from: string, fromCommit: string, commit: string, 
         await fs.rm(path.join(dir, file), { force: true })
         await pruneEmptyParents(dir, path.join(dir, file))
       }
-      for (const file of written) await fs.rm(path.join(dir, file), { force: true })
     })
     yield* checkOutInto(root, commit, dir, index, written)
   })
