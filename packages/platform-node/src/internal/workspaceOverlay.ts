@@ -419,16 +419,19 @@ const probeScript = `set -f; IFS='
 
 /**
  * How to run `git <args> -- <changed paths>` in the mount: the command prefix, the environment
- * (literal pathspecs, the probes), and the paths. A probe with a line break names its folder directly.
+ * (literal pathspecs, the probes), and the paths. A probe with a line break names its folder directly;
+ * without other probes git runs without the probe script (one `sh` less, ≈ 0.6 ms of CPU).
  */
 export const inMount = (unshare: string, layers: OverlayLayers, dir: string, changes: Changes) => {
   const direct = changes.probes.filter((p) => p.includes("\n")).map((p) => p.slice(0, p.lastIndexOf("/")))
+  const probes = changes.probes.filter((p) => !p.includes("\n"))
+  const mount = mountPrefix(unshare, layers, dir)
   return {
-    via: [...mountPrefix(unshare, layers, dir), "sh", "-c", probeScript, "sh"],
-    env: {
-      GIT_LITERAL_PATHSPECS: "1",
-      CORRAL_OVERLAY_PROBES: changes.probes.filter((p) => !p.includes("\n")).join("\n")
-    },
+    via: probes.length === 0 ? mount : [...mount, "sh", "-c", probeScript, "sh"],
+    env:
+      probes.length === 0
+        ? { GIT_LITERAL_PATHSPECS: "1" }
+        : { GIT_LITERAL_PATHSPECS: "1", CORRAL_OVERLAY_PROBES: probes.join("\n") },
     paths: [...changes.paths, ...direct]
   }
 }
