@@ -35,6 +35,7 @@ import {
   useSnapshot
 } from "./workspaceOverlay.ts"
 import { forgetCommit } from "./overlayCommitted.ts"
+import { removeTrees } from "./treeCommands.ts"
 import { enableWorktreeConfig, isSparse, normalizeFolders, setCone, widen } from "./workspaceSparse.ts"
 import {
   awaitPooled,
@@ -623,7 +624,7 @@ const dropOverlay = (runId: string, placement: Placement) =>
     const state = placement.overlay
     if (state === undefined) return Effect.void
     const agentDir = path.dirname(state.layers.upper)
-    return Effect.andThen(forgetCommit(state.layers.upper), removePath(agentDir)).pipe(
+    return Effect.andThen(forgetCommit(state.layers.upper), removeTrees(agentDir)).pipe(
       Effect.ignore,
       Effect.andThen(removeEmptyParent(path.dirname(agentDir))),
       Effect.andThen(

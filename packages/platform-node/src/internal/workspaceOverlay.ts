@@ -13,9 +13,10 @@
  *
  * Snapshots: `<stateDir>/overlay/<runId>/snapshots/<commit>`, written once into a temporary folder
  * and renamed. The first is a `checkout-index` of the commit; a later one is a hard-link farm of the
- * run's latest snapshot (`cp -al`) with only the paths `git diff-tree` lists removed and written
- * again. Overlayfs never writes to a lower layer (a change copies the file up) and corral replaces a
- * snapshot's file only by unlinking it first, so a shared inode is never modified. A snapshot no
+ * run's latest snapshot (`cp -al`) with the paths `git diff-tree` lists as deleted removed and the
+ * others written again by `git checkout-index --force`. Overlayfs never writes to a lower layer (a
+ * change copies the file up), and git never writes into an existing file (it unlinks it and creates
+ * the new one with `O_EXCL`), so a shared inode is never modified. A snapshot no
  * agent uses is removed at release unless it is the run's latest; the run's folder goes when the run
  * ends, and `gc` removes it for a dead run.
  *
@@ -24,7 +25,7 @@
  * command or a commit runs → removed at release (or kept with its snapshot when it holds uncommitted
  * changes).
  */
-import { execFile, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs/promises"
 import * as fsSync from "node:fs"
 import type { BigIntStats } from "node:fs"
@@ -35,8 +36,9 @@ import type { OverlayLayers } from "../Workspace.ts"
 import { toolFinder } from "./executable.ts"
 import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
-import { attempt, removePath } from "./workspaceFs.ts"
+import { attempt } from "./workspaceFs.ts"
 import { type UpperState, unchangedSinceCommit } from "./overlayCommitted.ts"
+import { linkTree, removeTrees } from "./treeCommands.ts"
 
 export type { OverlayLayers }
 
@@ -128,7 +130,7 @@ export const layersOf = (stateDir: string, runId: string, agentId: string, commi
   }
 }
 
-const removeSnapshot = (dir: string) => Effect.andThen(removePath(indexOf(dir)), removePath(dir)).pipe(Effect.ignore)
+const removeSnapshot = (dir: string) => removeTrees(indexOf(dir), dir).pipe(Effect.ignore)
 
 interface Snapshot {
   users: number
@@ -176,13 +178,6 @@ const checkOutInto = (
     }
   })
 
-const linkTree = (from: string, to: string) =>
-  new Promise<void>((resolve, reject) =>
-    execFile("cp", ["-al", "--", from, to], { encoding: "utf8" }, (error, _stdout: string, stderr: string) =>
-      error === null ? resolve() : reject(new Error(stderr.trim() || error.message))
-    )
-  )
-
 const pruneEmptyParents = async (top: string, file: string) => {
   for (let dir = path.dirname(file); dir.startsWith(`${top}/`); dir = path.dirname(dir)) {
     if (
@@ -198,7 +193,7 @@ const pruneEmptyParents = async (top: string, file: string) => {
 /** A hard-link farm of `from` (at `fromCommit`) turned into `commit`: only the changed paths are rewritten. */
 const derive = (root: string, from: string, fromCommit: string, commit: string, dir: string, index: string) =>
   Effect.gen(function* () {
-    yield* attempt("link a snapshot into", dir, () => linkTree(from, dir))
+    yield* linkTree(from, dir)
     const diff = yield* gitOutput(["diff-tree", "-r", "-z", "--no-renames", "--name-status", fromCommit, commit], {
       cwd: root
     })
@@ -216,7 +211,6 @@ const derive = (root: string, from: string, fromCommit: string, commit: string, 
         await fs.rm(path.join(dir, file), { force: true })
         await pruneEmptyParents(dir, path.join(dir, file))
       }
-      for (const file of written) await fs.rm(path.join(dir, file), { force: true })
     })
     yield* checkOutInto(root, commit, dir, index, written)
   })
@@ -248,7 +242,7 @@ const build = (root: string, runDir: string, commit: string, final: string) =>
             Effect.andThen(checkOutInto(root, commit, temp, index, undefined))
           )
         : derive(root, from.dir, from.commit, commit, temp, index)
-    const discard = Effect.andThen(removePath(temp), removePath(index)).pipe(Effect.ignore)
+    const discard = removeTrees(temp, index).pipe(Effect.ignore)
     yield* write.pipe(Effect.tapError(() => discard))
     yield* attempt("publish snapshot", final, async () => {
       await fs.rename(index, indexOf(final))
@@ -318,7 +312,7 @@ export const drainSnapshots = (runId: string) =>
         runs.delete(runDir)
         const used = [...state.byCommit.entries()].filter(([, snapshot]) => snapshot.users > 0)
         if (used.length === 0) {
-          return removePath(runDir).pipe(
+          return removeTrees(runDir).pipe(
             Effect.ignore,
             Effect.andThen(Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined)))
           )
@@ -326,10 +320,10 @@ export const drainSnapshots = (runId: string) =>
         const keep = new Set(used.map(([commit]) => commit))
         return attempt("list", runDir, () => fs.readdir(path.join(runDir, "snapshots")).catch(() => [])).pipe(
           Effect.flatMap((names) =>
-            Effect.forEach(
-              names.filter((name) => !keep.has(name.replace(/\.index$/, ""))),
-              (name) => removePath(path.join(runDir, "snapshots", name)).pipe(Effect.ignore),
-              { discard: true }
+            removeTrees(
+              ...names
+                .filter((name) => !keep.has(name.replace(/\.index$/, "")))
+                .map((name) => path.join(runDir, "snapshots", name))
             )
           ),
           Effect.ignore
@@ -353,38 +347,67 @@ export interface Changes {
   readonly upper: UpperState
 }
 
+/** Entries a walk reads between two turns of the event loop. */
+const WALK_SLICE = 1_000
+
 /**
  * The paths an agent changed, read from its upper folder alone (never a scan of the whole tree). The
- * worktree's `.git` file at the top is not the agent's.
+ * worktree's `.git` file at the top is not the agent's. The walk uses Node's synchronous calls, in
+ * slices of {@link WALK_SLICE} entries between which the event loop runs: an asynchronous `lstat`
+ * or `readdir` costs ≈ 30 µs of this process's CPU (a threadpool request and a promise), ten times
+ * the call itself, and an agent's upper folder is mostly entries the kernel has just cached.
  */
 export const changedPaths = (layers: OverlayLayers): Effect.Effect<Changes, WorkspaceError> =>
   attempt("read the changes in", layers.upper, async () => {
     const paths: Array<string> = []
     const probes: Array<string> = []
     const upper: Array<readonly [string, BigIntStats]> = []
+    let sliceEnd = WALK_SLICE
     const walk = async (relative: string) => {
-      const entries = await fs.readdir(path.join(layers.upper, relative), { withFileTypes: true })
+      const entries = fsSync.readdirSync(path.join(layers.upper, relative), { withFileTypes: true })
       for (const entry of entries) {
         const child = relative === "" ? entry.name : `${relative}/${entry.name}`
         if (relative === "" && entry.name === ".git") continue
-        upper.push([child, await fs.lstat(path.join(layers.upper, child), { bigint: true })])
+        upper.push([child, fsSync.lstatSync(path.join(layers.upper, child), { bigint: true })])
+        if (upper.length >= sliceEnd) {
+          sliceEnd += WALK_SLICE
+          await new Promise(setImmediate)
+        }
         if (!entry.isDirectory()) {
           paths.push(child)
           continue
         }
-        const lower = await fs.lstat(path.join(layers.lower, child)).catch(() => undefined)
-        if (lower !== undefined && !lower.isDirectory()) paths.push(child)
-        else if (lower !== undefined) {
-          const upper = new Set(await fs.readdir(path.join(layers.upper, child)))
-          const shown = (await fs.readdir(path.join(layers.lower, child))).find((name) => !upper.has(name))
-          if (shown !== undefined) probes.push(`${child}/${shown}`)
-        }
+        const probe = hiddenProbe(layers, child)
+        if (probe === child) paths.push(child)
+        else if (probe !== undefined) probes.push(probe)
         await walk(child)
       }
     }
     await walk("")
     return { paths, probes, upper }
   })
+
+/** The entry at `file`, or `undefined` when there is none (a missing path or one through a file). */
+const lstatOrUndefined = (file: string) => {
+  try {
+    return fsSync.lstatSync(file)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * For a folder of the upper layer: itself when the snapshot has a non-folder there (a changed path),
+ * one of the snapshot's entries of that folder the upper folder lacks (a probe), or `undefined`.
+ */
+const hiddenProbe = (layers: OverlayLayers, child: string): string | undefined => {
+  const lower = lstatOrUndefined(path.join(layers.lower, child))
+  if (lower === undefined) return undefined
+  if (!lower.isDirectory()) return child
+  const upper = new Set(fsSync.readdirSync(path.join(layers.upper, child)))
+  const shown = fsSync.readdirSync(path.join(layers.lower, child)).find((name) => !upper.has(name))
+  return shown === undefined ? undefined : `${child}/${shown}`
+}
 
 /**
  * Run in the mount before a git command (its arguments, ending in `--` and the changed paths): adds
@@ -395,16 +418,19 @@ const probeScript = `set -f; IFS='
 
 /**
  * How to run `git <args> -- <changed paths>` in the mount: the command prefix, the environment
- * (literal pathspecs, the probes), and the paths. A probe with a line break names its folder directly.
+ * (literal pathspecs, the probes), and the paths. A probe with a line break names its folder directly;
+ * without other probes git runs without the probe script (one `sh` less, ≈ 0.6 ms of CPU).
  */
 export const inMount = (unshare: string, layers: OverlayLayers, dir: string, changes: Changes) => {
   const direct = changes.probes.filter((p) => p.includes("\n")).map((p) => p.slice(0, p.lastIndexOf("/")))
+  const probes = changes.probes.filter((p) => !p.includes("\n"))
+  const mount = mountPrefix(unshare, layers, dir)
   return {
-    via: [...mountPrefix(unshare, layers, dir), "sh", "-c", probeScript, "sh"],
-    env: {
-      GIT_LITERAL_PATHSPECS: "1",
-      CORRAL_OVERLAY_PROBES: changes.probes.filter((p) => !p.includes("\n")).join("\n")
-    },
+    via: probes.length === 0 ? mount : [...mount, "sh", "-c", probeScript, "sh"],
+    env:
+      probes.length === 0
+        ? { GIT_LITERAL_PATHSPECS: "1" }
+        : { GIT_LITERAL_PATHSPECS: "1", CORRAL_OVERLAY_PROBES: probes.join("\n") },
     paths: [...changes.paths, ...direct]
   }
 }
