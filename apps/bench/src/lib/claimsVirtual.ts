@@ -6,6 +6,28 @@ import * as TestClock from "effect/testing/TestClock"
 import type * as Core from "@corral/core"
 import type { ClaimJob } from "./workload.ts"
 
+/** One agent per job that sleeps `workMs` under its write claims and records when it ended (`now`). */
+const sleepingAgents = (
+  Agent: typeof Core.Agent,
+  jobs: ReadonlyArray<ClaimJob>,
+  workMs: number,
+  now: Effect.Effect<number>
+) => {
+  const ends = new Array<number>(jobs.length).fill(0)
+  const agents = jobs.map((job, index) =>
+    Agent.make(job.id, {
+      run: Effect.andThen(
+        Effect.sleep(workMs),
+        Effect.map(now, (at) => {
+          ends[index] = at
+        })
+      ),
+      claims: { write: job.keys }
+    })
+  )
+  return { agents, ends }
+}
+
 /**
  * corral's own claim policy without its CPU cost: the jobs run under `TestClock` (each exactly
  * `workMs`), and the result is the makespan in virtual time — what corral's decisions alone give,
@@ -18,19 +40,11 @@ export const corralVirtualMakespan = async (
   concurrency: number,
   maxBypass?: number
 ): Promise<number> => {
-  const ends = new Array<number>(jobs.length).fill(0)
-  const agents = jobs.map((job, index) =>
-    Agent.make(job.id, {
-      run: Effect.andThen(
-        Effect.sleep(workMs),
-        Effect.clockWith((clock) =>
-          Effect.sync(() => {
-            ends[index] = clock.currentTimeMillisUnsafe()
-          })
-        )
-      ),
-      claims: { write: job.keys }
-    })
+  const { agents, ends } = sleepingAgents(
+    Agent,
+    jobs,
+    workMs,
+    Effect.clockWith((clock) => Effect.sync(() => clock.currentTimeMillisUnsafe()))
   )
   const options = { concurrency, ...(maxBypass === undefined ? {} : { maxBypass }) }
   return Effect.runPromise(
@@ -140,24 +154,18 @@ export const corralInstantMakespan = async (
   concurrency: number,
   maxBypass?: number
 ): Promise<number> => {
-  const ends = new Array<number>(jobs.length).fill(0)
   const options = { concurrency, ...(maxBypass === undefined ? {} : { maxBypass }) }
-  const result = await runAtInstants((clock) =>
-    Corral.run(
-      jobs.map((job, index) =>
-        Agent.make(job.id, {
-          run: Effect.andThen(
-            Effect.sleep(workMs),
-            Effect.sync(() => {
-              ends[index] = clock.now
-            })
-          ),
-          claims: { write: job.keys }
-        })
-      ),
-      options
+  let ends: ReadonlyArray<number> = []
+  const result = await runAtInstants((clock) => {
+    const made = sleepingAgents(
+      Agent,
+      jobs,
+      workMs,
+      Effect.sync(() => clock.now)
     )
-  )
+    ends = made.ends
+    return Corral.run(made.agents, options)
+  })
   if (!result.allSucceeded) throw new Error("a claims run under InstantClock failed")
   return Math.max(...ends)
 }
