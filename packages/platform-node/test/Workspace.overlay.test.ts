@@ -280,13 +280,17 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     (_repo, handle) =>
       Effect.asVoid(inView(handle, script))
 
+  /** Rewrites `file` in place with `text`, which must be of its size. */
+  const sameSize = (file: string, text: string) =>
+    `test $(wc -c < ${file}) -eq ${Buffer.byteLength(text)} && printf '${text}' > ${file}`
+
   /** Rewrites `file` in place with `text` (of its size) and sets its modification time back, to the nanosecond. */
   const restoringMtime = (file: string, text: string) =>
-    `ref=$(mktemp) && touch -r ${file} "$ref" && test $(wc -c < ${file}) -eq ${Buffer.byteLength(text)} && ` +
-    `printf '${text}' > ${file} && touch -m -r "$ref" ${file} && rm "$ref"`
+    `ref=$(mktemp) && touch -r ${file} "$ref" && ${sameSize(file, text)} && touch -m -r "$ref" ${file} && rm "$ref"`
 
   const afterCommit: ReadonlyArray<readonly [string, AfterCommit]> = [
-    ["a same-size rewrite", viewScript("printf 'A.txt\n' > a.txt")],
+    ["a rewrite to a shorter content", viewScript("printf 'A.txt\n' > a.txt")],
+    ["a same-size rewrite", viewScript(sameSize("a.txt", "A.TXT\nCHANGED\n"))],
     ["a mode change", viewScript("chmod +x a.txt")],
     ["a deletion", viewScript("rm src/x/one.ts")],
     ["a file replaced by a folder", viewScript("rm a.txt && mkdir a.txt && printf 'in\n' > a.txt/in.txt")],
