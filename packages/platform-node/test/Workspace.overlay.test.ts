@@ -109,6 +109,67 @@ const program = Effect.gen(function* () {
 Effect.runFork(program)
 `
 
+/**
+ * A run that sets up three overlay agents — one writes a file, one deletes a tracked file (a
+ * whiteout is all its upper folder holds), one does nothing — and waits to be killed.
+ */
+const uncommittedRun = `
+import { execFileSync } from "node:child_process"
+import * as Effect from "effect/Effect"
+import { overlayPrefix, Workspace } from ${JSON.stringify(workspaceModule)}
+const repo = process.env.CORRAL_TEST_REPO
+const inView = (handle, script) => {
+  const [file, ...args] = [...overlayPrefix(handle), "sh", "-c", script]
+  execFileSync(file, args, { cwd: handle.dir })
+}
+const program = Effect.gen(function* () {
+  const ws = yield* Workspace
+  yield* ws.registerRun(repo, "lost")
+  const acquire = (agentId) => ws.acquire({ repo, runId: "lost", agentId, overlay: true })
+  inView(yield* acquire("wrote"), "printf 'never committed\\n' > wip.txt")
+  inView(yield* acquire("deleted"), "rm b.txt")
+  yield* acquire("idle")
+  console.log("ready")
+  yield* Effect.never
+}).pipe(Effect.scoped, Effect.provide(Workspace.layer))
+Effect.runFork(program)
+`
+
+const removeRegistration = (dir: string) => {
+  const gitDir = fs
+    .readFileSync(path.join(dir, ".git"), "utf8")
+    .replace(/^gitdir: /, "")
+    .trim()
+  fs.rmSync(gitDir, { recursive: true })
+}
+
+/**
+ * Ways a dead overlay workspace's worktree registration (or its `.git` file) goes missing before gc
+ * runs; the last one also leaves a file of the user's in the folder outside the mount.
+ */
+const registrationLosses: ReadonlyArray<readonly [string, (repo: string, dir: string) => void]> = [
+  ["`git worktree remove --force` of its folder", (repo, dir) => sh(repo, "worktree", "remove", "--force", dir)],
+  ["its registration removed (the folder with its .git file left)", (_repo, dir) => removeRegistration(dir)],
+  [
+    "its .git file removed and `git worktree prune` (an empty folder left)",
+    (repo, dir) => {
+      fs.rmSync(path.join(dir, ".git"))
+      sh(repo, "worktree", "prune")
+    }
+  ],
+  [
+    "its .git file removed (registered, git cannot be asked in its mount)",
+    (_repo, dir) => fs.rmSync(path.join(dir, ".git"))
+  ],
+  [
+    "its registration removed and a file put in its folder outside the mount",
+    (_repo, dir) => {
+      removeRegistration(dir)
+      fs.writeFileSync(path.join(dir, "notes.txt"), "mine\n")
+    }
+  ]
+]
+
 /** The mounts of this namespace and the command lines of live processes that name `dir`. */
 const leftOver = (dir: string) => {
   const mounts = fs
@@ -442,6 +503,63 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
         assert.deepStrictEqual(leftOver(repo), [])
       })
   )
+
+  for (const [how, lose] of registrationLosses) {
+    it.live(`kill -9, then ${how}: gc keeps the upper folders that hold work, and says where`, () =>
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const stateDir = path.join(repo, ".corral")
+        const base = sh(repo, "rev-parse", "HEAD")
+        yield* killWhenReady(uncommittedRun, { CORRAL_TEST_REPO: repo })
+        const agentDir = (agentId: string) => path.join(stateDir, "overlay", "lost", "agents", agentId)
+        const upper = (agentId: string) => layersOf(stateDir, "lost", agentId, base).upper
+        const folder = (agentId: string) => path.join(stateDir, "worktrees", "lost", agentId)
+        for (const agentId of ["wrote", "deleted", "idle"]) lose(repo, folder(agentId))
+        const userFile = fs.existsSync(path.join(folder("idle"), "notes.txt"))
+        const keptFolders = userFile ? ["deleted", "idle", "wrote"].map(folder) : []
+        const gc = provide(
+          Effect.gen(function* () {
+            const ws = yield* Workspace
+            return yield* ws.gc({ repo })
+          })
+        ).pipe(Effect.scoped)
+        for (const round of [1, 2]) {
+          const report = yield* gc
+          assert.strictEqual(fs.readFileSync(path.join(upper("wrote"), "wip.txt"), "utf8"), "never committed\n")
+          assert.isTrue(fs.lstatSync(path.join(upper("deleted"), "b.txt")).isCharacterDevice())
+          for (const agentId of ["wrote", "deleted"]) {
+            const item = report.kept.find((kept) => kept.reason.includes(upper(agentId)))
+            assert.isDefined(item, `round ${round}: ${agentId} is reported kept: ${JSON.stringify(report.kept)}`)
+            assert.include(item!.reason, "by hand")
+          }
+          assert.isFalse(report.kept.some((kept) => kept.reason.includes(upper("idle"))))
+          assert.deepStrictEqual(
+            report.kept.filter((kept) => kept.kind === "directory").map((kept) => kept.target),
+            keptFolders
+          )
+          assert.deepStrictEqual(fs.readdirSync(path.join(stateDir, "overlay", "lost", "agents")).sort(), [
+            "deleted",
+            "wrote"
+          ])
+          assert.deepStrictEqual(fs.readdirSync(path.join(stateDir, "overlay", "lost", "snapshots")).sort(), [
+            base,
+            `${base}.index`
+          ])
+          assert.strictEqual(fs.existsSync(folder("idle")), userFile)
+        }
+        for (const agentId of ["wrote", "deleted"]) fs.rmSync(agentDir(agentId), { recursive: true })
+        const last = yield* gc
+        assert.deepStrictEqual(
+          last.kept.filter((item) => item.kind !== "branch").map((item) => item.target),
+          keptFolders
+        )
+        assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+        assert.strictEqual(fs.existsSync(path.join(stateDir, "worktrees", "lost")), userFile)
+        assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+        assert.deepStrictEqual(leftOver(repo), [])
+      })
+    )
+  }
 
   it.live("gc removes what a killed run's overlay workspaces left, and keeps one holding uncommitted work", () =>
     Effect.gen(function* () {
