@@ -561,6 +561,57 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     )
   }
 
+  it.live("kill -9, then gc where no overlay can be mounted: the upper folders decide, and the way out is named", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const stateDir = path.join(repo, ".corral")
+      yield* killWhenReady(uncommittedRun, { CORRAL_TEST_REPO: repo })
+      const folder = (agentId: string) => path.join(stateDir, "worktrees", "lost", agentId)
+      const agentDir = (agentId: string) => path.join(stateDir, "overlay", "lost", "agents", agentId)
+      const gc = provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.gc({ repo })
+        })
+      ).pipe(Effect.scoped)
+      const saved = process.env.CORRAL_UNSHARE
+      const report = yield* Effect.acquireUseRelease(
+        Effect.sync(() => {
+          process.env.CORRAL_UNSHARE = path.join(repo, "no-such-unshare")
+        }),
+        () => gc,
+        () =>
+          Effect.sync(() => {
+            if (saved === undefined) delete process.env.CORRAL_UNSHARE
+            else process.env.CORRAL_UNSHARE = saved
+          })
+      )
+      for (const agentId of ["wrote", "deleted"]) {
+        const item = report.kept.find((kept) => kept.kind === "worktree" && kept.target === folder(agentId))
+        assert.isDefined(item, JSON.stringify(report.kept))
+        assert.include(item!.reason, "no-such-unshare")
+        assert.include(item!.reason, `remove ${agentDir(agentId)} by hand`)
+        assert.include(item!.reason, `git worktree remove --force ${folder(agentId)}`)
+      }
+      assert.deepInclude(report.removed, { kind: "worktree", target: folder("idle") })
+      assert.deepStrictEqual(fs.readdirSync(path.join(stateDir, "overlay", "lost", "agents")).sort(), [
+        "deleted",
+        "wrote"
+      ])
+      for (const agentId of ["wrote", "deleted"]) {
+        fs.rmSync(agentDir(agentId), { recursive: true })
+        sh(repo, "worktree", "remove", "--force", folder(agentId))
+      }
+      const last = yield* gc
+      assert.deepStrictEqual(
+        last.kept.filter((item) => item.kind !== "branch"),
+        []
+      )
+      assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+    })
+  )
+
   it.live("gc removes what a killed run's overlay workspaces left, and keeps one holding uncommitted work", () =>
     Effect.gen(function* () {
       const repo = yield* makeRepo

@@ -142,16 +142,21 @@ type DeadOverlay = NonNullable<Effect.Success<ReturnType<typeof overlayOf>>>
 const copiesIn = (collector: Collector, dir: string) =>
   [...collector.copies].filter((file) => file.startsWith(dir + path.sep)).map((file) => path.relative(dir, file))
 
-/** Why gc keeps an overlay agent's upper folder that git cannot be asked about. */
-const unaskedReason = (overlay: DeadOverlay, why: string) =>
+/**
+ * Why gc keeps an overlay agent's upper folder that git cannot be asked about, and what to do; a
+ * `worktree` git still lists with its `.git` file is removed by hand too (without the upper folder,
+ * git outside the mount sees every file deleted).
+ */
+const unaskedReason = (overlay: DeadOverlay, why: string, worktree?: string) =>
   `its upper folder ${overlay.upper} may hold work that was never committed (${why}): copy what you need ` +
-  `out of it (a character device there is a file the agent deleted), then remove ${overlay.agentDir} by hand`
+  `out of it (a character device there is a file the agent deleted), then remove ${overlay.agentDir} by hand` +
+  (worktree === undefined ? "" : ` and run git worktree remove --force ${worktree}`)
 
 /**
  * Why a dead overlay workspace must be kept, or `undefined` when it holds no work: `git status` in
  * its mount when it can be mounted, else any file of its upper folder (see {@link upperHoldsWork}).
  */
-const overlayWork = (dir: string, overlay: DeadOverlay, copies: ReadonlyArray<string>) =>
+const overlayWork = (dir: string, overlay: DeadOverlay, gitFile: boolean, copies: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const unshare = findUnshare()
     const layers = overlay.layers
@@ -159,19 +164,19 @@ const overlayWork = (dir: string, overlay: DeadOverlay, copies: ReadonlyArray<st
       overlayProblem() ??
       (layers === undefined || !(yield* exists(layers.lower))
         ? "the snapshot of its base is gone"
-        : !(yield* exists(path.join(dir, ".git")))
-          ? `${dir} or its .git file is gone`
-          : undefined)
+        : gitFile
+          ? undefined
+          : `${dir} or its .git file is gone`)
     if (problem === undefined && unshare !== undefined && layers !== undefined) {
       const dirty = yield* overlayDirty(unshare, layers, dir, [])
       return dirty ? `the overlay workspace has uncommitted changes (in ${overlay.upper})` : undefined
     }
     const holds = yield* upperHoldsWork(overlay.upper, copies)
-    return holds ? unaskedReason(overlay, problem ?? "it cannot be mounted") : undefined
+    return holds ? unaskedReason(overlay, problem ?? "it cannot be mounted", gitFile ? dir : undefined) : undefined
   })
 
 /** Why gc keeps a dead run's finished worktree at `dir`, or `undefined` when it holds nothing of the user's. */
-const keepReason = (collector: Collector, dir: string, overlay: DeadOverlay | undefined) =>
+const keepReason = (collector: Collector, dir: string, gitFile: boolean, overlay: DeadOverlay | undefined) =>
   overlay === undefined
     ? holdsUserFiles(dir, collector.copies).pipe(
         Effect.orElseSucceed(() => true),
@@ -179,8 +184,10 @@ const keepReason = (collector: Collector, dir: string, overlay: DeadOverlay | un
           holds ? "the worktree has uncommitted changes or ignored files corral did not create" : undefined
         )
       )
-    : overlayWork(dir, overlay, copiesIn(collector, dir)).pipe(
-        Effect.catch((error) => Effect.succeed(unaskedReason(overlay, `it could not be checked: ${error.message}`)))
+    : overlayWork(dir, overlay, gitFile, copiesIn(collector, dir)).pipe(
+        Effect.catch((error) =>
+          Effect.succeed(unaskedReason(overlay, `it could not be checked: ${error.message}`, gitFile ? dir : undefined))
+        )
       )
 
 const collectWorktree = (
@@ -198,7 +205,7 @@ const collectWorktree = (
     if (!present && overlay === undefined) return yield* act(collector, item, Effect.void)
     const gitFile = present && (yield* exists(path.join(entry.path, ".git")))
     const unfinished = yield* unfinishedSetUp(gitFile || overlay === undefined ? entry.path : overlay.upper)
-    const reason = disposable || unfinished ? undefined : yield* keepReason(collector, entry.path, overlay)
+    const reason = disposable || unfinished ? undefined : yield* keepReason(collector, entry.path, gitFile, overlay)
     if (reason !== undefined) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
       return yield* keep(collector, item, reason)
