@@ -99,8 +99,8 @@ const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
 /**
  * Whether a worktree's set-up never finished: corral adds worktrees with `--no-checkout` and checks
  * them out afterwards, so a run killed in between leaves one without an index (and possibly some
- * files of a partial checkout, which are corral's, not the user's), or without its `.git` file. An
- * overlay workspace whose folder lost its `.git` file is judged by the copy in its upper folder.
+ * files of a partial checkout, which are corral's, not the user's), or without its `.git` file (an
+ * overlay workspace without it is judged by its upper folder instead: see {@link overlayWork}).
  */
 const unfinishedSetUp = (dir: string) =>
   Effect.flatMap(worktreeGitDir(dir), (gitDir) =>
@@ -204,7 +204,7 @@ const collectWorktree = (
     const present = yield* exists(entry.path)
     if (!present && overlay === undefined) return yield* act(collector, item, Effect.void)
     const gitFile = present && (yield* exists(path.join(entry.path, ".git")))
-    const unfinished = yield* unfinishedSetUp(gitFile || overlay === undefined ? entry.path : overlay.upper)
+    const unfinished = (gitFile || overlay === undefined) && (yield* unfinishedSetUp(entry.path))
     const reason = disposable || unfinished ? undefined : yield* keepReason(collector, entry.path, gitFile, overlay)
     if (reason !== undefined) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
