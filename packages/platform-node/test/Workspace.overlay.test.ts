@@ -109,6 +109,67 @@ const program = Effect.gen(function* () {
 Effect.runFork(program)
 `
 
+/**
+ * A run that sets up three overlay agents — one writes a file, one deletes a tracked file (a
+ * whiteout is all its upper folder holds), one does nothing — and waits to be killed.
+ */
+const uncommittedRun = `
+import { execFileSync } from "node:child_process"
+import * as Effect from "effect/Effect"
+import { overlayPrefix, Workspace } from ${JSON.stringify(workspaceModule)}
+const repo = process.env.CORRAL_TEST_REPO
+const inView = (handle, script) => {
+  const [file, ...args] = [...overlayPrefix(handle), "sh", "-c", script]
+  execFileSync(file, args, { cwd: handle.dir })
+}
+const program = Effect.gen(function* () {
+  const ws = yield* Workspace
+  yield* ws.registerRun(repo, "lost")
+  const acquire = (agentId) => ws.acquire({ repo, runId: "lost", agentId, overlay: true })
+  inView(yield* acquire("wrote"), "printf 'never committed\\n' > wip.txt")
+  inView(yield* acquire("deleted"), "rm b.txt")
+  yield* acquire("idle")
+  console.log("ready")
+  yield* Effect.never
+}).pipe(Effect.scoped, Effect.provide(Workspace.layer))
+Effect.runFork(program)
+`
+
+const removeRegistration = (dir: string) => {
+  const gitDir = fs
+    .readFileSync(path.join(dir, ".git"), "utf8")
+    .replace(/^gitdir: /, "")
+    .trim()
+  fs.rmSync(gitDir, { recursive: true })
+}
+
+/**
+ * Ways a dead overlay workspace's worktree registration (or its `.git` file) goes missing before gc
+ * runs; the last one also leaves a file of the user's in the folder outside the mount.
+ */
+const registrationLosses: ReadonlyArray<readonly [string, (repo: string, dir: string) => void]> = [
+  ["`git worktree remove --force` of its folder", (repo, dir) => sh(repo, "worktree", "remove", "--force", dir)],
+  ["its registration removed (the folder with its .git file left)", (_repo, dir) => removeRegistration(dir)],
+  [
+    "its .git file removed and `git worktree prune` (an empty folder left)",
+    (repo, dir) => {
+      fs.rmSync(path.join(dir, ".git"))
+      sh(repo, "worktree", "prune")
+    }
+  ],
+  [
+    "its .git file removed (registered, git cannot be asked in its mount)",
+    (_repo, dir) => fs.rmSync(path.join(dir, ".git"))
+  ],
+  [
+    "its registration removed and a file put in its folder outside the mount",
+    (_repo, dir) => {
+      removeRegistration(dir)
+      fs.writeFileSync(path.join(dir, "notes.txt"), "mine\n")
+    }
+  ]
+]
+
 /** The mounts of this namespace and the command lines of live processes that name `dir`. */
 const leftOver = (dir: string) => {
   const mounts = fs
@@ -280,13 +341,17 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
     (_repo, handle) =>
       Effect.asVoid(inView(handle, script))
 
+  /** Rewrites `file` in place with `text`, which must be of its size. */
+  const sameSize = (file: string, text: string) =>
+    `test $(wc -c < ${file}) -eq ${Buffer.byteLength(text)} && printf '${text}' > ${file}`
+
   /** Rewrites `file` in place with `text` (of its size) and sets its modification time back, to the nanosecond. */
   const restoringMtime = (file: string, text: string) =>
-    `ref=$(mktemp) && touch -r ${file} "$ref" && test $(wc -c < ${file}) -eq ${Buffer.byteLength(text)} && ` +
-    `printf '${text}' > ${file} && touch -m -r "$ref" ${file} && rm "$ref"`
+    `ref=$(mktemp) && touch -r ${file} "$ref" && ${sameSize(file, text)} && touch -m -r "$ref" ${file} && rm "$ref"`
 
   const afterCommit: ReadonlyArray<readonly [string, AfterCommit]> = [
-    ["a same-size rewrite", viewScript("printf 'A.txt\n' > a.txt")],
+    ["a rewrite to a shorter content", viewScript("printf 'A.txt\n' > a.txt")],
+    ["a same-size rewrite", viewScript(sameSize("a.txt", "A.TXT\nCHANGED\n"))],
     ["a mode change", viewScript("chmod +x a.txt")],
     ["a deletion", viewScript("rm src/x/one.ts")],
     ["a file replaced by a folder", viewScript("rm a.txt && mkdir a.txt && printf 'in\n' > a.txt/in.txt")],
@@ -437,6 +502,114 @@ describe.skipIf(!enabled)("Workspace overlay", () => {
         assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
         assert.deepStrictEqual(leftOver(repo), [])
       })
+  )
+
+  for (const [how, lose] of registrationLosses) {
+    it.live(`kill -9, then ${how}: gc keeps the upper folders that hold work, and says where`, () =>
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const stateDir = path.join(repo, ".corral")
+        const base = sh(repo, "rev-parse", "HEAD")
+        yield* killWhenReady(uncommittedRun, { CORRAL_TEST_REPO: repo })
+        const agentDir = (agentId: string) => path.join(stateDir, "overlay", "lost", "agents", agentId)
+        const upper = (agentId: string) => layersOf(stateDir, "lost", agentId, base).upper
+        const folder = (agentId: string) => path.join(stateDir, "worktrees", "lost", agentId)
+        for (const agentId of ["wrote", "deleted", "idle"]) lose(repo, folder(agentId))
+        const userFile = fs.existsSync(path.join(folder("idle"), "notes.txt"))
+        const keptFolders = userFile ? ["deleted", "idle", "wrote"].map(folder) : []
+        const gc = provide(
+          Effect.gen(function* () {
+            const ws = yield* Workspace
+            return yield* ws.gc({ repo })
+          })
+        ).pipe(Effect.scoped)
+        for (const round of [1, 2]) {
+          const report = yield* gc
+          assert.strictEqual(fs.readFileSync(path.join(upper("wrote"), "wip.txt"), "utf8"), "never committed\n")
+          assert.isTrue(fs.lstatSync(path.join(upper("deleted"), "b.txt")).isCharacterDevice())
+          for (const agentId of ["wrote", "deleted"]) {
+            const item = report.kept.find((kept) => kept.reason.includes(upper(agentId)))
+            assert.isDefined(item, `round ${round}: ${agentId} is reported kept: ${JSON.stringify(report.kept)}`)
+            assert.include(item!.reason, "by hand")
+          }
+          assert.isFalse(report.kept.some((kept) => kept.reason.includes(upper("idle"))))
+          assert.deepStrictEqual(
+            report.kept.filter((kept) => kept.kind === "directory").map((kept) => kept.target),
+            keptFolders
+          )
+          assert.deepStrictEqual(fs.readdirSync(path.join(stateDir, "overlay", "lost", "agents")).sort(), [
+            "deleted",
+            "wrote"
+          ])
+          assert.deepStrictEqual(fs.readdirSync(path.join(stateDir, "overlay", "lost", "snapshots")).sort(), [
+            base,
+            `${base}.index`
+          ])
+          assert.strictEqual(fs.existsSync(folder("idle")), userFile)
+        }
+        for (const agentId of ["wrote", "deleted"]) fs.rmSync(agentDir(agentId), { recursive: true })
+        const last = yield* gc
+        assert.deepStrictEqual(
+          last.kept.filter((item) => item.kind !== "branch").map((item) => item.target),
+          keptFolders
+        )
+        assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+        assert.strictEqual(fs.existsSync(path.join(stateDir, "worktrees", "lost")), userFile)
+        assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+        assert.deepStrictEqual(leftOver(repo), [])
+      })
+    )
+  }
+
+  it.live("kill -9, then gc where no overlay can be mounted: the upper folders decide, and the way out is named", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const stateDir = path.join(repo, ".corral")
+      yield* killWhenReady(uncommittedRun, { CORRAL_TEST_REPO: repo })
+      const folder = (agentId: string) => path.join(stateDir, "worktrees", "lost", agentId)
+      const agentDir = (agentId: string) => path.join(stateDir, "overlay", "lost", "agents", agentId)
+      const gc = provide(
+        Effect.gen(function* () {
+          const ws = yield* Workspace
+          return yield* ws.gc({ repo })
+        })
+      ).pipe(Effect.scoped)
+      const saved = process.env.CORRAL_UNSHARE
+      const report = yield* Effect.acquireUseRelease(
+        Effect.sync(() => {
+          process.env.CORRAL_UNSHARE = path.join(repo, "no-such-unshare")
+        }),
+        () => gc,
+        () =>
+          Effect.sync(() => {
+            if (saved === undefined) delete process.env.CORRAL_UNSHARE
+            else process.env.CORRAL_UNSHARE = saved
+          })
+      )
+      for (const agentId of ["wrote", "deleted"]) {
+        const item = report.kept.find((kept) => kept.kind === "worktree" && kept.target === folder(agentId))
+        assert.isDefined(item, JSON.stringify(report.kept))
+        assert.include(item!.reason, "no-such-unshare")
+        assert.include(item!.reason, `remove ${agentDir(agentId)} by hand`)
+        assert.include(item!.reason, `git worktree remove --force ${folder(agentId)}`)
+      }
+      assert.deepInclude(report.removed, { kind: "worktree", target: folder("idle") })
+      assert.deepStrictEqual(fs.readdirSync(path.join(stateDir, "overlay", "lost", "agents")).sort(), [
+        "deleted",
+        "wrote"
+      ])
+      for (const agentId of ["wrote", "deleted"]) {
+        fs.rmSync(agentDir(agentId), { recursive: true })
+        sh(repo, "worktree", "remove", "--force", folder(agentId))
+      }
+      const last = yield* gc
+      assert.deepStrictEqual(
+        last.kept.filter((item) => item.kind !== "branch"),
+        []
+      )
+      assert.isFalse(fs.existsSync(path.join(stateDir, "overlay")))
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+    })
   )
 
   it.live("gc removes what a killed run's overlay workspaces left, and keeps one holding uncommitted work", () =>

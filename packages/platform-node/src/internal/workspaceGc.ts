@@ -9,14 +9,12 @@ import { git, lines } from "./git.ts"
 import type { WorkspaceError } from "./workspaceErrors.ts"
 import {
   baseFile,
-  changedPaths,
   findUnshare,
-  isEmpty,
   layersOf,
-  type OverlayLayers,
   overlayDirty,
   overlayProblem,
-  runDirOf
+  runDirOf,
+  upperHoldsWork
 } from "./workspaceOverlay.ts"
 import { attempt, exists, listDir, removePath } from "./workspaceFs.ts"
 import { listRecordedRuns, readRecords, removeRecords } from "./runRegistry.ts"
@@ -101,7 +99,8 @@ const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
 /**
  * Whether a worktree's set-up never finished: corral adds worktrees with `--no-checkout` and checks
  * them out afterwards, so a run killed in between leaves one without an index (and possibly some
- * files of a partial checkout, which are corral's, not the user's), or without its `.git` file.
+ * files of a partial checkout, which are corral's, not the user's), or without its `.git` file (an
+ * overlay workspace without it is judged by its upper folder instead: see {@link overlayWork}).
  */
 const unfinishedSetUp = (dir: string) =>
   Effect.flatMap(worktreeGitDir(dir), (gitDir) =>
@@ -116,34 +115,80 @@ const unfinishedSetUp = (dir: string) =>
   )
 
 /**
- * A dead run's overlay workspace at `dir` (`<stateDir>/worktrees/<runId>/<agentId>`): its layers, or
- * `undefined` when `dir` is not one. Its folder holds only the `.git` file; its changes are in the
- * upper folder, over the snapshot of the base recorded at set-up.
+ * A dead run's overlay workspace at `dir` (`<stateDir>/worktrees/<runId>/<agentId>`): its agent
+ * folder, upper folder and layers (`undefined` when set-up wrote no base), or `undefined` when `dir`
+ * is not one. Its folder holds only the `.git` file; its changes are in the upper folder, over the
+ * snapshot of the base recorded at set-up.
  */
 const overlayOf = (stateDir: string, dir: string) =>
   Effect.promise(async () => {
     const agentId = path.basename(dir)
     const runId = path.basename(path.dirname(dir))
     const probe = layersOf(stateDir, runId, agentId, "")
+    const agentDir = path.dirname(probe.upper)
     const base = await fs.readFile(baseFile(probe), "utf8").catch(() => undefined)
-    const present = await fs.stat(path.dirname(probe.upper)).then(
+    const present = await fs.stat(agentDir).then(
       () => true,
       () => false
     )
     if (!present) return undefined
-    return { layers: base === undefined ? undefined : layersOf(stateDir, runId, agentId, base.trim()) }
+    const layers = base === undefined ? undefined : layersOf(stateDir, runId, agentId, base.trim())
+    return { agentDir, upper: probe.upper, layers }
   })
 
-/** Whether a dead overlay workspace may hold the user's work: checked in its mount, or assumed when it cannot be. */
-const overlayHoldsWork = (dir: string, layers: OverlayLayers | undefined) =>
+type DeadOverlay = NonNullable<Effect.Success<ReturnType<typeof overlayOf>>>
+
+/** The files corral copied into the workspace at `dir`, relative to it. */
+const copiesIn = (collector: Collector, dir: string) =>
+  [...collector.copies].filter((file) => file.startsWith(dir + path.sep)).map((file) => path.relative(dir, file))
+
+/**
+ * Why gc keeps an overlay agent's upper folder that git cannot be asked about, and what to do; a
+ * `worktree` git still lists with its `.git` file is removed by hand too (without the upper folder,
+ * git outside the mount sees every file deleted).
+ */
+const unaskedReason = (overlay: DeadOverlay, why: string, worktree?: string) =>
+  `its upper folder ${overlay.upper} may hold work that was never committed (${why}): copy what you need ` +
+  `out of it (a character device there is a file the agent deleted), then remove ${overlay.agentDir} by hand` +
+  (worktree === undefined ? "" : ` and run git worktree remove --force ${worktree}`)
+
+/**
+ * Why a dead overlay workspace must be kept, or `undefined` when it holds no work: `git status` in
+ * its mount when it can be mounted, else any file of its upper folder (see {@link upperHoldsWork}).
+ */
+const overlayWork = (dir: string, overlay: DeadOverlay, gitFile: boolean, copies: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    if (layers === undefined) return false
     const unshare = findUnshare()
-    if (overlayProblem() !== undefined || unshare === undefined || !(yield* exists(layers.lower))) {
-      return !isEmpty(yield* changedPaths(layers))
+    const layers = overlay.layers
+    const problem =
+      overlayProblem() ??
+      (layers === undefined || !(yield* exists(layers.lower))
+        ? "the snapshot of its base is gone"
+        : gitFile
+          ? undefined
+          : `${dir} or its .git file is gone`)
+    if (problem === undefined && unshare !== undefined && layers !== undefined) {
+      const dirty = yield* overlayDirty(unshare, layers, dir, [])
+      return dirty ? `the overlay workspace has uncommitted changes (in ${overlay.upper})` : undefined
     }
-    return yield* overlayDirty(unshare, layers, dir, [])
+    const holds = yield* upperHoldsWork(overlay.upper, copies)
+    return holds ? unaskedReason(overlay, problem ?? "it cannot be mounted", gitFile ? dir : undefined) : undefined
   })
+
+/** Why gc keeps a dead run's finished worktree at `dir`, or `undefined` when it holds nothing of the user's. */
+const keepReason = (collector: Collector, dir: string, gitFile: boolean, overlay: DeadOverlay | undefined) =>
+  overlay === undefined
+    ? holdsUserFiles(dir, collector.copies).pipe(
+        Effect.orElseSucceed(() => true),
+        Effect.map((holds) =>
+          holds ? "the worktree has uncommitted changes or ignored files corral did not create" : undefined
+        )
+      )
+    : overlayWork(dir, overlay, gitFile, copiesIn(collector, dir)).pipe(
+        Effect.catch((error) =>
+          Effect.succeed(unaskedReason(overlay, `it could not be checked: ${error.message}`, gitFile ? dir : undefined))
+        )
+      )
 
 const collectWorktree = (
   repo: RepoInfo,
@@ -155,21 +200,21 @@ const collectWorktree = (
 ) =>
   Effect.gen(function* () {
     const item: GcItem = { kind: "worktree", target: entry.path }
-    if (!(yield* exists(entry.path))) return yield* act(collector, item, Effect.void)
-    const unfinished = yield* unfinishedSetUp(entry.path)
     const overlay = yield* overlayOf(stateDir, entry.path)
-    const holds =
-      overlay === undefined
-        ? holdsUserFiles(entry.path, collector.copies)
-        : overlayHoldsWork(entry.path, overlay.layers)
-    const dirty = !disposable && !unfinished && (yield* holds.pipe(Effect.orElseSucceed(() => true)))
-    if (dirty) {
+    const present = yield* exists(entry.path)
+    if (!present && overlay === undefined) return yield* act(collector, item, Effect.void)
+    const gitFile = present && (yield* exists(path.join(entry.path, ".git")))
+    const unfinished = (gitFile || overlay === undefined) && (yield* unfinishedSetUp(entry.path))
+    const reason = disposable || unfinished ? undefined : yield* keepReason(collector, entry.path, gitFile, overlay)
+    if (reason !== undefined) {
       if (entry.branch !== undefined) collector.keptBranches.add(entry.branch)
-      return yield* keep(collector, item, "the worktree has uncommitted changes or ignored files corral did not create")
+      return yield* keep(collector, item, reason)
     }
+    if (!present) return yield* act(collector, item, Effect.void)
     const remove = git(["worktree", "remove", "--force", entry.path], { cwd: repo.root }).pipe(
       Effect.catch(
-        (error): Effect.Effect<unknown, WorkspaceError> => (unfinished ? removePath(entry.path) : Effect.fail(error))
+        (error): Effect.Effect<unknown, WorkspaceError> =>
+          unfinished || !gitFile ? removePath(entry.path) : Effect.fail(error)
       )
     )
     yield* act(collector, item, locks(repo.commonDir).withPermit(remove))
@@ -205,6 +250,36 @@ const collectBranch = (
     )
   })
 
+/**
+ * The overlay workspaces of a dead run that git no longer lists (their folder or registration is
+ * gone, so git cannot be asked in a mount): an upper folder that holds anything is kept with its
+ * agent folder (and so its snapshot, see {@link collectOverlay}); the rest goes with the run.
+ */
+const keepUnlistedOverlays = (stateDir: string, collector: Collector, runId: string, registered: ReadonlySet<string>) =>
+  Effect.gen(function* () {
+    for (const entry of yield* listDir(path.join(runDirOf(stateDir, runId), "agents"))) {
+      const dir = path.join(stateDir, "worktrees", runId, entry.name)
+      const overlay = yield* overlayOf(stateDir, dir)
+      if (registered.has(dir) || overlay === undefined) continue
+      const holds = yield* upperHoldsWork(overlay.upper, copiesIn(collector, dir)).pipe(
+        Effect.orElseSucceed(() => true)
+      )
+      if (holds) {
+        const why = `git no longer lists the worktree ${dir}, so it cannot be asked`
+        yield* keep(collector, { kind: "overlay", target: overlay.agentDir }, unaskedReason(overlay, why))
+      }
+    }
+  })
+
+/** A leftover folder of nothing but corral's: empty, or an overlay workspace's holding only its `.git` file. */
+const holdsNothing = (stateDir: string, dir: string) =>
+  Effect.gen(function* () {
+    const entries = yield* listDir(dir)
+    if (entries.length === 0) return true
+    const onlyGitFile = entries.length === 1 && entries[0]!.name === ".git" && !entries[0]!.isDirectory
+    return onlyGitFile && (yield* overlayOf(stateDir, dir)) !== undefined
+  })
+
 const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: string, registered: ReadonlySet<string>) =>
   Effect.gen(function* () {
     const runDir = path.join(stateDir, "worktrees", runId)
@@ -212,8 +287,7 @@ const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: stri
       const dir = path.join(runDir, entry.name)
       if (registered.has(dir) || collector.kept.some((kept) => kept.target === dir)) continue
       const item: GcItem = { kind: "directory", target: dir }
-      const empty = (yield* listDir(dir)).length === 0
-      if (empty) yield* act(collector, item, removePath(dir))
+      if (yield* holdsNothing(stateDir, dir)) yield* act(collector, item, removePath(dir))
       else
         yield* keep(
           collector,
@@ -274,7 +348,9 @@ const collectOverlay = (stateDir: string, collector: Collector, runId: string) =
     const item: GcItem = { kind: "overlay", target: runDir }
     const keptAgents = collector.kept
       .filter(
-        (kept) => kept.kind === "worktree" && path.dirname(kept.target) === path.join(stateDir, "worktrees", runId)
+        (kept) =>
+          (kept.kind === "worktree" && path.dirname(kept.target) === path.join(stateDir, "worktrees", runId)) ||
+          (kept.kind === "overlay" && path.dirname(kept.target) === path.join(runDir, "agents"))
       )
       .map((kept) => path.basename(kept.target))
       .filter((agentId) => fsSync.existsSync(path.join(runDir, "agents", agentId)))
@@ -363,6 +439,7 @@ export const collectGarbage = (
     }
     const registered = new Set(worktrees.map((entry) => entry.path))
     for (const runId of dead) {
+      yield* keepUnlistedOverlays(stateDir, collector, runId, registered)
       yield* collectLeftoverDirs(stateDir, collector, runId, registered)
       yield* collectOverlay(stateDir, collector, runId)
       if (leases.has(runId)) {
@@ -374,7 +451,10 @@ export const collectGarbage = (
       }
       const own = records.find((r) => r.runId === runId)
       const keptAny = collector.kept.some(
-        (item) => own?.branches.includes(item.target) || own?.worktrees.includes(item.target)
+        (item) =>
+          own?.branches.includes(item.target) ||
+          own?.worktrees.includes(item.target) ||
+          item.target.startsWith(runDirOf(stateDir, runId) + path.sep)
       )
       if (own !== undefined && !keptAny && !collector.dryRun) yield* removeRecords(registry, runId).pipe(Effect.ignore)
     }

@@ -437,6 +437,27 @@ export const inMount = (unshare: string, layers: OverlayLayers, dir: string, cha
 
 export const isEmpty = (changes: Changes) => changes.paths.length === 0 && changes.probes.length === 0
 
+/**
+ * Whether an agent's upper folder holds anything but the worktree's `.git` file at its top and the
+ * files corral copied in (`copies`, relative paths): what may be uncommitted work when git cannot be
+ * asked in the mount. A whiteout (a deletion) counts, and so does an empty folder, which may be
+ * opaque (the agent emptied a folder of the snapshot; only the mount shows it). No upper folder holds
+ * nothing.
+ */
+export const upperHoldsWork = (upper: string, copies: ReadonlyArray<string>) =>
+  attempt("read", upper, async () => {
+    const holds = (relative: string): boolean => {
+      const entries = fsSync.readdirSync(path.join(upper, relative), { withFileTypes: true })
+      if (relative !== "" && entries.length === 0) return true
+      return entries.some((entry) => {
+        const child = relative === "" ? entry.name : `${relative}/${entry.name}`
+        if (entry.isDirectory()) return holds(child)
+        return !(child === ".git" || copies.includes(child))
+      })
+    }
+    return fsSync.existsSync(upper) && holds("")
+  })
+
 /** The base commit an agent's overlay was set up at (written at acquire, read by gc). */
 export const baseFile = (layers: OverlayLayers) => path.join(path.dirname(layers.upper), "base")
 
