@@ -165,3 +165,120 @@ describe("overlay workspaces: plan checks (end to end)", () => {
     )
   })
 })
+
+/** Mounts of any process whose mount point or options name `dir` (an overlay lives in its agent's namespace). */
+const mountsNaming = (dir: string): Array<string> =>
+  NodeFs.readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((pid) => {
+      try {
+        return NodeFs.readFileSync(`/proc/${pid}/mountinfo`, "utf8").split("\n")
+      } catch {
+        return []
+      }
+    })
+    .filter((line) => line.includes(dir))
+
+const runIdOf = (repo: string, agentId: string, except: ReadonlyArray<string> = []): string =>
+  branches(repo)
+    .filter((b) => b.endsWith(`/${agentId}`))
+    .map((b) => b.split("/")[1]!)
+    .find((id) => !except.includes(id))!
+
+describe.skipIf(!enabled)("corral discard of overlay runs (end to end)", () => {
+  const blocking = (pidFile: string, go: string) => `agents:
+  - id: slow
+    overlay: true
+    run: echo wip > wip.txt; echo $$ > ${pidFile}; read line < ${go}
+`
+
+  it("removes a kept overlay workspace's overlay folder with its worktree and branches, and nothing else", async () => {
+    const repo = makeRepo(files)
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: broken\n    overlay: true\n    run: echo partial > part.txt; echo more >> src/a/one.txt; exit 1\n"
+    )
+    expect((await runCli(["run", plan, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
+    const first = runIdOf(repo, "broken")
+    expect((await runCli(["run", plan, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
+    const second = runIdOf(repo, "broken", [first])
+    git(repo, "branch", "corral/notes")
+    NodeFs.writeFileSync(NodePath.join(repo, "notes.txt"), "mine\n")
+    const overlay = (runId: string) => NodePath.join(repo, ".corral", "overlay", runId)
+    expect(NodeFs.readFileSync(NodePath.join(overlay(first), "agents", "broken", "upper", "part.txt"), "utf8")).toBe(
+      "partial\n"
+    )
+    const result = await runCli(["discard", first, "--yes"], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toContain(`removed ${overlay(first)}`)
+    expect(NodeFs.existsSync(overlay(first))).toBe(false)
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "agents", first))).toBe(false)
+    expect(branches(repo).filter((b) => b.startsWith(`corral/${first}/`))).toEqual([])
+    expect(worktrees(repo)).toEqual([
+      NodeFs.realpathSync(repo),
+      NodePath.join(NodeFs.realpathSync(repo), ".corral", "worktrees", second, "broken")
+    ])
+    expect(NodeFs.readFileSync(NodePath.join(overlay(second), "agents", "broken", "upper", "part.txt"), "utf8")).toBe(
+      "partial\n"
+    )
+    expect(branches(repo)).toEqual(
+      expect.arrayContaining(["main", "corral/notes", `corral/${second}/broken`, `corral/${second}/integration`])
+    )
+    expect(git(repo, "status", "--porcelain")).toBe("?? notes.txt\n")
+    expect((await runCli(["discard", second, "--yes"], { cwd: repo })).code).toBe(0)
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(mountsNaming(NodePath.join(repo, ".corral"))).toEqual([])
+  }, 120_000)
+
+  it("after kill -9 stops the run's orphaned overlay agent and removes its folder: no mount left", async () => {
+    const repo = makeRepo(files)
+    const signals = tempDir("signals-")
+    const pidFile = NodePath.join(signals, "pid")
+    const go = NodePath.join(signals, "go")
+    execFileSync("mkfifo", [go])
+    const cli = startCli(["run", writePlan(tempDir("plan-"), "plan.yaml", blocking(pidFile, go))], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const agent = pidIn(pidFile)!
+    const runId = runIdOf(repo, "slow")
+    const runDir = NodePath.join(repo, ".corral", "overlay", runId)
+    cli.signal("SIGKILL")
+    await cli.done
+    try {
+      expect(isAlive(agent)).toBe(true)
+      expect(mountsNaming(runDir).length).toBeGreaterThan(0)
+      const result = await runCli(["discard", runId, "--yes"], { cwd: repo })
+      expect(result.code, result.stdout + result.stderr).toBe(0)
+      expect(isAlive(agent)).toBe(false)
+      expect(mountsNaming(runDir)).toEqual([])
+      expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
+      expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+      expect(branches(repo)).toEqual(["main"])
+    } finally {
+      if (isAlive(agent)) process.kill(agent, "SIGKILL")
+    }
+  }, 120_000)
+
+  it("a live overlay run is still refused", async () => {
+    const repo = makeRepo(files)
+    const signals = tempDir("signals-")
+    const pidFile = NodePath.join(signals, "pid")
+    const go = NodePath.join(signals, "go")
+    execFileSync("mkfifo", [go])
+    const cli = startCli(["run", writePlan(tempDir("plan-"), "plan.yaml", blocking(pidFile, go))], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const runId = runIdOf(repo, "slow")
+    const runDir = NodePath.join(repo, ".corral", "overlay", runId)
+    const result = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toContain(`skipped run ${runId}: it is still running`)
+    expect(result.stdout).toContain("nothing to discard")
+    expect(NodeFs.existsSync(NodePath.join(runDir, "agents", "slow", "upper", "wip.txt"))).toBe(true)
+    expect(mountsNaming(runDir).length).toBeGreaterThan(0)
+    NodeFs.writeFileSync(go, "\n")
+    const run = await cli.done
+    expect(run.code, run.stdout + run.stderr).toBe(0)
+    expect(NodeFs.existsSync(runDir)).toBe(false)
+  }, 120_000)
+})
