@@ -230,6 +230,8 @@ describe.skipIf(!enabled)("corral discard of overlay runs (end to end)", () => {
     expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "overlay"))).toBe(false)
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
     expect(mountsNaming(NodePath.join(repo, ".corral"))).toEqual([])
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.stdout).toMatch(/^0 removed, 0 kept$/m)
   }, 120_000)
 
   it("after kill -9 stops the run's orphaned overlay agent and removes its folder: no mount left", async () => {

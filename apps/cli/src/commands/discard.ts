@@ -11,6 +11,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as NodeReadline from "node:readline"
 import { CliExit, invalidInput } from "../CliExit.ts"
+import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { type Paths, resolve } from "../Paths.ts"
 import { isAlive } from "./run.ts"
@@ -58,7 +59,9 @@ const planRemoval = (paths: Paths, run: RunRecord) =>
     const folders = [
       NodePath.join(paths.stateDir, "runs", run.runId),
       NodePath.join(paths.stateDir, "runs", `${run.runId}.json`),
-      NodePath.join(paths.stateDir, "worktrees", run.runId)
+      NodePath.join(paths.stateDir, "worktrees", run.runId),
+      NodePath.join(paths.stateDir, "overlay", run.runId),
+      NodePath.join(paths.stateDir, "agents", run.runId)
     ].filter((folder) => NodeFs.existsSync(folder))
     return {
       runId: run.runId,
@@ -68,8 +71,13 @@ const planRemoval = (paths: Paths, run: RunRecord) =>
     } satisfies Removal
   })
 
-const remove = (repo: string, removal: Removal) =>
+/** Removes a run's worktrees, branches and folders, after stopping what is left of its agents (and their mounts). */
+const remove = (paths: Paths, removal: Removal) =>
   Effect.gen(function* () {
+    const repo = paths.repo
+    for (const pid of yield* Orphans.reap(paths.stateDir, [removal.runId])) {
+      say(`stopped process group ${pid} of run ${removal.runId}`)
+    }
     for (const dir of removal.worktrees) {
       yield* Git.run(["worktree", "remove", "--force", "--force", dir], { cwd: repo })
       say(`removed worktree ${dir}`)
@@ -83,6 +91,7 @@ const remove = (repo: string, removal: Removal) =>
       NodeFs.rmSync(folder, { recursive: true, force: true })
       say(`removed ${folder}`)
     }
+    yield* Effect.ignore(Effect.try(() => NodeFs.rmdirSync(NodePath.join(paths.stateDir, "overlay"))))
   })
 
 const confirm = (question: string): Effect.Effect<boolean> =>
@@ -182,7 +191,7 @@ const discardRuns = (flags: Flags, paths: Paths) =>
       return yield* new CliExit({ code: 1 })
     }
     for (const removal of removals) {
-      yield* remove(paths.repo, removal)
+      yield* remove(paths, removal)
       const endedAt = chosen.find((run) => run.runId === removal.runId)?.endedAt ?? Date.now()
       yield* ledger.finishRun(removal.runId, "discarded", endedAt)
     }
@@ -220,7 +229,7 @@ export const discard = Command.make(
   execute
 ).pipe(
   Command.withDescription(
-    "Remove a run's branches, worktrees and folder, including work never merged into your branches (asks first)"
+    "Remove a run's branches, worktrees and folders, including work never merged into your branches (asks first)"
   ),
   Command.withExamples([
     { command: "corral discard 20261125-231816-k3f9", description: "one run, after confirmation" },
