@@ -192,6 +192,17 @@ describe.skipIf(!enabled)("corral discard of overlay runs (end to end)", () => {
     run: echo wip > wip.txt; echo $$ > ${pidFile}; read line < ${go}
 `
 
+  /** Starts a run whose overlay agent writes a file and waits on the fifo `go`; returns once it runs. */
+  const startBlockedRun = async (repo: string) => {
+    const signals = tempDir("signals-")
+    const pidFile = NodePath.join(signals, "pid")
+    const go = NodePath.join(signals, "go")
+    execFileSync("mkfifo", [go])
+    const cli = startCli(["run", writePlan(tempDir("plan-"), "plan.yaml", blocking(pidFile, go))], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    return { cli, go, agent: pidIn(pidFile)! }
+  }
+
   it("removes a kept overlay workspace's overlay folder with its worktree and branches, and nothing else", async () => {
     const repo = makeRepo(files)
     const plan = writePlan(
@@ -236,13 +247,7 @@ describe.skipIf(!enabled)("corral discard of overlay runs (end to end)", () => {
 
   it("after kill -9 stops the run's orphaned overlay agent and removes its folder: no mount left", async () => {
     const repo = makeRepo(files)
-    const signals = tempDir("signals-")
-    const pidFile = NodePath.join(signals, "pid")
-    const go = NodePath.join(signals, "go")
-    execFileSync("mkfifo", [go])
-    const cli = startCli(["run", writePlan(tempDir("plan-"), "plan.yaml", blocking(pidFile, go))], { cwd: repo })
-    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
-    const agent = pidIn(pidFile)!
+    const { cli, agent } = await startBlockedRun(repo)
     const runId = runIdOf(repo, "slow")
     const runDir = NodePath.join(repo, ".corral", "overlay", runId)
     cli.signal("SIGKILL")
@@ -264,12 +269,7 @@ describe.skipIf(!enabled)("corral discard of overlay runs (end to end)", () => {
 
   it("a live overlay run is still refused", async () => {
     const repo = makeRepo(files)
-    const signals = tempDir("signals-")
-    const pidFile = NodePath.join(signals, "pid")
-    const go = NodePath.join(signals, "go")
-    execFileSync("mkfifo", [go])
-    const cli = startCli(["run", writePlan(tempDir("plan-"), "plan.yaml", blocking(pidFile, go))], { cwd: repo })
-    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const { cli, go } = await startBlockedRun(repo)
     const runId = runIdOf(repo, "slow")
     const runDir = NodePath.join(repo, ".corral", "overlay", runId)
     const result = await runCli(["discard", runId, "--yes"], { cwd: repo })

@@ -78,12 +78,8 @@ const releases = () => {
   return { reports, onRelease: (report: ReleaseReport) => Effect.sync(() => reports.push(report)) }
 }
 
-/**
- * A run that commits two overlay agents' edits (`CORRAL_TEST_EDITS`, then a new file on top of that
- * commit), changes the second agent's file again, and waits to be killed: its releases never run,
- * and the commits it remembered die with it.
- */
-const committingRun = `
+/** The start of a child process's run script: its imports, the repository, and a command run in an overlay's view. */
+const runPrelude = `
 import { execFileSync } from "node:child_process"
 import * as Effect from "effect/Effect"
 import { overlayPrefix, Workspace } from ${JSON.stringify(workspaceModule)}
@@ -91,7 +87,14 @@ const repo = process.env.CORRAL_TEST_REPO
 const inView = (handle, script) => {
   const [file, ...args] = [...overlayPrefix(handle), "sh", "-c", script]
   execFileSync(file, args, { cwd: handle.dir })
-}
+}`
+
+/**
+ * A run that commits two overlay agents' edits (`CORRAL_TEST_EDITS`, then a new file on top of that
+ * commit), changes the second agent's file again, and waits to be killed: its releases never run,
+ * and the commits it remembered die with it.
+ */
+const committingRun = `${runPrelude}
 const program = Effect.gen(function* () {
   const ws = yield* Workspace
   yield* ws.registerRun(repo, "killed")
@@ -113,15 +116,7 @@ Effect.runFork(program)
  * A run that sets up three overlay agents — one writes a file, one deletes a tracked file (a
  * whiteout is all its upper folder holds), one does nothing — and waits to be killed.
  */
-const uncommittedRun = `
-import { execFileSync } from "node:child_process"
-import * as Effect from "effect/Effect"
-import { overlayPrefix, Workspace } from ${JSON.stringify(workspaceModule)}
-const repo = process.env.CORRAL_TEST_REPO
-const inView = (handle, script) => {
-  const [file, ...args] = [...overlayPrefix(handle), "sh", "-c", script]
-  execFileSync(file, args, { cwd: handle.dir })
-}
+const uncommittedRun = `${runPrelude}
 const program = Effect.gen(function* () {
   const ws = yield* Workspace
   yield* ws.registerRun(repo, "lost")
