@@ -6,6 +6,20 @@ import * as TestClock from "effect/testing/TestClock"
 import type * as Core from "@corral/core"
 import type { ClaimJob } from "./workload.ts"
 
+/** corral's makespan for `jobs`, each exactly `workMs` long, at `concurrency` (and `maxBypass` when given). */
+type Makespan = (
+  core: Pick<typeof Core, "Agent" | "Corral">,
+  jobs: ReadonlyArray<ClaimJob>,
+  workMs: number,
+  concurrency: number,
+  maxBypass?: number
+) => Promise<number>
+
+const runOptions = (concurrency: number, maxBypass: number | undefined) => ({
+  concurrency,
+  ...(maxBypass === undefined ? {} : { maxBypass })
+})
+
 /** One agent per job that sleeps `workMs` under its write claims and records when it ended (`now`). */
 const sleepingAgents = (
   Agent: typeof Core.Agent,
@@ -33,20 +47,14 @@ const sleepingAgents = (
  * `workMs`), and the result is the makespan in virtual time — what corral's decisions alone give,
  * to set beside the greedy policy's virtual-time makespan and the bound.
  */
-export const corralVirtualMakespan = async (
-  { Agent, Corral }: Pick<typeof Core, "Agent" | "Corral">,
-  jobs: ReadonlyArray<ClaimJob>,
-  workMs: number,
-  concurrency: number,
-  maxBypass?: number
-): Promise<number> => {
+export const corralVirtualMakespan: Makespan = async ({ Agent, Corral }, jobs, workMs, concurrency, maxBypass) => {
   const { agents, ends } = sleepingAgents(
     Agent,
     jobs,
     workMs,
     Effect.clockWith((clock) => Effect.sync(() => clock.currentTimeMillisUnsafe()))
   )
-  const options = { concurrency, ...(maxBypass === undefined ? {} : { maxBypass }) }
+  const options = runOptions(concurrency, maxBypass)
   return Effect.runPromise(
     Effect.gen(function* () {
       const fiber = yield* Effect.forkChild(Corral.run(agents, options), { startImmediately: true })
@@ -147,14 +155,8 @@ export const runAtInstants = async <A, E>(
  * at an instant in one phase before the scheduler's tasks run (as Node.js does; see `InstantClock`):
  * what corral's decisions give when several agents end at once, without its CPU cost.
  */
-export const corralInstantMakespan = async (
-  { Agent, Corral }: Pick<typeof Core, "Agent" | "Corral">,
-  jobs: ReadonlyArray<ClaimJob>,
-  workMs: number,
-  concurrency: number,
-  maxBypass?: number
-): Promise<number> => {
-  const options = { concurrency, ...(maxBypass === undefined ? {} : { maxBypass }) }
+export const corralInstantMakespan: Makespan = async ({ Agent, Corral }, jobs, workMs, concurrency, maxBypass) => {
+  const options = runOptions(concurrency, maxBypass)
   let ends: ReadonlyArray<number> = []
   const result = await runAtInstants((clock) => {
     const made = sleepingAgents(
