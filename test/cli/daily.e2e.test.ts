@@ -1,9 +1,23 @@
 import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { width as stringWidth } from "../../apps/cli/src/TerminalText.ts"
 import { describe, expect, it } from "vitest"
-import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  git,
+  isAlive,
+  makeRepo,
+  pidIn,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 const runIdOf = (repo: string): string => {
   const id = execFileSync(NodePath.join(import.meta.dirname, "../../apps/cli/bin/corral"), ["runs"], {
@@ -196,6 +210,12 @@ agents:
 })
 
 describe("corral discard and init (end to end)", () => {
+  /** The run registry's files of `runId` (`<git-common-dir>/corral/runs/<runId>.*`). */
+  const registryFiles = (repo: string, runId: string) => {
+    const dir = NodePath.join(repo, ".git", "corral", "runs")
+    return NodeFs.existsSync(dir) ? NodeFs.readdirSync(dir).filter((name) => name.startsWith(`${runId}.`)) : []
+  }
+
   it("discard removes a run's branches, worktrees and folder after confirmation, never the user's branches", async () => {
     const repo = makeRepo()
     const plan = writePlan(
@@ -223,10 +243,76 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo)).toContain("main")
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
     expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "runs", runId))).toBe(false)
+    expect(registryFiles(repo, runId)).toEqual([])
     const runs = await runCli(["runs"], { cwd: repo })
     expect(runs.stdout).toMatch(new RegExp(`${runId}\\s+discarded`))
     const again = await runCli(["discard", runId, "--yes"], { cwd: repo })
     expect(again.code).toBe(2)
+  })
+
+  it("discard after kill -9 removes the run's records and lease, also when the ledger's host cannot tell it is dead", async () => {
+    const repo = makeRepo()
+    const signals = tempDir("signals-")
+    const pidFile = NodePath.join(signals, "pid")
+    const go = NodePath.join(signals, "go")
+    execFileSync("mkfifo", [go])
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: slow\n    run: echo wip > wip.txt; echo $$ > ${pidFile}; read line < ${go}\n`
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const agent = pidIn(pidFile)!
+    cli.signal("SIGKILL")
+    await cli.done
+    try {
+      const runId = runIdOf(repo)
+      expect(registryFiles(repo, runId).sort()).toEqual([`${runId}.json`, `${runId}.records`])
+      const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
+      ledger.prepare("UPDATE runs SET hostname = 'elsewhere' WHERE run_id = ?").run(runId)
+      ledger.close()
+      const result = await runCli(["discard", runId, "--yes"], { cwd: repo })
+      expect(result.code, result.stdout + result.stderr).toBe(0)
+      expect(result.stdout).toContain(`removed ${NodePath.join(repo, ".git", "corral", "runs", `${runId}.records`)}`)
+      expect(registryFiles(repo, runId)).toEqual([])
+      expect(isAlive(agent)).toBe(false)
+      expect(branches(repo)).toEqual(["main"])
+      expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+      const gc = await runCli(["gc", "--dry-run"], { cwd: repo })
+      expect(gc.stdout).toMatch(/^0 would remove, 0 kept$/m)
+    } finally {
+      if (isAlive(agent)) process.kill(agent, "SIGKILL")
+    }
+  }, 120_000)
+
+  it("discard refuses a run whose lease is live though its ledger row ended: exit 2, nothing touched", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: broken\n    run: echo partial > part.txt; exit 1\n")
+    expect((await runCli(["run", plan, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
+    const runId = runIdOf(repo)
+    const lease = NodePath.join(repo, ".git", "corral", "runs", `${runId}.json`)
+    const now = Date.now()
+    NodeFs.writeFileSync(
+      lease,
+      JSON.stringify({ pid: process.pid, hostname: NodeOs.hostname(), startedAt: now, heartbeatAt: now })
+    )
+    const before = { branches: branches(repo), worktrees: worktrees(repo), files: registryFiles(repo, runId) }
+    const refused = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain(`run ${runId} is still running (pid ${process.pid} on ${NodeOs.hostname()}`)
+    expect(refused.stdout).toBe("")
+    expect({ branches: branches(repo), worktrees: worktrees(repo), files: registryFiles(repo, runId) }).toEqual(before)
+    const runs = await runCli(["runs"], { cwd: repo })
+    expect(runs.stdout).not.toMatch(new RegExp(`${runId}\\s+discarded`))
+    NodeFs.writeFileSync(
+      lease,
+      JSON.stringify({ pid: process.pid, hostname: "elsewhere", startedAt: 0, heartbeatAt: now - 3_600_000 })
+    )
+    const stale = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(stale.code, stale.stdout + stale.stderr).toBe(0)
+    expect(registryFiles(repo, runId)).toEqual([])
+    expect(branches(repo)).toEqual(["main"])
   })
 
   it("discard --all-merged removes only runs that succeeded", async () => {
