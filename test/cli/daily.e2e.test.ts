@@ -288,7 +288,11 @@ describe("corral discard and init (end to end)", () => {
 
   it("discard refuses a run whose lease is live though its ledger row ended: exit 2, nothing touched", async () => {
     const repo = makeRepo()
-    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: broken\n    run: echo partial > part.txt; exit 1\n")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: broken\n    run: echo partial > part.txt; exit 1\n"
+    )
     expect((await runCli(["run", plan, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
     const runId = runIdOf(repo)
     const lease = NodePath.join(repo, ".git", "corral", "runs", `${runId}.json`)

@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import type { GitFailure } from "./Git.ts"
 import * as registry from "./internal/runRegistry.ts"
 import type { FsFailure } from "./internal/workspaceFs.ts"
-import { isLeaseAlive, readLease } from "./internal/workspaceLease.ts"
+import { isLeaseAlive, leasePath, readLease } from "./internal/workspaceLease.ts"
 import { defaultConfig } from "./Workspace.ts"
 
 /**
@@ -63,6 +63,34 @@ export const runs = (repo: string): Effect.Effect<ReadonlyArray<string>, GitFail
   Effect.flatMap(registry.registryRoot(repo), registry.listRecordedRuns)
 
 /**
+ * A run's lease as read from the registry, and whether it is live.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Lease {
+  readonly pid: number
+  readonly hostname: string
+  readonly startedAt: number
+  readonly heartbeatAt: number
+  /** Its process is running (same host), or its heartbeat is recent (another host). */
+  readonly live: boolean
+}
+
+/**
+ * `runId`'s lease in `repo`, or `undefined` when it has none (it ended, or never started here).
+ *
+ * @since 0.1.0
+ * @category reading
+ */
+export const lease = (repo: string, runId: string): Effect.Effect<Lease | undefined, GitFailure | FsFailure> =>
+  Effect.gen(function* () {
+    const found = yield* readLease(yield* registry.registryRoot(repo), runId)
+    if (found === undefined) return undefined
+    return { ...found, live: isLeaseAlive(found, yield* Clock.currentTimeMillis, defaultConfig.staleAfter) }
+  })
+
+/**
  * Whether `runId` holds a live lease in `repo`: its process is running (same host), or its heartbeat
  * is recent (another host).
  *
@@ -70,10 +98,16 @@ export const runs = (repo: string): Effect.Effect<ReadonlyArray<string>, GitFail
  * @category reading
  */
 export const isLive = (repo: string, runId: string): Effect.Effect<boolean, GitFailure | FsFailure> =>
-  Effect.gen(function* () {
-    const lease = yield* readLease(yield* registry.registryRoot(repo), runId)
-    return isLeaseAlive(lease, yield* Clock.currentTimeMillis, defaultConfig.staleAfter)
-  })
+  Effect.map(lease(repo, runId), (found) => found?.live === true)
+
+/**
+ * The files that hold `runId`'s records and its lease in `repo`, whether they exist or not.
+ *
+ * @since 0.1.0
+ * @category reading
+ */
+export const files = (repo: string, runId: string): Effect.Effect<ReadonlyArray<string>, GitFailure | FsFailure> =>
+  Effect.map(registry.registryRoot(repo), (dir) => [registry.recordsPath(dir, runId), leasePath(dir, runId)])
 
 /**
  * Forgets `runId`'s records, once everything they name is gone.

@@ -1,6 +1,7 @@
 import * as Git from "@corral/platform-node/Git"
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import type { RunRecord } from "@corral/platform-node/RunRecord"
+import * as RunRegistry from "@corral/platform-node/RunRegistry"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -8,6 +9,7 @@ import * as Argument from "effect/cli/Argument"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import * as NodeReadline from "node:readline"
 import { CliExit, invalidInput } from "../CliExit.ts"
@@ -61,7 +63,8 @@ const planRemoval = (paths: Paths, run: RunRecord) =>
       NodePath.join(paths.stateDir, "runs", `${run.runId}.json`),
       NodePath.join(paths.stateDir, "worktrees", run.runId),
       NodePath.join(paths.stateDir, "overlay", run.runId),
-      NodePath.join(paths.stateDir, "agents", run.runId)
+      NodePath.join(paths.stateDir, "agents", run.runId),
+      ...(yield* RunRegistry.files(paths.repo, run.runId))
     ].filter((folder) => NodeFs.existsSync(folder))
     return {
       runId: run.runId,
@@ -71,7 +74,10 @@ const planRemoval = (paths: Paths, run: RunRecord) =>
     } satisfies Removal
   })
 
-/** Removes a run's worktrees, branches and folders, after stopping what is left of its agents (and their mounts). */
+/**
+ * Removes a run's worktrees, branches, folders and its records and lease in the run registry, after
+ * stopping what is left of its agents (and their mounts).
+ */
 const remove = (paths: Paths, removal: Removal) =>
   Effect.gen(function* () {
     const repo = paths.repo
@@ -93,6 +99,33 @@ const remove = (paths: Paths, removal: Removal) =>
     }
     yield* Effect.ignore(Effect.try(() => NodeFs.rmdirSync(NodePath.join(paths.stateDir, "overlay"))))
   })
+
+/** The process that still runs a live run. */
+interface Holder {
+  readonly pid: number
+  readonly hostname: string
+}
+
+/**
+ * Whether a run is live, by the rule `corral gc` uses: its lease in the run registry (its process
+ * on this host, else a heartbeat within 5 minutes). A run with no lease in this repository (one of
+ * another repository sharing this state folder) is live while the ledger says it runs and its
+ * process does on this host.
+ */
+const holderOf = (repo: string, run: RunLedger.RunSummary) =>
+  Effect.map(RunRegistry.lease(repo, run.runId), (lease): Holder | undefined => {
+    if (lease !== undefined) return lease.live ? lease : undefined
+    const running = run.status === "running" && run.hostname === NodeOs.hostname() && isAlive(run.pid, run.hostname)
+    return running ? run : undefined
+  })
+
+const stillRunning = (runId: string, holder: Holder) =>
+  `run ${runId} is still running (pid ${holder.pid} on ${holder.hostname})`
+
+const howToStop = (holder: Holder) =>
+  holder.hostname === NodeOs.hostname()
+    ? `stop it first (Ctrl-C where it runs, or kill ${holder.pid}) or let it end, then discard it`
+    : `stop it on ${holder.hostname} first or let it end, then discard it`
 
 const confirm = (question: string): Effect.Effect<boolean> =>
   Effect.callback<boolean>((resume) => {
@@ -153,7 +186,8 @@ const execute = (flags: Flags) =>
       Effect.catchTags({
         GitError: (error) => invalidInput(`git failed: ${error.message}`),
         GitNotFound: (error) => invalidInput(error.message),
-        DiskFull: (error) => invalidInput(error.message)
+        DiskFull: (error) => invalidInput(error.message),
+        WorkspaceIoError: (error) => invalidInput(error.message)
       })
     )
   })
@@ -164,8 +198,11 @@ const discardRuns = (flags: Flags, paths: Paths) =>
     const chosen = yield* select(ledger, flags)
     const removals: Array<Removal> = []
     for (const summary of chosen) {
-      if (summary.status === "running" && isAlive(summary.pid, summary.hostname)) {
-        say(`skipped run ${summary.runId}: it is still running`)
+      const holder = yield* holderOf(paths.repo, summary)
+      if (holder !== undefined && Option.isSome(flags.runId))
+        return yield* invalidInput(`${stillRunning(summary.runId, holder)}: nothing removed; ${howToStop(holder)}`)
+      if (holder !== undefined) {
+        say(`skipped ${stillRunning(summary.runId, holder)}`)
         continue
       }
       const run = yield* ledger.getRun(summary.runId)
