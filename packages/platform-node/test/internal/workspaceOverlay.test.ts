@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -23,7 +24,7 @@ const makeUpper = (files: ReadonlyArray<string>) =>
       }
       return upper
     }),
-    (upper) => Effect.sync(() => fs.rmSync(path.dirname(upper), { recursive: true, force: true }))
+    (upper) => Effect.sync(() => execFileSync("rm", ["-rf", path.dirname(upper)]))
   )
 
 describe("upperHoldsWork", () => {
@@ -49,6 +50,34 @@ describe("upperHoldsWork", () => {
     Effect.gen(function* () {
       const upper = yield* makeUpper([])
       assert.isFalse(yield* upperHoldsWork(path.join(upper, "gone"), []))
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a big upper folder of copies: the walk lets the event loop run between slices", () =>
+    Effect.gen(function* () {
+      const copies = Array.from({ length: 2_000 }, (_, i) => `d${i}/copied.env`)
+      const upper = yield* makeUpper(copies)
+      let turns = 0
+      let walking = true
+      const tick = () => {
+        if (!walking) return
+        turns++
+        setImmediate(tick)
+      }
+      setImmediate(tick)
+      const holds = yield* upperHoldsWork(upper, copies)
+      walking = false
+      assert.isFalse(holds)
+      assert.isAtLeast(turns, 2)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("stops at the first entry of work: a folder beside it, too deep to read, is never read", () =>
+    Effect.gen(function* () {
+      const upper = yield* makeUpper(["wip.txt"])
+      const tooLong = Array.from({ length: 20 }, () => "x".repeat(250)).join("/")
+      execFileSync("mkdir", ["-p", path.join("deep", tooLong)], { cwd: upper })
+      assert.isTrue(yield* upperHoldsWork(upper, []))
     }).pipe(Effect.scoped)
   )
 })
