@@ -442,20 +442,33 @@ export const isEmpty = (changes: Changes) => changes.paths.length === 0 && chang
  * files corral copied in (`copies`, relative paths): what may be uncommitted work when git cannot be
  * asked in the mount. A whiteout (a deletion) counts, and so does an empty folder, which may be
  * opaque (the agent emptied a folder of the snapshot; only the mount shows it). No upper folder holds
- * nothing.
+ * nothing. The walk goes folder by folder, judging a folder's own entries before reading any folder
+ * below it, and stops at the first entry that counts; like {@link changedPaths} it uses Node's
+ * synchronous calls and lets the event loop run after each {@link WALK_SLICE} entries.
  */
 export const upperHoldsWork = (upper: string, copies: ReadonlyArray<string>) =>
   attempt("read", upper, async () => {
-    const holds = (relative: string): boolean => {
+    if (!fsSync.existsSync(upper)) return false
+    const copied = new Set(copies)
+    const folders = [""]
+    let read = 0
+    let sliceEnd = WALK_SLICE
+    for (let next = 0; next < folders.length; next++) {
+      const relative = folders[next]!
       const entries = fsSync.readdirSync(path.join(upper, relative), { withFileTypes: true })
       if (relative !== "" && entries.length === 0) return true
-      return entries.some((entry) => {
+      for (const entry of entries) {
         const child = relative === "" ? entry.name : `${relative}/${entry.name}`
-        if (entry.isDirectory()) return holds(child)
-        return !(child === ".git" || copies.includes(child))
-      })
+        if (entry.isDirectory()) folders.push(child)
+        else if (!(child === ".git" || copied.has(child))) return true
+      }
+      read += entries.length
+      if (read >= sliceEnd) {
+        sliceEnd = read + WALK_SLICE
+        await new Promise(setImmediate)
+      }
     }
-    return fsSync.existsSync(upper) && holds("")
+    return false
   })
 
 /** The base commit an agent's overlay was set up at (written at acquire, read by gc). */
