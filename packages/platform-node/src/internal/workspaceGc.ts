@@ -42,6 +42,8 @@ interface Collector {
   readonly keptBranches: Set<string>
   /** Files corral copied into worktrees (`copyFiles`): ignored, and corral's own. */
   readonly copies: ReadonlySet<string>
+  /** Each dead run's overlay agents and their base commits, read once per run (see {@link overlayAgents}). */
+  readonly overlays: Map<string, ReadonlyMap<string, string | undefined>>
 }
 
 const runOfBranch = (branch: string) => branch.slice(branchPrefix.length).split("/")[0]!
@@ -114,26 +116,47 @@ const unfinishedSetUp = (dir: string) =>
         )
   )
 
+/** The base commit of an agent of a dead run's overlay folder (`undefined` for one whose set-up wrote none). */
+const baseOf = (stateDir: string, runId: string, agentId: string) =>
+  Effect.promise(() =>
+    fs.readFile(baseFile(layersOf(stateDir, runId, agentId, "")), "utf8").then(
+      (text) => text.trim(),
+      () => undefined
+    )
+  )
+
+/**
+ * The agent folders of a dead run's overlay folder, each with its base commit: read on first use
+ * and kept for the rest of the gc (nothing gc removes before {@link pruneOverlay} changes them).
+ */
+const overlayAgents = (collector: Collector, stateDir: string, runId: string) =>
+  Effect.gen(function* () {
+    const known = collector.overlays.get(runId)
+    if (known !== undefined) return known
+    const agents = new Map<string, string | undefined>()
+    for (const entry of yield* listDir(path.join(runDirOf(stateDir, runId), "agents"))) {
+      if (entry.isDirectory) agents.set(entry.name, yield* baseOf(stateDir, runId, entry.name))
+    }
+    collector.overlays.set(runId, agents)
+    return agents
+  })
+
 /**
  * A dead run's overlay workspace at `dir` (`<stateDir>/worktrees/<runId>/<agentId>`): its agent
  * folder, upper folder and layers (`undefined` when set-up wrote no base), or `undefined` when `dir`
  * is not one. Its folder holds only the `.git` file; its changes are in the upper folder, over the
  * snapshot of the base recorded at set-up.
  */
-const overlayOf = (stateDir: string, dir: string) =>
-  Effect.promise(async () => {
+const overlayOf = (collector: Collector, stateDir: string, dir: string) =>
+  Effect.gen(function* () {
     const agentId = path.basename(dir)
     const runId = path.basename(path.dirname(dir))
-    const probe = layersOf(stateDir, runId, agentId, "")
-    const agentDir = path.dirname(probe.upper)
-    const base = await fs.readFile(baseFile(probe), "utf8").catch(() => undefined)
-    const present = await fs.stat(agentDir).then(
-      () => true,
-      () => false
-    )
-    if (!present) return undefined
-    const layers = base === undefined ? undefined : layersOf(stateDir, runId, agentId, base.trim())
-    return { agentDir, upper: probe.upper, layers }
+    const agents = yield* overlayAgents(collector, stateDir, runId)
+    if (!agents.has(agentId)) return undefined
+    const base = agents.get(agentId)
+    const upper = layersOf(stateDir, runId, agentId, "").upper
+    const layers = base === undefined ? undefined : layersOf(stateDir, runId, agentId, base)
+    return { agentDir: path.dirname(upper), upper, layers }
   })
 
 type DeadOverlay = NonNullable<Effect.Success<ReturnType<typeof overlayOf>>>
@@ -200,7 +223,7 @@ const collectWorktree = (
 ) =>
   Effect.gen(function* () {
     const item: GcItem = { kind: "worktree", target: entry.path }
-    const overlay = yield* overlayOf(stateDir, entry.path)
+    const overlay = yield* overlayOf(collector, stateDir, entry.path)
     const present = yield* exists(entry.path)
     if (!present && overlay === undefined) return yield* act(collector, item, Effect.void)
     const gitFile = present && (yield* exists(path.join(entry.path, ".git")))
@@ -259,7 +282,7 @@ const keepUnlistedOverlays = (stateDir: string, collector: Collector, runId: str
   Effect.gen(function* () {
     for (const entry of yield* listDir(path.join(runDirOf(stateDir, runId), "agents"))) {
       const dir = path.join(stateDir, "worktrees", runId, entry.name)
-      const overlay = yield* overlayOf(stateDir, dir)
+      const overlay = yield* overlayOf(collector, stateDir, dir)
       if (registered.has(dir) || overlay === undefined) continue
       const holds = yield* upperHoldsWork(overlay.upper, copiesIn(collector, dir)).pipe(
         Effect.orElseSucceed(() => true)
@@ -272,12 +295,12 @@ const keepUnlistedOverlays = (stateDir: string, collector: Collector, runId: str
   })
 
 /** A leftover folder of nothing but corral's: empty, or an overlay workspace's holding only its `.git` file. */
-const holdsNothing = (stateDir: string, dir: string) =>
+const holdsNothing = (collector: Collector, stateDir: string, dir: string) =>
   Effect.gen(function* () {
     const entries = yield* listDir(dir)
     if (entries.length === 0) return true
     const onlyGitFile = entries.length === 1 && entries[0]!.name === ".git" && !entries[0]!.isDirectory
-    return onlyGitFile && (yield* overlayOf(stateDir, dir)) !== undefined
+    return onlyGitFile && (yield* overlayOf(collector, stateDir, dir)) !== undefined
   })
 
 const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: string, registered: ReadonlySet<string>) =>
@@ -287,7 +310,7 @@ const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: stri
       const dir = path.join(runDir, entry.name)
       if (registered.has(dir) || collector.kept.some((kept) => kept.target === dir)) continue
       const item: GcItem = { kind: "directory", target: dir }
-      if (yield* holdsNothing(stateDir, dir)) yield* act(collector, item, removePath(dir))
+      if (yield* holdsNothing(collector, stateDir, dir)) yield* act(collector, item, removePath(dir))
       else
         yield* keep(
           collector,
@@ -307,15 +330,6 @@ const collectLeftoverDirs = (stateDir: string, collector: Collector, runId: stri
     }
   })
 
-/** The base commit of each agent of a dead run's overlay folder (`undefined` for one whose set-up wrote none). */
-const baseOf = (stateDir: string, runId: string, agentId: string) =>
-  Effect.promise(() =>
-    fs.readFile(baseFile(layersOf(stateDir, runId, agentId, "")), "utf8").then(
-      (text) => text.trim(),
-      () => undefined
-    )
-  )
-
 /**
  * What a dead run's overlay folder holds beyond its kept workspaces: the agent folders of the others
  * and the snapshots no kept workspace starts from (all of them kept when a kept one's base is unknown;
@@ -328,7 +342,8 @@ const pruneOverlay = (stateDir: string, collector: Collector, runId: string, kep
     for (const entry of yield* listDir(path.join(runDir, "agents"))) {
       if (!keptAgents.includes(entry.name)) yield* remove(path.join(runDir, "agents", entry.name))
     }
-    const bases = yield* Effect.forEach(keptAgents, (agentId) => baseOf(stateDir, runId, agentId))
+    const agents = yield* overlayAgents(collector, stateDir, runId)
+    const bases = keptAgents.map((agentId) => agents.get(agentId))
     if (bases.includes(undefined)) return
     for (const entry of yield* listDir(path.join(runDir, "snapshots"))) {
       const unused = entry.name.includes(".tmp-") || !bases.includes(entry.name.replace(/\.index$/, ""))
@@ -410,7 +425,8 @@ export const collectGarbage = (
       kept: [],
       dryRun: options.dryRun ?? false,
       keptBranches: new Set(),
-      copies: new Set(records.flatMap((r) => r.copies))
+      copies: new Set(records.flatMap((r) => r.copies)),
+      overlays: new Map()
     }
     const underState = (dir: string) => dir.startsWith(path.join(stateDir, "worktrees") + path.sep)
     const worktrees = (yield* listWorktrees(repo.root)).filter(
