@@ -250,8 +250,8 @@ describe("corral discard and init (end to end)", () => {
     expect(again.code).toBe(2)
   })
 
-  it("discard after kill -9 removes the run's records and lease, also when the ledger's host cannot tell it is dead", async () => {
-    const repo = makeRepo()
+  /** Starts a run whose agent waits on a fifo, kills the run with SIGKILL, and returns the agent's (orphaned) pid. */
+  const killBlockedRun = async (repo: string) => {
     const signals = tempDir("signals-")
     const pidFile = NodePath.join(signals, "pid")
     const go = NodePath.join(signals, "go")
@@ -263,9 +263,43 @@ describe("corral discard and init (end to end)", () => {
     )
     const cli = startCli(["run", plan], { cwd: repo })
     await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
-    const agent = pidIn(pidFile)!
     cli.signal("SIGKILL")
     await cli.done
+    return pidIn(pidFile)!
+  }
+
+  /** Places a run on another host in the ledger and in its lease, whose last heartbeat was an hour ago. */
+  const moveToStaleHost = (repo: string, runId: string) => {
+    const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
+    ledger.prepare("UPDATE runs SET hostname = 'elsewhere' WHERE run_id = ?").run(runId)
+    ledger.close()
+    const lease = NodePath.join(repo, ".git", "corral", "runs", `${runId}.json`)
+    const ago = Date.now() - 3_600_000
+    NodeFs.writeFileSync(lease, JSON.stringify({ pid: 1, hostname: "elsewhere", startedAt: ago, heartbeatAt: ago }))
+  }
+
+  it("runs, status and gc judge a run the ledger places on another host by its lease: a stale one crashed", async () => {
+    const repo = makeRepo()
+    const agent = await killBlockedRun(repo)
+    try {
+      const runId = runIdOf(repo)
+      moveToStaleHost(repo, runId)
+      const runs = await runCli(["runs"], { cwd: repo })
+      expect(runs.stdout).toMatch(new RegExp(`${runId}\\s+crashed`))
+      const status = await runCli(["status", runId], { cwd: repo })
+      expect(status.stdout).toMatch(/: crashed, plan /)
+      const gc = await runCli(["gc"], { cwd: repo })
+      expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+      expect(gc.stdout).toMatch(/stopped process group \d+ of a crashed run/)
+      expect(isAlive(agent)).toBe(false)
+    } finally {
+      if (isAlive(agent)) process.kill(agent, "SIGKILL")
+    }
+  }, 120_000)
+
+  it("discard after kill -9 removes the run's records and lease, also when the ledger's host cannot tell it is dead", async () => {
+    const repo = makeRepo()
+    const agent = await killBlockedRun(repo)
     try {
       const runId = runIdOf(repo)
       expect(registryFiles(repo, runId).sort()).toEqual([`${runId}.json`, `${runId}.records`])

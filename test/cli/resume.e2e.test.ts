@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
@@ -81,6 +82,33 @@ describe("crash and resume (end to end)", () => {
 })
 
 describe("orphans of a crashed run (end to end)", () => {
+  it("--resume of a run that is still running is refused: exit 2, no second coordinator", async () => {
+    const repo = makeRepo()
+    const signals = tempDir("signals-")
+    const side = NodePath.join(signals, "effects.txt")
+    const go = NodePath.join(signals, "go")
+    execFileSync("mkfifo", [go])
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: slow\n    run: echo "$CORRAL_RUN_ID" >> ${side}; [ $(wc -l < ${side}) -gt 1 ] || read line < ${go}\n  - id: after\n    run: "true"\n    dependsOn: [slow]\n`
+    )
+    const first = startCli(["run", plan, "--json"], { cwd: repo })
+    await waitFor(() => lines(side).length === 1, 30_000, "the agent to start")
+    const runId: string = jsonEvents(first.output())[0].runId
+    for (const flags of [["--resume"], ["--resume-from", runId]]) {
+      const second = await runCli(["run", plan, ...flags], { cwd: repo })
+      expect(second.code, second.stdout + second.stderr).toBe(2)
+      expect(second.stderr).toContain(`run ${runId} is still running (pid ${first.pid} on `)
+      expect(lines(side)).toEqual([runId])
+    }
+    const runs = await runCli(["runs"], { cwd: repo })
+    expect(runs.stdout.trim().split("\n")).toHaveLength(1)
+    NodeFs.writeFileSync(go, "\n")
+    const done = await first.done
+    expect(done.code, done.stdout + done.stderr).toBe(0)
+  }, 120_000)
+
   it("the next corral command stops the process groups a killed run left running", async () => {
     const repo = makeRepo()
     const pids = tempDir("orphans-")
