@@ -287,7 +287,9 @@ describe("corral discard and init (end to end)", () => {
       const runs = await runCli(["runs"], { cwd: repo })
       expect(runs.stdout).toMatch(new RegExp(`${runId}\\s+crashed`))
       const status = await runCli(["status", runId], { cwd: repo })
-      expect(status.stdout).toMatch(/: crashed, plan /)
+      expect(status.stdout).toMatch(
+        new RegExp(`^run ${runId}: crashed \\(coordinator pid \\d+ on elsewhere is gone\\)`, "m")
+      )
       const gc = await runCli(["gc"], { cwd: repo })
       expect(gc.code, gc.stdout + gc.stderr).toBe(0)
       expect(gc.stdout).toMatch(/stopped process group \d+ of a crashed run/)

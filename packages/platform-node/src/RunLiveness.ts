@@ -3,7 +3,9 @@
  * way a machine can tell. A run whose status is `running` but whose coordinator is gone crashed.
  *
  * - {@link layerPid}: the run's recorded pid on this host (`kill -0`); coordinators on other hosts
- *   count as alive, since a pid means nothing there. What a single-machine `corral` uses.
+ *   count as alive, since a pid means nothing there.
+ * - {@link layerLease}: the run's lease in a repository's run registry (`RunRegistry`), as `corral gc`
+ *   judges it; {@link layerPid}'s rule for a run with no lease there. What a single-machine `corral` uses.
  * - `PostgresLiveness` (`@corral/postgres`): a session advisory lock and a heartbeat in the cluster's
  *   database, so any machine tells a crashed coordinator from a live one.
  *
@@ -16,6 +18,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as RunLedger from "./RunLedger.ts"
+import * as RunRegistry from "./RunRegistry.ts"
 import type { RunLedgerError } from "./RunLedger.ts"
 
 /**
@@ -112,6 +115,50 @@ export const layerPid: Layer.Layer<RunLiveness> = Layer.succeed(
       Effect.sync(() => new Set(runs.filter((run) => pidAlive(run.pid, run.hostname)).map((run) => run.runId)))
   })
 )
+
+/**
+ * Whether a recorded run's coordinator is alive by its lease in `repo`'s run registry — its process
+ * runs (same host) or its heartbeat is recent (another host), the rule `corral gc` uses — or, for a
+ * run with no lease there (one of another repository sharing the ledger, or one ending), by
+ * {@link pidAlive}. A lease that cannot be read falls back to {@link pidAlive} too.
+ *
+ * @since 0.1.0
+ * @category liveness
+ */
+export const leaseAlive = (repo: string, run: RecordedRun): Effect.Effect<boolean> =>
+  RunRegistry.lease(repo, run.runId).pipe(
+    Effect.map((lease) => (lease === undefined ? pidAlive(run.pid, run.hostname) : lease.live)),
+    Effect.orElseSucceed(() => pidAlive(run.pid, run.hostname))
+  )
+
+/**
+ * Liveness from each run's lease in `repo` (see {@link leaseAlive}); `hold` records nothing more (a
+ * run takes its lease with `Workspace.registerRun`).
+ *
+ * @example
+ * ```ts
+ * import { RunLedger, RunLiveness } from "@corral/platform-node"
+ * import { Effect, Layer } from "effect"
+ *
+ * const crashed = RunLiveness.markCrashed.pipe(
+ *   Effect.provide(Layer.merge(RunLedger.layerSqlite(".corral/ledger.db"), RunLiveness.layerLease(".")))
+ * )
+ * ```
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerLease = (repo: string): Layer.Layer<RunLiveness> =>
+  Layer.succeed(
+    RunLiveness,
+    RunLiveness.of({
+      hold: () => Effect.void,
+      alive: (runs) =>
+        Effect.map(
+          Effect.filter(runs, (run) => leaseAlive(repo, run)),
+          (alive) => new Set(alive.map((run) => run.runId))
+        )
+    })
+  )
 
 /**
  * The status to show for a recorded run: `crashed` for a `running` run whose coordinator is gone.

@@ -1,5 +1,7 @@
 import { spawnSync } from "node:child_process"
+import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
+import * as NodePath from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as RunLedger from "../src/RunLedger.ts"
@@ -43,5 +45,46 @@ describe("RunLiveness", () => {
         assert.deepStrictEqual(statuses, { live: "running", dead: "crashed", elsewhere: "running" })
         yield* Effect.scoped(liveness.hold({ runId: "live", lineage: "live" }))
       }).pipe(Effect.provide(Layer.merge(RunLedger.layerMemory, RunLiveness.layerPid)))
+  )
+
+  it.live("layerLease: a run's lease decides where it has one, the pid rule where it has none", () =>
+    Effect.gen(function* () {
+      const repo = yield* Effect.acquireRelease(
+        Effect.sync(() => NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "corral-liveness-"))),
+        (dir) => Effect.sync(() => NodeFs.rmSync(dir, { recursive: true, force: true }))
+      )
+      const runs = NodePath.join(repo, ".corral", "runs")
+      NodeFs.mkdirSync(runs, { recursive: true })
+      const now = Date.now()
+      const lease = (runId: string, pid: number, hostname: string, heartbeatAt: number) =>
+        NodeFs.writeFileSync(
+          NodePath.join(runs, `${runId}.json`),
+          JSON.stringify({ pid, hostname, startedAt: heartbeatAt, heartbeatAt })
+        )
+      const here = NodeOs.hostname()
+      const other = `${here}-other`
+      lease("live-lease", process.pid, here, now)
+      lease("dead-lease", deadPid(), here, now)
+      lease("fresh-elsewhere", 1, other, now)
+      lease("stale-elsewhere", 1, other, now - 3_600_000)
+      const recorded = [
+        { runId: "live-lease", pid: deadPid(), hostname: here },
+        { runId: "dead-lease", pid: process.pid, hostname: here },
+        { runId: "fresh-elsewhere", pid: 1, hostname: other },
+        { runId: "stale-elsewhere", pid: 1, hostname: other },
+        { runId: "no-lease-live", pid: process.pid, hostname: here },
+        { runId: "no-lease-dead", pid: deadPid(), hostname: here },
+        { runId: "no-lease-elsewhere", pid: 1, hostname: other }
+      ]
+      const alive = yield* Effect.gen(function* () {
+        return yield* (yield* RunLiveness.RunLiveness).alive(recorded)
+      }).pipe(Effect.provide(RunLiveness.layerLease(repo)))
+      assert.deepStrictEqual([...alive].sort(), [
+        "fresh-elsewhere",
+        "live-lease",
+        "no-lease-elsewhere",
+        "no-lease-live"
+      ])
+    }).pipe(Effect.scoped)
   )
 })

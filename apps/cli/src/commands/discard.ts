@@ -1,6 +1,7 @@
 import * as Git from "@corral/platform-node/Git"
 import * as RunLedger from "@corral/platform-node/RunLedger"
 import type { RunRecord } from "@corral/platform-node/RunRecord"
+import * as RunLiveness from "@corral/platform-node/RunLiveness"
 import * as RunRegistry from "@corral/platform-node/RunRegistry"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -16,7 +17,6 @@ import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { type Paths, resolve } from "../Paths.ts"
-import { isAlive } from "./run.ts"
 
 interface Removal {
   readonly runId: string
@@ -110,13 +110,12 @@ interface Holder {
  * Whether a run is live, by the rule `corral gc` uses: its lease in the run registry (its process
  * on this host, else a heartbeat within 5 minutes). A run with no lease in this repository (one of
  * another repository sharing this state folder) is live while the ledger says it runs and its
- * process does on this host.
+ * process does (on this host; on another host it counts as live), as `RunLiveness.layerLease` says.
  */
 const holderOf = (repo: string, run: RunLedger.RunSummary) =>
   Effect.map(RunRegistry.lease(repo, run.runId), (lease): Holder | undefined => {
     if (lease !== undefined) return lease.live ? lease : undefined
-    const running = run.status === "running" && run.hostname === NodeOs.hostname() && isAlive(run.pid, run.hostname)
-    return running ? run : undefined
+    return run.status === "running" && RunLiveness.pidAlive(run.pid, run.hostname) ? run : undefined
   })
 
 const stillRunning = (runId: string, holder: Holder) =>

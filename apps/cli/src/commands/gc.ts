@@ -1,17 +1,18 @@
 import * as RunLedger from "@corral/platform-node/RunLedger"
+import * as RunLiveness from "@corral/platform-node/RunLiveness"
 import { Workspace } from "@corral/platform-node/Workspace"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Console from "effect/Console"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import { invalidInput } from "../CliExit.ts"
 import * as Orphans from "../Orphans.ts"
 import { resolve } from "../Paths.ts"
-import { isAlive } from "./run.ts"
 
 const parseAge = (text: string) => {
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
@@ -20,14 +21,13 @@ const parseAge = (text: string) => {
   return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
 }
 
-const reapCrashed = (stateDir: string) => {
+const reapCrashed = (repo: string, stateDir: string) => {
   const file = NodePath.join(stateDir, "ledger.db")
   if (!NodeFs.existsSync(file)) return Effect.succeed<ReadonlyArray<number>>([])
   return Effect.gen(function* () {
-    const ledger = yield* RunLedger.RunLedger
-    return yield* Orphans.reap(stateDir, yield* ledger.markCrashed(isAlive))
+    return yield* Orphans.reap(stateDir, yield* RunLiveness.markCrashed)
   }).pipe(
-    Effect.provide(RunLedger.layerSqlite(file)),
+    Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerLease(repo))),
     Effect.orElseSucceed((): ReadonlyArray<number> => [])
   )
 }
@@ -60,7 +60,7 @@ export const gc = Command.make(
           `--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`
         )
       }
-      const stopped = yield* reapCrashed(paths.stateDir)
+      const stopped = yield* reapCrashed(paths.repo, paths.stateDir)
       for (const pid of stopped) yield* Console.log(`stopped process group ${pid} of a crashed run`)
       const workspace = yield* Workspace
       const report = yield* workspace

@@ -99,7 +99,7 @@ const withLedger = <A>(
       return yield* f({ ledger, liveness: yield* RunLiveness.RunLiveness, output: undefined }, paths.stateDir)
     })
     return yield* use.pipe(
-      Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerPid)),
+      Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerLease(paths.repo))),
       Effect.catchTag("RunLedgerError", (error: RunLedger.RunLedgerError) =>
         invalidInput(`cannot read the run ledger: ${error.message}`)
       )

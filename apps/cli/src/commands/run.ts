@@ -1,5 +1,6 @@
 import * as Git from "@corral/platform-node/Git"
 import * as RunLedger from "@corral/platform-node/RunLedger"
+import * as RunLiveness from "@corral/platform-node/RunLiveness"
 import * as SqliteLocks from "@corral/platform-node/SqliteLocks"
 import type { RunStatus } from "@corral/platform-node/RunRecord"
 import * as Config from "effect/Config"
@@ -9,7 +10,6 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as NodeFs from "node:fs"
-import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import * as Argument from "effect/cli/Argument"
 import * as Command from "effect/cli/Command"
@@ -141,21 +141,6 @@ export const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporte
       })
   )
 
-/**
- * Whether a recorded run's process is alive (processes on other hosts are assumed alive).
- *
- * @since 0.1.0
- */
-export const isAlive = (pid: number, hostname: string): boolean => {
-  if (hostname !== NodeOs.hostname()) return true
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
 const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
   Effect.gen(function* () {
     if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
@@ -168,6 +153,11 @@ const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
         Option.isSome(flags.resumeFrom)
           ? `no recorded run ${flags.resumeFrom.value}`
           : `no unfinished run of ${plan.file} to resume`
+      )
+    }
+    if (previous.status === "running") {
+      return yield* invalidInput(
+        `run ${previous.runId} is still running (pid ${previous.pid} on ${previous.hostname}): a second coordinator would run its agents twice; stop it first or let it end, then resume it`
       )
     }
     const lineage = (previous.options as { lineage?: string } | null)?.lineage ?? previous.runId
@@ -276,7 +266,7 @@ const execute = (flags: Flags) =>
 const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDir: string }, plan: PlanFile.Plan) =>
   Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
-    const crashed = yield* ledger.markCrashed(isAlive)
+    const crashed = yield* RunLiveness.markCrashed.pipe(Effect.provide(RunLiveness.layerLease(paths.repo)))
     yield* Orphans.reap(paths.stateDir, crashed)
     const resumed = yield* resumeTarget(flags, plan, paths.repo)
     const runId = newRunId()
