@@ -110,7 +110,7 @@ interface Holder {
  * Whether a run is live, by the rule `corral gc` uses: its lease in the run registry (its process
  * on this host, else a heartbeat within 5 minutes). A run with no lease in this repository (one of
  * another repository sharing this state folder) is live while the ledger says it runs and its
- * process does (on this host; on another host it counts as live), as `RunLiveness.layerLease` says.
+ * process does (on another host it counts as live), as in `RunLiveness.layerLease`.
  */
 const holderOf = (repo: string, run: RunLedger.RunSummary) =>
   Effect.map(RunRegistry.lease(repo, run.runId), (lease): Holder | undefined => {
