@@ -109,6 +109,22 @@ describe("orphans of a crashed run (end to end)", () => {
     expect(done.code, done.stdout + done.stderr).toBe(0)
   }, 120_000)
 
+  it("--resume-from of a discarded run is refused: its recorded successes' work is gone with its branches", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: good\n    run: echo good > good.txt\n  - id: bad\n    run: exit 1\n"
+    )
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(1)
+    const runId = (await runCli(["runs"], { cwd: repo })).stdout.split(/\s+/)[0]!
+    expect((await runCli(["discard", runId, "--yes"], { cwd: repo })).code).toBe(0)
+    const resumed = await runCli(["run", plan, "--resume-from", runId], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(2)
+    expect(resumed.stderr).toContain(`run ${runId} was discarded`)
+    expect((await runCli(["runs"], { cwd: repo })).stdout.trim().split("\n")).toHaveLength(1)
+  }, 120_000)
+
   it("the next corral command stops the process groups a killed run left running", async () => {
     const repo = makeRepo()
     const pids = tempDir("orphans-")
