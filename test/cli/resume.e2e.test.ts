@@ -79,9 +79,7 @@ describe("crash and resume (end to end)", () => {
     const crashedRun = runs.stdout.trim().split("\n")[1]!.split(/\s+/)[0]!
     expect(branches(repo).filter((b) => b.includes(crashedRun) && !b.endsWith("/integration"))).toEqual([])
   })
-})
 
-describe("orphans of a crashed run (end to end)", () => {
   it("--resume of a run that is still running is refused: exit 2, no second coordinator", async () => {
     const repo = makeRepo()
     const signals = tempDir("signals-")
@@ -124,7 +122,9 @@ describe("orphans of a crashed run (end to end)", () => {
     expect(resumed.stderr).toContain(`run ${runId} was discarded`)
     expect((await runCli(["runs"], { cwd: repo })).stdout.trim().split("\n")).toHaveLength(1)
   }, 120_000)
+})
 
+describe("orphans of a crashed run (end to end)", () => {
   it("the next corral command stops the process groups a killed run left running", async () => {
     const repo = makeRepo()
     const pids = tempDir("orphans-")

@@ -155,6 +155,11 @@ const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
           : `no unfinished run of ${plan.file} to resume`
       )
     }
+    if (previous.status === "discarded") {
+      return yield* invalidInput(
+        `run ${previous.runId} was discarded: its branches, and with them the work of its recorded successes, are gone, so it cannot be resumed; start a new run`
+      )
+    }
     if (previous.status === "running") {
       return yield* invalidInput(
         `run ${previous.runId} is still running (pid ${previous.pid} on ${previous.hostname}): a second coordinator would run its agents twice; stop it first or let it end, then resume it`
