@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as RunLedger from "../src/RunLedger.ts"
 import * as RunLiveness from "../src/RunLiveness.ts"
+import { Workspace } from "../src/Workspace.ts"
 
 /** The pid of a process that has exited. */
 const deadPid = (): number => {
@@ -86,5 +87,30 @@ describe("RunLiveness", () => {
         "no-lease-live"
       ])
     }).pipe(Effect.scoped)
+  )
+
+  it.live.skipIf(process.platform !== "linux")(
+    "layerLease: a lease whose pid now names a process started at another time is dead (a reused pid)",
+    () =>
+      Effect.gen(function* () {
+        const repo = yield* Effect.acquireRelease(
+          Effect.sync(() => NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "corral-liveness-"))),
+          (dir) => Effect.sync(() => NodeFs.rmSync(dir, { recursive: true, force: true }))
+        )
+        yield* (yield* Workspace).registerRun(repo, "registered")
+        const runs = NodePath.join(repo, ".corral", "runs")
+        const written = JSON.parse(NodeFs.readFileSync(NodePath.join(runs, "registered.json"), "utf8"))
+        const otherStart = { ...written, processStart: `${written.processStart}0` }
+        NodeFs.writeFileSync(NodePath.join(runs, "reused.json"), JSON.stringify(otherStart))
+        const recorded = ["registered", "reused"].map((runId) => ({
+          runId,
+          pid: process.pid,
+          hostname: NodeOs.hostname()
+        }))
+        const alive = yield* Effect.gen(function* () {
+          return yield* (yield* RunLiveness.RunLiveness).alive(recorded)
+        }).pipe(Effect.provide(RunLiveness.layerLease(repo)))
+        assert.deepStrictEqual([...alive], ["registered"])
+      }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
   )
 })
