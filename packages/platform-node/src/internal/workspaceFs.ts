@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process"
+import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
@@ -90,5 +91,19 @@ export const isPidAlive = (pid: number): boolean => {
     return true
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * When process `pid` started, as Linux gives it (`/proc/<pid>/stat` field 22, clock ticks since
+ * boot), or `undefined` where that cannot be read: with the pid it names one process, so a pid
+ * reused by a later process does not match it.
+ */
+export const processStart = (pid: number): string | undefined => {
+  try {
+    const stat = fsSync.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+  } catch {
+    return undefined
   }
 }

@@ -8,7 +8,7 @@ import type * as Scope from "effect/Scope"
 import type { Config, RunLease } from "../Workspace.ts"
 import { hostname } from "./workspaceEnv.ts"
 import { InvalidWorkspaceId, type WorkspaceError } from "./workspaceErrors.ts"
-import { isPidAlive, listDir, readTextOrUndefined, removePath, writeText } from "./workspaceFs.ts"
+import { isPidAlive, listDir, processStart, readTextOrUndefined, removePath, writeText } from "./workspaceFs.ts"
 import { registryRoot } from "./runRegistry.ts"
 import { validateId } from "./workspaceRepo.ts"
 
@@ -17,6 +17,8 @@ export interface LeaseFile {
   readonly hostname: string
   readonly startedAt: number
   readonly heartbeatAt: number
+  /** When the process started ({@link processStart}); absent where it cannot be read, and in older leases. */
+  readonly processStart?: string | undefined
 }
 
 /** `root` is the run registry's folder ({@link registryRoot}). */
@@ -31,7 +33,8 @@ const parseLease = (text: string | undefined): LeaseFile | undefined => {
           pid: value.pid,
           hostname: value.hostname,
           startedAt: value.startedAt ?? 0,
-          heartbeatAt: value.heartbeatAt ?? 0
+          heartbeatAt: value.heartbeatAt ?? 0,
+          processStart: typeof value.processStart === "string" ? value.processStart : undefined
         }
       : undefined
   } catch {
@@ -53,9 +56,16 @@ export const readLeases = (root: string) =>
     Effect.map((pairs) => new Map(pairs.filter((pair): pair is readonly [string, LeaseFile] => pair[1] !== undefined)))
   )
 
+/** The lease's process still runs: its pid is alive and, where both are known, started when the lease says. */
+const sameProcessAlive = (lease: LeaseFile): boolean => {
+  if (!isPidAlive(lease.pid)) return false
+  const started = lease.processStart === undefined ? undefined : processStart(lease.pid)
+  return started === undefined || started === lease.processStart
+}
+
 export const isLeaseAlive = (lease: LeaseFile | undefined, now: number, staleAfter: Duration.Input): boolean => {
   if (lease === undefined) return false
-  if (lease.hostname === hostname()) return isPidAlive(lease.pid)
+  if (lease.hostname === hostname()) return sameProcessAlive(lease)
   return now - lease.heartbeatAt < Duration.toMillis(Duration.fromInputUnsafe(staleAfter))
 }
 
@@ -74,7 +84,13 @@ export const registerRun = (
     if (isLeaseAlive(yield* readLease(root, runId), now, config.staleAfter)) {
       return yield* new InvalidWorkspaceId({ field: "runId", value: runId, reason: `run is already live (${file})` })
     }
-    const lease: LeaseFile = { pid: process.pid, hostname: hostname(), startedAt: now, heartbeatAt: now }
+    const lease: LeaseFile = {
+      pid: process.pid,
+      hostname: hostname(),
+      startedAt: now,
+      heartbeatAt: now,
+      processStart: processStart(process.pid)
+    }
     yield* Effect.acquireRelease(writeLease(file, lease), () => removePath(file).pipe(Effect.ignore))
     const beat = Clock.currentTimeMillis.pipe(
       Effect.flatMap((heartbeatAt) => writeLease(file, { ...lease, heartbeatAt })),
