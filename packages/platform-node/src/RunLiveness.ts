@@ -117,22 +117,23 @@ export const layerPid: Layer.Layer<RunLiveness> = Layer.succeed(
 )
 
 /**
- * Whether a recorded run's coordinator is alive by its lease in `repo`'s run registry — its process
- * runs (same host) or its heartbeat is recent (another host), the rule `corral gc` uses — or, for a
- * run with no lease there (one of another repository sharing the ledger, or one ending), by
- * {@link pidAlive}. A lease that cannot be read falls back to {@link pidAlive} too.
+ * The rule that tells whether a recorded run's coordinator is alive, from the leases in `repo`'s run
+ * registry, read once: a run with a lease is alive while its process runs (same host: its pid, and
+ * its start time where recorded) or its heartbeat is recent (another host), as `corral gc` judges
+ * it; a run with no lease there (one of another repository sharing the ledger, or one ending), or
+ * every run when the registry cannot be read, by {@link pidAlive}.
  *
  * @since 0.1.0
  * @category liveness
  */
-export const leaseAlive = (repo: string, run: RecordedRun): Effect.Effect<boolean> =>
-  RunRegistry.lease(repo, run.runId).pipe(
-    Effect.map((lease) => (lease === undefined ? pidAlive(run.pid, run.hostname) : lease.live)),
-    Effect.orElseSucceed(() => pidAlive(run.pid, run.hostname))
+export const leaseRule = (repo: string): Effect.Effect<(run: RecordedRun) => boolean> =>
+  RunRegistry.leases(repo).pipe(
+    Effect.map((leases) => (run: RecordedRun) => leases.get(run.runId)?.live ?? pidAlive(run.pid, run.hostname)),
+    Effect.orElseSucceed(() => (run: RecordedRun) => pidAlive(run.pid, run.hostname))
   )
 
 /**
- * Liveness from each run's lease in `repo` (see {@link leaseAlive}); `hold` records nothing more (a
+ * Liveness from each run's lease in `repo` (see {@link leaseRule}); `hold` records nothing more (a
  * run takes its lease with `Workspace.registerRun`).
  *
  * @example
@@ -153,10 +154,9 @@ export const layerLease = (repo: string): Layer.Layer<RunLiveness> =>
     RunLiveness.of({
       hold: () => Effect.void,
       alive: (runs) =>
-        Effect.map(
-          Effect.filter(runs, (run) => leaseAlive(repo, run)),
-          (alive) => new Set(alive.map((run) => run.runId))
-        )
+        runs.length === 0
+          ? Effect.succeed(new Set<string>())
+          : Effect.map(leaseRule(repo), (alive) => new Set(runs.filter(alive).map((run) => run.runId)))
     })
   )
 

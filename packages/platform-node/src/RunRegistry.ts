@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import type { GitFailure } from "./Git.ts"
 import * as registry from "./internal/runRegistry.ts"
 import type { FsFailure } from "./internal/workspaceFs.ts"
-import { isLeaseAlive, leasePath, readLease } from "./internal/workspaceLease.ts"
+import { isLeaseAlive, type LeaseFile, leasePath, readLease, readLeases } from "./internal/workspaceLease.ts"
 import { defaultConfig } from "./Workspace.ts"
 
 /**
@@ -86,8 +86,25 @@ export interface Lease {
 export const lease = (repo: string, runId: string): Effect.Effect<Lease | undefined, GitFailure | FsFailure> =>
   Effect.gen(function* () {
     const found = yield* readLease(yield* registry.registryRoot(repo), runId)
-    if (found === undefined) return undefined
-    return { ...found, live: isLeaseAlive(found, yield* Clock.currentTimeMillis, defaultConfig.staleAfter) }
+    return found === undefined ? undefined : judged(found, yield* Clock.currentTimeMillis)
+  })
+
+const judged = (lease: LeaseFile, now: number): Lease => ({
+  ...lease,
+  live: isLeaseAlive(lease, now, defaultConfig.staleAfter)
+})
+
+/**
+ * Every lease in `repo`'s registry, by run id: one read of the folder and of each lease file.
+ *
+ * @since 0.1.0
+ * @category reading
+ */
+export const leases = (repo: string): Effect.Effect<ReadonlyMap<string, Lease>, GitFailure | FsFailure> =>
+  Effect.gen(function* () {
+    const found = yield* readLeases(yield* registry.registryRoot(repo))
+    const now = yield* Clock.currentTimeMillis
+    return new Map([...found].map(([runId, lease]) => [runId, judged(lease, now)] as const))
   })
 
 /**

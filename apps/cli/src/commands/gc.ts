@@ -6,7 +6,6 @@ import * as NodePath from "node:path"
 import * as Console from "effect/Console"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
@@ -25,9 +24,14 @@ const reapCrashed = (repo: string, stateDir: string) => {
   const file = NodePath.join(stateDir, "ledger.db")
   if (!NodeFs.existsSync(file)) return Effect.succeed<ReadonlyArray<number>>([])
   return Effect.gen(function* () {
-    return yield* Orphans.reap(stateDir, yield* RunLiveness.markCrashed)
+    const ledger = yield* RunLedger.RunLedger
+    const alive = yield* RunLiveness.leaseRule(repo)
+    return yield* Orphans.reap(
+      stateDir,
+      yield* ledger.markCrashed((pid, hostname, runId) => alive({ runId, pid, hostname }))
+    )
   }).pipe(
-    Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerLease(repo))),
+    Effect.provide(RunLedger.layerSqlite(file)),
     Effect.orElseSucceed((): ReadonlyArray<number> => [])
   )
 }

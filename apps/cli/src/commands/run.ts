@@ -271,7 +271,8 @@ const execute = (flags: Flags) =>
 const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDir: string }, plan: PlanFile.Plan) =>
   Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
-    const crashed = yield* RunLiveness.markCrashed.pipe(Effect.provide(RunLiveness.layerLease(paths.repo)))
+    const alive = yield* RunLiveness.leaseRule(paths.repo)
+    const crashed = yield* ledger.markCrashed((pid, hostname, runId) => alive({ runId, pid, hostname }))
     yield* Orphans.reap(paths.stateDir, crashed)
     const resumed = yield* resumeTarget(flags, plan, paths.repo)
     const runId = newRunId()
