@@ -1,13 +1,14 @@
 /**
- * One case of `workspaces-real` narrowed to one corral row, for A/B comparisons on a loaded machine:
- * `node src/realprobe.ts <approach> <pairs> <N> [VARIABLE valueA valueB]` prepares the scenario's
+ * One case of `workspaces-real` narrowed to a few rows, for A/B comparisons on a loaded machine:
+ * `node src/realprobe.ts <approaches> <pairs> <N> [VARIABLE valueA valueB]` prepares the scenario's
  * cases with `TMPDIR=/dev/shm` (so both of its locations are tmpfs) and takes the one at concurrency
- * N, then per pair runs `xargs -P N` and the approach (`corral`, `corral sparse`, `corral overlay`):
- * once, or twice with `VARIABLE` set to `valueA` and to `valueB` (`-` unsets it) in alternating
- * order. Per run it prints the wall ratio to that pair's xargs, the process-tree CPU, the phases,
- * and git's CPU per agent by subcommand (commands per agent and ms, from the scenario's git shim,
- * children of each git command included). Another build is compared by running the same command
- * from its own checkout, alternating.
+ * N, then per pair runs `xargs -P N` and each approach (comma-separated rows: `corral`, `corral
+ * sparse`, `corral overlay`, `plain overlay`, …; their order alternates between pairs): once, or
+ * twice with `VARIABLE` set to `valueA` and to `valueB` (`-` unsets it) in alternating order. Per
+ * run it prints the wall ratio to that pair's xargs, the process-tree CPU, the phases, and git's
+ * CPU per agent by subcommand (commands per agent and ms, from the scenario's git shim, children of
+ * each git command included). Another build is compared by running the same command from its own
+ * checkout, alternating.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -38,8 +39,9 @@ const logs = fs.mkdtempSync("/dev/shm/corral-realprobe-")
 process.env.CORRAL_BENCH_GIT_LOGS = logs
 const found = (await workspacesReal.cases({ quick: false, reps: 1 })).find((c) => c.params.concurrency === concurrency)
 const xargs = workspacesReal.approaches.find((a) => a.name === "xargs -P N")
-const approach = workspacesReal.approaches.find((a) => a.name === name)
-if (found === undefined || xargs === undefined || approach === undefined) throw new Error(`no case or row ${name}`)
+const approaches = name.split(",").map((row) => workspacesReal.approaches.find((a) => a.name === row))
+if (found === undefined || xargs === undefined || approaches.some((a) => a === undefined))
+  throw new Error(`no case or row ${name}`)
 
 const context = { signal: new AbortController().signal }
 
@@ -52,7 +54,8 @@ const setVariable = (value: string | undefined) => {
 for (let pair = 0; pair < Number(pairsRaw); pair++) {
   const floor = await xargs.run(found.params, context)
   const order = variable === undefined ? [undefined] : pair % 2 === 0 ? [valueA, valueB] : [valueB, valueA]
-  for (const value of order) {
+  const rows = pair % 2 === 0 ? approaches : [...approaches].reverse()
+  for (const [value, approach] of order.flatMap((value) => rows.map((row) => [value, row!] as const))) {
     setVariable(value)
     const before = new Set(fs.readdirSync(logs))
     const sample = await approach.run(found.params, context)
@@ -60,12 +63,14 @@ for (let pair = 0; pair < Number(pairsRaw); pair++) {
     const m = sample.metrics ?? {}
     console.log(
       [
-        variable === undefined ? name : `${variable}=${value}`,
+        variable === undefined ? approach.name : `${approach.name} ${variable}=${value}`,
         `N=${concurrency}`,
         `wall ${(sample.ms / 1000).toFixed(2)} s (${(sample.ms / floor.ms).toFixed(3)}× xargs)`,
         `CPU ${m.cpuMs} ms (xargs ${floor.metrics?.cpuMs})`,
         `git CPU/agent ${m.gitCpuMsPerAgent?.toFixed(1)} ms`,
-        `set-up ${m.setUpMs?.toFixed(0)} commit ${m.commitMs?.toFixed(0)} merge ${m.mergeMs?.toFixed(0)} ms`,
+        m.setUpMs === undefined
+          ? ""
+          : `set-up ${m.setUpMs.toFixed(0)} commit ${m.commitMs?.toFixed(0)} merge ${m.mergeMs?.toFixed(0)} ms`,
         `same tree ${m.sameTree}`
       ].join("  ")
     )

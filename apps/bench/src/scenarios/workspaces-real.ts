@@ -3,6 +3,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { overlayProblem } from "@corral/platform-node/Workspace"
 import { mulberry32 } from "../lib/async.ts"
 import { type GitShim, makeGitShim, readGitLog } from "../lib/gitCpu.ts"
 import { metricAtLeast, metricAtMost, overFloor, ratioAtMost } from "../lib/targets.ts"
@@ -338,6 +339,156 @@ const plainWorktrees: Approach<Params> = {
   }
 }
 
+/**
+ * One agent of the plain-overlay floor, as a careful user would script overlay isolation: under the
+ * snapshot lock, the integration head's snapshot is made unless it exists (the first a `read-tree` +
+ * `checkout-index --all` export, a later one a `cp -al` of the latest with the paths `diff-tree`
+ * lists deleted or rewritten, as corral's are; its index, without stat data, is the agents' index);
+ * under the repository lock a `worktree add --no-checkout` at the head, given that index; then one
+ * `unshare -rm` namespace mounts the overlay (the snapshot below, the agent's upper folder holding
+ * the worktree's `.git` file above) on the worktree's folder and runs the command and the `add -A`
+ * of the paths the upper folder holds ({@link plainOverlayMount}); outside it `write-tree` +
+ * `commit-tree` from that index (no refresh); the merge under the merge lock as the plain-git floor
+ * does; and the removal of the worktree and the agent's folders. Arguments: repository, lock
+ * folder, the run's overlay folder, agent id, the command's script file, the mount script.
+ */
+const plainOverlayAgentScript = `
+set -eu
+repo=$1 locks=$2 run=$3 id=$4 script=$5 mountScript=$6
+cd "$repo"
+exec 7>"$locks/snapshot"
+flock 7
+head=$(git rev-parse refs/heads/floor)
+snap=$run/snapshots/$head
+if [ ! -d "$snap" ]; then
+  index=$snap.index
+  GIT_INDEX_FILE=$index git read-tree "$head"
+  if [ -f "$run/latest" ]; then
+    latest=$(cat "$run/latest")
+    cp -al "$run/snapshots/$latest" "$snap.tmp"
+    git diff-tree -r -z --no-renames --name-only --diff-filter=D "$latest" "$head" | (cd "$snap.tmp" && xargs -0r rm -f --)
+    git diff-tree -r -z --no-renames --name-only --diff-filter=d "$latest" "$head" |
+      GIT_INDEX_FILE=$index git checkout-index --force -z --stdin --prefix="$snap.tmp/"
+  else
+    mkdir -p "$snap.tmp"
+    GIT_INDEX_FILE=$index git checkout-index --all --force --prefix="$snap.tmp/"
+  fi
+  mv "$snap.tmp" "$snap"
+  echo "$head" > "$run/latest"
+fi
+flock -u 7
+wt=$run/worktrees/$id agent=$run/agents/$id
+exec 8>"$locks/repo"
+flock 8
+git worktree add --quiet --detach --no-checkout "$wt" "$head"
+flock -u 8
+gitdir=$(sed 's/^gitdir: //' "$wt/.git")
+cp "$snap.index" "$gitdir/index"
+mkdir -p "$agent/upper" "$agent/work"
+cp "$wt/.git" "$agent/upper/.git"
+unshare -rm sh "$mountScript" "$snap" "$agent/upper" "$agent/work" "$wt" "$script"
+tree=$(git -C "$wt" write-tree)
+commit=$(git -c user.name=floor -c user.email=floor@localhost commit-tree "$tree" -p "$head" -m "$id")
+exec 9>"$locks/merge"
+flock 9
+base=$(git rev-parse refs/heads/floor)
+tree=$(git merge-tree --write-tree "$base" "$commit")
+merged=$(git -c user.name=floor -c user.email=floor@localhost commit-tree "$tree" -p "$base" -p "$commit" -m "merge $id")
+git update-ref refs/heads/floor "$merged" "$base"
+flock -u 9
+flock 8
+git worktree remove --force "$wt"
+flock -u 8
+rm -rf "$agent"
+`
+
+/**
+ * Run by {@link plainOverlayAgentScript} in its `unshare -rm` namespace: mounts the overlay on the
+ * worktree's folder, runs the command there, then stages what the upper folder holds (files, links
+ * and whiteouts: this job replaces no folder) with `add -A`, loose objects uncompressed as corral
+ * writes them. Arguments: lower, upper, work, worktree folder, the command's script file.
+ */
+const plainOverlayMount = `
+set -eu
+mount -t overlay overlay -o "userxattr,lowerdir=$1,upperdir=$2,workdir=$3" "$4"
+cd "$4"
+sh "$5"
+paths=$3/../paths
+(cd "$2" && find . ! -type d ! -path ./.git -print0) > "$paths"
+if [ -s "$paths" ]; then
+  GIT_LITERAL_PATHSPECS=1 git -c core.looseCompression=0 add -A --pathspec-from-file="$paths" --pathspec-file-nul
+fi
+`
+
+/** A plain-overlay run's folders, under the scratch folder. */
+const overlayFolders = (params: Params, run: number) => {
+  const locks = path.join(params.scratch, `plain-overlay-locks-${run}`)
+  const overlay = path.join(params.scratch, `plain-overlay-${run}`)
+  return { locks, overlay, list: path.join(params.scratch, `plain-overlay-${run}.txt`) }
+}
+
+/**
+ * The floor of overlay isolation: the same agents at the same concurrency (`xargs -P N`), each in an
+ * overlay of a snapshot shared per integration head ({@link plainOverlayAgentScript}); the
+ * `CHANGELOG.md` agents serialized by a lock and the check after all, as in the plain-git floor; the
+ * snapshots removed when the run ends. Fails, saying why, where overlays cannot be mounted.
+ */
+const plainOverlay: Approach<Params> = {
+  name: "plain overlay",
+  run: async (params) => {
+    const problem = overlayProblem()
+    if (problem !== undefined) throw new Error(`skipped: ${problem}`)
+    const dir = cloneOf(params)
+    const tools = toolsOf(params)
+    const run = clones
+    const { locks, overlay, list } = overlayFolders(params, run)
+    for (const folder of [locks, path.join(overlay, "snapshots"), path.join(overlay, "agents")])
+      fs.mkdirSync(folder, { recursive: true })
+    const agentScript = path.join(tools, "plain-overlay-agent.sh")
+    const mountScript = path.join(tools, "plain-overlay-mount.sh")
+    const line = (id: string, command: string, claim: boolean) => {
+      const script = path.join(locks, `${id}.sh`)
+      fs.writeFileSync(script, `${command}\n`)
+      const lock = claim ? `flock ${path.join(locks, "changelog")} ` : ""
+      return `${lock}sh ${agentScript} ${dir} ${locks} ${overlay} ${id} ${script} ${mountScript}`
+    }
+    const lines = claimOrder(params.concurrency).map((agent) =>
+      line(`fmt-pkg${agent}`, agentCommand(tools, agent), agent < 2)
+    )
+    fs.writeFileSync(list, `${lines.join("\n")}\n`)
+    git(dir, "branch", "floor", "HEAD")
+    const log = path.join(params.scratch, `git-${run}.log`)
+    const env = params.shim?.env(log)
+    const cpu = childCpuMs()
+    const start = performance.now()
+    await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`, env)
+    await sh(dir, line("check", checkCommand(tools), false), env)
+    await sh(dir, `rm -rf ${overlay}`)
+    const ms = performance.now() - start
+    const cpuMetric = cpuSince(cpu)
+    const commands = readGitLog(log).length
+    const sameTree = git(dir, "rev-parse", "floor^{tree}") === params.expectedTree ? 1 : 0
+    const worktreesLeft =
+      git(dir, "worktree", "list", "--porcelain")
+        .split("\n")
+        .filter((l) => l.startsWith("worktree ")).length - 1
+    if (worktreesLeft !== 0) throw new Error(`the plain-overlay floor left ${worktreesLeft} worktrees`)
+    fs.rmSync(dir, { recursive: true, force: true })
+    fs.rmSync(locks, { recursive: true, force: true })
+    fs.rmSync(list, { force: true })
+    const agents = AGENTS + 1
+    return {
+      ms,
+      metrics: {
+        ...cpuMetric,
+        ...(commands === 0 ? {} : { gitPerAgent: commands / agents }),
+        ...gitCpuPerAgent(log, agents),
+        sameTree
+      }
+    }
+  }
+}
+
 interface CorralEvent {
   readonly type: string
   readonly at: number
@@ -492,6 +643,8 @@ const prepare = (base: string, quick: boolean) => {
   fs.writeFileSync(path.join(tools, "rewrite.mjs"), rewriteScript)
   fs.writeFileSync(path.join(tools, "check.mjs"), checkScript)
   fs.writeFileSync(path.join(tools, "floor-agent.sh"), floorAgentScript)
+  fs.writeFileSync(path.join(tools, "plain-overlay-agent.sh"), plainOverlayAgentScript)
+  fs.writeFileSync(path.join(tools, "plain-overlay-mount.sh"), plainOverlayMount)
   fs.writeFileSync(path.join(scratch, "plan.yaml"), planYaml(tools, "full"))
   fs.writeFileSync(path.join(scratch, "plan-sparse.yaml"), planYaml(tools, "sparse"))
   fs.writeFileSync(path.join(scratch, "plan-overlay.yaml"), planYaml(tools, "overlay"))
@@ -522,12 +675,13 @@ const locations = () =>
  * of one read-only snapshot per integration head, nothing checked out per agent), through `xargs -P N` in one folder (no isolation,
  * no claims, no merge), and through `xargs -P N`
  * each in its own plain git worktree merged back ({@link plainWorktrees}, the floor of isolation),
- * on tmpfs and on disk.
+ * and through `xargs -P N` each in an overlay of a shared snapshot merged back ({@link plainOverlay},
+ * the floor of overlay isolation), on tmpfs and on disk.
  */
 export const workspacesReal: Scenario<Params> = {
   name: "workspaces-real",
   description:
-    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral (full, sparse and overlay workspaces) vs sequential vs xargs -P N vs plain git worktrees",
+    "10 folder agents + 1 dependent check on a generated 2,000-file, 20 MB repository: corral (full, sparse and overlay workspaces) vs sequential vs xargs -P N vs plain git worktrees vs plain overlay (xargs -P N, one shell script per agent: the least git and mounting for overlay isolation — a snapshot per integration head shared by its agents, one unshare -rm + overlay mount per agent for the command and its add -A, write-tree + commit-tree, the plain-git row's locked merge; skipped, with the reason, where overlays cannot be mounted)",
   floor: "`xargs -P N` running the same commands in one folder, measured in the same run",
   targets: [
     ratioAtMost("corral ≤ 1.05× xargs -P N", /./, "corral", 1.05),
@@ -550,6 +704,14 @@ export const workspacesReal: Scenario<Params> = {
       plainWorktrees.name,
       1.05,
       { floor: plainWorktrees.name, bound: "xargs -P N" }
+    ),
+    overFloor(
+      "remaining gap: corral overlay ≤ 1.05× the plain overlay run (the floor of overlay isolation) measured in the same run",
+      /./,
+      corralOverlay.name,
+      plainOverlay.name,
+      1.05,
+      { floor: plainOverlay.name, bound: "xargs -P N" }
     ),
     metricAtMost("git process time (CPU) ≤ 0.3 s per agent on tmpfs", /tmpfs/, "corral", "gitCpuMsPerAgent", 300, ms),
     metricAtMost("a slot is free ≤ 50 ms after the agent's merge", /./, "corral", "slotHoldMs", 50, ms),
@@ -577,6 +739,14 @@ export const workspacesReal: Scenario<Params> = {
       "sameTree",
       1,
       same
+    ),
+    metricAtLeast(
+      "the plain-overlay floor's tree equals the sequential result",
+      /./,
+      plainOverlay.name,
+      "sameTree",
+      1,
+      same
     )
   ],
   floorApproach: "xargs -P N",
@@ -598,7 +768,7 @@ export const workspacesReal: Scenario<Params> = {
     { key: "slotHoldMs", label: "max slot hold after merge (ms)", format: (v) => v.toFixed(0) },
     { key: "sameTree", label: "same tree", format: (v) => (v === 1 ? "yes" : "no") }
   ],
-  approaches: [sequential, xargs, plainWorktrees, corral, corralSparse, corralOverlay, corralDirectSpawn],
+  approaches: [sequential, xargs, plainWorktrees, plainOverlay, corral, corralSparse, corralOverlay, corralDirectSpawn],
   cases: ({ quick }) => {
     corralBin()
     const cases: Array<Case<Params>> = []

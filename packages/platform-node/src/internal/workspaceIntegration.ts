@@ -51,6 +51,16 @@ const requireWorktree = (handle: WorkspaceHandle, operation: string) =>
  */
 const storedLoose = ["-c", "core.looseCompression=0"]
 
+/**
+ * An overlay workspace's `add` (in the mount, an index without stat data) and `commit` (outside it,
+ * where the folder holds only `.git`) without git's preload threads, which `lstat` the index's
+ * entries in parallel before the refresh does it again: there they cost more CPU than they save
+ * (`perf stat -e task-clock`, 2,000-entry index, tmpfs: `commit` ≈ 12 → 4.5 ms, `add` of 200
+ * rewritten files in the mount ≈ 19 → 17 ms). The result is the same; full worktrees keep git's
+ * default (no difference measured for their `add --all` and `status`).
+ */
+const noPreload = ["-c", "core.preloadIndex=false"]
+
 const addAll = (handle: WorkspaceHandle) => [
   ...storedLoose,
   "add",
@@ -77,7 +87,7 @@ const stage = (handle: WorkspaceHandle, env?: Record<string, string>) =>
     const changes = { ...found, paths: found.paths.filter((p) => !handle.copiedFiles.includes(p)) }
     if (isEmpty(changes)) return staged
     const run = inMount(findUnshare() ?? "unshare", handle.overlay, cwd, changes)
-    const args = [...storedLoose, "add", "--all", "--", ...run.paths]
+    const args = [...storedLoose, ...noPreload, "add", "--all", "--", ...run.paths]
     const out = yield* gitOutput(args, { cwd, via: run.via, env: { ...env, ...run.env }, okExitCodes: [1] })
     if (out.exitCode === 1 && !(ignoredPaths.test(out.stderr) && !/^(fatal|error):/m.test(out.stderr))) {
       return yield* new GitError({ args, cwd, exitCode: 1, stderr: out.stderr })
@@ -185,6 +195,7 @@ export const commitWork = (
     const full = withTrailers(options.message, options.runId, handle.agentId)
     const args = [
       ...noSigning,
+      ...(handle.overlay === undefined ? [] : noPreload),
       "-c",
       "core.logAllRefUpdates=true",
       "commit",
