@@ -299,29 +299,45 @@ const reclaimBranch = (
     }
   })
 
+/**
+ * How many pooled worktrees of one repository `drainPool` removes at once: each `worktree remove`
+ * deletes only its own folder and administrative folder, and no worktree of the run is added any
+ * more, so they run side by side under one hold of the repository lock (the user waits for them).
+ */
+const DRAIN_CONCURRENCY = 4
+
+/** Removes a pooled worktree; its branch, when merged, joins `deletable`. */
+const removePooled = (pooled: Pooled, deletable: Array<Retired>) =>
+  git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: pooled.root }).pipe(
+    Effect.catch(() => removePath(pooled.dir)),
+    Effect.andThen(
+      Effect.sync(() => {
+        const checkedOut = pooled.checkedOut
+        if (checkedOut === undefined || checkedOut.left) return
+        checkedOut.left = true
+        if (checkedOut.state === "merged") {
+          deletable.push({ branch: checkedOut.branch, tip: checkedOut.tip, root: pooled.root })
+        }
+      })
+    ),
+    Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))),
+    Effect.ignore
+  )
+
 /** Removes the run's pooled worktrees and deletes its retired branches (when the run ends). */
 export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: string) =>
   Effect.gen(function* () {
     const { worktrees, retired } = drainPooled(deps.pools, runId)
     const deletable = [...retired]
+    const commonDirs = [...new Set(worktrees.map((pooled) => pooled.commonDir))]
     yield* Effect.forEach(
-      worktrees,
-      (pooled) =>
-        deps.locks(pooled.commonDir).withPermit(
-          git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: pooled.root }).pipe(
-            Effect.catch(() => removePath(pooled.dir)),
-            Effect.andThen(
-              Effect.sync(() => {
-                const checkedOut = pooled.checkedOut
-                if (checkedOut === undefined || checkedOut.left) return
-                checkedOut.left = true
-                if (checkedOut.state === "merged") {
-                  deletable.push({ branch: checkedOut.branch, tip: checkedOut.tip, root: pooled.root })
-                }
-              })
-            ),
-            Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))),
-            Effect.ignore
+      commonDirs,
+      (commonDir) =>
+        deps.locks(commonDir).withPermit(
+          Effect.forEach(
+            worktrees.filter((pooled) => pooled.commonDir === commonDir),
+            (pooled) => removePooled(pooled, deletable),
+            { concurrency: DRAIN_CONCURRENCY, discard: true }
           )
         ),
       { discard: true }
