@@ -4,7 +4,7 @@
  * Node's module loader costs ≈ 0.5 ms of CPU per file it resolves and links, and the command as
  * separate compiled modules loads ≈ 450 files before it does anything (≈ 275 ms of CPU for
  * `corral --version`, ≈ 100 ms bundled). Modules loaded with `import()` (commands, reports, the
- * cluster) stay chunks loaded on demand; `log-update`, `string-width` and `wrap-ansi`, loaded with
+ * cluster) stay chunks loaded on demand; `log-update`, `string-width`, `wrap-ansi` and `cli-table3`, loaded with
  * `require` only when needed, stay dependencies resolved at run time.
  *
  * Besides the command, the files that corral's code starts by path beside its own module are entries

@@ -169,6 +169,9 @@ interface Context {
   readonly pending: Set<Fiber.Fiber<void>>
   /** The release under way per agent: a retry waits for it (it deletes the branch the retry re-creates). */
   readonly releasing: Map<string, Fiber.Fiber<void>>
+  /** The agents that have had a workspace; once all have, the run's worktree pool is closed. */
+  readonly acquired: Set<string>
+  readonly runTally: Git.Tally
 }
 
 /**
@@ -232,7 +235,9 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       scope: yield* Effect.scope,
       releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
       pending: new Set(),
-      releasing: new Map()
+      releasing: new Map(),
+      acquired: new Set(),
+      runTally
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
     if (options.ledger !== undefined) yield* startRecord(options, options.ledger, agents)
@@ -454,6 +459,29 @@ const releaseLater = (
   })
 
 /**
+ * Once every agent of the plan has had its workspace, none will take a pooled worktree any more (a
+ * retried one adds its own): the run closes its pool (`Workspace.closePool`), whose free worktrees are
+ * then removed while the last agents run rather than after the run's last event. In the background,
+ * awaited by `run` like a release; its git commands count as the run's own.
+ */
+const closePoolOnceAllAcquired = (ctx: Context, agentId: string) =>
+  Effect.suspend(() => {
+    const before = ctx.acquired.size
+    ctx.acquired.add(agentId)
+    const all = ctx.options.plan.agents.length
+    if (ctx.isolation !== "worktree" || before === all || ctx.acquired.size < all) return Effect.void
+    const close = ctx.workspace
+      .closePool(ctx.options.runId)
+      .pipe(Effect.provideService(Git.CurrentTally, ctx.runTally), Effect.uninterruptible)
+    return Effect.flatMap(Effect.forkIn(close, ctx.scope), (fiber) =>
+      Effect.sync(() => {
+        ctx.pending.add(fiber)
+        fiber.addObserver(() => ctx.pending.delete(fiber))
+      })
+    )
+  })
+
+/**
  * Where an agent's `CORRAL_*` files live: `io/` beside its private data folder (removed with it), so
  * a sandbox that hides the state folder still shows the agent only its own folders.
  */
@@ -534,6 +562,7 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
           )
       })
       .pipe(timed(ctx, agent.id, "setUpMs"))
+    yield* closePoolOnceAllAcquired(ctx, agent.id)
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     return yield* inWorkspace(ctx, agent, handle, me, postgres, deps, started).pipe(
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))

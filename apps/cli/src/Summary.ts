@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import type * as Outcome from "@corral/core/Outcome"
-import Table from "cli-table3"
+import * as BoxTable from "./BoxTable.ts"
 import * as OutcomeText from "./OutcomeText.ts"
 import { stopText } from "./ProgressView.ts"
 import type { AgentResult, MergeConflict, Report } from "./RunPlan.ts"
@@ -64,21 +64,19 @@ const tableOf = (report: Report, options: { readonly color: boolean; readonly co
   const detailWidth = options.columns - others - borders - 1 - inlineAgent
   const inline = anyDetail && detailWidth >= minDetailWidth
   widths[0] = inline ? inlineAgent : agentFor(options.columns - others - borders)
-  const table = new Table({
-    head: inline ? [...head, "detail"] : head,
-    style: { head: options.color ? ["cyan"] : [], border: options.color ? ["grey"] : [] },
-    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
-    colWidths: (inline ? [...widths, detailWidth] : widths) as never
-  })
   const cellWidths = inline ? [...widths, detailWidth] : widths
-  for (const [i, row] of rows.entries()) {
-    const cells = inline ? [...row, details[i]!] : row
-    table.push(cells.map((cell, column) => TerminalText.wrapHard(cell, cellWidths[column]! - 2)))
-  }
+  const table = BoxTable.render({
+    head: inline ? [...head, "detail"] : head,
+    rows: rows.map((row, i) =>
+      (inline ? [...row, details[i]!] : row).map((cell, column) => TerminalText.wrapHard(cell, cellWidths[column]! - 2))
+    ),
+    widths: cellWidths,
+    color: options.color
+  })
   const below = inline
     ? []
     : outcomes.flatMap((outcome, i) => (details[i]!.length > 0 ? [`${outcome.agentId}: ${details[i]}`] : []))
-  return [table.toString(), ...below]
+  return [table, ...below]
 }
 
 /**

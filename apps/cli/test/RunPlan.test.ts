@@ -109,6 +109,50 @@ describe("RunPlan", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
+  it.live("the run closes its worktree pool once, after every agent has had its workspace", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo({ "README.md": "x\n" })
+      const calls: Array<string> = []
+      const recording = Layer.effect(
+        Workspace,
+        Effect.gen(function* () {
+          const real = yield* Workspace
+          return Workspace.of({
+            ...real,
+            acquire: (options) =>
+              real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
+            closePool: (runId) =>
+              real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
+          })
+        })
+      ).pipe(Layer.provide(Workspace.layer))
+      const plan = [
+        "concurrency: 2",
+        "agents:",
+        "  - id: a",
+        "    run: echo a > a.txt",
+        "  - id: b",
+        "    run: echo b > b.txt",
+        "  - id: last",
+        "    run: cat a.txt b.txt > last.txt",
+        "    dependsOn: [a, b]"
+      ].join("\n")
+      const report = yield* runPlan(repo, plan, []).pipe(Effect.provide(recording))
+      assert.isTrue(report.result.allSucceeded)
+      assert.deepStrictEqual(
+        calls.filter((call) => call.startsWith("closePool")),
+        ["closePool r1"]
+      )
+      assert.strictEqual(calls.indexOf("closePool r1"), calls.indexOf("acquire last") + 1)
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+      assert.strictEqual(
+        sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/"),
+        "corral/r1/integration"
+      )
+      assert.strictEqual(sh(repo, "show", "corral/r1/integration:last.txt"), "a\nb")
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+
   it.live("no conflict is predicted between many agents that write disjoint folders (seeded)", () =>
     Effect.gen(function* () {
       const random = lcg(20_261_126)

@@ -538,6 +538,13 @@ export class Workspace extends Context.Service<
      * other workspace just runs `lastUse`.
      */
     readonly recycleAfter: <A, E, R>(handle: WorkspaceHandle, lastUse: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+    /**
+     * Says that the run `runId` will take no more pooled worktree: every agent of it has its
+     * workspace (a retried agent adds a worktree of its own). The run's free pooled worktrees are
+     * removed now, while its last agents still run, and worktrees released from now on are removed
+     * rather than pooled, so that little is left to remove when the run ends.
+     */
+    readonly closePool: (runId: string) => Effect.Effect<void>
     readonly integration: (options: IntegrationOptions) => Effect.Effect<Integration, WorkspaceError>
     readonly registerRun: (repo: string, runId: string) => Effect.Effect<RunLease, WorkspaceError, Scope.Scope>
     readonly gc: (options: GcOptions) => Effect.Effect<GcReport, WorkspaceError>

@@ -418,6 +418,61 @@ describe("Workspace", () => {
     )
   )
 
+  it.live("closing a run's pool removes its free worktrees at once; later releases remove rather than pool", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const { reports, onRelease } = releases()
+        const corralBranches = () => sh(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/corral/")
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* ws.registerRun(repo, "close")
+            const integration = yield* ws.integration({ repo, runId: "close" })
+            const acquire = (agentId: string, base: string) =>
+              ws.acquire({ repo, runId: "close", agentId, base, recycle: true, onRelease })
+            const base = yield* integration.head()
+            yield* Effect.forEach(
+              ["a", "b"],
+              (agentId) =>
+                Effect.scoped(
+                  Effect.gen(function* () {
+                    const handle = yield* acquire(agentId, base)
+                    yield* edit(handle, `${agentId}.txt`, `${agentId} was here\n`)
+                    yield* integration.commitAll(handle, agentId)
+                    assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+                  })
+                ),
+              { concurrency: 2, discard: true }
+            )
+            assert.strictEqual(worktreeCount(repo), 3, "both worktrees are in the pool")
+            yield* ws.closePool("close")
+            assert.strictEqual(worktreeCount(repo), 1)
+            assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees")), [])
+            assert.strictEqual(corralBranches(), "corral/close/integration")
+            yield* Effect.scoped(
+              Effect.gen(function* () {
+                const late = yield* acquire("late", yield* integration.head())
+                assert.strictEqual(fs.readFileSync(path.join(late.dir, "a.txt"), "utf8"), "a was here\n")
+                yield* edit(late, "c.txt", "late was here\n")
+                yield* ws.recycleAfter(late, integration.commitAll(late, "late"))
+                assert.strictEqual((yield* integration.merge(late))._tag, "Merged")
+              })
+            )
+            assert.strictEqual(worktreeCount(repo), 1, "the late agent's worktree was removed, not pooled")
+          })
+        )
+        assert.deepStrictEqual(reports.map((r) => [r.agentId, r.workspace, r.branch]).sort(), [
+          ["a", "recycled", "deleted"],
+          ["b", "recycled", "deleted"],
+          ["late", "removed", "deleted"]
+        ])
+        assert.strictEqual(corralBranches(), "corral/close/integration")
+        assert.strictEqual(sh(repo, "show", "corral/close/integration:c.txt"), "late was here")
+      })
+    )
+  )
+
   it.live("a recycled worktree never shows the next agent a previous agent's tracked, untracked or ignored files", () =>
     provide(
       Effect.gen(function* () {

@@ -512,7 +512,7 @@ const slotFreedAt = (events: ReadonlyArray<CorralEvent>) => {
 
 /**
  * Where corral's wall time goes: before its first event (process start-up, ledger, plan, integration
- * branch), after its last (summary, ledger close), and per agent the slot time that is not the
+ * branch), after its last (the last workspaces' removal, summary, ledger close), and per agent the slot time that is not the
  * agent's own command (workspace set-up; commit and merge too when the slot is held until the end).
  */
 const breakdown = (events: ReadonlyArray<CorralEvent>, spawnedAt: number, exitedAt: number) => {

@@ -40,6 +40,7 @@ import { enableWorktreeConfig, isSparse, normalizeFolders, setCone, widen } from
 import {
   awaitPooled,
   type CheckedOut,
+  closeRun,
   drainPooled,
   markCommitting,
   markPending,
@@ -51,9 +52,11 @@ import {
   reclaim,
   releasing,
   retire,
+  runClosed,
   settleMerged,
   takeHolding,
   takePooled,
+  takeRetired,
   unmarkCommitting,
   unmarkPending
 } from "./workspacePool.ts"
@@ -228,7 +231,7 @@ const reuseWorktree = (
     const branch = placement.branch!
     const key = poolKey(repo.commonDir, options.runId)
     if (yield* branchExists(repo.root, branch)) {
-      putPooled(deps.pools, key, pooled)
+      if (!putPooled(deps.pools, key, pooled)) yield* discardPooled(deps, options.runId, pooled)
       return yield* new BranchAlreadyExists({ repo: repo.root, branch, agentId: options.agentId })
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
@@ -240,10 +243,11 @@ const reuseWorktree = (
     retire(deps.pools, key, pooled)
   })
 
-const discardPooled = (deps: AcquireDeps, repo: RepoInfo, runId: string, pooled: Pooled) =>
-  git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: repo.root }).pipe(
-    Effect.catch(() => removePath(pooled.dir).pipe(Effect.andThen(git(["worktree", "prune"], { cwd: repo.root })))),
-    Effect.andThen(Effect.sync(() => retire(deps.pools, poolKey(repo.commonDir, runId), pooled))),
+/** Removes a worktree taken out of the pool (the caller holds the repository lock where it must). */
+const discardPooled = (deps: Pick<AcquireDeps, "pools">, runId: string, pooled: Pooled) =>
+  git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: pooled.root }).pipe(
+    Effect.catch(() => removePath(pooled.dir).pipe(Effect.andThen(git(["worktree", "prune"], { cwd: pooled.root })))),
+    Effect.andThen(Effect.sync(() => retire(deps.pools, poolKey(pooled.commonDir, runId), pooled))),
     Effect.ignore
   )
 
@@ -291,12 +295,58 @@ const reclaimBranch = (
       Effect.as(true),
       Effect.catch(() => Effect.succeed(false))
     )
-    if (detached) {
-      yield* deleteIfAt(repo, branch, pooled.checkedOut.tip)
-      putPooled(deps.pools, key, { dir: pooled.dir, root: pooled.root, commonDir: pooled.commonDir })
-    } else {
-      yield* discardPooled(deps, repo, runId, pooled)
-    }
+    if (detached) yield* deleteIfAt(repo, branch, pooled.checkedOut.tip)
+    const free = { dir: pooled.dir, root: pooled.root, commonDir: pooled.commonDir }
+    if (!detached || !putPooled(deps.pools, key, free)) yield* discardPooled(deps, runId, detached ? free : pooled)
+  })
+
+/**
+ * How many pooled worktrees of one repository `drainPool` removes at once: each `worktree remove`
+ * deletes only its own folder and administrative folder, and no worktree of the run is added any
+ * more, so they run side by side under one hold of the repository lock (the user waits for them).
+ */
+const DRAIN_CONCURRENCY = 4
+
+/** Removes a pooled worktree; its branch, when merged, joins `deletable`. */
+const removePooled = (pooled: Pooled, deletable: Array<Retired>) =>
+  git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: pooled.root }).pipe(
+    Effect.catch(() => removePath(pooled.dir)),
+    Effect.andThen(
+      Effect.sync(() => {
+        const checkedOut = pooled.checkedOut
+        if (checkedOut === undefined || checkedOut.left) return
+        checkedOut.left = true
+        if (checkedOut.state === "merged") {
+          deletable.push({ branch: checkedOut.branch, tip: checkedOut.tip, root: pooled.root })
+        }
+      })
+    ),
+    Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))),
+    Effect.ignore
+  )
+
+/**
+ * Closes the run's pools (`closeRun`: no agent of the run will take a pooled worktree any more),
+ * removes their free worktrees now, side by side, instead of when the run ends, and deletes the
+ * merged branches no worktree has checked out.
+ */
+export const closePool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: string) =>
+  Effect.gen(function* () {
+    const free = closeRun(deps.pools, runId)
+    yield* Effect.forEach(
+      [...new Set(free.map((pooled) => pooled.commonDir))],
+      (commonDir) =>
+        deps.locks(commonDir).withPermit(
+          Effect.forEach(
+            free.filter((pooled) => pooled.commonDir === commonDir),
+            (pooled) =>
+              discardPooled(deps, runId, pooled).pipe(Effect.andThen(removeEmptyParent(path.dirname(pooled.dir)))),
+            { concurrency: DRAIN_CONCURRENCY, discard: true }
+          )
+        ),
+      { discard: true }
+    )
+    yield* deleteRetiredByRoot(takeRetired(deps.pools, runId))
   })
 
 /** Removes the run's pooled worktrees and deletes its retired branches (when the run ends). */
@@ -304,39 +354,32 @@ export const drainPool = (deps: Pick<AcquireDeps, "locks" | "pools">, runId: str
   Effect.gen(function* () {
     const { worktrees, retired } = drainPooled(deps.pools, runId)
     const deletable = [...retired]
+    const commonDirs = [...new Set(worktrees.map((pooled) => pooled.commonDir))]
     yield* Effect.forEach(
-      worktrees,
-      (pooled) =>
-        deps.locks(pooled.commonDir).withPermit(
-          git(["worktree", "remove", "--force", "--", pooled.dir], { cwd: pooled.root }).pipe(
-            Effect.catch(() => removePath(pooled.dir)),
-            Effect.andThen(
-              Effect.sync(() => {
-                const checkedOut = pooled.checkedOut
-                if (checkedOut === undefined || checkedOut.left) return
-                checkedOut.left = true
-                if (checkedOut.state === "merged") {
-                  deletable.push({ branch: checkedOut.branch, tip: checkedOut.tip, root: pooled.root })
-                }
-              })
-            ),
-            Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))),
-            Effect.ignore
+      commonDirs,
+      (commonDir) =>
+        deps.locks(commonDir).withPermit(
+          Effect.forEach(
+            worktrees.filter((pooled) => pooled.commonDir === commonDir),
+            (pooled) => removePooled(pooled, deletable),
+            { concurrency: DRAIN_CONCURRENCY, discard: true }
           )
         ),
       { discard: true }
     )
-    const roots = [...new Set(deletable.map((entry) => entry.root))]
-    yield* Effect.forEach(
-      roots,
-      (root) =>
-        deleteRetired(
-          root,
-          deletable.filter((entry) => entry.root === root)
-        ),
-      { discard: true }
-    )
+    yield* deleteRetiredByRoot(deletable)
   })
+
+const deleteRetiredByRoot = (retired: ReadonlyArray<Retired>) =>
+  Effect.forEach(
+    [...new Set(retired.map((entry) => entry.root))],
+    (root) =>
+      deleteRetired(
+        root,
+        retired.filter((entry) => entry.root === root)
+      ),
+    { discard: true }
+  )
 
 class IncompleteWorktree extends WorkspaceIoError {}
 
@@ -445,10 +488,11 @@ const releaseWorktree = (
   repo: RepoInfo,
   runId: string,
   placement: Placement,
-  recycle: boolean
+  recycleAsked: boolean
 ): Release =>
   Effect.gen(function* () {
     if (!placement.ready) return yield* rollBack(deps, repo, placement)
+    const recycle = recycleAsked && !runClosed(deps.pools, runId)
     const lent = placement.lent === undefined ? undefined : yield* Fiber.join(placement.lent)
     if (lent !== undefined) return yield* settleLent(deps, repo, runId, placement, lent)
     const branch = placement.branch!
@@ -462,9 +506,11 @@ const releaseWorktree = (
     const mergedTip = takeMergedTip(repo.commonDir, branch)
     const key = poolKey(repo.commonDir, runId)
     if (present && recycle && mergedTip !== undefined && (yield* cleanUnlessClean(placement.dir, state))) {
-      const checkedOut: CheckedOut = { branch, tip: mergedTip, state: "merged", left: false }
-      putPooled(deps.pools, key, { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut })
-      return { workspace: "recycled", branch: "deleted", reasons: [] } as const
+      const checkedOut: CheckedOut = { branch, tip: mergedTip, state: "merged", left: false, removed: false }
+      const pooled: Pooled = { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut }
+      if (putPooled(deps.pools, key, pooled)) return { workspace: "recycled", branch: "deleted", reasons: [] } as const
+      yield* lock.withPermit(discardPooled(deps, runId, pooled))
+      return { workspace: "removed", branch: "deleted", reasons: [] } as const
     }
     const recycled = present && recycle && (yield* detachAndClean(placement.dir, state))
     if (!recycled) {
@@ -473,16 +519,11 @@ const releaseWorktree = (
         : git(["worktree", "prune"], { cwd: repo.root })
       yield* lock.withPermit(removal)
     }
-    const workspace = recycled ? "recycled" : "removed"
     const branchOutcome = yield* releaseBranch(deps, repo, runId, placement, mergedTip)
-    if (recycled) {
-      putPooled(deps.pools, key, {
-        dir: placement.dir,
-        root: repo.root,
-        commonDir: repo.commonDir
-      })
-    }
-    return branchReleased(workspace, branch, branchOutcome)
+    const free: Pooled = { dir: placement.dir, root: repo.root, commonDir: repo.commonDir }
+    const pooled = recycled && putPooled(deps.pools, key, free)
+    if (recycled && !pooled) yield* lock.withPermit(discardPooled(deps, runId, free))
+    return branchReleased(pooled ? "recycled" : "removed", branch, branchOutcome)
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "kept", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
@@ -500,10 +541,12 @@ const lend = (deps: AcquireDeps, repo: RepoInfo, runId: string, placement: Place
     yield* removeUnchangedCopies(placement.root, placement.dir, placement.copied)
     const state = yield* worktreeState(placement.dir)
     if (state === "dirty" || !(yield* cleanUnlessClean(placement.dir, state))) return undefined
-    const checkedOut: CheckedOut = { branch: placement.branch!, tip: "", state: "merging", left: false }
+    const checkedOut: CheckedOut = { branch: placement.branch!, tip: "", state: "merging", left: false, removed: false }
     const key = poolKey(repo.commonDir, runId)
     const pooled: Pooled = { dir: placement.dir, root: repo.root, commonDir: repo.commonDir, checkedOut }
-    putPooled(deps.pools, key, pooled)
+    if (putPooled(deps.pools, key, pooled)) return checkedOut
+    yield* deps.locks(repo.commonDir).withPermit(discardPooled(deps, runId, pooled))
+    checkedOut.removed = true
     return checkedOut
   }).pipe(Effect.catch(() => Effect.succeed(undefined)))
 
@@ -549,9 +592,10 @@ const settleLent = (
   Effect.gen(function* () {
     const key = poolKey(repo.commonDir, runId)
     const mergedTip = takeMergedTip(repo.commonDir, checkedOut.branch)
+    const workspace = checkedOut.removed ? "removed" : "recycled"
     if (mergedTip !== undefined) {
       settleMerged(deps.pools, key, repo.root, checkedOut, mergedTip)
-      return { workspace: "recycled", branch: "deleted", reasons: [] } as const
+      return { workspace, branch: "deleted", reasons: [] } as const
     }
     checkedOut.state = "unmerged"
     const holding = takeHolding(deps.pools, key, checkedOut)
@@ -563,10 +607,10 @@ const settleLent = (
         Effect.catch(() => Effect.succeed(false))
       )
       checkedOut.left = true
-      if (detached) putPooled(deps.pools, key, { dir: holding.dir, root: holding.root, commonDir: holding.commonDir })
-      else yield* discardPooled(deps, repo, runId, holding)
+      const free = { dir: holding.dir, root: holding.root, commonDir: holding.commonDir }
+      if (!detached || !putPooled(deps.pools, key, free)) yield* discardPooled(deps, runId, detached ? free : holding)
     }
-    return branchReleased("recycled", checkedOut.branch, yield* releaseBranch(deps, repo, runId, placement, undefined))
+    return branchReleased(workspace, checkedOut.branch, yield* releaseBranch(deps, repo, runId, placement, undefined))
   }).pipe(
     Effect.catch((error) =>
       Effect.succeed({ workspace: "recycled", branch: "kept", reasons: [`cleanup failed: ${error.message}`] } as const)
@@ -732,7 +776,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
                 ? Effect.fail(error)
-                : Effect.andThen(discardPooled(deps, repo, options.runId, pooled), add)
+                : Effect.andThen(discardPooled(deps, options.runId, pooled), add)
             )
           )
     })

@@ -21,7 +21,8 @@
  * settles `unmerged` while the worktree is still free takes it out of the pool, detaches it and puts
  * it back, so the branch is in no worktree. Only `merged` branches are reclaimed by a retry or
  * deleted at the run's end (one `update-ref --stdin` transaction, each deletion checked against its
- * merged tip). After a kill -9 in any state, `corral gc` finds a clean worktree of a dead run
+ * merged tip). A run closes its pools (`closeRun`) once no agent of it will take a pooled worktree:
+ * the free ones are removed then, and a worktree released later is removed instead of pooled. After a kill -9 in any state, `corral gc` finds a clean worktree of a dead run
  * (removed) and the agent's branch (deleted when merged, kept as "not merged" otherwise).
  *
  * A lent worktree, from its agent's commit until the next agent takes it:
@@ -48,6 +49,8 @@ export interface CheckedOut {
   state: "merging" | "merged" | "unmerged"
   /** Whether the worktree has left the branch (checked out another, or was removed). */
   left: boolean
+  /** Whether the lend removed the worktree (the run's pools were closed) rather than pooling it. */
+  removed: boolean
 }
 
 export interface Pooled {
@@ -76,17 +79,23 @@ interface Pool {
   readonly waiters: Array<() => void>
 }
 
-export type Pools = Map<string, Pool>
+export interface Pools {
+  readonly byKey: Map<string, Pool>
+  /** Runs whose pools take no more worktrees (`closeRun`): what is released from then on is removed. */
+  readonly closed: Set<string>
+}
 
-export const makePools = (): Pools => new Map()
+export const makePools = (): Pools => ({ byKey: new Map(), closed: new Set() })
+
+const runIdOf = (key: string) => key.slice(key.indexOf("\0") + 1)
 
 export const poolKey = (commonDir: string, runId: string) => `${commonDir}\0${runId}`
 
 const poolOf = (pools: Pools, key: string): Pool => {
-  const existing = pools.get(key)
+  const existing = pools.byKey.get(key)
   if (existing !== undefined) return existing
   const created: Pool = { free: [], retired: [], pending: 0, committing: 0, spares: 0, waiters: [] }
-  pools.set(key, created)
+  pools.byKey.set(key, created)
   return created
 }
 
@@ -94,7 +103,7 @@ const wake = (pool: Pool) => {
   for (const waiter of pool.waiters.splice(0)) waiter()
 }
 
-export const takePooled = (pools: Pools, key: string): Pooled | undefined => pools.get(key)?.free.pop()
+export const takePooled = (pools: Pools, key: string): Pooled | undefined => pools.byKey.get(key)?.free.pop()
 
 /**
  * Notes that `pooled`'s branch is no longer checked out: a merged one is deleted when the run ends,
@@ -118,7 +127,7 @@ export const settleMerged = (pools: Pools, key: string, root: string, checkedOut
 
 /** Takes the free worktree that has `checkedOut` checked out out of the pool, if it is still free. */
 export const takeHolding = (pools: Pools, key: string, checkedOut: CheckedOut): Pooled | undefined => {
-  const free = pools.get(key)?.free
+  const free = pools.byKey.get(key)?.free
   const at = free?.findIndex((entry) => entry.checkedOut === checkedOut) ?? -1
   return at >= 0 ? free!.splice(at, 1)[0] : undefined
 }
@@ -137,8 +146,8 @@ export const maxSpares = ((raw) => (/^\d+$/.test(raw) ? Number(raw) : 1))(proces
  */
 export const awaitPooled = (pools: Pools, key: string): Effect.Effect<void> =>
   Effect.suspend(() => {
-    const pool = pools.get(key)
-    if (pool === undefined || pool.free.length > 0) return Effect.void
+    const pool = pools.byKey.get(key)
+    if (pool === undefined || pool.free.length > 0 || pools.closed.has(runIdOf(key))) return Effect.void
     if (pool.pending === 0) {
       if (pool.committing === 0) return Effect.void
       if (pool.spares < maxSpares) {
@@ -188,10 +197,35 @@ export const releasing = <A, E, R>(pools: Pools, key: string, effect: Effect.Eff
     () => Effect.sync(() => unmarkPending(pools, key))
   )
 
-export const putPooled = (pools: Pools, key: string, entry: Pooled): void => {
+/**
+ * Puts a free worktree in the pool; `false` when the run's pools are closed (`closeRun`): the caller
+ * removes it instead.
+ */
+export const putPooled = (pools: Pools, key: string, entry: Pooled): boolean => {
+  if (pools.closed.has(runIdOf(key))) return false
   const pool = poolOf(pools, key)
   pool.free.push(entry)
   wake(pool)
+  return true
+}
+
+/** Whether the run's pools are closed (`closeRun`). */
+export const runClosed = (pools: Pools, runId: string): boolean => pools.closed.has(runId)
+
+/**
+ * Closes the run's pools: no agent of the run will take a pooled worktree any more (a retried one
+ * adds its own). Returns the free worktrees, taken out of the pools, for the caller to remove now
+ * rather than when the run ends; waiters are woken (they add a worktree).
+ */
+export const closeRun = (pools: Pools, runId: string): Array<Pooled> => {
+  pools.closed.add(runId)
+  const free: Array<Pooled> = []
+  for (const [key, pool] of pools.byKey) {
+    if (runIdOf(key) !== runId) continue
+    free.push(...pool.free.splice(0))
+    wake(pool)
+  }
+  return free
 }
 
 /**
@@ -203,7 +237,7 @@ export const reclaim = (
   key: string,
   branch: string
 ): { readonly retired?: Retired | undefined; readonly pooled?: Pooled | undefined } => {
-  const pool = pools.get(key)
+  const pool = pools.byKey.get(key)
   if (pool === undefined) return {}
   const retiredAt = pool.retired.findIndex((entry) => entry.branch === branch)
   if (retiredAt >= 0) return { retired: pool.retired.splice(retiredAt, 1)[0] }
@@ -213,6 +247,13 @@ export const reclaim = (
   return pooledAt >= 0 ? { pooled: pool.free.splice(pooledAt, 1)[0] } : {}
 }
 
+/** The retired branches of `runId` (in any repository), taken out of the pools for deletion now. */
+export const takeRetired = (pools: Pools, runId: string): Array<Retired> => {
+  const retired: Array<Retired> = []
+  for (const [key, pool] of pools.byKey) if (runIdOf(key) === runId) retired.push(...pool.retired.splice(0))
+  return retired
+}
+
 /** Every pooled worktree and retired branch of `runId` (in any repository), removed from the pool. */
 export const drainPooled = (
   pools: Pools,
@@ -220,12 +261,13 @@ export const drainPooled = (
 ): { readonly worktrees: Array<Pooled>; readonly retired: Array<Retired> } => {
   const worktrees: Array<Pooled> = []
   const retired: Array<Retired> = []
-  for (const [key, pool] of pools) {
-    if (key.split("\0")[1] !== runId) continue
+  for (const [key, pool] of pools.byKey) {
+    if (runIdOf(key) !== runId) continue
     worktrees.push(...pool.free)
     retired.push(...pool.retired)
-    pools.delete(key)
+    pools.byKey.delete(key)
     wake(pool)
   }
+  pools.closed.delete(runId)
   return { worktrees, retired }
 }

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import type { Config, Workspace } from "../Workspace.ts"
-import { acquireWorkspace, drainPool, recycleAfter } from "./workspaceAcquire.ts"
+import { acquireWorkspace, closePool, drainPool, recycleAfter } from "./workspaceAcquire.ts"
 import { makePortAllocator } from "./workspaceEnv.ts"
 import { collectGarbage } from "./workspaceGc.ts"
 import { makeIntegration } from "./workspaceIntegration.ts"
@@ -17,6 +17,7 @@ export const makeWorkspace = (config: Config): Workspace["Service"] => {
   return {
     acquire: (options) => acquireWorkspace({ locks, ports, pools, lenders }, options),
     recycleAfter: (handle, lastUse) => recycleAfter({ lenders }, handle, lastUse),
+    closePool: (runId) => closePool({ locks, pools }, runId),
     integration: (options) => makeIntegration(locks, options),
     registerRun: (repo, runId) =>
       registerRun(config, repo, runId).pipe(
