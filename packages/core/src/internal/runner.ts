@@ -40,7 +40,8 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
-import { attempts, bind, classify, common, type ExecHost, logAnnotations, succeeded } from "./execute.ts"
+import { annotate, logAnnotations } from "./annotations.ts"
+import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
@@ -269,7 +270,7 @@ class Runner<A, E, R> implements ExecHost {
     this.start0.value = startedAt
     this.tracing = services.tracing
     this.held = services.held
-    this.logAnnotations = logAnnotations(runId, services.annotations)
+    this.logAnnotations = logAnnotations(services.annotations)
     const compact = nodes instanceof Compact ? nodes : undefined
     this.compact = compact
     this.nodes = compact === undefined ? (nodes as ReadonlyArray<Node>) : noNodes
@@ -378,7 +379,7 @@ class Runner<A, E, R> implements ExecHost {
     if (workers > 0 && this.stopping.reason === undefined) {
       this.maxWorkers = workers
       const fiber = Fiber.getCurrent()!
-      this.workerContext = fiber.context
+      this.workerContext = annotate(fiber.context, this.runId, this.logAnnotations)
       this.dispatcher = fiber.currentDispatcher
       this.topUp()
       if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
@@ -493,8 +494,7 @@ class Runner<A, E, R> implements ExecHost {
    */
   private *workerBody() {
     const fiber = Fiber.getCurrent()!
-    const context = Context.add(fiber.context, References.CurrentLogAnnotations, this.logAnnotations)
-    fiber.setContext(context)
+    const context = fiber.context
     const stint = new Stint(this, fiber, context)
     let endedAt: number | undefined
     while (this.stopping.reason === undefined) {
