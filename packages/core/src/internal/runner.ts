@@ -25,7 +25,6 @@ import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as References from "effect/References"
 import * as Result from "effect/Result"
-import type * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as AgentModule from "../Agent.ts"
@@ -235,9 +234,12 @@ class Runner<A, E, R> implements ExecHost {
    * number of runs that complete without a macrotask in between.
    */
   topUpCell: { runner: Runner<A, E, R> | undefined } | undefined = undefined
-  dispatcher: Scheduler.SchedulerDispatcher | undefined = undefined
+  /** The run's own fiber, whose dispatcher runs the top-up task (see `wake`). */
+  runFiber: Fiber.Fiber<unknown, unknown> | undefined = undefined
   draining = false
   workerContext: Context.Context<never> | undefined = undefined
+  /** Forks a worker in `workerContext`. */
+  fork: ((effect: Effect.Effect<void>) => Fiber.Fiber<void>) | undefined = undefined
   workerDefect: Cause.Cause<unknown> | undefined = undefined
   readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
@@ -280,7 +282,8 @@ class Runner<A, E, R> implements ExecHost {
     let uniform = true
     let roots = compact === undefined ? 0 : this.total
     const priority = this.nodes.length > 0 ? this.nodes[0]!.priority : 0
-    for (const node of this.nodes) {
+    for (let index = 0; index < this.nodes.length; index++) {
+      const node = this.nodes[index]!
       node.host = this
       if (node.request !== undefined) claims = true
       if (node.depIndices.length > 0) graph = true
@@ -380,7 +383,8 @@ class Runner<A, E, R> implements ExecHost {
       this.maxWorkers = workers
       const fiber = Fiber.getCurrent()!
       this.workerContext = annotate(fiber.context, this.runId, this.logAnnotations)
-      this.dispatcher = fiber.currentDispatcher
+      this.runFiber = fiber
+      this.fork = Effect.runForkWith(this.workerContext)
       this.topUp()
       if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
       else {
@@ -426,7 +430,7 @@ class Runner<A, E, R> implements ExecHost {
    */
   private spawn(): void {
     this.liveWorkers++
-    const fiber = Effect.runForkWith(this.workerContext!)(this.worker())
+    const fiber = this.fork!(this.worker())
     const exit = fiber.pollUnsafe()
     if (exit !== undefined) {
       this.ended(exit)
@@ -687,7 +691,7 @@ class Runner<A, E, R> implements ExecHost {
       if (this.topUpCell === undefined && this.needsWorker()) {
         const cell: { runner: Runner<A, E, R> | undefined } = { runner: this }
         this.topUpCell = cell
-        this.dispatcher!.scheduleTask(() => cell.runner?.topUp(), 0)
+        this.runFiber!.currentDispatcher.scheduleTask(() => cell.runner?.topUp(), 0)
       }
     } else if (this.lifecycle.nonePending) {
       for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
@@ -852,7 +856,9 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   private releaseDependents(node: Node): void {
-    for (const dependent of node.dependents) {
+    const dependents = node.dependents
+    for (let index = 0; index < dependents.length; index++) {
+      const dependent = dependents[index]!
       if (--dependent.depsLeft === 0 && dependent.state === "waiting-deps") {
         dependent.queuedAt = this.clock.currentTimeMillisUnsafe()
         this.makeReady(dependent)
@@ -1055,7 +1061,8 @@ const limiterOf = (
 } => {
   const buckets = options.rateLimits
   const outer = Context.getOrUndefined(context, RateLimiter.RateLimiter)
-  if (buckets === undefined) return { limiter: outer, keys: outer?.keys, issues: noIssues }
+  if (buckets === undefined)
+    return outer === undefined ? noLimiter : { limiter: outer, keys: outer.keys, issues: noIssues }
   const issues = RateLimiter.validateBuckets(buckets)
   if (issues.length > 0) return { limiter: undefined, keys: Object.keys(buckets), issues }
   const own = RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
@@ -1064,6 +1071,8 @@ const limiterOf = (
 }
 
 const noIssues: ReadonlyArray<Issue> = []
+
+const noLimiter = { limiter: undefined, keys: undefined, issues: noIssues }
 
 const keyOf = (node: Node, deps: AgentModule.Deps): string | undefined => {
   try {
