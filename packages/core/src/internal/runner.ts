@@ -184,6 +184,9 @@ const nodesOf = (
 
 const noNodes: ReadonlyArray<Node> = []
 
+/** The worker fibers of a run none of whose workers has suspended (never added to). */
+const noFibers: Set<Fiber.Fiber<void>> = new Set()
+
 /** The top-up cell while `Runner.topUp` starts workers: never holds a runner. */
 const heldOff: { runner: undefined } = { runner: undefined }
 
@@ -215,7 +218,8 @@ class Runner<A, E, R> implements ExecHost {
   readonly tracing: boolean
   readonly held: Held | undefined
   readonly idle: Array<Deferred.Deferred<void>> = []
-  readonly workerFibers = new Set<Fiber.Fiber<void>>()
+  /** Worker fibers that suspended and have not ended; `noFibers` until the first one suspends. */
+  workerFibers: Set<Fiber.Fiber<void>> = noFibers
   /** Worker fibers started and not ended (counted from before a worker's first synchronous stretch). */
   liveWorkers = 0
   /**
@@ -436,6 +440,7 @@ class Runner<A, E, R> implements ExecHost {
       this.ended(exit)
       return
     }
+    if (this.workerFibers === noFibers) this.workerFibers = new Set()
     this.workerFibers.add(fiber)
     fiber.addObserver((exit) => {
       this.workerFibers.delete(fiber)
