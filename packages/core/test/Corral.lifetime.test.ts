@@ -113,6 +113,70 @@ describe("an agent's context lives as long as the agent", () => {
   )
 })
 
+describe("log annotations", () => {
+  const logged = (message: string) =>
+    lines.filter((line) => line.message === message).map((line) => Object.entries(line.annotations))
+
+  it.effect(
+    "name the run and the agent that logs: runs one after another, a nested run, a caller's own annotations",
+    () =>
+      Effect.gen(function* () {
+        lines.length = 0
+        const logs = (id: string) => Agent.make(id, { run: Effect.log(id) })
+        yield* Corral.run([logs("a")], { runId: "r1" })
+        yield* Corral.run([logs("b")], { runId: "r2" })
+        const outer = Agent.make("outer", {
+          run: Effect.gen(function* () {
+            yield* Effect.log("before")
+            yield* Corral.run([logs("inner")], { runId: "r4" })
+            yield* Effect.log("after")
+          })
+        })
+        yield* Corral.run([outer], { runId: "r3" })
+        yield* Corral.run([logs("c")], { runId: "r5" }).pipe(Effect.annotateLogs("caller", "x"))
+        yield* Effect.log("caller")
+        assert.deepStrictEqual(logged("a"), [
+          [
+            ["corral.run.id", "r1"],
+            ["corral.agent.id", "a"]
+          ]
+        ])
+        assert.deepStrictEqual(logged("b"), [
+          [
+            ["corral.run.id", "r2"],
+            ["corral.agent.id", "b"]
+          ]
+        ])
+        assert.deepStrictEqual(logged("before"), [
+          [
+            ["corral.run.id", "r3"],
+            ["corral.agent.id", "outer"]
+          ]
+        ])
+        assert.deepStrictEqual(logged("inner"), [
+          [
+            ["corral.run.id", "r4"],
+            ["corral.agent.id", "inner"]
+          ]
+        ])
+        assert.deepStrictEqual(logged("after"), [
+          [
+            ["corral.run.id", "r3"],
+            ["corral.agent.id", "outer"]
+          ]
+        ])
+        assert.deepStrictEqual(logged("c"), [
+          [
+            ["caller", "x"],
+            ["corral.run.id", "r5"],
+            ["corral.agent.id", "c"]
+          ]
+        ])
+        assert.deepStrictEqual(logged("caller"), [[]])
+      }).pipe(Effect.provide(Logger.layer([annotated])))
+  )
+})
+
 describe("a run nested inside an agent", () => {
   it.effect("inherits the claims the agent holds: tool calls on its own keys run, serialized among themselves", () =>
     Effect.gen(function* () {

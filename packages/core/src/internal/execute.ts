@@ -7,7 +7,6 @@ import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as AgentModule from "../Agent.ts"
 import * as Outcome from "../Outcome.ts"
 import * as RateLimiter from "../RateLimiter.ts"
@@ -42,26 +41,6 @@ class AgentTimeout {
  */
 export const bind = (context: Context.Context<never>, node: Node): Context.Context<never> =>
   Context.add(context, AgentModule.CurrentRef, node)
-
-/**
- * The run's log annotations, set once per worker: `corral.run.id`, and `corral.agent.id` as a
- * getter that names the agent bound to the fiber that logs (or a fiber the agent forked). A getter
- * rather than a second per-agent `Context.add`, which measurably slowed every agent. Loggers read
- * annotations while they run on the logging fiber, and `Effect.annotateLogs` copies them there.
- * The getter is one function defined with `Object.defineProperty`: a getter written in an object
- * literal is a new function per run, and so a new hidden class per run.
- */
-export const logAnnotations = (
-  runId: string,
-  outer: Readonly<Record<string, unknown>>
-): Readonly<Record<string, unknown>> =>
-  Object.defineProperty({ ...outer, "corral.run.id": runId }, "corral.agent.id", agentIdProperty)
-
-const agentIdProperty: PropertyDescriptor = {
-  get: () => Fiber.getCurrent()?.getRef(AgentModule.CurrentRef)?.current().agentId,
-  enumerable: true,
-  configurable: true
-}
 
 /** Every attempt of the agent, within its timeout and (when tracing) its span. */
 export const attempts = (

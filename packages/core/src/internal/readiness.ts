@@ -10,6 +10,8 @@ import type * as RateLimiter from "../RateLimiter.ts"
 import { Heap } from "./heap.ts"
 import { before, type Node } from "./node.ts"
 
+const noHeap = new Heap<Node>(before)
+
 export class ReadyQueue {
   /** Read-only: may be the run's own array of nodes (`seedInOrder`). */
   private fifo: ReadonlyArray<Node> = []
@@ -19,7 +21,8 @@ export class ReadyQueue {
   private count = 0
   /** The node `make` made for `head`, not taken yet. */
   private made: Node | undefined = undefined
-  private readonly heap = new Heap<Node>(before)
+  /** Nodes queued by `push`; `noHeap` (never pushed to) until the first push: most runs push none. */
+  private heap: Heap<Node> = noHeap
 
   get size(): number {
     return (this.make === undefined ? this.fifo.length : this.count) - this.head + this.heap.size
@@ -48,6 +51,7 @@ export class ReadyQueue {
   }
 
   push(node: Node): void {
+    if (this.heap === noHeap) this.heap = new Heap<Node>(before)
     this.heap.push(node)
   }
 

@@ -25,7 +25,6 @@ import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as References from "effect/References"
 import * as Result from "effect/Result"
-import type * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as AgentModule from "../Agent.ts"
@@ -40,7 +39,8 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
-import { attempts, bind, classify, common, type ExecHost, logAnnotations, succeeded } from "./execute.ts"
+import { annotate, logAnnotations } from "./annotations.ts"
+import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
@@ -184,6 +184,9 @@ const nodesOf = (
 
 const noNodes: ReadonlyArray<Node> = []
 
+/** The worker fibers of a run none of whose workers has suspended (never added to). */
+const noFibers: Set<Fiber.Fiber<void>> = new Set()
+
 /** The top-up cell while `Runner.topUp` starts workers: never holds a runner. */
 const heldOff: { runner: undefined } = { runner: undefined }
 
@@ -215,7 +218,8 @@ class Runner<A, E, R> implements ExecHost {
   readonly tracing: boolean
   readonly held: Held | undefined
   readonly idle: Array<Deferred.Deferred<void>> = []
-  readonly workerFibers = new Set<Fiber.Fiber<void>>()
+  /** Worker fibers that suspended and have not ended; `noFibers` until the first one suspends. */
+  workerFibers: Set<Fiber.Fiber<void>> = noFibers
   /** Worker fibers started and not ended (counted from before a worker's first synchronous stretch). */
   liveWorkers = 0
   /**
@@ -234,9 +238,12 @@ class Runner<A, E, R> implements ExecHost {
    * number of runs that complete without a macrotask in between.
    */
   topUpCell: { runner: Runner<A, E, R> | undefined } | undefined = undefined
-  dispatcher: Scheduler.SchedulerDispatcher | undefined = undefined
+  /** The run's own fiber, whose dispatcher runs the top-up task (see `wake`). */
+  runFiber: Fiber.Fiber<unknown, unknown> | undefined = undefined
   draining = false
   workerContext: Context.Context<never> | undefined = undefined
+  /** Forks a worker in `workerContext`. */
+  fork: ((effect: Effect.Effect<void>) => Fiber.Fiber<void>) | undefined = undefined
   workerDefect: Cause.Cause<unknown> | undefined = undefined
   readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
@@ -269,7 +276,7 @@ class Runner<A, E, R> implements ExecHost {
     this.start0.value = startedAt
     this.tracing = services.tracing
     this.held = services.held
-    this.logAnnotations = logAnnotations(runId, services.annotations)
+    this.logAnnotations = logAnnotations(services.annotations)
     const compact = nodes instanceof Compact ? nodes : undefined
     this.compact = compact
     this.nodes = compact === undefined ? (nodes as ReadonlyArray<Node>) : noNodes
@@ -279,7 +286,8 @@ class Runner<A, E, R> implements ExecHost {
     let uniform = true
     let roots = compact === undefined ? 0 : this.total
     const priority = this.nodes.length > 0 ? this.nodes[0]!.priority : 0
-    for (const node of this.nodes) {
+    for (let index = 0; index < this.nodes.length; index++) {
+      const node = this.nodes[index]!
       node.host = this
       if (node.request !== undefined) claims = true
       if (node.depIndices.length > 0) graph = true
@@ -378,8 +386,9 @@ class Runner<A, E, R> implements ExecHost {
     if (workers > 0 && this.stopping.reason === undefined) {
       this.maxWorkers = workers
       const fiber = Fiber.getCurrent()!
-      this.workerContext = fiber.context
-      this.dispatcher = fiber.currentDispatcher
+      this.workerContext = annotate(fiber.context, this.runId, this.logAnnotations)
+      this.runFiber = fiber
+      this.fork = Effect.runForkWith(this.workerContext)
       this.topUp()
       if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
       else {
@@ -425,12 +434,13 @@ class Runner<A, E, R> implements ExecHost {
    */
   private spawn(): void {
     this.liveWorkers++
-    const fiber = Effect.runForkWith(this.workerContext!)(this.worker())
+    const fiber = this.fork!(this.worker())
     const exit = fiber.pollUnsafe()
     if (exit !== undefined) {
       this.ended(exit)
       return
     }
+    if (this.workerFibers === noFibers) this.workerFibers = new Set()
     this.workerFibers.add(fiber)
     fiber.addObserver((exit) => {
       this.workerFibers.delete(fiber)
@@ -493,8 +503,7 @@ class Runner<A, E, R> implements ExecHost {
    */
   private *workerBody() {
     const fiber = Fiber.getCurrent()!
-    const context = Context.add(fiber.context, References.CurrentLogAnnotations, this.logAnnotations)
-    fiber.setContext(context)
+    const context = fiber.context
     const stint = new Stint(this, fiber, context)
     let endedAt: number | undefined
     while (this.stopping.reason === undefined) {
@@ -687,7 +696,7 @@ class Runner<A, E, R> implements ExecHost {
       if (this.topUpCell === undefined && this.needsWorker()) {
         const cell: { runner: Runner<A, E, R> | undefined } = { runner: this }
         this.topUpCell = cell
-        this.dispatcher!.scheduleTask(() => cell.runner?.topUp(), 0)
+        this.runFiber!.currentDispatcher.scheduleTask(() => cell.runner?.topUp(), 0)
       }
     } else if (this.lifecycle.nonePending) {
       for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
@@ -852,7 +861,9 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   private releaseDependents(node: Node): void {
-    for (const dependent of node.dependents) {
+    const dependents = node.dependents
+    for (let index = 0; index < dependents.length; index++) {
+      const dependent = dependents[index]!
       if (--dependent.depsLeft === 0 && dependent.state === "waiting-deps") {
         dependent.queuedAt = this.clock.currentTimeMillisUnsafe()
         this.makeReady(dependent)
@@ -1055,7 +1066,8 @@ const limiterOf = (
 } => {
   const buckets = options.rateLimits
   const outer = Context.getOrUndefined(context, RateLimiter.RateLimiter)
-  if (buckets === undefined) return { limiter: outer, keys: outer?.keys, issues: noIssues }
+  if (buckets === undefined)
+    return outer === undefined ? noLimiter : { limiter: outer, keys: outer.keys, issues: noIssues }
   const issues = RateLimiter.validateBuckets(buckets)
   if (issues.length > 0) return { limiter: undefined, keys: Object.keys(buckets), issues }
   const own = RateLimiter.makeUnsafe(buckets, clock.currentTimeMillisUnsafe())
@@ -1064,6 +1076,8 @@ const limiterOf = (
 }
 
 const noIssues: ReadonlyArray<Issue> = []
+
+const noLimiter = { limiter: undefined, keys: undefined, issues: noIssues }
 
 const keyOf = (node: Node, deps: AgentModule.Deps): string | undefined => {
   try {
