@@ -1,9 +1,41 @@
 import type { KeyClaim, Mode } from "../Claims.ts"
 
+/**
+ * The holders of one key in one mode, in the order they came, each once: a `Set` without its
+ * allocations. A `Set` reallocates its table whenever a delete leaves it under a quarter full, so
+ * the last holder of a key leaving (every release of a key held by one agent, thousands a run)
+ * allocated a new table; this list keeps its array and its `size`, and walks without an iterator.
+ */
+class Holders<H> {
+  readonly items: Array<H | undefined> = []
+  size = 0
+
+  add(holder: H): void {
+    if (this.indexOf(holder) < 0) this.items[this.size++] = holder
+  }
+
+  /** Removes `holder`, keeping the others' order; whether it was there. */
+  delete(holder: H): boolean {
+    const at = this.indexOf(holder)
+    if (at < 0) return false
+    const items = this.items
+    const last = --this.size
+    for (let i = at; i < last; i++) items[i] = items[i + 1]
+    items[last] = undefined
+    return true
+  }
+
+  private indexOf(holder: H): number {
+    const items = this.items
+    for (let i = 0; i < this.size; i++) if (items[i] === holder) return i
+    return -1
+  }
+}
+
 class Node<H> {
   readonly children = new Map<string, Node<H>>()
-  readonly readers = new Set<H>()
-  readonly writers = new Set<H>()
+  readonly readers = new Holders<H>()
+  readonly writers = new Holders<H>()
   subReaders = 0
   subWriters = 0
   readonly parent: Node<H> | undefined
@@ -31,11 +63,15 @@ type Visitor<H> = (holder: H, at: Node<H>, mode: Mode) => boolean | void
 const found = (): boolean => true
 
 const emit = <H>(node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
-  if (node.writers.size > 0) {
-    for (const holder of node.writers) if (holder !== exclude && f(holder, node, "write")) return true
-  }
-  if (mode === "write" && node.readers.size > 0) {
-    for (const holder of node.readers) if (holder !== exclude && f(holder, node, "read")) return true
+  if (node.writers.size > 0 && emitAll(node.writers, node, "write", exclude, f)) return true
+  return mode === "write" && node.readers.size > 0 && emitAll(node.readers, node, "read", exclude, f)
+}
+
+const emitAll = <H>(holders: Holders<H>, node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
+  const items = holders.items
+  for (let i = 0; i < holders.size; i++) {
+    const holder = items[i]!
+    if (holder !== exclude && f(holder, node, mode)) return true
   }
   return false
 }
@@ -158,8 +194,10 @@ export class KeyTree<H> {
   entries(): Array<Hit<H>> {
     const out: Array<Hit<H>> = []
     const walk = (node: Node<H>): void => {
-      for (const holder of node.writers) out.push({ holder, key: node.path, mode: "write" })
-      for (const holder of node.readers) out.push({ holder, key: node.path, mode: "read" })
+      for (let i = 0; i < node.writers.size; i++)
+        out.push({ holder: node.writers.items[i]!, key: node.path, mode: "write" })
+      for (let i = 0; i < node.readers.size; i++)
+        out.push({ holder: node.readers.items[i]!, key: node.path, mode: "read" })
       for (const child of node.children.values()) walk(child)
     }
     walk(this.root)

@@ -1,0 +1,75 @@
+import { assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
+import type { KeyClaim, Mode } from "../src/Claims.ts"
+import { KeyTree } from "../src/internal/keyTree.ts"
+
+const PATHS = [["a"], ["a", "b"], ["a", "b", "c"], ["a", "d"], ["e"], ["e", "f"]]
+
+const claimOf = (path: number, mode: Mode): KeyClaim => ({
+  key: PATHS[path]!.join("/"),
+  segments: PATHS[path]!,
+  mode
+})
+
+const overlaps = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+const opArb = fc.record({
+  add: fc.boolean(),
+  holder: fc.integer({ min: 0, max: 5 }),
+  path: fc.oneof(fc.constant(1), fc.integer({ min: 0, max: PATHS.length - 1 })),
+  mode: fc.constantFrom<Mode>("read", "write")
+})
+
+describe("KeyTree", () => {
+  it("property: holders of a key stay in the order they came, each once, and conflicts match a reference", () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 100 }), opArb, (ops, probe) => {
+        const tree = new KeyTree<number>()
+        // Reference: per key and mode, the holders in the order they came (a `Set`'s order).
+        const held = new Map<string, { readonly claim: KeyClaim; readonly holders: Set<number> }>()
+        for (const op of ops) {
+          const claim = claimOf(op.path, op.mode)
+          const id = `${claim.key} ${claim.mode}`
+          const entry = held.get(id) ?? { claim, holders: new Set<number>() }
+          held.set(id, entry)
+          if (op.add) {
+            // Callers never add a holder's claim twice (the tree counts each add).
+            if (entry.holders.has(op.holder)) continue
+            tree.add(op.holder, [claim])
+            entry.holders.add(op.holder)
+          } else {
+            tree.remove(op.holder, [claim])
+            entry.holders.delete(op.holder)
+          }
+        }
+        const order = (mode: Mode) => (key: string) =>
+          tree
+            .entries()
+            .filter((hit) => hit.key === key && hit.mode === mode)
+            .map((hit) => hit.holder)
+        for (const { claim, holders } of held.values()) {
+          assert.deepStrictEqual(order(claim.mode)(claim.key), [...holders])
+        }
+        const asked = claimOf(probe.path, probe.mode)
+        const expected: Array<string> = []
+        for (const { claim, holders } of held.values()) {
+          if (!overlaps(claim.segments, asked.segments)) continue
+          if (claim.mode === "read" && asked.mode === "read") continue
+          for (const holder of holders)
+            if (holder !== probe.holder) expected.push(`${holder} ${claim.key} ${claim.mode}`)
+        }
+        const found = tree.conflicts([asked], probe.holder).map((hit) => `${hit.holder} ${hit.key} ${hit.mode}`)
+        assert.deepStrictEqual(found.sort(), expected.sort())
+        assert.strictEqual(tree.hasConflict([asked], probe.holder), expected.length > 0)
+        assert.strictEqual(
+          tree.size,
+          [...held.values()].reduce((n, entry) => n + entry.holders.size, 0)
+        )
+      }),
+      { numRuns: 500 }
+    )
+  })
+})
