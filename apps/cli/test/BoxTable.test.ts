@@ -1,6 +1,23 @@
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
+import { createRequire } from "node:module"
 import * as BoxTable from "../src/BoxTable.ts"
+
+/**
+ * `cli-table3` colors through `@colors/colors`, which also decides by itself whether colors are
+ * supported (off when `CI` is set, when stdout is not a terminal, …); corral decides that once (its
+ * output mode), so the comparison turns the library's own check on for the test and back after.
+ */
+const libraryColors = createRequire(createRequire(import.meta.url).resolve("cli-table3"))("@colors/colors/safe") as {
+  enabled: boolean
+}
+const wasEnabled = libraryColors.enabled
+beforeAll(() => {
+  libraryColors.enabled = true
+})
+afterAll(() => {
+  libraryColors.enabled = wasEnabled
+})
 
 /** Cells of printable ASCII, blanks at either end and several lines included. */
 const cell = fc.string({ unit: fc.constantFrom(..." -/.:,abcXYZ09~$".split("")), maxLength: 14 })
