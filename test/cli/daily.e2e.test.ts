@@ -387,16 +387,14 @@ describe("corral discard and init (end to end)", () => {
     expect(git(repo, "show", `corral/${secondId}/integration:gen.txt`)).toBe("generated\n")
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
     const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
-    const outcomes = ledger
-      .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
-      .all()
-      .map((row) => [row["runId"], row["outcome"]])
+    const outcomes = Object.fromEntries(
+      ledger
+        .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
+        .all()
+        .map((row) => [row["runId"], row["outcome"]])
+    )
     ledger.close()
-    expect(outcomes).toEqual([
-      [first, "Succeeded"],
-      [secondId, "Succeeded"],
-      [runIdOf(repo), "Cached"]
-    ])
+    expect(outcomes).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [runIdOf(repo)]: "Cached" })
   })
 
   it("discard removes a branch the run registry recorded though the ledger does not know its agent", async () => {
