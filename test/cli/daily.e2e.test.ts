@@ -369,6 +369,69 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo)).toContain(`corral/${badId}/integration`)
   })
 
+  it("a discarded run's successes are not reused: a later run with unchanged inputs runs the agent again", async () => {
+    const repo = makeRepo({ "README.md": "# test\n", "src/input.txt": "one\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: gen\n    inputs: [src/input.txt]\n    run: echo generated > gen.txt\n"
+    )
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const first = runIdOf(repo)
+    const discarded = await runCli(["discard", first, "--yes"], { cwd: repo })
+    expect(discarded.code, discarded.stdout + discarded.stderr).toBe(0)
+    const second = await runCli(["run", plan], { cwd: repo })
+    expect(second.code, second.stdout + second.stderr).toBe(0)
+    const secondId = runIdOf(repo)
+    expect(secondId).not.toBe(first)
+    expect(git(repo, "show", `corral/${secondId}/integration:gen.txt`)).toBe("generated\n")
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
+    const outcomes = Object.fromEntries(
+      ledger
+        .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
+        .all()
+        .map((row) => [row["runId"], row["outcome"]])
+    )
+    ledger.close()
+    expect(outcomes).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [runIdOf(repo)]: "Cached" })
+  })
+
+  it("discard removes a branch the run registry recorded though the ledger does not know its agent", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: broken\n    run: exit 1\n")
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(1)
+    const runId = runIdOf(repo)
+    const orphan = `corral/${runId}/unrecorded`
+    git(repo, "branch", orphan)
+    NodeFs.appendFileSync(
+      NodePath.join(repo, ".git", "corral", "runs", `${runId}.records`),
+      `${JSON.stringify({ branch: orphan })}\n`
+    )
+    git(repo, "branch", `corral/${runId}/not-recorded`)
+    const result = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toContain(`removed branch ${orphan}`)
+    expect(branches(repo).sort()).toEqual([`corral/${runId}/not-recorded`, "main"])
+  })
+
+  it("report of a discarded run creates nothing and exits 2", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: ok\n    run: echo ok > ok.txt\n")
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const runId = runIdOf(repo)
+    expect((await runCli(["discard", runId, "--yes"], { cwd: repo })).code).toBe(0)
+    const folder = NodePath.join(repo, ".corral", "runs", runId)
+    expect(NodeFs.existsSync(folder)).toBe(false)
+    const report = await runCli(["report", runId], { cwd: repo })
+    expect(report.code).toBe(2)
+    expect(report.stderr).toContain(`run ${runId} was discarded`)
+    expect(NodeFs.existsSync(folder)).toBe(false)
+    const latest = await runCli(["report"], { cwd: repo })
+    expect(latest.code).toBe(2)
+    expect(NodeFs.existsSync(folder)).toBe(false)
+  })
+
   it("init writes a valid commented starter plan with the top-level folders as claims, and never overwrites", async () => {
     const repo = makeRepo({ "README.md": "# r\n", "src/a.ts": "a\n", "docs/b.md": "b\n", ".github/c.yml": "c\n" })
     const result = await runCli(["init"], { cwd: repo })

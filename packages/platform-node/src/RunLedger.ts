@@ -171,6 +171,12 @@ export interface Service {
   ) => Effect.Effect<ReadonlyArray<string>, RunLedgerError>
   /** The latest success recorded with this idempotency key, in any run. */
   readonly cachedSuccess: (idempotencyKey: string) => Effect.Effect<Option.Option<CachedSuccess>, RunLedgerError>
+  /**
+   * Deletes the successes `runId` recorded (committing what is buffered first), so no later run
+   * reuses them; returns how many. `corral discard` calls it before it removes the run's branches,
+   * which hold the work those successes stand for.
+   */
+  readonly forgetSuccesses: (runId: string) => Effect.Effect<number, RunLedgerError>
   /** Records a success by key outside of events (values that are not plain JSON data are skipped). */
   readonly recordSuccess: (
     idempotencyKey: string,

@@ -86,8 +86,44 @@ describe("RunLedger (SQLite)", () => {
       ).pipe(Effect.provide(SqliteClient.layer({ filename }), { local: true }))
       assert.deepStrictEqual(
         migrations.map((m) => m.name),
-        ["create_runs", "create_agents", "create_transitions", "create_successes", "create_transition_batches"]
+        [
+          "create_runs",
+          "create_agents",
+          "create_transitions",
+          "create_successes",
+          "create_transition_batches",
+          "forget_discarded_successes"
+        ]
       )
+    })
+  )
+
+  it.effect("migration 6 forgets the successes of runs discarded before discard forgot them itself", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      yield* Effect.gen(function* () {
+        const ledger = yield* RunLedger.RunLedger
+        yield* ledger.startRun(start("gone", 0))
+        yield* recordAll(ledger, "gone", syntheticRun("gone"))
+        yield* ledger.finishRun("gone", "discarded", 130)
+        yield* ledger.startRun({
+          ...start("kept", 200),
+          agents: [{ agentId: "x", dependsOn: [], idempotencyKey: "kx" }]
+        })
+        yield* ledger.record(
+          "kept",
+          ev("kept", 210, { _tag: "Finished", agentId: "x", outcome: succeeded("x", 200, 210, 7) })
+        )
+      }).pipe(Effect.provide(RunLedger.layerSqlite(filename), { local: true }))
+      yield* Effect.flatMap(
+        Effect.service(SqlClient.SqlClient),
+        (sql) => sql`DELETE FROM corral_ledger_migrations WHERE name = 'forget_discarded_successes'`
+      ).pipe(Effect.provide(SqliteClient.layer({ filename }), { local: true }))
+      yield* Effect.gen(function* () {
+        const ledger = yield* RunLedger.RunLedger
+        assert.isTrue(Option.isNone(yield* ledger.cachedSuccess("ka")))
+        assert.strictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("kx")).runId, "kept")
+      }).pipe(Effect.provide(RunLedger.layerSqlite(filename), { local: true }))
     })
   )
 })

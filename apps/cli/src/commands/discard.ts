@@ -49,12 +49,22 @@ const worktreesOf = (repo: string, stateDir: string, runId: string) =>
     )
   )
 
-/** The branches corral made for a run: one per recorded agent and the integration branch, when they exist. */
+/**
+ * The branches corral made for a run, when they exist: one per agent the ledger recorded, the
+ * integration branch, and every `corral/<run-id>/…` branch the run registry recorded (written before
+ * the branch, so one made just before a `kill -9` the ledger never heard of is there).
+ */
 const branchesOf = (repo: string, run: RunRecord) =>
-  Effect.filter(
-    [...run.agents.map((agent) => agent.agentId), "integration"].map((name) => `corral/${run.runId}/${name}`),
-    (branch) => Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`], { cwd: repo })
-  )
+  Effect.gen(function* () {
+    const prefix = `corral/${run.runId}/`
+    const recorded = (yield* RunRegistry.records(repo, run.runId)).branches.filter((branch) =>
+      branch.startsWith(prefix)
+    )
+    const named = [...run.agents.map((agent) => agent.agentId), "integration"].map((name) => `${prefix}${name}`)
+    return yield* Effect.filter([...new Set([...named, ...recorded])], (branch) =>
+      Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`], { cwd: repo })
+    )
+  })
 
 const planRemoval = (paths: Paths, run: RunRecord) =>
   Effect.gen(function* () {
@@ -227,6 +237,7 @@ const discardRuns = (flags: Flags, paths: Paths) =>
       return yield* new CliExit({ code: 1 })
     }
     for (const removal of removals) {
+      yield* ledger.forgetSuccesses(removal.runId)
       yield* remove(paths, removal)
       const endedAt = chosen.find((run) => run.runId === removal.runId)?.endedAt ?? Date.now()
       yield* ledger.finishRun(removal.runId, "discarded", endedAt)

@@ -399,6 +399,10 @@ export const report = Command.make(
     withLedger(flags, ({ ledger, liveness }, stateDir) =>
       Effect.gen(function* () {
         const run = yield* Effect.flatMap(findRun(ledger, flags.runId), (run) => withLiveness(liveness, run))
+        if (run.status === "discarded")
+          return yield* invalidInput(
+            `run ${run.runId} was discarded (corral discard removed its branches and folders); nothing to report`
+          )
         const dir = NodePath.join(stateDir, "runs", run.runId)
         const neither = Option.isNone(flags.html) && Option.isNone(flags.trace)
         const html = neither ? Option.some(NodePath.join(dir, "report.html")) : flags.html

@@ -304,6 +304,8 @@ export const makeLedger = (
             })
       )
 
+    const forgetSuccesses = (runId: string) => read("forgetSuccesses", store.forgetSuccesses(runId))
+
     const recordSuccess = (key: string, agentId: string, value: unknown, recordedAt: number) => {
       const valueJson = encodeValue(value)
       if (valueJson === null) return Effect.void
@@ -339,6 +341,7 @@ export const makeLedger = (
       latestUnfinished,
       markCrashed,
       cachedSuccess,
+      forgetSuccesses,
       recordSuccess,
       stats: Effect.sync(() => ({ ...stats }))
     } satisfies Service

@@ -65,6 +65,12 @@ const createSuccesses = Effect.gen(function* () {
     value_json TEXT NOT NULL, recorded_at BIGINT NOT NULL)${sql.literal(withoutRowid(sql))}`
 })
 
+/** Successes recorded by runs discarded before `corral discard` deleted them (their work is gone). */
+const forgetDiscardedSuccesses = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`DELETE FROM successes WHERE run_id IN (SELECT run_id FROM runs WHERE status = 'discarded')`
+})
+
 /** The ledger's versioned schema, tracked in its own migrations table. */
 export const migrate = Migrator.make({})({
   table: "corral_ledger_migrations",
@@ -73,7 +79,8 @@ export const migrate = Migrator.make({})({
     "2_create_agents": createAgents,
     "3_create_transitions": createTransitions,
     "4_create_successes": createSuccesses,
-    "5_create_transition_batches": createTransitionBatches
+    "5_create_transition_batches": createTransitionBatches,
+    "6_forget_discarded_successes": forgetDiscardedSuccesses
   })
 })
 
@@ -518,6 +525,11 @@ export const makeSqlStore = (sql: SqlClient.SqlClient, stats: WriteStats, execut
       ),
     success: (key) =>
       Effect.map(sql<Record<string, unknown>>`SELECT * FROM successes WHERE idempotency_key = ${key}`, one<SuccessRow>),
+    forgetSuccesses: (runId) =>
+      Effect.map(
+        sql<{ readonly removed: number }>`DELETE FROM successes WHERE run_id = ${runId} RETURNING 1 AS removed`,
+        (rows) => rows.length
+      ),
     running: Effect.map(sql<Record<string, unknown>>`SELECT * FROM runs WHERE status = 'running'`, (rows) =>
       rows.map((row) => decode<RunRow>(row))
     )

@@ -34,6 +34,8 @@ export interface LedgerStore {
   readonly agents: (runId: string) => Effect.Effect<ReadonlyArray<AgentRow>, SqlError.SqlError>
   readonly transitions: (runId: string) => Effect.Effect<ReadonlyArray<TransitionRow>, SqlError.SqlError>
   readonly success: (key: string) => Effect.Effect<SuccessRow | undefined, SqlError.SqlError>
+  /** Deletes the successes `runId` recorded; returns how many. */
+  readonly forgetSuccesses: (runId: string) => Effect.Effect<number, SqlError.SqlError>
   readonly running: Effect.Effect<ReadonlyArray<RunRow>, SqlError.SqlError>
 }
 
@@ -87,6 +89,11 @@ export const makeMemoryStore = (): LedgerStore => {
     const run = runs.get(update.runId)
     if (run !== undefined) runs.set(run.runId, updated(run, update))
   }
+  const forgetSuccesses = (runId: string): number => {
+    let removed = 0
+    for (const [key, row] of successes) if (row.runId === runId && successes.delete(key)) removed++
+    return removed
+  }
   const apply = (batch: Batch): void => {
     for (const run of batch.runs) runs.set(run.runId, run)
     for (const update of batch.runUpdates.values()) updateRun(update)
@@ -105,6 +112,7 @@ export const makeMemoryStore = (): LedgerStore => {
     agents: (runId) => Effect.sync(() => [...(agents.get(runId)?.values() ?? [])]),
     transitions: (runId) => Effect.sync(() => [...(transitions.get(runId) ?? [])]),
     success: (key) => Effect.sync(() => successes.get(key)),
+    forgetSuccesses: (runId) => Effect.sync(() => forgetSuccesses(runId)),
     running: Effect.sync(() => [...runs.values()].filter((run) => run.status === "running"))
   }
 }

@@ -196,6 +196,32 @@ export const runLedgerContract = (
       )
     )
 
+    it.effect("forgets the successes one run recorded, buffered ones included, and no other run's", () =>
+      withLedger((ledger) =>
+        Effect.gen(function* () {
+          yield* ledger.startRun(start("r1", 0))
+          yield* recordAll(ledger, "r1", syntheticRun("r1"))
+          yield* ledger.startRun({
+            ...start("r2", 200),
+            agents: [{ agentId: "x", dependsOn: [], idempotencyKey: "kx" }]
+          })
+          yield* ledger.record(
+            "r2",
+            ev("r2", 210, { _tag: "Finished", agentId: "x", outcome: succeeded("x", 200, 210, 7) })
+          )
+          yield* ledger.recordSuccess("core", "y", 8, 220)
+          assert.strictEqual(yield* ledger.forgetSuccesses("r2"), 1)
+          assert.isTrue(Option.isNone(yield* ledger.cachedSuccess("kx")))
+          assert.strictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("ka")).runId, "r1")
+          assert.strictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("core")).value, 8)
+          assert.strictEqual(yield* ledger.forgetSuccesses("r1"), 3)
+          assert.isTrue(Option.isNone(yield* ledger.cachedSuccess("ka")))
+          assert.strictEqual(yield* ledger.forgetSuccesses("r1"), 0)
+          assert.strictEqual(Option.getOrThrow(yield* ledger.cachedSuccess("core")).value, 8)
+        })
+      )
+    )
+
     it.effect("marks runs of dead processes as crashed and their running agents as interrupted", () =>
       withLedger((ledger) =>
         Effect.gen(function* () {
