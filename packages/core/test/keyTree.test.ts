@@ -64,6 +64,16 @@ describe("KeyTree", () => {
         const found = tree.conflicts([asked], probe.holder).map((hit) => `${hit.holder} ${hit.key} ${hit.mode}`)
         assert.deepStrictEqual(found.sort(), expected.sort())
         assert.strictEqual(tree.hasConflict([asked], probe.holder), expected.length > 0)
+        // The gate's walks read the holder lists (`eachConflictSet`): the same holders and keys, in
+        // `eachConflict`'s order.
+        const each: Array<string> = []
+        tree.eachConflict([asked], (holder, at) => each.push(`${holder} ${(at as { path: string }).path}`))
+        const bySet: Array<string> = []
+        tree.eachConflictSet([asked], (holders, at) => {
+          for (let i = 0; i < holders.size; i++) bySet.push(`${holders.items[i]} ${(at as { path: string }).path}`)
+        })
+        assert.deepStrictEqual(bySet, each)
+        assert.strictEqual(each.length, tree.conflicts([asked]).length)
         assert.strictEqual(
           tree.size,
           [...held.values()].reduce((n, entry) => n + entry.holders.size, 0)

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
-import { type Hit, KeyTree } from "./keyTree.ts"
+import { type HolderList, type Hit, KeyTree } from "./keyTree.ts"
 import { type LockTable, memoryTables } from "./lockTable.ts"
 import { before, type Node, type WaitState, waitOf } from "./node.ts"
 
@@ -48,9 +48,12 @@ export class ClaimGate {
   private batches = 0
   private releaseEpoch = 0
   private grants = 0
-  /** `heldConflicts`' tally and `takeOver`'s taker and grant mark (fields: no closure per walk). */
+  /**
+   * `heldConflicts`' tally, the agent whose keys `letGo` or `passOver` walk the waiters of (not
+   * one of them) and `passOver`'s grant mark (fields: no closure per walk).
+   */
   private hits = 0
-  private taker: Node | undefined = undefined
+  private subject: Node | undefined = undefined
   private takeMark = 0
   /**
    * The agents one release freed (`freed`, its first `freedCount`), then `wakeFreed`'s scratch lists:
@@ -104,12 +107,12 @@ export class ClaimGate {
   private heldConflicts(request: Claims.Request): number {
     if (this.held.size === 0 || request.keys.length === 0) return 0
     this.hits = 0
-    this.held.eachConflict(request.keys, this.countHit)
+    this.held.eachConflictSet(request.keys, this.countHits)
     return this.hits
   }
 
-  private readonly countHit = (): void => {
-    this.hits++
+  private readonly countHits = (holders: HolderList<Node>): void => {
+    this.hits += holders.size
   }
 
   /** The leases (or reserved tokens) in this run that block `request`, added to `tokens` (empty). */
@@ -233,11 +236,23 @@ export class ClaimGate {
    */
   private letGo(node: Node, request: Claims.Request): void {
     this.startBatch()
-    this.intents.eachConflict(request.keys, this.uncount, node)
+    this.subject = node
+    this.intents.eachConflictSet(request.keys, this.uncountAll)
+    this.subject = undefined
     this.wakeFreed()
   }
 
-  private readonly uncount = (other: Node): void => {
+  /** `letGo`'s step for the waiters of one key: a loop here, not a call per waiter from the tree. */
+  private readonly uncountAll = (waiters: HolderList<Node>): void => {
+    const items = waiters.items
+    const node = this.subject
+    for (let i = 0; i < waiters.size; i++) {
+      const other = items[i]!
+      if (other !== node) this.uncount(other)
+    }
+  }
+
+  private uncount(other: Node): void {
     const wait = other.wait!
     if (!wait.counted || other.state !== "parked") return
     if (--wait.held === 0 && (wait.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
@@ -482,15 +497,24 @@ export class ClaimGate {
    */
   private passOver(node: Node, request: Claims.Request): void {
     this.takeMark = ++this.grants
-    this.taker = node
-    this.intents.eachConflict(request.keys, this.overtake, node)
-    this.taker = undefined
+    this.subject = node
+    this.intents.eachConflictSet(request.keys, this.overtakeAll)
+    this.subject = undefined
   }
 
-  private readonly overtake = (other: Node, at: object): void => {
+  /** `passOver`'s step for the waiters of one key (`at`, its node). */
+  private readonly overtakeAll = (waiters: HolderList<Node>, at: object): void => {
+    const items = waiters.items
+    const node = this.subject!
+    for (let i = 0; i < waiters.size; i++) {
+      const other = items[i]!
+      if (other !== node) this.overtake(other, node, at)
+    }
+  }
+
+  private overtake(other: Node, node: Node, at: object): void {
     const wait = other.wait!
     if (wait.counted && other.state === "parked") wait.held++
-    const node = this.taker!
     if (before(other, node) && bypass(wait, at, this.takeMark) >= this.host.maxBypass && !wait.reserved) {
       wait.reserved = true
       this.reserved.add(other, other.request!.keys)

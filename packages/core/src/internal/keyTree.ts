@@ -57,30 +57,30 @@ export interface Hit<H> {
   readonly mode: Mode
 }
 
+/** The holders of one key in one mode, to read: `items`' first `size`, in the order they came. */
+export interface HolderList<H> {
+  readonly items: ReadonlyArray<H | undefined>
+  readonly size: number
+}
+
 /** Called with each conflicting holder; a visit stops at the first call that returns `true`. */
 type Visitor<H> = (holder: H, at: Node<H>, mode: Mode) => boolean | void
 
+/** Called with the holders of each conflicting key in one mode; a visit stops at the first call that returns `true`. */
+type SetVisitor<H> = (holders: Holders<H>, at: Node<H>, mode: Mode) => boolean | void
+
 const found = (): boolean => true
 
-const emit = <H>(node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
-  if (node.writers.size > 0 && emitAll(node.writers, node, "write", exclude, f)) return true
-  return mode === "write" && node.readers.size > 0 && emitAll(node.readers, node, "read", exclude, f)
+const emit = <H>(node: Node<H>, mode: Mode, f: SetVisitor<H>): boolean => {
+  if (node.writers.size > 0 && f(node.writers, node, "write") === true) return true
+  return mode === "write" && node.readers.size > 0 && f(node.readers, node, "read") === true
 }
 
-const emitAll = <H>(holders: Holders<H>, node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
-  const items = holders.items
-  for (let i = 0; i < holders.size; i++) {
-    const holder = items[i]!
-    if (holder !== exclude && f(holder, node, mode)) return true
-  }
-  return false
-}
-
-const descend = <H>(node: Node<H>, mode: Mode, exclude: H | undefined, f: Visitor<H>): boolean => {
+const descend = <H>(node: Node<H>, mode: Mode, f: SetVisitor<H>): boolean => {
   for (const child of node.children.values()) {
-    if (emit(child, mode, exclude, f)) return true
+    if (emit(child, mode, f)) return true
     const below = mode === "write" ? child.subReaders + child.subWriters : child.subWriters
-    if (below > 0 && descend(child, mode, exclude, f)) return true
+    if (below > 0 && descend(child, mode, f)) return true
   }
   return false
 }
@@ -95,6 +95,19 @@ export class KeyTree<H> {
   size = 0
   private nodes = 0
   private sweepAt = sweepAbove
+  /** The visitor and the excluded holder of the walk under way (`visit`): fields, so a walk allocates no closure. */
+  private visitor: Visitor<H> = found
+  private exclude: H | undefined = undefined
+  private readonly eachHolder: SetVisitor<H> = (holders, at, mode) => {
+    const items = holders.items
+    const exclude = this.exclude
+    const f = this.visitor
+    for (let i = 0; i < holders.size; i++) {
+      const holder = items[i]!
+      if (holder !== exclude && f(holder, at, mode) === true) return true
+    }
+    return false
+  }
 
   add(holder: H, claims: ReadonlyArray<KeyClaim>): void {
     if (this.nodes > this.sweepAt) {
@@ -145,6 +158,15 @@ export class KeyTree<H> {
     this.visit(claims, exclude, f)
   }
 
+  /**
+   * Calls `f` with the holders of each key whose holders conflict with `claims` in one mode (once
+   * per conflicting claim, in `eachConflict`'s order) and the key's node: a caller's loop over them
+   * replaces one call per holder.
+   */
+  eachConflictSet(claims: ReadonlyArray<KeyClaim>, f: (holders: HolderList<H>, at: object) => void): void {
+    this.visitSets(claims, f)
+  }
+
   conflicts(claims: ReadonlyArray<KeyClaim>, exclude?: H): Array<Hit<H>> {
     const hits: Array<Hit<H>> = []
     this.visit(claims, exclude, (holder, at, mode) => {
@@ -157,16 +179,29 @@ export class KeyTree<H> {
   /** Visits the conflicting holders until `f` returns true; whether it did. No allocation per hit. */
   private visit(claims: ReadonlyArray<KeyClaim>, exclude: H | undefined, f: Visitor<H>): boolean {
     if (this.size === 0) return false
+    const outerVisitor = this.visitor
+    const outerExclude = this.exclude
+    this.visitor = f
+    this.exclude = exclude
+    const stopped = this.visitSets(claims, this.eachHolder)
+    this.visitor = outerVisitor
+    this.exclude = outerExclude
+    return stopped
+  }
+
+  /** Visits the conflicting holder lists until `f` returns true; whether it did. */
+  private visitSets(claims: ReadonlyArray<KeyClaim>, f: SetVisitor<H>): boolean {
+    if (this.size === 0) return false
     for (const claim of claims) {
       let node: Node<H> | undefined = this.root
       for (const segment of claim.segments) {
         node = node.children.get(segment)
         if (node === undefined) break
-        if (emit(node, claim.mode, exclude, f)) return true
+        if (emit(node, claim.mode, f)) return true
       }
       if (node === undefined) continue
       const below = claim.mode === "write" ? node.subReaders + node.subWriters : node.subWriters
-      if (below > 0 && descend(node, claim.mode, exclude, f)) return true
+      if (below > 0 && descend(node, claim.mode, f)) return true
     }
     return false
   }
