@@ -279,6 +279,54 @@ const claimOrder = (concurrency: number) => {
 }
 
 /**
+ * Runs a floor's agents (`list`, one shell line each) through `xargs -P N`, then its `check` line and
+ * its `finish` command (timed), in `dir` on branch `floor`, and measures it as corral's rows are
+ * measured: the process tree's CPU, git commands and git CPU from the shim, the tree against the
+ * sequential one. Fails when the floor left a worktree; removes `remove` afterwards.
+ */
+const measureFloor = async (
+  params: Params,
+  floor: {
+    readonly name: string
+    readonly dir: string
+    readonly run: number
+    readonly list: string
+    readonly check: string
+    readonly finish?: string
+    readonly remove: ReadonlyArray<string>
+  }
+) => {
+  const { dir } = floor
+  const log = path.join(params.scratch, `git-${floor.run}.log`)
+  const env = params.shim?.env(log)
+  const cpu = childCpuMs()
+  const start = performance.now()
+  await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${floor.list}`, env)
+  await sh(dir, floor.check, env)
+  if (floor.finish !== undefined) await sh(dir, floor.finish)
+  const ms = performance.now() - start
+  const cpuMetric = cpuSince(cpu)
+  const commands = readGitLog(log).length
+  const sameTree = git(dir, "rev-parse", "floor^{tree}") === params.expectedTree ? 1 : 0
+  const worktreesLeft =
+    git(dir, "worktree", "list", "--porcelain")
+      .split("\n")
+      .filter((l) => l.startsWith("worktree ")).length - 1
+  if (worktreesLeft !== 0) throw new Error(`${floor.name} left ${worktreesLeft} worktrees`)
+  for (const folder of floor.remove) fs.rmSync(folder, { recursive: true, force: true })
+  const agents = AGENTS + 1
+  return {
+    ms,
+    metrics: {
+      ...cpuMetric,
+      ...(commands === 0 ? {} : { gitPerAgent: commands / agents }),
+      ...gitCpuPerAgent(log, agents),
+      sameTree
+    }
+  }
+}
+
+/**
  * The floor of isolation: the same agents, at the same concurrency (`xargs -P N`), each in its own
  * plain `git worktree` merged back serialized ({@link floorAgentScript}); the two `CHANGELOG.md`
  * agents hold a lock from before their worktree to after their merge (the claim), and the check runs
@@ -307,35 +355,14 @@ const plainWorktrees: Approach<Params> = {
     )
     fs.writeFileSync(list, `${lines.join("\n")}\n`)
     git(dir, "branch", "floor", "HEAD")
-    const log = path.join(params.scratch, `git-${run}.log`)
-    const env = params.shim?.env(log)
-    const cpu = childCpuMs()
-    const start = performance.now()
-    await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`, env)
-    await sh(dir, line("check", checkCommand(tools), false), env)
-    const ms = performance.now() - start
-    const cpuMetric = cpuSince(cpu)
-    const commands = readGitLog(log).length
-    const sameTree = git(dir, "rev-parse", "floor^{tree}") === params.expectedTree ? 1 : 0
-    const worktreesLeft =
-      git(dir, "worktree", "list", "--porcelain")
-        .split("\n")
-        .filter((l) => l.startsWith("worktree ")).length - 1
-    if (worktreesLeft !== 0) throw new Error(`the plain-git floor left ${worktreesLeft} worktrees`)
-    fs.rmSync(dir, { recursive: true, force: true })
-    fs.rmSync(locks, { recursive: true, force: true })
-    fs.rmSync(trees, { recursive: true, force: true })
-    fs.rmSync(list, { force: true })
-    const agents = AGENTS + 1
-    return {
-      ms,
-      metrics: {
-        ...cpuMetric,
-        ...(commands === 0 ? {} : { gitPerAgent: commands / agents }),
-        ...gitCpuPerAgent(log, agents),
-        sameTree
-      }
-    }
+    return measureFloor(params, {
+      name: "the plain-git floor",
+      dir,
+      run,
+      list,
+      check: line("check", checkCommand(tools), false),
+      remove: [dir, locks, trees, list]
+    })
   }
 }
 
@@ -457,35 +484,15 @@ const plainOverlay: Approach<Params> = {
     )
     fs.writeFileSync(list, `${lines.join("\n")}\n`)
     git(dir, "branch", "floor", "HEAD")
-    const log = path.join(params.scratch, `git-${run}.log`)
-    const env = params.shim?.env(log)
-    const cpu = childCpuMs()
-    const start = performance.now()
-    await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${list}`, env)
-    await sh(dir, line("check", checkCommand(tools), false), env)
-    await sh(dir, `rm -rf ${overlay}`)
-    const ms = performance.now() - start
-    const cpuMetric = cpuSince(cpu)
-    const commands = readGitLog(log).length
-    const sameTree = git(dir, "rev-parse", "floor^{tree}") === params.expectedTree ? 1 : 0
-    const worktreesLeft =
-      git(dir, "worktree", "list", "--porcelain")
-        .split("\n")
-        .filter((l) => l.startsWith("worktree ")).length - 1
-    if (worktreesLeft !== 0) throw new Error(`the plain-overlay floor left ${worktreesLeft} worktrees`)
-    fs.rmSync(dir, { recursive: true, force: true })
-    fs.rmSync(locks, { recursive: true, force: true })
-    fs.rmSync(list, { force: true })
-    const agents = AGENTS + 1
-    return {
-      ms,
-      metrics: {
-        ...cpuMetric,
-        ...(commands === 0 ? {} : { gitPerAgent: commands / agents }),
-        ...gitCpuPerAgent(log, agents),
-        sameTree
-      }
-    }
+    return measureFloor(params, {
+      name: "the plain-overlay floor",
+      dir,
+      run,
+      list,
+      check: line("check", checkCommand(tools), false),
+      finish: `rm -rf ${overlay}`,
+      remove: [dir, locks, list]
+    })
   }
 }
 
