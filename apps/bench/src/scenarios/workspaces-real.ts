@@ -279,10 +279,11 @@ const claimOrder = (concurrency: number) => {
 }
 
 /**
- * Runs a floor's agents (`list`, one shell line each) through `xargs -P N`, then its `check` line and
- * its `finish` command (timed), in `dir` on branch `floor`, and measures it as corral's rows are
- * measured: the process tree's CPU, git commands and git CPU from the shim, the tree against the
- * sequential one. Fails when the floor left a worktree; removes `remove` afterwards.
+ * Runs a floor: each agent's command written to `<locks>/<id>.sh` and started by `agentLine` (the
+ * two `CHANGELOG.md` agents under one `flock`, in claim order) through `xargs -P N` from `list`, then
+ * the check the same way and the `finish` command (timed), in `dir` on branch `floor`; measured as
+ * corral's rows are: the process tree's CPU, git commands and git CPU from the shim, the tree against
+ * the sequential one. Fails when the floor left a worktree; removes `remove` afterwards.
  */
 const measureFloor = async (
   params: Params,
@@ -290,19 +291,33 @@ const measureFloor = async (
     readonly name: string
     readonly dir: string
     readonly run: number
+    readonly locks: string
     readonly list: string
-    readonly check: string
+    readonly agentLine: (id: string, script: string) => string
     readonly finish?: string
     readonly remove: ReadonlyArray<string>
   }
 ) => {
   const { dir } = floor
+  const tools = toolsOf(params)
+  const line = (id: string, command: string, claim: boolean) => {
+    const script = path.join(floor.locks, `${id}.sh`)
+    fs.writeFileSync(script, `${command}\n`)
+    const lock = claim ? `flock ${path.join(floor.locks, "changelog")} ` : ""
+    return `${lock}${floor.agentLine(id, script)}`
+  }
+  const lines = claimOrder(params.concurrency).map((agent) =>
+    line(`fmt-pkg${agent}`, agentCommand(tools, agent), agent < 2)
+  )
+  fs.writeFileSync(floor.list, `${lines.join("\n")}\n`)
+  const check = line("check", checkCommand(tools), false)
+  git(dir, "branch", "floor", "HEAD")
   const log = path.join(params.scratch, `git-${floor.run}.log`)
   const env = params.shim?.env(log)
   const cpu = childCpuMs()
   const start = performance.now()
   await sh(dir, `xargs -d '\\n' -P ${params.concurrency} -I{} sh -c {} < ${floor.list}`, env)
-  await sh(dir, floor.check, env)
+  await sh(dir, check, env)
   if (floor.finish !== undefined) await sh(dir, floor.finish)
   const ms = performance.now() - start
   const cpuMetric = cpuSince(cpu)
@@ -343,24 +358,14 @@ const plainWorktrees: Approach<Params> = {
     fs.mkdirSync(locks)
     fs.mkdirSync(trees)
     const agentScript = path.join(tools, "floor-agent.sh")
-    const line = (id: string, command: string, claim: boolean) => {
-      const script = path.join(locks, `${id}.sh`)
-      fs.writeFileSync(script, `${command}\n`)
-      const lock = claim ? `flock ${path.join(locks, "changelog")} ` : ""
-      return `${lock}sh ${agentScript} ${dir} ${locks} ${path.join(trees, id)} ${id} ${script}`
-    }
     const list = path.join(params.scratch, `floor-${run}.txt`)
-    const lines = claimOrder(params.concurrency).map((agent) =>
-      line(`fmt-pkg${agent}`, agentCommand(tools, agent), agent < 2)
-    )
-    fs.writeFileSync(list, `${lines.join("\n")}\n`)
-    git(dir, "branch", "floor", "HEAD")
     return measureFloor(params, {
       name: "the plain-git floor",
       dir,
       run,
+      locks,
       list,
-      check: line("check", checkCommand(tools), false),
+      agentLine: (id, script) => `sh ${agentScript} ${dir} ${locks} ${path.join(trees, id)} ${id} ${script}`,
       remove: [dir, locks, trees, list]
     })
   }
@@ -473,23 +478,13 @@ const plainOverlay: Approach<Params> = {
       fs.mkdirSync(folder, { recursive: true })
     const agentScript = path.join(tools, "plain-overlay-agent.sh")
     const mountScript = path.join(tools, "plain-overlay-mount.sh")
-    const line = (id: string, command: string, claim: boolean) => {
-      const script = path.join(locks, `${id}.sh`)
-      fs.writeFileSync(script, `${command}\n`)
-      const lock = claim ? `flock ${path.join(locks, "changelog")} ` : ""
-      return `${lock}sh ${agentScript} ${dir} ${locks} ${overlay} ${id} ${script} ${mountScript}`
-    }
-    const lines = claimOrder(params.concurrency).map((agent) =>
-      line(`fmt-pkg${agent}`, agentCommand(tools, agent), agent < 2)
-    )
-    fs.writeFileSync(list, `${lines.join("\n")}\n`)
-    git(dir, "branch", "floor", "HEAD")
     return measureFloor(params, {
       name: "the plain-overlay floor",
       dir,
       run,
+      locks,
       list,
-      check: line("check", checkCommand(tools), false),
+      agentLine: (id, script) => `sh ${agentScript} ${dir} ${locks} ${overlay} ${id} ${script} ${mountScript}`,
       finish: `rm -rf ${overlay}`,
       remove: [dir, locks, list]
     })
