@@ -3,6 +3,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
+import * as RunLedger from "@corral/platform-node/RunLedger"
 import { Workspace } from "@corral/platform-node/Workspace"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer } from "effect"
@@ -31,7 +32,13 @@ const makeRepo = (files: Record<string, string>) =>
     (root) => Effect.sync(() => fs.rmSync(root, { recursive: true, force: true }))
   )
 
-const runPlan = (repo: string, yaml: string, events: Array<RunEvent>, runId = "r1") =>
+const runPlan = (
+  repo: string,
+  yaml: string,
+  events: Array<RunEvent>,
+  runId = "r1",
+  more: Pick<RunPlan.Options, "ledger" | "lineage" | "base"> = {}
+) =>
   Effect.gen(function* () {
     const plan = yield* PlanFile.decode(yaml, { path: path.join(repo, "plan.yaml") })
     return yield* RunPlan.run({
@@ -39,7 +46,8 @@ const runPlan = (repo: string, yaml: string, events: Array<RunEvent>, runId = "r
       repo,
       stateDir: path.join(repo, ".corral"),
       runId,
-      onEvent: (event) => events.push(event)
+      onEvent: (event) => events.push(event),
+      ...more
     })
   }).pipe(Effect.scoped)
 
@@ -151,6 +159,43 @@ describe("RunPlan", () => {
       )
       assert.strictEqual(sh(repo, "show", "corral/r1/integration:last.txt"), "a\nb")
     }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.live("a resumed run whose cached agents never acquire closes its pool after the last agent that runs", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo({ "README.md": "x\n" })
+      const ledger = yield* Effect.service(RunLedger.RunLedger)
+      const calls: Array<string> = []
+      const recording = Layer.effect(
+        Workspace,
+        Effect.gen(function* () {
+          const real = yield* Workspace
+          return Workspace.of({
+            ...real,
+            acquire: (options) =>
+              real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
+            closePool: (runId) =>
+              real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
+          })
+        })
+      ).pipe(Layer.provide(Workspace.layer))
+      const first = ["agents:", "  - id: a", "    run: echo a > a.txt"]
+      const r1 = yield* runPlan(repo, first.join("\n"), [], "r1", { ledger }).pipe(Effect.provide(Workspace.layer))
+      assert.isTrue(r1.result.allSucceeded)
+      const events: Array<RunEvent> = []
+      const second = [...first, "  - id: b", "    run: cat a.txt > b.txt"].join("\n")
+      const r2 = yield* runPlan(repo, second, events, "r2", { ledger, lineage: "r1", base: r1.integrationHead }).pipe(
+        Effect.provide(recording)
+      )
+      assert.isTrue(r2.result.allSucceeded)
+      assert.strictEqual(r2.result.get("a")?._tag, "Succeeded")
+      assert.isTrue(
+        tags(events, "Finished").some((e) => e._tag === "Finished" && e.outcome.agentId === "a" && e.outcome.cached)
+      )
+      assert.deepStrictEqual(calls, ["acquire b", "closePool r2"])
+      assert.strictEqual(sh(repo, "show", "corral/r2/integration:b.txt"), "a")
+      assert.strictEqual(sh(repo, "worktree", "list", "--porcelain").split("\n\n").length, 1)
+    }).pipe(Effect.provide(NodeServices.layer), Effect.provide(RunLedger.layerMemory))
   )
 
   it.live("no conflict is predicted between many agents that write disjoint folders (seeded)", () =>
