@@ -169,8 +169,11 @@ interface Context {
   readonly pending: Set<Fiber.Fiber<void>>
   /** The release under way per agent: a retry waits for it (it deletes the branch the retry re-creates). */
   readonly releasing: Map<string, Fiber.Fiber<void>>
-  /** The agents that have had a workspace; once all have, the run's worktree pool is closed. */
-  readonly acquired: Set<string>
+  /**
+   * The agents that have had a workspace or finished without one (cached, skipped, cancelled); once
+   * all have, the run's worktree pool is closed.
+   */
+  readonly settled: Set<string>
   readonly runTally: Git.Tally
 }
 
@@ -236,7 +239,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
       pending: new Set(),
       releasing: new Map(),
-      acquired: new Set(),
+      settled: new Set(),
       runTally
     }
     const agents = options.plan.agents.map((agent) => toAgent(ctx, agent))
@@ -258,7 +261,9 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
           logTrailer(ctx.logDir, event)
           options.onEvent(event)
         })
-        return ledger === undefined ? emit : Effect.andThen(emit, Effect.ignore(ledger.record(options.runId, event)))
+        const recorded =
+          ledger === undefined ? emit : Effect.andThen(emit, Effect.ignore(ledger.record(options.runId, event)))
+        return event._tag === "Finished" ? Effect.andThen(recorded, closePoolOnceSettled(ctx, event.agentId)) : recorded
       },
       stopOn: options.stopOn
     }).pipe(
@@ -459,17 +464,18 @@ const releaseLater = (
   })
 
 /**
- * Once every agent of the plan has had its workspace, none will take a pooled worktree any more (a
- * retried one adds its own): the run closes its pool (`Workspace.closePool`), whose free worktrees are
- * then removed while the last agents run rather than after the run's last event. In the background,
- * awaited by `run` like a release; its git commands count as the run's own.
+ * Once every agent of the plan has had its workspace or finished without one (a cached success, a
+ * skipped or cancelled agent), none will take a pooled worktree any more (a retried one adds its
+ * own): the run closes its pool (`Workspace.closePool`), whose free worktrees are then removed while
+ * the last agents run rather than after the run's last event. In the background, awaited by `run`
+ * like a release; its git commands count as the run's own.
  */
-const closePoolOnceAllAcquired = (ctx: Context, agentId: string) =>
+const closePoolOnceSettled = (ctx: Context, agentId: string) =>
   Effect.suspend(() => {
-    const before = ctx.acquired.size
-    ctx.acquired.add(agentId)
+    const before = ctx.settled.size
+    ctx.settled.add(agentId)
     const all = ctx.options.plan.agents.length
-    if (ctx.isolation !== "worktree" || before === all || ctx.acquired.size < all) return Effect.void
+    if (ctx.isolation !== "worktree" || before === all || ctx.settled.size < all) return Effect.void
     const close = ctx.workspace
       .closePool(ctx.options.runId)
       .pipe(Effect.provideService(Git.CurrentTally, ctx.runTally), Effect.uninterruptible)
@@ -562,7 +568,7 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
           )
       })
       .pipe(timed(ctx, agent.id, "setUpMs"))
-    yield* closePoolOnceAllAcquired(ctx, agent.id)
+    yield* closePoolOnceSettled(ctx, agent.id)
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     return yield* inWorkspace(ctx, agent, handle, me, postgres, deps, started).pipe(
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
