@@ -397,6 +397,35 @@ describe("corral discard and init (end to end)", () => {
     expect(outcomes).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [runIdOf(repo)]: "Cached" })
   })
 
+  it("a success whose work the new run's base lacks is not reused: the agent runs again; once merged it is cached", async () => {
+    const repo = makeRepo({ "README.md": "# test\n", "src/input.txt": "one\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: gen\n    inputs: [src/input.txt]\n    run: echo generated > gen.txt\n"
+    )
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const first = runIdOf(repo)
+    const second = await runCli(["run", plan], { cwd: repo })
+    expect(second.code, second.stdout + second.stderr).toBe(0)
+    const secondId = runIdOf(repo)
+    expect(git(repo, "show", `corral/${secondId}/integration:gen.txt`)).toBe("generated\n")
+    git(repo, "merge", "--quiet", "--ff-only", `corral/${secondId}/integration`)
+    const third = await runCli(["run", plan], { cwd: repo })
+    expect(third.code, third.stdout + third.stderr).toBe(0)
+    const thirdId = runIdOf(repo)
+    expect(git(repo, "show", `corral/${thirdId}/integration:gen.txt`)).toBe("generated\n")
+    const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
+    const outcomes = Object.fromEntries(
+      ledger
+        .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
+        .all()
+        .map((row) => [row["runId"], row["outcome"]])
+    )
+    ledger.close()
+    expect(outcomes).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [thirdId]: "Cached" })
+  })
+
   it("discard removes a branch the run registry recorded though the ledger does not know its agent", async () => {
     const repo = makeRepo()
     const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: broken\n    run: exit 1\n")
