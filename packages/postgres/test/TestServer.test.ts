@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { PgClient } from "@effect/sql-pg"
@@ -16,6 +16,13 @@ const gone = (pid: number, dir: string) =>
   Effect.suspend(() => (isAlive(pid) || existsSync(dir) ? Effect.fail("still there") : Effect.void)).pipe(
     Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 400 })
   )
+
+/** The signal that ended `child`, once it has ended. */
+const exited = (child: ChildProcess) =>
+  Effect.callback<NodeJS.Signals | null>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.succeed(child.signalCode))
+    child.once("exit", (_code, signal) => resume(Effect.succeed(signal)))
+  })
 
 const selectOne = (url: string) =>
   Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql<{ one: number }>`SELECT 1 AS one`).pipe(
@@ -66,8 +73,11 @@ describe.skipIf(found._tag === "Missing")("TestServer", () => {
     "a process that started a server and was killed with SIGKILL leaves no server and no folder behind",
     () =>
       Effect.gen(function* () {
+        // Effect.never holds no handle, so the interval keeps the child's event loop alive: without it
+        // the child exits by itself and its exit hook, not the SIGKILL path, stops the server.
         const script = `import { Effect } from "effect"
 import * as TestServer from ${JSON.stringify(serverUrl)}
+setInterval(() => {}, 2 ** 30)
 Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const server = yield* TestServer.start()
   console.log(JSON.stringify({ pid: server.pid, dir: server.dir }))
@@ -81,7 +91,9 @@ Effect.runPromise(Effect.scoped(Effect.gen(function*() {
           child.stdout!.once("data", (chunk) => resume(Effect.succeed(JSON.parse(String(chunk)))))
         })
         assert.isTrue(isAlive(started.pid))
+        assert.isNull(child.exitCode, "the child still runs when it is killed")
         child.kill("SIGKILL")
+        assert.strictEqual(yield* exited(child), "SIGKILL")
         yield* gone(started.pid, started.dir)
       }),
     60_000
