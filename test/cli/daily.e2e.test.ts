@@ -385,6 +385,7 @@ describe("corral discard and init (end to end)", () => {
     const secondId = runIdOf(repo)
     expect(secondId).not.toBe(first)
     expect(git(repo, "show", `corral/${secondId}/integration:gen.txt`)).toBe("generated\n")
+    git(repo, "merge", "--quiet", "--ff-only", `corral/${secondId}/integration`)
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
     const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
     const outcomes = Object.fromEntries(

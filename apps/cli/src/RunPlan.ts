@@ -32,6 +32,7 @@ import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
 import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
+import * as CachedWork from "./CachedWork.ts"
 import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
 import * as OutcomeText from "./OutcomeText.ts"
@@ -272,7 +273,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
         ? (effect) => effect
         : (effect) =>
             effect.pipe(
-              Effect.provide(RunLedgerModule.asCoreLedger),
+              Effect.provide(CachedWork.layer(options.repo, integration?.baseCommit)),
               Effect.provideService(RunLedgerModule.RunLedger, ledger)
             )
     )
