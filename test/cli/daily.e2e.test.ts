@@ -105,6 +105,11 @@ agents:
     const bogus = await runCli(["logs", "bogus-run", "tests"], { cwd: repo })
     expect(bogus.code).toBe(2)
     expect(bogus.stderr).toMatch(/no such run "bogus-run"; recent runs: /)
+    const outside = NodePath.join(repo, ".corral", "x")
+    const pathLike = await runCli(["logs", "../x", "tests"], { cwd: repo })
+    expect(pathLike.code).toBe(2)
+    expect(pathLike.stderr).toMatch(/no such run "\.\.\/x"; recent runs: /)
+    expect(NodeFs.existsSync(outside)).toBe(false)
     const secret = NodePath.join(tempDir("secret-"), "private.log")
     NodeFs.writeFileSync(secret, "PRIVATE\n")
     const relative = NodePath.relative(NodePath.join(repo, ".corral", "runs", runId, "logs"), secret.slice(0, -4))
@@ -278,7 +283,7 @@ describe("corral discard and init (end to end)", () => {
     NodeFs.writeFileSync(lease, JSON.stringify({ pid: 1, hostname: "elsewhere", startedAt: ago, heartbeatAt: ago }))
   }
 
-  it("runs, status and gc judge a run the ledger places on another host by its lease: a stale one crashed", async () => {
+  it("runs, status, logs --follow and gc judge a run the ledger places on another host by its lease: a stale one crashed", async () => {
     const repo = makeRepo()
     const agent = await killBlockedRun(repo)
     try {
@@ -290,6 +295,13 @@ describe("corral discard and init (end to end)", () => {
       expect(status.stdout).toMatch(
         new RegExp(`^run ${runId}: crashed \\(coordinator pid \\d+ on elsewhere is gone\\)`, "m")
       )
+      const follow = startCli(["logs", runId, "slow", "--follow"], { cwd: repo })
+      let ended = false
+      void follow.done.then(() => (ended = true))
+      await waitFor(() => ended, 30_000, "logs --follow of the crashed run to end")
+      const followed = await follow.done
+      expect(followed.code, followed.stderr).toBe(0)
+      expect(followed.stderr).toContain(`run ${runId} crashed (coordinator pid`)
       const gc = await runCli(["gc"], { cwd: repo })
       expect(gc.code, gc.stdout + gc.stderr).toBe(0)
       expect(gc.stdout).toMatch(/stopped process group \d+ of a crashed run/)
@@ -445,7 +457,7 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo).sort()).toEqual([`corral/${runId}/not-recorded`, "main"])
   })
 
-  it("report of a discarded run creates nothing and exits 2", async () => {
+  it("report and logs of a discarded run create nothing and exit 2", async () => {
     const repo = makeRepo()
     const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: ok\n    run: echo ok > ok.txt\n")
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
@@ -459,6 +471,16 @@ describe("corral discard and init (end to end)", () => {
     expect(NodeFs.existsSync(folder)).toBe(false)
     const latest = await runCli(["report"], { cwd: repo })
     expect(latest.code).toBe(2)
+    expect(NodeFs.existsSync(folder)).toBe(false)
+    for (const args of [
+      ["logs", runId, "ok"],
+      ["logs", "ok"],
+      ["logs", runId, "ok", "--follow"]
+    ]) {
+      const logs = await runCli(args, { cwd: repo })
+      expect(logs.code, args.join(" ")).toBe(2)
+      expect(logs.stderr).toContain(`run ${runId} was discarded`)
+    }
     expect(NodeFs.existsSync(folder)).toBe(false)
   })
 
