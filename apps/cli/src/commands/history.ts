@@ -209,8 +209,14 @@ export const logFileOf = (stateDir: string, run: RunRecord, agentId: string) =>
     return { agent, file }
   })
 
+/**
+ * Copies `file` from `offset` until the agent has an outcome or the run is no longer running, judged
+ * by its coordinator's liveness as `corral status` judges it: a killed run ends the follow (said on
+ * stderr) rather than leaving it waiting for an outcome no one will record.
+ */
 const followUntilDone = (
   ledger: RunLedger.Service,
+  liveness: RunLiveness.Service,
   runId: string,
   agentId: string,
   file: string,
@@ -220,9 +226,12 @@ const followUntilDone = (
     let read = offset
     while (true) {
       const record = Option.getOrUndefined(yield* ledger.getRun(runId))
-      const agent = record?.agents.find((known) => known.agentId === agentId)
-      const finished = record === undefined || record.status !== "running" || agent?.outcome !== null
+      const now = record === undefined ? undefined : yield* withLiveness(liveness, record)
+      const agent = now?.agents.find((known) => known.agentId === agentId)
+      const finished = now === undefined || now.status !== "running" || agent?.outcome !== null
       read = copyFrom(file, read)
+      if (now?.status === "crashed")
+        OutputGuard.write(process.stderr, `run ${runId} crashed (${now.stopReason}); not following any more\n`)
       if (finished || OutputGuard.isClosed()) return
       yield* Effect.sleep("200 millis")
     }
@@ -336,19 +345,26 @@ export const logs = Command.make(
         const [runId, agentId] = Option.isSome(flags.second)
           ? [flags.first, flags.second.value]
           : [Option.none<string>(), flags.first.value]
-        const run = yield* findRun(ledger, runId)
-        if (Option.isNone(runId)) yield* Effect.sync(() => OutputGuard.write(process.stderr, `run ${run.runId}\n`))
-        if (output !== undefined) return yield* clusterLogs(ledger, liveness, output, run, agentId, flags.follow)
+        const found = yield* findRun(ledger, runId)
+        if (Option.isNone(runId)) yield* Effect.sync(() => OutputGuard.write(process.stderr, `run ${found.runId}\n`))
+        if (output !== undefined) return yield* clusterLogs(ledger, liveness, output, found, agentId, flags.follow)
+        if (found.status === "discarded")
+          return yield* invalidInput(
+            `run ${found.runId} was discarded (corral discard removed its branches and folders, its logs with them); no output to show`
+          )
+        const run = yield* withLiveness(liveness, found)
         const { agent, file } = yield* logFileOf(stateDir, run, agentId)
         if (!NodeFs.existsSync(file) && !(flags.follow && run.status === "running")) {
           return yield* invalidInput(
-            agent.outcome === null
-              ? `agent ${agentId} of run ${run.runId} has not started, so it has no output yet`
-              : `agent ${agentId} of run ${run.runId} ended ${OutcomeText.word(agent.outcome)} without starting a process, so it has no output`
+            agent.outcome !== null
+              ? `agent ${agentId} of run ${run.runId} ended ${OutcomeText.word(agent.outcome)} without starting a process, so it has no output`
+              : run.status === "running"
+                ? `agent ${agentId} of run ${run.runId} has not started, so it has no output yet`
+                : `agent ${agentId} of run ${run.runId} has no output: the run ${run.status === "crashed" ? `crashed (${run.stopReason})` : `ended ${run.status}`} before it started`
           )
         }
         const offset = copyFrom(file, 0)
-        if (flags.follow) yield* followUntilDone(ledger, run.runId, agent.agentId, file, offset)
+        if (flags.follow) yield* followUntilDone(ledger, liveness, run.runId, agent.agentId, file, offset)
       })
     )
 ).pipe(
