@@ -273,7 +273,13 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
         ? (effect) => effect
         : (effect) =>
             effect.pipe(
-              Effect.provide(CachedWork.layer(options.repo, integration?.baseCommit)),
+              Effect.provide(
+                CachedWork.layer(
+                  options.repo,
+                  integration?.baseCommit,
+                  agents.flatMap((agent) => (agent.idempotencyKey === undefined ? [] : [agent.idempotencyKey]))
+                )
+              ),
               Effect.provideService(RunLedgerModule.RunLedger, ledger)
             )
     )
