@@ -69,7 +69,7 @@ agents:
     expect(logs.stderr).not.toMatch(/attempt 4/)
   }, 240_000)
 
-  it("with worktrees, a success is cached by the hash of its inputs: reused while they are unchanged, run again after a change", async () => {
+  it("with worktrees, a success is cached by the hash of its inputs: reused while they are unchanged and its work is in the base, run again otherwise", async () => {
     const repo = scratchRepo({ "README.md": "# test\n", "input.txt": "one\n" })
     const runnerRepo = runnerClone(repo, "cache")
     const runs = NodePath.join(scratch("corral-cache-log-"), "runs.txt")
@@ -94,18 +94,23 @@ agents:
     const first = await run()
     expect(outcomeOf(first, "gen")).toMatchObject({ type: "Succeeded" })
     expect(outcomeOf(first, "gen")?.cached).not.toBe(true)
+    const runIdOf = (stdout: string) => eventsOf(stdout).find((event) => event.type === "RunStarted")!.runId!
     const second = await run()
-    expect(outcomeOf(second, "gen")).toMatchObject({ type: "Succeeded", cached: true })
-    expect(outcomeOf(second, "always")?.cached).not.toBe(true)
-    expect(lines(runs).length).toBe(1)
+    expect(outcomeOf(second, "gen")?.cached, "the first run's work is not in main: run again").not.toBe(true)
+    expect(lines(runs).length).toBe(2)
+    expect(git(repo, "show", `corral/${runIdOf(second)}/integration:out.txt`)).toBe("one\n")
+    git(repo, "merge", "--quiet", "--ff-only", `corral/${runIdOf(second)}/integration`)
+    const third = await run()
+    expect(outcomeOf(third, "gen")).toMatchObject({ type: "Succeeded", cached: true })
+    expect(outcomeOf(third, "always")?.cached).not.toBe(true)
+    expect(lines(runs).length).toBe(2)
 
     NodeFs.writeFileSync(NodePath.join(repo, "input.txt"), "two\n")
     git(repo, "commit", "-qam", "change the input")
-    const third = await run()
-    expect(outcomeOf(third, "gen")?.type).toBe("Succeeded")
-    expect(outcomeOf(third, "gen")?.cached).not.toBe(true)
-    expect(lines(runs).length).toBe(2)
-    const thirdId = eventsOf(third).find((event) => event.type === "RunStarted")!.runId!
-    expect(git(repo, "show", `corral/${thirdId}/integration:out.txt`)).toBe("two\n")
+    const fourth = await run()
+    expect(outcomeOf(fourth, "gen")?.type).toBe("Succeeded")
+    expect(outcomeOf(fourth, "gen")?.cached).not.toBe(true)
+    expect(lines(runs).length).toBe(3)
+    expect(git(repo, "show", `corral/${runIdOf(fourth)}/integration:out.txt`)).toBe("two\n")
   }, 240_000)
 })
