@@ -46,6 +46,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as CachedWork from "../CachedWork.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
 import * as Inputs from "../Inputs.ts"
@@ -512,7 +513,13 @@ export const execute = (flags: ClusterFlags) =>
         })
       ),
       Effect.provide(PostgresLocks.layer(flags.cluster)),
-      Effect.provide(RunLedger.asCoreLedger),
+      Effect.provide(
+        CachedWork.layer(
+          target?.repo ?? ".",
+          workspaces?.integration.baseCommit,
+          agents.flatMap((agent) => (agent.idempotencyKey === undefined ? [] : [agent.idempotencyKey]))
+        )
+      ),
       Effect.provideService(RunLedger.RunLedger, ledger),
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTag("InvalidRun", (error) => invalidInput(error.message))
