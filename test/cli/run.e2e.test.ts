@@ -1,8 +1,10 @@
+import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import {
   branches,
+  fakeTools,
   git,
   isAlive,
   makeRepo,
@@ -198,6 +200,38 @@ describe("corral run (end to end)", () => {
     const result = await cli.done
     expect(result.code).toBe(130)
     expect(result.stdout + result.stderr).toContain("cleanup in progress")
+  })
+
+  it("Ctrl-C while the run is being prepared stops it: no agent runs, exit 130", async () => {
+    const repo = makeRepo({ "README.md": "# test\n", "src/a.ts": "a\n" })
+    const gate = tempDir("gate-")
+    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+    // git blocks while corral hashes the agents' inputs, before the run starts any agent
+    const bin = fakeTools({
+      git: `#!/bin/sh
+case "$GIT_INDEX_FILE" in *corral-inputs-*) touch ${gate}/hashing; while [ ! -e ${gate}/go ]; do sleep 0.02; done;; esac
+exec ${realGit} "$@"
+`
+    })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: a\n    run: echo done > out.txt\n    inputs: ["src/**"]\n`)
+    )
+    const cli = startCli(["run", plan], { cwd: repo, env: { PATH: `${bin}:${process.env.PATH}` } })
+    try {
+      await waitFor(() => NodeFs.existsSync(NodePath.join(gate, "hashing")), 20_000, "the inputs' hashing")
+      cli.signal("SIGINT")
+      await waitFor(() => cli.output().includes("stopping"), 10_000, "the stop notice")
+    } finally {
+      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+    }
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(result.stdout).toMatch(/a\s+.*cancelled/)
+    expect(result.stdout).not.toMatch(/merged work|git merge/)
+    expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
   })
 })
 

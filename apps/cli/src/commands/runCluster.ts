@@ -58,8 +58,8 @@ import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
 import * as RunPlan from "../RunPlan.ts"
 import { limitsOf, MergeConflict, rateLimitsOf } from "../RunPlan.ts"
+import type * as StopRequests from "../StopRequests.ts"
 import * as Summary from "../Summary.ts"
-import { interruptions } from "./run.ts"
 
 /**
  * The flags of `corral run` that a cluster run reads.
@@ -378,7 +378,7 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
  * @since 0.1.0
  * @category running
  */
-export const execute = (flags: ClusterFlags) =>
+export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     const plan = yield* PlanFile.load(flags.plan).pipe(
       Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
@@ -493,8 +493,7 @@ export const execute = (flags: ClusterFlags) =>
         `${done.agentId}: merged by run ${done.runId} (${done.commit.slice(0, 10)}) before it stopped; not run again`
       )
     }
-    const stop = yield* Deferred.make<string>()
-    yield* interruptions(stop, reporter)
+    requests.attach(reporter)
     const result = yield* Corral.run(agents, {
       runId,
       concurrency: Option.getOrElse(flags.concurrency, () => plan.concurrency),
@@ -502,7 +501,7 @@ export const execute = (flags: ClusterFlags) =>
       pools: plan.pools,
       rateLimits: rateLimitsOf(plan),
       onEvent: (event) => emit(event as RunEvent),
-      stopOn: Deferred.await(stop)
+      stopOn: Deferred.await(requests.stop)
     }).pipe(
       Effect.provide(
         Cluster.layerExecutor({
