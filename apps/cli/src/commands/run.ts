@@ -18,7 +18,7 @@ import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
-import { newRunId, resolve } from "../Paths.ts"
+import { checkWorkTree, makeStateDir, newRunId, notARepository, resolve } from "../Paths.ts"
 import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
@@ -211,7 +211,8 @@ const execute = (flags: Flags, requests: StopRequests.StopRequests) =>
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }
-    NodeFs.mkdirSync(paths.stateDir, { recursive: true })
+    if (Option.getOrElse(flags.isolation, () => plan.isolation) === "worktree") yield* checkWorkTree(paths.repo)
+    yield* makeStateDir(paths.stateDir)
     return yield* recorded(flags, paths, plan, requests).pipe(
       // A run writes a few batches per agent: committing them here costs less than a writer thread's start.
       Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"), { writerThread: false })),
@@ -303,8 +304,7 @@ const recorded = (
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
         InvalidRun: (error) => invalidInput(error.message),
-        NotAGitRepository: (error) =>
-          invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
+        NotAGitRepository: (error) => invalidInput(notARepository(error.path)),
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
