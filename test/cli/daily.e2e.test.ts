@@ -415,7 +415,7 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo).sort()).toEqual([`corral/${runId}/not-recorded`, "main"])
   })
 
-  it("report of a discarded run creates nothing and exits 2", async () => {
+  it("report and logs of a discarded run create nothing and exit 2, saying it was discarded", async () => {
     const repo = makeRepo()
     const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: ok\n    run: echo ok > ok.txt\n")
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
@@ -430,6 +430,15 @@ describe("corral discard and init (end to end)", () => {
     const latest = await runCli(["report"], { cwd: repo })
     expect(latest.code).toBe(2)
     expect(NodeFs.existsSync(folder)).toBe(false)
+    for (const args of [
+      ["logs", runId, "ok"],
+      ["logs", runId, "ok", "--follow"]
+    ]) {
+      const logs = await runCli(args, { cwd: repo })
+      expect(logs.code, args.join(" ")).toBe(2)
+      expect(logs.stderr, args.join(" ")).toContain(`run ${runId} was discarded`)
+      expect(logs.stderr, args.join(" ")).not.toContain("without starting a process")
+    }
   })
 
   it("init writes a valid commented starter plan with the top-level folders as claims, and never overwrites", async () => {

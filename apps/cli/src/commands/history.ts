@@ -342,9 +342,11 @@ export const logs = Command.make(
         const { agent, file } = yield* logFileOf(stateDir, run, agentId)
         if (!NodeFs.existsSync(file) && !(flags.follow && run.status === "running")) {
           return yield* invalidInput(
-            agent.outcome === null
-              ? `agent ${agentId} of run ${run.runId} has not started, so it has no output yet`
-              : `agent ${agentId} of run ${run.runId} ended ${OutcomeText.word(agent.outcome)} without starting a process, so it has no output`
+            run.status === "discarded"
+              ? `run ${run.runId} was discarded (corral discard removed its logs); agent ${agentId}'s output is gone`
+              : agent.outcome === null
+                ? `agent ${agentId} of run ${run.runId} has not started, so it has no output yet`
+                : `agent ${agentId} of run ${run.runId} ended ${OutcomeText.word(agent.outcome)} without starting a process, so it has no output`
           )
         }
         const offset = copyFrom(file, 0)
