@@ -173,6 +173,18 @@ describe("PlanFile errors", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
+  it.effect("a second YAML document is an error in the plan's words, not the YAML library's", () =>
+    Effect.gen(function* () {
+      const error = yield* failure(decodeYaml(`${agentsYaml("{ id: a, run: echo a }")}---\nagents: []\n`))
+      expect(error.issues).toEqual([
+        {
+          path: "line 3, column 1",
+          message: "a plan file holds one YAML document; remove the `---` and what follows, or put it in its own file"
+        }
+      ])
+    })
+  )
+
   it.effect("bad JSON reports the line and column", () =>
     Effect.gen(function* () {
       const error = yield* failure(PlanFile.decode('{\n  "agents": [\n    { "id": "a", }\n  ]\n}', { path: "p.json" }))

@@ -61,10 +61,15 @@ const hints: Readonly<Record<string, string>> = {
     'a plain value cannot contain ": "; quote it (run: "echo a: b") or use a block (run: |, the command on the next lines)'
 }
 
+/** Errors whose library wording names the library's API instead of the plan. */
+const replacements: Readonly<Record<string, string>> = {
+  MULTIPLE_DOCS: "a plan file holds one YAML document; remove the `---` and what follows, or put it in its own file"
+}
+
 const syntaxIssue = (error: YAMLError): PlanFileIssue => {
   const at = error.linePos?.[0]
   const hint = hints[error.code]
-  const message = yamlMessage(error.message)
+  const message = replacements[error.code] ?? yamlMessage(error.message)
   return {
     path: at ? positionPath(at.line, at.col) : "",
     message: hint === undefined ? message : `${message}; ${hint}`
