@@ -462,6 +462,25 @@ describe("corral discard and init (end to end)", () => {
   })
 })
 
+describe("corral gc where it cannot work (end to end)", () => {
+  it("outside a git repository, or without git on PATH, exits 2 with the command's words", async () => {
+    const plain = tempDir("not-git-")
+    const notGit = await runCli(["gc", "--repo", plain], { cwd: plain })
+    expect(notGit.code, notGit.stderr).toBe(2)
+    expect(notGit.stderr).toMatch(/not inside a git repository/)
+    expect(notGit.stderr, "the command's words, not the library's").not.toContain("strategy")
+    const bin = tempDir("no-git-bin-")
+    for (const tool of ["sh", "readlink", "dirname"]) {
+      const found = execFileSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).trim()
+      NodeFs.symlinkSync(found, NodePath.join(bin, tool))
+    }
+    const repo = makeRepo()
+    const noGit = await runCli(["gc"], { cwd: repo, env: { PATH: bin } })
+    expect(noGit.code, noGit.stderr).toBe(2)
+    expect(noGit.stderr).toContain("git executable was not found")
+  })
+})
+
 describe("the report's critical path (end to end)", () => {
   it("follows the run's real waits — claims as well as dependencies — not the lone slow agent", async () => {
     const repo = makeRepo()

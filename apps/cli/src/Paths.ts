@@ -89,13 +89,16 @@ export const checkWorkTree = (repo: string) =>
   )
 
 /**
- * The message for a folder outside a git repository (or in one without a commit) under `isolation: worktree`.
+ * The message for a folder outside a git repository (or in one without a commit), with what to do instead
+ * (by default, for `corral run` under `isolation: worktree`).
  *
  * @since 0.1.0
  * @category resolving
  */
-export const notARepository = (path: string) =>
-  `${path} is not inside a git repository with at least one commit; use --isolation directory or none, or run git init and commit`
+export const notARepository = (
+  path: string,
+  instead = "use --isolation directory or none, or run git init and commit"
+) => `${path} is not inside a git repository with at least one commit; ${instead}`
 
 /**
  * A run id that sorts by start time: `20261125-231816-k3f9`.
