@@ -460,6 +460,24 @@ describe("corral discard and init (end to end)", () => {
     expect(again.stderr).toMatch(/already exists/)
     expect(NodeFs.readFileSync(NodePath.join(repo, "corral.yaml"), "utf8")).toBe("mine\n")
   })
+
+  it("init --file: the plan's comments name that file; a JSON name or a missing folder is exit 2, nothing written", async () => {
+    const repo = makeRepo({ "README.md": "# r\n", "src/a.ts": "a\n" })
+    const named = await runCli(["init", "--file", "nightly.yml"], { cwd: repo })
+    expect(named.code, named.stderr).toBe(0)
+    const text = NodeFs.readFileSync(NodePath.join(repo, "nightly.yml"), "utf8")
+    expect(text).toContain("corral validate nightly.yml")
+    expect(text).toContain("corral run nightly.yml")
+    expect(text).not.toContain("corral.yaml")
+    const json = await runCli(["init", "--file", "plan.json"], { cwd: repo })
+    expect(json.code).toBe(2)
+    expect(json.stderr).toContain("plan.json")
+    expect(json.stderr).toMatch(/\.yaml/)
+    expect(NodeFs.existsSync(NodePath.join(repo, "plan.json"))).toBe(false)
+    const missing = await runCli(["init", "--file", "no/such/plan.yaml"], { cwd: repo })
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toMatch(/no such folder/)
+  })
 })
 
 describe("corral gc where it cannot work (end to end)", () => {
