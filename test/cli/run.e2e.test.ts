@@ -217,6 +217,32 @@ describe("corral run (end to end)", () => {
     expect(result.stdout + result.stderr).toContain("cleanup in progress")
   })
 
+  it("SIGHUP (its terminal closed) stops the run like Ctrl-C: agents stopped, workspaces removed, exit 129", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("pids-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        [0, 1].map((i) => `  - id: sleeper-${i}\n    run: sh -c 'echo $$ > ${pids}/${i}; sleep 300 & wait'\n`).join("")
+      )
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidsIn(pids, 2) !== undefined, 20_000, "both agents to start")
+    const started = pidsIn(pids, 2)!
+    cli.signal("SIGHUP")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(129)
+    expect(result.stdout).toMatch(/received SIGHUP/)
+    for (const pid of started) expect(isAlive(pid), `pid ${pid}`).toBe(false)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(
+      NodeFs.readdirSync(NodePath.join(repo, ".git", "corral", "runs")).filter((f) => f.endsWith(".json"))
+    ).toEqual([])
+    const status = await runCli(["status"], { cwd: repo })
+    expect(status.stdout).toMatch(/: interrupted \(received SIGHUP\)/)
+  })
+
   it("Ctrl-C while the run is being prepared stops it: no agent runs, exit 130", async () => {
     const repo = makeRepo({ "README.md": "# test\n", "src/a.ts": "a\n" })
     const gate = tempDir("gate-")

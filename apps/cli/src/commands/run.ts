@@ -332,7 +332,7 @@ ${gitLines(report)}`
 ${text}
 `
       )
-    return OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report)
+    return requests.exitCode() ?? (OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report))
   }).pipe(Effect.scoped)
 
 /**

@@ -544,5 +544,5 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         : `${rendered}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
-    return Summary.exitCode(report)
+    return requests.exitCode() ?? Summary.exitCode(report)
   }).pipe(Effect.scoped)
