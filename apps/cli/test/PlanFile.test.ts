@@ -334,6 +334,12 @@ describe("PlanFile errors", () => {
       )
       assert.include(issueAt(error, "agents[2].id").message, "must not be blank")
       assert.include(issueAt(error, "agents[3].id").message, "git branch names")
+      const gitRules = yield* failure(
+        decodeYaml(agentsYaml("{ id: a..b, run: echo a }", "{ id: x.lock, run: echo b }", "{ id: c., run: echo c }"))
+      )
+      for (const index of [0, 1, 2]) {
+        assert.include(issueAt(gitRules, `agents[${index}].id`).message, `no "..", not ending in "." or ".lock"`)
+      }
       const again = yield* failure(decodeYaml(agentsYaml("{ id: a, run: echo a }", "{ id: a, run: echo again }")))
       assert.include(issueAt(again, "agents[1].id").message, 'duplicate id "a"; agents[0] already uses it')
     })
