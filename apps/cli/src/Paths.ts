@@ -58,15 +58,45 @@ export const makeStateDir = (stateDir: string) =>
   )
 
 /**
- * Checks that `repo` is in a git work tree, before a worktree run writes anything: the message says
- * what to do instead. The lookup is the one the run's workspaces make (cached: no extra git command).
+ * Whether the work tree's `HEAD` names a branch with no commit yet (`git init` without a commit), read
+ * from git's files, not by one more git command before every run: `HEAD` a symbolic ref whose branch
+ * is neither a loose ref nor in `packed-refs`. Anything it cannot read (a reftable repository,
+ * `GIT_DIR` elsewhere) counts as born: the run's own `rev-parse HEAD` decides then.
+ */
+const headUnborn = (root: string, commonDir: string): boolean => {
+  try {
+    const dotGit = NodePath.join(root, ".git")
+    const gitDir = NodeFs.statSync(dotGit).isFile()
+      ? NodePath.resolve(
+          root,
+          NodeFs.readFileSync(dotGit, "utf8")
+            .replace(/^gitdir:\s*/, "")
+            .trim()
+        )
+      : dotGit
+    const head = NodeFs.readFileSync(NodePath.join(gitDir, "HEAD"), "utf8").trim()
+    if (!head.startsWith("ref: ") || NodeFs.existsSync(NodePath.join(commonDir, "reftable"))) return false
+    const ref = head.slice("ref: ".length)
+    if (NodeFs.existsSync(NodePath.join(commonDir, ref))) return false
+    const packed = NodePath.join(commonDir, "packed-refs")
+    return !(NodeFs.existsSync(packed) && NodeFs.readFileSync(packed, "utf8").includes(` ${ref}\n`))
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Checks that `repo` is in a git work tree with a commit, before a worktree run writes anything: the
+ * message says what to do instead. The lookup is the one the run's workspaces make (cached: no extra git command).
  *
  * @since 0.1.0
  * @category resolving
  */
 export const checkWorkTree = (repo: string) =>
   Workspace.locate(repo).pipe(
-    Effect.asVoid,
+    Effect.flatMap(({ root, commonDir }) =>
+      headUnborn(root, commonDir) ? invalidInput(notARepository(root)) : Effect.void
+    ),
     Effect.catchTag("NotAGitRepository", () =>
       Effect.flatMap(
         Effect.sync(
