@@ -118,6 +118,33 @@ agents:
     expect(none.stderr).not.toMatch(/USAGE/)
   })
 
+  it("logs --follow ends when the run's process is gone (kill -9), saying so, instead of waiting forever", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("pids-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: long\n    run: echo $$ > ${pids}/long; echo begun; exec sleep 300\n`
+    )
+    const run = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidIn(NodePath.join(pids, "long")) !== undefined, 20_000, "the agent to start")
+    const agent = pidIn(NodePath.join(pids, "long"))!
+    try {
+      const follow = startCli(["logs", "long", "--follow"], { cwd: repo })
+      await waitFor(() => follow.output().includes("begun"), 20_000, "the followed output")
+      run.signal("SIGKILL")
+      await run.done
+      const ended = await Promise.race([
+        follow.done,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 15_000))
+      ])
+      expect(ended, "logs --follow still waits for a run whose process is gone").toBeDefined()
+      expect(ended!.stderr).toMatch(/is gone/)
+    } finally {
+      process.kill(-agent, "SIGKILL")
+    }
+  })
+
   it("a timed-out agent: one wording everywhere and a trailer in its log", async () => {
     const repo = makeRepo()
     const plan = writePlan(

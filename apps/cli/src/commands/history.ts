@@ -209,20 +209,26 @@ export const logFileOf = (stateDir: string, run: RunRecord, agentId: string) =>
     return { agent, file }
   })
 
+/** Copies the agent's log as it grows until the agent ends, its run ends, or the run's process is gone. */
 const followUntilDone = (
   ledger: RunLedger.Service,
+  liveness: RunLiveness.Service,
   runId: string,
   agentId: string,
   file: string,
   offset: number
-): Effect.Effect<void, RunLedger.RunLedgerError> =>
+) =>
   Effect.gen(function* () {
     let read = offset
     while (true) {
-      const record = Option.getOrUndefined(yield* ledger.getRun(runId))
+      const recorded = Option.getOrUndefined(yield* ledger.getRun(runId))
+      const record = recorded === undefined ? undefined : yield* withLiveness(liveness, recorded)
       const agent = record?.agents.find((known) => known.agentId === agentId)
       const finished = record === undefined || record.status !== "running" || agent?.outcome !== null
       read = copyFrom(file, read)
+      if (record?.status === "crashed") {
+        OutputGuard.write(process.stderr, `corral: run ${runId} crashed (${record.stopReason}); its output ends here\n`)
+      }
       if (finished || OutputGuard.isClosed()) return
       yield* Effect.sleep("200 millis")
     }
@@ -350,7 +356,7 @@ export const logs = Command.make(
           )
         }
         const offset = copyFrom(file, 0)
-        if (flags.follow) yield* followUntilDone(ledger, run.runId, agent.agentId, file, offset)
+        if (flags.follow) yield* followUntilDone(ledger, liveness, run.runId, agent.agentId, file, offset)
       })
     )
 ).pipe(
