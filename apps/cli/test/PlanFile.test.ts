@@ -425,6 +425,15 @@ describe("PlanFile errors", () => {
     })
   )
 
+  it.effect("a number in env is passed as written in YAML: 3.10 stays 3.10, not 3.1", () =>
+    Effect.gen(function* () {
+      const plan = yield* decodeYaml(
+        agentsYaml("{ id: a, run: echo a, env: { PYTHON: 3.10, V: 2.0, HEX: 0x1F, E: 1e3, N: -7 } }")
+      )
+      assert.deepStrictEqual(plan.agents[0]!.env, { PYTHON: "3.10", V: "2.0", HEX: "0x1F", E: "1e3", N: "-7" })
+    })
+  )
+
   it.effect("concurrency must be an integer of at least 1", () =>
     Effect.gen(function* () {
       const zero = yield* failure(decodeYaml(`concurrency: 0\n${agentsYaml("{ id: a, run: echo a }")}`))
