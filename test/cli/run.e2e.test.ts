@@ -137,6 +137,25 @@ describe("corral run (end to end)", () => {
     expect(flags.code).toBe(2)
   })
 
+  it("warns once per agent about a secret that is not set in corral's environment; the agent still runs", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf("  - id: a\n    run: echo hi\n    secrets: [CORRAL_PROBE_SET, CORRAL_PROBE_UNSET]\n")
+    )
+    const env = { CORRAL_PROBE_SET: "s3cret" }
+    const plain = await runCli(["run", plan], { cwd: repo, env })
+    expect(plain.code, plain.stdout + plain.stderr).toBe(0)
+    expect(plain.stdout + plain.stderr).toContain(
+      "warning: agent a: secret CORRAL_PROBE_UNSET is not set in corral's environment; the agent runs without it"
+    )
+    expect(plain.stdout + plain.stderr).not.toContain("CORRAL_PROBE_SET is not set")
+    const json = await runCli(["run", plan, "--json"], { cwd: repo, env })
+    expect(json.stderr.split("CORRAL_PROBE_UNSET is not set")).toHaveLength(2)
+    expect(json.stdout, "stdout keeps only JSON events").not.toContain("CORRAL_PROBE_UNSET")
+  })
+
   it("--json prints parseable events whose progress always adds up", async () => {
     const repo = makeRepo()
     const plan = writePlan(

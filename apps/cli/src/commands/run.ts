@@ -139,6 +139,17 @@ const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
     return { runId: previous.runId, lineage, base: exists ? branch : undefined }
   })
 
+/** A secret the plan names but corral's environment lacks: the agent would run without it, silently. */
+const unsetSecrets = (plan: PlanFile.Plan) =>
+  plan.agents.flatMap((agent) =>
+    agent.secrets
+      .filter((name) => process.env[name] === undefined)
+      .map(
+        (name) =>
+          `warning: agent ${agent.id}: secret ${name} is not set in corral's environment; the agent runs without it`
+      )
+  )
+
 const statusOf = (report: RunPlan.Report): RunStatus =>
   report.result.stopped?._tag === "Stopped" ? "interrupted" : report.result.allSucceeded ? "succeeded" : "failed"
 
@@ -278,6 +289,7 @@ const recorded = (
       )
     }
     requests.attach(reporter)
+    for (const warning of unsetSecrets(plan)) reporter.note(warning)
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
     const report = yield* RunPlan.run({
       plan,
