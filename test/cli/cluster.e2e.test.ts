@@ -105,6 +105,13 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     const ended = await third.done
     expect(ended.code).toBe(130)
     expect((await listRunners(url)).map((r) => r.pid)).not.toContain(third.pid)
+
+    // its terminal closed: SIGHUP drains it as Ctrl-C does (Node's default ended it at once)
+    const fourth = await startRunner(url)
+    fourth.signal("SIGHUP")
+    const hungUp = await fourth.done
+    expect(hungUp.code, hungUp.stderr).toBe(130)
+    expect((await listRunners(url)).map((r) => r.pid)).not.toContain(fourth.pid)
   }, 240_000)
 
   it("corral run --cluster runs a plan's agents on the runners with the same events, summary and exit codes", async () => {

@@ -123,6 +123,33 @@ agents:
     expect(none.stderr).not.toMatch(/USAGE/)
   })
 
+  it("logs --follow ends when the run's process is gone (kill -9), saying so, instead of waiting forever", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("pids-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: long\n    run: echo $$ > ${pids}/long; echo begun; exec sleep 300\n`
+    )
+    const run = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidIn(NodePath.join(pids, "long")) !== undefined, 20_000, "the agent to start")
+    const agent = pidIn(NodePath.join(pids, "long"))!
+    try {
+      const follow = startCli(["logs", "long", "--follow"], { cwd: repo })
+      await waitFor(() => follow.output().includes("begun"), 20_000, "the followed output")
+      run.signal("SIGKILL")
+      await run.done
+      const ended = await Promise.race([
+        follow.done,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 15_000))
+      ])
+      expect(ended, "logs --follow still waits for a run whose process is gone").toBeDefined()
+      expect(ended!.stderr).toMatch(/is gone/)
+    } finally {
+      process.kill(-agent, "SIGKILL")
+    }
+  })
+
   it("a timed-out agent: one wording everywhere and a trailer in its log", async () => {
     const repo = makeRepo()
     const plan = writePlan(
@@ -457,7 +484,7 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo).sort()).toEqual([`corral/${runId}/not-recorded`, "main"])
   })
 
-  it("report and logs of a discarded run create nothing and exit 2", async () => {
+  it("report and logs of a discarded run create nothing and exit 2, saying it was discarded", async () => {
     const repo = makeRepo()
     const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: ok\n    run: echo ok > ok.txt\n")
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
@@ -479,7 +506,8 @@ describe("corral discard and init (end to end)", () => {
     ]) {
       const logs = await runCli(args, { cwd: repo })
       expect(logs.code, args.join(" ")).toBe(2)
-      expect(logs.stderr).toContain(`run ${runId} was discarded`)
+      expect(logs.stderr, args.join(" ")).toContain(`run ${runId} was discarded`)
+      expect(logs.stderr, args.join(" ")).not.toContain("without starting a process")
     }
     expect(NodeFs.existsSync(folder)).toBe(false)
   })
@@ -502,6 +530,43 @@ describe("corral discard and init (end to end)", () => {
     expect(again.code).toBe(2)
     expect(again.stderr).toMatch(/already exists/)
     expect(NodeFs.readFileSync(NodePath.join(repo, "corral.yaml"), "utf8")).toBe("mine\n")
+  })
+
+  it("init --file: the plan's comments name that file; a JSON name or a missing folder is exit 2, nothing written", async () => {
+    const repo = makeRepo({ "README.md": "# r\n", "src/a.ts": "a\n" })
+    const named = await runCli(["init", "--file", "nightly.yml"], { cwd: repo })
+    expect(named.code, named.stderr).toBe(0)
+    const text = NodeFs.readFileSync(NodePath.join(repo, "nightly.yml"), "utf8")
+    expect(text).toContain("corral validate nightly.yml")
+    expect(text).toContain("corral run nightly.yml")
+    expect(text).not.toContain("corral.yaml")
+    const json = await runCli(["init", "--file", "plan.json"], { cwd: repo })
+    expect(json.code).toBe(2)
+    expect(json.stderr).toContain("plan.json")
+    expect(json.stderr).toMatch(/\.yaml/)
+    expect(NodeFs.existsSync(NodePath.join(repo, "plan.json"))).toBe(false)
+    const missing = await runCli(["init", "--file", "no/such/plan.yaml"], { cwd: repo })
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toMatch(/no such folder/)
+  })
+})
+
+describe("corral gc where it cannot work (end to end)", () => {
+  it("outside a git repository, or without git on PATH, exits 2 with the command's words", async () => {
+    const plain = tempDir("not-git-")
+    const notGit = await runCli(["gc", "--repo", plain], { cwd: plain })
+    expect(notGit.code, notGit.stderr).toBe(2)
+    expect(notGit.stderr).toMatch(/not inside a git repository/)
+    expect(notGit.stderr, "the command's words, not the library's").not.toContain("strategy")
+    const bin = tempDir("no-git-bin-")
+    for (const tool of ["sh", "readlink", "dirname"]) {
+      const found = execFileSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).trim()
+      NodeFs.symlinkSync(found, NodePath.join(bin, tool))
+    }
+    const repo = makeRepo()
+    const noGit = await runCli(["gc"], { cwd: repo, env: { PATH: bin } })
+    expect(noGit.code, noGit.stderr).toBe(2)
+    expect(noGit.stderr).toContain("git executable was not found")
   })
 })
 

@@ -1,8 +1,10 @@
+import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import {
   branches,
+  fakeTools,
   git,
   isAlive,
   makeRepo,
@@ -110,8 +112,48 @@ describe("corral run (end to end)", () => {
     const notGit = await runCli(["run", plan, "--repo", plain], { cwd: repo })
     expect(notGit.code).toBe(2)
     expect(notGit.stderr).toMatch(/not inside a git repository/i)
+    expect(notGit.stderr).toContain("--isolation directory or none")
+    expect(notGit.stderr, "the command's words, not the library's").not.toContain("strategy")
+    expect(NodeFs.readdirSync(plain), "nothing written into a folder that is not a repository").toEqual([])
+    const bare = tempDir("bare-")
+    git(bare, "clone", "--quiet", "--bare", repo, "repo.git")
+    const inBare = await runCli(["run", plan, "--repo", NodePath.join(bare, "repo.git")], { cwd: repo })
+    expect(inBare.code).toBe(2)
+    expect(inBare.stderr).toMatch(/bare/)
+    expect(NodeFs.existsSync(NodePath.join(bare, "repo.git", ".corral"))).toBe(false)
+    const unborn = tempDir("no-commit-")
+    git(unborn, "init", "--quiet")
+    const noCommit = await runCli(["run", plan, "--repo", unborn], { cwd: repo })
+    expect(noCommit.code).toBe(2)
+    expect(noCommit.stderr).toMatch(/at least one commit/)
+    expect(NodeFs.readdirSync(unborn), "nothing written into a repository without a commit").toEqual([".git"])
+    const file = NodePath.join(tempDir("state-"), "a-file")
+    NodeFs.writeFileSync(file, "")
+    const stateIsFile = await runCli(["run", plan, "--state-dir", file], { cwd: repo })
+    expect(stateIsFile.code, stateIsFile.stderr).toBe(2)
+    expect(stateIsFile.stderr).toContain(file)
+    expect(stateIsFile.stderr).not.toMatch(/\n\s+at /)
     const flags = await runCli(["run", plan, "--mode", "sometimes"], { cwd: repo })
     expect(flags.code).toBe(2)
+  })
+
+  it("warns once per agent about a secret that is not set in corral's environment; the agent still runs", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf("  - id: a\n    run: echo hi\n    secrets: [CORRAL_PROBE_SET, CORRAL_PROBE_UNSET]\n")
+    )
+    const env = { CORRAL_PROBE_SET: "s3cret" }
+    const plain = await runCli(["run", plan], { cwd: repo, env })
+    expect(plain.code, plain.stdout + plain.stderr).toBe(0)
+    expect(plain.stdout + plain.stderr).toContain(
+      "warning: agent a: secret CORRAL_PROBE_UNSET is not set in corral's environment; the agent runs without it"
+    )
+    expect(plain.stdout + plain.stderr).not.toContain("CORRAL_PROBE_SET is not set")
+    const json = await runCli(["run", plan, "--json"], { cwd: repo, env })
+    expect(json.stderr.split("CORRAL_PROBE_UNSET is not set")).toHaveLength(2)
+    expect(json.stdout, "stdout keeps only JSON events").not.toContain("CORRAL_PROBE_UNSET")
   })
 
   it("--json prints parseable events whose progress always adds up", async () => {
@@ -198,6 +240,64 @@ describe("corral run (end to end)", () => {
     const result = await cli.done
     expect(result.code).toBe(130)
     expect(result.stdout + result.stderr).toContain("cleanup in progress")
+  })
+
+  it("SIGHUP (its terminal closed) stops the run like Ctrl-C: agents stopped, workspaces removed, exit 129", async () => {
+    const repo = makeRepo()
+    const pids = tempDir("pids-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        [0, 1].map((i) => `  - id: sleeper-${i}\n    run: sh -c 'echo $$ > ${pids}/${i}; sleep 300 & wait'\n`).join("")
+      )
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidsIn(pids, 2) !== undefined, 20_000, "both agents to start")
+    const started = pidsIn(pids, 2)!
+    cli.signal("SIGHUP")
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(129)
+    expect(result.stdout).toMatch(/received SIGHUP/)
+    for (const pid of started) expect(isAlive(pid), `pid ${pid}`).toBe(false)
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(
+      NodeFs.readdirSync(NodePath.join(repo, ".git", "corral", "runs")).filter((f) => f.endsWith(".json"))
+    ).toEqual([])
+    const status = await runCli(["status"], { cwd: repo })
+    expect(status.stdout).toMatch(/: interrupted \(received SIGHUP\)/)
+  })
+
+  it("Ctrl-C while the run is being prepared stops it: no agent runs, exit 130", async () => {
+    const repo = makeRepo({ "README.md": "# test\n", "src/a.ts": "a\n" })
+    const gate = tempDir("gate-")
+    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+    // git blocks while corral hashes the agents' inputs, before the run starts any agent
+    const bin = fakeTools({
+      git: `#!/bin/sh
+case "$GIT_INDEX_FILE" in *corral-inputs-*) touch ${gate}/hashing; while [ ! -e ${gate}/go ]; do sleep 0.02; done;; esac
+exec ${realGit} "$@"
+`
+    })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: a\n    run: echo done > out.txt\n    inputs: ["src/**"]\n`)
+    )
+    const cli = startCli(["run", plan], { cwd: repo, env: { PATH: `${bin}:${process.env.PATH}` } })
+    try {
+      await waitFor(() => NodeFs.existsSync(NodePath.join(gate, "hashing")), 20_000, "the inputs' hashing")
+      cli.signal("SIGINT")
+      await waitFor(() => cli.output().includes("stopping"), 10_000, "the stop notice")
+    } finally {
+      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+    }
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(130)
+    expect(result.stdout).toMatch(/a\s+.*cancelled/)
+    expect(result.stdout).not.toMatch(/merged work|git merge/)
+    expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
   })
 })
 

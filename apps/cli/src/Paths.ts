@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Workspace from "@corral/platform-node/Workspace"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Effect from "effect/Effect"
@@ -37,6 +38,97 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
     })
     return { repo: root, stateDir: NodePath.resolve(state) } satisfies Paths
   })
+
+/**
+ * Creates the state directory, or says why it cannot be (a file in the way, no permission).
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const makeStateDir = (stateDir: string) =>
+  Effect.try({
+    try: () => NodeFs.mkdirSync(stateDir, { recursive: true }),
+    catch: (error) => error as NodeJS.ErrnoException
+  }).pipe(
+    Effect.catch((error) =>
+      invalidInput(
+        `cannot create the state folder ${stateDir}: ${error.code === "EEXIST" || error.code === "ENOTDIR" ? "a file is in the way" : error.message}; choose another with --state-dir or CORRAL_HOME`
+      )
+    )
+  )
+
+/**
+ * Whether the work tree's `HEAD` names a branch with no commit yet (`git init` without a commit), read
+ * from git's files, not by one more git command before every run: `HEAD` a symbolic ref whose branch
+ * is neither a loose ref nor in `packed-refs`. Anything it cannot read (a reftable repository,
+ * `GIT_DIR` elsewhere) counts as born: the run's own `rev-parse HEAD` decides then.
+ */
+const headUnborn = (root: string, commonDir: string): boolean => {
+  try {
+    const dotGit = NodePath.join(root, ".git")
+    const gitDir = NodeFs.statSync(dotGit).isFile()
+      ? NodePath.resolve(
+          root,
+          NodeFs.readFileSync(dotGit, "utf8")
+            .replace(/^gitdir:\s*/, "")
+            .trim()
+        )
+      : dotGit
+    const head = NodeFs.readFileSync(NodePath.join(gitDir, "HEAD"), "utf8").trim()
+    if (!head.startsWith("ref: ") || NodeFs.existsSync(NodePath.join(commonDir, "reftable"))) return false
+    const ref = head.slice("ref: ".length)
+    if (NodeFs.existsSync(NodePath.join(commonDir, ref))) return false
+    const packed = NodePath.join(commonDir, "packed-refs")
+    return !(NodeFs.existsSync(packed) && NodeFs.readFileSync(packed, "utf8").includes(` ${ref}\n`))
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Checks that `repo` is in a git work tree with a commit, before a worktree run writes anything: the
+ * message says what to do instead. The lookup is the one the run's workspaces make (cached: no extra git command).
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const checkWorkTree = (repo: string) =>
+  Workspace.locate(repo).pipe(
+    Effect.flatMap(({ root, commonDir }) =>
+      headUnborn(root, commonDir) ? invalidInput(notARepository(root)) : Effect.void
+    ),
+    Effect.catchTag("NotAGitRepository", () =>
+      Effect.flatMap(
+        Effect.sync(
+          () => NodeFs.existsSync(NodePath.join(repo, "HEAD")) && NodeFs.existsSync(NodePath.join(repo, "objects"))
+        ),
+        (bare) =>
+          invalidInput(
+            bare
+              ? `${repo} is a bare repository: agents' worktrees need a checkout; clone it and run corral in the clone, or use --isolation directory or none`
+              : notARepository(repo)
+          )
+      )
+    ),
+    Effect.catchTags({
+      GitError: (error) => invalidInput(error.message),
+      GitNotFound: (error) => invalidInput(error.message),
+      DiskFull: (error) => invalidInput(error.message),
+      WorkspaceIoError: (error) => invalidInput(error.message)
+    })
+  )
+
+/**
+ * The message for a folder outside a git repository (or in one without a commit), with what to do instead
+ * (by default, for `corral run` under `isolation: worktree`).
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const notARepository = (
+  path: string,
+  instead = "use --isolation directory or none, or run git init and commit"
+) => `${path} is not inside a git repository with at least one commit; ${instead}`
 
 /**
  * A run id that sorts by start time: `20261125-231816-k3f9`.

@@ -12,6 +12,11 @@ import { CliExit } from "./CliExit.ts"
 import * as OutputGuard from "./OutputGuard.ts"
 
 OutputGuard.install()
+// SIGHUP (the terminal closed) ends a command as SIGTERM does, unless the command listens for it
+// itself (`corral run` stops its agents): Node's default would end the process at once.
+process.on("SIGHUP", () => {
+  if (process.listenerCount("SIGHUP") === 1) process.emit("SIGTERM", "SIGTERM")
+})
 
 const reported = (error: unknown) =>
   Effect.andThen(

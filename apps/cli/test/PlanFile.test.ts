@@ -173,6 +173,18 @@ describe("PlanFile errors", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
+  it.effect("a second YAML document is an error in the plan's words, not the YAML library's", () =>
+    Effect.gen(function* () {
+      const error = yield* failure(decodeYaml(`${agentsYaml("{ id: a, run: echo a }")}---\nagents: []\n`))
+      expect(error.issues).toEqual([
+        {
+          path: "line 3, column 1",
+          message: "a plan file holds one YAML document; remove the `---` and what follows, or put it in its own file"
+        }
+      ])
+    })
+  )
+
   it.effect("bad JSON reports the line and column", () =>
     Effect.gen(function* () {
       const error = yield* failure(PlanFile.decode('{\n  "agents": [\n    { "id": "a", }\n  ]\n}', { path: "p.json" }))
@@ -322,6 +334,12 @@ describe("PlanFile errors", () => {
       )
       assert.include(issueAt(error, "agents[2].id").message, "must not be blank")
       assert.include(issueAt(error, "agents[3].id").message, "git branch names")
+      const gitRules = yield* failure(
+        decodeYaml(agentsYaml("{ id: a..b, run: echo a }", "{ id: x.lock, run: echo b }", "{ id: c., run: echo c }"))
+      )
+      for (const index of [0, 1, 2]) {
+        assert.include(issueAt(gitRules, `agents[${index}].id`).message, `no "..", not ending in "." or ".lock"`)
+      }
       const again = yield* failure(decodeYaml(agentsYaml("{ id: a, run: echo a }", "{ id: a, run: echo again }")))
       assert.include(issueAt(again, "agents[1].id").message, 'duplicate id "a"; agents[0] already uses it')
     })
@@ -404,6 +422,15 @@ describe("PlanFile errors", () => {
       ])
       const plan = yield* decodeYaml(agentsYaml("{ id: a, run: echo a, env: { N: 1, B: true } }"))
       assert.deepStrictEqual(plan.agents[0]!.env, { N: "1", B: "true" })
+    })
+  )
+
+  it.effect("a number in env is passed as written in YAML: 3.10 stays 3.10, not 3.1", () =>
+    Effect.gen(function* () {
+      const plan = yield* decodeYaml(
+        agentsYaml("{ id: a, run: echo a, env: { PYTHON: 3.10, V: 2.0, HEX: 0x1F, E: 1e3, N: -7 } }")
+      )
+      assert.deepStrictEqual(plan.agents[0]!.env, { PYTHON: "3.10", V: "2.0", HEX: "0x1F", E: "1e3", N: "-7" })
     })
   )
 

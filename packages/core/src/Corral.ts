@@ -37,6 +37,7 @@ export interface Options {
    * crossed the limit ends `Interrupted` with `crossedBudget: true`. A budget bounds when the run
    * stops, not what is spent: usage already in flight when it stops (calls other agents have made
    * and report afterwards, fibers still finishing) is still counted, so the total can exceed it.
+   * A limit that is not a positive number is an `InvalidRun`.
    */
   readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
   /**
@@ -59,7 +60,8 @@ export interface Options {
    * Fairness bound, per key: an agent waiting for claims is overtaken on each of its keys by at most
    * this many agents behind it in the queue whose claims conflict with that key (an agent that
    * conflicts on two keys counts on both); once one key reaches it, all its keys are reserved for it.
-   * Default `max(32, 4 × concurrency)`.
+   * Default `max(32, 4 × concurrency)`; `Infinity` turns the bound off. Another value that is not a
+   * whole number of at least 0 is an `InvalidRun`.
    */
   readonly maxBypass?: number | undefined
   /**

@@ -263,6 +263,30 @@ describe("Corral.run", () => {
     })
   )
 
+  it.effect("rejects a budget that is not a positive number and a negative or fractional maxBypass", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const run = Effect.sync(() => ran++)
+      for (const [options, expected] of [
+        [{ budget: { costUsd: -1 } }, "budget.costUsd|must be a positive number, got -1"],
+        [{ budget: { tokens: 0 } }, "budget.tokens|must be a positive number, got 0"],
+        [{ budget: { costUsd: Number.NaN } }, "budget.costUsd|must be a positive number, got NaN"],
+        [{ maxBypass: -1 }, "maxBypass|must be a whole number of at least 0 or Infinity, got -1"],
+        [{ maxBypass: 1.5 }, "maxBypass|must be a whole number of at least 0 or Infinity, got 1.5"]
+      ] as const) {
+        const error = yield* Effect.flip(Corral.run([Agent.make("a", { run })], options))
+        assert.instanceOf(error, CorralError.InvalidRun)
+        assert.deepStrictEqual(
+          error.issues.map((i) => `${i.field}|${i.message}`),
+          [expected]
+        )
+      }
+      assert.strictEqual(ran, 0)
+      yield* Corral.run([Agent.make("a", { run })], { maxBypass: Infinity, budget: { costUsd: 0.5, tokens: 10 } })
+      assert.strictEqual(ran, 1)
+    })
+  )
+
   it.effect("reports dependency cycles with their path", () =>
     Effect.gen(function* () {
       const run = Effect.void

@@ -13,8 +13,10 @@ import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import type * as Git from "./Git.ts"
 import * as errors from "./internal/workspaceErrors.ts"
 import * as overlay from "./internal/workspaceOverlay.ts"
+import { locateRepo } from "./internal/workspaceRepo.ts"
 import { makeWorkspace } from "./internal/workspaceService.ts"
 
 /**
@@ -383,6 +385,21 @@ export interface Config {
   /** A lease from another host whose heartbeat is older than this counts as dead. @default "5 minutes" */
   readonly staleAfter: Duration.Input
 }
+
+/**
+ * The work tree holding `repo`: its root and git folder (one git command the first time in a
+ * process, none after; worktree workspaces use the same lookup). Fails with `NotAGitRepository`
+ * outside a git work tree, a bare repository included.
+ *
+ * @since 0.1.0
+ * @category repository
+ */
+export const locate: (
+  repo: string
+) => Effect.Effect<
+  { readonly root: string; readonly commonDir: string },
+  errors.NotAGitRepository | Git.GitFailure | errors.WorkspaceIoError
+> = locateRepo
 
 /**
  * @since 0.1.0

@@ -4,6 +4,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import { collectUsage, streamed } from "./fixtures/models.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
@@ -25,6 +27,25 @@ const GetWeather = Tool.make("get_weather", {
 })
 const Weather = Toolkit.make(GetWeather)
 const weatherHandlers = Weather.toLayer({ get_weather: ({ city }) => Effect.succeed(`sunny in ${city}`) })
+
+/** A server on 127.0.0.1 that answers 200 with part of a JSON body, then drops the connection. */
+const cutBodyServer = Effect.acquireRelease(
+  Effect.callback<Http.Server>((resume) => {
+    const server = Http.createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json", "content-length": "500" })
+        res.write('{"id":"x","choices":[{"mess', () => res.socket?.destroy())
+      })
+    })
+    server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+  }),
+  (server) =>
+    Effect.callback<void>((resume) => {
+      server.closeAllConnections()
+      server.close(() => resume(Effect.void))
+    })
+).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
 
 describe("OpenAiCompat", () => {
   it.effect("generates text over HTTP, sends the key as a bearer token and reports usage with its cost", () =>
@@ -192,6 +213,16 @@ describe("OpenAiCompat", () => {
       assert.strictEqual(shape._tag, "InvalidResponseError")
       assert.include(shape.message, "unexpected shape")
       assert.include(shape.message, "content")
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("a whole-JSON answer cut mid-body by a dropped connection is a retryable NetworkError", () =>
+    Effect.gen(function* () {
+      const url = yield* cutBodyServer
+      const error = yield* failureOf(LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(url))))
+      assert.strictEqual(error._tag, "NetworkError")
+      assert.isTrue(error.isRetryable)
+      assert.include(error.message, "the response body was cut before its end")
     }).pipe(Effect.scoped)
   )
 

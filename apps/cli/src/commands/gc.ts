@@ -11,7 +11,7 @@ import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import { invalidInput } from "../CliExit.ts"
 import * as Orphans from "../Orphans.ts"
-import { resolve } from "../Paths.ts"
+import { notARepository, resolve } from "../Paths.ts"
 
 const parseAge = (text: string) => {
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
@@ -69,7 +69,13 @@ export const gc = Command.make(
       const workspace = yield* Workspace
       const report = yield* workspace
         .gc({ repo: paths.repo, stateDir: paths.stateDir, dryRun: flags.dryRun, olderThan })
-        .pipe(Effect.catchTag("NotAGitRepository", (error) => invalidInput(error.message)))
+        .pipe(
+          Effect.catchTag("NotAGitRepository", (error) =>
+            invalidInput(
+              notARepository(error.path, "run corral gc in the repository the runs used, or name it with --repo")
+            )
+          )
+        )
       const verb = flags.dryRun ? "would remove" : "removed"
       for (const item of report.removed) yield* Console.log(`${verb} ${item.kind} ${item.target}`)
       for (const item of report.kept) yield* Console.log(`kept ${item.kind} ${item.target}: ${item.reason}`)
@@ -78,7 +84,7 @@ export const gc = Command.make(
         yield* Console.log(
           "to remove a run's branches and worktrees anyway: corral discard <run-id> (or --all-merged, --older-than 7d); it asks first"
         )
-    })
+    }).pipe(Effect.catchTag("GitNotFound", (error) => invalidInput(error.message)))
 ).pipe(
   Command.withDescription(
     "Remove worktrees, branches and folders left by runs that are no longer alive (never unmerged work)"

@@ -37,7 +37,7 @@ const topFolders = (repo: string) =>
  *
  * @since 0.1.0
  */
-export const starterPlan = (name: string, folders: ReadonlyArray<string>): string => {
+export const starterPlan = (name: string, folders: ReadonlyArray<string>, file = "corral.yaml"): string => {
   const q = (text: string) => JSON.stringify(text)
   const ids = new Set<string>(["check"])
   const agents = folders.map((folder) => {
@@ -60,8 +60,8 @@ export const starterPlan = (name: string, folders: ReadonlyArray<string>): strin
         ])
   const after = agents.length === 0 ? ["hello"] : agents.map((agent) => agent.id)
   return [
-    `# A corral plan for ${name}. Check it with: corral validate corral.yaml`,
-    "# Run it with: corral run corral.yaml (the field reference is in corral's docs/cli.md)",
+    `# A corral plan for ${name}. Check it with: corral validate ${file}`,
+    `# Run it with: corral run ${file} (the field reference is in corral's docs/cli.md)`,
     "# Each agent runs its command in its own git worktree; its changes are committed and merged",
     "# into the branch corral/<run-id>/integration, which you take with git merge.",
     "version: 1",
@@ -96,13 +96,20 @@ export const init = Command.make(
     Effect.gen(function* () {
       const paths = yield* resolve(flags.repo, Option.none())
       const file = NodePath.resolve(paths.repo, flags.file)
+      if (!/\.ya?ml$/i.test(file)) {
+        return yield* invalidInput(`--file ${flags.file}: corral init writes a YAML plan; name it *.yaml or *.yml`)
+      }
       if (NodeFs.existsSync(file)) return yield* invalidInput(`${file} already exists; not overwriting it`)
+      if (!NodeFs.existsSync(NodePath.dirname(file))) {
+        return yield* invalidInput(`cannot write ${file}: no such folder ${NodePath.dirname(file)}`)
+      }
       const folders = yield* topFolders(paths.repo)
+      const text = starterPlan(NodePath.basename(paths.repo), folders, flags.file)
       const written = yield* Effect.try({
-        try: () => NodeFs.writeFileSync(file, starterPlan(NodePath.basename(paths.repo), folders), { flag: "wx" }),
+        try: () => NodeFs.writeFileSync(file, text, { flag: "wx" }),
         catch: (error) => (error as Error).message
-      }).pipe(Effect.option)
-      if (Option.isNone(written)) return yield* invalidInput(`cannot write ${file}`)
+      }).pipe(Effect.result)
+      if (written._tag === "Failure") return yield* invalidInput(`cannot write ${file}: ${written.failure}`)
       OutputGuard.write(process.stdout, `wrote ${file}\ncheck it with: corral validate ${flags.file}\n`)
     })
 ).pipe(

@@ -18,11 +18,12 @@ import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
-import { newRunId, resolve } from "../Paths.ts"
+import { checkWorkTree, makeStateDir, newRunId, notARepository, resolve } from "../Paths.ts"
 import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
+import * as StopRequests from "../StopRequests.ts"
 import * as Summary from "../Summary.ts"
 import * as Telemetry from "../Telemetry.ts"
 import { loadChecked } from "./validate.ts"
@@ -106,41 +107,6 @@ type Flags = {
 
 const loadPlan = (file: string) => Effect.map(loadChecked(file), ({ plan }) => plan)
 
-/**
- * Turns the first SIGINT/SIGTERM into a stop of the run (the second only prints that cleanup runs).
- *
- * @since 0.1.0
- */
-export const interruptions = (stop: Deferred.Deferred<string>, reporter: Reporter.Reporter) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      let count = 0
-      const onSignal = (signal: NodeJS.Signals) => {
-        count++
-        if (count === 1) {
-          reporter.note(`${signal === "SIGINT" ? "Ctrl-C" : signal}: stopping agents and cleaning up…`)
-          Deferred.doneUnsafe(stop, Effect.succeed(signal === "SIGINT" ? "interrupted (Ctrl-C)" : `received ${signal}`))
-        } else {
-          reporter.note("cleanup in progress: agents are being stopped and workspaces cleaned; corral exits when done")
-        }
-      }
-      process.on("SIGINT", onSignal)
-      process.on("SIGTERM", onSignal)
-      const offClosed = OutputGuard.onClosed(() => {
-        count++
-        reporter.note("output closed: stopping agents and cleaning up…")
-        Deferred.doneUnsafe(stop, Effect.succeed("output closed"))
-      })
-      return { onSignal, offClosed }
-    }),
-    ({ onSignal, offClosed }) =>
-      Effect.sync(() => {
-        process.off("SIGINT", onSignal)
-        process.off("SIGTERM", onSignal)
-        offClosed()
-      })
-  )
-
 const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
   Effect.gen(function* () {
     if (!flags.resume && Option.isNone(flags.resumeFrom)) return undefined
@@ -172,6 +138,17 @@ const resumeTarget = (flags: Flags, plan: PlanFile.Plan, repo: string) =>
     )
     return { runId: previous.runId, lineage, base: exists ? branch : undefined }
   })
+
+/** A secret the plan names but corral's environment lacks: the agent would run without it, silently. */
+const unsetSecrets = (plan: PlanFile.Plan) =>
+  plan.agents.flatMap((agent) =>
+    agent.secrets
+      .filter((name) => process.env[name] === undefined)
+      .map(
+        (name) =>
+          `warning: agent ${agent.id}: secret ${name} is not set in corral's environment; the agent runs without it`
+      )
+  )
 
 const statusOf = (report: RunPlan.Report): RunStatus =>
   report.result.stopped?._tag === "Stopped" ? "interrupted" : report.result.allSucceeded ? "succeeded" : "failed"
@@ -229,24 +206,25 @@ const storeFailed = (what: string, message: string) =>
   )
 
 /** `--cluster`: the cluster modules are loaded only for cluster runs. */
-const executeOnCluster = (flags: Flags, cluster: string) =>
+const executeOnCluster = (flags: Flags, cluster: string, requests: StopRequests.StopRequests) =>
   Effect.flatMap(
     Effect.promise(() => import("./runCluster.ts")),
-    (module) => module.execute({ ...flags, cluster })
+    (module) => module.execute({ ...flags, cluster }, requests)
   )
 
-const execute = (flags: Flags) =>
+const execute = (flags: Flags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     if (Option.isSome(flags.cluster) && flags.cluster.value !== "")
-      return yield* executeOnCluster(flags, flags.cluster.value)
+      return yield* executeOnCluster(flags, flags.cluster.value, requests)
     if (Option.isSome(flags.remote)) return yield* invalidInput("--remote is used only with --cluster")
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }
-    NodeFs.mkdirSync(paths.stateDir, { recursive: true })
-    return yield* recorded(flags, paths, plan).pipe(
+    if (Option.getOrElse(flags.isolation, () => plan.isolation) === "worktree") yield* checkWorkTree(paths.repo)
+    yield* makeStateDir(paths.stateDir)
+    return yield* recorded(flags, paths, plan, requests).pipe(
       // A run writes a few batches per agent: committing them here costs less than a writer thread's start.
       Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"), { writerThread: false })),
       Effect.provide(
@@ -268,7 +246,12 @@ const execute = (flags: Flags) =>
     )
   })
 
-const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDir: string }, plan: PlanFile.Plan) =>
+const recorded = (
+  flags: Flags,
+  paths: { readonly repo: string; readonly stateDir: string },
+  plan: PlanFile.Plan,
+  requests: StopRequests.StopRequests
+) =>
   Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
     const alive = yield* RunLiveness.leaseRule(paths.repo)
@@ -305,8 +288,8 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
         `${done.agentId}: merged by run ${done.runId} (${done.commit.slice(0, 10)}) before it stopped; not run again`
       )
     }
-    const stop = yield* Deferred.make<string>()
-    yield* interruptions(stop, reporter)
+    requests.attach(reporter)
+    for (const warning of unsetSecrets(plan)) reporter.note(warning)
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
     const report = yield* RunPlan.run({
       plan,
@@ -317,7 +300,7 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       isolation: Option.getOrUndefined(flags.isolation),
       keepWorkspaces: flags.keepWorkspaces,
       onEvent: reporter.onEvent,
-      stopOn: Deferred.await(stop),
+      stopOn: Deferred.await(requests.stop),
       ledger,
       lineage: resumed?.lineage,
       base: resumed?.base,
@@ -333,8 +316,7 @@ const recorded = (flags: Flags, paths: { readonly repo: string; readonly stateDi
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTags({
         InvalidRun: (error) => invalidInput(error.message),
-        NotAGitRepository: (error) =>
-          invalidInput(`${error.message}\nuse --isolation directory or none, or run corral inside a git repository`),
+        NotAGitRepository: (error) => invalidInput(notARepository(error.path)),
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
@@ -362,7 +344,7 @@ ${gitLines(report)}`
 ${text}
 `
       )
-    return OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report)
+    return requests.exitCode() ?? (OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report))
   }).pipe(Effect.scoped)
 
 /**
@@ -372,10 +354,11 @@ ${text}
  */
 export const run = Command.make("run", flags, (flags) =>
   Effect.gen(function* () {
-    const fiber = yield* Effect.forkDetach(execute(flags))
+    const requests = yield* StopRequests.make
+    const fiber = yield* Effect.forkDetach(execute(flags, requests))
     const code = yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.await(fiber)))
     if (code !== 0) return yield* new CliExit({ code })
-  })
+  }).pipe(Effect.scoped)
 ).pipe(
   Command.withDescription("Run the agents of a plan, each in its own workspace, and merge their work"),
   Command.withExamples([

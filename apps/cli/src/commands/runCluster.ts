@@ -59,8 +59,8 @@ import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
 import * as RunPlan from "../RunPlan.ts"
 import { limitsOf, MergeConflict, rateLimitsOf } from "../RunPlan.ts"
+import type * as StopRequests from "../StopRequests.ts"
 import * as Summary from "../Summary.ts"
-import { interruptions } from "./run.ts"
 
 /**
  * The flags of `corral run` that a cluster run reads.
@@ -379,7 +379,7 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
  * @since 0.1.0
  * @category running
  */
-export const execute = (flags: ClusterFlags) =>
+export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     const plan = yield* PlanFile.load(flags.plan).pipe(
       Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
@@ -494,8 +494,7 @@ export const execute = (flags: ClusterFlags) =>
         `${done.agentId}: merged by run ${done.runId} (${done.commit.slice(0, 10)}) before it stopped; not run again`
       )
     }
-    const stop = yield* Deferred.make<string>()
-    yield* interruptions(stop, reporter)
+    requests.attach(reporter)
     const result = yield* Corral.run(agents, {
       runId,
       concurrency: Option.getOrElse(flags.concurrency, () => plan.concurrency),
@@ -503,7 +502,7 @@ export const execute = (flags: ClusterFlags) =>
       pools: plan.pools,
       rateLimits: rateLimitsOf(plan),
       onEvent: (event) => emit(event as RunEvent),
-      stopOn: Deferred.await(stop)
+      stopOn: Deferred.await(requests.stop)
     }).pipe(
       Effect.provide(
         Cluster.layerExecutor({
@@ -552,5 +551,5 @@ export const execute = (flags: ClusterFlags) =>
         : `${rendered}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
-    return Summary.exitCode(report)
+    return requests.exitCode() ?? Summary.exitCode(report)
   }).pipe(Effect.scoped)

@@ -118,7 +118,7 @@ const agentIdMessage = (id: string): string | undefined => {
   if (id.length > maxIdLength)
     return `expected an id of at most ${maxIdLength} characters (ids become branch, folder and log file names), got ${id.length}`
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id) || id.includes("..") || id.endsWith(".") || id.endsWith(".lock")) {
-    return `expected an id of letters, digits, ".", "_" and "-" that starts with a letter or digit (ids become git branch names), got ${JSON.stringify(id)}`
+    return `expected an id of letters, digits, ".", "_" and "-" that starts with a letter or digit, with no "..", not ending in "." or ".lock" (ids become git branch names), got ${JSON.stringify(id)}`
   }
   if (id === "integration")
     return `"integration" is reserved: the run's integration branch is corral/<run-id>/integration`

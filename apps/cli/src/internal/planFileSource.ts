@@ -61,10 +61,15 @@ const hints: Readonly<Record<string, string>> = {
     'a plain value cannot contain ": "; quote it (run: "echo a: b") or use a block (run: |, the command on the next lines)'
 }
 
+/** Errors whose library wording names the library's API instead of the plan. */
+const replacements: Readonly<Record<string, string>> = {
+  MULTIPLE_DOCS: "a plan file holds one YAML document; remove the `---` and what follows, or put it in its own file"
+}
+
 const syntaxIssue = (error: YAMLError): PlanFileIssue => {
   const at = error.linePos?.[0]
   const hint = hints[error.code]
-  const message = yamlMessage(error.message)
+  const message = replacements[error.code] ?? yamlMessage(error.message)
   return {
     path: at ? positionPath(at.line, at.col) : "",
     message: hint === undefined ? message : `${message}; ${hint}`
@@ -86,12 +91,31 @@ const unresolvedAliases = (doc: Document, lines: LineCounter): Array<PlanFileIss
   return issues
 }
 
+/**
+ * Environment values are text: a number in an `env` map keeps the text it was written as (`3.10`,
+ * `2.0`, `0x1F`), which YAML would otherwise read as the numbers 3.1, 2 and 31.
+ */
+const envNumbersAsWritten = (doc: Document, text: string): void => {
+  visit(doc, {
+    Pair: (_key, pair) => {
+      if (!isScalar(pair.key) || pair.key.value !== "env" || !isMap(pair.value)) return
+      for (const item of pair.value.items) {
+        const value = item.value
+        if (isScalar(value) && typeof value.value === "number" && value.range !== undefined && value.range !== null) {
+          value.value = text.slice(value.range[0], value.range[1])
+        }
+      }
+    }
+  })
+}
+
 const parseYaml = (text: string): Result.Result<Source, ReadonlyArray<PlanFileIssue>> => {
   const lines = new LineCounter()
   const doc = parseDocument(text, { lineCounter: lines, merge: true })
   if (doc.errors.length > 0) return Result.fail(doc.errors.map(syntaxIssue))
   const aliases = unresolvedAliases(doc, lines)
   if (aliases.length > 0) return Result.fail(aliases)
+  envNumbersAsWritten(doc, text)
   return Result.try({
     try: () => ({ value: doc.toJS({ maxAliasCount: 100 }) as unknown, lineOf: lineOfIn(doc.contents, lines) }),
     catch: (error) => [{ path: "", message: error instanceof Error ? error.message : String(error) }]

@@ -257,6 +257,23 @@ const fromHttpError = (
   }
 }
 
+/**
+ * Reading a body as text fails only when its bytes stop coming (text decoding replaces bad bytes):
+ * the connection dropped mid-body, a retryable `NetworkError` like a cut event stream.
+ */
+const bodyCut = (
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest,
+  error: HttpClientError.HttpClientError
+): AiError.AiError =>
+  error.reason._tag === "DecodeError"
+    ? transport(
+        target,
+        request,
+        `the response body was cut before its end: ${String(error.reason.cause ?? error.message)}`
+      )
+    : fromHttpError(target, request, error)
+
 /** `request`'s response; a non-2xx status fails with the matching reason. */
 const execute = (
   target: Target,
@@ -317,7 +334,7 @@ export const sendJson = <S extends Schema.Top & { readonly DecodingServices: nev
   schema: S
 ): Effect.Effect<S["Type"], AiError.AiError> =>
   execute(target, request).pipe(
-    Effect.flatMap((response) => Effect.mapError(response.text, (error) => fromHttpError(target, request, error))),
+    Effect.flatMap((response) => Effect.mapError(response.text, (error) => bodyCut(target, request, error))),
     deadline(target, request, "no response"),
     Effect.flatMap((text) => decodeJson(target, schema, "the response body", text))
   )

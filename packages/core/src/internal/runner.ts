@@ -109,6 +109,8 @@ export const run = <A, E, R>(
       {
         held: inherited?.held,
         eventBuffer: options.eventBuffer,
+        budget: options.budget,
+        maxBypass: options.maxBypass,
         concurrency,
         pools: options.pools ?? {},
         claimTimeout: options.claimTimeout,

@@ -15,6 +15,8 @@ export interface RunSettings {
   readonly issues?: ReadonlyArray<Issue> | undefined
   readonly held?: Held | undefined
   readonly eventBuffer?: number | undefined
+  readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
+  readonly maxBypass?: number | undefined
 }
 
 const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
@@ -116,6 +118,16 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
   }
   const claimTimeout = millis(settings.claimTimeout)
   if (Result.isFailure(claimTimeout)) issues.push({ field: "claimTimeout", message: claimTimeout.failure })
+  for (const field of ["costUsd", "tokens"] as const) {
+    const limit = settings.budget?.[field]
+    if (limit !== undefined && !(limit > 0)) {
+      issues.push({ field: `budget.${field}`, message: `must be a positive number, got ${limit}` })
+    }
+  }
+  const maxBypass = settings.maxBypass
+  if (maxBypass !== undefined && maxBypass !== Infinity && (!Number.isInteger(maxBypass) || maxBypass < 0)) {
+    issues.push({ field: "maxBypass", message: `must be a whole number of at least 0 or Infinity, got ${maxBypass}` })
+  }
 }
 
 interface Ids {

@@ -1,0 +1,74 @@
+/**
+ * How a user stops `corral run`: Ctrl-C, SIGTERM, SIGHUP (its terminal closed: Node's default would
+ * end the process at once, leaving agents, worktrees and the lease behind) or a closed output
+ * (`corral run … | head`). The listeners are installed when the command starts, before the ledger,
+ * the plan's inputs or any workspace, so a stop asked for while the run is being prepared is not
+ * lost: the run then starts with its stop already requested, cancels its agents and records why.
+ * Until the run's reporter exists the notice goes to stderr.
+ *
+ * @since 0.1.0
+ */
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as OutputGuard from "./OutputGuard.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface StopRequests {
+  /** Done with the reason at the first request. */
+  readonly stop: Deferred.Deferred<string>
+  /** Prints the notices of later requests through the run's reporter. */
+  readonly attach: (reporter: { readonly note: (message: string) => void }) => void
+  /** The exit code the request asks for beyond the run's own: 129 after SIGHUP (128 + 1). */
+  readonly exitCode: () => number | undefined
+}
+
+const signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
+
+const listen = (stop: Deferred.Deferred<string>) => {
+  let note = (message: string) => OutputGuard.write(process.stderr, `${message}\n`)
+  let count = 0
+  let hungUp = false
+  const onSignal = (signal: NodeJS.Signals) => {
+    count++
+    if (signal === "SIGHUP" && count === 1) hungUp = true
+    if (count === 1) {
+      note(`${signal === "SIGINT" ? "Ctrl-C" : signal}: stopping agents and cleaning up…`)
+      Deferred.doneUnsafe(stop, Effect.succeed(signal === "SIGINT" ? "interrupted (Ctrl-C)" : `received ${signal}`))
+    } else {
+      note("cleanup in progress: agents are being stopped and workspaces cleaned; corral exits when done")
+    }
+  }
+  for (const signal of signals) process.on(signal, onSignal)
+  const offClosed = OutputGuard.onClosed(() => {
+    count++
+    note("output closed: stopping agents and cleaning up…")
+    Deferred.doneUnsafe(stop, Effect.succeed("output closed"))
+  })
+  const attach: StopRequests["attach"] = (reporter) => {
+    note = reporter.note
+  }
+  return { onSignal, offClosed, attach, exitCode: () => (hungUp ? 129 : undefined) }
+}
+
+/**
+ * Listens for stop requests until the scope closes: the first SIGINT/SIGTERM/SIGHUP or a closed
+ * output completes `stop`; a second signal only prints that cleanup runs.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = Effect.gen(function* () {
+  const stop = yield* Deferred.make<string>()
+  const { attach, exitCode } = yield* Effect.acquireRelease(
+    Effect.sync(() => listen(stop)),
+    ({ onSignal, offClosed }) =>
+      Effect.sync(() => {
+        for (const signal of signals) process.off(signal, onSignal)
+        offClosed()
+      })
+  )
+  return { stop, attach, exitCode } satisfies StopRequests
+})
