@@ -80,7 +80,7 @@ const measure = async <P>(
       }
     }
   }
-  if (scenario.steadyState) await steady(item, approaches, reps, timeoutMs, tallies)
+  if (scenario.steadyState) await steady(scenario, item, approaches, reps, timeoutMs, tallies)
   return tallies
 }
 
@@ -89,11 +89,13 @@ const measure = async <P>(
  * classes (maps) of objects no longer alive, which deoptimises every function whose optimised code
  * embeds one (V8's "embedded weak objects cleared"), and re-optimising takes several thousand more
  * calls. A sample taken right after the forced GC's run was still re-tiering (a 10-agent run cost
- * 2–3× its steady CPU). So each approach runs `rewarm` (2) untimed times, then the samples follow with
- * only a young-generation collection before each (old-generation garbage is collected as it would
- * be in a running program, by whichever run triggers it; the order is rotated).
+ * 2–3× its steady CPU). So each approach runs the scenario's `rewarm` (2 unless set) untimed times,
+ * then the samples follow with only a young-generation collection before each (old-generation
+ * garbage is collected as it would be in a running program, by whichever run triggers it; the
+ * order is rotated).
  */
 const steady = async <P>(
+  scenario: Scenario<P>,
   item: Case<P>,
   approaches: ReadonlyArray<Approach<P>>,
   reps: number,
@@ -102,7 +104,8 @@ const steady = async <P>(
 ) => {
   const live = approaches.filter((a) => tallies.get(a.name)!.error === undefined)
   for (const approach of live) {
-    for (let i = 0; i < rewarm; i++) await attempt(approach, item.params, timeoutMs, "minor").catch(() => {})
+    for (let i = 0; i < (scenario.rewarm ?? rewarm); i++)
+      await attempt(approach, item.params, timeoutMs, "minor").catch(() => {})
   }
   for (let rep = 0; rep < reps; rep++) {
     for (const approach of rotate(live, rep)) {

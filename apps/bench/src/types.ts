@@ -60,10 +60,12 @@ export interface Scenario<P = any> {
   readonly warmup?: boolean
   /**
    * Measure every repetition twice: once right after two forced full GCs (reported as "after GC"),
-   * and once, after every after-GC sample and two untimed runs of each approach, with only a
+   * and once, after every after-GC sample and `rewarm` untimed runs of each approach, with only a
    * young-generation GC before it (the steady-state sample the ratio uses; see `harness.ts`).
    */
   readonly steadyState?: boolean
+  /** With `steadyState`: the untimed runs of each approach before the steady samples (2 unless set). */
+  readonly rewarm?: number
   readonly timeoutMs?: number
   readonly floorApproach?: string
   readonly columns?: ReadonlyArray<Column>

@@ -37,7 +37,7 @@ import * as RateLimiter from "../RateLimiter.ts"
 import * as ResourceLocks from "../ResourceLocks.ts"
 import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
-import { ClaimGate } from "./claimGate.ts"
+import { ClaimGate, type GateHost } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
 import { annotate, logAnnotations } from "./annotations.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
@@ -309,16 +309,15 @@ class Runner<A, E, R> implements ExecHost {
     this.scope = forks ? Scope.makeUnsafe() : undefined
     this.gate = !claims
       ? undefined
-      : new ClaimGate({
-          runId,
-          locks: services.locks,
-          maxBypass: options.maxBypass ?? Math.max(32, 4 * concurrency),
-          observing: options.onEvent !== undefined,
-          makeReady: (node) => this.makeReady(node),
-          wake: () => this.wake(),
-          parked: (node, changed) => this.parked(node, changed),
-          granted: (node, lease) => this.granted(node, lease)
-        })
+      : new ClaimGate(
+          new RunnerGateHost(
+            this,
+            runId,
+            services.locks,
+            options.maxBypass ?? Math.max(32, 4 * concurrency),
+            options.onEvent !== undefined
+          )
+        )
     this.rateWaits =
       limiter === undefined
         ? undefined
@@ -679,7 +678,7 @@ class Runner<A, E, R> implements ExecHost {
     this.ready.seed(roots)
   }
 
-  private makeReady(node: Node): void {
+  makeReady(node: Node): void {
     this.lifecycle.move(node, "ready")
     this.ready.push(node)
   }
@@ -693,7 +692,7 @@ class Runner<A, E, R> implements ExecHost {
     })
   }
 
-  private wake(): void {
+  wake(): void {
     if (this.idle.length === 0) {
       if (this.topUpCell === undefined && this.needsWorker()) {
         const cell: { runner: Runner<A, E, R> | undefined } = { runner: this }
@@ -741,7 +740,7 @@ class Runner<A, E, R> implements ExecHost {
 
   // claim gating
 
-  private parked(node: Node, changed: boolean): void {
+  parked(node: Node, changed: boolean): void {
     this.lifecycle.move(node, "parked")
     const events = this.events
     if (changed && events !== undefined) {
@@ -750,7 +749,7 @@ class Runner<A, E, R> implements ExecHost {
     }
   }
 
-  private granted(node: Node, lease: ResourceLocks.Lease): void {
+  granted(node: Node, lease: ResourceLocks.Lease): void {
     const events = this.events
     if (events !== undefined) {
       events.emit({ _tag: "ClaimsAcquired", ...events.base(), agentId: node.id, fencingToken: lease.fencingToken })
@@ -952,6 +951,51 @@ interface StintHost extends ExecHost {
 
 const noRelease: Effect.Effect<undefined> = Effect.succeed(undefined)
 
+type GateCallbacks = Pick<GateHost, "makeReady" | "wake" | "parked" | "granted">
+
+/**
+ * The claim gate's view of its run. A class, not an object of closures: its methods are the same
+ * functions in every run, so the gate's optimised code that calls them (`wakeFreed`, `park`) does not
+ * embed a run's closure, which V8 would deoptimise it for once the run is collected.
+ */
+class RunnerGateHost implements GateHost {
+  readonly runner: GateCallbacks
+  readonly runId: string
+  readonly locks: ResourceLocks.ResourceLocks["Service"]
+  readonly maxBypass: number
+  readonly observing: boolean
+
+  constructor(
+    runner: GateCallbacks,
+    runId: string,
+    locks: ResourceLocks.ResourceLocks["Service"],
+    maxBypass: number,
+    observing: boolean
+  ) {
+    this.runner = runner
+    this.runId = runId
+    this.locks = locks
+    this.maxBypass = maxBypass
+    this.observing = observing
+  }
+
+  makeReady(node: Node): void {
+    this.runner.makeReady(node)
+  }
+
+  wake(): void {
+    this.runner.wake()
+  }
+
+  parked(node: Node, changed: boolean): void {
+    this.runner.parked(node, changed)
+  }
+
+  granted(node: Node, lease: ResourceLocks.Lease): void {
+    this.runner.granted(node, lease)
+  }
+}
+
 /**
  * A worker's agents between two steps of its loop. `run` binds an agent to the worker's fiber and
  * runs it under one continuation (`Effect.matchCauseEffect`, handlers made once per worker) that
@@ -1116,17 +1160,7 @@ export const shapes: ReadonlyArray<unknown> = (() => {
   const fiber = Effect.runFork(Effect.void)
   const waiting = plainNode(1, agent)
   waitOf(waiting)
-  const ignore = () => {}
-  const gate = new ClaimGate({
-    runId: "",
-    locks: ResourceLocks.makeMemory(),
-    maxBypass: 0,
-    observing: false,
-    makeReady: ignore,
-    wake: ignore,
-    parked: ignore,
-    granted: ignore
-  })
+  const gate = new ClaimGate(new RunnerGateHost(runner, "", ResourceLocks.makeMemory(), 0, false))
   return [
     waiting,
     gate,
