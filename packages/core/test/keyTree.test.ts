@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import type { KeyClaim, Mode } from "../src/Claims.ts"
-import { KeyTree } from "../src/internal/keyTree.ts"
+import { type HolderList, KeyTree } from "../src/internal/keyTree.ts"
 
 const PATHS = [["a"], ["a", "b"], ["a", "b", "c"], ["a", "d"], ["e"], ["e", "f"]]
 
@@ -78,6 +78,65 @@ describe("KeyTree", () => {
           tree.size,
           [...held.values()].reduce((n, entry) => n + entry.holders.size, 0)
         )
+      }),
+      { numRuns: 500 }
+    )
+  })
+  it("property: a holder list's log, counted from where each holder came, is what happened while it held the key", () => {
+    const stepArb = fc.oneof(
+      opArb.map((op) => ({ _tag: "op" as const, op })),
+      fc
+        .record({ path: fc.integer({ min: 0, max: PATHS.length - 1 }), mode: fc.constantFrom<Mode>("read", "write") })
+        .map((probe) => ({ _tag: "event" as const, probe }))
+    )
+    fc.assert(
+      fc.property(fc.array(stepArb, { minLength: 20, maxLength: 120 }), (steps) => {
+        const tree = new KeyTree<number>()
+        // Reference: per key, each holder's mode and the events on its list since it came.
+        const logs = new Map<string, Map<number, { readonly mode: Mode; readonly events: Array<number> }>>()
+        let mark = 0
+        for (const step of steps) {
+          if (step._tag === "op") {
+            const { op } = step
+            const claim = claimOf(op.path, op.mode)
+            const holders =
+              logs.get(claim.key) ?? new Map<number, { readonly mode: Mode; readonly events: Array<number> }>()
+            logs.set(claim.key, holders)
+            const known = holders.get(op.holder)
+            if (op.add) {
+              // A holder holds a key in one mode (requests are normalized).
+              if (known !== undefined) continue
+              tree.add(op.holder, [claim])
+              holders.set(op.holder, { mode: op.mode, events: [] })
+            } else if (known?.mode === op.mode) {
+              tree.remove(op.holder, [claim])
+              holders.delete(op.holder)
+            }
+            continue
+          }
+          // One event logged on each list conflicting with the probe, once however often it is met, as the gate logs a take.
+          const event = ++mark
+          const asked = claimOf(step.probe.path, step.probe.mode)
+          const met = new Set<HolderList<number>>()
+          tree.eachConflictSet([asked, asked], (list, at) => {
+            list.log(event, event)
+            if (met.has(list)) return
+            met.add(list)
+            const holders = logs.get((at as { path: string }).path)!
+            for (let i = 0; i < list.size; i++) holders.get(list.items[i]!)!.events.push(event)
+          })
+        }
+        for (const [key, holders] of logs) {
+          const lists: Array<HolderList<number>> = []
+          tree.eachConflictSet([{ key, segments: key.split("/"), mode: "write" }], (list, at) => {
+            if ((at as { path: string }).path === key) lists.push(list)
+          })
+          for (const [holder, { events }] of holders) {
+            const list = lists.find((list) => list.items.slice(0, list.size).includes(holder))!
+            const at = list.items.indexOf(holder)
+            assert.deepStrictEqual(list.events.slice(list.since[at], list.eventCount), events, `${key}: ${holder}`)
+          }
+        }
       }),
       { numRuns: 500 }
     )

@@ -3,7 +3,7 @@ import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type HolderList, type Hit, KeyTree } from "./keyTree.ts"
 import { type LockTable, memoryTables } from "./lockTable.ts"
-import { before, type Node, type WaitState, waitOf } from "./node.ts"
+import { before, type Node, waitOf } from "./node.ts"
 
 export interface GateHost {
   readonly runId: string
@@ -491,9 +491,11 @@ export class ClaimGate {
 
   /**
    * `node` takes its keys (in a run nobody observes, when it holds them in the run's view; otherwise
-   * when it is granted its lease): each agent waiting for them is overtaken by it on each of those
-   * keys if it came first (see `bypass`), and a parked one counted by key gains its conflicts with
-   * it (`WaitState.held`), so it is woken only once every holder of its keys has let go (`letGo`).
+   * when it is granted its lease): a parked agent waiting for them and counted by key gains its
+   * conflicts with it (`WaitState.held`), so it is woken only once every holder of its keys has let
+   * go (`letGo`); each agent waiting for them that came first is overtaken by it on each of those
+   * keys (see `bypass`), which is logged once per key and counted only when a waiter could have
+   * reached `maxBypass`.
    */
   private passOver(node: Node, request: Claims.Request): void {
     this.takeMark = ++this.grants
@@ -502,23 +504,29 @@ export class ClaimGate {
     this.subject = undefined
   }
 
-  /** `passOver`'s step for the waiters of one key (`at`, its node). */
-  private readonly overtakeAll = (waiters: HolderList<Node>, at: object): void => {
+  /** `passOver`'s step for the waiters of one key. */
+  private readonly overtakeAll = (waiters: HolderList<Node>): void => {
     const items = waiters.items
     const node = this.subject!
     for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
-      if (other !== node) this.overtake(other, node, at)
+      const wait = other.wait!
+      if (other !== node && wait.counted && other.state === "parked") wait.held++
+    }
+    if (!waiters.log(node, this.takeMark)) return
+    // `since` grows along the list: no waiter can have been overtaken more often than the first.
+    if (waiters.eventCount - waiters.since[0]! < this.host.maxBypass) return
+    for (let i = 0; i < waiters.size; i++) {
+      const other = items[i]!
+      if (other !== node && !other.wait!.reserved && before(other, node)) this.overtaken(other, waiters, i)
     }
   }
 
-  private overtake(other: Node, node: Node, at: object): void {
-    const wait = other.wait!
-    if (wait.counted && other.state === "parked") wait.held++
-    if (before(other, node) && bypass(wait, at, this.takeMark) >= this.host.maxBypass && !wait.reserved) {
-      wait.reserved = true
-      this.reserved.add(other, other.request!.keys)
-    }
+  /** Reserves `other` (the `at`th of `waiters`) once agents behind it have taken that key `maxBypass` times while it waited. */
+  private overtaken(other: Node, waiters: HolderList<Node>, at: number): void {
+    if (bypass(other, waiters, at) < this.host.maxBypass) return
+    other.wait!.reserved = true
+    this.reserved.add(other, other.request!.keys)
   }
 
   /** Parks `node` on `token`. A new list starts with room for one (most hold one or two). */
@@ -614,21 +622,23 @@ const firstVisit = (node: Node, visit: number): boolean => {
 }
 
 /**
- * Counts one overtaking of a waiter on one of its keys (`key`, its `KeyTree` node), once per grant
- * (`mark`), and returns how often agents behind it have taken that key while it waited: the
- * fairness bound is per key, so a waiter for several hot keys is not reserved by the sum of
- * several keys' ordinary traffic.
+ * How often agents behind `node` (the `at`th of `waiters`) have taken that key while it waited:
+ * the events logged since it came whose agent it came before, counted from where the last count
+ * stopped (`WaitState.bypass`). The fairness bound is per key, so a waiter for several hot keys is
+ * not reserved by the sum of several keys' ordinary traffic.
  */
-const bypass = (wait: WaitState, key: object, mark: number): number => {
+const bypass = (node: Node, waiters: HolderList<Node>, at: number): number => {
+  const wait = node.wait!
   const entries = (wait.bypass ??= [])
   let i = 0
-  while (i < entries.length && entries[i] !== key) i += 3
-  if (i === entries.length) entries.push(key, 0, 0)
-  const count = entries[i + 1] as number
-  if (entries[i + 2] === mark) return count
-  entries[i + 2] = mark
-  entries[i + 1] = count + 1
-  return count + 1
+  while (i < entries.length && entries[i] !== waiters) i += 3
+  if (i === entries.length) entries.push(waiters, 0, waiters.since[at]!)
+  let count = entries[i + 1] as number
+  const events = waiters.events
+  for (let j = entries[i + 2] as number; j < waiters.eventCount; j++) if (before(node, events[j]!)) count++
+  entries[i + 1] = count
+  entries[i + 2] = waiters.eventCount
+  return count
 }
 
 /** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */

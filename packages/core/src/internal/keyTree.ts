@@ -5,13 +5,25 @@ import type { KeyClaim, Mode } from "../Claims.ts"
  * allocations. A `Set` reallocates its table whenever a delete leaves it under a quarter full, so
  * the last holder of a key leaving (every release of a key held by one agent, thousands a run)
  * allocated a new table; this list keeps its array and its `size`, and walks without an iterator.
+ *
+ * It also keeps a log of events on the key while it has holders (`events`, its first
+ * `eventCount`; emptied when the last holder leaves) and each holder's position in it when it came
+ * (`since`): a count over the events since a holder came is then made when it is needed, not kept
+ * up to date in every holder at every event (the claim gate logs the agents that took a key its
+ * waiters wait for, see `ClaimGate.passOver`).
  */
 class Holders<H> {
   readonly items: Array<H | undefined> = []
+  readonly since: Array<number> = []
+  readonly events: Array<H | undefined> = []
   size = 0
+  eventCount = 0
+  private eventMark = 0
 
   add(holder: H): void {
-    if (this.indexOf(holder) < 0) this.items[this.size++] = holder
+    if (this.indexOf(holder) >= 0) return
+    this.since[this.size] = this.eventCount
+    this.items[this.size++] = holder
   }
 
   /** Removes `holder`, keeping the others' order; whether it was there. */
@@ -19,9 +31,22 @@ class Holders<H> {
     const at = this.indexOf(holder)
     if (at < 0) return false
     const items = this.items
+    const since = this.since
     const last = --this.size
-    for (let i = at; i < last; i++) items[i] = items[i + 1]
+    for (let i = at; i < last; i++) {
+      items[i] = items[i + 1]
+      since[i] = since[i + 1]!
+    }
     items[last] = undefined
+    if (last === 0) this.eventCount = 0
+    return true
+  }
+
+  /** Appends `event` to the log unless an event with this `mark` (> 0) was the last appended; whether it did. */
+  log(event: H, mark: number): boolean {
+    if (this.eventMark === mark) return false
+    this.eventMark = mark
+    this.events[this.eventCount++] = event
     return true
   }
 
@@ -57,10 +82,18 @@ export interface Hit<H> {
   readonly mode: Mode
 }
 
-/** The holders of one key in one mode, to read: `items`' first `size`, in the order they came. */
+/**
+ * The holders of one key in one mode, to read: `items`' first `size`, in the order they came, with
+ * the key's event log (`events`' first `eventCount`, appended to by `log`) and where it stood when
+ * each holder came (`since`, by the holder's index in `items`).
+ */
 export interface HolderList<H> {
   readonly items: ReadonlyArray<H | undefined>
+  readonly since: ReadonlyArray<number>
+  readonly events: ReadonlyArray<H | undefined>
   readonly size: number
+  readonly eventCount: number
+  log(event: H, mark: number): boolean
 }
 
 /** Called with each conflicting holder; a visit stops at the first call that returns `true`. */

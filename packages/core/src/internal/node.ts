@@ -21,9 +21,9 @@ export interface NodeHost {
 /** State of an agent that waits for claims; allocated only for agents that ever wait. */
 export class WaitState {
   /**
-   * The keys agents behind it took while it waited and how often each (see `bypass`): three entries
-   * per key, its `KeyTree` node, the count, and the grant that last counted it (a grant counts once
-   * per key).
+   * How often agents behind it took each of its keys while it waited, as far as counted (see
+   * `bypass` in `ClaimGate`): three entries per key, its holder list in the gate's tree of waiters,
+   * the count, and the position in that list's log of takes up to which it is counted.
    */
   bypass: Array<object | number> | undefined = undefined
   /** The last walk over a token's waiters that met this agent (see `ClaimGate`). */

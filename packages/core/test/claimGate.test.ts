@@ -1,0 +1,119 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import fc from "fast-check"
+import * as Agent from "../src/Agent.ts"
+import * as Claims from "../src/Claims.ts"
+import type * as ResourceLocks from "../src/ResourceLocks.ts"
+import { makeMemory } from "../src/ResourceLocks.ts"
+import { ClaimGate } from "../src/internal/claimGate.ts"
+import { before, Node } from "../src/internal/node.ts"
+
+const KEYS = ["a", "a/b", "a/b/c", "a/d", "e", "e/f"]
+
+const claimsArb = fc.record({
+  write: fc.uniqueArray(fc.constantFrom(...KEYS), { maxLength: 3 }),
+  read: fc.uniqueArray(fc.constantFrom(...KEYS), { maxLength: 2 })
+})
+
+const conflict = (x: Claims.KeyClaim, y: Claims.KeyClaim): boolean => {
+  if (x.mode === "read" && y.mode === "read") return false
+  const n = Math.min(x.segments.length, y.segments.length)
+  for (let i = 0; i < n; i++) if (x.segments[i] !== y.segments[i]) return false
+  return true
+}
+
+/**
+ * Drives a gate of a run nobody observes on an in-memory lock service as the runner does (check,
+ * then take the lease; end: detach, release), in an order fast-check picks, and checks after each
+ * step which agents the fairness bound reserved against a count kept per waiter and key.
+ */
+const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<number>, maxBypass: number) => {
+  const nodes = requests.map(
+    (request, index) =>
+      new Node(index, Agent.make(`agent${index}`, { run: Effect.void }), request, undefined, undefined, 1, [])
+  )
+  const ready: Array<Node> = []
+  const running: Array<Node> = []
+  const leases = new Map<Node, ResourceLocks.Lease>()
+  const gate = new ClaimGate({
+    runId: "run",
+    locks: makeMemory(),
+    maxBypass,
+    observing: false,
+    makeReady: (node) => {
+      node.state = "ready"
+      ready.push(node)
+    },
+    wake: () => {},
+    parked: (node) => {
+      node.state = "parked"
+    },
+    granted: (node, lease) => {
+      node.state = "running"
+      running.push(node)
+      leases.set(node, lease)
+    }
+  })
+  gate.table!.subscribe((lease) => gate.onRelease(lease.id))
+  for (const node of nodes) {
+    node.state = "ready"
+    ready.push(node)
+  }
+  // Reference (the gate's former per-waiter count): each time an agent takes its keys, every agent
+  // waiting for them that came before it is overtaken once on each of its keys the taker conflicts with.
+  const overtaken = new Map<Node, Map<string, number>>()
+  const took = (taker: Node) => {
+    for (const node of nodes) {
+      if (node === taker || node.wait?.intent !== true || !before(node, taker)) continue
+      const counts = overtaken.get(node) ?? new Map<string, number>()
+      overtaken.set(node, counts)
+      for (const claim of node.request!.keys) {
+        if (taker.request!.keys.some((other) => conflict(claim, other)))
+          counts.set(claim.key, (counts.get(claim.key) ?? 0) + 1)
+      }
+    }
+  }
+  const checkReserved = (after: string) => {
+    for (const node of nodes) {
+      const expected = [...(overtaken.get(node)?.values() ?? [])].some((count) => count >= maxBypass)
+      assert.strictEqual(node.wait?.reserved ?? false, expected, `${node.id} reserved after ${after}`)
+    }
+  }
+  for (const step of steps) {
+    if (step % 2 === 0 && ready.length > 0) {
+      const node = ready.splice(Math.floor(step / 2) % ready.length, 1)[0]!
+      if (node.state !== "ready") continue
+      if (gate.check(node)) {
+        took(node)
+        gate.acquireNow(node)
+      }
+      checkReserved(`check ${node.id}`)
+    } else if (running.length > 0) {
+      const node = running.splice(Math.floor(step / 2) % running.length, 1)[0]!
+      const lease = leases.get(node)!
+      gate.detach(node)
+      node.state = "done"
+      gate.releaseNow(node, lease)
+      checkReserved(`end ${node.id}`)
+    }
+  }
+  return nodes
+}
+
+describe("ClaimGate", () => {
+  it("property: an agent is reserved once agents after it have taken one of its keys maxBypass times while it waited", () => {
+    fc.assert(
+      fc.property(
+        fc.array(claimsArb, { minLength: 2, maxLength: 10 }),
+        fc.array(fc.nat({ max: 40 }), { minLength: 10, maxLength: 120 }),
+        fc.integer({ min: 1, max: 4 }),
+        (claims, steps, maxBypass) => {
+          const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, {})))
+          drive(requests, steps, maxBypass)
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+})
