@@ -46,7 +46,7 @@ import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
 import { overBudget, Stopping } from "./stopping.ts"
-import { validate } from "./validate.ts"
+import { noPools, validate } from "./validate.ts"
 
 export type RunOptions = Corral.Options
 
@@ -110,7 +110,7 @@ export const run = <A, E, R>(
         held: inherited?.held,
         eventBuffer: options.eventBuffer,
         concurrency,
-        pools: options.pools ?? {},
+        pools: options.pools ?? noPools,
         claimTimeout: options.claimTimeout,
         poolScope: `${runId}/`,
         rateLimits: limits.keys,
