@@ -48,14 +48,22 @@ const plainRun = withRun(noAnnotations)
 export const logAnnotations = (outer: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> =>
   outer === noAnnotations ? plainRun : isRunAnnotations(outer) ? outer : withRun(outer)
 
-/** `context` with the run's id and its annotations, as its workers run. */
+/**
+ * `context`, whose log annotations are `outer`, with the run's id and its `annotations`, as its
+ * workers run.
+ */
 export const annotate = (
   context: Context.Context<never>,
+  outer: Readonly<Record<string, unknown>>,
   id: string,
   annotations: Readonly<Record<string, unknown>>
 ): Context.Context<never> => {
-  const withId = Context.add(context, RunIdRef, id)
-  return Context.get(context, References.CurrentLogAnnotations) === annotations
+  const withId = Context.addUnsafe<never, never, string>(context, RunIdRef.key, id)
+  return outer === annotations
     ? withId
-    : Context.add(withId, References.CurrentLogAnnotations, annotations)
+    : Context.addUnsafe<never, never, Readonly<Record<string, unknown>>>(
+        withId,
+        References.CurrentLogAnnotations.key,
+        annotations
+      )
 }

@@ -35,12 +35,15 @@ class AgentTimeout {
   }
 }
 
+const currentKey = AgentModule.CurrentRef.key
+
 /**
  * The agent's own context: the node as its `Agent.Frame`. Fibers the agent forks inherit it, so
- * they read and report as this agent for as long as they live.
+ * they read and report as this agent for as long as they live. `addUnsafe` by the reference's key
+ * is `Context.add` without its `dual` dispatch (an `arguments` object per agent).
  */
 export const bind = (context: Context.Context<never>, node: Node): Context.Context<never> =>
-  Context.add(context, AgentModule.CurrentRef, node)
+  Context.addUnsafe<never, never, Node>(context, currentKey, node)
 
 /** Every attempt of the agent, within its timeout and (when tracing) its span. */
 export const attempts = (

@@ -46,7 +46,7 @@ import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
 import { overBudget, Stopping } from "./stopping.ts"
-import { validate } from "./validate.ts"
+import { noPools, validate } from "./validate.ts"
 
 export type RunOptions = Corral.Options
 
@@ -112,7 +112,7 @@ export const run = <A, E, R>(
         budget: options.budget,
         maxBypass: options.maxBypass,
         concurrency,
-        pools: options.pools ?? {},
+        pools: options.pools ?? noPools,
         claimTimeout: options.claimTimeout,
         poolScope: `${runId}/`,
         rateLimits: limits.keys,
@@ -144,6 +144,7 @@ export const run = <A, E, R>(
         clock,
         services
       )
+      if (runner.direct && !tracing) return runner.runDirect(fiber)
       const scope = runner.scope
       return scope === undefined ? runner.run : Effect.onExit(runner.run, (exit) => Scope.close(scope, exit))
     }
@@ -181,10 +182,23 @@ const nodesOf = (
   if (agents.length >= compactRuns.min && services.ledger === undefined && options.onEvent === undefined) {
     return new Compact(agents.slice())
   }
-  return agents.map((agent, index) => plainNode(index, agent))
+  const made: Array<Node> = []
+  for (let index = 0; index < agents.length; index++) made.push(plainNode(index, agents[index]!))
+  return made
 }
 
 const noNodes: ReadonlyArray<Node> = []
+
+/**
+ * The nodes' outcomes, in a loop (like `nodesOf`'s nodes): `Array.prototype.map` with a callback
+ * costs a builtin call per element in code that runs once per run (≈ 0.4k instructions per agent of
+ * a small run, callgrind).
+ */
+const outcomesOf = (nodes: ReadonlyArray<Node>): Array<Outcome.Outcome | undefined> => {
+  const outcomes: Array<Outcome.Outcome | undefined> = []
+  for (let index = 0; index < nodes.length; index++) outcomes.push(nodes[index]!.outcome)
+  return outcomes
+}
 
 /** The worker fibers of a run none of whose workers has suspended (never added to). */
 const noFibers: Set<Fiber.Fiber<void>> = new Set()
@@ -347,14 +361,15 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   get run(): Effect.Effect<RunResult<A, E>, never, R> {
-    return Effect.gen({ self: this }, this.runBody) as Effect.Effect<RunResult<A, E>, never, R>
+    return Effect.gen(() => this.runBody()) as Effect.Effect<RunResult<A, E>, never, R>
   }
 
   /**
    * The run's body. Generator functions are methods (one function object), never created per run:
    * in Node 24 every new generator function object gets its own `prototype`, so its generators get
    * a new hidden class each time, which cost ≈ 3 µs per run and made effect's generator loop
-   * megamorphic.
+   * megamorphic. `Effect.gen` is given an arrow that calls the method: its `{ self }` form takes
+   * its arguments apart with an array iterator on every call (a worker's start included).
    */
   private *runBody() {
     const events = this.events
@@ -383,38 +398,109 @@ class Runner<A, E, R> implements ExecHost {
         { startImmediately: true }
       )
     }
-    const workers = Math.min(this.concurrency, this.total)
-    if (workers > 0 && this.stopping.reason === undefined) {
-      this.maxWorkers = workers
-      const fiber = Fiber.getCurrent()!
-      this.workerContext = annotate(fiber.context, this.runId, this.logAnnotations)
-      this.runFiber = fiber
-      this.fork = Effect.runForkWith(this.workerContext)
-      this.topUp()
-      if (this.workerFibers.size === 0 && this.workerDefect === undefined) this.draining = true
-      else {
-        yield* Deferred.await(this.settled).pipe(
-          Effect.onInterrupt(() => Effect.andThen(this.stopWorkers, this.settleRunning))
-        )
-        if (this.workerFibers.size > 0) yield* this.stopWorkers
-        else this.draining = true
-        if (this.workerDefect !== undefined) return yield* Effect.failCause(this.workerDefect as Cause.Cause<never>)
-      }
+    if (this.launch(Fiber.getCurrent()!)) {
+      yield* this.awaitWorkers
+      if (this.workerFibers.size > 0) yield* this.stopWorkers
+      else this.draining = true
+      if (this.workerDefect !== undefined) return yield* Effect.failCause(this.workerDefect as Cause.Cause<never>)
     }
     if (this.lifecycle.running > 0) yield* this.settleRunning
     if (stopOn !== undefined && this.stopping.reason === undefined) yield* Effect.yieldNow
     if (!this.lifecycle.allDone) this.cancelRest()
     const endedAt = this.clock.currentTimeMillisUnsafe()
-    this.finished = true
-    if (this.topUpCell !== undefined) this.topUpCell.runner = undefined
     if (events !== undefined && consumer !== undefined) {
+      this.close()
       events.final({ _tag: "RunFinished", ...events.base(), stopped: this.stopping.reason })
       yield* Fiber.await(consumer)
+      return this.result(endedAt)
     }
+    return this.end(endedAt)
+  }
+
+  /**
+   * Whether the run can start in the caller's own synchronous step (`runDirect`): it forks no
+   * background fiber (no claims, limiter, subscriber or `stopOn`), so it needs no scope and no
+   * step before its workers start.
+   */
+  get direct(): boolean {
+    return this.scope === undefined
+  }
+
+  /**
+   * `run` of a `direct` run without tracing, called from the run's own fiber: the roots are queued
+   * and the first workers started before the run's effect is returned, with no generator and no
+   * effect step before the first agent starts. What follows is `runBody`'s end, step for step.
+   */
+  runDirect(fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<RunResult<A, E>, never, R> {
+    this.enqueueRoots()
+    if (!this.launch(fiber)) return this.settledEnd()
+    return Effect.flatMap(this.awaitWorkers, () => {
+      if (this.workerFibers.size > 0) return Effect.flatMap(this.stopWorkers, () => this.afterWorkers())
+      this.draining = true
+      return this.afterWorkers()
+    })
+  }
+
+  private afterWorkers(): Effect.Effect<RunResult<A, E>> {
+    const defect = this.workerDefect
+    return defect === undefined ? this.settledEnd() : Effect.failCause(defect as Cause.Cause<never>)
+  }
+
+  /** `runBody`'s end for a run without `stopOn` or a subscriber, once no worker runs. */
+  private settledEnd(): Effect.Effect<RunResult<A, E>> {
+    if (this.lifecycle.running === 0) {
+      if (!this.lifecycle.allDone) this.cancelRest()
+      return Effect.succeed(this.end(this.clock.currentTimeMillisUnsafe()))
+    }
+    return Effect.map(this.settleRunning, () => {
+      if (!this.lifecycle.allDone) this.cancelRest()
+      return this.end(this.clock.currentTimeMillisUnsafe())
+    })
+  }
+
+  /**
+   * Starts the run's first workers from `fiber`, the run's own fiber. `true` when the run must wait
+   * for them (a worker is still running, or one died); `false` when there was no worker to start or
+   * every agent ended before any suspended.
+   */
+  private launch(fiber: Fiber.Fiber<unknown, unknown>): boolean {
+    const workers = Math.min(this.concurrency, this.total)
+    if (workers === 0 || this.stopping.reason !== undefined) return false
+    this.maxWorkers = workers
+    this.workerContext = annotate(fiber.context, this.services.annotations, this.runId, this.logAnnotations)
+    this.runFiber = fiber
+    this.fork = Effect.runForkWith(this.workerContext)
+    this.topUp()
+    if (this.workerFibers.size === 0 && this.workerDefect === undefined) {
+      this.draining = true
+      return false
+    }
+    return true
+  }
+
+  /** Waits until the workers are done or the run stops; interrupted, it stops the workers and ends the running agents. */
+  private get awaitWorkers(): Effect.Effect<void> {
+    return Deferred.await(this.settled).pipe(
+      Effect.onInterrupt(() => Effect.andThen(this.stopWorkers, this.settleRunning))
+    )
+  }
+
+  /** The run is over: later usage goes to the enclosing agent, and a queued top-up task lets go of it. */
+  private close(): void {
+    this.finished = true
+    if (this.topUpCell !== undefined) this.topUpCell.runner = undefined
+  }
+
+  private end(endedAt: number): RunResult<A, E> {
+    this.close()
+    return this.result(endedAt)
+  }
+
+  private result(endedAt: number): RunResult<A, E> {
     return new RunResult<A, E>({
       runId: this.runId,
       outcomes: (this.compact === undefined
-        ? this.nodes.map((node) => node.outcome)
+        ? outcomesOf(this.nodes)
         : this.compact.outcomes(this.startedAt)) as ReadonlyArray<Outcome.Outcome<A, E>>,
       startedAt: this.startedAt,
       endedAt,
@@ -488,7 +574,7 @@ class Runner<A, E, R> implements ExecHost {
   }
 
   private worker(): Effect.Effect<void> {
-    const loop = Effect.gen({ self: this }, this.workerBody)
+    const loop = Effect.gen(() => this.workerBody())
     return this.services.localLimiter ? Effect.provideService(loop, RateLimiter.RateLimiter, this.limiter!) : loop
   }
 

@@ -21,6 +21,9 @@ export interface RunSettings {
 
 const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
 
+/** The pools of a run that names none: checking them is skipped. */
+export const noPools: Readonly<Record<string, number>> = Object.freeze({})
+
 /**
  * A duration input in milliseconds. A whole number of milliseconds (what most timeouts and
  * estimates are) is its own answer, without parsing it as a `Duration`: a run checks up to three
@@ -59,7 +62,8 @@ export function validate(
   settings: RunSettings,
   deferPlain = false
 ): Result.Result<ReadonlyArray<Node> | undefined, InvalidRun> {
-  const issues: Array<Issue> = [...(settings.issues ?? [])]
+  const given = settings.issues
+  const issues: Array<Issue> = given === undefined || given.length === 0 ? [] : [...given]
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
   let nodes: Array<Node> | undefined
@@ -107,9 +111,11 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
   if (!Number.isInteger(settings.concurrency) || settings.concurrency < 1) {
     issues.push({ field: "concurrency", message: `must be an integer of at least 1, got ${settings.concurrency}` })
   }
-  for (const [pool, capacity] of Object.entries(settings.pools)) {
-    if (!Number.isInteger(capacity) || capacity < 1) {
-      issues.push({ field: `pools.${pool}`, message: `capacity must be a positive integer, got ${capacity}` })
+  if (settings.pools !== noPools) {
+    for (const [pool, capacity] of Object.entries(settings.pools)) {
+      if (!Number.isInteger(capacity) || capacity < 1) {
+        issues.push({ field: `pools.${pool}`, message: `capacity must be a positive integer, got ${capacity}` })
+      }
     }
   }
   const eventBuffer = settings.eventBuffer
