@@ -6,6 +6,7 @@ import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
@@ -81,7 +82,9 @@ const spawn = (
         pid: handle.pid,
         output: { _tag: "Streams", stdout: handle.stdout, stderr: handle.stderr },
         exitCode: handle.exitCode,
-        unref: Effect.andThen(handle.unref, keepAlive)
+        unref: Effect.andThen(handle.unref, keepAlive),
+        // Effect's spawner lets go of its handle in finalizers of its own.
+        release: () => undefined
       })
     ),
     Effect.mapError((error) =>
@@ -374,9 +377,26 @@ const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
     })
   })
 
-/** The group, then the processes that left it. */
-const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
-  Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
+/**
+ * The group, then the processes that left it. Where /proc is read, one scan of the processes started
+ * since the leader comes first (`Strays.collect`): when it finds the group and the strays gone, which
+ * is how most processes end, nothing else is probed. `leaderReaped`: the leader's exit was seen.
+ */
+const reapTree = (pgid: number, graceMs: number, watch: Watch, leaderReaped = false): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const strays = watch.strays
+    if (strays !== undefined && !watch.gone) {
+      const found = strays.collect(leaderReaped)
+      if (!strays.groupAlive) {
+        watch.gone = true
+        if (found.length === 0) {
+          watch.treeGone = true
+          return Effect.void
+        }
+      }
+    }
+    return Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
+  })
 
 const readResult = (
   plan: Plan,
@@ -467,13 +487,17 @@ const supervise = Effect.fnUntraced(function* (
   const { handle, first } = yield* spawn(plan).pipe(
     Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),
     Effect.tap((handle) =>
-      Effect.addFinalizer(() =>
+      Scope.addFinalizer(
+        scope,
         Effect.ensuring(
           Effect.andThen(
             Effect.suspend(() => stopWatchdog),
             reapTree(handle.pid, plan.killGraceMs, watch)
           ),
-          Effect.sync(() => spec.onProcess?.(undefined))
+          Effect.sync(() => {
+            spec.onProcess?.(undefined)
+            handle.release()
+          })
         )
       )
     ),
@@ -499,7 +523,7 @@ const supervise = Effect.fnUntraced(function* (
       : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
   const reading = yield* readers(handle, output, log, plan.logPath !== undefined, onOverLimit, context)
   const exit = yield* Effect.exit(handle.exitCode)
-  yield* reapTree(handle.pid, plan.killGraceMs, watch)
+  yield* reapTree(handle.pid, plan.killGraceMs, watch, Exit.isSuccess(exit))
   yield* awaitDone(reading, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* stopWatchdog
