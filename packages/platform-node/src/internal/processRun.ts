@@ -32,7 +32,6 @@ import {
   launchedLeader,
   procAvailable,
   sampleGroup,
-  readLeader,
   signalGroup,
   signalStray,
   Strays
@@ -131,20 +130,21 @@ const record = (group: GroupSample | undefined, limits: ProcessLimits, measured:
 const USAGE_EVERY_SAMPLES = 3
 
 /**
- * Samples the group at the instants of the shared sampler (`processSampler.ts`: every 100 ms, after
- * the first 2 seconds every 500 ms unless a memory limit is set; a scan reads the `stat` of every
- * process of the machine, ≈ 2.4 ms of CPU among ≈ 100 processes, shared by the processes sampled
- * within 40 ms). It reads what the process appended to its usage file at every third sample while
- * sampling every 100 ms (every 300 ms), at every sample after that, in a fiber of its own with
- * `context` when the file grew (a read is not interrupted halfway). The first sample (`first`), taken
- * right after the start, read only the leader. A memory breach kills the group at once. `stop` ends
- * the sampling and waits for a usage read under way.
+ * Samples the group at the instants of the shared sampler (`processSampler.ts`: the first at least
+ * 50 ms after the start, then every 100 ms, after the first 2 seconds every 500 ms unless a memory
+ * limit is set; a scan reads the `stat` of every process of the machine, ≈ 2.4 ms of CPU among ≈ 100
+ * processes, shared by the processes sampled within 40 ms). Nothing is read at the start: the first
+ * read of a process's /proc entry costs ≈ 40 µs of CPU right after its `exec` (against ≈ 8 later), and
+ * a process shorter than one sample shows roughly zero usage either way. It reads what the process
+ * appended to its usage file at every third sample while sampling every 100 ms (every 300 ms), at
+ * every sample after that, in a fiber of its own with `context` when the file grew (a read is not
+ * interrupted halfway). A memory breach kills the group at once. `stop` ends the sampling and waits
+ * for a usage read under way.
  */
 const watchdog = (
   pid: number,
   limits: ProcessLimits,
   watch: Watch,
-  first: GroupSample | undefined,
   usage: Protocol.UsageTail,
   context: Context.Context<never>
 ): Effect.Effect<void> => {
@@ -155,7 +155,6 @@ const watchdog = (
       signalGroup(pid, "SIGKILL")
     }
   }
-  check(first)
   let reading: Fiber.Fiber<void> | undefined
   const entry = Sampler.add(limits.memoryMb !== undefined, (sample, period) => {
     check(sampleGroup(pid))
@@ -484,7 +483,7 @@ const supervise = Effect.fnUntraced(function* (
   let stopWatchdog: Effect.Effect<void> = Effect.void
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
-  const { handle, first } = yield* spawn(plan).pipe(
+  const handle = yield* spawn(plan).pipe(
     Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),
     Effect.tap((handle) =>
       Scope.addFinalizer(
@@ -504,16 +503,15 @@ const supervise = Effect.fnUntraced(function* (
     Effect.map((handle) => {
       guard?.spawned(handle.pid)
       launchedLeader(handle.pid)
-      const leader = readLeader(handle.pid)
-      if (procAvailable) watch.strays = new Strays(handle.pid, plan.token, leader.start)
+      if (procAvailable) watch.strays = new Strays(handle.pid, plan.token)
       spec.onProcess?.(handle.pid)
-      return { handle, first: leader.sample }
+      return handle
     }),
-    Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
+    Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
-  stopWatchdog = watchdog(handle.pid, limits, watch, first, usage, context)
+  stopWatchdog = watchdog(handle.pid, limits, watch, usage, context)
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }

@@ -196,21 +196,30 @@ export class Strays {
   private readonly known = new Map<number, number>()
   private readonly pgid: number
   private readonly token: string
-  private readonly since: number
+  /**
+   * The leader's start time, from the first sample within `YOUNG_MS` of the start that saw it (the
+   * leader is not read at the start: see `watchdog` in `processRun.ts`); 0 until then, or for good
+   * when none did. Processes started before it are not read; with 0 none is left out by age, which
+   * costs reads but finds nothing more: a pid still in use as a group or session id is not handed out
+   * again, a live process's parent pid is that of a live process, and the token is the agent's own.
+   */
+  private since = 0
   private readonly startedAt = performance.now()
   /** Whether the last `collect` saw a live member of the group (true until the first one). */
   groupAlive = true
 
-  /** `since`: the leader's start time (`startOf`), when the caller read it already. */
-  constructor(pgid: number, token: string, since?: number) {
+  constructor(pgid: number, token: string) {
     this.pgid = pgid
     this.token = token
-    this.since = since ?? startOf(pgid) ?? 0
   }
 
   /** Adds the out-of-group descendants seen in the latest scan. */
   track(): void {
-    if (snapshot !== undefined) this.walk(snapshot.entries)
+    if (snapshot === undefined) return
+    if (this.since === 0 && performance.now() - this.startedAt < YOUNG_MS) {
+      this.since = snapshot.entries.find((entry) => entry.pid === this.pgid)?.start ?? 0
+    }
+    this.walk(snapshot.entries)
   }
 
   /** Every live process of the tree outside the group, from a fresh scan of the processes started since. */
@@ -391,21 +400,6 @@ export const signalStray = (entry: ProcEntry, signal: NodeJS.Signals): void => {
   } catch {
     return
   }
-}
-
-/**
- * The first sample of a group and its leader's start time (`startOf`), from one read of the leader's
- * `stat`: right after the start the group is the leader alone, and a full scan of /proc for every
- * short-lived process would cost more than the process itself.
- */
-export const readLeader = (
-  pid: number
-): { readonly sample: GroupSample | undefined; readonly start: number | undefined } => {
-  if (!procAvailable) return { sample: undefined, start: undefined }
-  if (!readStat(String(pid))) return { sample: EMPTY, start: undefined }
-  const groups = new Map<number, MutableSample>()
-  addProcess(groups, pid, (pageSize ??= readPageSize()))
-  return { sample: groups.get(pid) ?? EMPTY, start: stat[19] }
 }
 
 const groupExists = (pgid: number): boolean => {
