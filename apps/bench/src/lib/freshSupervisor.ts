@@ -8,8 +8,8 @@ const internal = (file: string) =>
  * its own, timed inside it (its start-up and its spawn helper's excluded): the same pool as
  * `freshPool.ts`, but every process is started through corral's spawn helper (`spawnHelper.ts`: no
  * fork of the supervising process; pid, output and exit over the helper's pipe) and watched with
- * corral's /proc reads (`processWatch.ts`: the leader's `stat` at the start, one scan of /proc per
- * 100 ms shared by all running processes, the group check and the stray walk at the exit) — without
+ * corral's /proc reads (`processWatch.ts`: one scan of /proc per 100 ms shared by all running
+ * processes, the scan at the exit for the group and its strays) — without
  * effect, the plan, the protocol files or the output's line handling. CPU: the pool process's own,
  * and that of the helper and the processes it reaped (the helper is stopped, and so reaped, before
  * reading it; what it used before the pool started, its own start, is left out).
@@ -30,8 +30,8 @@ const runOne = () => new Promise((resolve, reject) => {
   const done = () => {
     if (--open > 0) return
     running.delete(pid)
-    watch.isGroupAlive(pid)
-    strays.collect()
+    // The exit was seen: one scan tells whether the group and the strays are gone, as in corral.
+    strays.collect(true)
     helper.release(id)
     resolve()
   }
@@ -40,8 +40,7 @@ const runOne = () => new Promise((resolve, reject) => {
       if (started === undefined) return reject(new Error(error.message))
       pid = started
       watch.launchedLeader(pid)
-      const leader = watch.readLeader(pid)
-      strays = new watch.Strays(pid, token, leader.start)
+      strays = new watch.Strays(pid, token)
       running.set(pid, strays)
     },
     data: () => {},

@@ -33,8 +33,10 @@ const inheritable = /^(PATH|HOME|LANG|LANGUAGE|LC_\w+|TERM|USER|LOGNAME|SHELL|TM
 export const childEnv = (spec: ProcessSpec): Record<string, string> => {
   const env: Record<string, string> = {}
   const parent = process.env
-  // Read only the values that are passed on: each read of `process.env` is a native call.
-  for (const key of Object.keys(parent)) {
+  // Read only the values that are passed on: each read of `process.env` is a native call. The names
+  // come from `getOwnPropertyNames`: `Object.keys` also asks the environment whether each name is
+  // enumerable, a `getenv` per name (≈ 7 against 4.3 µs with 35 variables, 45 against 18 with 135).
+  for (const key of Object.getOwnPropertyNames(parent)) {
     if (spec.inheritEnv !== true && !inheritable.test(key)) continue
     const value = parent[key]
     if (value !== undefined) env[key] = value

@@ -6,6 +6,7 @@ import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
@@ -31,7 +32,6 @@ import {
   launchedLeader,
   procAvailable,
   sampleGroup,
-  readLeader,
   signalGroup,
   signalStray,
   Strays
@@ -81,7 +81,9 @@ const spawn = (
         pid: handle.pid,
         output: { _tag: "Streams", stdout: handle.stdout, stderr: handle.stderr },
         exitCode: handle.exitCode,
-        unref: Effect.andThen(handle.unref, keepAlive)
+        unref: Effect.andThen(handle.unref, keepAlive),
+        // Effect's spawner lets go of its handle in finalizers of its own.
+        release: () => undefined
       })
     ),
     Effect.mapError((error) =>
@@ -128,20 +130,21 @@ const record = (group: GroupSample | undefined, limits: ProcessLimits, measured:
 const USAGE_EVERY_SAMPLES = 3
 
 /**
- * Samples the group at the instants of the shared sampler (`processSampler.ts`: every 100 ms, after
- * the first 2 seconds every 500 ms unless a memory limit is set; a scan reads the `stat` of every
- * process of the machine, ≈ 2.4 ms of CPU among ≈ 100 processes, shared by the processes sampled
- * within 40 ms). It reads what the process appended to its usage file at every third sample while
- * sampling every 100 ms (every 300 ms), at every sample after that, in a fiber of its own with
- * `context` when the file grew (a read is not interrupted halfway). The first sample (`first`), taken
- * right after the start, read only the leader. A memory breach kills the group at once. `stop` ends
- * the sampling and waits for a usage read under way.
+ * Samples the group at the instants of the shared sampler (`processSampler.ts`: the first at least
+ * 50 ms after the start, then every 100 ms, after the first 2 seconds every 500 ms unless a memory
+ * limit is set; a scan reads the `stat` of every process of the machine, ≈ 2.4 ms of CPU among ≈ 100
+ * processes, shared by the processes sampled within 40 ms). Nothing is read at the start: the first
+ * read of a process's /proc entry costs ≈ 40 µs of CPU right after its `exec` (against ≈ 8 later), and
+ * a process shorter than one sample shows roughly zero usage either way. It reads what the process
+ * appended to its usage file at every third sample while sampling every 100 ms (every 300 ms), at
+ * every sample after that, in a fiber of its own with `context` when the file grew (a read is not
+ * interrupted halfway). A memory breach kills the group at once. `stop` ends the sampling and waits
+ * for a usage read under way.
  */
 const watchdog = (
   pid: number,
   limits: ProcessLimits,
   watch: Watch,
-  first: GroupSample | undefined,
   usage: Protocol.UsageTail,
   context: Context.Context<never>
 ): Effect.Effect<void> => {
@@ -152,7 +155,6 @@ const watchdog = (
       signalGroup(pid, "SIGKILL")
     }
   }
-  check(first)
   let reading: Fiber.Fiber<void> | undefined
   const entry = Sampler.add(limits.memoryMb !== undefined, (sample, period) => {
     check(sampleGroup(pid))
@@ -374,9 +376,26 @@ const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
     })
   })
 
-/** The group, then the processes that left it. */
-const reapTree = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<void> =>
-  Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
+/**
+ * The group, then the processes that left it. Where /proc is read, one scan of the processes started
+ * since the leader comes first (`Strays.collect`): when it finds the group and the strays gone, which
+ * is how most processes end, nothing else is probed. `leaderReaped`: the leader's exit was seen.
+ */
+const reapTree = (pgid: number, graceMs: number, watch: Watch, leaderReaped = false): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const strays = watch.strays
+    if (strays !== undefined && !watch.gone) {
+      const found = strays.collect(leaderReaped)
+      if (!strays.groupAlive) {
+        watch.gone = true
+        if (found.length === 0) {
+          watch.treeGone = true
+          return Effect.void
+        }
+      }
+    }
+    return Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
+  })
 
 const readResult = (
   plan: Plan,
@@ -464,32 +483,35 @@ const supervise = Effect.fnUntraced(function* (
   let stopWatchdog: Effect.Effect<void> = Effect.void
   if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
-  const { handle, first } = yield* spawn(plan).pipe(
+  const handle = yield* spawn(plan).pipe(
     Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),
     Effect.tap((handle) =>
-      Effect.addFinalizer(() =>
+      Scope.addFinalizer(
+        scope,
         Effect.ensuring(
           Effect.andThen(
             Effect.suspend(() => stopWatchdog),
             reapTree(handle.pid, plan.killGraceMs, watch)
           ),
-          Effect.sync(() => spec.onProcess?.(undefined))
+          Effect.sync(() => {
+            spec.onProcess?.(undefined)
+            handle.release()
+          })
         )
       )
     ),
     Effect.map((handle) => {
       guard?.spawned(handle.pid)
       launchedLeader(handle.pid)
-      const leader = readLeader(handle.pid)
-      if (procAvailable) watch.strays = new Strays(handle.pid, plan.token, leader.start)
+      if (procAvailable) watch.strays = new Strays(handle.pid, plan.token)
       spec.onProcess?.(handle.pid)
-      return { handle, first: leader.sample }
+      return handle
     }),
-    Effect.tap(({ handle }) => Effect.ignore(handle.unref)),
+    Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
   const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
-  stopWatchdog = watchdog(handle.pid, limits, watch, first, usage, context)
+  stopWatchdog = watchdog(handle.pid, limits, watch, usage, context)
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
   }
@@ -499,7 +521,7 @@ const supervise = Effect.fnUntraced(function* (
       : enforceOutputLimit(handle.pid, plan, watch, limits.maxOutputBytes, scope)
   const reading = yield* readers(handle, output, log, plan.logPath !== undefined, onOverLimit, context)
   const exit = yield* Effect.exit(handle.exitCode)
-  yield* reapTree(handle.pid, plan.killGraceMs, watch)
+  yield* reapTree(handle.pid, plan.killGraceMs, watch, Exit.isSuccess(exit))
   yield* awaitDone(reading, plan.killGraceMs + 1000)
   watch.breach ??= yield* finalDiskCheck(spec, plan.cwd)
   yield* stopWatchdog

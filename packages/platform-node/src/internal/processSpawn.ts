@@ -84,6 +84,8 @@ export interface Started {
   readonly exitCode: Effect.Effect<ExitCode, PlatformError.PlatformError>
   /** Lets go of the process once it is started (a process this process started: see `keepAlive` in `processRun.ts`). */
   readonly unref: Effect.Effect<unknown, unknown, Scope.Scope>
+  /** Called once the caller is done with the process (when its scope closes): the helper forgets it. */
+  readonly release: () => void
 }
 
 type Ending =
@@ -109,20 +111,22 @@ export const setThroughHelper = (on: boolean): void => {
 
 /**
  * Starts the plan's process through the helper; `undefined` when the helper is not ready (disabled,
- * still starting, or dead) or not to be used, so the caller starts it itself. The helper forgets the process when the
- * scope closes. Run it uninterruptibly: the pid arrives asynchronously and must reach the caller.
+ * still starting, or dead) or not to be used, so the caller starts it itself. The helper forgets the
+ * process at `release`, which the caller calls in the finalizer that reaps the process (one finalizer
+ * per run: a scope closes one faster than two). Run it uninterruptibly: the pid arrives
+ * asynchronously and must reach the caller, who registers that finalizer at once.
  */
 export const spawnThroughHelper = <E>(
   plan: Plan,
   startFailure: (detail: string) => E
-): Effect.Effect<Started, E, Scope.Scope> | undefined => {
+): Effect.Effect<Started, E> | undefined => {
   const helper = sharedHelper()
   if (!throughHelper) return undefined
   if (helper.pid === undefined) {
     helper.start()
     return undefined
   }
-  return Effect.callback<Started, E, Scope.Scope>((resume) => {
+  return Effect.callback<Started, E>((resume) => {
     const chunks = chunkOutput()
     let resumed = false
     let open = 2
@@ -153,17 +157,14 @@ export const spawnThroughHelper = <E>(
             resume(Effect.fail(startFailure(error?.message ?? "the spawn helper could not start it")))
             return
           }
-          const started: Started = {
-            pid,
-            output: { _tag: "Chunks", listen: chunks.listen, consumed: (bytes) => helper.consumed(id!, bytes) },
-            exitCode,
-            unref: Effect.void
-          }
           resume(
-            Effect.as(
-              Effect.addFinalizer(() => Effect.sync(() => helper.release(id!))),
-              started
-            )
+            Effect.succeed({
+              pid,
+              output: { _tag: "Chunks", listen: chunks.listen, consumed: (bytes) => helper.consumed(id!, bytes) },
+              exitCode,
+              unref: Effect.void,
+              release: () => helper.release(id!)
+            })
           )
         },
         data: chunks.data,

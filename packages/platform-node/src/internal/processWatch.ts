@@ -22,6 +22,9 @@ const SNAPSHOT_MAX_AGE_MS = 40
 
 export const procAvailable: boolean = fs.existsSync("/proc/self/stat")
 
+/** This process's pid: `process.pid` is a system call on every read. */
+const ownPid = process.pid
+
 let pageSize: number | undefined
 /** From the first mappings of `smaps`, in one read (the whole file of a CLI process is ≈ 200 KB, ≈ 14 ms of CPU). */
 const readPageSize = (): number => {
@@ -178,7 +181,10 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  *   carry its `token` in their environment: a process whose parent exited between two samples was
  *   re-parented to init, but it still has the environment it inherited. Environments are read once
  *   per process (by pid and start time) for all agents, and never for processes this process started
- *   itself or that are in its own session or another agent's (`launchedLeader`).
+ *   itself or that are in its own session or another agent's (`launchedLeader`). The scan reads
+ *   every process started since the leader, so it also tells whether the group still has a live
+ *   member (`groupAlive`: every member descends from the leader); told that the leader was reaped
+ *   (its exit was seen), it does not read the leader's pid within `YOUNG_MS` of the start.
  *
  * A process that left the session before the first sample reached it and cleared its environment is
  * not found.
@@ -190,39 +196,54 @@ export class Strays {
   private readonly known = new Map<number, number>()
   private readonly pgid: number
   private readonly token: string
-  private readonly since: number
+  /**
+   * The leader's start time, from the first sample within `YOUNG_MS` of the start that saw it (the
+   * leader is not read at the start: see `watchdog` in `processRun.ts`); 0 until then, or for good
+   * when none did. Processes started before it are not read; with 0 none is left out by age, which
+   * costs reads but finds nothing more: a pid still in use as a group or session id is not handed out
+   * again, a live process's parent pid is that of a live process, and the token is the agent's own.
+   */
+  private since = 0
   private readonly startedAt = performance.now()
+  /** Whether the last `collect` saw a live member of the group (true until the first one). */
+  groupAlive = true
 
-  /** `since`: the leader's start time (`startOf`), when the caller read it already. */
-  constructor(pgid: number, token: string, since?: number) {
+  constructor(pgid: number, token: string) {
     this.pgid = pgid
     this.token = token
-    this.since = since ?? startOf(pgid) ?? 0
   }
 
   /** Adds the out-of-group descendants seen in the latest scan. */
   track(): void {
-    if (snapshot !== undefined) this.walk(snapshot.entries)
+    if (snapshot === undefined) return
+    if (this.since === 0 && performance.now() - this.startedAt < YOUNG_MS) {
+      this.since = snapshot.entries.find((entry) => entry.pid === this.pgid)?.start ?? 0
+    }
+    this.walk(snapshot.entries)
   }
 
   /** Every live process of the tree outside the group, from a fresh scan of the processes started since. */
-  collect(): ReadonlyArray<ProcEntry> {
+  collect(leaderReaped = false): ReadonlyArray<ProcEntry> {
     if (!procAvailable) return []
     // Within a few seconds of the start, pids cannot have wrapped all the way around (that takes
     // pid_max forks); later, every process is read.
     const young = performance.now() - this.startedAt < YOUNG_MS
-    const entries = scanSince(this.pgid, young ? lastPid() : undefined)
+    // The leader's pid is not read once it was reaped: no other process can have it that soon.
+    const entries = scanSince(this.pgid, young ? lastPid() : undefined, young && leaderReaped)
     this.walk(entries)
+    this.groupAlive = false
     const own = ownSession()
     const helperPid = sharedHelper().pid ?? -1
     for (const entry of entries) {
-      if (entry.start < this.since || entry.pgrp === this.pgid || this.known.has(entry.pid)) continue
-      if (entry.pid === process.pid || !entry.alive) continue
+      if (entry.start < this.since) continue
+      if (entry.pgrp === this.pgid) this.groupAlive ||= entry.alive
+      if (entry.pgrp === this.pgid || this.known.has(entry.pid)) continue
+      if (entry.pid === ownPid || !entry.alive) continue
       // The leader made a new session, so everything in it descends from the leader.
       if (entry.sid === this.pgid) this.known.set(entry.pid, entry.start)
       // Not ours: started by this process itself or by its spawn helper (a leader, or a helper in its
       // session); neither is a subreaper, so an escaped process is never re-parented to them.
-      else if (entry.ppid === process.pid || entry.ppid === helperPid || entry.sid === own) continue
+      else if (entry.ppid === ownPid || entry.ppid === helperPid || entry.sid === own) continue
       // In another agent's session: a process cannot join a session it did not make, so it is not ours.
       else if (isLaunchedLeader(entry.sid)) continue
       else if (tokensOf(entry).includes(this.token)) this.known.set(entry.pid, entry.start)
@@ -242,7 +263,7 @@ export class Strays {
       for (const entry of entries) {
         if (parents.has(entry.pid) || !parents.has(entry.ppid) || entry.start < this.since) continue
         parents.add(entry.pid)
-        if (entry.pgrp !== this.pgid && entry.pid !== process.pid) this.known.set(entry.pid, entry.start)
+        if (entry.pgrp !== this.pgid && entry.pid !== ownPid) this.known.set(entry.pid, entry.start)
         grew = true
       }
     }
@@ -310,14 +331,15 @@ const between = (pid: number, first: number, last: number): boolean =>
  * (`last`: pids are handed out in increasing order, wrapping around at `pid_max`), else all of them.
  * A stat read per process of the machine at every exit would cost more than a short process itself.
  * When few pids were handed out since, each is read directly: a missing one costs one failed `open`,
- * less than listing /proc (a string per process of the machine).
+ * less than listing /proc (a string per process of the machine). `skipFirst`: the process `first` was
+ * reaped, so its pid is not read.
  */
-const scanSince = (first: number, last: number | undefined): Array<ProcEntry> => {
+const scanSince = (first: number, last: number | undefined, skipFirst = false): Array<ProcEntry> => {
   const bytesPerPage = (pageSize ??= readPageSize())
   const groups = new Map<number, MutableSample>()
   const entries: Array<ProcEntry> = []
   const add = (pid: number, name: string) => {
-    if (pid !== first && isLaunchedLeader(pid)) return
+    if (pid === first ? skipFirst : isLaunchedLeader(pid)) return
     if (readStat(name)) addProcess(groups, pid, bytesPerPage, entries)
   }
   if (last !== undefined && first <= last && last - first < DIRECT_PIDS_MAX) {
@@ -325,7 +347,7 @@ const scanSince = (first: number, last: number | undefined): Array<ProcEntry> =>
     const limit = Error.stackTraceLimit
     Error.stackTraceLimit = 0
     try {
-      for (let pid = first; pid <= last; pid++) add(pid, String(pid))
+      for (let pid = skipFirst ? first + 1 : first; pid <= last; pid++) add(pid, String(pid))
     } finally {
       Error.stackTraceLimit = limit
     }
@@ -378,21 +400,6 @@ export const signalStray = (entry: ProcEntry, signal: NodeJS.Signals): void => {
   } catch {
     return
   }
-}
-
-/**
- * The first sample of a group and its leader's start time (`startOf`), from one read of the leader's
- * `stat`: right after the start the group is the leader alone, and a full scan of /proc for every
- * short-lived process would cost more than the process itself.
- */
-export const readLeader = (
-  pid: number
-): { readonly sample: GroupSample | undefined; readonly start: number | undefined } => {
-  if (!procAvailable) return { sample: undefined, start: undefined }
-  if (!readStat(String(pid))) return { sample: EMPTY, start: undefined }
-  const groups = new Map<number, MutableSample>()
-  addProcess(groups, pid, (pageSize ??= readPageSize()))
-  return { sample: groups.get(pid) ?? EMPTY, start: stat[19] }
 }
 
 const groupExists = (pgid: number): boolean => {

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { procAvailable, readLeader, sampleGroup, startOf } from "../../src/internal/processWatch.ts"
+import { procAvailable, sampleGroup, Strays, startOf } from "../../src/internal/processWatch.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-process-watch-"))
 const children: Array<ChildProcess> = []
@@ -27,15 +27,34 @@ const sleeper = (name: string): number => {
   return child.pid!
 }
 
+/** A shell in a process group of its own running `script`, and a promise of its exit (this process reaps it). */
+const shell = (script: string) => {
+  const child = spawn("/bin/sh", ["-c", script], { detached: true, stdio: "ignore" })
+  children.push(child)
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  return { pid: child.pid!, exited }
+}
+
 describe.skipIf(!procAvailable && process.env.CI !== "true")("processWatch", () => {
+  it("tells from the exit's scan whether the group has a live member, its reaped leader's pid unread", async () => {
+    const lone = shell("exit 0")
+    const loneStrays = new Strays(lone.pid, "CORRAL_PROCESS_TOKEN=lone")
+    await lone.exited
+    assert.deepStrictEqual(loneStrays.collect(true), [])
+    assert.isFalse(loneStrays.groupAlive, "the group was the leader alone")
+    const left = shell("sleep 1000 & exit 0")
+    const leftStrays = new Strays(left.pid, "CORRAL_PROCESS_TOKEN=left")
+    await left.exited
+    assert.deepStrictEqual(leftStrays.collect(true), [], "the sleep is in the group, not a stray")
+    assert.isTrue(leftStrays.groupAlive, "the leader is gone, the sleep it started is not")
+    process.kill(-left.pid, "SIGKILL")
+  })
+
   it("reads a process's start time and group from its stat, whatever its command name holds", () => {
     for (const name of ["plain", "a) b (c", ") 1 2 3 "]) {
       const pid = sleeper(name)
       const fields = fieldsOf(pid)
       assert.strictEqual(startOf(pid), Number(fields[19]), name)
-      const leader = readLeader(pid)
-      assert.strictEqual(leader.start, Number(fields[19]), name)
-      assert.strictEqual(leader.sample?.members, 1, name)
       const scanned = sampleGroup(pid, 0)
       assert.strictEqual(scanned?.members, 1, name)
     }
