@@ -9,6 +9,7 @@ import * as NodePath from "node:path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { invalidInput } from "./CliExit.ts"
+import * as Folder from "./Folder.ts"
 
 /**
  * @since 0.1.0
@@ -37,6 +38,22 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
     })
     return { repo: root, stateDir: NodePath.resolve(state) } satisfies Paths
   })
+
+/**
+ * Creates the state directory, or says why it cannot be (a file in the way, no permission, a folder
+ * that takes no new folders such as `/proc/self`).
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const makeStateDir = (stateDir: string) =>
+  Folder.make(stateDir).pipe(
+    Effect.catch((error) =>
+      invalidInput(
+        `cannot create the state folder ${stateDir}: ${error.path === stateDir ? error.reason : error.message}; choose another with --state-dir or CORRAL_HOME`
+      )
+    )
+  )
 
 /**
  * A run id that sorts by start time: `20261125-231816-k3f9`.

@@ -16,9 +16,10 @@ import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
+import * as LedgerFile from "../LedgerFile.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
-import { newRunId, resolve } from "../Paths.ts"
+import { makeStateDir, newRunId, resolve } from "../Paths.ts"
 import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
@@ -245,7 +246,7 @@ const execute = (flags: Flags) =>
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
       return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
     }
-    NodeFs.mkdirSync(paths.stateDir, { recursive: true })
+    yield* makeStateDir(paths.stateDir)
     return yield* recorded(flags, paths, plan).pipe(
       // A run writes a few batches per agent: committing them here costs less than a writer thread's start.
       Effect.provide(RunLedger.layerSqlite(NodePath.join(paths.stateDir, "ledger.db"), { writerThread: false })),
@@ -260,10 +261,12 @@ const execute = (flags: Flags) =>
         MigrationError: (error) => storeFailed("claim table", error.message)
       }),
       Effect.catchTag("RunLedgerError", (error) =>
-        Effect.andThen(
-          Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
-          Effect.succeed(1)
-        )
+        LedgerFile.isDamaged(error)
+          ? invalidInput(LedgerFile.unreadable(NodePath.join(paths.stateDir, "ledger.db"), error))
+          : Effect.andThen(
+              Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
+              Effect.succeed(1)
+            )
       )
     )
   })
