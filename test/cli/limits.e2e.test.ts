@@ -1,5 +1,7 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+import { finishedOutcome, jsonEvents, makeRepo, runCli, startCli, tempDir, writePlan } from "../helpers.ts"
 
 describe("plan limits (end to end)", () => {
   it("an agent with diskMb 50 that writes 200 MB fails, classified as over its disk limit", async () => {
@@ -27,5 +29,54 @@ describe("plan limits (end to end)", () => {
     expect(byId.fine?.type).toBe("Succeeded")
     expect(byId.filler?.type).toBe("Failed")
     expect(JSON.stringify(byId.filler)).toMatch(/exceeded its disk limit \(50 MB, \d+ MB used\)/)
+  }, 120_000)
+})
+
+/** A `--require` hook that writes corral's own peak RSS (KiB) to `<dir>/<pid>` when it exits. */
+const peakRssHook = (dir: string): string => {
+  const hook = NodePath.join(dir, "peak-rss.cjs")
+  NodeFs.writeFileSync(
+    hook,
+    `process.on("exit", () => require("node:fs").writeFileSync(${JSON.stringify(dir)} + "/" + process.pid, String(process.resourceUsage().maxRSS)))\n`
+  )
+  return hook
+}
+
+describe("result files (end to end)", () => {
+  it("a result file over the limit fails its agent without being read; the others go on", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: huge
+    run: truncate -s 300M "$CORRAL_RESULT_FILE"
+  - id: capped
+    limits: { maxResultBytes: 1000 }
+    run: printf '"%02000d"' 0 > "$CORRAL_RESULT_FILE"
+  - id: fine
+    run: echo '{"ok":true}' > "$CORRAL_RESULT_FILE"
+`
+    )
+    const rss = tempDir("rss-")
+    const cli = startCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { NODE_OPTIONS: `--require ${peakRssHook(rss)}` }
+    })
+    const result = await cli.done
+    expect(result.code, result.stderr).toBe(1)
+    const events = jsonEvents(result.stdout)
+    expect(finishedOutcome(events, "fine")).toMatchObject({ type: "Succeeded" })
+    const huge = JSON.stringify(finishedOutcome(events, "huge"))
+    expect(huge).toMatch(/"type":"Failed"/)
+    expect(huge).toMatch(
+      /process \\"huge\\" exceeded its result size limit \(8388608 bytes\): [^ ]+result\.json is 314572800 bytes/
+    )
+    expect(JSON.stringify(finishedOutcome(events, "capped"))).toMatch(
+      /process \\"capped\\" exceeded its result size limit \(1000 bytes\): [^ ]+ is 2002 bytes/
+    )
+    const peakMb = Number(NodeFs.readFileSync(NodePath.join(rss, String(cli.pid)), "utf8")) / 1024
+    expect(peakMb, "corral read no more than the limit").toBeLessThan(250)
+    expect(NodeFs.statSync(NodePath.join(repo, ".corral", "ledger.db")).size).toBeLessThan(1024 * 1024)
   }, 120_000)
 })

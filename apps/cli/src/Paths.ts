@@ -10,6 +10,7 @@ import * as NodePath from "node:path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { invalidInput } from "./CliExit.ts"
+import * as Folder from "./Folder.ts"
 
 /**
  * @since 0.1.0
@@ -40,19 +41,17 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
   })
 
 /**
- * Creates the state directory, or says why it cannot be (a file in the way, no permission).
+ * Creates the state directory, or says why it cannot be (a file in the way, no permission, a folder
+ * that takes no new folders such as `/proc/self`).
  *
  * @since 0.1.0
  * @category resolving
  */
 export const makeStateDir = (stateDir: string) =>
-  Effect.try({
-    try: () => NodeFs.mkdirSync(stateDir, { recursive: true }),
-    catch: (error) => error as NodeJS.ErrnoException
-  }).pipe(
+  Folder.make(stateDir).pipe(
     Effect.catch((error) =>
       invalidInput(
-        `cannot create the state folder ${stateDir}: ${error.code === "EEXIST" || error.code === "ENOTDIR" ? "a file is in the way" : error.message}; choose another with --state-dir or CORRAL_HOME`
+        `cannot create the state folder ${stateDir}: ${error.path === stateDir ? error.reason : error.message}; choose another with --state-dir or CORRAL_HOME`
       )
     )
   )

@@ -88,6 +88,7 @@ export interface AgentLimits {
   readonly maxProcesses: number | undefined
   readonly nice: number | undefined
   readonly maxOutputBytes: number | undefined
+  readonly maxResultBytes: number | undefined
   readonly cpuPercent: number | undefined
   readonly diskMb: number | undefined
 }

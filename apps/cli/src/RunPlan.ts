@@ -708,14 +708,25 @@ const passed = (agent: PlanAgent): Record<string, string> =>
 export const defaultMaxOutputBytes = 64 * 1024 * 1024
 
 /**
- * The process limits of a plan's agent: those it sets, and {@link defaultMaxOutputBytes}.
+ * The result file cap of a plan's agent that sets no `limits.maxResultBytes`: 8 MiB. A result is kept
+ * in the ledger and passed to dependent agents.
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const defaultMaxResultBytes = 8 * 1024 * 1024
+
+/**
+ * The process limits of a plan's agent: those it sets, {@link defaultMaxOutputBytes} and
+ * {@link defaultMaxResultBytes}.
  *
  * @since 0.1.0
  * @category limits
  */
 export const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
   ...Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined)),
-  maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes
+  maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes,
+  maxResultBytes: agent.limits.maxResultBytes ?? defaultMaxResultBytes
 })
 
 const recordMerge = (ctx: Context, event: RunEvent) =>

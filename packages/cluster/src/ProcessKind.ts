@@ -74,6 +74,7 @@ export const Limits = Schema.Struct({
   maxProcesses: Schema.optionalKey(Schema.Number),
   nice: Schema.optionalKey(Schema.Number),
   maxOutputBytes: Schema.optionalKey(Schema.Number),
+  maxResultBytes: Schema.optionalKey(Schema.Number),
   cpuPercent: Schema.optionalKey(Schema.Number),
   diskMb: Schema.optionalKey(Schema.Number)
 })

@@ -42,6 +42,12 @@ export interface ProcessLimits {
   /** Total stdout + stderr bytes; exceeding it stops capturing and terminates the tree. */
   readonly maxOutputBytes?: number
   /**
+   * Largest result file (`$CORRAL_RESULT_FILE` or `resultFile`) read after the process exits: a larger
+   * file is not read (its size comes from `stat`, then at most this many bytes are read) and the run
+   * fails with `limit: "maxResultBytes"`. Without it the whole file is read.
+   */
+  readonly maxResultBytes?: number
+  /**
    * Share of one core the process group may use (1–100): a duty cycle of SIGSTOP/SIGCONT driven by the
    * group's CPU time from /proc, checked every 100 ms. Not a failure when reached: the group is slowed down.
    */

@@ -366,6 +366,25 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live("reads a result file of maxResultBytes; one byte more fails with the limit, naming file and size", () =>
+    Effect.gen(function* () {
+      const write = (file: string, bytes: number) =>
+        `require('fs').writeFileSync('${file}', JSON.stringify('x'.repeat(${bytes - 2})))`
+      const fits = yield* node(write("fits.json", 100), {
+        cwd: dir,
+        resultFile: "fits.json",
+        limits: { maxResultBytes: 100 }
+      })
+      assert.strictEqual(fits.result, "x".repeat(98))
+      const over = yield* failed(
+        node(write("over.json", 101), { cwd: dir, resultFile: "over.json", limits: { maxResultBytes: 100 } })
+      )
+      assert.strictEqual(over.reason, "limit")
+      assert.strictEqual(over.limit, "maxResultBytes")
+      assert.match(over.message, /exceeded its result size limit \(100 bytes\): \S+over\.json is 101 bytes$/)
+    })
+  )
+
   it.live("isolates crashes: a SIGKILL and a memory breach do not affect the other processes", () =>
     Effect.gen(function* () {
       const exits = yield* Effect.all(

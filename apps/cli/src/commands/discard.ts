@@ -14,6 +14,7 @@ import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import * as NodeReadline from "node:readline"
 import { CliExit, invalidInput } from "../CliExit.ts"
+import * as LedgerFile from "../LedgerFile.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { type Paths, resolve } from "../Paths.ts"
@@ -191,7 +192,7 @@ const execute = (flags: Flags) =>
     if (!NodeFs.existsSync(file)) return yield* invalidInput(`no runs recorded in ${paths.stateDir}`)
     return yield* discardRuns(flags, paths).pipe(
       Effect.provide(RunLedger.layerSqlite(file)),
-      Effect.catchTag("RunLedgerError", (error) => invalidInput(`cannot read the run ledger: ${error.message}`)),
+      Effect.catchTag("RunLedgerError", (error) => invalidInput(LedgerFile.unreadable(file, error))),
       Effect.catchTags({
         GitError: (error) => invalidInput(`git failed: ${error.message}`),
         GitNotFound: (error) => invalidInput(error.message),

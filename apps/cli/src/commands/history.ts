@@ -13,6 +13,8 @@ import * as Flag from "effect/cli/Flag"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { type CliExit, invalidInput } from "../CliExit.ts"
+import * as Folder from "../Folder.ts"
+import * as LedgerFile from "../LedgerFile.ts"
 import * as OutcomeText from "../OutcomeText.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { resolve } from "../Paths.ts"
@@ -101,7 +103,7 @@ const withLedger = <A>(
     return yield* use.pipe(
       Effect.provide(Layer.merge(RunLedger.layerSqlite(file), RunLiveness.layerLease(paths.repo))),
       Effect.catchTag("RunLedgerError", (error: RunLedger.RunLedgerError) =>
-        invalidInput(`cannot read the run ledger: ${error.message}`)
+        invalidInput(LedgerFile.unreadable(file, error))
       )
     )
   })
@@ -377,13 +379,14 @@ export const logs = Command.make(
 )
 
 const writeOut = (what: string, file: string, text: () => string) =>
-  Effect.try({
-    try: () => {
-      NodeFs.mkdirSync(NodePath.dirname(NodePath.resolve(file)), { recursive: true })
-      NodeFs.writeFileSync(file, text())
-    },
-    catch: (error) => (error as Error).message
-  }).pipe(
+  Folder.make(NodePath.dirname(NodePath.resolve(file))).pipe(
+    Effect.mapError((error) => error.message),
+    Effect.andThen(
+      Effect.try({
+        try: () => NodeFs.writeFileSync(file, text()),
+        catch: (error) => (error as Error).message
+      })
+    ),
     Effect.matchEffect({
       onFailure: (message) => invalidInput(`cannot write the ${what} to ${file}: ${message}`),
       onSuccess: () => print(`${what}: ${NodePath.resolve(file)}`)

@@ -16,6 +16,7 @@ import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as Inputs from "../Inputs.ts"
+import * as LedgerFile from "../LedgerFile.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { checkWorkTree, makeStateDir, newRunId, notARepository, resolve } from "../Paths.ts"
@@ -238,10 +239,12 @@ const execute = (flags: Flags, requests: StopRequests.StopRequests) =>
         MigrationError: (error) => storeFailed("claim table", error.message)
       }),
       Effect.catchTag("RunLedgerError", (error) =>
-        Effect.andThen(
-          Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
-          Effect.succeed(1)
-        )
+        LedgerFile.isDamaged(error)
+          ? invalidInput(LedgerFile.unreadable(NodePath.join(paths.stateDir, "ledger.db"), error))
+          : Effect.andThen(
+              Effect.sync(() => OutputGuard.write(process.stderr, `corral: the run ledger failed: ${error.message}\n`)),
+              Effect.succeed(1)
+            )
       )
     )
   })

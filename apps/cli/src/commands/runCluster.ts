@@ -49,6 +49,7 @@ import * as Schedule from "effect/Schedule"
 import * as CachedWork from "../CachedWork.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
+import * as Folder from "../Folder.ts"
 import * as Inputs from "../Inputs.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
@@ -367,7 +368,7 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
     if (Option.isNone(run)) return undefined
     const { stateDir } = yield* resolve(flags.repo, flags.stateDir)
     const dir = NodePath.join(stateDir, "runs", runId)
-    NodeFs.mkdirSync(dir, { recursive: true })
+    yield* Effect.orDie(Folder.make(dir))
     NodeFs.writeFileSync(NodePath.join(dir, "report.html"), Report.html(run.value))
     NodeFs.writeFileSync(NodePath.join(dir, "trace.json"), JSON.stringify(Report.trace(run.value)))
     return dir

@@ -56,6 +56,7 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
       maxProcesses: agent.limits?.maxProcesses,
       nice: agent.limits?.nice,
       maxOutputBytes: agent.limits?.maxOutputBytes,
+      maxResultBytes: agent.limits?.maxResultBytes,
       cpuPercent: agent.limits?.cpuPercent,
       diskMb: agent.limits?.diskMb
     },

@@ -6,7 +6,7 @@ import * as Data from "effect/Data"
  * @since 0.1.0
  * @category models
  */
-export type LimitName = "memoryMb" | "cpuSeconds" | "fileSizeMb" | "maxOutputBytes" | "diskMb"
+export type LimitName = "memoryMb" | "cpuSeconds" | "fileSizeMb" | "maxOutputBytes" | "diskMb" | "maxResultBytes"
 
 /**
  * Why a process failed: a non-zero `exit`, a `signal`, a `limit`, a `spawn` problem (bad command or cwd),
@@ -86,6 +86,8 @@ const describeLimit = (e: ProcessFailed): string => {
       return `output limit (${e.limitValue} bytes)`
     case "diskMb":
       return `disk limit (${e.limitValue} MB${e.detail === undefined ? "" : `, ${e.detail}`})`
+    case "maxResultBytes":
+      return `result size limit (${e.limitValue} bytes)${lastLine(e.detail)}`
     default:
       return "limits"
   }

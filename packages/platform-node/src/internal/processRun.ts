@@ -3,6 +3,7 @@ import * as fsp from "node:fs/promises"
 import * as path from "node:path"
 import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -397,11 +398,32 @@ const reapTree = (pgid: number, graceMs: number, watch: Watch, leaderReaped = fa
     return Effect.andThen(reapGroup(pgid, graceMs, watch), reapStrays(graceMs, watch))
   })
 
+/** A result file larger than `maxResultBytes`: its size, from `stat` (the file is not read). */
+class ResultTooLarge extends Data.TaggedError("ResultTooLarge")<{ readonly size: number }> {}
+
+/** The file's text, reading no more than `max` bytes (a file larger than `max` is not read at all). */
+const readBounded = async (file: string, max: number | undefined): Promise<string> => {
+  if (max === undefined) return fsp.readFile(file, "utf8")
+  const handle = await fsp.open(file, "r")
+  try {
+    const { size } = await handle.stat()
+    if (size > max) throw new ResultTooLarge({ size })
+    const buffer = Buffer.alloc(Math.min(size, max) + 1)
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0)
+    if (bytesRead > max) throw new ResultTooLarge({ size: (await handle.stat()).size })
+    return buffer.toString("utf8", 0, bytesRead)
+  } finally {
+    await handle.close()
+  }
+}
+
 const readResult = (
   plan: Plan,
   protocol: Protocol.Protocol,
   seen: Protocol.Seen,
-  failed: (detail: string) => ProcessFailed
+  failed: (detail: string) => ProcessFailed,
+  tooLarge: (detail: string) => ProcessFailed,
+  maxBytes: number | undefined
 ) =>
   Effect.suspend(() => {
     if (plan.resultPath === undefined) return Effect.succeed(undefined)
@@ -414,7 +436,7 @@ const readResult = (
       try: async () => {
         let text: string
         try {
-          text = await fsp.readFile(plan.resultPath!, "utf8")
+          text = await readBounded(plan.resultPath!, maxBytes)
         } catch (error) {
           if (!protocol.resultRequired && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined
           throw error
@@ -425,7 +447,10 @@ const readResult = (
           throw new Error(`the result file is not valid JSON (${(error as Error).message})`)
         }
       },
-      catch: (error) => failed(`${plan.resultPath}: ${error instanceof Error ? error.message : String(error)}`)
+      catch: (error) =>
+        error instanceof ResultTooLarge
+          ? tooLarge(`${plan.resultPath} is ${error.size} bytes`)
+          : failed(`${plan.resultPath}: ${error instanceof Error ? error.message : String(error)}`)
     })
   })
 
@@ -545,7 +570,16 @@ const supervise = Effect.fnUntraced(function* (
     plan,
     protocol,
     seen,
-    (detail) => new ProcessFailed({ ...failureBase(ended), detail })
+    (detail) => new ProcessFailed({ ...failureBase(ended), detail }),
+    (detail) =>
+      new ProcessFailed({
+        ...failureBase(ended),
+        reason: "limit",
+        limit: "maxResultBytes",
+        limitValue: limits.maxResultBytes,
+        detail
+      }),
+    limits.maxResultBytes
   )
   return succeed(ended, result)
 })
