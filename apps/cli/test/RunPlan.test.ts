@@ -32,6 +32,22 @@ const makeRepo = (files: Record<string, string>) =>
     (root) => Effect.sync(() => fs.rmSync(root, { recursive: true, force: true }))
   )
 
+/** The real `Workspace` layer, recording each `acquire` and `closePool` in `calls`. */
+const recordingWorkspace = (calls: Array<string>) =>
+  Layer.effect(
+    Workspace,
+    Effect.gen(function* () {
+      const real = yield* Workspace
+      return Workspace.of({
+        ...real,
+        acquire: (options) =>
+          real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
+        closePool: (runId) =>
+          real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
+      })
+    })
+  ).pipe(Layer.provide(Workspace.layer))
+
 const runPlan = (
   repo: string,
   yaml: string,
@@ -121,19 +137,7 @@ describe("RunPlan", () => {
     Effect.gen(function* () {
       const repo = yield* makeRepo({ "README.md": "x\n" })
       const calls: Array<string> = []
-      const recording = Layer.effect(
-        Workspace,
-        Effect.gen(function* () {
-          const real = yield* Workspace
-          return Workspace.of({
-            ...real,
-            acquire: (options) =>
-              real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
-            closePool: (runId) =>
-              real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
-          })
-        })
-      ).pipe(Layer.provide(Workspace.layer))
+      const recording = recordingWorkspace(calls)
       const plan = [
         "concurrency: 2",
         "agents:",
@@ -166,19 +170,7 @@ describe("RunPlan", () => {
       const repo = yield* makeRepo({ "README.md": "x\n" })
       const ledger = yield* Effect.service(RunLedger.RunLedger)
       const calls: Array<string> = []
-      const recording = Layer.effect(
-        Workspace,
-        Effect.gen(function* () {
-          const real = yield* Workspace
-          return Workspace.of({
-            ...real,
-            acquire: (options) =>
-              real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
-            closePool: (runId) =>
-              real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
-          })
-        })
-      ).pipe(Layer.provide(Workspace.layer))
+      const recording = recordingWorkspace(calls)
       const first = ["agents:", "  - id: a", "    run: echo a > a.txt"]
       const r1 = yield* runPlan(repo, first.join("\n"), [], "r1", { ledger }).pipe(Effect.provide(Workspace.layer))
       assert.isTrue(r1.result.allSucceeded)
