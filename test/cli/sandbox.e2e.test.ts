@@ -51,7 +51,8 @@ ${indent([
   "echo victim-secret > secret.txt",
   'until [ -d "$TMPDIR/../../attacker/tmp" ]; do sleep 0.05; done',
   'touch "$TMPDIR/../../attacker/tmp/go"',
-  'until [ -e "$CORRAL_WORKSPACE/../attacker/results.txt" ]; do sleep 0.05; done'
+  // until the attacker is done: its results in its worktree, or merged (its worktree may be gone by then)
+  'until [ -e "$CORRAL_WORKSPACE/../attacker/results.txt" ] || git show "corral/$CORRAL_RUN_ID/integration:results.txt" >/dev/null 2>&1; do sleep 0.05; done'
 ])}
   - id: attacker
     timeout: 2m
