@@ -27,6 +27,32 @@ const runIdOf = (repo: string): string => {
   return id
 }
 
+/** A repository and a plan whose one agent, `gen`, is cached by the hash of its `inputs`. */
+const cachedGenPlan = () => {
+  const repo = makeRepo({ "README.md": "# test\n", "src/input.txt": "one\n" })
+  const plan = writePlan(
+    tempDir("plan-"),
+    "plan.yaml",
+    "agents:\n  - id: gen\n    inputs: [src/input.txt]\n    run: echo generated > gen.txt\n"
+  )
+  return { repo, plan }
+}
+
+/** `gen`'s outcome in each run the ledger records, by run id. */
+const genOutcomes = (repo: string) => {
+  const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
+  try {
+    return Object.fromEntries(
+      ledger
+        .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
+        .all()
+        .map((row) => [row["runId"], row["outcome"]])
+    )
+  } finally {
+    ledger.close()
+  }
+}
+
 describe("corral status, logs and report (end to end)", () => {
   it("status shows live states during a run, logs follows an agent, report writes into the run's folder", async () => {
     const repo = makeRepo()
@@ -409,12 +435,7 @@ describe("corral discard and init (end to end)", () => {
   })
 
   it("a discarded run's successes are not reused: a later run with unchanged inputs runs the agent again", async () => {
-    const repo = makeRepo({ "README.md": "# test\n", "src/input.txt": "one\n" })
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      "agents:\n  - id: gen\n    inputs: [src/input.txt]\n    run: echo generated > gen.txt\n"
-    )
+    const { repo, plan } = cachedGenPlan()
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
     const first = runIdOf(repo)
     const discarded = await runCli(["discard", first, "--yes"], { cwd: repo })
@@ -426,24 +447,11 @@ describe("corral discard and init (end to end)", () => {
     expect(git(repo, "show", `corral/${secondId}/integration:gen.txt`)).toBe("generated\n")
     git(repo, "merge", "--quiet", "--ff-only", `corral/${secondId}/integration`)
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
-    const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
-    const outcomes = Object.fromEntries(
-      ledger
-        .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
-        .all()
-        .map((row) => [row["runId"], row["outcome"]])
-    )
-    ledger.close()
-    expect(outcomes).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [runIdOf(repo)]: "Cached" })
+    expect(genOutcomes(repo)).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [runIdOf(repo)]: "Cached" })
   })
 
   it("a success whose work the new run's base lacks is not reused: the agent runs again; once merged it is cached", async () => {
-    const repo = makeRepo({ "README.md": "# test\n", "src/input.txt": "one\n" })
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      "agents:\n  - id: gen\n    inputs: [src/input.txt]\n    run: echo generated > gen.txt\n"
-    )
+    const { repo, plan } = cachedGenPlan()
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
     const first = runIdOf(repo)
     const second = await runCli(["run", plan], { cwd: repo })
@@ -455,15 +463,7 @@ describe("corral discard and init (end to end)", () => {
     expect(third.code, third.stdout + third.stderr).toBe(0)
     const thirdId = runIdOf(repo)
     expect(git(repo, "show", `corral/${thirdId}/integration:gen.txt`)).toBe("generated\n")
-    const ledger = new DatabaseSync(NodePath.join(repo, ".corral", "ledger.db"))
-    const outcomes = Object.fromEntries(
-      ledger
-        .prepare("SELECT run_id AS runId, outcome FROM agents WHERE agent_id = 'gen'")
-        .all()
-        .map((row) => [row["runId"], row["outcome"]])
-    )
-    ledger.close()
-    expect(outcomes).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [thirdId]: "Cached" })
+    expect(genOutcomes(repo)).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [thirdId]: "Cached" })
   })
 
   it("discard removes a branch the run registry recorded though the ledger does not know its agent", async () => {

@@ -32,21 +32,24 @@ const makeRepo = (files: Record<string, string>) =>
     (root) => Effect.sync(() => fs.rmSync(root, { recursive: true, force: true }))
   )
 
-/** The real `Workspace` layer, recording each `acquire` and `closePool` in `calls`. */
-const recordingWorkspace = (calls: Array<string>) =>
+/** The real `Workspace` layer with some of its operations wrapped by `wrap`. */
+const wrappedWorkspace = (wrap: (real: Workspace["Service"]) => Partial<Workspace["Service"]>) =>
   Layer.effect(
     Workspace,
     Effect.gen(function* () {
       const real = yield* Workspace
-      return Workspace.of({
-        ...real,
-        acquire: (options) =>
-          real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
-        closePool: (runId) =>
-          real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
-      })
+      return Workspace.of({ ...real, ...wrap(real) })
     })
   ).pipe(Layer.provide(Workspace.layer))
+
+/** The real `Workspace` layer, recording each `acquire` and `closePool` in `calls`. */
+const recordingWorkspace = (calls: Array<string>) =>
+  wrappedWorkspace((real) => ({
+    acquire: (options) =>
+      real.acquire(options).pipe(Effect.tap(() => Effect.sync(() => calls.push(`acquire ${options.agentId}`)))),
+    closePool: (runId) =>
+      real.closePool(runId).pipe(Effect.tap(() => Effect.sync(() => calls.push(`closePool ${runId}`))))
+  }))
 
 const runPlan = (
   repo: string,
@@ -71,23 +74,16 @@ const tags = (events: ReadonlyArray<RunEvent>, tag: string) => events.filter((ev
 
 /** Workspace with the real service, whose release of `agentId`'s workspace waits for `gate`. */
 const gatedWorkspace = (agentId: string, gate: Deferred.Deferred<void>) =>
-  Layer.effect(
-    Workspace,
-    Effect.gen(function* () {
-      const real = yield* Workspace
-      return Workspace.of({
-        ...real,
-        acquire: (options) =>
-          real
-            .acquire(options)
-            .pipe(
-              Effect.tap(() =>
-                options.agentId === agentId ? Effect.addFinalizer(() => Deferred.await(gate)) : Effect.void
-              )
-            )
-      })
-    })
-  ).pipe(Layer.provide(Workspace.layer))
+  wrappedWorkspace((real) => ({
+    acquire: (options) =>
+      real
+        .acquire(options)
+        .pipe(
+          Effect.tap(() =>
+            options.agentId === agentId ? Effect.addFinalizer(() => Deferred.await(gate)) : Effect.void
+          )
+        )
+  }))
 
 const lcg = (seed: number) => {
   let state = seed >>> 0
