@@ -10,7 +10,7 @@ import * as NodePath from "node:path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { invalidInput } from "./CliExit.ts"
-import * as Folder from "./Folder.ts"
+import * as Folder from "@corral/platform-node/Folder"
 
 /**
  * @since 0.1.0

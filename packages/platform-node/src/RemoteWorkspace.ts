@@ -21,6 +21,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { git, gitOutput, gitTest, lines } from "./internal/git.ts"
 import { appendRecord } from "./internal/runRegistry.ts"
+import { makeDir } from "./internal/workspaceFs.ts"
 import { commitWork } from "./internal/workspaceIntegration.ts"
 import { agentBranch, integrationBranch, locateRepo, takeMergedTip } from "./internal/workspaceRepo.ts"
 import type { CommitResult, FetchedWork, Identity, WorkspaceError, WorkspaceHandle } from "./Workspace.ts"
@@ -64,7 +65,7 @@ export const defaultRemote = (repo: string): Effect.Effect<string, WorkspaceErro
     const { commonDir } = yield* locateRepo(repo)
     const remote = NodePath.join(commonDir, "corral", "remote.git")
     if (!NodeFs.existsSync(NodePath.join(remote, "HEAD"))) {
-      NodeFs.mkdirSync(NodePath.dirname(remote), { recursive: true })
+      yield* makeDir(NodePath.dirname(remote))
       yield* git(["init", "--quiet", "--bare", remote], { cwd: NodePath.dirname(remote) })
     }
     return remote

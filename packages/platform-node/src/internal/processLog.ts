@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Folder from "../Folder.ts"
 import type * as Scope from "effect/Scope"
 
 export interface LogWriter {
@@ -12,7 +13,7 @@ const noop: LogWriter = { write: () => Effect.void }
 const open = (file: string): Effect.Effect<fs.WriteStream, Error> =>
   Effect.callback<fs.WriteStream, Error>((resume) => {
     try {
-      fs.mkdirSync(path.dirname(file), { recursive: true })
+      Folder.makeSync(path.dirname(file))
     } catch (error) {
       resume(Effect.fail(error as Error))
       return

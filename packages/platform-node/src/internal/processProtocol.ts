@@ -30,6 +30,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Usage from "@corral/core/Usage"
 import * as Effect from "effect/Effect"
+import * as Folder from "../Folder.ts"
 import type { ProcessSpec } from "../ProcessRunner.ts"
 import { startOf } from "./processWatch.ts"
 
@@ -156,7 +157,8 @@ export const prepare = (spec: ProcessSpec, name: string, cwd: string, folder = f
 const prepareIn = (spec: ProcessSpec, dir: string, cwd: string, owned: "folder" | false, spare = false): Protocol => {
   // A folder of our own is new (its name is unique in the private root) or a spare one, found empty
   // after its run's tree was gone, so it holds no old files.
-  if (!spare) fs.mkdirSync(dir, { recursive: !owned })
+  if (!owned) Folder.makeSync(dir)
+  else if (!spare) fs.mkdirSync(dir)
   const usagePath = path.join(dir, "usage.jsonl")
   if (!owned) fs.rmSync(usagePath, { force: true })
   const resultPath = spec.resultFile === undefined ? path.join(dir, "result.json") : path.resolve(cwd, spec.resultFile)

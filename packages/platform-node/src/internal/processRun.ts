@@ -506,7 +506,10 @@ const supervise = Effect.fnUntraced(function* (
     treeGone: false
   }
   let stopWatchdog: Effect.Effect<void> = Effect.void
-  if (plan.bridge !== undefined) yield* openBridge(plan.bridge)
+  if (plan.bridge !== undefined)
+    yield* openBridge(plan.bridge).pipe(
+      Effect.mapError((error) => startFailure(spec, plan.name, `cannot open the network bridge: ${error.message}`))
+    )
   const guard = spec.dieWith === undefined ? undefined : yield* startGuard(spec, plan, spec.dieWith)
   const handle = yield* spawn(plan).pipe(
     Effect.tapError(() => Effect.sync(() => guard?.spawned(undefined))),

@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import type { GitFailure } from "./git.ts"
 import { attempt, type FsFailure, listDir, readTextOrUndefined } from "./workspaceFs.ts"
 import { locateRepo } from "./workspaceRepo.ts"
+import * as Folder from "../Folder.ts"
 
 export type RegistryEntry =
   | { readonly branch: string }
@@ -36,7 +37,7 @@ export const recordsPath = (root: string, runId: string) => path.join(root, "run
 /** Appends `entry` to the run's records; written before corral creates the thing it names. */
 export const appendRecord = (root: string, runId: string, entry: RegistryEntry) =>
   attempt("record in", recordsPath(root, runId), async () => {
-    await fs.mkdir(path.join(root, "runs"), { recursive: true })
+    Folder.makeSync(path.join(root, "runs"))
     await fs.appendFile(recordsPath(root, runId), `${JSON.stringify(entry)}\n`)
   })
 

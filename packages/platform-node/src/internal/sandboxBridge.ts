@@ -13,6 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import * as Folder from "../Folder.ts"
 
 export interface Bridge {
   readonly dir: string
@@ -78,14 +79,14 @@ const listen = (bridge: Bridge, port: number) =>
     server.listen(path.join(bridge.dir, String(port)), () => resolve(server))
   })
 
-/** Opens the host side of the bridge for the lifetime of the scope. */
-export const openBridge = (bridge: Bridge): Effect.Effect<void, never, Scope.Scope> =>
+/** Opens the host side of the bridge for the lifetime of the scope; fails when its folder cannot be made. */
+export const openBridge = (bridge: Bridge): Effect.Effect<void, Folder.FolderError, Scope.Scope> =>
   Effect.asVoid(
     Effect.acquireRelease(
-      Effect.promise(async () => {
-        fs.mkdirSync(bridge.dir, { recursive: true, mode: 0o700 })
-        return Promise.all(bridge.ports.map((port) => listen(bridge, port)))
-      }),
+      Effect.andThen(
+        Folder.make(bridge.dir, 0o700),
+        Effect.promise(() => Promise.all(bridge.ports.map((port) => listen(bridge, port))))
+      ),
       (servers) =>
         Effect.promise(async () => {
           await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))))

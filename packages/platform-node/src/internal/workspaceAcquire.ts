@@ -37,6 +37,7 @@ import {
 import { forgetCommit } from "./overlayCommitted.ts"
 import { removeTrees } from "./treeCommands.ts"
 import { enableWorktreeConfig, isSparse, normalizeFolders, setCone, widen } from "./workspaceSparse.ts"
+import * as Folder from "../Folder.ts"
 import {
   awaitPooled,
   type CheckedOut,
@@ -645,8 +646,8 @@ const setUpOverlay = (options: AcquireOptions, placement: Placement, unshare: st
     const state = { layers, unshare, held: false }
     placement.overlay = state
     yield* attempt("create overlay folders in", path.dirname(layers.upper), async () => {
-      await fs.mkdir(layers.upper, { recursive: true })
-      await fs.mkdir(layers.work, { recursive: true })
+      Folder.makeSync(layers.upper)
+      Folder.makeSync(layers.work)
       await fs.copyFile(path.join(placement.dir, ".git"), path.join(layers.upper, ".git"))
       await fs.writeFile(baseFile(layers), placement.baseCommit!)
     })

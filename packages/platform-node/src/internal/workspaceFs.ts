@@ -5,6 +5,7 @@ import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import { DiskFull } from "./git.ts"
 import { WorkspaceIoError } from "./workspaceErrors.ts"
+import * as Folder from "../Folder.ts"
 
 export type FsFailure = WorkspaceIoError | DiskFull
 
@@ -17,14 +18,14 @@ export const attempt = <A>(operation: string, target: string, run: () => Promise
         : new WorkspaceIoError({ path: target, operation, cause })
   })
 
-export const makeDir = (dir: string) => attempt("create folder", dir, () => fs.mkdir(dir, { recursive: true }))
+export const makeDir = (dir: string) => attempt("create folder", dir, async () => Folder.makeSync(dir))
 
 export const removePath = (target: string) =>
   attempt("remove", target, () => fs.rm(target, { recursive: true, force: true, maxRetries: 3 }))
 
 export const writeText = (file: string, text: string) =>
   attempt("write", file, async () => {
-    await fs.mkdir(path.dirname(file), { recursive: true })
+    Folder.makeSync(path.dirname(file))
     const temp = `${file}.${process.pid}.tmp`
     await fs.writeFile(temp, text)
     await fs.rename(temp, file)
@@ -48,7 +49,7 @@ export const listDir = (dir: string) =>
 
 export const copyFile = (from: string, to: string) =>
   attempt("copy file to", to, async () => {
-    await fs.mkdir(path.dirname(to), { recursive: true })
+    Folder.makeSync(path.dirname(to))
     await fs.cp(from, to, { recursive: true, force: true, preserveTimestamps: true })
   })
 
@@ -59,7 +60,7 @@ const cpReflink = (sources: ReadonlyArray<string>, dest: string) =>
 
 export const copyTree = (source: string, dest: string, skip: ReadonlyArray<string>) =>
   attempt("copy folder to", dest, async () => {
-    await fs.mkdir(dest, { recursive: true })
+    Folder.makeSync(dest)
     const names = (await fs.readdir(source)).filter((name) => !skip.includes(name))
     const sources = names.map((name) => path.join(source, name))
     if (sources.length === 0 || (await cpReflink(sources, dest))) return

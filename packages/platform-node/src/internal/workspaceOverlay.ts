@@ -36,7 +36,7 @@ import type { OverlayLayers } from "../Workspace.ts"
 import { toolFinder } from "./executable.ts"
 import { git, gitOutput } from "./git.ts"
 import { OverlayUnavailable, type WorkspaceError } from "./workspaceErrors.ts"
-import { attempt } from "./workspaceFs.ts"
+import { attempt, makeDir } from "./workspaceFs.ts"
 import { type UpperState, unchangedSinceCommit } from "./overlayCommitted.ts"
 import { linkTree, removeTrees } from "./treeCommands.ts"
 
@@ -234,7 +234,7 @@ const build = (root: string, runDir: string, commit: string, final: string) =>
       source === undefined ? Effect.void : releaseSource(state, from!.commit, from!.dir, source)
     )
     const temp = `${final}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`
-    yield* attempt("create folder", path.dirname(final), () => fs.mkdir(path.dirname(final), { recursive: true }))
+    yield* makeDir(path.dirname(final))
     const index = indexOf(temp)
     const write =
       from === undefined

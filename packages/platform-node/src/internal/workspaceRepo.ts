@@ -5,6 +5,7 @@ import * as Semaphore from "effect/Semaphore"
 import { type GitFailure, git, gitTest, lines } from "./git.ts"
 import { InvalidWorkspaceId, NotAGitRepository } from "./workspaceErrors.ts"
 import { attempt, exists, type FsFailure } from "./workspaceFs.ts"
+import * as Folder from "../Folder.ts"
 
 export interface RepoInfo {
   readonly root: string
@@ -98,7 +99,7 @@ export const excludeStateDir = (repo: RepoInfo, stateDir: string) => {
   return attempt("update", file, async () => {
     const current = await fs.readFile(file, "utf8").catch(() => "")
     if (current.split("\n").includes(pattern)) return
-    await fs.mkdir(path.dirname(file), { recursive: true })
+    Folder.makeSync(path.dirname(file))
     const separator = current.length === 0 || current.endsWith("\n") ? "" : "\n"
     await fs.appendFile(file, `${separator}# corral workspaces\n${pattern}\n`)
   })

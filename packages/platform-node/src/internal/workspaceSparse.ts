@@ -17,6 +17,7 @@ import { git } from "./git.ts"
 import { InvalidSparseFolder, WorkspaceIoError } from "./workspaceErrors.ts"
 import { attempt, removePath } from "./workspaceFs.ts"
 import { worktreeGitDir } from "./workspaceRepo.ts"
+import * as Folder from "../Folder.ts"
 
 const pattern = /[*?[\]\\]/
 
@@ -89,7 +90,7 @@ const gitDirOf = (dir: string) =>
 
 const writeFiles = (gitDir: string, config: string, patterns: string) =>
   attempt("write the sparse checkout of", gitDir, async () => {
-    await fs.mkdir(path.join(gitDir, "info"), { recursive: true })
+    Folder.makeSync(path.join(gitDir, "info"))
     await fs.writeFile(path.join(gitDir, "info", "sparse-checkout"), patterns)
     await fs.writeFile(path.join(gitDir, "config.worktree"), config)
   })

@@ -3,7 +3,10 @@
  * deepest one that exists down. Not Node's `mkdirSync(dir, { recursive: true })`: it reads ENOENT from
  * `mkdir` as "the parent is missing", creates the parent (EEXIST, a folder) and tries the child again,
  * forever, where a file system answers ENOENT for a new name in an existing folder (procfs:
- * `/proc/self/x`); only SIGKILL stopped it.
+ * `/proc/self/x`); only SIGKILL stopped it. `fs.promises.mkdir` spins the same way in a thread of
+ * libuv's pool, so its promise never settles. Every folder corral creates at a path it is given
+ * (protocol and log folders, workspace folders, run records, the cluster remote, the command's state
+ * folder) is made here.
  *
  * @since 0.1.0
  */
@@ -62,13 +65,28 @@ const missingFolders = (dir: string): Array<string> => {
   }
 }
 
-const create = (folder: string): void => {
+const create = (folder: string, mode: number | undefined): void => {
   try {
-    NodeFs.mkdirSync(folder)
+    NodeFs.mkdirSync(folder, mode)
   } catch (error) {
     // Created meanwhile by another process: fine when it is a folder.
     if ((error as NodeJS.ErrnoException).code === "EEXIST" && NodeFs.statSync(folder).isDirectory()) return
     throw errorOf(folder, error)
+  }
+}
+
+/**
+ * Creates `dir` and its missing parents (with `mode`, like `mkdir`'s, when given); an existing folder
+ * is left as it is. Throws a {@link FolderError}.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeSync = (dir: string, mode?: number): void => {
+  try {
+    for (const folder of missingFolders(NodePath.resolve(dir))) create(folder, mode)
+  } catch (error) {
+    throw error instanceof FolderError ? error : errorOf(dir, error)
   }
 }
 
@@ -78,10 +96,8 @@ const create = (folder: string): void => {
  * @since 0.1.0
  * @category constructors
  */
-export const make = (dir: string): Effect.Effect<void, FolderError> =>
+export const make = (dir: string, mode?: number): Effect.Effect<void, FolderError> =>
   Effect.try({
-    try: () => {
-      for (const folder of missingFolders(NodePath.resolve(dir))) create(folder)
-    },
+    try: () => makeSync(dir, mode),
     catch: (error) => (error instanceof FolderError ? error : errorOf(dir, error))
   })
