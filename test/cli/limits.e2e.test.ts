@@ -80,3 +80,47 @@ describe("result files (end to end)", () => {
     expect(NodeFs.statSync(NodePath.join(repo, ".corral", "ledger.db")).size).toBeLessThan(1024 * 1024)
   }, 120_000)
 })
+
+describe("usage files (end to end)", () => {
+  it("a usage file over the limit fails its agent; a huge line is skipped with a warning; corral's memory stays bounded", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: huge
+    run: truncate -s 300M "$CORRAL_USAGE_FILE"
+  - id: longline
+    limits: { maxUsageBytes: 400000000 }
+    run: |
+      truncate -s 300M "$CORRAL_USAGE_FILE"
+      echo >> "$CORRAL_USAGE_FILE"
+      echo '{"inputTokens":7}' >> "$CORRAL_USAGE_FILE"
+  - id: fine
+    run: echo '{"inputTokens":5,"costUsd":0.01}' >> "$CORRAL_USAGE_FILE"
+`
+    )
+    const rss = tempDir("rss-")
+    const cli = startCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { NODE_OPTIONS: `--require ${peakRssHook(rss)}` }
+    })
+    const result = await cli.done
+    expect(result.code, result.stderr).toBe(1)
+    const events = jsonEvents(result.stdout)
+    expect(finishedOutcome(events, "fine")).toMatchObject({
+      type: "Succeeded",
+      usage: { inputTokens: 5, costUsd: 0.01 }
+    })
+    expect(JSON.stringify(finishedOutcome(events, "huge"))).toMatch(
+      /process \\"huge\\" exceeded its usage file limit \(8388608 bytes\): [^ ]+usage\.jsonl is 314572800 bytes/
+    )
+    expect(finishedOutcome(events, "longline")).toMatchObject({ type: "Succeeded", usage: { inputTokens: 7 } })
+    const skipped = events.find((event) => event.type === "Notice" && String(event.message).includes('"longline"'))
+    expect(skipped?.message).toMatch(
+      /agent "longline": [^ ]+usage\.jsonl line 1: 314572800 bytes, longer than 65536 bytes; skipped/
+    )
+    const peakMb = Number(NodeFs.readFileSync(NodePath.join(rss, String(cli.pid)), "utf8")) / 1024
+    expect(peakMb, "corral read the usage files in bounded pieces").toBeLessThan(250)
+  }, 120_000)
+})

@@ -89,6 +89,7 @@ export interface AgentLimits {
   readonly nice: number | undefined
   readonly maxOutputBytes: number | undefined
   readonly maxResultBytes: number | undefined
+  readonly maxUsageBytes: number | undefined
   readonly cpuPercent: number | undefined
   readonly diskMb: number | undefined
 }

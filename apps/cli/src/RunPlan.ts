@@ -717,8 +717,17 @@ export const defaultMaxOutputBytes = 64 * 1024 * 1024
 export const defaultMaxResultBytes = 8 * 1024 * 1024
 
 /**
- * The process limits of a plan's agent: those it sets, {@link defaultMaxOutputBytes} and
- * {@link defaultMaxResultBytes}.
+ * The usage file cap of a plan's agent that sets no `limits.maxUsageBytes`: 8 MiB, some 100,000
+ * usage lines.
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const defaultMaxUsageBytes = 8 * 1024 * 1024
+
+/**
+ * The process limits of a plan's agent: those it sets, {@link defaultMaxOutputBytes},
+ * {@link defaultMaxResultBytes} and {@link defaultMaxUsageBytes}.
  *
  * @since 0.1.0
  * @category limits
@@ -726,7 +735,8 @@ export const defaultMaxResultBytes = 8 * 1024 * 1024
 export const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
   ...Object.fromEntries(Object.entries(agent.limits).filter(([, value]) => value !== undefined)),
   maxOutputBytes: agent.limits.maxOutputBytes ?? defaultMaxOutputBytes,
-  maxResultBytes: agent.limits.maxResultBytes ?? defaultMaxResultBytes
+  maxResultBytes: agent.limits.maxResultBytes ?? defaultMaxResultBytes,
+  maxUsageBytes: agent.limits.maxUsageBytes ?? defaultMaxUsageBytes
 })
 
 const recordMerge = (ctx: Context, event: RunEvent) =>

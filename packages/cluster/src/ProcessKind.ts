@@ -75,6 +75,7 @@ export const Limits = Schema.Struct({
   nice: Schema.optionalKey(Schema.Number),
   maxOutputBytes: Schema.optionalKey(Schema.Number),
   maxResultBytes: Schema.optionalKey(Schema.Number),
+  maxUsageBytes: Schema.optionalKey(Schema.Number),
   cpuPercent: Schema.optionalKey(Schema.Number),
   diskMb: Schema.optionalKey(Schema.Number)
 })

@@ -48,6 +48,13 @@ export interface ProcessLimits {
    */
   readonly maxResultBytes?: number
   /**
+   * Largest usage file (`$CORRAL_USAGE_FILE`): its lines up to this many bytes are read; once the file
+   * is found larger, the group is killed with SIGKILL and the run fails with `limit: "maxUsageBytes"`.
+   * Without it the whole file is read. Either way it is read in 64 KiB pieces and a line longer than
+   * 64 KiB is skipped with a warning.
+   */
+  readonly maxUsageBytes?: number
+  /**
    * Share of one core the process group may use (1–100): a duty cycle of SIGSTOP/SIGCONT driven by the
    * group's CPU time from /proc, checked every 100 ms. Not a failure when reached: the group is slowed down.
    */

@@ -57,6 +57,7 @@ const buildAgent = (agent: RawAgent, defaults: Defaults): PlanAgent => {
       nice: agent.limits?.nice,
       maxOutputBytes: agent.limits?.maxOutputBytes,
       maxResultBytes: agent.limits?.maxResultBytes,
+      maxUsageBytes: agent.limits?.maxUsageBytes,
       cpuPercent: agent.limits?.cpuPercent,
       diskMb: agent.limits?.diskMb
     },

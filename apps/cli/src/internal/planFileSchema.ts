@@ -192,6 +192,7 @@ export const LimitsSchema = Schema.Struct({
   nice: Schema.optionalKey(Niceness),
   maxOutputBytes: Schema.optionalKey(PositiveInt),
   maxResultBytes: Schema.optionalKey(PositiveInt),
+  maxUsageBytes: Schema.optionalKey(PositiveInt),
   cpuPercent: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
   diskMb: Schema.optionalKey(PositiveInt)
 })

@@ -6,7 +6,14 @@ import * as Data from "effect/Data"
  * @since 0.1.0
  * @category models
  */
-export type LimitName = "memoryMb" | "cpuSeconds" | "fileSizeMb" | "maxOutputBytes" | "diskMb" | "maxResultBytes"
+export type LimitName =
+  | "memoryMb"
+  | "cpuSeconds"
+  | "fileSizeMb"
+  | "maxOutputBytes"
+  | "diskMb"
+  | "maxResultBytes"
+  | "maxUsageBytes"
 
 /**
  * Why a process failed: a non-zero `exit`, a `signal`, a `limit`, a `spawn` problem (bad command or cwd),
@@ -88,6 +95,8 @@ const describeLimit = (e: ProcessFailed): string => {
       return `disk limit (${e.limitValue} MB${e.detail === undefined ? "" : `, ${e.detail}`})`
     case "maxResultBytes":
       return `result size limit (${e.limitValue} bytes)${lastLine(e.detail)}`
+    case "maxUsageBytes":
+      return `usage file limit (${e.limitValue} bytes)${lastLine(e.detail)}`
     default:
       return "limits"
   }

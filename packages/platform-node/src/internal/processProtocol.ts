@@ -1,10 +1,8 @@
 /**
  * The file protocol between corral and a process agent:
  *
- * - `CORRAL_USAGE_FILE`: JSON lines the process appends (`{"inputTokens":…,"outputTokens":…,"costUsd":…}`).
- *   The file is read while the process runs (every 300 ms; every 500 ms after its first 2 seconds without a memory limit) and once more after it exits; each
- *   complete line is reported as the agent's usage. A line that is not such an object is skipped
- *   with a warning naming the agent, the file and the line number.
+ * - `CORRAL_USAGE_FILE`: JSON lines the process appends (`{"inputTokens":…,"outputTokens":…,"costUsd":…}`),
+ *   read by `processUsage.ts`.
  * - `CORRAL_RESULT_FILE`: JSON the process writes; parsed into `ProcessResult.result` on success.
  * - `CORRAL_DEPS_DIR`: a folder with `<dependency-id>.json` for each dependency with a result.
  *
@@ -28,11 +26,10 @@ import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Usage from "@corral/core/Usage"
 import * as Effect from "effect/Effect"
-import * as Folder from "../Folder.ts"
 import type { ProcessSpec } from "../ProcessRunner.ts"
 import { startOf } from "./processWatch.ts"
+import * as Folder from "../Folder.ts"
 
 export interface Protocol {
   /** The folder of the files; this process's private temporary directory itself when `owned` is `"files"`. */
@@ -231,120 +228,3 @@ export const cleanup = (protocol: Protocol, spec: ProcessSpec, seen: Seen = noth
     if (files.length === 0) return Effect.void
     return Effect.promise(() => Promise.all(files.map(unlink)))
   })
-
-const fields = ["inputTokens", "outputTokens", "costUsd"] as const
-
-/** The usage in one line, or why it is not one. */
-export const parseUsageLine = (line: string): Partial<Usage.Usage> | string => {
-  let value: unknown
-  try {
-    value = JSON.parse(line)
-  } catch {
-    return `not JSON: ${line.length > 80 ? `${line.slice(0, 80)}…` : line}`
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value))
-    return `expected an object like {"inputTokens":1200,"outputTokens":300,"costUsd":0.004}, got ${line}`
-  const usage: { -readonly [K in keyof Usage.Usage]?: number } = {}
-  for (const field of fields) {
-    const n = (value as Record<string, unknown>)[field]
-    if (n === undefined) continue
-    if (typeof n !== "number" || !Number.isFinite(n) || n < 0)
-      return `${field} must be a non-negative number, got ${JSON.stringify(n)}`
-    usage[field] = n
-  }
-  if (Object.keys(usage).length === 0) return `expected at least one of ${fields.join(", ")}, got ${line}`
-  return usage
-}
-
-/** Reads what was appended to the usage file since the last call; complete lines only. */
-export class UsageTail {
-  private offset = 0
-  private partial = ""
-  /** Whether the last read found no file. */
-  missing = false
-  private line = 0
-
-  readonly path: string
-  readonly agent: string
-  readonly onWarning: (message: string) => Effect.Effect<void>
-  readonly onUsage: ((usage: Usage.Usage) => void) | undefined
-
-  constructor(
-    path: string,
-    agent: string,
-    onWarning: (message: string) => Effect.Effect<void>,
-    onUsage?: (usage: Usage.Usage) => void
-  ) {
-    this.path = path
-    this.agent = agent
-    this.onWarning = onWarning
-    this.onUsage = onUsage
-  }
-
-  /**
-   * Whether the file grew since the last read, from a `stat` that throws nothing: most processes never
-   * write the file, and this needs no asynchronous read (and its error object) of a file that is not there.
-   */
-  grew(): boolean {
-    const stat = fs.statSync(this.path, { throwIfNoEntry: false })
-    this.missing = stat === undefined
-    return stat !== undefined && stat.size > this.offset
-  }
-
-  /** Reports each new complete line (all of it when `final`, a last line without newline too). */
-  read(final: boolean): Effect.Effect<void> {
-    return Effect.suspend(() =>
-      this.grew() || (final && this.partial !== "") ? this.readAppended(final) : Effect.void
-    )
-  }
-
-  private readAppended(final: boolean): Effect.Effect<void> {
-    return Effect.flatMap(
-      Effect.promise(() => this.readNew()),
-      (text) => {
-        this.partial += text
-        const lines = this.partial.split("\n")
-        this.partial = final ? "" : (lines.pop() ?? "")
-        const reports: Array<Partial<Usage.Usage>> = []
-        const warnings: Array<string> = []
-        for (const raw of lines) {
-          this.line++
-          const line = raw.trim()
-          if (line === "") continue
-          const parsed = parseUsageLine(line)
-          if (typeof parsed === "string")
-            warnings.push(`agent ${JSON.stringify(this.agent)}: ${this.path} line ${this.line}: ${parsed}`)
-          else reports.push(parsed)
-        }
-        const total = reports.reduce(Usage.add, Usage.zero)
-        const reported =
-          reports.length === 0
-            ? Effect.void
-            : Effect.andThen(
-                Usage.report(total),
-                Effect.sync(() => this.onUsage?.(total))
-              )
-        return Effect.andThen(Effect.forEach(warnings, this.onWarning, { discard: true }), reported)
-      }
-    )
-  }
-
-  private async readNew(): Promise<string> {
-    let handle: fsp.FileHandle
-    try {
-      handle = await fsp.open(this.path, "r")
-    } catch {
-      return ""
-    }
-    try {
-      const { size } = await handle.stat()
-      if (size <= this.offset) return ""
-      const buffer = Buffer.alloc(size - this.offset)
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.offset)
-      this.offset += bytesRead
-      return buffer.subarray(0, bytesRead).toString("utf8")
-    } finally {
-      await handle.close()
-    }
-  }
-}

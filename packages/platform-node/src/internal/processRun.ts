@@ -22,6 +22,7 @@ import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
+import { UsageTail } from "./processUsage.ts"
 import * as Sampler from "./processSampler.ts"
 import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
@@ -146,7 +147,7 @@ const watchdog = (
   pid: number,
   limits: ProcessLimits,
   watch: Watch,
-  usage: Protocol.UsageTail,
+  usage: UsageTail,
   context: Context.Context<never>
 ): Effect.Effect<void> => {
   const check = (group: GroupSample | undefined) => {
@@ -538,7 +539,23 @@ const supervise = Effect.fnUntraced(function* (
     Effect.tap((handle) => Effect.ignore(handle.unref)),
     Effect.uninterruptible
   )
-  const usage = new Protocol.UsageTail(protocol.usagePath, plan.name, usageWarning(spec), spec.onUsage)
+  const usage = new UsageTail(
+    protocol.usagePath,
+    plan.name,
+    usageWarning(spec),
+    spec.onUsage,
+    limits.maxUsageBytes === undefined
+      ? undefined
+      : {
+          maxBytes: limits.maxUsageBytes,
+          onOverLimit: (size) =>
+            breachOnce(handle.pid, watch, {
+              limit: "maxUsageBytes",
+              value: limits.maxUsageBytes!,
+              detail: `${protocol.usagePath} is ${size} bytes`
+            })
+        }
+  )
   stopWatchdog = watchdog(handle.pid, limits, watch, usage, context)
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
     yield* Effect.forkScoped(guards(handle.pid, spec, plan.cwd, (breach) => breachOnce(handle.pid, watch, breach)))
