@@ -1,7 +1,7 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { branches, makeRepo, planFile, runCli, tempDir } from "../helpers.ts"
+import { branches, git, makeRepo, planFile, runCli, tempDir } from "../helpers.ts"
 
 const plan = () => planFile("agents:\n  - id: one\n    run: echo one > one.txt\n")
 
@@ -19,7 +19,71 @@ const damagedLedgers = async (): Promise<Array<[string, Buffer]>> => {
   ]
 }
 
+/**
+ * A script that damages a ledger in use so that its running writer sees it: the WAL is checkpointed
+ * into the file, every page but the first is overwritten, and a write from this connection makes the
+ * writer drop the pages it has cached.
+ */
+const ledgerBreaker = (file: string): string => {
+  const script = NodePath.join(tempDir("breaker-"), "break.cjs")
+  NodeFs.writeFileSync(
+    script,
+    `const fs = require("node:fs")
+const { DatabaseSync } = require("node:sqlite")
+const file = ${JSON.stringify(file)}
+let db = new DatabaseSync(file)
+db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+db.close()
+const size = fs.statSync(file).size
+const junk = Buffer.alloc(size - 4096, 0x5a)
+const fd = fs.openSync(file, "r+")
+fs.writeSync(fd, junk, 0, junk.length, 4096)
+fs.closeSync(fd)
+db = new DatabaseSync(file)
+db.exec("PRAGMA user_version = 7")
+db.close()
+`
+  )
+  return script
+}
+
 describe("the state folder and its ledger (end to end)", () => {
+  it("a ledger damaged while agents run: they finish and merge, the summary says how to take the work, exit 2 naming the file", async () => {
+    const repo = makeRepo()
+    const warm = await runCli(["run", plan()], { cwd: repo })
+    expect(warm.code, warm.stderr).toBe(0)
+    const file = NodePath.join(repo, ".corral", "ledger.db")
+    const breaker = ledgerBreaker(file)
+    const result = await runCli(
+      [
+        "run",
+        planFile(`agents:
+  - id: breaker
+    run: ${process.execPath} ${breaker}
+  - id: slow
+    run: sleep 3; echo slow > slow.txt
+  - id: later
+    dependsOn: [breaker]
+    run: echo later > later.txt
+`)
+      ],
+      { cwd: repo }
+    )
+    expect(result.code, result.stderr).toBe(2)
+    expect(result.stderr).toContain(`cannot read the run ledger ${file}: database disk image is malformed`)
+    expect(result.stdout).toMatch(/merged work of 2 agents/)
+    const integration = /git merge (corral\/\S+\/integration)/.exec(result.stdout)?.[1]
+    expect(integration, result.stdout).toBeDefined()
+    expect(git(repo, "show", `${integration}:slow.txt`).trim()).toBe("slow")
+    expect(git(repo, "worktree", "list", "--porcelain").match(/^worktree /gm)).toHaveLength(1)
+    expect(NodeFs.readdirSync(NodePath.join(repo, ".corral", "worktrees"))).toEqual([])
+    const runs = NodeFs.readdirSync(NodePath.join(repo, ".git", "corral", "runs"))
+    expect(
+      runs.filter((name) => name.endsWith(".json")),
+      "the run's lease is released"
+    ).toEqual([])
+  }, 60_000)
+
   it("a damaged ledger.db is exit 2 naming the file and what to do, and is left byte for byte", async () => {
     for (const [kind, bytes] of await damagedLedgers()) {
       const repo = makeRepo()

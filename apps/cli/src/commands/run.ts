@@ -8,6 +8,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
@@ -323,9 +324,10 @@ const recorded = (
         GitNotFound: (error) => invalidInput(error.message)
       })
     )
-    yield* ledger.finishRun(runId, statusOf(report), report.result.endedAt)
+    // A ledger that fails only now still gets the summary: the agents' work is merged, and it says how to take it.
+    const finished = yield* Effect.result(ledger.finishRun(runId, statusOf(report), report.result.endedAt))
     const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
-    const reportDir = flags.report ? yield* writeReport(paths.stateDir, runId) : undefined
+    const reportDir = flags.report && Result.isSuccess(finished) ? yield* writeReport(paths.stateDir, runId) : undefined
     const withReport =
       reportDir === undefined
         ? summary
@@ -347,6 +349,7 @@ ${gitLines(report)}`
 ${text}
 `
       )
+    if (Result.isFailure(finished)) return yield* Effect.fail(finished.failure)
     return requests.exitCode() ?? (OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report))
   }).pipe(Effect.scoped)
 
