@@ -262,8 +262,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
           logTrailer(ctx.logDir, event)
           options.onEvent(event)
         })
-        const recorded =
-          ledger === undefined ? emit : Effect.andThen(emit, Effect.ignore(ledger.record(options.runId, event)))
+        const recorded = ledger === undefined ? emit : Effect.andThen(emit, recordEvent(ctx, event))
         return event._tag === "Finished" ? Effect.andThen(recorded, closePoolOnceSettled(ctx, event.agentId)) : recorded
       },
       stopOn: options.stopOn
@@ -739,10 +738,29 @@ export const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
   maxUsageBytes: agent.limits.maxUsageBytes ?? defaultMaxUsageBytes
 })
 
-const recordMerge = (ctx: Context, event: RunEvent) =>
-  ctx.options.ledger === undefined
-    ? Effect.void
-    : Effect.ignore(ctx.options.ledger.record(ctx.options.runId, event as RunLedger.LedgerEvent))
+/**
+ * Records `event` in the run's ledger. A failure does not stop the run; the first one is told once,
+ * as a `Notice`: the agents go on, and the ledger misses what follows.
+ */
+const recordEvent = (ctx: Context, event: RunEvent) => {
+  const ledger = ctx.options.ledger
+  if (ledger === undefined) return Effect.void
+  return ledger.record(ctx.options.runId, event as RunLedger.LedgerEvent).pipe(
+    Effect.catch((error) =>
+      Effect.sync(() => {
+        if (ctx.warned.has(ledgerFailed)) return
+        ctx.warned.add(ledgerFailed)
+        ctx.options.onEvent({
+          _tag: "Notice",
+          at: Date.now(),
+          message: `warning: the run ledger failed, the agents go on unrecorded: ${error.message}`
+        })
+      })
+    )
+  )
+}
+
+const ledgerFailed = "ledger failed"
 
 const mergeBack = (
   ctx: Context,
@@ -765,7 +783,7 @@ const mergeBack = (
     if (!commit.changed) {
       const event: RunEvent = { _tag: "NothingToMerge", at: Date.now(), agentId: agent.id }
       emit(event)
-      yield* recordMerge(ctx, event)
+      yield* recordEvent(ctx, event)
       return { process, merge: "nothing to merge", commit: undefined } satisfies AgentResult
     }
     const others = [...ctx.committed.values()]
@@ -789,14 +807,14 @@ const mergeBack = (
         paths: merged.paths
       }
       emit(event)
-      yield* recordMerge(ctx, event)
+      yield* recordEvent(ctx, event)
       return yield* new MergeConflict({ agentId: agent.id, branch: merged.branch, paths: merged.paths })
     }
     KillPoint.reached("merged", agent.id)
     ctx.committed.delete(handle)
     const event: RunEvent = { _tag: "Merged", at: Date.now(), agentId: agent.id, commit: merged.head }
     emit(event)
-    yield* recordMerge(ctx, event)
+    yield* recordEvent(ctx, event)
     return { process, merge: "merged", commit: merged.head } satisfies AgentResult
   })
 
