@@ -22,7 +22,7 @@ import { type LogWriter, openLog } from "./processLog.ts"
 import { LineCollector, type StreamName } from "./processOutput.ts"
 import { childEnv, defaultName, makePlan, type Plan, redactWith, secretValues } from "./processPlan.ts"
 import * as Protocol from "./processProtocol.ts"
-import { UsageTail } from "./processUsage.ts"
+import { type UsageLimit, UsageTail } from "./processUsage.ts"
 import * as Sampler from "./processSampler.ts"
 import * as ParentWatchdog from "./parentWatchdog.ts"
 import { openBridge } from "./sandboxBridge.ts"
@@ -176,6 +176,17 @@ const breachOnce = (pid: number, watch: Watch, breach: Breach) => {
   if (watch.breach !== undefined) return
   watch.breach = breach
   signalGroup(pid, "SIGKILL")
+}
+
+/** The usage file's bound: a larger file gets the group SIGKILL, and the run fails with the limit. */
+const usageLimit = (pid: number, limits: ProcessLimits, file: string, watch: Watch): UsageLimit | undefined => {
+  const maxBytes = limits.maxUsageBytes
+  if (maxBytes === undefined) return undefined
+  return {
+    maxBytes,
+    onOverLimit: (size) =>
+      breachOnce(pid, watch, { limit: "maxUsageBytes", value: maxBytes, detail: `${file} is ${size} bytes` })
+  }
 }
 
 /** Stops capturing and terminates the group (SIGTERM, SIGKILL after the grace period) in a fiber of the run's scope. */
@@ -544,17 +555,7 @@ const supervise = Effect.fnUntraced(function* (
     plan.name,
     usageWarning(spec),
     spec.onUsage,
-    limits.maxUsageBytes === undefined
-      ? undefined
-      : {
-          maxBytes: limits.maxUsageBytes,
-          onOverLimit: (size) =>
-            breachOnce(handle.pid, watch, {
-              limit: "maxUsageBytes",
-              value: limits.maxUsageBytes!,
-              detail: `${protocol.usagePath} is ${size} bytes`
-            })
-        }
+    usageLimit(handle.pid, limits, protocol.usagePath, watch)
   )
   stopWatchdog = watchdog(handle.pid, limits, watch, usage, context)
   if (limits.cpuPercent !== undefined || limits.diskMb !== undefined) {
