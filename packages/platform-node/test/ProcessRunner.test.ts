@@ -385,6 +385,32 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live("a usage file growing past maxUsageBytes kills the running process and fails with the limit", () =>
+    Effect.gen(function* () {
+      const reported: Array<number> = []
+      const warnings: Array<string> = []
+      const line = '{"inputTokens":1}'
+      const over = yield* failed(
+        sh(`i=0; while [ $i -lt 100 ]; do echo '${line}' >> "$CORRAL_USAGE_FILE"; i=$((i+1)); done; sleep 30`, {
+          limits: { maxUsageBytes: 1000 },
+          onUsage: (usage) => reported.push(usage.inputTokens),
+          onWarning: (message) => warnings.push(message)
+        })
+      )
+      assert.strictEqual(over.reason, "limit")
+      assert.strictEqual(over.limit, "maxUsageBytes")
+      assert.isBelow(over.durationMs, 20_000, "killed before its sleep ended")
+      const size = /exceeded its usage file limit \(1000 bytes\): \S+usage\.jsonl is (\d+) bytes$/.exec(over.message)
+      assert.isAbove(Number(size?.[1]), 1000, over.message)
+      assert.deepStrictEqual(warnings, [], "the line cut by the limit is not read as a line")
+      assert.strictEqual(
+        reported.reduce((sum, n) => sum + n, 0),
+        Math.floor(1000 / (line.length + 1)),
+        "the lines within the limit are counted"
+      )
+    })
+  )
+
   it.live("isolates crashes: a SIGKILL and a memory breach do not affect the other processes", () =>
     Effect.gen(function* () {
       const exits = yield* Effect.all(

@@ -178,14 +178,20 @@ const breachOnce = (pid: number, watch: Watch, breach: Breach) => {
   signalGroup(pid, "SIGKILL")
 }
 
-/** The usage file's bound: a larger file gets the group SIGKILL, and the run fails with the limit. */
+/**
+ * The usage file's bound: a larger file fails the run with the limit and gets the group SIGKILL,
+ * unless the group is known gone (the last read comes after it was reaped).
+ */
 const usageLimit = (pid: number, limits: ProcessLimits, file: string, watch: Watch): UsageLimit | undefined => {
   const maxBytes = limits.maxUsageBytes
   if (maxBytes === undefined) return undefined
+  const breach: Breach = { limit: "maxUsageBytes", value: maxBytes }
   return {
     maxBytes,
-    onOverLimit: (size) =>
-      breachOnce(pid, watch, { limit: "maxUsageBytes", value: maxBytes, detail: `${file} is ${size} bytes` })
+    onOverLimit: (size) => {
+      if (watch.gone) watch.breach ??= { ...breach, detail: `${file} is ${size} bytes` }
+      else breachOnce(pid, watch, { ...breach, detail: `${file} is ${size} bytes` })
+    }
   }
 }
 

@@ -130,7 +130,8 @@ export class UsageTail {
     return Effect.flatMap(
       Effect.promise(() => this.readNew(batch)),
       () => {
-        if (final && this.pendingBytes > 0) this.endLine(batch)
+        // A last line cut by `maxBytes` is not one the process finished.
+        if (final && this.pendingBytes > 0 && !this.over) this.endLine(batch)
         const reported =
           batch.reports === 0
             ? Effect.void

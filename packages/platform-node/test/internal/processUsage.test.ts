@@ -75,13 +75,14 @@ describe("UsageTail", () => {
 
   it.effect("with maxBytes, nothing past it is read and a larger file is reported with its size", () =>
     Effect.gen(function* () {
-      const { file, tail, total, over } = tailOn({ maxBytes: 100 })
+      const { file, tail, total, over, warnings } = tailOn({ maxBytes: 100 })
       const lines = Array.from({ length: 10 }, () => usageLine(1)).join("")
       fs.writeFileSync(file, lines)
       yield* tail.read(true)
       const within = Math.floor(100 / usageLine(1).length)
       assert.strictEqual(total(), within)
       assert.deepStrictEqual(over, [lines.length])
+      assert.deepStrictEqual(warnings, [], "the line cut at maxBytes is not read")
       assert.isFalse(tail.grew())
     })
   )
