@@ -245,8 +245,10 @@ class Runner<A, E, R> implements ExecHost {
   released = 0
   /** Released agents waiting to take a slot again for a retry (see `retake`), first come first served. */
   readonly retakers: Array<Deferred.Deferred<void>> = []
-  /** Completed when the last worker ended, a worker died, or the run stops. */
-  readonly settled = Deferred.makeUnsafe<void>()
+  /** Set when the last worker ended, a worker died, or the run stops (see `settle`). */
+  settled = false
+  /** The run's fiber waiting in `awaitWorkers`, resumed by `settle`. */
+  private onSettled: ((effect: Effect.Effect<void>) => void) | undefined = undefined
   maxWorkers = 0
   /**
    * The queued top-up task's hold on this runner, cut when the run ends: the task runs on a later
@@ -478,11 +480,31 @@ class Runner<A, E, R> implements ExecHost {
     return true
   }
 
-  /** Waits until the workers are done or the run stops; interrupted, it stops the workers and ends the running agents. */
+  /**
+   * Waits until the workers are done or the run stops; interrupted, it stops the workers and ends
+   * the running agents (the callback's cancel effect, which runs uninterruptibly). One callback
+   * rather than `Deferred.await` under `Effect.onInterrupt`: on the run's end path that frame cost
+   * an `Exit`, a finalizer call and a `flatMap` before the run's end could run.
+   */
   private get awaitWorkers(): Effect.Effect<void> {
-    return Deferred.await(this.settled).pipe(
-      Effect.onInterrupt(() => Effect.andThen(this.stopWorkers, this.settleRunning))
-    )
+    return Effect.callback<void>((resume) => {
+      if (this.settled) return resume(Effect.void)
+      this.onSettled = resume
+      return Effect.suspend(() => {
+        this.onSettled = undefined
+        return Effect.andThen(this.stopWorkers, this.settleRunning)
+      })
+    })
+  }
+
+  /** The workers are done or the run stops: resumes the run's fiber if it waits in `awaitWorkers`. */
+  private settle(): void {
+    if (this.settled) return
+    this.settled = true
+    const resume = this.onSettled
+    if (resume === undefined) return
+    this.onSettled = undefined
+    resume(Effect.void)
   }
 
   /** The run is over: later usage goes to the enclosing agent, and a queued top-up task lets go of it. */
@@ -539,7 +561,7 @@ class Runner<A, E, R> implements ExecHost {
     this.liveWorkers--
     if (this.retakers.length > 0) this.admitRetakers()
     if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) this.workerDefect ??= exit.cause
-    if (this.liveWorkers === 0 || this.workerDefect !== undefined) Deferred.doneUnsafe(this.settled, Effect.void)
+    if (this.liveWorkers === 0 || this.workerDefect !== undefined) this.settle()
   }
 
   /**
@@ -992,7 +1014,7 @@ class Runner<A, E, R> implements ExecHost {
 
   private stop(reason: StopReason): void {
     if (!this.stopping.request(reason)) return
-    Deferred.doneUnsafe(this.settled, Effect.void)
+    this.settle()
     const events = this.events
     if (events !== undefined) events.emit({ _tag: "Stopping", ...events.base(), reason })
   }

@@ -122,17 +122,24 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
   if (eventBuffer !== undefined && (!Number.isInteger(eventBuffer) || eventBuffer < 1)) {
     issues.push({ field: "eventBuffer", message: `must be an integer of at least 1, got ${eventBuffer}` })
   }
-  const claimTimeout = millis(settings.claimTimeout)
-  if (Result.isFailure(claimTimeout)) issues.push({ field: "claimTimeout", message: claimTimeout.failure })
-  for (const field of ["costUsd", "tokens"] as const) {
-    const limit = settings.budget?.[field]
-    if (limit !== undefined && !(limit > 0)) {
-      issues.push({ field: `budget.${field}`, message: `must be a positive number, got ${limit}` })
-    }
+  if (settings.claimTimeout !== undefined) {
+    const claimTimeout = millis(settings.claimTimeout)
+    if (Result.isFailure(claimTimeout)) issues.push({ field: "claimTimeout", message: claimTimeout.failure })
+  }
+  const budget = settings.budget
+  if (budget !== undefined) {
+    checkLimit(budget.costUsd, "costUsd", issues)
+    checkLimit(budget.tokens, "tokens", issues)
   }
   const maxBypass = settings.maxBypass
   if (maxBypass !== undefined && maxBypass !== Infinity && (!Number.isInteger(maxBypass) || maxBypass < 0)) {
     issues.push({ field: "maxBypass", message: `must be a whole number of at least 0 or Infinity, got ${maxBypass}` })
+  }
+}
+
+const checkLimit = (limit: number | undefined, field: string, issues: Array<Issue>): void => {
+  if (limit !== undefined && !(limit > 0)) {
+    issues.push({ field: `budget.${field}`, message: `must be a positive number, got ${limit}` })
   }
 }
 
