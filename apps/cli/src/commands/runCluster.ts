@@ -51,6 +51,7 @@ import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
 import * as Folder from "../Folder.ts"
 import * as Inputs from "../Inputs.ts"
+import * as OutputGuard from "../OutputGuard.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
@@ -380,6 +381,12 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
  * @since 0.1.0
  * @category running
  */
+/** What a run whose end the cluster's database did not take (it was unreachable) tells the user. */
+const notRecorded = (runId: string, reason: string) =>
+  `corral: cannot record the end of run ${runId} in the cluster's database: ${reason}\n` +
+  "  its ledger still says running, so `corral runs --cluster` shows it as crashed; the runners may still run\n" +
+  "  its unfinished agents once the database is back; `corral run --resume --cluster` continues it\n"
+
 export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     const plan = yield* PlanFile.load(flags.plan).pipe(
@@ -535,16 +542,21 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       git: {},
       phases: {}
     }
-    yield* ledger.finishRun(
-      runId,
-      result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
-      result.endedAt
-    )
-    if (target !== undefined && resumed !== undefined && result.allSucceeded) {
+    const unrecorded = yield* ledger
+      .finishRun(
+        runId,
+        result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
+        result.endedAt
+      )
+      .pipe(
+        Effect.as(undefined),
+        Effect.catchTag("RunLedgerError", (error) => Effect.succeed(error.message))
+      )
+    if (unrecorded === undefined && target !== undefined && resumed !== undefined && result.allSucceeded) {
       for (const crashed of new Set([resumed.runId, ...[...adopt.values()].flat()]))
         yield* RemoteWorkspace.clean(target.repo, remote, crashed)
     }
-    const reportDir = flags.report ? yield* writeReport(ledger, flags, runId) : undefined
+    const reportDir = flags.report && unrecorded === undefined ? yield* writeReport(ledger, flags, runId) : undefined
     const rendered = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const summary =
       reportDir === undefined
@@ -552,5 +564,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         : `${rendered}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
-    return requests.exitCode() ?? Summary.exitCode(report)
+    if (unrecorded === undefined) return requests.exitCode() ?? Summary.exitCode(report)
+    OutputGuard.write(process.stderr, notRecorded(runId, unrecorded))
+    return requests.exitCode() ?? Math.max(Summary.exitCode(report), 1)
   }).pipe(Effect.scoped)
