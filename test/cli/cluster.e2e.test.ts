@@ -71,6 +71,22 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     expect(await listRunners(url)).toEqual([])
   }, 120_000)
 
+  it("corral run --cluster with --concurrency 0 is exit 2 before anything is recorded", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    await startRunner(url)
+    const plan = writePlan(
+      dir,
+      "concurrency.yaml",
+      "version: 1\nisolation: none\nagents:\n  - id: a\n    run: echo a\n"
+    )
+    const refused = await runCli(["run", plan, "--cluster", url, "--concurrency", "0"], { cwd: dir })
+    expect(refused.code, refused.stderr).toBe(2)
+    expect(refused.stderr).toMatch(/--concurrency must be at least 1, got 0/)
+    const listed = await runCli(["runs", "--cluster", url], { cwd: dir })
+    expect(listed.code, listed.stderr).toBe(0)
+    expect(listed.stdout).toBe("")
+  }, 120_000)
+
   it("runners list themselves, run process agents in their repository, take their processes down when killed, and drain on Ctrl-C", async () => {
     const url = await Effect.runPromise(server!.createDatabase())
     const first = await startRunner(url, ["--capacity", "3", "--labels", "gpu,linux"])
