@@ -30,4 +30,28 @@ describe.skipIf(!cluster.available)("corral run --cluster while the cluster's da
     const listed = await cluster.listedAs(url, repo, /crashed/)
     expect(listed).toMatch(/crashed/)
   }, 180_000)
+
+  it("an outage is announced and its end too; the run then continues and succeeds", async () => {
+    const repo = cluster.scratch("corral-outage-")
+    const { url } = await cluster.runners(1, repo)
+    const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
+    const plan = writePlan(
+      cluster.scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1\nisolation: none\nagents:\n  - id: short\n    run: touch ${started} && sleep 2\n`
+    )
+    const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
+    await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
+    await Effect.runPromise(cluster.server!.kill)
+    await waitFor(
+      () => /the cluster's database does not answer/.test(run.output()),
+      60_000,
+      `the notice: ${run.output()}`
+    )
+    await Effect.runPromise(cluster.server!.restart)
+    await waitFor(() => /the cluster's database answers again/.test(run.output()), 60_000, `the end: ${run.output()}`)
+    const ended = await run.done
+    expect(ended.code, run.output()).toBe(0)
+    expect(ended.stdout).toMatch(/short\s+│ succeeded/)
+  }, 180_000)
 })

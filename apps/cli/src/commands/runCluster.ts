@@ -46,6 +46,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as CachedWork from "../CachedWork.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
@@ -381,6 +382,28 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
  * @since 0.1.0
  * @category running
  */
+/**
+ * Asks the cluster's database `SELECT 1` every 5 s (at most 5 s each) and tells the user when it
+ * stops answering and when it answers again: meanwhile the run waits without an event of its own.
+ */
+const watchDatabase = (sql: SqlClient.SqlClient, note: (message: string) => void) => {
+  let down = false
+  const probe = Effect.match(sql`SELECT 1`.pipe(Effect.timeout("5 seconds")), {
+    onFailure: (error) => {
+      if (!down)
+        note(
+          `the cluster's database does not answer (${error.message}); the run waits for it (runners stop their agents and run them again once it is back; Ctrl-C stops the run)`
+        )
+      down = true
+    },
+    onSuccess: () => {
+      if (down) note("the cluster's database answers again; the run continues")
+      down = false
+    }
+  })
+  return Effect.repeat(probe, Schedule.spaced("5 seconds"))
+}
+
 /** What a run whose end the cluster's database did not take (it was unreachable) tells the user. */
 const notRecorded = (runId: string, reason: string) =>
   `corral: cannot record the end of run ${runId} in the cluster's database: ${reason}\n` +
@@ -492,6 +515,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       }))
     })
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
+    yield* Effect.forkScoped(watchDatabase(Context.get(client, SqlClient.SqlClient), reporter.note))
     if (resumed !== undefined) {
       reporter.note(
         `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`
