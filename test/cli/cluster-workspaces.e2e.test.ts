@@ -41,6 +41,21 @@ const agentCommits = (repo: string, base: string, branch: string) =>
     .filter((entry) => entry !== "")
     .sort()
 
+/** A folder linking every program of `PATH` but git's: the `PATH` of a machine without git. */
+const pathWithoutGit = (): string => {
+  const bin = scratch("corral-no-git-bin-")
+  const linked = new Set<string>()
+  for (const dir of (process.env.PATH ?? "").split(NodePath.delimiter)) {
+    if (dir === "" || !NodeFs.existsSync(dir)) continue
+    for (const name of NodeFs.readdirSync(dir)) {
+      if (name === "git" || name.startsWith("git-") || linked.has(name)) continue
+      linked.add(name)
+      NodeFs.symlinkSync(NodePath.join(dir, name), NodePath.join(bin, name))
+    }
+  }
+  return bin
+}
+
 describe.skipIf(!cluster.available)("corral run --cluster with worktree isolation", () => {
   it("runs each agent in a worktree on a runner, merges every agent's work once, and leaves the checkout and the runners clean", async () => {
     const url = await database()
@@ -259,6 +274,28 @@ agents:
     expect(failed.stdout + failed.stderr).toMatch(/--repo \S+ is not a git repository; worktree agents need a clone/)
     misplaced.signal("SIGINT")
     expect((await misplaced.done).code).toBe(130)
+  }, 180_000)
+
+  it("a runner without git on its PATH fails worktree and isolation: none agents, naming the runner and git", async () => {
+    const url = await database()
+    const repo = scratchRepo()
+    const runner = await cluster.startRunner(url, cloneFor(repo, "no-git"), { env: { PATH: pathWithoutGit() } })
+    const planDir = scratch("corral-plan-")
+    const missing = `runner ${runner.address} cannot run git: the git executable was not found on PATH`
+    for (const isolation of ["worktree", "none"]) {
+      const plan = writePlan(
+        planDir,
+        `${isolation}.yaml`,
+        `version: 1\nisolation: ${isolation}\nagents:\n  - id: a\n    run: echo a > a.txt\n`
+      )
+      const failed = await runCli(["run", plan, "--cluster", url], { cwd: repo })
+      expect(failed.code, failed.stderr).toBe(1)
+      expect(failed.stdout, isolation).toContain(`a: failed: ${missing}`)
+      expect(failed.stdout, isolation).not.toMatch(/is not a git repository/)
+    }
+    expect(branches(repo).filter((branch) => !branch.endsWith("/integration"))).toEqual(["main"])
+    runner.signal("SIGINT")
+    expect((await runner.done).code).toBe(130)
   }, 180_000)
 
   it("a runner removes its worktree on Ctrl-C; after a SIGKILL, corral gc on its machine removes what is left", async () => {

@@ -48,6 +48,45 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     expect(bad.stderr).toMatch(/not a postgres:\/\/ URL/)
   })
 
+  it("corral runner rejects a bad --port, an address it cannot listen on and a --repo that is no folder with exit 2, naming them", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const file = NodePath.join(dir, "a-file")
+    NodeFs.writeFileSync(file, "")
+    const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+      [["--port", "99999"], /--port 99999: expected a port number from 1 to 65535/],
+      [
+        ["--port", String(server!.port)],
+        new RegExp(`cannot listen on 127\\.0\\.0\\.1:${server!.port} \\(--host, --port\\): .*EADDRINUSE`)
+      ],
+      [["--host", "192.0.2.1"], /cannot listen on 192\.0\.2\.1:\d+ \(--host, --port\): .*EADDRNOTAVAIL/],
+      [["--repo", NodePath.join(dir, "missing")], /--repo \S+missing: not a directory/],
+      [["--repo", file], /--repo \S+a-file: not a directory/]
+    ]
+    for (const [args, message] of cases) {
+      const refused = await runCli(["runner", "--cluster", url, ...args], { cwd: dir })
+      expect(refused.code, `${args.join(" ")}: ${refused.stderr}`).toBe(2)
+      expect(refused.stderr).toMatch(message)
+      expect(refused.stdout).not.toMatch(/ready/)
+    }
+    expect(await listRunners(url)).toEqual([])
+  }, 120_000)
+
+  it("corral run --cluster with --concurrency 0 is exit 2 before anything is recorded", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    await startRunner(url)
+    const plan = writePlan(
+      dir,
+      "concurrency.yaml",
+      "version: 1\nisolation: none\nagents:\n  - id: a\n    run: echo a\n"
+    )
+    const refused = await runCli(["run", plan, "--cluster", url, "--concurrency", "0"], { cwd: dir })
+    expect(refused.code, refused.stderr).toBe(2)
+    expect(refused.stderr).toMatch(/--concurrency must be at least 1, got 0/)
+    const listed = await runCli(["runs", "--cluster", url], { cwd: dir })
+    expect(listed.code, listed.stderr).toBe(0)
+    expect(listed.stdout).toBe("")
+  }, 120_000)
+
   it("runners list themselves, run process agents in their repository, take their processes down when killed, and drain on Ctrl-C", async () => {
     const url = await Effect.runPromise(server!.createDatabase())
     const first = await startRunner(url, ["--capacity", "3", "--labels", "gpu,linux"])

@@ -108,6 +108,8 @@ export const clusterTests = async () => {
 
   return {
     available: server !== undefined,
+    /** The file's server (to stop and restart it); defined when `available`. */
+    server,
     scratch,
     scratchRepo,
     runnerClone,

@@ -206,6 +206,12 @@ const agentSchema = (postgres: { readonly url: string; readonly schema: string }
     )
   )
 
+/** A workspace failure's message; git missing on the runner names the runner, as a missing sandbox does. */
+const workspaceMessage = (error: unknown, runner: string): string => {
+  const { _tag, message } = error as { readonly _tag?: string; readonly message: string }
+  return _tag === "GitNotFound" ? `runner ${runner} cannot run git: ${message}` : message
+}
+
 /** Fails naming the agent and the runner when the input asks for a sandbox this runner cannot provide. */
 const sandboxAvailable = (
   input: Input,
@@ -318,7 +324,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
                 reason: "workspace",
                 command: input.command,
                 tail: [],
-                message: (error as { readonly message: string }).message
+                message: workspaceMessage(error, runner)
               })
         )
       if (input.workspace === undefined) {

@@ -104,9 +104,20 @@ export const make = (url: string, options: Options = {}) =>
     Effect.mapError((error) =>
       error._tag === "PostgresUnavailable"
         ? error
-        : new PostgresUnavailable({ url: redact(url), reason: error.message })
+        : new PostgresUnavailable({ url: redact(url), reason: withServerAnswer(error) })
     )
   )
+
+/**
+ * The driver's message with what lies under it: the driver says only "Failed to connect", while
+ * its reason's cause holds the server's answer (`database "x" does not exist`, `role "y" does not
+ * exist`, `password authentication failed`) or the socket's (`connect ECONNREFUSED …`).
+ */
+const withServerAnswer = (error: { readonly message: string; readonly reason?: { readonly cause?: unknown } }) => {
+  const cause = error.reason?.cause
+  const answer = cause instanceof Error ? cause.message : ""
+  return answer === "" || answer === error.message ? error.message : `${error.message} (${answer})`
+}
 
 /**
  * {@link make} as a layer of `PgClient` and `SqlClient`.

@@ -216,14 +216,14 @@ const executeOnCluster = (flags: Flags, cluster: string, requests: StopRequests.
 
 const execute = (flags: Flags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
+    if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
+      return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
+    }
     if (Option.isSome(flags.cluster) && flags.cluster.value !== "")
       return yield* executeOnCluster(flags, flags.cluster.value, requests)
     if (Option.isSome(flags.remote)) return yield* invalidInput("--remote is used only with --cluster")
     const paths = yield* resolve(flags.repo, flags.stateDir)
     const plan = yield* loadPlan(flags.plan)
-    if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
-      return yield* invalidInput(`--concurrency must be at least 1, got ${flags.concurrency.value}`)
-    }
     if (Option.getOrElse(flags.isolation, () => plan.isolation) === "worktree") yield* checkWorkTree(paths.repo)
     yield* makeStateDir(paths.stateDir)
     return yield* recorded(flags, paths, plan, requests).pipe(

@@ -46,11 +46,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as CachedWork from "../CachedWork.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as ClusterWorkspaces from "../ClusterWorkspaces.ts"
 import * as Folder from "@corral/platform-node/Folder"
 import * as Inputs from "../Inputs.ts"
+import * as OutputGuard from "../OutputGuard.ts"
 import { newRunId, resolve } from "../Paths.ts"
 import * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
@@ -380,6 +382,34 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
  * @since 0.1.0
  * @category running
  */
+/**
+ * Asks the cluster's database `SELECT 1` every 5 s (at most 5 s each) and tells the user when it
+ * stops answering and when it answers again: meanwhile the run waits without an event of its own.
+ */
+const watchDatabase = (sql: SqlClient.SqlClient, note: (message: string) => void) => {
+  let down = false
+  const probe = Effect.match(sql`SELECT 1`.pipe(Effect.timeout("5 seconds")), {
+    onFailure: (error) => {
+      if (!down)
+        note(
+          `the cluster's database does not answer (${error.message}); the run waits for it (runners stop their agents and run them again once it is back; Ctrl-C stops the run)`
+        )
+      down = true
+    },
+    onSuccess: () => {
+      if (down) note("the cluster's database answers again; the run continues")
+      down = false
+    }
+  })
+  return Effect.repeat(probe, Schedule.spaced("5 seconds"))
+}
+
+/** What a run whose end the cluster's database did not take (it was unreachable) tells the user. */
+const notRecorded = (runId: string, reason: string) =>
+  `corral: cannot record the end of run ${runId} in the cluster's database: ${reason}\n` +
+  "  its ledger still says running, so `corral runs --cluster` shows it as crashed; the runners may still run\n" +
+  "  its unfinished agents once the database is back; `corral run --resume --cluster` continues it\n"
+
 export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     const plan = yield* PlanFile.load(flags.plan).pipe(
@@ -485,6 +515,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       }))
     })
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
+    yield* Effect.forkScoped(watchDatabase(Context.get(client, SqlClient.SqlClient), reporter.note))
     if (resumed !== undefined) {
       reporter.note(
         `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`
@@ -535,16 +566,21 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       git: {},
       phases: {}
     }
-    yield* ledger.finishRun(
-      runId,
-      result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
-      result.endedAt
-    )
-    if (target !== undefined && resumed !== undefined && result.allSucceeded) {
+    const unrecorded = yield* ledger
+      .finishRun(
+        runId,
+        result.stopped?._tag === "Stopped" ? "interrupted" : result.allSucceeded ? "succeeded" : "failed",
+        result.endedAt
+      )
+      .pipe(
+        Effect.as(undefined),
+        Effect.catchTag("RunLedgerError", (error) => Effect.succeed(error.message))
+      )
+    if (unrecorded === undefined && target !== undefined && resumed !== undefined && result.allSucceeded) {
       for (const crashed of new Set([resumed.runId, ...[...adopt.values()].flat()]))
         yield* RemoteWorkspace.clean(target.repo, remote, crashed)
     }
-    const reportDir = flags.report ? yield* writeReport(ledger, flags, runId) : undefined
+    const reportDir = flags.report && unrecorded === undefined ? yield* writeReport(ledger, flags, runId) : undefined
     const rendered = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const summary =
       reportDir === undefined
@@ -552,5 +588,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         : `${rendered}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
-    return requests.exitCode() ?? Summary.exitCode(report)
+    if (unrecorded === undefined) return requests.exitCode() ?? Summary.exitCode(report)
+    OutputGuard.write(process.stderr, notRecorded(runId, unrecorded))
+    return requests.exitCode() ?? Math.max(Summary.exitCode(report), 1)
   }).pipe(Effect.scoped)

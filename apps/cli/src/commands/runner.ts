@@ -1,3 +1,4 @@
+import * as NodeFs from "node:fs"
 import { createServer } from "node:net"
 import * as NodePath from "node:path"
 import * as Config from "effect/Config"
@@ -7,7 +8,7 @@ import * as Option from "effect/Option"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as Reactivity from "effect/reactivity/Reactivity"
-import { invalidInput } from "../CliExit.ts"
+import { type CliExit, invalidInput } from "../CliExit.ts"
 
 /** The cluster packages (effect/cluster, the Postgres driver), loaded only by the commands that use them. */
 const cluster = Effect.promise(async () => {
@@ -24,14 +25,30 @@ const clusterFlag = Flag.String("cluster").pipe(
   Flag.withDescription("The cluster's Postgres URL (default: $CORRAL_CLUSTER)")
 )
 
-const freePort = Effect.callback<number>((resume) => {
-  const listener = createServer()
-  listener.listen(0, "127.0.0.1", () => {
-    const address = listener.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    listener.close(() => resume(Effect.succeed(port)))
+/**
+ * The port the runner will listen on: `port`, or a free one (0), once a listener on `host` got it;
+ * exit 2 naming the address when it cannot (in use, not an address of this machine).
+ */
+const listenable = (host: string, port: number) =>
+  Effect.callback<number, CliExit>((resume) => {
+    const listener = createServer()
+    listener.once("error", (error: NodeJS.ErrnoException) =>
+      resume(invalidInput(`cannot listen on ${host}:${port} (--host, --port): ${error.message}`))
+    )
+    listener.listen(port, host, () => {
+      const address = listener.address()
+      const bound = typeof address === "object" && address !== null ? address.port : port
+      listener.close(() => resume(Effect.succeed(bound)))
+    })
   })
-})
+
+/** `--repo` (default: the current directory), or exit 2 when it is not a folder. */
+const runnerRepo = (flag: Option.Option<string>) => {
+  const repo = Option.match(flag, { onNone: () => process.cwd(), onSome: (dir) => NodePath.resolve(dir) })
+  return NodeFs.statSync(repo, { throwIfNoEntry: false })?.isDirectory() === true
+    ? Effect.succeed(repo)
+    : invalidInput(`--repo ${repo}: not a directory`)
+}
 
 /** The URL, or exit 2 when it is missing or the database cannot be reached. */
 const clusterUrl = (flag: Option.Option<string>) =>
@@ -73,9 +90,15 @@ export const runner = Command.make(
   (flags) =>
     Effect.gen(function* () {
       if (flags.capacity < 1) return yield* invalidInput(`--capacity ${flags.capacity}: expected a positive integer`)
+      if (Option.isSome(flags.port) && !(flags.port.value >= 1 && flags.port.value <= 65535))
+        return yield* invalidInput(`--port ${flags.port.value}: expected a port number from 1 to 65535`)
+      const repo = yield* runnerRepo(flags.repo)
       const url = yield* clusterUrl(flags.cluster)
       const { Runner } = yield* cluster
-      const port = Option.isSome(flags.port) ? flags.port.value : yield* freePort
+      const port = yield* listenable(
+        flags.host,
+        Option.getOrElse(flags.port, () => 0)
+      )
       const labels = Option.match(flags.labels, {
         onNone: () => [],
         onSome: (text) =>
@@ -84,7 +107,6 @@ export const runner = Command.make(
             .map((label) => label.trim())
             .filter((label) => label !== "")
       })
-      const repo = Option.match(flags.repo, { onNone: () => process.cwd(), onSome: (dir) => NodePath.resolve(dir) })
       return yield* Runner.serve({ url, host: flags.host, port, capacity: flags.capacity, labels, repo }, (address) =>
         Console.log(
           `runner ${address} ready (capacity ${flags.capacity}${labels.length > 0 ? `, labels ${labels.join(",")}` : ""})`

@@ -125,7 +125,9 @@ export const inRemoteWorkspace = <A, E, R>(
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const isRepo = yield* Git.test(["rev-parse", "--git-dir"], { cwd: repo }).pipe(Effect.orElseSucceed(() => false))
+      const isRepo = yield* Git.test(["rev-parse", "--git-dir"], { cwd: repo }).pipe(
+        Effect.catchTag("GitError", () => Effect.succeed(false))
+      )
       if (!isRepo) {
         return yield* Effect.fail(
           new RemoteWorkspace.RemoteError({

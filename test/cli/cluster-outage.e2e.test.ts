@@ -1,0 +1,57 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { startCli, waitFor, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
+
+const cluster = await clusterTests()
+
+describe.skipIf(!cluster.available)("corral run --cluster while the cluster's database is down", () => {
+  it("Ctrl-C: the summary, exit 130, and a message that the run's end was not recorded; back up, the run shows as crashed", async () => {
+    const repo = cluster.scratch("corral-outage-")
+    const { url } = await cluster.runners(1, repo)
+    const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
+    const plan = writePlan(
+      cluster.scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1\nisolation: none\nagents:\n  - id: slow\n    run: touch ${started} && exec sleep 300\n`
+    )
+    const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
+    await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
+    await Effect.runPromise(cluster.server!.kill)
+    run.signal("SIGINT")
+    const stopped = await run.done
+    await Effect.runPromise(cluster.server!.restart)
+    expect(stopped.code, stopped.stderr).toBe(130)
+    expect(stopped.stdout).toMatch(/slow\s+│ interrupted/)
+    expect(stopped.stderr).toContain(`corral: cannot record the end of run `)
+    expect(stopped.stderr).toContain("corral run --resume --cluster")
+    const listed = await cluster.listedAs(url, repo, /crashed/)
+    expect(listed).toMatch(/crashed/)
+  }, 180_000)
+
+  it("an outage is announced and its end too; the run then continues and succeeds", async () => {
+    const repo = cluster.scratch("corral-outage-")
+    const { url } = await cluster.runners(1, repo)
+    const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
+    const plan = writePlan(
+      cluster.scratch("corral-plan-"),
+      "plan.yaml",
+      `version: 1\nisolation: none\nagents:\n  - id: short\n    run: touch ${started} && sleep 2\n`
+    )
+    const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
+    await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
+    await Effect.runPromise(cluster.server!.kill)
+    await waitFor(
+      () => /the cluster's database does not answer/.test(run.output()),
+      60_000,
+      `the notice: ${run.output()}`
+    )
+    await Effect.runPromise(cluster.server!.restart)
+    await waitFor(() => /the cluster's database answers again/.test(run.output()), 60_000, `the end: ${run.output()}`)
+    const ended = await run.done
+    expect(ended.code, run.output()).toBe(0)
+    expect(ended.stdout).toMatch(/short\s+│ succeeded/)
+  }, 180_000)
+})
