@@ -278,8 +278,9 @@ export interface Current {
 /**
  * What a run binds to each agent for the agent's whole lifetime: where `Agent.current` and
  * `Usage.report` read from. The run provides it once when the agent starts, so fibers the agent
- * forks (`Effect.forkDetach`, `forkIn` an outer scope) keep reading and reporting as that agent
- * even after it ended.
+ * forks out of its lifetime (`Effect.forkDetach`, `forkIn` an outer scope) keep reading and
+ * reporting as that agent even after it ended. Its child fibers (`Effect.forkChild`) are
+ * interrupted when it ends, before its claims are released.
  *
  * `report` returns `false` when the usage could not be attributed (the run had ended).
  *
