@@ -287,6 +287,87 @@ describe("Corral.run", () => {
     })
   )
 
+  it.effect(
+    "rejects agents and options of the wrong shape (untyped callers) with an issue each, before anything runs",
+    () =>
+      Effect.gen(function* () {
+        let ran = 0
+        const run = Effect.sync(() => ran++)
+        const untyped = (value: unknown): never => value as never
+        const cases: ReadonlyArray<readonly [() => Effect.Effect<unknown, CorralError.InvalidRun>, string]> = [
+          [() => Corral.run(untyped(undefined)), "agents|expected an array of agents, got undefined"],
+          [
+            () => Corral.run([Agent.make("a", { run })], { mode: untyped("fast") }),
+            'mode|expected "settle" or "fail-fast", got "fast"'
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run })], { onEvent: untyped(5) }),
+            "onEvent|expected a function returning an effect, got number"
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run })], { stopOn: untyped("now") }),
+            "stopOn|expected an effect, got string"
+          ],
+          [() => Corral.run([Agent.make(untyped(5), { run })]), "id|expected a string, got number"],
+          [
+            () => Corral.run([Agent.make("a", { run: untyped(Promise.resolve(1)) as Effect.Effect<void> })]),
+            "a|run|expected an effect or a function returning one, got a Promise"
+          ],
+          [() => Corral.run([Agent.make("a", { run, retry: untyped(3) })]), "a|retry|expected a Schedule, got number"],
+          [
+            () => Corral.run([Agent.make("a", { run, claims: untyped(null) })]),
+            "a|claims|expected an object, got null"
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run, claims: { write: untyped("src/a.ts") } })]),
+            "a|claims.write|expected an array of keys, got string"
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run, claims: { read: [untyped(5)] } })]),
+            "a|claims.read[0]|expected a string key, got number"
+          ],
+          [
+            () => Corral.run([Agent.make("b", { run }), Agent.make("a", { run, dependsOn: untyped("b") })]),
+            "a|dependsOn|expected an array of agent ids, got string"
+          ]
+        ]
+        for (const [attempt, expected] of cases) {
+          const error = yield* Effect.flip(Effect.suspend(attempt))
+          assert.instanceOf(error, CorralError.InvalidRun)
+          assert.deepStrictEqual(
+            error.issues.map((i) => [i.agentId, i.field, i.message].filter((part) => part !== undefined).join("|")),
+            [expected]
+          )
+        }
+        assert.strictEqual(ran, 0)
+      })
+  )
+
+  it.effect(
+    "an agent whose run is an object or returns something other than an effect fails alone, as a defect naming it",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Corral.run([
+          Agent.make("async", { run: (async () => 1) as unknown as () => Effect.Effect<number> }),
+          Agent.make("number", { run: (() => 5) as unknown as () => Effect.Effect<number> }),
+          Agent.make("object", { run: {} as unknown as Effect.Effect<number> }),
+          Agent.make("fine", { run: () => Effect.succeed(1) })
+        ])
+        assert.deepStrictEqual(tags(result), { async: "Failed", number: "Failed", object: "Failed", fine: "Succeeded" })
+        const object = result.get("object")
+        assert(object._tag === "Failed")
+        assert.strictEqual((object.error as Error).message, 'agent "object": run is object, not an effect')
+        const failed = result.get("async")
+        assert(failed._tag === "Failed")
+        assert.isTrue(failed.defect)
+        assert.instanceOf(failed.error, CorralError.NotAnEffect)
+        assert.strictEqual(
+          (failed.error as CorralError.NotAnEffect).message,
+          'agent "async": run returned a Promise, not an effect (wrap a promise with Effect.promise or Effect.tryPromise)'
+        )
+      })
+  )
+
   it.effect("reports dependency cycles with their path", () =>
     Effect.gen(function* () {
       const run = Effect.void
