@@ -1,7 +1,7 @@
-import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Fiber, Random, Schedule } from "effect"
+import { type Duration, Effect, Exit, Fiber, Logger, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
@@ -453,6 +453,41 @@ describe("Corral.run", () => {
       assert.include((result.get("running") as Outcome.Interrupted).reason, "costUsd budget of 2 exceeded")
       assert.isTrue(events.some((e) => e._tag === "Stopping"))
     })
+  )
+
+  it.effect(
+    "a usage report that is not a finite number of at least 0 is dropped with a warning; the budget still holds",
+    () =>
+      Effect.gen(function* () {
+        const warnings: Array<string> = []
+        const capture = Logger.layer([
+          Logger.make(({ message, logLevel }) => {
+            if (logLevel === "Warn") warnings.push(String(Array.isArray(message) ? message[0] : message))
+          })
+        ])
+        const result = yield* Corral.run(
+          [
+            Agent.make("nan", { run: Usage.report({ costUsd: Number.NaN, inputTokens: 5 }) }),
+            Agent.make("refund", { run: Usage.report({ costUsd: -10 }) }),
+            Agent.make("text", { run: Usage.report({ inputTokens: "5" as unknown as number }) }),
+            Agent.make("pricey", { run: Usage.report({ costUsd: 3 }) })
+          ],
+          { concurrency: 1, budget: { costUsd: 1 } }
+        ).pipe(Effect.provide(capture))
+        assert.deepStrictEqual(result.usage, { inputTokens: 0, outputTokens: 0, costUsd: 3 })
+        assert.deepStrictEqual(result.stopped, {
+          _tag: "BudgetExceeded",
+          agentId: "pricey",
+          limit: "costUsd",
+          spent: 3,
+          budget: 1
+        })
+        assert.deepStrictEqual(warnings, [
+          'corral: usage reported by agent "nan" was dropped: costUsd must be a finite number of at least 0, got NaN',
+          'corral: usage reported by agent "refund" was dropped: costUsd must be a finite number of at least 0, got -10',
+          'corral: usage reported by agent "text" was dropped: inputTokens must be a finite number of at least 0, got "5"'
+        ])
+      })
   )
 
   it.effect("a slow subscriber does not slow the agents and a failing one does not break the run", () =>
