@@ -327,6 +327,27 @@ describe("a run nested inside an agent", () => {
     })
   )
 
+  it.effect("a nested run's concurrency bounds its own agents only: they run within the enclosing agent's slot", () =>
+    Effect.gen(function* () {
+      let running = 0
+      let peak = 0
+      const leaf = (id: string) =>
+        Agent.make(id, {
+          run: Effect.gen(function* () {
+            peak = Math.max(peak, ++running)
+            yield* Effect.sleep("1 second")
+            running--
+          })
+        })
+      const parent = (id: string) =>
+        Agent.make(id, { run: Corral.run([leaf(`${id}.1`), leaf(`${id}.2`), leaf(`${id}.3`)], { concurrency: 3 }) })
+      const result = yield* finishWithin(Corral.run([parent("p"), parent("q")], { concurrency: 1 }))
+      assert.deepStrictEqual(tags(result), { p: "Succeeded", q: "Succeeded" })
+      assert.strictEqual(peak, 3)
+      assert.strictEqual(result.wallMs, 2000)
+    })
+  )
+
   it.effect("usage reported inside a nested run is credited to the nested agent and to the enclosing agent", () =>
     Effect.gen(function* () {
       let inner: ReadonlyArray<Outcome.Outcome<unknown, unknown>> = []
