@@ -10,6 +10,8 @@ import * as Effect from "effect/Effect"
 import { Class as PipeableClass, type Pipeable } from "effect/Pipeable"
 import type * as Schedule from "effect/Schedule"
 import type * as Claims from "./Claims.ts"
+import { NotAnEffect } from "./CorralError.ts"
+import { describe } from "./internal/describe.ts"
 import type * as Usage from "./Usage.ts"
 
 /**
@@ -187,7 +189,7 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
 
   get run(): (deps: Deps) => Effect.Effect<A, E, R> {
     const given = this.given
-    return Effect.isEffect(given) ? () => given : (deps) => Effect.suspend(() => given(deps))
+    return Effect.isEffect(given) ? () => given : (deps) => this.effect(deps)
   }
   /** Whether `run` is a function of the dependencies' values (else it is an effect that ignores them). */
   readsDeps(): boolean {
@@ -196,7 +198,21 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
   /** `run(deps)` without the function `run` makes: a run calls it once per attempt. */
   effect(deps: Deps): Effect.Effect<A, E, R> {
     const given = this.given
-    return Effect.isEffect(given) ? given : Effect.suspend(() => given(deps))
+    if (Effect.isEffect(given)) return given
+    if (typeof given === "function") return Effect.suspend(() => checked(this.id, given(deps)))
+    return Effect.die(new NotAnEffect({ agentId: this.id, got: describe(given), returned: false }))
+  }
+  /**
+   * What `run` is when it is a plain value or a `Promise` (`Corral.run` rejects it up front), else
+   * `undefined`. Only kinds a `typeof` or a prototype test tells apart: `Effect.isEffect` on every
+   * agent of a large run cost ≈ 4% of its CPU per agent, and another object that is not an effect
+   * fails the agent with `NotAnEffect` when it starts.
+   */
+  runProblem(): string | undefined {
+    const given: unknown = this.given
+    return typeof given === "function" || (typeof given === "object" && given !== null && !(given instanceof Promise))
+      ? undefined
+      : describe(given)
   }
   get timeout(): Duration.Input | undefined {
     return this.extra?.timeout
@@ -234,6 +250,21 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
 }
 
 Object.defineProperty(AgentImpl.prototype, TypeId, { value: TypeId })
+
+/** What a `run` function returned, when it is an effect; else a defect naming the agent (never a crash of the run). */
+const checked = <A, E, R>(agentId: string, returned: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.isEffect(returned)
+    ? returned
+    : Effect.die(new NotAnEffect({ agentId, got: describe(returned), returned: true }))
+
+/**
+ * What `agent.run` is when it is neither an effect nor a function (a `Promise`, a plain value), else
+ * `undefined`.
+ *
+ * @internal
+ */
+export const runProblem = (agent: Any): string | undefined =>
+  agent instanceof AgentImpl ? agent.runProblem() : undefined
 
 /**
  * The effect of one attempt of `agent` (`agent.run(deps)`).
@@ -278,8 +309,9 @@ export interface Current {
 /**
  * What a run binds to each agent for the agent's whole lifetime: where `Agent.current` and
  * `Usage.report` read from. The run provides it once when the agent starts, so fibers the agent
- * forks (`Effect.forkDetach`, `forkIn` an outer scope) keep reading and reporting as that agent
- * even after it ended.
+ * forks out of its lifetime (`Effect.forkDetach`, `forkIn` an outer scope) keep reading and
+ * reporting as that agent even after it ended. Its child fibers (`Effect.forkChild`) are
+ * interrupted when it ends, before its claims are released.
  *
  * `report` returns `false` when the usage could not be attributed (the run had ended).
  *

@@ -12,7 +12,10 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Schema from "effect/Schema"
 import * as Agent from "./Agent.ts"
 import * as Executor from "./Executor.ts"
@@ -93,8 +96,34 @@ const invalid = (kind: Any, agentId: string, reason: Executor.ExecutionError["re
   new Executor.ExecutionError({ kind: kind.name, agentId, reason, message })
 
 /**
+ * The input given to {@link agent} does not encode with the kind's input schema (a caller outside the
+ * type checker, or a schema with checks types do not express). Thrown by `agent`, before any run.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidInput extends Data.TaggedError("InvalidInput")<{
+  readonly kind: string
+  readonly agentId: string
+  /** What the schema rejected, as `effect/Schema` words it. */
+  readonly reason: string
+}> {
+  override get message() {
+    return `agent ${JSON.stringify(this.agentId)} of kind ${JSON.stringify(this.kind)}: input does not match the kind's input schema: ${this.reason}`
+  }
+}
+
+const encodeInput = <I, O, E, R>(kind: AgentKind<I, O, E, R>, agentId: string, input: I): unknown => {
+  const encoded = Schema.encodeUnknownExit(kind.input)(input)
+  if (Exit.isSuccess(encoded)) return encoded.value
+  const error = Cause.squash(encoded.cause)
+  throw new InvalidInput({ kind: kind.name, agentId, reason: error instanceof Error ? error.message : String(error) })
+}
+
+/**
  * An agent of a run that runs `kind` with `input` on the `Executor` in context. Its default
- * idempotency key covers the kind's name and the encoded input.
+ * idempotency key covers the kind's name and the encoded input. An input the kind's schema does not
+ * encode throws `InvalidInput`.
  *
  * @example
  * ```ts
@@ -122,7 +151,7 @@ export const agent = <I, O, E, R>(
     readonly requires?: string | undefined
   } = {}
 ): Agent.Agent<O, E | Executor.ExecutionError, Executor.Executor> => {
-  const encoded = Schema.encodeUnknownSync(kind.input)(input)
+  const encoded = encodeInput(kind, id, input)
   const { requires, ...agentOptions } = options
   return Agent.make(id, {
     ...agentOptions,

@@ -34,6 +34,28 @@ export class InvalidRun extends Data.TaggedError("InvalidRun")<{ readonly issues
 }
 
 /**
+ * An agent's `run` function returned something other than an effect (an `async` function's
+ * `Promise`, a plain value), or `run` is an object that is not an effect. The agent ends `Failed`
+ * with this as its defect; the run goes on. (`run` as a plain value or a `Promise` is an
+ * `InvalidRun` before anything starts.)
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotAnEffect extends Data.TaggedError("NotAnEffect")<{
+  readonly agentId: string
+  /** What `run` returned or is: `a Promise`, `number`, `object`, ... */
+  readonly got: string
+  /** `true` when a `run` function returned it, `false` when it is `run` itself. */
+  readonly returned: boolean
+}> {
+  override get message() {
+    const hint = this.got === "a Promise" ? " (wrap a promise with Effect.promise or Effect.tryPromise)" : ""
+    return `agent ${JSON.stringify(this.agentId)}: run ${this.returned ? "returned" : "is"} ${this.got}, not an effect${hint}`
+  }
+}
+
+/**
  * Renders an issue as `agent "id" (agents[i]): field: message`, `agents[i]: field: message` for an
  * agent without a usable id, or `field: message` for a run option.
  *

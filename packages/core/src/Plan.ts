@@ -205,13 +205,15 @@ export const analyze = (
   agents: ReadonlyArray<Agent.Any> | Plan<any, any, any>,
   options: AnalyzeOptions = {}
 ): Result.Result<Analysis, InvalidRun> => {
-  const list = "agents" in agents ? agents.agents : agents
+  const list = isPlan(agents) ? agents.agents : agents
+  // Only the agents among an untyped caller's values; `validate` reports the rest.
+  const known = Array.isArray(list) ? list.filter(Agent.isAgent) : []
   const nodes = validate(list, {
     concurrency: 1,
-    pools: options.pools ?? poolsOf(list),
+    pools: options.pools ?? poolsOf(known),
     claimTimeout: undefined,
     poolScope: "",
-    rateLimits: list.flatMap((agent) => (agent.rateLimit === undefined ? [] : [agent.rateLimit]))
+    rateLimits: known.flatMap((agent) => (agent.rateLimit === undefined ? [] : [agent.rateLimit]))
   })
   if (Result.isFailure(nodes)) return Result.fail(nodes.failure)
   const durations = nodes.success.map((node) =>
@@ -219,6 +221,9 @@ export const analyze = (
   )
   return Result.succeed(analysis.analyze(nodes.success, durations))
 }
+
+const isPlan = (value: ReadonlyArray<Agent.Any> | Plan<any, any, any>): value is Plan<any, any, any> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && "agents" in value
 
 const poolsOf = (agents: ReadonlyArray<Agent.Any>): Record<string, number> => {
   const pools: Record<string, number> = {}

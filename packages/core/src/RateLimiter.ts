@@ -83,7 +83,8 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
 }
 
 /**
- * The limiter. Unknown keys are defects: runs validate their agents' keys before starting.
+ * The limiter. Unknown keys are defects (runs validate their agents' keys before starting), and so
+ * are token counts that are not finite numbers of at least 0.
  *
  * @since 0.1.0
  * @category models
@@ -180,10 +181,10 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
     )
   return {
     keys: [...table.keys()],
-    tryTake: (key, tokens = 1) => withNow((now) => get(key).tryTake(tokens, now)),
+    tryTake: (key, tokens = 1) => withNow((now) => get(key).tryTake(counted(key, tokens), now)),
     take: (key, tokens = 1) =>
       Effect.flatMap(
-        withNow((now) => get(key).reserve(tokens, now)),
+        withNow((now) => get(key).reserve(counted(key, tokens), now)),
         (wait) =>
           wait === 0
             ? Effect.void
@@ -192,9 +193,26 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
                 Effect.onInterrupt(() => withNow((now) => get(key).settle(tokens, now)))
               )
       ),
-    settle: (key, estimated, actual) => withNow((now) => get(key).settle(estimated - actual, now)),
+    settle: (key, estimated, actual) =>
+      withNow((now) => get(key).settle(counted(key, estimated) - counted(key, actual), now)),
     pause: (key, retryAfter) => withNow((now) => get(key).pause(Duration.toMillis(retryAfter), now))
   }
+}
+
+/**
+ * `tokens`, when it is a finite number of at least 0; otherwise throws (a defect where a limiter
+ * calls it, as an unknown key is). Another count would corrupt a bucket for good: a negative take
+ * adds tokens, and after `NaN` every later take is free. Limiters of other packages
+ * (`SqliteRateLimiter`) check with it too.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const counted = (key: string, tokens: number): number => {
+  if (typeof tokens === "number" && Number.isFinite(tokens) && tokens >= 0) return tokens
+  throw new Error(
+    `tokens for rate limit ${JSON.stringify(key)} must be a finite number of at least 0, got ${String(tokens)}`
+  )
 }
 
 /**

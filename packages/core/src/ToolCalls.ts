@@ -9,7 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Agent from "./Agent.ts"
 import type * as Claims from "./Claims.ts"
 import * as Corral from "./Corral.ts"
-import type { InvalidRun } from "./CorralError.ts"
+import { InvalidRun, type Issue } from "./CorralError.ts"
+import { describe } from "./internal/describe.ts"
 import type * as Outcome from "./Outcome.ts"
 
 /**
@@ -53,13 +54,31 @@ export interface ToolCall<A, E, R> {
 export const run = <A, E, R>(
   calls: ReadonlyArray<ToolCall<A, E, R>>,
   options: { readonly concurrency?: number | undefined } = {}
-): Effect.Effect<ReadonlyArray<Outcome.Outcome<A, E>>, InvalidRun, R> =>
-  Effect.map(
+): Effect.Effect<ReadonlyArray<Outcome.Outcome<A, E>>, InvalidRun, R> => {
+  const issues = shapeIssues(calls)
+  if (issues !== undefined) return Effect.fail(new InvalidRun({ issues }))
+  return Effect.map(
     Corral.run(
       calls.map((call, i) => Agent.make(`${i}:${call.name}`, { run: call.run, claims: claimsOf(call) })),
       { concurrency: options.concurrency ?? 8 }
     ),
     (result) => result.outcomes
   )
+}
+
+/** What an untyped caller got wrong in the list itself (each call's fields are checked by the run). */
+const shapeIssues = (calls: unknown): ReadonlyArray<Issue> | undefined => {
+  if (!Array.isArray(calls)) {
+    return [{ field: "calls", message: `expected an array of tool calls, got ${describe(calls)}` }]
+  }
+  let issues: Array<Issue> | undefined
+  for (let index = 0; index < calls.length; index++) {
+    const call: unknown = calls[index]
+    if (typeof call === "object" && call !== null && !Array.isArray(call)) continue
+    const message = `expected a tool call { name, read, write, run }, got ${describe(call)}`
+    ;(issues ??= []).push({ field: `calls[${index}]`, message })
+  }
+  return issues
+}
 
 const claimsOf = (call: ToolCall<unknown, unknown, unknown>): Claims.Claims => ({ read: call.read, write: call.write })

@@ -64,7 +64,9 @@ export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | un
 )
 
 /**
- * Reports usage for the running agent; outside a run it does nothing.
+ * Reports usage for the running agent; outside a run it does nothing. Each field given must be a
+ * finite number of at least 0; a report with another value is dropped whole, with a warning naming
+ * the agent and the field.
  *
  * The agent is the one that was running when the reporting fiber was forked, so usage reported by
  * a fiber an agent forked is credited to that agent, also after it ended: until the run ends it is
@@ -86,8 +88,10 @@ export const Reporter = Context.Reference<((usage: Partial<Usage>) => void) | un
  * @category reporting
  */
 export const report = (usage: Partial<Usage>): Effect.Effect<void> =>
-  Effect.flatMap(Reporter, (reporter) =>
-    reporter !== undefined
+  Effect.flatMap(Reporter, (reporter) => {
+    const problem = invalidField(usage)
+    if (problem !== undefined) return dropInvalid(problem)
+    return reporter !== undefined
       ? Effect.sync(() => reporter(usage))
       : Effect.flatMap(Agent.CurrentRef, (frame) => {
           if (frame === undefined || frame.report(usage)) return Effect.void
@@ -97,4 +101,28 @@ export const report = (usage: Partial<Usage>): Effect.Effect<void> =>
             usage
           )
         })
-  )
+  })
+
+const fields = ["inputTokens", "outputTokens", "costUsd"] as const
+
+/**
+ * The first field of a report that is not a finite number of at least 0, described. Such a value
+ * would poison the sums: `NaN` turns every total into `NaN` and disables the budget, a negative cost
+ * lowers the spend, a string concatenates.
+ */
+const invalidField = (usage: Partial<Usage>): string | undefined => {
+  for (const field of fields) {
+    const value: unknown = usage[field]
+    if (value === undefined || (typeof value === "number" && Number.isFinite(value) && value >= 0)) continue
+    const shown = typeof value === "number" ? String(value) : (JSON.stringify(value) ?? String(value))
+    return `${field} must be a finite number of at least 0, got ${shown}`
+  }
+  return undefined
+}
+
+/** A report with an invalid field is dropped whole, with a warning naming the agent (when in one). */
+const dropInvalid = (problem: string): Effect.Effect<void> =>
+  Effect.flatMap(Agent.CurrentRef, (frame) => {
+    const who = frame === undefined ? "" : ` by agent ${JSON.stringify(frame.current().agentId)}`
+    return Effect.logWarning(`corral: usage reported${who} was dropped: ${problem}`)
+  })

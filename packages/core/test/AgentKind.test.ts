@@ -115,6 +115,26 @@ describe("AgentKind", () => {
       })
   )
 
+  it("an input the kind's schema does not accept throws InvalidInput naming the kind, the agent and the field", () => {
+    const error = (() => {
+      try {
+        AgentKind.agent(Measure, "measure-5", { text: 5 } as unknown as { text: string })
+      } catch (thrown) {
+        return thrown
+      }
+    })()
+    assert.instanceOf(error, AgentKind.InvalidInput)
+    const invalid = error as AgentKind.InvalidInput
+    assert.strictEqual(invalid._tag, "InvalidInput")
+    assert.strictEqual(invalid.kind, "measure")
+    assert.strictEqual(invalid.agentId, "measure-5")
+    assert.match(
+      invalid.message,
+      /^agent "measure-5" of kind "measure": input does not match the kind's input schema: /
+    )
+    assert.include(invalid.message, '["text"]')
+  })
+
   it("an agent's default idempotency inputs name the kind and the encoded input", () => {
     const agent = AgentKind.agent(Measure, "a", { text: "abc" }, { inputs: ["extra"] })
     assert.deepStrictEqual(agent.inputs, ["kind:measure", '{"text":"abc"}', "extra"])

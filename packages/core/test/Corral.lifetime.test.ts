@@ -113,6 +113,77 @@ describe("an agent's context lives as long as the agent", () => {
   )
 })
 
+describe("fibers an agent forks as its children", () => {
+  const childOf = (agentId: string, log: Array<string>) =>
+    Effect.forkChild(
+      Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => log.push(`${agentId}'s child interrupted`)))),
+      { startImmediately: true }
+    )
+
+  it.effect(
+    "are interrupted when the agent ends, before its claims pass to the next agent, whatever worker ran it",
+    () =>
+      Effect.gen(function* () {
+        for (const concurrency of [1, 2]) {
+          const log: Array<string> = []
+          const agents = [
+            Agent.make("first", {
+              claims: { write: ["a.txt"] },
+              run: Effect.andThen(
+                childOf("first", log),
+                Effect.sync(() => log.push("first ends"))
+              )
+            }),
+            Agent.make("second", {
+              claims: { write: ["a.txt"] },
+              run: Effect.sync(() => log.push("second starts"))
+            }),
+            Agent.make("slow", { run: Effect.sleep("1 second") })
+          ]
+          const result = yield* finishWithin(Corral.run(agents, { concurrency }))
+          assert.isTrue(result.allSucceeded)
+          assert.deepStrictEqual(
+            log,
+            ["first ends", "first's child interrupted", "second starts"],
+            `concurrency ${concurrency}`
+          )
+        }
+      })
+  )
+
+  it.effect("are interrupted when the agent fails or times out, before the next agent starts", () =>
+    Effect.gen(function* () {
+      const log: Array<string> = []
+      const result = yield* finishWithin(
+        Corral.run(
+          [
+            Agent.make("times-out", {
+              timeout: "1 second",
+              run: Effect.andThen(childOf("times-out", log), Effect.never)
+            }),
+            Agent.make("fails", { run: Effect.andThen(childOf("fails", log), Effect.fail("no")) }),
+            Agent.make("after", { dependsOn: ["times-out"], run: Effect.void }),
+            Agent.make("last", {
+              run: Effect.andThen(
+                Effect.sync(() => log.push("last starts")),
+                Effect.sleep("1 minute")
+              )
+            })
+          ],
+          { concurrency: 1 }
+        )
+      )
+      assert.deepStrictEqual(tags(result), {
+        "times-out": "TimedOut",
+        fails: "Failed",
+        after: "Skipped",
+        last: "Succeeded"
+      })
+      assert.deepStrictEqual(log, ["times-out's child interrupted", "fails's child interrupted", "last starts"])
+    })
+  )
+})
+
 describe("log annotations", () => {
   const logged = (message: string) =>
     lines.filter((line) => line.message === message).map((line) => Object.entries(line.annotations))
@@ -253,6 +324,27 @@ describe("a run nested inside an agent", () => {
       assert.include(message, "0:write")
       assert.include(message, "src/x.ts")
       assert.include(message, '"editor"')
+    })
+  )
+
+  it.effect("a nested run's concurrency bounds its own agents only: they run within the enclosing agent's slot", () =>
+    Effect.gen(function* () {
+      let running = 0
+      let peak = 0
+      const leaf = (id: string) =>
+        Agent.make(id, {
+          run: Effect.gen(function* () {
+            peak = Math.max(peak, ++running)
+            yield* Effect.sleep("1 second")
+            running--
+          })
+        })
+      const parent = (id: string) =>
+        Agent.make(id, { run: Corral.run([leaf(`${id}.1`), leaf(`${id}.2`), leaf(`${id}.3`)], { concurrency: 3 }) })
+      const result = yield* finishWithin(Corral.run([parent("p"), parent("q")], { concurrency: 1 }))
+      assert.deepStrictEqual(tags(result), { p: "Succeeded", q: "Succeeded" })
+      assert.strictEqual(peak, 3)
+      assert.strictEqual(result.wallMs, 2000)
     })
   )
 

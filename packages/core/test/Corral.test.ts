@@ -1,7 +1,7 @@
-import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks } from "@corral/core"
+import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Fiber, Random, Schedule } from "effect"
+import { type Duration, Effect, Exit, Fiber, Logger, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
@@ -287,6 +287,87 @@ describe("Corral.run", () => {
     })
   )
 
+  it.effect(
+    "rejects agents and options of the wrong shape (untyped callers) with an issue each, before anything runs",
+    () =>
+      Effect.gen(function* () {
+        let ran = 0
+        const run = Effect.sync(() => ran++)
+        const untyped = (value: unknown): never => value as never
+        const cases: ReadonlyArray<readonly [() => Effect.Effect<unknown, CorralError.InvalidRun>, string]> = [
+          [() => Corral.run(untyped(undefined)), "agents|expected an array of agents, got undefined"],
+          [
+            () => Corral.run([Agent.make("a", { run })], { mode: untyped("fast") }),
+            'mode|expected "settle" or "fail-fast", got "fast"'
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run })], { onEvent: untyped(5) }),
+            "onEvent|expected a function returning an effect, got number"
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run })], { stopOn: untyped("now") }),
+            "stopOn|expected an effect, got string"
+          ],
+          [() => Corral.run([Agent.make(untyped(5), { run })]), "id|expected a string, got number"],
+          [
+            () => Corral.run([Agent.make("a", { run: untyped(Promise.resolve(1)) as Effect.Effect<void> })]),
+            "a|run|expected an effect or a function returning one, got a Promise"
+          ],
+          [() => Corral.run([Agent.make("a", { run, retry: untyped(3) })]), "a|retry|expected a Schedule, got number"],
+          [
+            () => Corral.run([Agent.make("a", { run, claims: untyped(null) })]),
+            "a|claims|expected an object, got null"
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run, claims: { write: untyped("src/a.ts") } })]),
+            "a|claims.write|expected an array of keys, got string"
+          ],
+          [
+            () => Corral.run([Agent.make("a", { run, claims: { read: [untyped(5)] } })]),
+            "a|claims.read[0]|expected a string key, got number"
+          ],
+          [
+            () => Corral.run([Agent.make("b", { run }), Agent.make("a", { run, dependsOn: untyped("b") })]),
+            "a|dependsOn|expected an array of agent ids, got string"
+          ]
+        ]
+        for (const [attempt, expected] of cases) {
+          const error = yield* Effect.flip(Effect.suspend(attempt))
+          assert.instanceOf(error, CorralError.InvalidRun)
+          assert.deepStrictEqual(
+            error.issues.map((i) => [i.agentId, i.field, i.message].filter((part) => part !== undefined).join("|")),
+            [expected]
+          )
+        }
+        assert.strictEqual(ran, 0)
+      })
+  )
+
+  it.effect(
+    "an agent whose run is an object or returns something other than an effect fails alone, as a defect naming it",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Corral.run([
+          Agent.make("async", { run: (async () => 1) as unknown as () => Effect.Effect<number> }),
+          Agent.make("number", { run: (() => 5) as unknown as () => Effect.Effect<number> }),
+          Agent.make("object", { run: {} as unknown as Effect.Effect<number> }),
+          Agent.make("fine", { run: () => Effect.succeed(1) })
+        ])
+        assert.deepStrictEqual(tags(result), { async: "Failed", number: "Failed", object: "Failed", fine: "Succeeded" })
+        const object = result.get("object")
+        assert(object._tag === "Failed")
+        assert.strictEqual((object.error as Error).message, 'agent "object": run is object, not an effect')
+        const failed = result.get("async")
+        assert(failed._tag === "Failed")
+        assert.isTrue(failed.defect)
+        assert.instanceOf(failed.error, CorralError.NotAnEffect)
+        assert.strictEqual(
+          (failed.error as CorralError.NotAnEffect).message,
+          'agent "async": run returned a Promise, not an effect (wrap a promise with Effect.promise or Effect.tryPromise)'
+        )
+      })
+  )
+
   it.effect("reports dependency cycles with their path", () =>
     Effect.gen(function* () {
       const run = Effect.void
@@ -372,6 +453,41 @@ describe("Corral.run", () => {
       assert.include((result.get("running") as Outcome.Interrupted).reason, "costUsd budget of 2 exceeded")
       assert.isTrue(events.some((e) => e._tag === "Stopping"))
     })
+  )
+
+  it.effect(
+    "a usage report that is not a finite number of at least 0 is dropped with a warning; the budget still holds",
+    () =>
+      Effect.gen(function* () {
+        const warnings: Array<string> = []
+        const capture = Logger.layer([
+          Logger.make(({ message, logLevel }) => {
+            if (logLevel === "Warn") warnings.push(String(Array.isArray(message) ? message[0] : message))
+          })
+        ])
+        const result = yield* Corral.run(
+          [
+            Agent.make("nan", { run: Usage.report({ costUsd: Number.NaN, inputTokens: 5 }) }),
+            Agent.make("refund", { run: Usage.report({ costUsd: -10 }) }),
+            Agent.make("text", { run: Usage.report({ inputTokens: "5" as unknown as number }) }),
+            Agent.make("pricey", { run: Usage.report({ costUsd: 3 }) })
+          ],
+          { concurrency: 1, budget: { costUsd: 1 } }
+        ).pipe(Effect.provide(capture))
+        assert.deepStrictEqual(result.usage, { inputTokens: 0, outputTokens: 0, costUsd: 3 })
+        assert.deepStrictEqual(result.stopped, {
+          _tag: "BudgetExceeded",
+          agentId: "pricey",
+          limit: "costUsd",
+          spent: 3,
+          budget: 1
+        })
+        assert.deepStrictEqual(warnings, [
+          'corral: usage reported by agent "nan" was dropped: costUsd must be a finite number of at least 0, got NaN',
+          'corral: usage reported by agent "refund" was dropped: costUsd must be a finite number of at least 0, got -10',
+          'corral: usage reported by agent "text" was dropped: inputTokens must be a finite number of at least 0, got "5"'
+        ])
+      })
   )
 
   it.effect("a slow subscriber does not slow the agents and a failing one does not break the run", () =>

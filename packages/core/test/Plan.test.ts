@@ -146,6 +146,17 @@ describe("Plan.analyze", () => {
     assert.isTrue(Result.isFailure(analysis))
   })
 
+  it("reports a list of the wrong shape as InvalidRun instead of throwing", () => {
+    for (const [input, expected] of [
+      [undefined, "agents: expected an array of agents, got undefined"],
+      [[null], "agents[0]: expected an agent built with Agent.make, got null"]
+    ] as const) {
+      const analysis = Plan.analyze(input as unknown as ReadonlyArray<Agent.Any>)
+      assert.isTrue(Result.isFailure(analysis))
+      if (Result.isFailure(analysis)) assert.include(analysis.failure.message, expected)
+    }
+  })
+
   it("accepts a plan", () => {
     const analysis = Result.getOrThrow(Plan.analyze(plan))
     assert.deepStrictEqual(analysis.criticalPath, { ids: ["research", "outline"], totalMs: 2 })

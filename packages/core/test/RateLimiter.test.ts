@@ -98,6 +98,39 @@ describe("RateLimiter", () => {
     }).pipe(Effect.provide(RateLimiter.layer({ api: { limit: 1, interval: "1 second", burst: 2 } })))
   )
 
+  it.effect(
+    "a token count that is not a finite number of at least 0 is a defect naming the key, and the bucket still limits",
+    () =>
+      Effect.gen(function* () {
+        const limiter = yield* RateLimiter.make({ api: { limit: 1, interval: "1 second" } })
+        for (const [name, attempt] of [
+          ["take -5", limiter.take("api", -5)],
+          ["take NaN", limiter.take("api", Number.NaN)],
+          ["tryTake Infinity", limiter.tryTake("api", Number.POSITIVE_INFINITY)],
+          ["settle NaN", limiter.settle("api", 1, Number.NaN)]
+        ] as const) {
+          const exit = yield* Effect.exit(attempt as Effect.Effect<unknown>)
+          assert.isTrue(Exit.hasDies(exit), name)
+          const message = String(Exit.isFailure(exit) ? exit.cause : "")
+          assert.include(message, 'tokens for rate limit "api" must be a finite number of at least 0', name)
+        }
+        const times: Array<number> = []
+        const fiber = yield* Effect.forkChild(
+          Effect.forEach(
+            [1, 2, 3],
+            () => Effect.flatMap(limiter.take("api"), () => Effect.map(now, (t) => times.push(t))),
+            {
+              discard: true
+            }
+          ),
+          { startImmediately: true }
+        )
+        yield* TestClock.adjust("10 seconds")
+        yield* Fiber.join(fiber)
+        assert.deepStrictEqual(times, [0, 1000, 2000])
+      })
+  )
+
   it.effect("invalid buckets fail with InvalidRun naming each field", () =>
     Effect.gen(function* () {
       const exit = yield* Effect.exit(

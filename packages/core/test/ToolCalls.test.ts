@@ -52,3 +52,32 @@ describe("ToolCalls.run", () => {
     })
   )
 })
+
+describe("ToolCalls.run with input of the wrong shape", () => {
+  it.effect("fails with InvalidRun naming the call, inside the effect, and runs nothing", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const run = Effect.sync(() => ran++)
+      const notCalls = ToolCalls.run(undefined as unknown as ReadonlyArray<ToolCalls.ToolCall<number, never, never>>)
+      const missing = ToolCalls.run([{ name: "ok", run }, null as unknown as ToolCalls.ToolCall<number, never, never>])
+      const badWrite = ToolCalls.run([{ name: "write", write: "a.txt" as unknown as ReadonlyArray<string>, run }])
+      const first = yield* Effect.flip(notCalls)
+      assert.strictEqual(first._tag, "InvalidRun")
+      assert.deepStrictEqual(
+        first.issues.map((i) => `${i.field}|${i.message}`),
+        ["calls|expected an array of tool calls, got undefined"]
+      )
+      const second = yield* Effect.flip(missing)
+      assert.deepStrictEqual(
+        second.issues.map((i) => `${i.index ?? "-"}|${i.field}|${i.message}`),
+        ["-|calls[1]|expected a tool call { name, read, write, run }, got null"]
+      )
+      const third = yield* Effect.flip(badWrite)
+      assert.deepStrictEqual(
+        third.issues.map((i) => `${i.agentId}|${i.field}|${i.message}`),
+        ["0:write|claims.write|expected an array of keys, got string"]
+      )
+      assert.strictEqual(ran, 0)
+    })
+  )
+})

@@ -45,7 +45,9 @@ const resultsOf = (deps: Readonly<Record<string, unknown>>): Record<string, unkn
 
 /**
  * Defines an agent that runs a command. A timeout or interruption kills the whole process tree; a crash or
- * an exceeded limit fails only this agent, with `ProcessFailed`.
+ * an exceeded limit fails only this agent, with `ProcessFailed`. Ctrl-C and SIGTERM of a program run with
+ * `NodeRuntime.runMain` interrupt the run, so they kill it too; a SIGKILL of your process runs no
+ * cleanup, and the command keeps running on its own unless you pass `dieWith: process.pid`.
  *
  * The command finds three paths in its environment: `CORRAL_USAGE_FILE` (append JSON lines such as
  * `{"inputTokens":1200,"outputTokens":300,"costUsd":0.004}`; they become this agent's usage as they are

@@ -232,7 +232,9 @@ const writerOptions = (options: WriterOptions | undefined) => ({
 const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
 
 /**
- * The run ledger service.
+ * The run ledger service. It learns a run's progress from the events given to `record` (the run's
+ * `onEvent`): a run interrupted from outside emits no more events, so its agents and the run stay
+ * `running` here; stop a recorded run with `Corral.run`'s `stopOn` (as `corral run` does on Ctrl-C).
  *
  * @example
  * ```ts

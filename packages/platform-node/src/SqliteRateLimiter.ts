@@ -117,10 +117,11 @@ export const make = (
 
     return {
       keys: [...configs.keys()],
-      tryTake: (key, tokens = 1) => withBucket(key, (bucket, now) => bucket.tryTake(tokens, now)),
+      tryTake: (key, tokens = 1) =>
+        withBucket(key, (bucket, now) => bucket.tryTake(RateLimiter.counted(key, tokens), now)),
       take: (key, tokens = 1) =>
         Effect.flatMap(
-          withBucket(key, (bucket, now) => bucket.reserve(tokens, now)),
+          withBucket(key, (bucket, now) => bucket.reserve(RateLimiter.counted(key, tokens), now)),
           (wait) =>
             wait === 0
               ? Effect.void
@@ -129,7 +130,10 @@ export const make = (
                   Effect.onInterrupt(() => withBucket(key, (bucket, now) => bucket.settle(tokens, now)))
                 )
         ),
-      settle: (key, estimated, actual) => withBucket(key, (bucket, now) => bucket.settle(estimated - actual, now)),
+      settle: (key, estimated, actual) =>
+        withBucket(key, (bucket, now) =>
+          bucket.settle(RateLimiter.counted(key, estimated) - RateLimiter.counted(key, actual), now)
+        ),
       pause: (key, retryAfter) => withBucket(key, (bucket, now) => bucket.pause(Duration.toMillis(retryAfter), now))
     } satisfies RateLimiter.Service
   })

@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Agent, Corral, RateLimiter } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { Reactivity } from "effect/reactivity"
 import * as SqliteClient from "../src/SqliteClient.ts"
 import * as SqliteRateLimiter from "../src/SqliteRateLimiter.ts"
@@ -71,6 +71,29 @@ describe("SqliteRateLimiter", () => {
       const rows = yield* sql<{ paused_until: number }>`SELECT paused_until FROM rate_buckets WHERE key = 'api'`
       assert.isAtLeast(Number(rows[0]?.paused_until), before + 50)
     }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "a token count that is not a finite number of at least 0 is a defect, and the shared bucket is unchanged",
+    () =>
+      Effect.gen(function* () {
+        const db = tempDb()
+        const limiter = yield* SqliteRateLimiter.scoped(db, { api: { limit: 1, interval: "1 hour" } })
+        for (const attempt of [
+          limiter.take("api", -5),
+          limiter.tryTake("api", Number.NaN),
+          limiter.settle("api", 1, -3)
+        ]) {
+          const exit = yield* Effect.exit(attempt as Effect.Effect<unknown>)
+          assert.isTrue(Exit.hasDies(exit))
+          assert.include(
+            String(Exit.isFailure(exit) ? exit.cause : ""),
+            'tokens for rate limit "api" must be a finite number'
+          )
+        }
+        assert.deepStrictEqual(yield* limiter.tryTake("api"), { _tag: "Taken" })
+        assert.strictEqual((yield* limiter.tryTake("api"))._tag, "Wait")
+      }).pipe(Effect.scoped)
   )
 
   it.effect("rejects invalid buckets with InvalidRun naming the field", () =>

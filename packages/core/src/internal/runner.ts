@@ -39,6 +39,7 @@ import { RunResult } from "../RunResult.ts"
 import * as Usage from "../Usage.ts"
 import { ClaimGate, type GateHost } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
+import { forkedSince, snapshot } from "./agentChildren.ts"
 import { annotate, logAnnotations } from "./annotations.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import type { Held } from "./inherit.ts"
@@ -111,6 +112,9 @@ export const run = <A, E, R>(
         eventBuffer: options.eventBuffer,
         budget: options.budget,
         maxBypass: options.maxBypass,
+        mode: options.mode,
+        onEvent: options.onEvent,
+        stopOn: options.stopOn,
         concurrency,
         pools: options.pools ?? noPools,
         claimTimeout: options.claimTimeout,
@@ -1123,6 +1127,8 @@ class Stint {
   endedAt: number | undefined = undefined
   /** The agent that ended last had given its slot back (`Corral.releaseSlot`): the loop checks for a surplus worker. */
   slotEnded = false
+  /** The worker fiber's children when the running agent started (`agentChildren.ts`). */
+  private childrenBefore: ReadonlySet<Fiber.Fiber<unknown, unknown>> | undefined = undefined
   private handlers:
     | {
         readonly onSuccess: (value: unknown) => Effect.Effect<unknown>
@@ -1156,6 +1162,7 @@ class Stint {
       const effect = attempts(this.host, current, runDeps(current))
       if (!isExitFast(effect)) {
         this.node = current
+        this.childrenBefore = snapshot(this.fiber)
         return Effect.matchCauseEffect(effect, (this.handlers ??= this.makeHandlers()))
       }
       this.fiber.setContext(this.context)
@@ -1175,6 +1182,13 @@ class Stint {
   }
 
   private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
+    const forked = forkedSince(this.fiber, this.childrenBefore)
+    this.childrenBefore = undefined
+    if (forked !== undefined) return Effect.andThen(Fiber.interruptAll(forked), () => this.finish(exit, value))
+    return this.finish(exit, value)
+  }
+
+  private finish(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
     const node = this.node!
     this.node = undefined
     this.fiber.setContext(this.context)

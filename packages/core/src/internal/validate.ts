@@ -1,8 +1,11 @@
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import * as Schedule from "effect/Schedule"
 import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
+import { describe } from "./describe.ts"
 import { checkNested, type Held } from "./inherit.ts"
 import { Node, plainNode } from "./node.ts"
 
@@ -17,6 +20,9 @@ export interface RunSettings {
   readonly eventBuffer?: number | undefined
   readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
   readonly maxBypass?: number | undefined
+  readonly mode?: unknown
+  readonly onEvent?: unknown
+  readonly stopOn?: unknown
 }
 
 const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
@@ -64,6 +70,10 @@ export function validate(
 ): Result.Result<ReadonlyArray<Node> | undefined, InvalidRun> {
   const given = settings.issues
   const issues: Array<Issue> = given === undefined || given.length === 0 ? [] : [...given]
+  if (!Array.isArray(agents)) {
+    issues.push({ field: "agents", message: `expected an array of agents, got ${describe(agents)}` })
+    return Result.fail(new InvalidRun({ issues }))
+  }
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
   let nodes: Array<Node> | undefined
@@ -73,6 +83,7 @@ export function validate(
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) continue
+    checkWork(agent, index, issues)
     if (isPlain(agent)) {
       if (nodes !== undefined || !deferPlain) (nodes ??= []).push(plainNode(index, agent))
       continue
@@ -130,6 +141,19 @@ const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
   if (budget !== undefined) {
     checkLimit(budget.costUsd, "costUsd", issues)
     checkLimit(budget.tokens, "tokens", issues)
+  }
+  const mode = settings.mode
+  if (mode !== undefined && mode !== "settle" && mode !== "fail-fast") {
+    issues.push({ field: "mode", message: `expected "settle" or "fail-fast", got ${JSON.stringify(mode)}` })
+  }
+  if (settings.onEvent !== undefined && typeof settings.onEvent !== "function") {
+    issues.push({
+      field: "onEvent",
+      message: `expected a function returning an effect, got ${describe(settings.onEvent)}`
+    })
+  }
+  if (settings.stopOn !== undefined && !Effect.isEffect(settings.stopOn)) {
+    issues.push({ field: "stopOn", message: `expected an effect, got ${describe(settings.stopOn)}` })
   }
   const maxBypass = settings.maxBypass
   if (maxBypass !== undefined && maxBypass !== Infinity && (!Number.isInteger(maxBypass) || maxBypass < 0)) {
@@ -195,8 +219,12 @@ const reportIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): void
       issues.push({ index, field: "", message: `expected an agent built with Agent.make, got ${describe(agent)}` })
       continue
     }
-    const id = agent.id
-    if (typeof id !== "string" || isBlank(id)) {
+    const id: unknown = agent.id
+    if (typeof id !== "string") {
+      issues.push({ index, field: "id", message: `expected a string, got ${describe(id)}` })
+      continue
+    }
+    if (isBlank(id)) {
       issues.push({ index, field: "id", message: "agent ids must not be blank" })
       continue
     }
@@ -217,6 +245,19 @@ const indexOf = (agents: ReadonlyArray<Agent.Any>, ids: Ids): Map<string, number
     if (Agent.isAgent(agent) && typeof agent.id === "string") index.set(agent.id, i)
   }
   return (ids.index = index)
+}
+
+/** `run` and `retry`, which plain agents have too: of the wrong kind, they would fail only once running. */
+const checkWork = (agent: Agent.Any, index: number, issues: Array<Issue>): void => {
+  const run = Agent.runProblem(agent)
+  if (run !== undefined) {
+    const message = `expected an effect or a function returning one, got ${run}`
+    issues.push({ agentId: agent.id, index, field: "run", message })
+  }
+  const retry = agent.retry
+  if (retry !== undefined && !Schedule.isSchedule(retry)) {
+    issues.push({ agentId: agent.id, index, field: "retry", message: `expected a Schedule, got ${describe(retry)}` })
+  }
 }
 
 const isPlain = (agent: Agent.Any): boolean =>
@@ -249,7 +290,7 @@ const checkAgent = (
   const claimTimeoutMs = duration("claimTimeout", agent.claimTimeout ?? settings.claimTimeout)
   const estimateMs = duration("estimate", agent.estimate)
   let request: Claims.Request | undefined
-  if (agent.claims !== undefined) {
+  if (agent.claims !== undefined && claimsHaveShape(agent.claims, report)) {
     const normalized = Claims.normalize(agent.claims, settings.pools, settings.poolScope)
     if (Result.isFailure(normalized)) reportClaims(agent.claims, settings, report)
     else if (!Claims.isEmpty(normalized.success)) request = normalized.success
@@ -272,6 +313,10 @@ const depIndices = (
   report: (field: string, message: string) => void
 ): ReadonlyArray<number> => {
   const dependsOn = agent.dependsOn
+  if (!Array.isArray(dependsOn)) {
+    report("dependsOn", `expected an array of agent ids, got ${describe(dependsOn)}`)
+    return noDeps
+  }
   if (dependsOn.length === 0) return noDeps
   const deps: Array<number> = []
   const index = indexOf(agents, ids)
@@ -289,8 +334,34 @@ const depIndices = (
 
 const noDeps: ReadonlyArray<number> = []
 
-const describe = (value: unknown): string =>
-  value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
+/** Whether a claim set given by an untyped caller has the documented shape; reports each part that does not. */
+const claimsHaveShape = (claims: Claims.Claims, report: (field: string, message: string) => void): boolean => {
+  if (typeof claims !== "object" || claims === null || Array.isArray(claims)) {
+    report("claims", `expected an object, got ${describe(claims)}`)
+    return false
+  }
+  let shaped = true
+  for (const mode of ["write", "read"] as const) {
+    const keys: unknown = claims[mode]
+    if (keys === undefined) continue
+    if (!Array.isArray(keys)) {
+      report(`claims.${mode}`, `expected an array of keys, got ${describe(keys)}`)
+      shaped = false
+      continue
+    }
+    keys.forEach((key: unknown, i) => {
+      if (typeof key === "string") return
+      report(`claims.${mode}[${i}]`, `expected a string key, got ${describe(key)}`)
+      shaped = false
+    })
+  }
+  const pools: unknown = claims.pools
+  if (pools !== undefined && (typeof pools !== "object" || pools === null || Array.isArray(pools))) {
+    report("claims.pools", `expected an object of pool amounts, got ${describe(pools)}`)
+    shaped = false
+  }
+  return shaped
+}
 
 /** Every invalid key and pool of a claim set, each with its path (`claims.write[1]`, `claims.pools.gpu`). */
 const reportClaims = (
