@@ -7,18 +7,24 @@ import { clusterTests } from "../support/cluster.ts"
 
 const cluster = await clusterTests()
 
+/** A one-runner cluster running a plan of one agent `id` (`touch <marker> && command`), once the agent has started. */
+const startedRun = async (id: string, command: string) => {
+  const repo = cluster.scratch("corral-outage-")
+  const { url } = await cluster.runners(1, repo)
+  const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
+  const plan = writePlan(
+    cluster.scratch("corral-plan-"),
+    "plan.yaml",
+    `version: 1\nisolation: none\nagents:\n  - id: ${id}\n    run: touch ${started} && ${command}\n`
+  )
+  const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
+  await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
+  return { repo, url, run }
+}
+
 describe.skipIf(!cluster.available)("corral run --cluster while the cluster's database is down", () => {
   it("Ctrl-C: the summary, exit 130, and a message that the run's end was not recorded; back up, the run shows as crashed", async () => {
-    const repo = cluster.scratch("corral-outage-")
-    const { url } = await cluster.runners(1, repo)
-    const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
-    const plan = writePlan(
-      cluster.scratch("corral-plan-"),
-      "plan.yaml",
-      `version: 1\nisolation: none\nagents:\n  - id: slow\n    run: touch ${started} && exec sleep 300\n`
-    )
-    const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
-    await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
+    const { repo, url, run } = await startedRun("slow", "exec sleep 300")
     await Effect.runPromise(cluster.server!.kill)
     run.signal("SIGINT")
     const stopped = await run.done
@@ -32,16 +38,7 @@ describe.skipIf(!cluster.available)("corral run --cluster while the cluster's da
   }, 180_000)
 
   it("an outage is announced and its end too; the run then continues and succeeds", async () => {
-    const repo = cluster.scratch("corral-outage-")
-    const { url } = await cluster.runners(1, repo)
-    const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
-    const plan = writePlan(
-      cluster.scratch("corral-plan-"),
-      "plan.yaml",
-      `version: 1\nisolation: none\nagents:\n  - id: short\n    run: touch ${started} && sleep 2\n`
-    )
-    const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
-    await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
+    const { run } = await startedRun("short", "sleep 2")
     await Effect.runPromise(cluster.server!.kill)
     await waitFor(
       () => /the cluster's database does not answer/.test(run.output()),

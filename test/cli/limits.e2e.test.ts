@@ -42,13 +42,20 @@ const peakRssHook = (dir: string): string => {
   return hook
 }
 
+/** Runs `plan` (`--json`) in a fresh repository with the peak-RSS hook: its events and corral's peak RSS in MB. */
+const runMeasured = async (planYaml: string) => {
+  const repo = makeRepo({ "README.md": "# test\n" })
+  const plan = writePlan(tempDir("plan-"), "plan.yaml", planYaml)
+  const rss = tempDir("rss-")
+  const cli = startCli(["run", plan, "--json"], { cwd: repo, env: { NODE_OPTIONS: `--require ${peakRssHook(rss)}` } })
+  const result = await cli.done
+  const peakMb = Number(NodeFs.readFileSync(NodePath.join(rss, String(cli.pid)), "utf8")) / 1024
+  return { repo, result, events: jsonEvents(result.stdout), peakMb }
+}
+
 describe("result files (end to end)", () => {
   it("a result file over the limit fails its agent without being read; the others go on", async () => {
-    const repo = makeRepo({ "README.md": "# test\n" })
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `agents:
+    const { repo, result, events, peakMb } = await runMeasured(`agents:
   - id: huge
     run: truncate -s 300M "$CORRAL_RESULT_FILE"
   - id: capped
@@ -56,16 +63,8 @@ describe("result files (end to end)", () => {
     run: printf '"%02000d"' 0 > "$CORRAL_RESULT_FILE"
   - id: fine
     run: echo '{"ok":true}' > "$CORRAL_RESULT_FILE"
-`
-    )
-    const rss = tempDir("rss-")
-    const cli = startCli(["run", plan, "--json"], {
-      cwd: repo,
-      env: { NODE_OPTIONS: `--require ${peakRssHook(rss)}` }
-    })
-    const result = await cli.done
+`)
     expect(result.code, result.stderr).toBe(1)
-    const events = jsonEvents(result.stdout)
     expect(finishedOutcome(events, "fine")).toMatchObject({ type: "Succeeded" })
     const huge = JSON.stringify(finishedOutcome(events, "huge"))
     expect(huge).toMatch(/"type":"Failed"/)
@@ -75,7 +74,6 @@ describe("result files (end to end)", () => {
     expect(JSON.stringify(finishedOutcome(events, "capped"))).toMatch(
       /process \\"capped\\" exceeded its result size limit \(1000 bytes\): [^ ]+ is 2002 bytes/
     )
-    const peakMb = Number(NodeFs.readFileSync(NodePath.join(rss, String(cli.pid)), "utf8")) / 1024
     expect(peakMb, "corral read no more than the limit").toBeLessThan(250)
     expect(NodeFs.statSync(NodePath.join(repo, ".corral", "ledger.db")).size).toBeLessThan(1024 * 1024)
   }, 120_000)
@@ -83,11 +81,7 @@ describe("result files (end to end)", () => {
 
 describe("usage files (end to end)", () => {
   it("a usage file over the limit fails its agent; a huge line is skipped with a warning; corral's memory stays bounded", async () => {
-    const repo = makeRepo({ "README.md": "# test\n" })
-    const plan = writePlan(
-      tempDir("plan-"),
-      "plan.yaml",
-      `agents:
+    const { result, events, peakMb } = await runMeasured(`agents:
   - id: huge
     run: truncate -s 300M "$CORRAL_USAGE_FILE"
   - id: longline
@@ -98,16 +92,8 @@ describe("usage files (end to end)", () => {
       echo '{"inputTokens":7}' >> "$CORRAL_USAGE_FILE"
   - id: fine
     run: echo '{"inputTokens":5,"costUsd":0.01}' >> "$CORRAL_USAGE_FILE"
-`
-    )
-    const rss = tempDir("rss-")
-    const cli = startCli(["run", plan, "--json"], {
-      cwd: repo,
-      env: { NODE_OPTIONS: `--require ${peakRssHook(rss)}` }
-    })
-    const result = await cli.done
+`)
     expect(result.code, result.stderr).toBe(1)
-    const events = jsonEvents(result.stdout)
     expect(finishedOutcome(events, "fine")).toMatchObject({
       type: "Succeeded",
       usage: { inputTokens: 5, costUsd: 0.01 }
@@ -120,7 +106,6 @@ describe("usage files (end to end)", () => {
     expect(skipped?.message).toMatch(
       /agent "longline": [^ ]+usage\.jsonl line 1: 314572800 bytes, longer than 65536 bytes; skipped/
     )
-    const peakMb = Number(NodeFs.readFileSync(NodePath.join(rss, String(cli.pid)), "utf8")) / 1024
     expect(peakMb, "corral read the usage files in bounded pieces").toBeLessThan(250)
   }, 120_000)
 })
