@@ -1,7 +1,7 @@
 import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Fiber, Logger, Random, Schedule } from "effect"
+import { Context, type Duration, Effect, Exit, Fiber, Logger, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
@@ -32,6 +32,22 @@ describe("Corral.run", () => {
       assert.deepStrictEqual(
         result.succeeded.map((outcome) => outcome.value),
         [1, "one"]
+      )
+    })
+  )
+
+  it.effect("an agent's run is an effect (a service key among them) or a function of its dependencies", () =>
+    Effect.gen(function* () {
+      class Greeting extends Context.Service<Greeting, string>()("Greeting") {}
+      const agents = [
+        Agent.make("effect", { run: Effect.succeed("plain") }),
+        Agent.make("key", { run: Greeting }),
+        Agent.make("function", { run: () => Effect.succeed("made") })
+      ]
+      const result = yield* Corral.run(agents).pipe(Effect.provideService(Greeting, "hello"))
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => (outcome._tag === "Succeeded" ? outcome.value : outcome._tag)),
+        ["plain", "hello", "made"]
       )
     })
   )
