@@ -46,6 +46,7 @@ import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
+import { makeRunId } from "./runId.ts"
 import { overBudget, Stopping } from "./stopping.ts"
 import { noPools, validate } from "./validate.ts"
 
@@ -65,27 +66,6 @@ interface Services {
   readonly localLimiter: boolean
   readonly ledger: Ledger.Service | undefined
   readonly tracing: boolean
-}
-
-/**
- * `20260101T120000-k3x9a1`: the run's start time from `Clock` and six base-36 digits from `Random`.
- * The time part is formatted once per second (nested runs start thousands of times a second).
- */
-const makeRunId = (now: number, random: Random.Random): string => {
-  const n = Math.floor(random.nextDoubleUnsafe() * (36 ** 6 + 1))
-  return `${secondOf(now)}-${n.toString(36).padStart(6, "0")}`
-}
-
-let lastSecond = Number.NaN
-let lastStamp = ""
-
-const secondOf = (now: number): string => {
-  const second = Math.floor(now / 1000)
-  if (second !== lastSecond) {
-    lastStamp = new Date(second * 1000).toISOString().replace(/[-:]/g, "").replace(/\..*$/, "")
-    lastSecond = second
-  }
-  return lastStamp
 }
 
 /**
