@@ -1,4 +1,4 @@
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
@@ -6,7 +6,7 @@ import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
 import { describe } from "./describe.ts"
-import * as DurationInput from "./durationInput.ts"
+import { millis } from "./durationInput.ts"
 import { checkNested, type Held } from "./inherit.ts"
 import { Node, plainNode } from "./node.ts"
 
@@ -26,33 +26,8 @@ export interface RunSettings {
   readonly stopOn?: unknown
 }
 
-const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
-
 /** The pools of a run that names none: checking them is skipped. */
 export const noPools: Readonly<Record<string, number>> = Object.freeze({})
-
-/**
- * A duration input in milliseconds. A whole number of milliseconds (what most timeouts and
- * estimates are) is its own answer, without parsing it as a `Duration`: a run checks up to three
- * per agent before its first agent starts. An input effect would misread (`NaN`, `{}`, an unknown
- * or non-number field; see `durationInput.ts`) is refused.
- */
-export const millis = (input: Duration.Input | undefined): Result.Result<number | undefined, string> => {
-  if (input === undefined) return noMillis
-  if (typeof input === "number" && Number.isSafeInteger(input) && input >= 0)
-    return Result.succeed(input === 0 ? 0 : input)
-  if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
-  const misread = DurationInput.misread(input)
-  if (misread !== undefined) return Result.fail(misread)
-  const duration = Duration.fromInput(input)
-  if (duration._tag === "None")
-    return Result.fail(
-      `expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got ${DurationInput.show(input)}`
-    )
-  const ms = Duration.toMillis(duration.value)
-  if (Number.isNaN(ms) || ms < 0) return Result.fail(`must not be negative, got ${DurationInput.show(input)}`)
-  return Result.succeed(ms)
-}
 
 /**
  * The nodes of a valid run. With `deferPlain`, a run whose agents are all plain gets `undefined`

@@ -4,7 +4,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import fc from "fast-check"
-import { millis } from "../../src/internal/validate.ts"
+import { millis } from "../../src/internal/durationInput.ts"
 
 /** A duration input in milliseconds as `Duration` reads it: what `millis` answered before its whole-number shortcut. */
 const viaDuration = (input: Duration.Input): Result.Result<number | undefined, string> => {
