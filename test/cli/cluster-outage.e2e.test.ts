@@ -51,4 +51,19 @@ describe.skipIf(!cluster.available)("corral run --cluster while the cluster's da
     expect(ended.code, run.output()).toBe(0)
     expect(ended.stdout).toMatch(/short\s+│ succeeded/)
   }, 180_000)
+
+  it("a runner says in one plain line that the database does not answer, and one when it answers again", async () => {
+    const repo = cluster.scratch("corral-outage-runner-")
+    const { url, runners } = await cluster.runners(1, repo)
+    const runner = runners[0]!
+    await Effect.runPromise(cluster.server!.kill)
+    await waitFor(() => /does not answer/.test(runner.output()), 60_000, `the notice: ${runner.output()}`)
+    await Effect.runPromise(cluster.server!.restart)
+    await waitFor(() => /answers again/.test(runner.output()), 60_000, `the end: ${runner.output()}`)
+    const said = runner.output()
+    expect(said).toContain(`runner ${runner.address}: the cluster's database ${url} does not answer`)
+    expect(said).toContain(`runner ${runner.address}: the cluster's database ${url} answers again`)
+    expect(said).not.toMatch(/Shard lock storage|\n\s+at /)
+    expect(said.match(/does not answer/g)).toHaveLength(1)
+  }, 180_000)
 })
