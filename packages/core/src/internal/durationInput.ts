@@ -25,7 +25,8 @@ export const millis = (input: Duration.Input | undefined): Result.Result<number 
   if (typeof input === "number" && Number.isSafeInteger(input) && input >= 0)
     return Result.succeed(input === 0 ? 0 : input)
   if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
-  const misreading = misread(input)
+  // effect reads a string as written or refuses it
+  const misreading = typeof input === "string" ? undefined : misread(input)
   if (misreading !== undefined) return Result.fail(misreading)
   const duration = Duration.fromInput(input)
   if (duration._tag === "None")
