@@ -10,7 +10,7 @@ const cluster = await clusterTests()
 /** A one-runner cluster running a plan of one agent `id` (`touch <marker> && command`), once the agent has started. */
 const startedRun = async (id: string, command: string) => {
   const repo = cluster.scratch("corral-outage-")
-  const { url } = await cluster.runners(1, repo)
+  const { url, runners } = await cluster.runners(1, repo)
   const started = NodePath.join(cluster.scratch("corral-outage-marker-"), "started")
   const plan = writePlan(
     cluster.scratch("corral-plan-"),
@@ -19,7 +19,7 @@ const startedRun = async (id: string, command: string) => {
   )
   const run = cluster.track(startCli(["run", plan, "--cluster", url], { cwd: repo }))
   await waitFor(() => NodeFs.existsSync(started), 60_000, `the agent to start: ${run.output()}`)
-  return { repo, url, run }
+  return { repo, url, run, runner: runners[0]! }
 }
 
 describe.skipIf(!cluster.available)("corral run --cluster while the cluster's database is down", () => {
@@ -51,4 +51,37 @@ describe.skipIf(!cluster.available)("corral run --cluster while the cluster's da
     expect(ended.code, run.output()).toBe(0)
     expect(ended.stdout).toMatch(/short\s+│ succeeded/)
   }, 180_000)
+
+  it("a runner says in one plain line that the database does not answer, and one when it answers again", async () => {
+    const repo = cluster.scratch("corral-outage-runner-")
+    const { url, runners } = await cluster.runners(1, repo)
+    const runner = runners[0]!
+    await Effect.runPromise(cluster.server!.kill)
+    await waitFor(() => /does not answer/.test(runner.output()), 60_000, `the notice: ${runner.output()}`)
+    await Effect.runPromise(cluster.server!.restart)
+    await waitFor(() => /answers again/.test(runner.output()), 60_000, `the end: ${runner.output()}`)
+    const said = runner.output()
+    expect(said).toContain(`runner ${runner.address}: the cluster's database ${url} does not answer`)
+    expect(said).toContain(`runner ${runner.address}: the cluster's database ${url} answers again`)
+    expect(said).not.toMatch(/Shard lock storage|\n\s+at /)
+    expect(said.match(/does not answer/g)).toHaveLength(1)
+  }, 180_000)
+})
+
+describe.skipIf(!cluster.available)("corral run --cluster when every runner is gone", () => {
+  it("says which agents wait for a runner, once, and again when one is back; the run then succeeds", async () => {
+    // its second execution outlasts a check of the runners (every 5 s)
+    const again = NodePath.join(cluster.scratch("corral-again-"), "ran")
+    const command = `if [ -e ${again} ]; then sleep 12; else touch ${again} && sleep 300; fi`
+    const { repo, url, run, runner } = await startedRun("lonely", command)
+    runner.signal("SIGKILL")
+    await waitFor(() => /no runner is alive/.test(run.output()), 90_000, "the notice")
+    expect(run.output()).toContain("no runner is alive: agent lonely waits for one")
+    await cluster.startRunner(url, repo)
+    await waitFor(() => /a runner is alive again/.test(run.output()), 90_000, "the end of the wait")
+    const ended = await run.done
+    expect(ended.code, run.output()).toBe(0)
+    expect(ended.stdout).toMatch(/lonely\s+│ succeeded/)
+    expect(run.output().match(/no runner is alive/g)).toHaveLength(1)
+  }, 240_000)
 })

@@ -19,7 +19,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { InvalidRun, type Issue } from "./CorralError.ts"
 import { type BucketConfig, TokenBucket } from "./internal/tokenBucket.ts"
-import { millis } from "./internal/validate.ts"
+import { millis } from "./internal/durationInput.ts"
 
 /**
  * One bucket: `limit` tokens per `interval`, holding at most `burst` (default `limit`).

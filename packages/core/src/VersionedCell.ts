@@ -7,8 +7,10 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import { millis } from "./internal/durationInput.ts"
 
 /**
  * @since 0.1.0
@@ -35,6 +37,23 @@ export class ConflictError extends Data.TaggedError("ConflictError")<{
 }
 
 /**
+ * An `update` option that cannot be used (a `backoff` that is not a non-negative duration, an
+ * `attempts` that is not a whole number of at least 1). `update` dies with it when run, before
+ * `f` is called.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  readonly option: "attempts" | "backoff"
+  readonly reason: string
+}> {
+  override get message() {
+    return `VersionedCell.update ${this.option}: ${this.reason}`
+  }
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -43,7 +62,9 @@ export interface VersionedCell<A> {
   /** Writes `value` if the cell is still at `version`; `true` when it did. */
   readonly compareAndSet: (version: number, value: A) => Effect.Effect<boolean>
   /**
-   * Reads, applies `f` (which may be effectful, e.g. an LLM call) and writes, retrying on conflict.
+   * Reads, applies `f` (which may be effectful, e.g. an LLM call) and writes, retrying on conflict:
+   * up to `attempts` times (default 5), waiting `backoff` (default 10 ms) doubled after each
+   * conflict. Invalid options die with `InvalidOption`.
    */
   readonly update: <E, R>(
     f: (current: A) => Effect.Effect<A, E, R>,
@@ -77,7 +98,14 @@ export const make = <A>(initial: A): VersionedCell<A> => {
     options: { readonly attempts?: number | undefined; readonly backoff?: Duration.Input | undefined } = {}
   ): Effect.Effect<Versioned<A>, E | ConflictError, R> => {
     const attempts = options.attempts ?? 5
-    const base = Duration.toMillis(Duration.fromInputUnsafe(options.backoff ?? "10 millis"))
+    if (!Number.isInteger(attempts) || attempts < 1) {
+      return Effect.die(
+        new InvalidOption({ option: "attempts", reason: `must be a whole number of at least 1, got ${attempts}` })
+      )
+    }
+    const backoff = millis(options.backoff ?? 10)
+    if (Result.isFailure(backoff)) return Effect.die(new InvalidOption({ option: "backoff", reason: backoff.failure }))
+    const base = backoff.success!
     const attempt = (n: number): Effect.Effect<Versioned<A>, E | ConflictError, R> =>
       Effect.gen(function* () {
         const seen = current

@@ -1,6 +1,6 @@
 import { VersionedCell } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Cause, Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 
 describe("VersionedCell", () => {
@@ -44,6 +44,37 @@ describe("VersionedCell", () => {
       assert.strictEqual(error.attempts, 4)
       assert.deepStrictEqual(tries, [0, 100, 300, 700])
       assert.include(error.message, "4 attempts")
+    })
+  )
+
+  it.effect("a bad backoff or attempts dies in the effect with InvalidOption naming the option; f never runs", () =>
+    Effect.gen(function* () {
+      const cell = VersionedCell.make(0)
+      let calls = 0
+      const f = (n: number) =>
+        Effect.sync(() => {
+          calls++
+          return n + 1
+        })
+      const cases: ReadonlyArray<readonly [Record<string, unknown>, string]> = [
+        [{ backoff: "soon" }, 'backoff: expected a duration such as "30 seconds"'],
+        [{ backoff: -5 }, "backoff: must not be negative, got -5"],
+        [{ backoff: {} }, "backoff: expected a duration such as"],
+        [{ attempts: Number.NaN }, "attempts: must be a whole number of at least 1, got NaN"],
+        [{ attempts: 0 }, "attempts: must be a whole number of at least 1, got 0"]
+      ]
+      for (const [options, message] of cases) {
+        const update = cell.update(f, options as { readonly attempts?: number })
+        const exit = yield* Effect.exit(update)
+        assert.isTrue(Exit.isFailure(exit), JSON.stringify(options))
+        if (Exit.isFailure(exit)) {
+          const defect = Cause.squash(exit.cause)
+          assert.instanceOf(defect, VersionedCell.InvalidOption)
+          assert.include((defect as VersionedCell.InvalidOption).message, `VersionedCell.update ${message}`)
+        }
+      }
+      assert.strictEqual(calls, 0)
+      assert.deepStrictEqual(yield* cell.get, { value: 0, version: 0 })
     })
   )
 })

@@ -58,6 +58,7 @@ import * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
+import * as RunnerWatch from "../RunnerWatch.ts"
 import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
 import * as RunPlan from "../RunPlan.ts"
@@ -377,12 +378,6 @@ const writeReport = (ledger: RunLedger.Service, flags: ClusterFlags, runId: stri
   })
 
 /**
- * Runs the plan on the cluster; returns the exit code. Ctrl-C stops the run as a local one.
- *
- * @since 0.1.0
- * @category running
- */
-/**
  * Asks the cluster's database `SELECT 1` every 5 s (at most 5 s each) and tells the user when it
  * stops answering and when it answers again: meanwhile the run waits without an event of its own.
  */
@@ -410,6 +405,12 @@ const notRecorded = (runId: string, reason: string) =>
   "  its ledger still says running, so `corral runs --cluster` shows it as crashed; the runners may still run\n" +
   "  its unfinished agents once the database is back; `corral run --resume --cluster` continues it\n"
 
+/**
+ * Runs the plan on the cluster; returns the exit code. Ctrl-C stops the run as a local one.
+ *
+ * @since 0.1.0
+ * @category running
+ */
 export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     const plan = yield* PlanFile.load(flags.plan).pipe(
@@ -477,9 +478,17 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
           )
     const mode = Reporter.modeFor(flags.json, process.stdout)
     const reporter = Reporter.make(mode, plan.agents)
+    const runnerWatch = RunnerWatch.make(
+      new Map(plan.agents.map((agent) => [agent.id, agent.labels.requires])),
+      `corral runner --cluster ${PostgresClient.redact(flags.cluster)}`,
+      reporter.note
+    )
     const emit = (event: RunEvent) =>
       Effect.andThen(
-        Effect.sync(() => reporter.onEvent(event)),
+        Effect.sync(() => {
+          runnerWatch.onEvent(event)
+          reporter.onEvent(event)
+        }),
         Effect.ignore(ledger.record(runId, event as RunLedger.LedgerEvent))
       )
     const workspaces =
@@ -516,6 +525,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
     })
     yield* Effect.forkScoped(Effect.repeat(Effect.ignore(ledger.heartbeat(runId)), Schedule.spaced("5 seconds")))
     yield* Effect.forkScoped(watchDatabase(Context.get(client, SqlClient.SqlClient), reporter.note))
+    yield* Effect.forkScoped(Effect.provideContext(runnerWatch.run, client))
     if (resumed !== undefined) {
       reporter.note(
         `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`

@@ -9,6 +9,8 @@ import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { type CliExit, invalidInput } from "../CliExit.ts"
+import * as OutputGuard from "../OutputGuard.ts"
+import * as RunnerNotices from "../RunnerNotices.ts"
 
 /** The cluster packages (effect/cluster, the Postgres driver), loaded only by the commands that use them. */
 const cluster = Effect.promise(async () => {
@@ -94,7 +96,7 @@ export const runner = Command.make(
         return yield* invalidInput(`--port ${flags.port.value}: expected a port number from 1 to 65535`)
       const repo = yield* runnerRepo(flags.repo)
       const url = yield* clusterUrl(flags.cluster)
-      const { Runner } = yield* cluster
+      const { Runner, PostgresClient } = yield* cluster
       const port = yield* listenable(
         flags.host,
         Option.getOrElse(flags.port, () => 0)
@@ -107,11 +109,12 @@ export const runner = Command.make(
             .map((label) => label.trim())
             .filter((label) => label !== "")
       })
+      const said = (line: string) => OutputGuard.write(process.stderr, `${line}\n`)
       return yield* Runner.serve({ url, host: flags.host, port, capacity: flags.capacity, labels, repo }, (address) =>
         Console.log(
           `runner ${address} ready (capacity ${flags.capacity}${labels.length > 0 ? `, labels ${labels.join(",")}` : ""})`
         )
-      )
+      ).pipe(RunnerNotices.around(`${flags.host}:${port}`, PostgresClient.redact(url), said))
     })
 ).pipe(
   Command.withDescription("Execute agents of cluster runs in this process until Ctrl-C"),

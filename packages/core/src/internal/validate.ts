@@ -1,4 +1,4 @@
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
@@ -6,6 +6,7 @@ import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
 import { describe } from "./describe.ts"
+import { millis } from "./durationInput.ts"
 import { checkNested, type Held } from "./inherit.ts"
 import { Node, plainNode } from "./node.ts"
 
@@ -25,30 +26,8 @@ export interface RunSettings {
   readonly stopOn?: unknown
 }
 
-const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
-
 /** The pools of a run that names none: checking them is skipped. */
 export const noPools: Readonly<Record<string, number>> = Object.freeze({})
-
-/**
- * A duration input in milliseconds. A whole number of milliseconds (what most timeouts and
- * estimates are) is its own answer, without parsing it as a `Duration`: a run checks up to three
- * per agent before its first agent starts.
- */
-export const millis = (input: Duration.Input | undefined): Result.Result<number | undefined, string> => {
-  if (input === undefined) return noMillis
-  if (typeof input === "number" && Number.isSafeInteger(input) && input >= 0)
-    return Result.succeed(input === 0 ? 0 : input)
-  if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
-  const duration = Duration.fromInput(input)
-  if (duration._tag === "None")
-    return Result.fail(
-      `expected a duration such as "30 seconds" or a number of milliseconds, got ${JSON.stringify(input)}`
-    )
-  const ms = Duration.toMillis(duration.value)
-  if (Number.isNaN(ms) || ms < 0) return Result.fail(`must not be negative, got ${JSON.stringify(input)}`)
-  return Result.succeed(ms)
-}
 
 /**
  * The nodes of a valid run. With `deferPlain`, a run whose agents are all plain gets `undefined`
@@ -287,7 +266,8 @@ const checkAgent = (
     return result.success
   }
   const timeoutMs = duration("timeout", agent.timeout)
-  const claimTimeoutMs = duration("claimTimeout", agent.claimTimeout ?? settings.claimTimeout)
+  const claimTimeoutMs =
+    agent.claimTimeout === undefined ? runMillis(settings.claimTimeout) : duration("claimTimeout", agent.claimTimeout)
   const estimateMs = duration("estimate", agent.estimate)
   let request: Claims.Request | undefined
   if (agent.claims !== undefined && claimsHaveShape(agent.claims, report)) {
@@ -300,6 +280,12 @@ const checkAgent = (
   if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, report)
   if (issues.length > before) return undefined
   return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
+}
+
+/** The run's own duration (`checkSettings` reports it once if it is invalid, not for every agent). */
+const runMillis = (input: Duration.Input | undefined): number | undefined => {
+  const result = millis(input)
+  return Result.isSuccess(result) ? result.success : undefined
 }
 
 /** Up to this many, duplicate dependencies are found pairwise rather than with a `Set`. */

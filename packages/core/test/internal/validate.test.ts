@@ -4,11 +4,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import fc from "fast-check"
-import { millis } from "../../src/internal/validate.ts"
+import { millis } from "../../src/internal/durationInput.ts"
 
 /** A duration input in milliseconds as `Duration` reads it: what `millis` answered before its whole-number shortcut. */
 const viaDuration = (input: Duration.Input): Result.Result<number | undefined, string> => {
   if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
+  if (Number.isNaN(input)) return Result.fail("must be a number of milliseconds, got NaN")
   const duration = Duration.fromInput(input)
   if (duration._tag === "None") return Result.fail(`expected a duration, got ${JSON.stringify(input)}`)
   const ms = Duration.toMillis(duration.value)
@@ -20,7 +21,7 @@ const outcome = (result: Result.Result<number | undefined, string>) =>
   Result.isSuccess(result) ? { ms: result.success } : { failure: result.failure.split(",")[0] }
 
 describe("validate", () => {
-  it("reads a number of milliseconds as Duration does, whole or not, negative or not", () => {
+  it("reads a number of milliseconds as Duration does, whole or not, negative or not, and refuses NaN (which Duration reads as 0)", () => {
     const numbers = fc.oneof(
       fc.integer(),
       fc.nat(),
@@ -38,6 +39,67 @@ describe("validate", () => {
     )
     assert.deepStrictEqual(outcome(millis("2 seconds")), { ms: 2000 })
     assert.deepStrictEqual(outcome(millis(undefined)), { ms: undefined })
+  })
+
+  it.effect(
+    "rejects durations effect would read as something else, naming the agent and the field; nothing starts",
+    () =>
+      Effect.gen(function* () {
+        let started = 0
+        const work = Effect.sync(() => {
+          started++
+        })
+        const bad: ReadonlyArray<readonly [string, unknown]> = [
+          ["timeout", {}],
+          ["timeout", { second: 5 }],
+          ["timeout", { seconds: Number.NaN }],
+          ["claimTimeout", { milliseconds: "5" }],
+          ["claimTimeout", { seconds: null }],
+          ["estimate", [1, Number.NaN]],
+          ["timeout", Number.NaN],
+          ["timeout", -5n]
+        ]
+        const error = yield* Effect.flip(
+          Corral.run(
+            [
+              Agent.make("fine", { run: work, timeout: { seconds: 30 }, estimate: [1, 500], claimTimeout: "1 second" }),
+              ...bad.map(([field, input], i) => Agent.make(`a${i}`, { run: work, [field]: input as Duration.Input }))
+            ],
+            { claimTimeout: {} as Duration.Input, rateLimits: { api: { limit: 1, interval: { minute: 1 } as never } } }
+          )
+        )
+        assert.instanceOf(error, CorralError.InvalidRun)
+        assert.strictEqual(started, 0)
+        const got = error.issues.map((issue) => `${issue.agentId ?? "-"}|${issue.field}|${issue.message}`)
+        const expected = [
+          `-|claimTimeout|expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}`,
+          `-|rateLimits.api.interval|unknown duration field "minute" (known: weeks, days, hours, minutes, seconds, milliseconds, microseconds, nanoseconds)`,
+          `a0|timeout|expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}`,
+          `a1|timeout|unknown duration field "second" (known: weeks, days, hours, minutes, seconds, milliseconds, microseconds, nanoseconds)`,
+          "a2|timeout|duration field seconds must be a number, got NaN",
+          "a3|claimTimeout|duration field milliseconds must be a number, got string",
+          "a4|claimTimeout|duration field seconds must be a number, got null",
+          "a5|estimate|expected [seconds, nanoseconds] as two numbers, got [1,NaN]",
+          "a6|timeout|must be a number of milliseconds, got NaN",
+          "a7|timeout|must not be negative, got -5n"
+        ]
+        assert.deepStrictEqual([...got].sort(), [...expected].sort())
+      })
+  )
+
+  it("accepts every duration shape effect reads as given", () => {
+    const accepted: ReadonlyArray<readonly [Duration.Input, number]> = [
+      [{ seconds: 30 }, 30_000],
+      [{ seconds: 1, milliseconds: -500 }, 500],
+      [{ minutes: 1, seconds: undefined }, 60_000],
+      [{ seconds: 0 }, 0],
+      [[1, 500_000_000], 1500],
+      [Duration.seconds(2), 2000],
+      ["1.5 seconds", 1500],
+      [3n * 1_000_000n, 3],
+      [{ hours: Number.POSITIVE_INFINITY }, Number.POSITIVE_INFINITY]
+    ]
+    for (const [input, ms] of accepted) assert.deepStrictEqual(outcome(millis(input)), { ms }, String(input))
   })
 
   it.effect("names each dependency once however often it is listed, below and above the pairwise limit", () =>
