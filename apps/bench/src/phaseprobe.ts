@@ -8,13 +8,9 @@
  * `packages/core/src/index.ts` (A/B in alternating processes).
  */
 import * as Effect from "effect/Effect"
+import { waveArgs } from "./lib/waveArgs.ts"
 
-const [mode = "corral", runsArg = "40", nArg = "1000", sleepArg = "10", concurrencyArg = "100"] = process.argv.slice(2)
-const runs = Number(runsArg)
-const n = Number(nArg)
-const sleepMs = Number(sleepArg)
-const concurrency = Number(concurrencyArg)
-const { Agent, Corral }: typeof import("@corral/core") = await import(process.env.CORRAL_CORE ?? "@corral/core")
+const { mode, count: runs, n, sleepMs, concurrency, Agent, Corral } = await waveArgs(40)
 
 const us = () => {
   const u = process.cpuUsage()

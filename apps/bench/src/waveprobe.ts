@@ -7,13 +7,9 @@
  * `packages/core/src/index.ts`.
  */
 import * as Effect from "effect/Effect"
+import { waveArgs } from "./lib/waveArgs.ts"
 
-const [mode = "corral", repsArg = "15", nArg = "1000", sleepArg = "10", concurrencyArg = "100"] = process.argv.slice(2)
-const reps = Number(repsArg)
-const n = Number(nArg)
-const sleepMs = Number(sleepArg)
-const concurrency = Number(concurrencyArg)
-const { Agent, Corral }: typeof import("@corral/core") = await import(process.env.CORRAL_CORE ?? "@corral/core")
+const { mode, count: reps, n, sleepMs, concurrency, Agent, Corral } = await waveArgs(15)
 
 const once = async (): Promise<void> => {
   const items = Array.from({ length: n }, (_, i) => i)
