@@ -45,9 +45,11 @@ export interface Options {
    * failing one is detached without affecting the run. At most `eventBuffer` events wait for the
    * subscriber; while that many wait, new events are dropped and the subscriber later gets one
    * `EventsDropped` event with their count. `RunFinished` is never dropped, and the run returns once
-   * the subscriber has handled it. Interrupting the run from outside interrupts the subscriber with
-   * it (also one that never returns): the agents it interrupts get no `Finished` event and there is
-   * no `RunFinished`, so stop a run whose events are recorded with `stopOn` instead.
+   * the subscriber has handled it. A run interrupted from outside (`Fiber.interrupt`, `Effect.timeout`)
+   * stops its agents, then emits `Stopping` (unless already stopping), `Finished` for the agents it
+   * interrupted or never started and `RunFinished` with `stopped: { _tag: "Stopped", reason:
+   * "interrupted" }` (or the stop already under way), and waits for the subscriber to handle them at
+   * most 1 second before interrupting it, so one that never returns delays the interruption by 1 second.
    * Once half of `eventBuffer` events wait, the run lets the subscriber catch up: the worker that finds it
    * so waits until a subscriber that is waiting for events has taken them, a busy one gets a yield
    * (another only if it took events meanwhile), so one that keeps up sees every event, even of agents that

@@ -233,8 +233,9 @@ const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
 
 /**
  * The run ledger service. It learns a run's progress from the events given to `record` (the run's
- * `onEvent`): a run interrupted from outside emits no more events, so its agents and the run stay
- * `running` here; stop a recorded run with `Corral.run`'s `stopOn` (as `corral run` does on Ctrl-C).
+ * `onEvent`). A run interrupted from outside ends with `Finished` events and a `RunFinished` that
+ * records it `interrupted`, as long as `record` handles them within the 1 second `Corral.run` grants
+ * its subscriber then; a writer slower than that leaves the rest `running`.
  *
  * @example
  * ```ts

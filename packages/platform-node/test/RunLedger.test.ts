@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Agent, Corral } from "@corral/core"
+import { Effect, Fiber, Option } from "effect"
+import { TestClock } from "effect/testing"
 import { SqlClient } from "effect/sql"
 import * as RunLedger from "../src/RunLedger.ts"
 import * as SqliteClient from "../src/SqliteClient.ts"
@@ -26,6 +28,39 @@ runLedgerContract("sqlite", () => RunLedger.layerSqlite(freshFile()))
 runLedgerContract("sqlite, no writer thread", () => RunLedger.layerSqlite(freshFile(), { writerThread: false }))
 
 describe("RunLedger (SQLite)", () => {
+  it.effect("records a run that Effect.timeout interrupted as ended: interrupted, its agents with their outcomes", () =>
+    Effect.gen(function* () {
+      const ledger = yield* RunLedger.RunLedger
+      yield* ledger.startRun({
+        ...start("r1", 0),
+        agents: [
+          { agentId: "a", dependsOn: [] },
+          { agentId: "b", dependsOn: [] },
+          { agentId: "c", dependsOn: ["b"] }
+        ]
+      })
+      const agents = [
+        Agent.make("a", { run: Effect.succeed(1) }),
+        Agent.make("b", { run: Effect.sleep("1 hour") }),
+        Agent.make("c", { run: Effect.void, dependsOn: ["b"] })
+      ]
+      const run = Corral.run(agents, { runId: "r1", onEvent: (event) => ledger.record("r1", event) })
+      const fiber = yield* Effect.forkChild(Effect.timeoutOption(run, "1 minute"), { startImmediately: true })
+      yield* TestClock.adjust("1 minute")
+      assert.isTrue(Option.isNone(yield* Fiber.join(fiber)))
+      const recorded = Option.getOrThrow(yield* ledger.getRun("r1"))
+      assert.strictEqual(recorded.status, "interrupted")
+      assert.deepStrictEqual(
+        recorded.agents.map((agent) => [agent.agentId, agent.outcome]),
+        [
+          ["a", "Succeeded"],
+          ["b", "Interrupted"],
+          ["c", "Cancelled"]
+        ]
+      )
+    }).pipe(Effect.provide(RunLedger.layerSqlite(freshFile(), { writerThread: false }), { local: true }))
+  )
+
   it.effect("reads transitions stored one row each (before transition batches) ahead of later ones", () =>
     Effect.gen(function* () {
       const filename = freshFile()

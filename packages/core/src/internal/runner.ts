@@ -56,6 +56,12 @@ export { maxRateLimitedAttempts } from "./execute.ts"
 
 const defaultEventBuffer = 10_000
 
+/** How long a run interrupted from outside waits for its subscriber to handle its last events. */
+const interruptGrace = "1 second"
+
+/** The stop a run interrupted from outside reports in its `Stopping` and `RunFinished` events. */
+const interruptedStop: StopReason = { _tag: "Stopped", reason: "interrupted" }
+
 interface Services {
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly held: Held | undefined
@@ -130,7 +136,12 @@ export const run = <A, E, R>(
       )
       if (runner.direct && !tracing) return runner.runDirect(fiber)
       const scope = runner.scope
-      return scope === undefined ? runner.run : Effect.onExit(runner.run, (exit) => Scope.close(scope, exit))
+      if (scope === undefined) return runner.run
+      return Effect.onExit(runner.run, (exit) =>
+        runner.events !== undefined && Exit.hasInterrupts(exit)
+          ? Effect.andThen(runner.interruptedEnd, Scope.close(scope, exit))
+          : Scope.close(scope, exit)
+      )
     }
     const execute =
       options.onEvent === undefined
@@ -247,6 +258,10 @@ class Runner<A, E, R> implements ExecHost {
   /** Forks a worker in `workerContext`. */
   fork: ((effect: Effect.Effect<void>) => Fiber.Fiber<void>) | undefined = undefined
   workerDefect: Cause.Cause<unknown> | undefined = undefined
+  /** The subscriber's fiber, once forked. */
+  consumer: Fiber.Fiber<void> | undefined = undefined
+  /** A `Stopping` event was emitted for an interruption from outside. */
+  private interruptNoted = false
   readonly logAnnotations: Readonly<Record<string, unknown>>
   spent = Usage.zero
   /** The run's start (see `Times`). */
@@ -361,6 +376,7 @@ class Runner<A, E, R> implements ExecHost {
     const events = this.events
     const consumer =
       events === undefined ? undefined : yield* Effect.forkIn(events.consume(this.options.onEvent!), this.scope!)
+    this.consumer = consumer
     const gate = this.gate
     if (gate !== undefined)
       yield* this.locks.onRelease((lease) => gate.onRelease(lease.id)).pipe(Scope.provide(this.scope!))
@@ -476,6 +492,7 @@ class Runner<A, E, R> implements ExecHost {
       this.onSettled = resume
       return Effect.suspend(() => {
         this.onSettled = undefined
+        this.noteInterrupt()
         return Effect.andThen(this.stopWorkers, this.settleRunning)
       })
     })
@@ -489,6 +506,43 @@ class Runner<A, E, R> implements ExecHost {
     if (resume === undefined) return
     this.onSettled = undefined
     resume(Effect.void)
+  }
+
+  /**
+   * The end of a run with a subscriber that was interrupted from outside (the run's fiber runs it
+   * uninterruptibly, before its scope closes): its agents are stopped as on any interruption,
+   * those still pending are `Cancelled`, and the subscriber gets their `Finished` events and
+   * `RunFinished` (stopped: `interrupted`), then up to `interruptGrace` to handle them before the
+   * scope interrupts it. A run interrupted after its `RunFinished` only grants the grace.
+   */
+  get interruptedEnd(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const consumer = this.consumer
+      if (consumer === undefined) return Effect.void
+      const grace = Effect.timeoutOption(Fiber.await(consumer), interruptGrace)
+      if (this.finished) return Effect.asVoid(grace)
+      this.noteInterrupt()
+      return Effect.andThen(this.stopWorkers, this.settleRunning).pipe(
+        Effect.andThen(Effect.sync(() => this.finalAfterInterrupt())),
+        Effect.andThen(grace),
+        Effect.asVoid
+      )
+    })
+  }
+
+  private finalAfterInterrupt(): void {
+    if (!this.lifecycle.allDone) this.cancelRest()
+    this.close()
+    const events = this.events!
+    events.final({ _tag: "RunFinished", ...events.base(), stopped: this.stopping.reason ?? interruptedStop })
+  }
+
+  /** A `Stopping` event for an interruption from outside, once, unless the run was already stopping. */
+  private noteInterrupt(): void {
+    const events = this.events
+    if (events === undefined || this.interruptNoted || this.stopping.reason !== undefined) return
+    this.interruptNoted = true
+    events.emit({ _tag: "Stopping", ...events.base(), reason: interruptedStop })
   }
 
   /** The run is over: later usage goes to the enclosing agent, and a queued top-up task lets go of it. */
