@@ -1,0 +1,153 @@
+import { execFileSync } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { DatabaseSync } from "node:sqlite"
+import { describe, expect, it } from "vitest"
+import { git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+
+/**
+ * Ctrl-C (SIGINT) and SIGTERM to `corral run` at seeded random instants — after the n-th JSON event
+ * plus a few milliseconds, so the signal lands in worktree set-up, agents running or committing,
+ * merges into the integration branch, the pool closing or the run's end — then, once it exited: its
+ * exit code (130, or 0 if the run had finished), the summary, no process of the run, no worktree but
+ * those the run said it kept (an agent stopped with uncommitted changes keeps its own), no `.lock` file, `git fsck` clean, the user's checkout untouched, the run not `running` in the
+ * ledger, no lease held; and `corral run --resume` applies every agent's work exactly once.
+ * `CORRAL_STOP_POINTS` sets how many instants run (default 8), `CORRAL_STOP_SEED` the seed.
+ */
+const AGENTS = 8
+const points = Number(process.env.CORRAL_STOP_POINTS ?? 8)
+const seed = Number(process.env.CORRAL_STOP_SEED ?? 20261127)
+
+const mulberry32 = (start: number) => {
+  let a = start >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const planText = () => {
+  const agents = Array.from({ length: AGENTS }, (_, i) => {
+    const id = `s${i + 1}`
+    const shared = i % 3 === 0 ? ", shared/log.txt" : ""
+    const append = i % 3 === 0 ? ` && echo ${id} >> shared/log.txt` : ""
+    return `  - id: ${id}
+    run: mkdir -p out shared && echo ${id} >> out/${id}.txt${append} && sleep 0.${(i * 3) % 4}
+    claims: { write: [out/${id}.txt${shared}] }
+`
+  }).join("")
+  return `version: 1\nconcurrency: 3\nagents:\n${agents}`
+}
+
+const events = (output: string) =>
+  output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as { type: string; runId?: string; path?: string })
+
+const processesOf = (runId: string): Array<number> =>
+  NodeFs.readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return (
+          NodeFs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`CORRAL_RUN_ID=${runId}`) &&
+          isAlive(pid)
+        )
+      } catch {
+        return false
+      }
+    })
+
+const lockFiles = (dir: string): Array<string> =>
+  NodeFs.readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".lock"))
+
+const leases = (repo: string) => {
+  const db = new DatabaseSync(NodePath.join(repo, ".corral", "locks.db"))
+  try {
+    return db.prepare("SELECT run_id, agent_id FROM leases").all()
+  } finally {
+    db.close()
+  }
+}
+
+const fsck = (repo: string) =>
+  execFileSync("git", ["fsck", "--no-dangling", "--no-progress"], { cwd: repo, encoding: "utf8", stdio: "pipe" })
+
+/** What must hold once `corral run` exited, stopped or not. */
+const checkLeftovers = async (
+  repo: string,
+  runId: string,
+  head: string,
+  kept: ReadonlyArray<string>,
+  context: string
+) => {
+  expect(processesOf(runId), `processes of the run (${context})`).toEqual([])
+  expect(worktrees(repo).sort(), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo), ...kept].sort())
+  expect(lockFiles(NodePath.join(repo, ".git")), `.lock files (${context})`).toEqual([])
+  expect(() => fsck(repo), `git fsck (${context})`).not.toThrow()
+  expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
+  expect(git(repo, "symbolic-ref", "--short", "HEAD").trim(), `the branch (${context})`).toBe("main")
+  expect(git(repo, "rev-parse", "HEAD").trim(), `HEAD (${context})`).toBe(head)
+  expect(leases(repo), `leases (${context})`).toEqual([])
+  const runs = await runCli(["runs"], { cwd: repo })
+  expect(runs.code, runs.stdout + runs.stderr).toBe(0)
+  expect(runs.stdout, `corral runs (${context})`).not.toMatch(/\brunning\b/)
+  const status = await runCli(["status", runId], { cwd: repo })
+  expect(status.stdout, `corral status (${context})`).not.toMatch(/\brunning\b|held by/)
+}
+
+/** Every agent's work is on `branch` exactly once. */
+const checkApplied = (repo: string, branch: string) => {
+  for (let i = 1; i <= AGENTS; i++) {
+    expect(git(repo, "show", `${branch}:out/s${i}.txt`), `out/s${i}.txt on ${branch}`).toBe(`s${i}\n`)
+  }
+  const shared = git(repo, "show", `${branch}:shared/log.txt`).split("\n").filter(Boolean).sort()
+  expect(shared).toEqual(["s1", "s4", "s7"])
+}
+
+const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, extraMs: number) => {
+  const repo = makeRepo()
+  const head = git(repo, "rev-parse", "HEAD").trim()
+  const plan = writePlan(tempDir("plan-"), "plan.yaml", planText())
+  const first = startCli(["run", plan, "--json"], { cwd: repo })
+  await waitFor(() => events(first.output()).length >= afterEvents || !isAlive(first.pid), 60_000, "the event")
+  if (extraMs > 0) await new Promise((resolve) => setTimeout(resolve, extraMs))
+  first.signal(signal)
+  const ended = await first.done
+  const context = `${signal} after event ${afterEvents} + ${extraMs} ms`
+  const runId = events(ended.stdout).find((event) => event.runId !== undefined)?.runId
+  expect(runId, ended.stderr).toBeDefined()
+  expect([0, 130], `exit code (${context}): ${ended.stdout}${ended.stderr}`).toContain(ended.code)
+  expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
+  const kept = events(ended.stdout).flatMap((event) => (event.type === "WorkspaceKept" ? [event.path!] : []))
+  await checkLeftovers(repo, runId!, head, kept, context)
+  if (ended.code === 0) {
+    checkApplied(repo, `corral/${runId}/integration`)
+    return false
+  }
+  const resumed = await runCli(["run", plan, "--resume", "--json"], { cwd: repo })
+  expect(resumed.code, `resume (${context}): ${resumed.stdout}${resumed.stderr}`).toBe(0)
+  const resumedId = events(resumed.stdout).find((event) => event.runId !== undefined)?.runId
+  await checkLeftovers(repo, resumedId!, head, kept, `${context}, resumed`)
+  checkApplied(repo, `corral/${resumedId}/integration`)
+  return true
+}
+
+describe("Ctrl-C and SIGTERM at random instants (end to end)", () => {
+  it(`stops at ${points} seeded random instants (seed ${seed}): clean exit, and resume applies every agent's work once`, async () => {
+    const random = mulberry32(seed)
+    let stopped = 0
+    for (let point = 0; point < points; point++) {
+      const signal = random() < 0.5 ? "SIGINT" : "SIGTERM"
+      const afterEvents = 1 + Math.floor(random() * 50)
+      const extraMs = Math.floor(random() * 40)
+      if (await stopAndResume(signal, afterEvents, extraMs)) stopped++
+    }
+    expect(stopped, "instants that landed before the run finished").toBeGreaterThan(0)
+  }, 600_000)
+})
