@@ -12,11 +12,13 @@ import { git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, 
  * exit code (130, or 0 if the run had finished), the summary, no process of the run, no worktree but
  * those the run said it kept (an agent stopped with uncommitted changes keeps its own), no `.lock` file, `git fsck` clean, the user's checkout untouched, the run not `running` in the
  * ledger, no lease held; and `corral run --resume` applies every agent's work exactly once.
- * `CORRAL_STOP_POINTS` sets how many instants run (default 8), `CORRAL_STOP_SEED` the seed.
+ * A second sweep signals at random instants of the first 600 ms, before or while the run is prepared
+ * (one per four points). `CORRAL_STOP_POINTS` sets how many instants run (default 8), `CORRAL_STOP_SEED` the seed.
  */
 const AGENTS = 8
 const points = Number(process.env.CORRAL_STOP_POINTS ?? 8)
 const seed = Number(process.env.CORRAL_STOP_SEED ?? 20261127)
+const early = Math.ceil(points / 4)
 
 const mulberry32 = (start: number) => {
   let a = start >>> 0
@@ -67,6 +69,7 @@ const lockFiles = (dir: string): Array<string> =>
   NodeFs.readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".lock"))
 
 const leases = (repo: string) => {
+  if (!NodeFs.existsSync(NodePath.join(repo, ".corral", "locks.db"))) return []
   const db = new DatabaseSync(NodePath.join(repo, ".corral", "locks.db"))
   try {
     return db.prepare("SELECT run_id, agent_id FROM leases").all()
@@ -138,7 +141,51 @@ const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, 
   return true
 }
 
+/** A signal `delayMs` after the start, maybe before the run's first event: then a fresh run does the work. */
+const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
+  const repo = makeRepo()
+  const head = git(repo, "rev-parse", "HEAD").trim()
+  const plan = writePlan(tempDir("plan-"), "plan.yaml", planText())
+  const first = startCli(["run", plan, "--json"], { cwd: repo })
+  await new Promise((resolve) => setTimeout(resolve, delayMs))
+  first.signal(signal)
+  const ended = await first.done
+  const context = `${signal} ${delayMs} ms after the start`
+  const runId = events(ended.stdout).find((event) => event.runId !== undefined)?.runId
+  // While Node loads corral's modules no handler is installed yet: the signal ends it, nothing started.
+  const beforeHandlers = ended.code === null && ended.signal === signal && runId === undefined
+  if (!beforeHandlers) {
+    expect([0, 130], `exit code (${context}): ${ended.stdout}${ended.stderr}`).toContain(ended.code)
+  }
+  if (runId !== undefined) {
+    expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
+    await checkLeftovers(repo, runId, head, [], context)
+  } else {
+    expect(worktrees(repo), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo)])
+    expect(lockFiles(NodePath.join(repo, ".git")), `.lock files (${context})`).toEqual([])
+    expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
+    expect(leases(repo), `leases (${context})`).toEqual([])
+  }
+  if (ended.code === 0) return checkApplied(repo, `corral/${runId}/integration`)
+  const resumed = await runCli(["run", plan, "--resume", "--json"], { cwd: repo })
+  const next =
+    resumed.code === 2 && resumed.stderr.includes("no unfinished run")
+      ? await runCli(["run", plan, "--json"], { cwd: repo })
+      : resumed
+  expect(next.code, `the next run (${context}): ${next.stdout}${next.stderr}`).toBe(0)
+  const nextId = events(next.stdout).find((event) => event.runId !== undefined)?.runId
+  await checkLeftovers(repo, nextId!, head, [], `${context}, next run`)
+  checkApplied(repo, `corral/${nextId}/integration`)
+}
+
 describe("Ctrl-C and SIGTERM at random instants (end to end)", () => {
+  it(`stops at ${early} seeded random instants of its first 600 ms (seed ${seed}): clean exit, the next run does the work`, async () => {
+    const random = mulberry32(seed + 1)
+    for (let point = 0; point < early; point++) {
+      await stopEarly(random() < 0.5 ? "SIGINT" : "SIGTERM", Math.floor(random() * 600))
+    }
+  }, 600_000)
+
   it(`stops at ${points} seeded random instants (seed ${seed}): clean exit, and resume applies every agent's work once`, async () => {
     const random = mulberry32(seed)
     let stopped = 0
