@@ -298,6 +298,7 @@ exec ${realGit} "$@"
     expect(result.stdout).not.toMatch(/merged work|git merge/)
     expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(git(repo, "status", "--porcelain"), "the state folder shows in the checkout").toBe("")
   })
 })
 
