@@ -50,6 +50,10 @@ const events = (output: string) =>
     .filter((line) => line.startsWith("{"))
     .map((line) => JSON.parse(line) as { type: string; runId?: string; path?: string })
 
+/** The worktrees the run reported kept (an agent stopped with uncommitted changes keeps its own). */
+const keptIn = (output: string) =>
+  events(output).flatMap((event) => (event.type === "WorkspaceKept" ? [event.path!] : []))
+
 const processesOf = (runId: string): Array<number> =>
   NodeFs.readdirSync("/proc")
     .filter((entry) => /^\d+$/.test(entry))
@@ -127,7 +131,7 @@ const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, 
   expect(runId, ended.stderr).toBeDefined()
   expect([0, 130], `exit code (${context}): ${ended.stdout}${ended.stderr}`).toContain(ended.code)
   expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
-  const kept = events(ended.stdout).flatMap((event) => (event.type === "WorkspaceKept" ? [event.path!] : []))
+  const kept = keptIn(ended.stdout)
   await checkLeftovers(repo, runId!, head, kept, context)
   if (ended.code === 0) {
     checkApplied(repo, `corral/${runId}/integration`)
@@ -159,7 +163,7 @@ const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
   }
   if (runId !== undefined) {
     expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
-    await checkLeftovers(repo, runId, head, [], context)
+    await checkLeftovers(repo, runId, head, keptIn(ended.stdout), context)
   } else {
     expect(worktrees(repo), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo)])
     expect(lockFiles(NodePath.join(repo, ".git")), `.lock files (${context})`).toEqual([])
@@ -174,7 +178,7 @@ const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
       : resumed
   expect(next.code, `the next run (${context}): ${next.stdout}${next.stderr}`).toBe(0)
   const nextId = events(next.stdout).find((event) => event.runId !== undefined)?.runId
-  await checkLeftovers(repo, nextId!, head, [], `${context}, next run`)
+  await checkLeftovers(repo, nextId!, head, keptIn(ended.stdout), `${context}, next run`)
   checkApplied(repo, `corral/${nextId}/integration`)
 }
 
