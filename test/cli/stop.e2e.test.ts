@@ -129,7 +129,7 @@ const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, 
   const context = `${signal} after event ${afterEvents} + ${extraMs} ms`
   const runId = events(ended.stdout).find((event) => event.runId !== undefined)?.runId
   expect(runId, ended.stderr).toBeDefined()
-  expect([0, 130], `exit code (${context}): ${ended.stdout}${ended.stderr}`).toContain(ended.code)
+  expect([0, 130], `exit code ${ended.code} (${context}): ${ended.stderr}${ended.stdout}`).toContain(ended.code)
   expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
   const kept = keptIn(ended.stdout)
   await checkLeftovers(repo, runId!, head, kept, context)
@@ -159,7 +159,7 @@ const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
   // While Node loads corral's modules no handler is installed yet: the signal ends it, nothing started.
   const beforeHandlers = ended.code === null && ended.signal === signal && runId === undefined
   if (!beforeHandlers) {
-    expect([0, 130], `exit code (${context}): ${ended.stdout}${ended.stderr}`).toContain(ended.code)
+    expect([0, 130], `exit code ${ended.code} (${context}): ${ended.stderr}${ended.stdout}`).toContain(ended.code)
   }
   if (runId !== undefined) {
     expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
