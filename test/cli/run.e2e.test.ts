@@ -298,6 +298,36 @@ exec ${realGit} "$@"
     expect(result.stdout).not.toMatch(/merged work|git merge/)
     expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+    expect(git(repo, "status", "--porcelain"), "the state folder shows in the checkout").toBe("")
+  })
+})
+
+describe("a stop request after the run finished (end to end)", () => {
+  it.each([
+    ["the run recorded its end", "finished"],
+    ["corral printed the summary", "exiting"]
+  ])("SIGTERM after %s: exit 0, the run stays succeeded", async (_, point) => {
+    const repo = makeRepo()
+    const gate = tempDir("gate-")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
+    const cli = startCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { CORRAL_TEST_WAIT_AT: `${point}:run:${NodePath.join(gate, "go")}` }
+    })
+    try {
+      const shown = point === "finished" ? '"type":"RunFinished"' : "1 succeeded"
+      await waitFor(() => cli.output().includes(shown), 20_000, "the run's end")
+      cli.signal("SIGTERM")
+      if (point === "finished") await waitFor(() => cli.output().includes("SIGTERM"), 10_000, "the stop notice")
+      else await waitFor(() => cli.output().includes("corral is exiting"), 10_000, "the exit notice")
+    } finally {
+      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+    }
+    const result = await cli.done
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stderr).toMatch(/1 succeeded/)
+    const runs = await runCli(["runs"], { cwd: repo })
+    expect(runs.stdout).toMatch(/succeeded/)
   })
 })
 

@@ -41,8 +41,22 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
   })
 
 /**
+ * A `.gitignore` of `*` in the state folder, so that git never shows it in the user's checkout — also
+ * when the run stops before its first workspace adds the folder to `.git/info/exclude`. An existing
+ * file is kept; one that cannot be written leaves that exclude entry as the only guard.
+ */
+const ignoredByGit = (stateDir: string) =>
+  Effect.sync(() => {
+    try {
+      NodeFs.writeFileSync(NodePath.join(stateDir, ".gitignore"), "*\n", { flag: "wx" })
+    } catch {
+      return
+    }
+  })
+
+/**
  * Creates the state directory, or says why it cannot be (a file in the way, no permission, a folder
- * that takes no new folders such as `/proc/self`).
+ * that takes no new folders such as `/proc/self`), with a `.gitignore` of `*` in it.
  *
  * @since 0.1.0
  * @category resolving
@@ -53,7 +67,8 @@ export const makeStateDir = (stateDir: string) =>
       invalidInput(
         `cannot create the state folder ${stateDir}: ${error.path === stateDir ? error.reason : error.message}; choose another with --state-dir or CORRAL_HOME`
       )
-    )
+    ),
+    Effect.andThen(ignoredByGit(stateDir))
   )
 
 /**

@@ -21,7 +21,10 @@ export interface StopRequests {
   readonly stop: Deferred.Deferred<string>
   /** Prints the notices of later requests through the run's reporter. */
   readonly attach: (reporter: { readonly note: (message: string) => void }) => void
-  /** The exit code the request asks for beyond the run's own: 129 after SIGHUP (128 + 1). */
+  /**
+   * The exit code of a run the first signal stopped: 130 after Ctrl-C or SIGTERM, 129 after SIGHUP
+   * (128 + 1); `undefined` without a signal. A run that finished before it saw the request keeps its own.
+   */
   readonly exitCode: () => number | undefined
 }
 
@@ -30,11 +33,11 @@ const signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
 const listen = (stop: Deferred.Deferred<string>) => {
   let note = (message: string) => OutputGuard.write(process.stderr, `${message}\n`)
   let count = 0
-  let hungUp = false
+  let first: NodeJS.Signals | undefined
   const onSignal = (signal: NodeJS.Signals) => {
     count++
-    if (signal === "SIGHUP" && count === 1) hungUp = true
     if (count === 1) {
+      first = signal
       note(`${signal === "SIGINT" ? "Ctrl-C" : signal}: stopping agents and cleaning up…`)
       Deferred.doneUnsafe(stop, Effect.succeed(signal === "SIGINT" ? "interrupted (Ctrl-C)" : `received ${signal}`))
     } else {
@@ -50,12 +53,22 @@ const listen = (stop: Deferred.Deferred<string>) => {
   const attach: StopRequests["attach"] = (reporter) => {
     note = reporter.note
   }
-  return { onSignal, offClosed, attach, exitCode: () => (hungUp ? 129 : undefined) }
+  return {
+    onSignal,
+    offClosed,
+    attach,
+    exitCode: () => (first === undefined ? undefined : first === "SIGHUP" ? 129 : 130)
+  }
 }
+
+/** After the run: its outcome, summary and exit code stand; corral only stops its helpers and exits. */
+const onSignalAfterRun = () => OutputGuard.write(process.stderr, "the run has ended: corral is exiting\n")
 
 /**
  * Listens for stop requests until the scope closes: the first SIGINT/SIGTERM/SIGHUP or a closed
- * output completes `stop`; a second signal only prints that cleanup runs.
+ * output completes `stop`; a second signal only prints that cleanup runs. A signal after the scope
+ * closed (the run ended) only prints that corral is exiting, until the process exits (the exit's
+ * teardown is bounded: the spawn helper's stop waits at most 2 s).
  *
  * @since 0.1.0
  * @category constructors
@@ -66,7 +79,10 @@ export const make = Effect.gen(function* () {
     Effect.sync(() => listen(stop)),
     ({ onSignal, offClosed }) =>
       Effect.sync(() => {
-        for (const signal of signals) process.off(signal, onSignal)
+        for (const signal of signals) {
+          process.off(signal, onSignal)
+          if (!process.listeners(signal).includes(onSignalAfterRun)) process.on(signal, onSignalAfterRun)
+        }
         offClosed()
       })
   )

@@ -1,6 +1,5 @@
 import * as SpawnHelper from "@corral/platform-node/SpawnHelper"
 import { Workspace } from "@corral/platform-node/Workspace"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -10,6 +9,7 @@ import * as Command from "effect/cli/Command"
 import { load, version } from "./Cli.ts"
 import { CliExit } from "./CliExit.ts"
 import * as OutputGuard from "./OutputGuard.ts"
+import { runMain } from "./RunMain.ts"
 
 OutputGuard.install()
 // SIGHUP (the terminal closed) ends a command as SIGTERM does, unless the command listens for it
@@ -33,5 +33,5 @@ Command.run(cli, { version }).pipe(
   // The helper, reaped, brings the CPU time of the git commands and agents it started into ours.
   Effect.ensuring(SpawnHelper.stop),
   Effect.provideService(References.MinimumLogLevel, "Error"),
-  NodeRuntime.runMain
+  runMain
 )

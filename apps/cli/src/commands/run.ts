@@ -25,6 +25,7 @@ import type * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Reporter from "../Reporter.ts"
 import * as RunPlan from "../RunPlan.ts"
+import * as KillPoint from "../internal/killPoint.ts"
 import * as StopRequests from "../StopRequests.ts"
 import * as Summary from "../Summary.ts"
 import * as Telemetry from "../Telemetry.ts"
@@ -326,6 +327,7 @@ const recorded = (
     )
     // A ledger that fails only now still gets the summary: the agents' work is merged, and it says how to take it.
     const finished = yield* Effect.result(ledger.finishRun(runId, statusOf(report), report.result.endedAt))
+    yield* KillPoint.waitAt("finished", "run")
     const summary = Summary.render(report, { color: mode === "tty", columns: process.stdout.columns })
     const reportDir = flags.report && Result.isSuccess(finished) ? yield* writeReport(paths.stateDir, runId) : undefined
     const withReport =
@@ -350,7 +352,8 @@ ${text}
 `
       )
     if (Result.isFailure(finished)) return yield* Effect.fail(finished.failure)
-    return requests.exitCode() ?? (OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report))
+    const stopped = report.result.stopped === undefined ? undefined : requests.exitCode()
+    return stopped ?? (OutputGuard.isClosed() ? OutputGuard.exitCode : Summary.exitCode(report))
   }).pipe(Effect.scoped)
 
 /**
@@ -364,7 +367,7 @@ export const run = Command.make("run", flags, (flags) =>
     const fiber = yield* Effect.forkDetach(execute(flags, requests))
     const code = yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.await(fiber)))
     if (code !== 0) return yield* new CliExit({ code })
-  }).pipe(Effect.scoped)
+  }).pipe(Effect.scoped, Effect.tap(KillPoint.waitAt("exiting", "run")))
 ).pipe(
   Command.withDescription("Run the agents of a plan, each in its own workspace, and merge their work"),
   Command.withExamples([

@@ -598,7 +598,8 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         : `${rendered}\nreport: ${NodePath.join(reportDir, "report.html")} (and trace.json)`
     if (mode === "json") process.stderr.write(`${summary}\n`)
     else process.stdout.write(`\n${summary}\n`)
-    if (unrecorded === undefined) return requests.exitCode() ?? Summary.exitCode(report)
+    const stopped = report.result.stopped === undefined ? undefined : requests.exitCode()
+    if (unrecorded === undefined) return stopped ?? Summary.exitCode(report)
     OutputGuard.write(process.stderr, notRecorded(runId, unrecorded))
-    return requests.exitCode() ?? Math.max(Summary.exitCode(report), 1)
+    return stopped ?? Math.max(Summary.exitCode(report), 1)
   }).pipe(Effect.scoped)

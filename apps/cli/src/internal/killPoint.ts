@@ -4,7 +4,9 @@
  * `merged` (the agent's work is on the integration branch, the ledger has not recorded it yet).
  * With `CORRAL_TEST_WAIT_AT=<point>:<agent id>:<file>`, corral waits at that point for that agent
  * until `file` exists (polled, at most 60 s), so a test can order the point after another agent's
- * step without timing. Points: `merging` (the agent's work is committed, its landing not started).
+ * step without timing. Points: `merging` (the agent's work is committed, its landing not started);
+ * with the agent id `run`: `finished` (the run recorded its end in the ledger, its summary not
+ * printed) and `exiting` (the summary printed, the run's stop requests no longer listened for).
  */
 import * as Effect from "effect/Effect"
 import * as NodeFs from "node:fs"
@@ -19,7 +21,7 @@ export const reached = (point: Point, agentId: string): void => {
 
 const waitTarget = process.env.CORRAL_TEST_WAIT_AT
 
-export const waitAt = (point: "merging", agentId: string): Effect.Effect<void> => {
+export const waitAt = (point: "merging" | "finished" | "exiting", agentId: string): Effect.Effect<void> => {
   if (waitTarget === undefined || !waitTarget.startsWith(`${point}:${agentId}:`)) return Effect.void
   const file = waitTarget.slice(`${point}:${agentId}:`.length)
   return Effect.suspend(() => {
