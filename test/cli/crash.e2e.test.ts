@@ -3,6 +3,7 @@ import * as NodePath from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { describe, expect, it } from "vitest"
 import { branches, git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
 
 /**
  * kill -9 of `corral run` at seeded random instants (after the n-th JSON event), and once between
@@ -14,52 +15,9 @@ const AGENTS = 12
 const points = Number(process.env.CORRAL_KILL_POINTS ?? 3)
 const seed = Number(process.env.CORRAL_KILL_SEED ?? 20261126)
 
-const mulberry32 = (start: number) => {
-  let a = start >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const planText = () => {
-  const agents = Array.from({ length: AGENTS }, (_, i) => {
-    const id = `k${i + 1}`
-    const shared = i % 3 === 0 ? ", shared/log.txt" : ""
-    const append = i % 3 === 0 ? ` && echo ${id} >> shared/log.txt` : ""
-    return `  - id: ${id}
-    run: mkdir -p out shared && echo ${id} >> out/${id}.txt${append} && sleep 0.${(i * 7) % 5}
-    claims: { write: [out/${id}.txt${shared}] }
-`
-  }).join("")
-  return `version: 1\nconcurrency: 4\nagents:\n${agents}`
-}
-
-const events = (output: string) =>
-  output
-    .split("\n")
-    .filter((line) => line.startsWith("{"))
-    .map((line) => JSON.parse(line) as { type: string; runId?: string; agentId?: string })
+const planText = () => sweepPlan({ prefix: "k", count: AGENTS, concurrency: 4, step: 7, modulo: 5 })
 
 const integrationBranches = (repo: string) => branches(repo).filter((b) => b.endsWith("/integration"))
-
-const processesOf = (runId: string): Array<number> =>
-  NodeFs.readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .map(Number)
-    .filter((pid) => {
-      try {
-        return (
-          NodeFs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`CORRAL_RUN_ID=${runId}`) &&
-          isAlive(pid)
-        )
-      } catch {
-        return false
-      }
-    })
 
 const checkAfterResume = async (repo: string, killedRunId: string) => {
   const state = NodePath.join(repo, ".corral")

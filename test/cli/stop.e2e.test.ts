@@ -4,6 +4,7 @@ import * as NodePath from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { describe, expect, it } from "vitest"
 import { git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
 
 /**
  * Ctrl-C (SIGINT) and SIGTERM to `corral run` at seeded random instants — after the n-th JSON event
@@ -20,54 +21,11 @@ const points = Number(process.env.CORRAL_STOP_POINTS ?? 8)
 const seed = Number(process.env.CORRAL_STOP_SEED ?? 20261127)
 const early = Math.ceil(points / 4)
 
-const mulberry32 = (start: number) => {
-  let a = start >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const planText = () => {
-  const agents = Array.from({ length: AGENTS }, (_, i) => {
-    const id = `s${i + 1}`
-    const shared = i % 3 === 0 ? ", shared/log.txt" : ""
-    const append = i % 3 === 0 ? ` && echo ${id} >> shared/log.txt` : ""
-    return `  - id: ${id}
-    run: mkdir -p out shared && echo ${id} >> out/${id}.txt${append} && sleep 0.${(i * 3) % 4}
-    claims: { write: [out/${id}.txt${shared}] }
-`
-  }).join("")
-  return `version: 1\nconcurrency: 3\nagents:\n${agents}`
-}
-
-const events = (output: string) =>
-  output
-    .split("\n")
-    .filter((line) => line.startsWith("{"))
-    .map((line) => JSON.parse(line) as { type: string; runId?: string; path?: string })
+const planText = () => sweepPlan({ prefix: "s", count: AGENTS, concurrency: 3, step: 3, modulo: 4 })
 
 /** The worktrees the run reported kept (an agent stopped with uncommitted changes keeps its own). */
 const keptIn = (output: string) =>
   events(output).flatMap((event) => (event.type === "WorkspaceKept" ? [event.path!] : []))
-
-const processesOf = (runId: string): Array<number> =>
-  NodeFs.readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .map(Number)
-    .filter((pid) => {
-      try {
-        return (
-          NodeFs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`CORRAL_RUN_ID=${runId}`) &&
-          isAlive(pid)
-        )
-      } catch {
-        return false
-      }
-    })
 
 const lockFiles = (dir: string): Array<string> =>
   NodeFs.readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".lock"))

@@ -2,6 +2,7 @@ import { Agent, Corral, type CorralEvent } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
+import { neverReturns } from "./support/subscribers.ts"
 
 const sums = (events: ReadonlyArray<CorralEvent.CorralEvent>) =>
   events.every((e) => e.progress.pending + e.progress.running + e.progress.done === e.progress.total)
@@ -41,11 +42,7 @@ describe("a run interrupted from outside", () => {
       const detached = yield* Deferred.make<void>()
       const fiber = yield* Effect.forkChild(
         Corral.run([Agent.make("a", { run: Effect.never })], {
-          onEvent: () =>
-            Deferred.succeed(entered, undefined).pipe(
-              Effect.andThen(Effect.never),
-              Effect.onInterrupt(() => Deferred.succeed(detached, undefined))
-            )
+          onEvent: neverReturns(entered, detached)
         }),
         { startImmediately: true }
       )

@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, type Duration, Effect, Fiber, Logger, References } from "effect"
 import { TestClock } from "effect/testing"
 import { isLegal, Lifecycle } from "../src/internal/lifecycle.ts"
+import { neverReturns } from "./support/subscribers.ts"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
@@ -487,11 +488,7 @@ describe("events for a subscriber that falls behind", () => {
       const fiber = yield* Effect.forkChild(
         Corral.run(agents, {
           eventBuffer: 8,
-          onEvent: () =>
-            Deferred.succeed(entered, undefined).pipe(
-              Effect.andThen(Effect.never),
-              Effect.onInterrupt(() => Deferred.succeed(detached, undefined))
-            )
+          onEvent: neverReturns(entered, detached)
         }),
         { startImmediately: true }
       )

@@ -1,0 +1,67 @@
+/**
+ * What the seeded interruption sweeps of `corral run` share (`crash.e2e` kills it with SIGKILL,
+ * `stop.e2e` stops it with SIGINT/SIGTERM): the seeded random source, the plan of agents that each
+ * write their own file and every third one a shared file, its JSON events and the processes a run
+ * left.
+ */
+import * as NodeFs from "node:fs"
+import { isAlive } from "../../helpers.ts"
+
+/** mulberry32: a small seeded random source, so a sweep's instants are the same on every machine. */
+export const mulberry32 = (start: number) => {
+  let a = start >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * A plan of `count` agents `<prefix>1`… at `concurrency`: each appends its id to `out/<id>.txt`
+ * (claimed), every third also to `shared/log.txt` (claimed too), then sleeps
+ * `0.<(i × step) mod modulo>` s.
+ */
+export const sweepPlan = (options: {
+  readonly prefix: string
+  readonly count: number
+  readonly concurrency: number
+  readonly step: number
+  readonly modulo: number
+}): string => {
+  const agents = Array.from({ length: options.count }, (_, i) => {
+    const id = `${options.prefix}${i + 1}`
+    const shared = i % 3 === 0 ? ", shared/log.txt" : ""
+    const append = i % 3 === 0 ? ` && echo ${id} >> shared/log.txt` : ""
+    return `  - id: ${id}
+    run: mkdir -p out shared && echo ${id} >> out/${id}.txt${append} && sleep 0.${(i * options.step) % options.modulo}
+    claims: { write: [out/${id}.txt${shared}] }
+`
+  }).join("")
+  return `version: 1\nconcurrency: ${options.concurrency}\nagents:\n${agents}`
+}
+
+/** The JSON events in a `--json` run's output so far. */
+export const events = (output: string) =>
+  output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as { type: string; runId?: string; agentId?: string; path?: string })
+
+/** The live processes whose environment names run `runId` (`CORRAL_RUN_ID`). */
+export const processesOf = (runId: string): Array<number> =>
+  NodeFs.readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return (
+          NodeFs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`CORRAL_RUN_ID=${runId}`) &&
+          isAlive(pid)
+        )
+      } catch {
+        return false
+      }
+    })
