@@ -43,6 +43,17 @@ const leases = (repo: string) => {
 const fsck = (repo: string) =>
   execFileSync("git", ["fsck", "--no-dangling", "--no-progress"], { cwd: repo, encoding: "utf8", stdio: "pipe" })
 
+/**
+ * No `.lock` file under the repository's `.git`. A git command the stop interrupted gets SIGTERM and
+ * is not waited for (docs/development.md, "Session 15, Ctrl-C/SIGTERM sweep"), so its lock may
+ * outlive corral by the moment git takes to clean up; a lock still there after 10 s is stale.
+ */
+const expectNoLocks = async (repo: string, context: string) => {
+  const locks = () => lockFiles(NodePath.join(repo, ".git"))
+  await waitFor(() => locks().length === 0, 10_000, "git to remove its locks").catch(() => undefined)
+  expect(locks(), `.lock files (${context})`).toEqual([])
+}
+
 /** What must hold once `corral run` exited, stopped or not. */
 const checkLeftovers = async (
   repo: string,
@@ -53,7 +64,7 @@ const checkLeftovers = async (
 ) => {
   expect(processesOf(runId), `processes of the run (${context})`).toEqual([])
   expect(worktrees(repo).sort(), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo), ...kept].sort())
-  expect(lockFiles(NodePath.join(repo, ".git")), `.lock files (${context})`).toEqual([])
+  await expectNoLocks(repo, context)
   expect(() => fsck(repo), `git fsck (${context})`).not.toThrow()
   expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
   expect(git(repo, "symbolic-ref", "--short", "HEAD").trim(), `the branch (${context})`).toBe("main")
@@ -87,7 +98,10 @@ const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, 
   const context = `${signal} after event ${afterEvents} + ${extraMs} ms`
   const runId = events(ended.stdout).find((event) => event.runId !== undefined)?.runId
   expect(runId, ended.stderr).toBeDefined()
-  expect([0, 130], `exit code ${ended.code} (${context}): ${ended.stderr}${ended.stdout}`).toContain(ended.code)
+  expect(
+    [0, 130],
+    `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
+  ).toContain(ended.code)
   expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
   const kept = keptIn(ended.stdout)
   await checkLeftovers(repo, runId!, head, kept, context)
@@ -117,14 +131,17 @@ const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
   // While Node loads corral's modules no handler is installed yet: the signal ends it, nothing started.
   const beforeHandlers = ended.code === null && ended.signal === signal && runId === undefined
   if (!beforeHandlers) {
-    expect([0, 130], `exit code ${ended.code} (${context}): ${ended.stderr}${ended.stdout}`).toContain(ended.code)
+    expect(
+      [0, 130],
+      `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
+    ).toContain(ended.code)
   }
   if (runId !== undefined) {
     expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
     await checkLeftovers(repo, runId, head, keptIn(ended.stdout), context)
   } else {
     expect(worktrees(repo), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo)])
-    expect(lockFiles(NodePath.join(repo, ".git")), `.lock files (${context})`).toEqual([])
+    await expectNoLocks(repo, context)
     expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
     expect(leases(repo), `leases (${context})`).toEqual([])
   }
