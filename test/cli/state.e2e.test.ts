@@ -108,6 +108,20 @@ describe("the state folder and its ledger (end to end)", () => {
     }
   })
 
+  it("a state folder that already exists (--state-dir) gets no .gitignore; one corral creates does", async () => {
+    const repo = makeRepo()
+    const existing = NodePath.join(repo, "notes")
+    NodeFs.mkdirSync(existing)
+    NodeFs.writeFileSync(NodePath.join(existing, "draft.md"), "mine\n")
+    const given = await runCli(["run", plan(), "--state-dir", existing], { cwd: repo })
+    expect(given.code, given.stderr).toBe(0)
+    expect(NodeFs.existsSync(NodePath.join(existing, ".gitignore")), "the user's folder untouched").toBe(false)
+    const created = NodePath.join(tempDir("state-"), "new")
+    const fresh = await runCli(["run", plan(), "--state-dir", created], { cwd: repo })
+    expect(fresh.code, fresh.stderr).toBe(0)
+    expect(NodeFs.readFileSync(NodePath.join(created, ".gitignore"), "utf8")).toBe("*\n")
+  }, 60_000)
+
   it("a state folder where folders cannot be created is exit 2 at once, naming it", async () => {
     const repo = makeRepo()
     const file = NodePath.join(tempDir("state-"), "a-file")

@@ -56,20 +56,24 @@ const ignoredByGit = (stateDir: string) =>
 
 /**
  * Creates the state directory, or says why it cannot be (a file in the way, no permission, a folder
- * that takes no new folders such as `/proc/self`), with a `.gitignore` of `*` in it.
+ * that takes no new folders such as `/proc/self`), with a `.gitignore` of `*` in it when corral
+ * creates it: a folder that exists already (`--state-dir` naming one of the user's) is not written to.
  *
  * @since 0.1.0
  * @category resolving
  */
 export const makeStateDir = (stateDir: string) =>
-  Folder.make(stateDir).pipe(
-    Effect.catch((error) =>
-      invalidInput(
-        `cannot create the state folder ${stateDir}: ${error.path === stateDir ? error.reason : error.message}; choose another with --state-dir or CORRAL_HOME`
-      )
-    ),
-    Effect.andThen(ignoredByGit(stateDir))
-  )
+  Effect.suspend(() => {
+    const existed = NodeFs.existsSync(stateDir)
+    return Folder.make(stateDir).pipe(
+      Effect.catch((error) =>
+        invalidInput(
+          `cannot create the state folder ${stateDir}: ${error.path === stateDir ? error.reason : error.message}; choose another with --state-dir or CORRAL_HOME`
+        )
+      ),
+      Effect.andThen(existed ? Effect.void : ignoredByGit(stateDir))
+    )
+  })
 
 /**
  * Whether the work tree's `HEAD` names a branch with no commit yet (`git init` without a commit), read
