@@ -122,7 +122,7 @@ export interface ProcessSpec {
   /** Run `command` with `/bin/sh -c`. `args` are ignored. */
   readonly shell?: boolean
   readonly cwd?: string
-  /** Added to a minimal inherited environment (PATH, HOME, LANG, LC_*, TERM, USER, SHELL, TMPDIR, TZ, NODE_*). */
+  /** Added to a minimal inherited environment (PATH, HOME, LANG, LANGUAGE, LC_*, TERM, USER, LOGNAME, SHELL, TMPDIR, TZ, NODE_*). */
   readonly env?: Record<string, string>
   /** Pass the whole parent environment instead of the minimal one. @default false */
   readonly inheritEnv?: boolean
