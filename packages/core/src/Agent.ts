@@ -109,7 +109,7 @@ export interface Options<A, E, R, D extends Deps = Deps> {
   readonly idempotencyKeyOf?: ((deps: D) => string) | undefined
   /** What else the agent's work depends on (file digests, model names, prompts), for the default key. */
   readonly inputs?: ReadonlyArray<string> | undefined
-  /** Free-form labels, shown in events and reports. */
+  /** Free-form labels, kept as `agent.labels`; the scheduler ignores them (`AgentKind.agent` stores its kind and `requires` here). */
   readonly labels?: Readonly<Record<string, string>> | undefined
 }
 
