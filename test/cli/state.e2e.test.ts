@@ -108,6 +108,23 @@ describe("the state folder and its ledger (end to end)", () => {
     }
   })
 
+  it("a damaged locks.db is exit 2 before anything starts, naming the file and what to do, and is left byte for byte", async () => {
+    const random = Buffer.alloc(8192)
+    for (let i = 0; i < random.length; i++) random[i] = (i * 7919 + 13) % 251
+    const repo = makeRepo()
+    const state = NodePath.join(repo, ".corral")
+    NodeFs.mkdirSync(state)
+    const file = NodePath.join(state, "locks.db")
+    NodeFs.writeFileSync(file, random)
+    const result = await runCli(["run", plan()], { cwd: repo })
+    expect(result.code, result.stderr).toBe(2)
+    expect(result.stderr).toContain(`${file}: file is not a database`)
+    expect(result.stderr).toContain(`mv ${file} ${file}.damaged`)
+    expect(result.stderr).toContain("--state-dir")
+    expect(NodeFs.readFileSync(file).equals(random)).toBe(true)
+    expect(branches(repo)).toEqual(["main"])
+  })
+
   it("a state folder that already exists (--state-dir) gets no .gitignore; one corral creates does", async () => {
     const repo = makeRepo()
     const existing = NodePath.join(repo, "notes")

@@ -215,6 +215,16 @@ const executeOnCluster = (flags: Flags, cluster: string, requests: StopRequests.
     (module) => module.execute({ ...flags, cluster }, requests)
   )
 
+/** A `locks.db` that is not a database is bad input, like a damaged ledger: nothing has started yet. */
+const claimTableFailed = (file: string, message: string) => {
+  const reason = LedgerFile.damageOf(message)
+  return reason === undefined
+    ? storeFailed("claim table", message)
+    : invalidInput(
+        LedgerFile.damaged("the claim table", file, reason, "a new one once no corral uses this state folder")
+      )
+}
+
 const execute = (flags: Flags, requests: StopRequests.StopRequests) =>
   Effect.gen(function* () {
     if (Option.isSome(flags.concurrency) && flags.concurrency.value < 1) {
@@ -237,8 +247,8 @@ const execute = (flags: Flags, requests: StopRequests.StopRequests) =>
         })
       ),
       Effect.catchTags({
-        SqlError: (error) => storeFailed("claim table", error.message),
-        MigrationError: (error) => storeFailed("claim table", error.message)
+        SqlError: (error) => claimTableFailed(NodePath.join(paths.stateDir, "locks.db"), error.message),
+        MigrationError: (error) => claimTableFailed(NodePath.join(paths.stateDir, "locks.db"), error.message)
       }),
       Effect.catchTag("RunLedgerError", (error) =>
         LedgerFile.isDamaged(error)
