@@ -161,7 +161,13 @@ export const runs = Command.make("runs", location, (flags) =>
       }
     })
   )
-).pipe(Command.withDescription("List recorded runs, newest first"))
+).pipe(
+  Command.withDescription("List recorded runs, newest first"),
+  Command.withExamples([
+    { command: "corral runs", description: "the runs of this repository: id, status, start, duration, outcomes, plan" },
+    { command: "corral runs --cluster postgres://corral@db:5432/corral", description: "the runs of a cluster" }
+  ])
+)
 
 /**
  * `corral status [RUN_ID]`.

@@ -74,7 +74,10 @@ export const runner = Command.make(
   "runner",
   {
     cluster: clusterFlag,
-    capacity: Flag.Int("capacity").pipe(Flag.withDefault(8), Flag.withDescription("Most agents run at once")),
+    capacity: Flag.Int("capacity").pipe(
+      Flag.withDefault(8),
+      Flag.withDescription("Most agents run at once (default: 8)")
+    ),
     labels: Flag.String("labels").pipe(
       Flag.optional,
       Flag.withDescription("Comma-separated labels, e.g. gpu,linux: agents that require one may run here")
@@ -85,7 +88,7 @@ export const runner = Command.make(
     ),
     host: Flag.String("host").pipe(
       Flag.withDefault("127.0.0.1"),
-      Flag.withDescription("The address other runners and coordinators reach this runner at")
+      Flag.withDescription("The address other runners and coordinators reach this runner at (default: 127.0.0.1)")
     ),
     port: Flag.Int("port").pipe(Flag.optional, Flag.withDescription("The port to listen on (default: a free one)"))
   },
@@ -154,4 +157,13 @@ export const runners = Command.make(
         )
       }
     })
-).pipe(Command.withDescription("List the runners online in a cluster, with capacity, load and labels"))
+).pipe(
+  Command.withDescription("List the runners online in a cluster, with capacity, load and labels"),
+  Command.withExamples([
+    { command: "corral runners --cluster postgres://corral@db:5432/corral", description: "one line per live runner" },
+    {
+      command: "CORRAL_CLUSTER=postgres://corral@db:5432/corral corral runners --json",
+      description: "one JSON object per runner"
+    }
+  ])
+)
