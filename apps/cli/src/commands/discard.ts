@@ -272,7 +272,10 @@ export const discard = Command.make(
       Flag.optional,
       Flag.withDescription("The target repository (default: current directory)")
     ),
-    stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory"))
+    stateDir: Flag.String("state-dir").pipe(
+      Flag.optional,
+      Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+    )
   },
   execute
 ).pipe(

@@ -26,7 +26,10 @@ const location = {
     Flag.optional,
     Flag.withDescription("The target repository (default: current directory)")
   ),
-  stateDir: Flag.String("state-dir").pipe(Flag.optional, Flag.withDescription("corral's state directory")),
+  stateDir: Flag.String("state-dir").pipe(
+    Flag.optional,
+    Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+  ),
   cluster: Flag.String("cluster").pipe(
     Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),
     Flag.optional,

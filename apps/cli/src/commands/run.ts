@@ -56,7 +56,7 @@ const flags = {
   ),
   stateDir: Flag.String("state-dir").pipe(
     Flag.optional,
-    Flag.withDescription("Where corral keeps its state (default: <repo>/.corral or $CORRAL_HOME)")
+    Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
   ),
   resume: Flag.Boolean("resume").pipe(
     Flag.withDefault(false),
@@ -65,7 +65,9 @@ const flags = {
   resumeFrom: Flag.String("resume-from").pipe(Flag.optional, Flag.withDescription("Resume the run with this id")),
   verbose: Flag.Boolean("verbose").pipe(
     Flag.withDefault(false),
-    Flag.withDescription("Also print the git commands each agent cost (count and process time)")
+    Flag.withDescription(
+      "Also print, per agent, the git commands it cost (count and process time) and the wall time of its set-up, command, commit and merge"
+    )
   ),
   report: Flag.Boolean("report").pipe(
     Flag.withDefault(false),
