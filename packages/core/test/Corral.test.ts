@@ -1,7 +1,7 @@
 import { Agent, Corral, CorralError, type CorralEvent, type Outcome, ResourceLocks, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { Context, type Duration, Effect, Exit, Fiber, Logger, Random, Schedule } from "effect"
+import { Clock, Context, type Duration, Effect, Exit, Fiber, Logger, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
@@ -427,6 +427,29 @@ describe("Corral.run", () => {
         assert.isAtMost(o.endedAt, result.endedAt)
         assert.strictEqual(o.waitedMs, o.startedAt! - o.queuedAt, `${o.agentId}: waitedMs`)
       })
+    })
+  )
+
+  it.effect("a dependent's waitedMs is never negative, on a clock that moves at every reading", () =>
+    Effect.gen(function* () {
+      let now = 1_000_000
+      const ticking: Clock.Clock = {
+        ...Clock.Clock.defaultValue(),
+        currentTimeMillisUnsafe: () => ++now,
+        currentTimeMillis: Effect.sync(() => ++now)
+      }
+      const result = yield* Corral.run(
+        [
+          Agent.make("research", { run: Effect.succeed(1) }),
+          Agent.make("outline", { dependsOn: ["research"], run: () => Effect.succeed(2) })
+        ],
+        { concurrency: 1 }
+      ).pipe(Effect.provideService(Clock.Clock, ticking))
+      const research = result.get("research")
+      const outline = result.get("outline")
+      assert.isAtLeast(outline.waitedMs, 0)
+      assert.isAtLeast(outline.startedAt!, outline.queuedAt)
+      assert.isAtLeast(outline.queuedAt, research.endedAt, "queued once its dependency ended")
     })
   )
 

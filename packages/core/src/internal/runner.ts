@@ -985,7 +985,7 @@ class Runner<A, E, R> implements ExecHost {
     const events = this.events
     if (events?.admit()) events.emit(events.finished(node.id, outcome))
     if (outcome._tag === "Succeeded") {
-      this.releaseDependents(node)
+      this.releaseDependents(node, outcome.endedAt)
     } else if (Outcome.isFailure(outcome)) {
       if (this.mode === "fail-fast") this.stop({ _tag: "AgentFailed", agentId: node.id, outcome: outcome._tag })
       else this.skipDependents(node, node, outcome._tag)
@@ -1007,12 +1007,16 @@ class Runner<A, E, R> implements ExecHost {
     this.wake()
   }
 
-  private releaseDependents(node: Node): void {
+  /**
+   * Queues the dependents `node` was the last dependency of, as of `endedAt`, its end: a worker may
+   * start one at that same reading (`agentEnded`), so a later one would make its wait negative.
+   */
+  private releaseDependents(node: Node, endedAt: number): void {
     const dependents = node.dependents
     for (let index = 0; index < dependents.length; index++) {
       const dependent = dependents[index]!
       if (--dependent.depsLeft === 0 && dependent.state === "waiting-deps") {
-        dependent.queuedAt = this.clock.currentTimeMillisUnsafe()
+        dependent.queuedAt = endedAt
         this.makeReady(dependent)
       }
     }
