@@ -7,6 +7,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { commitWork } from "../src/internal/workspaceIntegration.ts"
 import { type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
@@ -288,6 +289,23 @@ describe("Workspace", () => {
         assert.strictEqual(first.port, second.port)
         assert.strictEqual(first.dir, repo)
         assert.match(first.namespace, /^[0-9a-f]{16}$/)
+      })
+    )
+  )
+
+  it.live("two Workspace services, as two corral processes, never hand out the same port block at once", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const one = yield* Layer.build(Workspace.layer)
+        const two = yield* Layer.build(Workspace.layer)
+        const held = (runId: string) =>
+          Effect.flatMap(Workspace, (ws) => ws.acquire({ repo, runId, agentId: "server", strategy: "none" }))
+        const first = yield* held("pa").pipe(Effect.provideContext(one))
+        const second = yield* held("pb").pipe(Effect.provideContext(two))
+        assert.notStrictEqual(first.ports.first, second.ports.first)
+        assert.strictEqual(first.env.PORT, String(first.ports.first))
+        assert.strictEqual(second.env.PORT, String(second.ports.first))
       })
     )
   )

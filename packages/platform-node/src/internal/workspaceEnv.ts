@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
@@ -39,21 +40,51 @@ export const namespaceOf = (parts: { readonly lockHash: string; readonly agentId
     .digest("hex")
     .slice(0, 16)
 
+/**
+ * Holds port block `first` for this process across the machine: a socket in Linux's abstract
+ * namespace named after it, which one process at a time can bind and the kernel frees when that
+ * process ends (`kill -9` included), so no lock file is left behind. `"taken"` when another process
+ * holds it; `undefined` where abstract sockets do not exist (the block is then private within this
+ * process only).
+ */
+const holdBlock = (first: number): Effect.Effect<net.Server | "taken" | undefined> =>
+  Effect.callback((resume) => {
+    const server = net.createServer()
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      resume(Effect.succeed(error.code === "EADDRINUSE" ? "taken" : undefined))
+    )
+    server.listen(`\0corral-ports-${first}`, () => {
+      server.unref()
+      resume(Effect.succeed(server))
+    })
+  })
+
+const abstractSockets = process.platform === "linux"
+
 export const makePortAllocator = (config: PortConfig) => {
   const used = new Set<number>()
   const take = (agentId: string) =>
-    Effect.suspend(() => {
+    Effect.gen(function* () {
       for (let index = 0; index < config.blocks; index++) {
         if (used.has(index)) continue
         used.add(index)
-        return Effect.succeed(index)
+        const held = abstractSockets ? yield* holdBlock(config.base + index * config.size) : undefined
+        if (held !== "taken") return { index, held }
+        used.delete(index)
       }
-      return Effect.fail(new PortsExhausted({ agentId, blocks: config.blocks }))
+      return yield* new PortsExhausted({ agentId, blocks: config.blocks })
     })
   return (agentId: string): Effect.Effect<PortBlock, PortsExhausted, Scope.Scope> =>
-    Effect.acquireRelease(take(agentId), (index) => Effect.sync(() => used.delete(index))).pipe(
-      Effect.map((index) => ({ first: config.base + index * config.size, count: config.size }))
-    )
+    Effect.acquireRelease(take(agentId), ({ index, held }) =>
+      Effect.andThen(
+        held === undefined
+          ? Effect.void
+          : Effect.callback<void>((resume) => {
+              held.close(() => resume(Effect.void))
+            }),
+        Effect.sync(() => used.delete(index))
+      )
+    ).pipe(Effect.map(({ index }) => ({ first: config.base + index * config.size, count: config.size })))
 }
 
 export interface AgentDirs {
