@@ -271,7 +271,8 @@ describe("Workspace", () => {
   )
 
   it.live("namespaces are deterministic and port blocks are reused after release", () =>
-    provide(
+    // Blocks are held machine-wide: a base of this process's own keeps other corral processes out.
+    Effect.provide(
       Effect.gen(function* () {
         const repo = yield* makeRepo
         const ws = yield* Workspace
@@ -289,7 +290,8 @@ describe("Workspace", () => {
         assert.strictEqual(first.port, second.port)
         assert.strictEqual(first.dir, repo)
         assert.match(first.namespace, /^[0-9a-f]{16}$/)
-      })
+      }),
+      Workspace.layerWith({ portBase: 30000 + (process.pid % 2000) * 10, portBlocks: 10 })
     )
   )
 
