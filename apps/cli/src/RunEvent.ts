@@ -63,8 +63,9 @@ const jsonSafe = (value: unknown): unknown => {
 }
 
 /**
- * One NDJSON line: `{"type": "<tag>", ...fields}`; outcomes are flattened to their fields,
- * errors to `{ name, message }`.
+ * One NDJSON line: `{"type": "<tag>", ...fields}`; outcomes are flattened to their fields, errors
+ * with a `toJSON` (effect's tagged errors, such as `ProcessFailed`) to what it gives, other errors to
+ * `{ name, message }`.
  *
  * @since 0.1.0
  * @category formatting
