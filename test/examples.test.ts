@@ -1,6 +1,7 @@
 /**
  * Every `@example` in the JSDoc of the packages and the command, and every TypeScript block of the
- * READMEs and `docs/`, is type-checked: each block is written to its own module under
+ * READMEs and `docs/`, is type-checked, and every YAML plan block of them is decoded as `corral run`
+ * decodes a plan file: each block is written to its own module under
  * `test/node_modules/.cache/examples` (where `@corral/*` and `effect` resolve as in the tests) and the
  * lot is compiled with the repository's settings. Relative imports in a JSDoc example resolve against
  * the file that holds it.
@@ -8,7 +9,10 @@
 import { execFile } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { expect, it } from "vitest"
+import * as PlanFile from "../apps/cli/src/PlanFile.ts"
 import { root } from "./helpers.ts"
 
 interface Example {
@@ -57,13 +61,16 @@ const fromMarkdown = (file: string): Array<Example> => {
   }))
 }
 
-const collect = (): Array<Example> => {
-  const dirs = workspaceDirs()
-  const markdown = [
+const markdownFiles = (dirs: ReadonlyArray<string>): Array<string> =>
+  [
     NodePath.join(root, "README.md"),
     ...NodeFs.readdirSync(NodePath.join(root, "docs")).map((name) => NodePath.join(root, "docs", name)),
     ...dirs.map((dir) => NodePath.join(dir, "README.md"))
   ].filter((file) => file.endsWith(".md") && NodeFs.existsSync(file))
+
+const collect = (): Array<Example> => {
+  const dirs = workspaceDirs()
+  const markdown = markdownFiles(dirs)
   return [
     ...dirs.flatMap((dir) => sourceFiles(NodePath.join(dir, "src"))).flatMap(fromJsDoc),
     ...markdown.flatMap(fromMarkdown)
@@ -118,4 +125,23 @@ it("every @example and every TypeScript block in the docs type-checks; a duplica
       return example === undefined ? line : `${example.origin} (example at line ${example.line}): ${line}`
     })
   expect(errors, output).toEqual([])
+})
+
+it("every YAML plan in the READMEs and docs/ decodes as a plan file", async () => {
+  const plans = markdownFiles(workspaceDirs()).flatMap((file) => {
+    const text = NodeFs.readFileSync(file, "utf8")
+    return [...text.matchAll(/^```yaml\n([\s\S]*?)^```/gm)]
+      .filter((match) => /^agents:/m.test(match[1]!))
+      .map((match) => ({
+        origin: `${NodePath.relative(root, file)}:${lineOf(text, match.index) + 1}`,
+        code: match[1]!
+      }))
+  })
+  expect(plans.map((plan) => plan.origin)).toContain("docs/cli.md:73")
+  const failures: Array<string> = []
+  for (const plan of plans) {
+    const exit = await Effect.runPromiseExit(PlanFile.decode(plan.code, { path: `${plan.origin}.yaml` }))
+    if (Exit.isFailure(exit)) failures.push(String(exit.cause))
+  }
+  expect(failures).toEqual([])
 })
