@@ -28,8 +28,8 @@ const reported = (error: unknown) =>
 
 if (process.argv[2] === "run") await Effect.runPromise(KillPoint.waitAt("loading", "run"))
 const cli = await load(process.argv.slice(2))
+if (process.argv[2] === "run") KillPoint.blockAt("loaded-busy", "run")
 
-EarlySignals.handOver()
 Command.run(cli, { version }).pipe(
   Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),
   Effect.catchIf((error) => !(error instanceof CliExit), reported),
@@ -39,3 +39,4 @@ Command.run(cli, { version }).pipe(
   Effect.provideService(References.MinimumLogLevel, "Error"),
   runMain
 )
+EarlySignals.handOver()

@@ -8,7 +8,9 @@
  * with the agent id `run`: `finished` (the run recorded its end in the ledger, its summary not
  * printed), `exiting` (the summary printed, the run's stop requests no longer listened for) and
  * `loading` (before the command's modules are loaded: only the bin's early signal handlers listen).
- * On reaching its point it creates `<file>.waiting`, so a test knows it is there.
+ * On reaching its point it creates `<file>.waiting`, so a test knows it is there. `blockAt` waits the
+ * same way without letting the event loop turn (as a long stretch of module loading does), at the
+ * point `loaded-busy` (the command's modules are loaded, its signal handlers not installed yet).
  */
 import * as Effect from "effect/Effect"
 import * as NodeFs from "node:fs"
@@ -33,4 +35,13 @@ export const waitAt = (point: "merging" | "finished" | "exiting" | "loading", ag
       Effect.repeat({ until: () => NodeFs.existsSync(file) || Date.now() > deadline })
     )
   })
+}
+
+export const blockAt = (point: "loaded-busy", agentId: string): void => {
+  if (waitTarget === undefined || !waitTarget.startsWith(`${point}:${agentId}:`)) return
+  const file = waitTarget.slice(`${point}:${agentId}:`.length)
+  NodeFs.writeFileSync(`${file}.waiting`, "")
+  const pause = new Int32Array(new SharedArrayBuffer(4))
+  const deadline = Date.now() + 60_000
+  while (!NodeFs.existsSync(file) && Date.now() < deadline) Atomics.wait(pause, 0, 0, 20)
 }
