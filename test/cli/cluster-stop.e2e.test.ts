@@ -16,12 +16,15 @@ import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
  * with no worktree or branch of the run, the user's checkout untouched; then `--resume` applies every
  * agent's work exactly once and leaves the same state. The points share one database and the two
  * runners (each point its own repository state: plan, agent ids), so a runner must stay usable after
- * every stop. `CORRAL_STOP_POINTS` sets how many instants run (default 4), `CORRAL_STOP_SEED` the seed.
+ * every stop. Then one point per four signals 0–1500 ms after the start (before or while the run is
+recorded and prepared): the next run does all the work. `CORRAL_STOP_POINTS` sets how many instants
+run (default 4), `CORRAL_STOP_SEED` the seed.
  */
 const cluster = await clusterTests()
 const AGENTS = 6
 const points = Number(process.env.CORRAL_STOP_POINTS ?? 4)
 const seed = Number(process.env.CORRAL_STOP_SEED ?? 20261127)
+const early = Math.ceil(points / 4)
 
 const rows = (url: string, query: string): Promise<ReadonlyArray<unknown>> =>
   Effect.runPromise(
@@ -83,8 +86,52 @@ const checkApplied = (repo: string, prefix: string, branch: string) => {
 
 const runIdOf = (stdout: string) => events(stdout).find((event) => event.runId !== undefined)?.runId
 
+/**
+ * A signal `delayMs` after the coordinator started, maybe before it recorded the run (connecting to
+ * PostgreSQL, preparing the run): then `--resume` finds nothing and a fresh run does the work.
+ */
+const stopEarly = async (
+  setup: { readonly url: string; readonly repo: string; readonly head: string; readonly clones: ReadonlyArray<string> },
+  runners: ReadonlyArray<{ readonly pid: number }>,
+  prefix: string,
+  signal: "SIGINT" | "SIGTERM",
+  delayMs: number
+) => {
+  const { url, repo } = setup
+  const context = `${signal} ${delayMs} ms after the start`
+  const planText = sweepPlan({ prefix, count: AGENTS, concurrency: 3, step: 3, modulo: 4 })
+  const plan = writePlan(cluster.scratch("corral-plan-"), "plan.yaml", planText)
+  const first = cluster.track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
+  await new Promise((resolve) => setTimeout(resolve, delayMs))
+  first.signal(signal)
+  const ended = await first.done
+  const runId = runIdOf(ended.stdout)
+  // Before corral's bin runs (Node's own start-up) the signal ends it by Node's default action.
+  const beforeBin = ended.code === null && ended.signal === signal && runId === undefined
+  if (!beforeBin) {
+    expect(
+      [0, 130],
+      `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
+    ).toContain(ended.code)
+  }
+  if (runId !== undefined) {
+    expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
+    await checkLeftovers(setup, runners, runId, context)
+  }
+  if (ended.code === 0) return checkApplied(repo, prefix, `corral/${runId}/integration`)
+  const resumed = await runCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+  const next =
+    resumed.code === 2 && resumed.stderr.includes("no unfinished run")
+      ? await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+      : resumed
+  expect(next.code, `the next run (${context}): ${next.stdout}${next.stderr}`).toBe(0)
+  const nextId = runIdOf(next.stdout)!
+  await checkLeftovers(setup, runners, nextId, `${context}, next run`)
+  checkApplied(repo, prefix, `corral/${nextId}/integration`)
+}
+
 describe.skipIf(!cluster.available)("Ctrl-C and SIGTERM to a cluster run's coordinator (end to end)", () => {
-  it(`stops at ${points} seeded random instants (seed ${seed}): clean exit, clean runners and database, resume applies every agent's work once`, async () => {
+  it(`stops at ${points} seeded random instants and ${early} of its first 1.5 s (seed ${seed}): clean exit, clean runners and database, resume applies every agent's work once`, async () => {
     const url = await cluster.database()
     const repo = cluster.scratchRepo()
     const head = git(repo, "rev-parse", "HEAD").trim()
@@ -127,6 +174,10 @@ describe.skipIf(!cluster.available)("Ctrl-C and SIGTERM to a cluster run's coord
       checkApplied(repo, prefix, `corral/${resumedId}/integration`)
     }
     expect(stopped, "instants that landed before the run finished").toBeGreaterThan(0)
+    for (let point = 0; point < early; point++) {
+      const signal = random() < 0.5 ? "SIGINT" : "SIGTERM"
+      await stopEarly(setup, runners, `e${point}c`, signal, Math.floor(random() * 1500))
+    }
     for (const runner of runners) runner.signal("SIGINT")
     for (const runner of runners) expect((await runner.done).code).toBe(130)
   }, 600_000)
