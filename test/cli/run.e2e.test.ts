@@ -352,3 +352,58 @@ agents:
     expect(git(repo, "show", `${integration}:pkg2/b.txt`)).toBe("b\n")
   })
 })
+
+describe("a stop request while corral loads its modules (end to end)", () => {
+  it.each([
+    ["SIGINT", 130],
+    ["SIGTERM", 130],
+    ["SIGHUP", 129]
+  ] as const)("%s: exit %i, nothing started, nothing written", async (signal, code) => {
+    const repo = makeRepo()
+    const gate = tempDir("gate-")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
+    const cli = startCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { CORRAL_TEST_WAIT_AT: `loading:run:${NodePath.join(gate, "go")}` }
+    })
+    try {
+      await waitFor(() => NodeFs.existsSync(NodePath.join(gate, "go.waiting")), 20_000, "the loading wait point")
+      cli.signal(signal)
+      await waitFor(() => !isAlive(cli.pid), 20_000, "corral to exit at the wait point")
+    } finally {
+      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+    }
+    const result = await cli.done
+    expect({ code: result.code, signal: result.signal }, result.stdout + result.stderr).toEqual({ code, signal: null })
+    expect(result.stdout + result.stderr).toBe("")
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral")), "the state folder").toBe(false)
+    expect(git(repo, "status", "--porcelain")).toBe("")
+  })
+})
+
+describe("a stop request Node holds until corral's modules are loaded (end to end)", () => {
+  it.each([
+    ["SIGINT", 130],
+    ["SIGTERM", 130],
+    ["SIGHUP", 129]
+  ] as const)("%s: reaches the command's own handlers, exit %i, no agent runs", async (signal, code) => {
+    const repo = makeRepo()
+    const gate = tempDir("gate-")
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
+    const cli = startCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { CORRAL_TEST_WAIT_AT: `loaded-busy:run:${NodePath.join(gate, "go")}` }
+    })
+    try {
+      await waitFor(() => NodeFs.existsSync(NodePath.join(gate, "go.waiting")), 20_000, "the loaded-busy wait point")
+      cli.signal(signal)
+    } finally {
+      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+    }
+    const result = await cli.done
+    expect({ code: result.code, signal: result.signal }, result.stdout + result.stderr).toEqual({ code, signal: null })
+    expect(result.stdout, "no agent succeeded").not.toMatch(/"type":"Succeeded"/)
+    expect(git(repo, "status", "--porcelain")).toBe("")
+    expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
+  })
+})

@@ -134,7 +134,8 @@ const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
   const ended = await first.done
   const context = `${signal} ${delayMs} ms after the start`
   const runId = events(ended.stdout).find((event) => event.runId !== undefined)?.runId
-  // While Node loads corral's modules no handler is installed yet: the signal ends it, nothing started.
+  // Before corral's bin runs (Node's own start-up) no handler is installed yet: the signal ends it,
+  // nothing started. From the bin's first line on corral handles it (`EarlySignals`, run.e2e).
   const beforeHandlers = ended.code === null && ended.signal === signal && runId === undefined
   if (!beforeHandlers) {
     expect(

@@ -8,7 +8,9 @@ import * as CliError from "effect/cli/CliError"
 import * as Command from "effect/cli/Command"
 import { load, version } from "./Cli.ts"
 import { CliExit } from "./CliExit.ts"
+import * as EarlySignals from "./EarlySignals.ts"
 import * as OutputGuard from "./OutputGuard.ts"
+import * as KillPoint from "./internal/killPoint.ts"
 import { runMain } from "./RunMain.ts"
 
 OutputGuard.install()
@@ -24,7 +26,9 @@ const reported = (error: unknown) =>
     Effect.fail(new CliExit({ code: 1 }))
   )
 
+if (process.argv[2] === "run") await Effect.runPromise(KillPoint.waitAt("loading", "run"))
 const cli = await load(process.argv.slice(2))
+if (process.argv[2] === "run") KillPoint.blockAt("loaded-busy", "run")
 
 Command.run(cli, { version }).pipe(
   Effect.catchIf(CliError.isCliError, () => Effect.fail(new CliExit({ code: 2 }))),
@@ -35,3 +39,4 @@ Command.run(cli, { version }).pipe(
   Effect.provideService(References.MinimumLogLevel, "Error"),
   runMain
 )
+EarlySignals.handOver()

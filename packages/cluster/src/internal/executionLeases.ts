@@ -78,28 +78,43 @@ export interface Options {
 const warn = (what: string) => (error: { readonly message: string }) =>
   Effect.logWarning(`corral: execution leases: ${what}`, error.message)
 
+interface Pending<I, O> {
+  readonly input: I
+  readonly done: Deferred.Deferred<O, SqlError.SqlError>
+  /** Its caller was interrupted while it waited. */
+  abandoned: boolean
+  result?: O
+}
+
 /**
  * Group commit: each call waits for its result; calls made while a batch runs go together in the
  * next one (at most `maxBatch`), so a lone call costs no added latency and a burst of N costs about
- * one statement per running batch instead of N. `run` answers each input at its position.
+ * one statement per running batch instead of N. `run` answers each input at its position. A call
+ * interrupted while it waits still runs (its statement may be under way); `abandoned` gets the
+ * result its caller never received.
  */
 const batched = <I, O>(
   run: (inputs: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, SqlError.SqlError>,
+  abandoned: (output: O) => Effect.Effect<void> = () => Effect.void,
   maxBatch = 256
 ): Effect.Effect<(input: I) => Effect.Effect<O, SqlError.SqlError>, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const queue = yield* Queue.unbounded<readonly [I, Deferred.Deferred<O, SqlError.SqlError>]>()
-    const runBatch = (batch: ReadonlyArray<readonly [I, Deferred.Deferred<O, SqlError.SqlError>]>) =>
-      Effect.flatMap(Effect.exit(run(batch.map(([input]) => input))), (exit) =>
-        Effect.sync(() => {
-          batch.forEach(([, done], i) => {
-            Deferred.doneUnsafe(
-              done,
-              Exit.isSuccess(exit) ? Exit.succeed(exit.value[i] as O) : Exit.failCause(exit.cause)
-            )
-          })
+    const queue = yield* Queue.unbounded<Pending<I, O>>()
+    const runBatch = (batch: ReadonlyArray<Pending<I, O>>) =>
+      Effect.flatMap(Effect.exit(run(batch.map((pending) => pending.input))), (exit) => {
+        const unclaimed: Array<O> = []
+        batch.forEach((pending, i) => {
+          if (Exit.isSuccess(exit)) {
+            pending.result = exit.value[i] as O
+            if (pending.abandoned) unclaimed.push(pending.result)
+          }
+          Deferred.doneUnsafe(
+            pending.done,
+            Exit.isSuccess(exit) ? Exit.succeed(exit.value[i] as O) : Exit.failCause(exit.cause)
+          )
         })
-      )
+        return Effect.forEach(unclaimed, abandoned, { discard: true })
+      })
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.flatMap(Queue.takeAll(queue), (all) =>
@@ -115,9 +130,14 @@ const batched = <I, O>(
     )
     return (input: I) =>
       Effect.suspend(() => {
-        const done = Deferred.makeUnsafe<O, SqlError.SqlError>()
-        Queue.offerUnsafe(queue, [input, done])
-        return Deferred.await(done)
+        const pending: Pending<I, O> = { input, done: Deferred.makeUnsafe(), abandoned: false }
+        Queue.offerUnsafe(queue, pending)
+        return Effect.onInterrupt(Deferred.await(pending.done), () =>
+          Effect.suspend(() => {
+            pending.abandoned = true
+            return "result" in pending ? abandoned(pending.result as O) : Effect.void
+          })
+        )
       })
   })
 
@@ -142,6 +162,19 @@ export const make = (
     })
     const held = new Set<number>()
 
+    // Gives back the leases of one batch in one statement (a fencing token names one lease).
+    const give = yield* batched((tokens: ReadonlyArray<number>) =>
+      Effect.map(
+        sql<{ fencing_token: string; current: boolean }>`DELETE FROM corral_executions
+          WHERE fencing_token = ANY(${tokens}::bigint[])
+          RETURNING fencing_token, expires_at > ${sql.literal(nowMs)} AS current`,
+        (rows) => {
+          const current = new Map(rows.map((row) => [Number(row.fencing_token), row.current === true]))
+          return tokens.map((token) => current.get(token) === true)
+        }
+      )
+    )
+
     // Takes of one batch are one statement; an entity twice in a batch is taken once (the other
     // take finds it held and retries), as one statement cannot update a row twice.
     const takeAll = (entities: ReadonlyArray<string>) => {
@@ -165,10 +198,16 @@ export const make = (
         }
       )
     }
-    const take = yield* batched(takeAll)
+    // A take whose caller was interrupted gives its lease back at once, instead of leaving it to
+    // lapse after the TTL (and block a resumed run's execution of the agent until then).
+    const take = yield* batched(takeAll, (token) =>
+      token === undefined
+        ? Effect.void
+        : Effect.asVoid(Effect.catch(give(token), warn("giving back an abandoned lease failed")))
+    )
 
     // Interruptible only while it queries or waits: called uninterruptibly, a lease it returns
-    // is always in the caller's hands, and one taken by an interrupted query is not renewed and lapses.
+    // is always in the caller's hands, and one taken by an interrupted query is given back.
     const retry = (entity: string) =>
       Effect.andThen(
         Effect.interruptible(Effect.sleep(options.retryEvery)),
@@ -186,19 +225,6 @@ export const make = (
                 return { entity, fencingToken }
               })
       })
-
-    // Gives back the leases of one batch in one statement (a fencing token names one lease).
-    const give = yield* batched((tokens: ReadonlyArray<number>) =>
-      Effect.map(
-        sql<{ fencing_token: string; current: boolean }>`DELETE FROM corral_executions
-          WHERE fencing_token = ANY(${tokens}::bigint[])
-          RETURNING fencing_token, expires_at > ${sql.literal(nowMs)} AS current`,
-        (rows) => {
-          const current = new Map(rows.map((row) => [Number(row.fencing_token), row.current === true]))
-          return tokens.map((token) => current.get(token) === true)
-        }
-      )
-    )
 
     const renew = Effect.suspend(() => {
       if (held.size === 0) return Effect.void

@@ -1,6 +1,6 @@
 import { PostgresClient } from "@corral/postgres"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Schedule, Scope } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { sharedServer } from "../../../postgres/test/support/server.ts"
 import * as ExecutionLeases from "../../src/internal/executionLeases.ts"
@@ -105,6 +105,27 @@ describe.skipIf(server === undefined)("ExecutionLeases", () => {
       const taken = yield* b.acquire("run/agent")
       assert.isAbove(taken.fencingToken, old.fencingToken)
     }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "a take interrupted while its statement runs gives the lease back: another service takes it before the TTL",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const scope = yield* Effect.scope
+        const a = yield* service(url, scope)
+        const b = yield* service(url, scope)
+        // what a runner does when the coordinator stops a run whose agent is just being dispatched
+        const taking = yield* Effect.forkChild(
+          Effect.uninterruptibleMask(() => a.acquire("run/agent")),
+          {
+            startImmediately: true
+          }
+        )
+        yield* Fiber.interrupt(taking)
+        const taken = yield* b.acquire("run/agent").pipe(Effect.timeout("5 seconds"), Effect.option)
+        assert.isTrue(Option.isSome(taken), "taken within 5 s (the TTL is 30 s)")
+      }).pipe(Effect.scoped)
   )
 
   it.live("a holder renews its leases", () =>

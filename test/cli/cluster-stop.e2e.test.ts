@@ -1,0 +1,184 @@
+import * as NodeFs from "node:fs"
+import { PostgresClient } from "@corral/postgres"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { describe, expect, it } from "vitest"
+import { branches, git, isAlive, runCli, startCli, waitFor, worktrees, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
+import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
+
+/**
+ * Ctrl-C (SIGINT) and SIGTERM to the coordinator of `corral run --cluster` at seeded random instants
+ * (after the n-th JSON event plus 0–40 ms), on a real PostgreSQL server and two `corral runner`s in
+ * clones of the repository. Once the coordinator exited: its exit code (130, or the run's own if it
+ * had ended), the summary, the run `interrupted` (or its real end) in the cluster's ledger, no claim
+ * and no execution lease in PostgreSQL, no agent process of the run on any runner, both runners alive
+ * with no worktree or branch of the run, the user's checkout untouched; then `--resume` applies every
+ * agent's work exactly once and leaves the same state. The points share one database and the two
+ * runners (each point its own repository state: plan, agent ids), so a runner must stay usable after
+ * every stop. Then one point per four signals 0–1500 ms after the start (before or while the run is
+recorded and prepared): the next run does all the work. `CORRAL_STOP_POINTS` sets how many instants
+run (default 4), `CORRAL_STOP_SEED` the seed.
+ */
+const cluster = await clusterTests()
+const AGENTS = 6
+const points = Number(process.env.CORRAL_STOP_POINTS ?? 4)
+const seed = Number(process.env.CORRAL_STOP_SEED ?? 20261127)
+const early = Math.ceil(points / 4)
+
+const rows = (url: string, query: string): Promise<ReadonlyArray<unknown>> =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      return yield* sql.unsafe(query)
+    }).pipe(Effect.provide(PostgresClient.layer(url)))
+  )
+
+/** What must hold once the coordinator exited, stopped or not. */
+const checkLeftovers = async (
+  setup: { readonly url: string; readonly repo: string; readonly head: string; readonly clones: ReadonlyArray<string> },
+  runners: ReadonlyArray<{ readonly pid: number }>,
+  runId: string,
+  context: string
+) => {
+  const { url, repo, head, clones } = setup
+  const executions = () => rows(url, "SELECT entity FROM corral_executions")
+  const runnerWorktrees = () =>
+    clones.flatMap((clone) => worktrees(clone).filter((dir) => NodeFs.realpathSync(dir) !== NodeFs.realpathSync(clone)))
+  // The coordinator does not wait for its runners to finish stopping the run's executions: they do
+  // a moment after it exited (≤ 0.15 s measured); one still there after 10 s is left behind.
+  const deadline = Date.now() + 10_000
+  while (
+    Date.now() < deadline &&
+    (processesOf(runId).length > 0 || runnerWorktrees().length > 0 || (await executions()).length > 0)
+  ) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  expect(processesOf(runId), `agent processes of the run (${context})`).toEqual([])
+  expect(await executions(), `execution leases (${context})`).toEqual([])
+  expect(runnerWorktrees(), `worktrees of the runners' clones (${context})`).toEqual([])
+  expect(await rows(url, "SELECT run_id, agent_id FROM corral_leases"), `claims (${context})`).toEqual([])
+  for (const runner of runners) expect(isAlive(runner.pid), `runner ${runner.pid} alive (${context})`).toBe(true)
+  for (const clone of clones) {
+    expect(
+      branches(clone).filter((branch) => branch.startsWith(`corral/${runId}/`)),
+      `branches of runner clone ${clone} (${context})`
+    ).toEqual([])
+  }
+  expect(worktrees(repo), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo)])
+  expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
+  expect(git(repo, "symbolic-ref", "--short", "HEAD").trim(), `the branch (${context})`).toBe("main")
+  expect(git(repo, "rev-parse", "HEAD").trim(), `HEAD (${context})`).toBe(head)
+  const runs = await runCli(["runs", "--cluster", url], { cwd: repo })
+  expect(runs.code, runs.stdout + runs.stderr).toBe(0)
+  expect(runs.stdout, `corral runs (${context})`).toMatch(new RegExp(`${runId}\\s+(interrupted|succeeded)`))
+}
+
+/** Every agent of `prefix` has its work on `branch` exactly once. */
+const checkApplied = (repo: string, prefix: string, branch: string) => {
+  for (let i = 1; i <= AGENTS; i++) {
+    const id = `${prefix}${i}`
+    expect(git(repo, "show", `${branch}:out/${id}.txt`), `out/${id}.txt on ${branch}`).toBe(`${id}\n`)
+  }
+  const shared = git(repo, "show", `${branch}:shared/log.txt`).split("\n").filter(Boolean).sort()
+  expect(shared, `shared/log.txt on ${branch}`).toEqual([`${prefix}1`, `${prefix}4`])
+}
+
+const runIdOf = (stdout: string) => events(stdout).find((event) => event.runId !== undefined)?.runId
+
+/**
+ * A signal `delayMs` after the coordinator started, maybe before it recorded the run (connecting to
+ * PostgreSQL, preparing the run): then `--resume` finds nothing and a fresh run does the work.
+ */
+const stopEarly = async (
+  setup: { readonly url: string; readonly repo: string; readonly head: string; readonly clones: ReadonlyArray<string> },
+  runners: ReadonlyArray<{ readonly pid: number }>,
+  prefix: string,
+  signal: "SIGINT" | "SIGTERM",
+  delayMs: number
+) => {
+  const { url, repo } = setup
+  const context = `${signal} ${delayMs} ms after the start`
+  const planText = sweepPlan({ prefix, count: AGENTS, concurrency: 3, step: 3, modulo: 4 })
+  const plan = writePlan(cluster.scratch("corral-plan-"), "plan.yaml", planText)
+  const first = cluster.track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
+  await new Promise((resolve) => setTimeout(resolve, delayMs))
+  first.signal(signal)
+  const ended = await first.done
+  const runId = runIdOf(ended.stdout)
+  // Before corral's bin runs (Node's own start-up) the signal ends it by Node's default action.
+  const beforeBin = ended.code === null && ended.signal === signal && runId === undefined
+  if (!beforeBin) {
+    expect(
+      [0, 130],
+      `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
+    ).toContain(ended.code)
+  }
+  if (runId !== undefined) {
+    expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
+    await checkLeftovers(setup, runners, runId, context)
+  }
+  if (ended.code === 0) return checkApplied(repo, prefix, `corral/${runId}/integration`)
+  const resumed = await runCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+  const next =
+    resumed.code === 2 && resumed.stderr.includes("no unfinished run")
+      ? await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+      : resumed
+  expect(next.code, `the next run (${context}): ${next.stdout}${next.stderr}`).toBe(0)
+  const nextId = runIdOf(next.stdout)!
+  await checkLeftovers(setup, runners, nextId, `${context}, next run`)
+  checkApplied(repo, prefix, `corral/${nextId}/integration`)
+}
+
+describe.skipIf(!cluster.available)("Ctrl-C and SIGTERM to a cluster run's coordinator (end to end)", () => {
+  it(`stops at ${points} seeded random instants and ${early} of its first 1.5 s (seed ${seed}): clean exit, clean runners and database, resume applies every agent's work once`, async () => {
+    const url = await cluster.database()
+    const repo = cluster.scratchRepo()
+    const head = git(repo, "rev-parse", "HEAD").trim()
+    const clones = [cluster.runnerClone(repo, "a"), cluster.runnerClone(repo, "b")]
+    const runners = await Promise.all(clones.map((clone) => cluster.startRunner(url, clone)))
+    const setup = { url, repo, head, clones }
+    const random = mulberry32(seed)
+    let stopped = 0
+    for (let point = 0; point < points; point++) {
+      const signal = random() < 0.5 ? "SIGINT" : "SIGTERM"
+      const afterEvents = 1 + Math.floor(random() * 40)
+      const extraMs = Math.floor(random() * 40)
+      const context = `point ${point}: ${signal} after event ${afterEvents} + ${extraMs} ms`
+      const prefix = `p${point}c`
+      const planText = sweepPlan({ prefix, count: AGENTS, concurrency: 3, step: 3, modulo: 4 })
+      const plan = writePlan(cluster.scratch("corral-plan-"), "plan.yaml", planText)
+      const first = cluster.track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
+      await waitFor(() => events(first.output()).length >= afterEvents || !isAlive(first.pid), 120_000, "the event")
+      if (extraMs > 0) await new Promise((resolve) => setTimeout(resolve, extraMs))
+      first.signal(signal)
+      const ended = await first.done
+      const runId = runIdOf(ended.stdout)
+      expect(runId, `${context}: ${ended.stderr}`).toBeDefined()
+      const finished = events(ended.stdout).some((event) => event.type === "RunFinished")
+      expect(
+        finished ? [0, 130] : [130],
+        `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
+      ).toContain(ended.code)
+      expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
+      await checkLeftovers(setup, runners, runId!, context)
+      if (ended.code === 0) {
+        checkApplied(repo, prefix, `corral/${runId}/integration`)
+        continue
+      }
+      stopped++
+      const resumed = await runCli(["run", plan, "--resume", "--cluster", url, "--json"], { cwd: repo })
+      expect(resumed.code, `resume (${context}): ${resumed.stdout}${resumed.stderr}`).toBe(0)
+      const resumedId = runIdOf(resumed.stdout)!
+      await checkLeftovers(setup, runners, resumedId, `${context}, resumed`)
+      checkApplied(repo, prefix, `corral/${resumedId}/integration`)
+    }
+    expect(stopped, "instants that landed before the run finished").toBeGreaterThan(0)
+    for (let point = 0; point < early; point++) {
+      const signal = random() < 0.5 ? "SIGINT" : "SIGTERM"
+      await stopEarly(setup, runners, `e${point}c`, signal, Math.floor(random() * 1500))
+    }
+    for (const runner of runners) runner.signal("SIGINT")
+    for (const runner of runners) expect((await runner.done).code).toBe(130)
+  }, 600_000)
+})
