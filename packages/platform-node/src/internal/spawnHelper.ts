@@ -22,7 +22,10 @@
  * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
  *
  * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
- * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Lifetime: the
+ * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Unlike `execFile`,
+ * an aborted command's callback comes only once it has exited (SIGKILL follows after 2 s), in this
+ * process and in the helper alike: a git command stopped while it holds a lock removes the lock
+ * before its caller's interruption completes. Lifetime: the
  * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
  * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
  * process exits or is killed (it holds the only write end). Commands it started keep running then,
@@ -35,6 +38,17 @@
  * @internal
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as Effect from "effect/Effect"
+
+/**
+ * How long an aborted command has between SIGTERM and SIGKILL. Git removes its lock files when
+ * SIGTERM arrives and exits within milliseconds; a SIGKILL would leave them, so it only bounds the
+ * wait for a command that ignores SIGTERM or hangs (the same 2 s as `ProcessRunner`'s `killGrace`).
+ */
+const KILL_GRACE_MS = 2000
+
+/** What an aborted command reports, once it has exited. */
+const ABORTED: ExecError = { code: "ABORT_ERR", signal: null, message: "The operation was aborted" }
 
 /** The helper's program, run with `node -e` so it needs no file of its own in any packaging. */
 const HELPER_SOURCE = `"use strict"
@@ -49,24 +63,35 @@ process.stdout.on("drain", () => {
 })
 const failure = (error) => ({ code: error.code ?? "EINVAL", signal: null, message: error.message })
 const start = (r) => {
-  const controller = new AbortController()
-  running.set(r.id, controller)
   let child
   try {
-    child = execFile(r.file, r.args, { cwd: r.cwd, env: r.env, maxBuffer: r.maxBuffer, signal: controller.signal }, (error, stdout, stderr) => {
-      running.delete(r.id)
+    child = execFile(r.file, r.args, { cwd: r.cwd, env: r.env, maxBuffer: r.maxBuffer }, (error, stdout, stderr) => {
+      if (!running.delete(r.id)) return
       const failure = error === null ? null : { code: error.code ?? null, signal: error.signal ?? null, message: error.message }
       send({ id: r.id, error: failure, stdout, stderr })
     })
   } catch (error) {
-    running.delete(r.id)
     send({ id: r.id, error: failure(error), stdout: "", stderr: "" })
     return
   }
+  running.set(r.id, child)
   if (r.input !== undefined) {
     child.stdin.on("error", () => {})
     child.stdin.end(r.input)
   }
+}
+const kill = (id) => {
+  const child = running.get(id)
+  if (child === undefined) return
+  running.delete(id)
+  const gone = () => send({ id, error: ${JSON.stringify(ABORTED)}, stdout: "", stderr: "" })
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return gone()
+  const timer = setTimeout(() => child.kill("SIGKILL"), ${KILL_GRACE_MS})
+  child.once("exit", () => {
+    clearTimeout(timer)
+    gone()
+  })
+  child.kill("SIGTERM")
 }
 const startAgent = (r) => {
   let child
@@ -114,7 +139,7 @@ process.stdin.on("data", (chunk) => {
     const line = buffered.slice(0, end)
     buffered = buffered.slice(end + 1)
     const r = JSON.parse(line)
-    if (r.kill !== undefined) running.get(r.kill)?.abort()
+    if (r.kill !== undefined) kill(r.kill)
     else if (r.agent === true) startAgent(r)
     else start(r)
   }
@@ -196,11 +221,38 @@ type State =
   | { readonly _tag: "Ready"; readonly child: ChildProcess; readonly pid: number }
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
+/**
+ * Sends `child` SIGTERM, and SIGKILL if it still runs {@link KILL_GRACE_MS} later; calls `gone` once it
+ * has exited (at once when it never started or has exited already).
+ */
+const terminate = (child: ChildProcess, gone: () => void): void => {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) {
+    gone()
+    return
+  }
+  const timer = setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS)
+  child.once("exit", () => {
+    clearTimeout(timer)
+    gone()
+  })
+  child.kill("SIGTERM")
+}
+
 const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void => {
+  if (signal?.aborted === true) {
+    callback(ABORTED, "", "")
+    return
+  }
+  let called = false
+  const once: ExecCallback = (error, stdout, stderr) => {
+    if (called) return
+    called = true
+    callback(error, stdout, stderr)
+  }
   const child = execFile(
     request.file,
     request.args,
-    { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer, ...(signal === undefined ? {} : { signal }) },
+    { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer },
     (error, stdout, stderr) => {
       const failure =
         error === null
@@ -210,9 +262,10 @@ const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback:
               signal: (error as { signal?: string | null }).signal ?? null,
               message: error.message
             }
-      callback(failure, stdout, stderr)
+      once(failure, stdout, stderr)
     }
   )
+  signal?.addEventListener("abort", () => terminate(child, () => once(ABORTED, "", "")), { once: true })
   if (request.input !== undefined) {
     // The command may exit before reading all of it; its exit code reports that.
     child.stdin?.on("error", () => undefined)
@@ -272,7 +325,12 @@ export class SpawnHelper {
     if (this.state._tag === "Idle") this.launch()
   }
 
-  /** Runs a command like `execFile`: through the helper when it is ready, else in this process. */
+  /**
+   * Runs a command like `execFile`: through the helper when it is ready, else in this process. The
+   * callback comes once, when the command has exited; when `signal` aborts, the command gets SIGTERM
+   * (SIGKILL {@link KILL_GRACE_MS} later) and the callback, with `error.code` `"ABORT_ERR"`, comes once
+   * it has exited (or with its real outcome when it exited first).
+   */
   exec(request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void {
     this.start()
     const state = this.state
@@ -288,9 +346,8 @@ export class SpawnHelper {
     signal?.addEventListener(
       "abort",
       () => {
-        if (!this.pending.delete(id) || this.state._tag !== "Ready") return
-        if (this.pending.size === 0) this.ref(this.state.child, false)
-        this.state.child.stdin!.write(`${JSON.stringify({ kill: id })}\n`)
+        if (this.pending.has(id) && this.state._tag === "Ready")
+          this.state.child.stdin!.write(`${JSON.stringify({ kill: id })}\n`)
       },
       { once: true }
     )
@@ -482,6 +539,31 @@ export class SpawnHelper {
     }
   }
 }
+
+/**
+ * `helper.exec` as an effect: `onExit` turns the command's outcome into the result. Interrupting it
+ * stops the command (SIGTERM, SIGKILL {@link KILL_GRACE_MS} later) and completes only once the
+ * command has exited, so nothing it does (a git command removing its lock files) outlives the
+ * interruption.
+ */
+export const execCommand = <A, E>(
+  helper: SpawnHelper,
+  request: ExecRequest,
+  onExit: (error: ExecError | null, stdout: string, stderr: string) => Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.callback<A, E>((resume, signal) => {
+    let exited = false
+    let gone: (() => void) | undefined
+    helper.exec(request, signal, (error, stdout, stderr) => {
+      exited = true
+      if (gone === undefined) resume(onExit(error, stdout, stderr))
+      else gone()
+    })
+    return Effect.callback<void>((resumeGone) => {
+      if (exited) resumeGone(Effect.void)
+      else gone = () => resumeGone(Effect.void)
+    })
+  })
 
 let shared: SpawnHelper | undefined
 

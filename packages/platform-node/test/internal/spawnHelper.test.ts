@@ -7,6 +7,7 @@ import { createInterface } from "node:readline"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { type AgentRequest, type ExecError, type ExecRequest, SpawnHelper } from "../../src/internal/spawnHelper.ts"
 import { isAlive } from "../support/processes.ts"
+import { slowToStop } from "../support/slowToStop.ts"
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), "corral-spawn-helper-")))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -231,6 +232,43 @@ describe("SpawnHelper", () => {
     controller.abort()
     await gone
     void done
+  })
+
+  it.each([
+    ["through the helper", () => helper],
+    ["in this process", () => new SpawnHelper({ enabled: false })]
+  ])("calls back on an abort only once the command has exited (%s)", async (_, using) => {
+    const runner = using()
+    await runner.ready()
+    const { script, pidPipe, cleaned } = slowToStop(dir)
+    const controller = new AbortController()
+    const done = exec(runner, { args: ["-c", script] }, controller.signal)
+    const pid = await pidPipe
+    controller.abort()
+    const out = await done
+    assert.strictEqual(out.error?.code, "ABORT_ERR")
+    assert.isFalse(isAlive(pid), "the command still runs after its callback")
+    assert.strictEqual(readFileSync(cleaned, "utf8"), "cleaned\n")
+  })
+
+  it.each([
+    ["through the helper", () => helper],
+    ["in this process", () => new SpawnHelper({ enabled: false })]
+  ])("sends SIGKILL to an aborted command that outlives SIGTERM by 2 s (%s)", async (_, using) => {
+    const runner = using()
+    await runner.ready()
+    const pidPipe = fifo("stubborn.pid")
+    const controller = new AbortController()
+    const done = exec(
+      runner,
+      { args: ["-c", `trap '' TERM; echo $$ > ${pidPipe}; exec sleep 1000`] },
+      controller.signal
+    )
+    const pid = Number(await readPipe(pidPipe))
+    controller.abort()
+    const out = await done
+    assert.strictEqual(out.error?.code, "ABORT_ERR")
+    assert.isFalse(isAlive(pid))
   })
 
   it("falls back to this process when the helper cannot start, and says why", async () => {
