@@ -7,31 +7,32 @@ import * as Fiber from "effect/Fiber"
 import * as Git from "../src/Git.ts"
 import { sharedHelper } from "../src/internal/spawnHelper.ts"
 import { isAlive } from "./support/processes.ts"
-import { slowToStop } from "./support/slowToStop.ts"
+import { finishingSoon } from "./support/stoppableScripts.ts"
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), "corral-git-interrupt-")))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 /**
- * Interrupts a git command (a `sh` standing in for git through `via`) that takes 300 ms to clean up
- * after SIGTERM: once the interruption completes, the command must be gone and its cleanup done.
+ * Interrupts a git command (a `sh` standing in for git through `via`) that needs 300 ms to finish:
+ * once the interruption completes, the command must have finished, unsignalled (a SIGTERM can leave
+ * git's lock files).
  */
 const interruptSlowCommand = async () => {
-  const { script, pidPipe, cleaned } = slowToStop(dir)
+  const { script, pid: started, outcome } = finishingSoon(dir)
   const fiber = Effect.runFork(Git.run(["status"], { cwd: dir, via: ["sh", "-c", script, "sh"] }))
-  const pid = await pidPipe
+  const pid = await started
   await Effect.runPromise(Fiber.interrupt(fiber))
   assert.isFalse(isAlive(pid), "the command still runs after the interruption completed")
-  assert.strictEqual(readFileSync(cleaned, "utf8"), "cleaned\n")
+  assert.strictEqual(readFileSync(outcome, "utf8"), "finished\n")
 }
 
 describe("Git.run interrupted", () => {
-  it("through the spawn helper: completes once the command has exited", async () => {
+  it("through the spawn helper: completes once the command has finished", async () => {
     assert.isDefined(await sharedHelper().ready())
     await interruptSlowCommand()
   })
 
-  it("started by this process: completes once the command has exited", async () => {
+  it("started by this process: completes once the command has finished", async () => {
     await sharedHelper().stop()
     assert.isDefined(sharedHelper().unavailable)
     await interruptSlowCommand()

@@ -22,10 +22,10 @@
  * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
  *
  * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
- * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Unlike `execFile`,
- * an aborted command's callback comes only once it has exited (SIGKILL follows after 2 s), in this
- * process and in the helper alike: a git command stopped while it holds a lock removes the lock
- * before its caller's interruption completes. Lifetime: the
+ * standard input and `maxBuffer`. When its caller aborts, a command gets 2 s to finish, then SIGTERM,
+ * then SIGKILL 2 s later ({@link StopGrace}: SIGTERM at once can leave git's lock files), and the
+ * callback comes only once it has exited, in this process and in the helper alike: a git command
+ * stopped while it holds a lock has removed it when its caller's interruption completes. Lifetime: the
  * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
  * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
  * process exits or is killed (it holds the only write end). Commands it started keep running then,
@@ -41,11 +41,20 @@ import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as Effect from "effect/Effect"
 
 /**
- * How long an aborted command has between SIGTERM and SIGKILL. Git removes its lock files when
- * SIGTERM arrives and exits within milliseconds; a SIGKILL would leave them, so it only bounds the
- * wait for a command that ignores SIGTERM or hangs (the same 2 s as `ProcessRunner`'s `killGrace`).
+ * How an aborted command is stopped: it gets `finishMs` to exit by itself, then SIGTERM, then SIGKILL
+ * `killMs` later. Not SIGTERM at once: git installs the handler that removes its lock files only
+ * once it has created its first one, so a SIGTERM that lands while it creates it kills git with the
+ * lock in place (`read-tree -u` in a new worktree, signalled 0–4 ms after its start: 16 of 31 killed
+ * left `index.lock`; git 2.39). Git's commands take milliseconds, and a command that runs to its end
+ * leaves no lock; the signals only bound the wait for one that hangs. 2 s each, as `ProcessRunner`'s
+ * `killGrace`.
  */
-const KILL_GRACE_MS = 2000
+export interface StopGrace {
+  readonly finishMs: number
+  readonly killMs: number
+}
+
+const defaultGrace: StopGrace = { finishMs: 2000, killMs: 2000 }
 
 /** What an aborted command reports, once it has exited. */
 const ABORTED: ExecError = { code: "ABORT_ERR", signal: null, message: "The operation was aborted" }
@@ -80,18 +89,20 @@ const start = (r) => {
     child.stdin.end(r.input)
   }
 }
-const kill = (id) => {
-  const child = running.get(id)
+const kill = (r) => {
+  const child = running.get(r.kill)
   if (child === undefined) return
-  running.delete(id)
-  const gone = () => send({ id, error: ${JSON.stringify(ABORTED)}, stdout: "", stderr: "" })
+  running.delete(r.kill)
+  const gone = () => send({ id: r.kill, error: ${JSON.stringify(ABORTED)}, stdout: "", stderr: "" })
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return gone()
-  const timer = setTimeout(() => child.kill("SIGKILL"), ${KILL_GRACE_MS})
+  let timer = setTimeout(() => {
+    child.kill("SIGTERM")
+    timer = setTimeout(() => child.kill("SIGKILL"), r.killMs)
+  }, r.finishMs)
   child.once("exit", () => {
     clearTimeout(timer)
     gone()
   })
-  child.kill("SIGTERM")
 }
 const startAgent = (r) => {
   let child
@@ -139,7 +150,7 @@ process.stdin.on("data", (chunk) => {
     const line = buffered.slice(0, end)
     buffered = buffered.slice(end + 1)
     const r = JSON.parse(line)
-    if (r.kill !== undefined) kill(r.kill)
+    if (r.kill !== undefined) kill(r)
     else if (r.agent === true) startAgent(r)
     else start(r)
   }
@@ -222,23 +233,30 @@ type State =
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
 /**
- * Sends `child` SIGTERM, and SIGKILL if it still runs {@link KILL_GRACE_MS} later; calls `gone` once it
- * has exited (at once when it never started or has exited already).
+ * Stops `child` as {@link StopGrace} says; calls `gone` once it has exited (at once when it never
+ * started or has exited already).
  */
-const terminate = (child: ChildProcess, gone: () => void): void => {
+const terminate = (child: ChildProcess, grace: StopGrace, gone: () => void): void => {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) {
     gone()
     return
   }
-  const timer = setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS)
+  let timer = setTimeout(() => {
+    child.kill("SIGTERM")
+    timer = setTimeout(() => child.kill("SIGKILL"), grace.killMs)
+  }, grace.finishMs)
   child.once("exit", () => {
     clearTimeout(timer)
     gone()
   })
-  child.kill("SIGTERM")
 }
 
-const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void => {
+const direct = (
+  request: ExecRequest,
+  signal: AbortSignal | undefined,
+  grace: StopGrace,
+  callback: ExecCallback
+): void => {
   if (signal?.aborted === true) {
     callback(ABORTED, "", "")
     return
@@ -265,7 +283,7 @@ const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback:
       once(failure, stdout, stderr)
     }
   )
-  signal?.addEventListener("abort", () => terminate(child, () => once(ABORTED, "", "")), { once: true })
+  signal?.addEventListener("abort", () => terminate(child, grace, () => once(ABORTED, "", "")), { once: true })
   if (request.input !== undefined) {
     // The command may exit before reading all of it; its exit code reports that.
     child.stdin?.on("error", () => undefined)
@@ -291,8 +309,11 @@ export class SpawnHelper {
   private readonly node: string
   private readonly settled = Promise.withResolvers<number | undefined>()
 
-  constructor(options: { readonly node?: string; readonly enabled?: boolean } = {}) {
+  private readonly grace: StopGrace
+
+  constructor(options: { readonly node?: string; readonly enabled?: boolean; readonly grace?: StopGrace } = {}) {
     this.node = options.node ?? process.execPath
+    this.grace = options.grace ?? defaultGrace
     this.state =
       options.enabled === false ? { _tag: "Unavailable", reason: "disabled (CORRAL_SPAWN_HELPER=0)" } : { _tag: "Idle" }
   }
@@ -327,15 +348,15 @@ export class SpawnHelper {
 
   /**
    * Runs a command like `execFile`: through the helper when it is ready, else in this process. The
-   * callback comes once, when the command has exited; when `signal` aborts, the command gets SIGTERM
-   * (SIGKILL {@link KILL_GRACE_MS} later) and the callback, with `error.code` `"ABORT_ERR"`, comes once
-   * it has exited (or with its real outcome when it exited first).
+   * callback comes once, when the command has exited. When `signal` aborts, the command is stopped as
+   * {@link StopGrace} says and the callback, with `error.code` `"ABORT_ERR"`, comes once it has exited
+   * (with its real outcome when it had exited before the abort).
    */
   exec(request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void {
     this.start()
     const state = this.state
     if (state._tag !== "Ready" || signal?.aborted === true) {
-      direct(request, signal, callback)
+      direct(request, signal, this.grace, callback)
       return
     }
     const id = this.send(state.child, request, (message) => {
@@ -347,7 +368,7 @@ export class SpawnHelper {
       "abort",
       () => {
         if (this.pending.has(id) && this.state._tag === "Ready")
-          this.state.child.stdin!.write(`${JSON.stringify({ kill: id })}\n`)
+          this.state.child.stdin!.write(`${JSON.stringify({ kill: id, ...this.grace })}\n`)
       },
       { once: true }
     )
@@ -542,9 +563,8 @@ export class SpawnHelper {
 
 /**
  * `helper.exec` as an effect: `onExit` turns the command's outcome into the result. Interrupting it
- * stops the command (SIGTERM, SIGKILL {@link KILL_GRACE_MS} later) and completes only once the
- * command has exited, so nothing it does (a git command removing its lock files) outlives the
- * interruption.
+ * stops the command ({@link StopGrace}) and completes only once the command has exited, so nothing
+ * it does (a git command writing its index and removing its lock) outlives the interruption.
  */
 export const execCommand = <A, E>(
   helper: SpawnHelper,
