@@ -13,8 +13,9 @@ import { execCommand, sharedHelper } from "./spawnHelper.ts"
 import { attempt, type FsFailure } from "./workspaceFs.ts"
 
 /**
- * Runs `file args` through the spawn helper; the error's text when it fails. Interrupted, it stops the
- * command and waits for its exit, so a `cp` does not go on writing into a folder being cleaned up.
+ * Runs `file args` through the spawn helper; the error's text when it fails. Interrupted, it completes
+ * once the command has exited (`StopGrace` in `spawnHelper.ts`), so a `cp` does not go on writing
+ * into a folder being cleaned up.
  */
 const run = (file: string, args: ReadonlyArray<string>) =>
   Effect.suspend(() =>
