@@ -334,11 +334,13 @@ describe("a stop request after the run finished (end to end)", () => {
 
 /**
  * Waits, blocking this process (a poll of `/proc/<pid>/status` every few microseconds), until `pid`
- * no longer catches `signal` or has exited; sends it `signal` in the first case. True when it sent it.
+ * no longer catches `signal` or has exited (at most 30 s); sends it `signal` in the first case. True
+ * when it sent it.
  */
 const signalOnceUncaught = (pid: number, signal: "SIGTERM" | "SIGINT"): boolean => {
   const bit = 1n << BigInt(NodeOs.constants.signals[signal] - 1)
-  for (;;) {
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
     let status: string
     try {
       status = NodeFs.readFileSync(`/proc/${pid}/status`, "latin1")
@@ -352,6 +354,7 @@ const signalOnceUncaught = (pid: number, signal: "SIGTERM" | "SIGINT"): boolean 
       return true
     }
   }
+  return false
 }
 
 describe("a signal while corral exits after its run (end to end)", () => {
