@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import {
@@ -329,6 +330,55 @@ describe("a stop request after the run finished (end to end)", () => {
     const runs = await runCli(["runs"], { cwd: repo })
     expect(runs.stdout).toMatch(/succeeded/)
   })
+})
+
+/**
+ * Waits, blocking this process (a poll of `/proc/<pid>/status` every few microseconds), until `pid`
+ * no longer catches `signal` or has exited (at most 30 s); sends it `signal` in the first case. True
+ * when it sent it.
+ */
+const signalOnceUncaught = (pid: number, signal: "SIGTERM" | "SIGINT"): boolean => {
+  const bit = 1n << BigInt(NodeOs.constants.signals[signal] - 1)
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
+    let status: string
+    try {
+      status = NodeFs.readFileSync(`/proc/${pid}/status`, "latin1")
+    } catch {
+      return false
+    }
+    if (/^State:\s+Z/m.test(status)) return false
+    const caught = BigInt(`0x${/^SigCgt:\s+([0-9a-f]+)/m.exec(status)![1]}`)
+    if ((caught & bit) === 0n) {
+      process.kill(pid, signal)
+      return true
+    }
+  }
+  return false
+}
+
+describe("a signal while corral exits after its run (end to end)", () => {
+  it.each(["SIGTERM", "SIGINT"] as const)(
+    "%s as soon as corral stops catching it: none such instant, exit 0",
+    async (signal) => {
+      const repo = makeRepo()
+      const gate = tempDir("gate-")
+      const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
+      const cli = startCli(["run", plan, "--json"], {
+        cwd: repo,
+        env: { CORRAL_TEST_WAIT_AT: `exiting:run:${NodePath.join(gate, "go")}` }
+      })
+      await waitFor(() => cli.output().includes("1 succeeded"), 20_000, "the summary")
+      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+      const sent = signalOnceUncaught(cli.pid, signal)
+      const result = await cli.done
+      expect({ sent, code: result.code, signal: result.signal }, result.stderr).toEqual({
+        sent: false,
+        code: 0,
+        signal: null
+      })
+    }
+  )
 })
 
 describe("sparse workspaces (end to end)", () => {

@@ -14,12 +14,15 @@ import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
  * those the run said it kept (an agent stopped with uncommitted changes keeps its own), no `.lock` file, `git fsck` clean, the user's checkout untouched, the run not `running` in the
  * ledger, no lease held; and `corral run --resume` applies every agent's work exactly once.
  * A second sweep signals at random instants of the first 600 ms, before or while the run is prepared
- * (one per four points). `CORRAL_STOP_POINTS` sets how many instants run (default 8), `CORRAL_STOP_SEED` the seed.
+ * (one per four points); a third stops a run early, then signals its `--resume` at a random instant
+ * and checks the same of it, and a last resume applies every agent's work exactly once (one per four
+ * points). `CORRAL_STOP_POINTS` sets how many instants run (default 8), `CORRAL_STOP_SEED` the seed.
  */
 const AGENTS = 8
 const points = Number(process.env.CORRAL_STOP_POINTS ?? 8)
 const seed = Number(process.env.CORRAL_STOP_SEED ?? 20261127)
 const early = Math.ceil(points / 4)
+const resumes = Math.ceil(points / 4)
 
 const planText = () => sweepPlan({ prefix: "s", count: AGENTS, concurrency: 3, step: 3, modulo: 4 })
 
@@ -43,16 +46,9 @@ const leases = (repo: string) => {
 const fsck = (repo: string) =>
   execFileSync("git", ["fsck", "--no-dangling", "--no-progress"], { cwd: repo, encoding: "utf8", stdio: "pipe" })
 
-/**
- * No `.lock` file under the repository's `.git`. A git command the stop interrupted gets SIGTERM and
- * is not waited for (docs/development.md, "Session 15, Ctrl-C/SIGTERM sweep"), so its lock may
- * outlive corral by the moment git takes to clean up; a lock still there after 10 s is stale.
- */
-const expectNoLocks = async (repo: string, context: string) => {
-  const locks = () => lockFiles(NodePath.join(repo, ".git"))
-  await waitFor(() => locks().length === 0, 10_000, "git to remove its locks").catch(() => undefined)
-  expect(locks(), `.lock files (${context})`).toEqual([])
-}
+/** No `.lock` file under the repository's `.git`: right after corral exited, no git command it started still runs. */
+const expectNoLocks = (repo: string, context: string) =>
+  expect(lockFiles(NodePath.join(repo, ".git")), `.lock files (${context})`).toEqual([])
 
 /** What must hold once `corral run` exited, stopped or not. */
 const checkLeftovers = async (
@@ -64,7 +60,7 @@ const checkLeftovers = async (
 ) => {
   expect(processesOf(runId), `processes of the run (${context})`).toEqual([])
   expect(worktrees(repo).sort(), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo), ...kept].sort())
-  await expectNoLocks(repo, context)
+  expectNoLocks(repo, context)
   expect(() => fsck(repo), `git fsck (${context})`).not.toThrow()
   expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
   expect(git(repo, "symbolic-ref", "--short", "HEAD").trim(), `the branch (${context})`).toBe("main")
@@ -86,40 +82,90 @@ const checkApplied = (repo: string, branch: string) => {
   expect(shared).toEqual(["s1", "s4", "s7"])
 }
 
-const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, extraMs: number) => {
-  const repo = makeRepo()
-  const head = git(repo, "rev-parse", "HEAD").trim()
-  const plan = writePlan(tempDir("plan-"), "plan.yaml", planText())
-  const first = startCli(["run", plan, "--json"], { cwd: repo })
-  await waitFor(() => events(first.output()).length >= afterEvents || !isAlive(first.pid), 60_000, "the event")
+/**
+ * Starts `corral run <args> --json`, sends `signal` after its `afterEvents`-th JSON event plus
+ * `extraMs` (or after it exited), and checks its exit: 130, or 0 when it had finished, and a summary.
+ */
+const stopAt = async (
+  repo: string,
+  args: ReadonlyArray<string>,
+  signal: "SIGINT" | "SIGTERM",
+  afterEvents: number,
+  extraMs: number,
+  context: string
+) => {
+  const cli = startCli(["run", ...args, "--json"], { cwd: repo })
+  await waitFor(() => events(cli.output()).length >= afterEvents || !isAlive(cli.pid), 60_000, "the event")
   if (extraMs > 0) await new Promise((resolve) => setTimeout(resolve, extraMs))
-  first.signal(signal)
-  const ended = await first.done
-  const context = `${signal} after event ${afterEvents} + ${extraMs} ms`
+  cli.signal(signal)
+  const ended = await cli.done
   const runId = events(ended.stdout).find((event) => event.runId !== undefined)?.runId
   expect(runId, ended.stderr).toBeDefined()
-  // Open (docs/development.md, "Session 15, Ctrl-C/SIGTERM sweep", (b)): a signal that lands while
-  // corral exits after a finished run kills it by the signal's default action; the run itself must
-  // then be complete, as for exit 0 (checkApplied below).
-  const killedAfterEnd =
-    ended.code === null && ended.signal === signal && events(ended.stdout).some((event) => event.type === "RunFinished")
-  const code = killedAfterEnd ? 0 : ended.code
   expect(
     [0, 130],
     `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
-  ).toContain(code)
+  ).toContain(ended.code)
   expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
-  const kept = keptIn(ended.stdout)
-  await checkLeftovers(repo, runId!, head, kept, context)
-  if (code === 0) {
-    checkApplied(repo, `corral/${runId}/integration`)
-    return false
-  }
+  return { code: ended.code, runId: runId!, kept: keptIn(ended.stdout) }
+}
+
+/** `corral run --resume` to the end: exit 0, nothing left, every agent's work applied once. */
+const resumeToTheEnd = async (
+  repo: string,
+  plan: string,
+  head: string,
+  kept: ReadonlyArray<string>,
+  context: string
+) => {
   const resumed = await runCli(["run", plan, "--resume", "--json"], { cwd: repo })
   expect(resumed.code, `resume (${context}): ${resumed.stdout}${resumed.stderr}`).toBe(0)
   const resumedId = events(resumed.stdout).find((event) => event.runId !== undefined)?.runId
   await checkLeftovers(repo, resumedId!, head, kept, `${context}, resumed`)
   checkApplied(repo, `corral/${resumedId}/integration`)
+}
+
+const stopAndResume = async (signal: "SIGINT" | "SIGTERM", afterEvents: number, extraMs: number) => {
+  const repo = makeRepo()
+  const head = git(repo, "rev-parse", "HEAD").trim()
+  const plan = writePlan(tempDir("plan-"), "plan.yaml", planText())
+  const context = `${signal} after event ${afterEvents} + ${extraMs} ms`
+  const first = await stopAt(repo, [plan], signal, afterEvents, extraMs, context)
+  await checkLeftovers(repo, first.runId, head, first.kept, context)
+  if (first.code === 0) {
+    checkApplied(repo, `corral/${first.runId}/integration`)
+    return false
+  }
+  await resumeToTheEnd(repo, plan, head, first.kept, context)
+  return true
+}
+
+/**
+ * A run stopped by Ctrl-C after its `firstEvents`-th event, then its resume stopped by `signal` after
+ * its `afterEvents`-th event plus `extraMs`; a last resume finishes the work. True when the signal
+ * stopped the resume (false when the resume had finished, or the first run had).
+ */
+const stopTheResume = async (
+  signal: "SIGINT" | "SIGTERM",
+  firstEvents: number,
+  afterEvents: number,
+  extraMs: number
+) => {
+  const repo = makeRepo()
+  const head = git(repo, "rev-parse", "HEAD").trim()
+  const plan = writePlan(tempDir("plan-"), "plan.yaml", planText())
+  const firstContext = `SIGINT after event ${firstEvents}`
+  const first = await stopAt(repo, [plan], "SIGINT", firstEvents, 0, firstContext)
+  await checkLeftovers(repo, first.runId, head, first.kept, firstContext)
+  if (first.code === 0) return false
+  const context = `${firstContext}, then the resume: ${signal} after event ${afterEvents} + ${extraMs} ms`
+  const resume = await stopAt(repo, [plan, "--resume"], signal, afterEvents, extraMs, context)
+  const kept = [...new Set([...first.kept, ...resume.kept])]
+  await checkLeftovers(repo, resume.runId, head, kept, context)
+  if (resume.code === 0) {
+    checkApplied(repo, `corral/${resume.runId}/integration`)
+    return false
+  }
+  await resumeToTheEnd(repo, plan, head, kept, context)
   return true
 }
 
@@ -148,7 +194,7 @@ const stopEarly = async (signal: "SIGINT" | "SIGTERM", delayMs: number) => {
     await checkLeftovers(repo, runId, head, keptIn(ended.stdout), context)
   } else {
     expect(worktrees(repo), `worktrees (${context})`).toEqual([NodeFs.realpathSync(repo)])
-    await expectNoLocks(repo, context)
+    expectNoLocks(repo, context)
     expect(git(repo, "status", "--porcelain"), `the checkout (${context})`).toBe("")
     expect(leases(repo), `leases (${context})`).toEqual([])
   }
@@ -182,5 +228,18 @@ describe("Ctrl-C and SIGTERM at random instants (end to end)", () => {
       if (await stopAndResume(signal, afterEvents, extraMs)) stopped++
     }
     expect(stopped, "instants that landed before the run finished").toBeGreaterThan(0)
+  }, 600_000)
+
+  it(`stops corral run --resume at ${resumes} seeded random instants (seed ${seed}): clean exit, and the next resume applies every agent's work once`, async () => {
+    const random = mulberry32(seed + 2)
+    let stopped = 0
+    for (let point = 0; point < resumes; point++) {
+      const signal = random() < 0.5 ? "SIGINT" : "SIGTERM"
+      const firstEvents = 1 + Math.floor(random() * 12)
+      const afterEvents = 1 + Math.floor(random() * 45)
+      const extraMs = Math.floor(random() * 40)
+      if (await stopTheResume(signal, firstEvents, afterEvents, extraMs)) stopped++
+    }
+    expect(stopped, "instants that landed before the resume finished").toBeGreaterThan(0)
   }, 600_000)
 })

@@ -6,6 +6,13 @@
  * finished. `NodeRuntime.runMain` interrupts on every signal, so a signal after the run's end made a
  * run the ledger records as succeeded exit 130.
  *
+ * The process always ends with `process.exit`, exit code 0 included. `NodeRuntime.runMain` lets a
+ * successful program end by draining the event loop instead, and then Node's teardown restores the
+ * default action of SIGINT and SIGTERM before it frees the heap: a signal in those last milliseconds
+ * (11–430 ms between that `rt_sigaction` and `exit_group` under `strace`, 3 one-agent runs on a
+ * loaded machine) killed a finished `corral run` (status 143 / 130 instead of 0). `process.exit`
+ * keeps the handlers until the process is gone.
+ *
  * @since 0.1.0
  */
 import * as Runtime from "effect/Runtime"
@@ -17,16 +24,11 @@ const signals = ["SIGINT", "SIGTERM"] as const
  * @category running
  */
 export const runMain = Runtime.makeRunMain(({ fiber, teardown }) => {
-  let received = false
   const onSignal = (signal: NodeJS.Signals) => {
-    received = true
     if (process.listenerCount(signal) === 1) fiber.interruptUnsafe(fiber.id)
   }
   fiber.addObserver((exit) => {
-    for (const signal of signals) process.off(signal, onSignal)
-    teardown(exit, (code) => {
-      if (received || code !== 0) process.exit(code)
-    })
+    teardown(exit, (code) => process.exit(code))
   })
   for (const signal of signals) process.on(signal, onSignal)
 })

@@ -3,7 +3,7 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import { sharedHelper } from "./spawnHelper.ts"
+import { execCommand, sharedHelper } from "./spawnHelper.ts"
 
 export class GitError extends Data.TaggedError("GitError")<{
   readonly args: ReadonlyArray<string>
@@ -116,7 +116,7 @@ const warnFallbackOnce = Effect.suspend(() => {
 })
 
 const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: GitTally | undefined) =>
-  Effect.callback<GitOutput, GitNotFound>((resume, signal) => {
+  Effect.suspend(() => {
     const started = performance.now()
     if (tally !== undefined) tally.commands++
     const request = {
@@ -128,11 +128,11 @@ const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: G
       input: options.input,
       maxBuffer: 256 * 1024 * 1024
     }
-    sharedHelper().exec(request, signal, (error, stdout, stderr) => {
+    return execCommand(sharedHelper(), request, (error, stdout, stderr): Effect.Effect<GitOutput, GitNotFound> => {
       if (tally !== undefined) tally.millis += performance.now() - started
       const code = error?.code
       if (code === "ENOENT" && stderr === "" && existsSync(options.cwd)) {
-        return resume(Effect.fail(new GitNotFound({ cwd: options.cwd })))
+        return Effect.fail(new GitNotFound({ cwd: options.cwd }))
       }
       const exitCode = error === null ? 0 : typeof code === "number" ? code : -1
       const detail =
@@ -141,7 +141,7 @@ const spawnTallied = (args: ReadonlyArray<string>, options: GitOptions, tally: G
           : code === "EHELPER"
             ? `${error!.message}${stderr === "" ? "" : `: ${stderr}`}`
             : stderr
-      resume(Effect.succeed({ stdout, stderr: detail, exitCode }))
+      return Effect.succeed({ stdout, stderr: detail, exitCode })
     })
   })
 

@@ -22,7 +22,10 @@
  * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
  *
  * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
- * standard input, `maxBuffer`, and SIGTERM to the command when its caller aborts. Lifetime: the
+ * standard input and `maxBuffer`. When its caller aborts, a command gets 2 s to finish, then SIGTERM,
+ * then SIGKILL 2 s later ({@link StopGrace}: SIGTERM at once can leave git's lock files), and the
+ * callback comes only once it has exited, in this process and in the helper alike: a git command
+ * stopped while it holds a lock has removed it when its caller's interruption completes. Lifetime: the
  * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
  * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
  * process exits or is killed (it holds the only write end). Commands it started keep running then,
@@ -35,6 +38,26 @@
  * @internal
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as Effect from "effect/Effect"
+
+/**
+ * How an aborted command is stopped: it gets `finishMs` to exit by itself, then SIGTERM, then SIGKILL
+ * `killMs` later. Not SIGTERM at once: git installs the handler that removes its lock files only
+ * once it has created its first one, so a SIGTERM that lands while it creates it kills git with the
+ * lock in place (`read-tree -u` in a new worktree, signalled 0–4 ms after its start: 16 of 31 killed
+ * left `index.lock`; git 2.39). Git's commands take milliseconds, and a command that runs to its end
+ * leaves no lock; the signals only bound the wait for one that hangs. 2 s each, as `ProcessRunner`'s
+ * `killGrace`.
+ */
+export interface StopGrace {
+  readonly finishMs: number
+  readonly killMs: number
+}
+
+const defaultGrace: StopGrace = { finishMs: 2000, killMs: 2000 }
+
+/** What an aborted command reports, once it has exited. */
+const ABORTED: ExecError = { code: "ABORT_ERR", signal: null, message: "The operation was aborted" }
 
 /** The helper's program, run with `node -e` so it needs no file of its own in any packaging. */
 const HELPER_SOURCE = `"use strict"
@@ -49,24 +72,37 @@ process.stdout.on("drain", () => {
 })
 const failure = (error) => ({ code: error.code ?? "EINVAL", signal: null, message: error.message })
 const start = (r) => {
-  const controller = new AbortController()
-  running.set(r.id, controller)
   let child
   try {
-    child = execFile(r.file, r.args, { cwd: r.cwd, env: r.env, maxBuffer: r.maxBuffer, signal: controller.signal }, (error, stdout, stderr) => {
-      running.delete(r.id)
+    child = execFile(r.file, r.args, { cwd: r.cwd, env: r.env, maxBuffer: r.maxBuffer }, (error, stdout, stderr) => {
+      if (!running.delete(r.id)) return
       const failure = error === null ? null : { code: error.code ?? null, signal: error.signal ?? null, message: error.message }
       send({ id: r.id, error: failure, stdout, stderr })
     })
   } catch (error) {
-    running.delete(r.id)
     send({ id: r.id, error: failure(error), stdout: "", stderr: "" })
     return
   }
+  running.set(r.id, child)
   if (r.input !== undefined) {
     child.stdin.on("error", () => {})
     child.stdin.end(r.input)
   }
+}
+const kill = (r) => {
+  const child = running.get(r.kill)
+  if (child === undefined) return
+  running.delete(r.kill)
+  const gone = () => send({ id: r.kill, error: ${JSON.stringify(ABORTED)}, stdout: "", stderr: "" })
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return gone()
+  let timer = setTimeout(() => {
+    child.kill("SIGTERM")
+    timer = setTimeout(() => child.kill("SIGKILL"), r.killMs)
+  }, r.finishMs)
+  child.once("exit", () => {
+    clearTimeout(timer)
+    gone()
+  })
 }
 const startAgent = (r) => {
   let child
@@ -114,7 +150,7 @@ process.stdin.on("data", (chunk) => {
     const line = buffered.slice(0, end)
     buffered = buffered.slice(end + 1)
     const r = JSON.parse(line)
-    if (r.kill !== undefined) running.get(r.kill)?.abort()
+    if (r.kill !== undefined) kill(r)
     else if (r.agent === true) startAgent(r)
     else start(r)
   }
@@ -196,11 +232,45 @@ type State =
   | { readonly _tag: "Ready"; readonly child: ChildProcess; readonly pid: number }
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
-const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void => {
+/**
+ * Stops `child` as {@link StopGrace} says; calls `gone` once it has exited (at once when it never
+ * started or has exited already).
+ */
+const terminate = (child: ChildProcess, grace: StopGrace, gone: () => void): void => {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) {
+    gone()
+    return
+  }
+  let timer = setTimeout(() => {
+    child.kill("SIGTERM")
+    timer = setTimeout(() => child.kill("SIGKILL"), grace.killMs)
+  }, grace.finishMs)
+  child.once("exit", () => {
+    clearTimeout(timer)
+    gone()
+  })
+}
+
+const direct = (
+  request: ExecRequest,
+  signal: AbortSignal | undefined,
+  grace: StopGrace,
+  callback: ExecCallback
+): void => {
+  if (signal?.aborted === true) {
+    callback(ABORTED, "", "")
+    return
+  }
+  let called = false
+  const once: ExecCallback = (error, stdout, stderr) => {
+    if (called) return
+    called = true
+    callback(error, stdout, stderr)
+  }
   const child = execFile(
     request.file,
     request.args,
-    { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer, ...(signal === undefined ? {} : { signal }) },
+    { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer },
     (error, stdout, stderr) => {
       const failure =
         error === null
@@ -210,9 +280,10 @@ const direct = (request: ExecRequest, signal: AbortSignal | undefined, callback:
               signal: (error as { signal?: string | null }).signal ?? null,
               message: error.message
             }
-      callback(failure, stdout, stderr)
+      once(failure, stdout, stderr)
     }
   )
+  signal?.addEventListener("abort", () => terminate(child, grace, () => once(ABORTED, "", "")), { once: true })
   if (request.input !== undefined) {
     // The command may exit before reading all of it; its exit code reports that.
     child.stdin?.on("error", () => undefined)
@@ -238,8 +309,11 @@ export class SpawnHelper {
   private readonly node: string
   private readonly settled = Promise.withResolvers<number | undefined>()
 
-  constructor(options: { readonly node?: string; readonly enabled?: boolean } = {}) {
+  private readonly grace: StopGrace
+
+  constructor(options: { readonly node?: string; readonly enabled?: boolean; readonly grace?: StopGrace } = {}) {
     this.node = options.node ?? process.execPath
+    this.grace = options.grace ?? defaultGrace
     this.state =
       options.enabled === false ? { _tag: "Unavailable", reason: "disabled (CORRAL_SPAWN_HELPER=0)" } : { _tag: "Idle" }
   }
@@ -272,12 +346,17 @@ export class SpawnHelper {
     if (this.state._tag === "Idle") this.launch()
   }
 
-  /** Runs a command like `execFile`: through the helper when it is ready, else in this process. */
+  /**
+   * Runs a command like `execFile`: through the helper when it is ready, else in this process. The
+   * callback comes once, when the command has exited. When `signal` aborts, the command is stopped as
+   * {@link StopGrace} says and the callback, with `error.code` `"ABORT_ERR"`, comes once it has exited
+   * (with its real outcome when it had exited before the abort).
+   */
   exec(request: ExecRequest, signal: AbortSignal | undefined, callback: ExecCallback): void {
     this.start()
     const state = this.state
     if (state._tag !== "Ready" || signal?.aborted === true) {
-      direct(request, signal, callback)
+      direct(request, signal, this.grace, callback)
       return
     }
     const id = this.send(state.child, request, (message) => {
@@ -288,9 +367,8 @@ export class SpawnHelper {
     signal?.addEventListener(
       "abort",
       () => {
-        if (!this.pending.delete(id) || this.state._tag !== "Ready") return
-        if (this.pending.size === 0) this.ref(this.state.child, false)
-        this.state.child.stdin!.write(`${JSON.stringify({ kill: id })}\n`)
+        if (this.pending.has(id) && this.state._tag === "Ready")
+          this.state.child.stdin!.write(`${JSON.stringify({ kill: id, ...this.grace })}\n`)
       },
       { once: true }
     )
@@ -482,6 +560,30 @@ export class SpawnHelper {
     }
   }
 }
+
+/**
+ * `helper.exec` as an effect: `onExit` turns the command's outcome into the result. Interrupting it
+ * stops the command ({@link StopGrace}) and completes only once the command has exited, so nothing
+ * it does (a git command writing its index and removing its lock) outlives the interruption.
+ */
+export const execCommand = <A, E>(
+  helper: SpawnHelper,
+  request: ExecRequest,
+  onExit: (error: ExecError | null, stdout: string, stderr: string) => Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.callback<A, E>((resume, signal) => {
+    let exited = false
+    let gone: (() => void) | undefined
+    helper.exec(request, signal, (error, stdout, stderr) => {
+      exited = true
+      if (gone === undefined) resume(onExit(error, stdout, stderr))
+      else gone()
+    })
+    return Effect.callback<void>((resumeGone) => {
+      if (exited) resumeGone(Effect.void)
+      else gone = () => resumeGone(Effect.void)
+    })
+  })
 
 let shared: SpawnHelper | undefined
 

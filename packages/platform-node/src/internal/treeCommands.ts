@@ -9,27 +9,32 @@
  */
 import * as fs from "node:fs/promises"
 import * as Effect from "effect/Effect"
-import { sharedHelper } from "./spawnHelper.ts"
+import { execCommand, sharedHelper } from "./spawnHelper.ts"
 import { attempt, type FsFailure } from "./workspaceFs.ts"
 
-/** Runs `file args` through the spawn helper; the error's text when it fails. */
+/**
+ * Runs `file args` through the spawn helper; the error's text when it fails. Interrupted, it completes
+ * once the command has exited (`StopGrace` in `spawnHelper.ts`), so a `cp` does not go on writing
+ * into a folder being cleaned up.
+ */
 const run = (file: string, args: ReadonlyArray<string>) =>
-  Effect.callback<string | undefined>((resume) => {
-    sharedHelper().exec(
+  Effect.suspend(() =>
+    execCommand(
+      sharedHelper(),
       { file, args, cwd: "/", env: { ...process.env, LC_ALL: "C" }, maxBuffer: 1024 * 1024 },
-      undefined,
-      (error, _stdout, stderr) => resume(Effect.succeed(error === null ? undefined : stderr.trim() || error.message))
+      (error, _stdout, stderr) => Effect.succeed(error === null ? undefined : stderr.trim() || error.message)
     )
-  })
+  )
 
 /**
  * Removes each target and everything below it (nothing for one that is missing). When `rm` fails,
- * `fs.rm` tries again and reports its error.
+ * `fs.rm` tries again and reports its error. An interruption waits for `rm` to finish: stopped
+ * half-way it would leave a tree half removed.
  */
 export const removeTrees = (...targets: ReadonlyArray<string>): Effect.Effect<void, FsFailure> =>
   targets.length === 0
     ? Effect.void
-    : Effect.flatMap(run("rm", ["-rf", "--", ...targets]), (problem) =>
+    : Effect.flatMap(Effect.uninterruptible(run("rm", ["-rf", "--", ...targets])), (problem) =>
         problem === undefined
           ? Effect.void
           : Effect.forEach(

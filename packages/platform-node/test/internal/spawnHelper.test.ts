@@ -1,12 +1,19 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { createReadStream, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { type AgentRequest, type ExecError, type ExecRequest, SpawnHelper } from "../../src/internal/spawnHelper.ts"
+import {
+  type AgentRequest,
+  type ExecError,
+  type ExecRequest,
+  SpawnHelper,
+  type StopGrace
+} from "../../src/internal/spawnHelper.ts"
 import { isAlive } from "../support/processes.ts"
+import { finishingSoon, slowToStop } from "../support/stoppableScripts.ts"
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), "corral-spawn-helper-")))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -215,22 +222,56 @@ describe("SpawnHelper", () => {
     assert.strictEqual(helper.pid !== undefined, true)
   })
 
-  it("stops a command whose caller aborts", async () => {
-    await helper.ready()
+  const ways = [
+    ["through the helper", (grace: StopGrace) => new SpawnHelper({ grace })],
+    ["in this process", (grace: StopGrace) => new SpawnHelper({ enabled: false, grace })]
+  ] as const
+
+  /** Runs `script`, aborts it once it runs, and returns what the callback reported and the script's pid. */
+  const abortOnceRunning = async (
+    make: (grace: StopGrace) => SpawnHelper,
+    grace: StopGrace,
+    started: { readonly script: string; readonly pid: Promise<number> }
+  ) => {
+    const runner = make(grace)
+    await runner.ready()
     const controller = new AbortController()
-    const pidPipe = fifo("aborted.pid")
-    const holds = fifo("aborted.holds")
-    const done = exec(
-      helper,
-      { args: ["-c", `exec 3>${holds}; echo $$ > ${pidPipe}; exec sleep 1000`] },
-      controller.signal
-    )
-    const gone = closed(createReadStream(holds))
-    const pid = Number(await readPipe(pidPipe))
-    assert.isTrue(isAlive(pid))
+    const done = exec(runner, { args: ["-c", started.script] }, controller.signal)
+    const pid = await started.pid
     controller.abort()
-    await gone
-    void done
+    const out = await done
+    await runner.stop()
+    return { out, pid }
+  }
+
+  it.each(ways)(
+    "lets an aborted command finish within the grace, unsignalled, and then calls back (%s)",
+    async (_, make) => {
+      const script = finishingSoon(dir)
+      const { out, pid } = await abortOnceRunning(make, { finishMs: 5000, killMs: 5000 }, script)
+      assert.strictEqual(out.error?.code, "ABORT_ERR")
+      assert.isFalse(isAlive(pid), "the command still runs after its callback")
+      assert.strictEqual(readFileSync(script.outcome, "utf8"), "finished\n")
+    }
+  )
+
+  it.each(ways)("sends SIGTERM after the grace and calls back once the command has exited (%s)", async (_, make) => {
+    const script = slowToStop(dir)
+    const { out, pid } = await abortOnceRunning(make, { finishMs: 100, killMs: 5000 }, script)
+    assert.strictEqual(out.error?.code, "ABORT_ERR")
+    assert.isFalse(isAlive(pid), "the command still runs after its callback")
+    assert.strictEqual(readFileSync(script.outcome, "utf8"), "cleaned\n")
+  })
+
+  it.each(ways)("sends SIGKILL to an aborted command that outlives SIGTERM (%s)", async (_, make) => {
+    const pidPipe = fifo("stubborn.pid")
+    const script = {
+      script: `trap '' TERM; echo $$ > ${pidPipe}; exec sleep 1000`,
+      pid: readPipe(pidPipe).then(Number)
+    }
+    const { out, pid } = await abortOnceRunning(make, { finishMs: 100, killMs: 200 }, script)
+    assert.strictEqual(out.error?.code, "ABORT_ERR")
+    assert.isFalse(isAlive(pid))
   })
 
   it("falls back to this process when the helper cannot start, and says why", async () => {
