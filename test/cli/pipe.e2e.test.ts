@@ -81,6 +81,29 @@ describe("a closed output (end to end)", () => {
     })
   }
 
+  it("a command whose reader is slow writes all its output before it exits (corral logs | (sleep 3; cat))", async () => {
+    const repo = makeRepo()
+    const size = 2 * 1024 * 1024
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: big\n    run: node -e "process.stdout.write('y'.repeat(${size}))"\n`
+    )
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const eager = await runCli(["logs", "big"], { cwd: repo })
+    expect(eager.stdout.length).toBeGreaterThan(size)
+    const child = spawn(corralBin, ["logs", "big"], { cwd: repo, stdio: ["ignore", "pipe", "ignore"] })
+    const exited = new Promise((resolve) => child.on("exit", resolve))
+    // Nothing is read until corral has exited or has had 3 s to: a corral that exits with output it has
+    // not written yet (more than the pipe holds) loses it; one that waits for its reader stays alive.
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 3000))])
+    let read = 0
+    child.stdout.on("data", (chunk: Buffer) => (read += chunk.length))
+    const code = await new Promise((resolve) => child.on("close", resolve))
+    expect(code).toBe(0)
+    expect(read).toBe(Buffer.byteLength(eager.stdout))
+  })
+
   it("read-only commands exit quietly when their reader is gone", async () => {
     const repo = makeRepo()
     const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: one\n    run: echo hello\n")
