@@ -376,7 +376,11 @@ export interface RunLease {
 export interface Config {
   /** First port of the first block. @default 20000 */
   readonly portBase: number
-  /** Ports per agent. @default 10 */
+  /**
+   * Ports per agent. A block is held machine-wide by its first port (docs/workspaces.md), so processes
+   * with another `portBase` or `portsPerAgent` can be given overlapping blocks.
+   * @default 10
+   */
   readonly portsPerAgent: number
   /** Number of blocks (live agents) available. @default 1000 */
   readonly portBlocks: number

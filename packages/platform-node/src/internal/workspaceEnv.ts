@@ -44,8 +44,10 @@ export const namespaceOf = (parts: { readonly lockHash: string; readonly agentId
  * Holds port block `first` for this process across the machine: a socket in Linux's abstract
  * namespace named after it, which one process at a time can bind and the kernel frees when that
  * process ends (`kill -9` included), so no lock file is left behind. `"taken"` when another process
- * holds it; `undefined` where abstract sockets do not exist (the block is then private within this
- * process only).
+ * holds it; `undefined` when the socket cannot be made (any other error, `EMFILE` for one: the block
+ * is then private within this process only, as where abstract sockets do not exist). The namespace
+ * is the network namespace's, as ports are: shared by every user, separate in a sandbox with a
+ * network of its own.
  */
 const holdBlock = (first: number): Effect.Effect<net.Server | "taken" | undefined> =>
   Effect.callback((resume) => {
