@@ -24,7 +24,8 @@
  * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
  * standard input and `maxBuffer`. When its caller aborts, a command gets 2 s to finish, then SIGTERM,
  * then SIGKILL 2 s later ({@link StopGrace}: SIGTERM at once can leave git's lock files), and the
- * callback comes only once it has exited, in this process and in the helper alike: a git command
+ * callback comes only once it has exited, in this process and in the helper alike (a helper that dies
+ * during that grace has sent the command's pid, and this process goes on stopping it): a git command
  * stopped while it holds a lock has removed it when its caller's interruption completes. Lifetime: the
  * helper ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C reaches the whole foreground group, and the
  * caller's cleanup still needs git) and exits when its standard input ends, which happens when this
@@ -38,6 +39,7 @@
  * @internal
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import * as Effect from "effect/Effect"
 
 /**
@@ -95,6 +97,7 @@ const kill = (r) => {
   running.delete(r.kill)
   const gone = () => send({ id: r.kill, error: ${JSON.stringify(ABORTED)}, stdout: "", stderr: "" })
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return gone()
+  send({ id: r.kill, stopping: child.pid })
   let timer = setTimeout(() => {
     child.kill("SIGTERM")
     timer = setTimeout(() => child.kill("SIGKILL"), r.killMs)
@@ -220,6 +223,12 @@ type AgentMessage =
       readonly ends?: ReadonlyArray<1 | 2>
     }
 
+/** The helper stops an aborted command, `pid` (sent before its grace starts). */
+interface Stopping {
+  readonly id: number
+  readonly stopping: number
+}
+
 /** Handles one message of a request; true when it was the request's last. */
 type Receiver = (message: Reply | AgentMessage) => boolean
 
@@ -249,6 +258,49 @@ const terminate = (child: ChildProcess, grace: StopGrace, gone: () => void): voi
     clearTimeout(timer)
     gone()
   })
+}
+
+/** Whether process `pid` has ended (a zombie no parent has reaped yet counts as ended). */
+const ended = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH"
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat[stat.lastIndexOf(")") + 2] === "Z"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Goes on stopping `pid`, an aborted command whose helper died during its grace, which began at
+ * `since` (the command is no child of this process: Node cannot wait for it, so this polls every
+ * 20 ms): SIGTERM when the grace ends unless the helper sent it already (a second one could end git
+ * while it removes its locks), SIGKILL `killMs` later; calls `gone` once it has ended, or `killMs`
+ * after SIGKILL at the latest.
+ */
+const stopOrphan = (pid: number, since: number, grace: StopGrace, gone: () => void): void => {
+  let signalled = Date.now() - since >= grace.finishMs ? 1 : 0
+  const poll = setInterval(() => {
+    const elapsed = Date.now() - since
+    if (ended(pid) || elapsed >= grace.finishMs + 2 * grace.killMs) {
+      clearInterval(poll)
+      gone()
+      return
+    }
+    const due = elapsed >= grace.finishMs + grace.killMs ? 2 : elapsed >= grace.finishMs ? 1 : 0
+    if (due > signalled) {
+      signalled = due
+      try {
+        process.kill(pid, due === 1 ? "SIGTERM" : "SIGKILL")
+      } catch {
+        // it ended meanwhile
+      }
+    }
+  }, 20)
 }
 
 const direct = (
@@ -359,9 +411,16 @@ export class SpawnHelper {
       direct(request, signal, this.grace, callback)
       return
     }
+    let stopping: { readonly pid: number; readonly since: number } | undefined
     const id = this.send(state.child, request, (message) => {
-      const reply = message as Reply
-      callback(reply.error, reply.stdout, reply.stderr)
+      const reply = message as Reply | Stopping
+      if ("stopping" in reply) {
+        stopping = { pid: reply.stopping, since: Date.now() }
+        return false
+      }
+      if (stopping !== undefined && reply.error?.code === "EHELPER")
+        stopOrphan(stopping.pid, stopping.since, this.grace, () => callback(ABORTED, "", ""))
+      else callback(reply.error, reply.stdout, reply.stderr)
       return true
     })
     signal?.addEventListener(

@@ -274,6 +274,26 @@ describe("SpawnHelper", () => {
     assert.isFalse(isAlive(pid))
   })
 
+  it("waits for an aborted command whose helper dies during the grace, and stops it itself", async () => {
+    const runner = new SpawnHelper({ grace: { finishMs: 100, killMs: 5000 } })
+    await runner.ready()
+    const pidPipe = fifo("orphan.pid")
+    const termed = fifo("orphan.termed")
+    const outcome = join(dir, `orphan-${fifos}.outcome`)
+    // On SIGTERM (the helper's, after its grace) it says so, then works 300 ms more before it exits.
+    const script = `trap 'kill $!; echo > ${termed}; sleep 0.3; echo finished >> ${outcome}; exit 143' TERM; echo $$ > ${pidPipe}; sleep 1000 & wait`
+    const controller = new AbortController()
+    const done = exec(runner, { args: ["-c", script] }, controller.signal)
+    const pid = Number(await readPipe(pidPipe))
+    controller.abort()
+    await readPipe(termed)
+    process.kill(runner.pid!, "SIGKILL")
+    const out = await done
+    assert.strictEqual(out.error?.code, "ABORT_ERR")
+    assert.isFalse(isAlive(pid), "the command still runs after its callback")
+    assert.strictEqual(readFileSync(outcome, "utf8"), "finished\n")
+  })
+
   it("falls back to this process when the helper cannot start, and says why", async () => {
     const broken = new SpawnHelper({ node: join(dir, "no-such-node") })
     assert.isUndefined(await broken.ready())
