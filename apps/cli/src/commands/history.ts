@@ -28,7 +28,9 @@ const location = {
   ),
   stateDir: Flag.String("state-dir").pipe(
     Flag.optional,
-    Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+    Flag.withDescription(
+      "Where corral keeps its state (default: $CORRAL_HOME, else .corral at the top of the repository holding --repo)"
+    )
   ),
   cluster: Flag.String("cluster").pipe(
     Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),

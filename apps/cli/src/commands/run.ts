@@ -56,7 +56,9 @@ const flags = {
   ),
   stateDir: Flag.String("state-dir").pipe(
     Flag.optional,
-    Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+    Flag.withDescription(
+      "Where corral keeps its state (default: $CORRAL_HOME, else .corral at the top of the repository holding --repo)"
+    )
   ),
   resume: Flag.Boolean("resume").pipe(
     Flag.withDefault(false),
