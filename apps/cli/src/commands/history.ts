@@ -128,10 +128,10 @@ const withLiveness = (liveness: RunLiveness.Service, run: RunRecord) =>
 const recentRuns = (runs: ReadonlyArray<{ readonly runId: string }>) =>
   runs.length === 0
     ? "no runs are recorded"
-    : `recent runs: ${runs
+    : `${runs.length === 1 ? "recent run" : "recent runs"}: ${runs
         .slice(0, 3)
         .map((run) => run.runId)
-        .join(", ")} (corral runs lists them all)`
+        .join(", ")} (corral runs lists ${runs.length === 1 ? "it" : "them all"})`
 
 const findRun = (ledger: RunLedger.Service, runId: Option.Option<string>) =>
   Effect.gen(function* () {
