@@ -292,7 +292,8 @@ const toAgent = (
 }
 
 const wasRunning = (agent: { readonly outcome: string | null; readonly detail: string }) =>
-  agent.outcome === null || (agent.outcome === "Interrupted" && agent.detail === "crashed")
+  agent.outcome === null ||
+  (agent.outcome === "Interrupted" && (agent.detail === "crashed" || agent.detail === RunLedger.unrecordedEnd))
 
 /** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
 const resumeTarget = (
