@@ -252,7 +252,8 @@ const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
  * The run ledger service. It learns a run's progress from the events given to `record` (the run's
  * `onEvent`). A run interrupted from outside ends with `Finished` events and a `RunFinished` that
  * records it `interrupted`, as long as `record` handles them within the 1 second `Corral.run` grants
- * its subscriber then; a writer slower than that leaves the rest `running`.
+ * its subscriber then; for a writer slower than that, the ledger records the run `interrupted` when it
+ * closes (a run it started whose end never reached it; see the module's comment).
  *
  * @example
  * ```ts
