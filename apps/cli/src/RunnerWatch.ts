@@ -2,10 +2,11 @@
  * What a cluster run says when agents it sent out have no runner to run them. effect's sharding
  * keeps such an agent's message, persisted, until a runner takes its shard, and says nothing: a run
  * whose runners all died waited without a word. Every 5 s the coordinator reads the runners alive
- * (`RunnerRegistry.list`: a heartbeat within 10 s; the table's migrations only until a read succeeds) and finds the running agents (started, not
- * finished) that none of them can run: none is alive, or none has the label the agent requires. An
- * agent found so on two checks in a row (a runner's heartbeat can lag just after a database outage)
- * is named once; when a runner for it is alive again, that is said too.
+ * (`RunnerRegistry.list`: a heartbeat within 10 s; the table's migrations are checked only until a
+ * read succeeds) and finds the running agents (started, not finished) that none of them can run:
+ * none is alive, or none has the label the agent requires. An agent found so on two checks in a row
+ * (a runner's heartbeat can lag just after a database outage) is named once; when a runner for it is
+ * alive again, that is said too.
  *
  * @since 0.1.0
  */
