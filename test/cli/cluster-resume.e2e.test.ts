@@ -144,9 +144,7 @@ describe.skipIf(!available)("corral run --resume --cluster", () => {
     const result = await resumed.done
     expect(result.code, result.stderr).toBe(0)
     expect(result.stderr).toMatch(
-      new RegExp(
-        `resuming run ${firstRunId}: recorded successes are reused; 3 agent\\(s\\) without an outcome take over`
-      )
+      new RegExp(`resuming run ${firstRunId}: recorded successes are reused; 3 agents without an outcome take over`)
     )
 
     // exactly one Finished per agent; the quick ones from the ledger, the held ones from their executions

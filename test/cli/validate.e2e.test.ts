@@ -41,6 +41,13 @@ agents:
     expect(lines.at(-1)).toMatch(/^sandbox: (available|not available) \(/)
   })
 
+  it("counts one agent in the singular", async () => {
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: only\n    run: echo only\n")
+    const result = await runCli(["validate", plan], { cwd: root })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain(`${plan}: valid — 1 agent, concurrency`)
+  })
+
   it("exits 2 and names the file and the cycle for an invalid plan", async () => {
     const plan = writePlan(
       tempDir("plan-"),

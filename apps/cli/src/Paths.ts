@@ -1,6 +1,7 @@
 /**
  * Where a command works: the target repository (`--repo`, default the current directory) and the
- * state directory (`--state-dir`, `CORRAL_HOME`, default `<repo>/.corral`).
+ * state directory (`--state-dir`, `CORRAL_HOME`, default `.corral` at the top of the git work tree
+ * holding `--repo`, or `<repo>/.corral` outside one).
  *
  * @since 0.1.0
  */
@@ -22,7 +23,27 @@ export interface Paths {
 }
 
 /**
- * Resolves and checks the repository folder and the state directory.
+ * The top folder of the git work tree holding `dir`, found as git finds it: the nearest folder, from
+ * `dir` up, with a `.git` folder holding `HEAD` or a `.git` file (a linked worktree's or a
+ * submodule's). Read from the file system rather than by `git rev-parse --show-toplevel`, so that
+ * every command (`runs` and `status` run no git otherwise) gets it for a few `stat`s; unlike git it
+ * does not read `GIT_CEILING_DIRECTORIES` nor stop at a file system's edge. `undefined` outside a
+ * work tree.
+ */
+const workTreeTop = (dir: string): string | undefined => {
+  for (let current = dir; ; current = NodePath.dirname(current)) {
+    const dotGit = NodePath.join(current, ".git")
+    const stat = NodeFs.statSync(dotGit, { throwIfNoEntry: false })
+    if (stat?.isFile() || (stat?.isDirectory() && NodeFs.existsSync(NodePath.join(dotGit, "HEAD")))) return current
+    if (NodePath.dirname(current) === current) return undefined
+  }
+}
+
+/**
+ * Resolves and checks the repository folder and the state directory. The repository stays the
+ * folder given (the agents' worktrees are of its whole work tree either way); the default state
+ * folder is that work tree's top, so that runs started from any of its subfolders share one ledger
+ * and one claim table, as git shares one repository.
  *
  * @since 0.1.0
  * @category resolving
@@ -34,7 +55,7 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
       return yield* invalidInput(`--repo ${root}: not a directory`)
     }
     const state = Option.match(stateDir, {
-      onNone: () => process.env.CORRAL_HOME ?? NodePath.join(root, ".corral"),
+      onNone: () => process.env.CORRAL_HOME ?? NodePath.join(workTreeTop(root) ?? root, ".corral"),
       onSome: (dir) => dir
     })
     return { repo: root, stateDir: NodePath.resolve(state) } satisfies Paths

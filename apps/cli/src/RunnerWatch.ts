@@ -2,10 +2,11 @@
  * What a cluster run says when agents it sent out have no runner to run them. effect's sharding
  * keeps such an agent's message, persisted, until a runner takes its shard, and says nothing: a run
  * whose runners all died waited without a word. Every 5 s the coordinator reads the runners alive
- * (`RunnerRegistry.list`: a heartbeat within 10 s) and finds the running agents (started, not
- * finished) that none of them can run: none is alive, or none has the label the agent requires. An
- * agent found so on two checks in a row (a runner's heartbeat can lag just after a database outage)
- * is named once; when a runner for it is alive again, that is said too.
+ * (`RunnerRegistry.list`: a heartbeat within 10 s; the table's migrations are checked only until a
+ * read succeeds) and finds the running agents (started, not finished) that none of them can run:
+ * none is alive, or none has the label the agent requires. An agent found so on two checks in a row
+ * (a runner's heartbeat can lag just after a database outage) is named once; when a runner for it is
+ * alive again, that is said too.
  *
  * @since 0.1.0
  */
@@ -82,8 +83,14 @@ export const make = (
     suspect.clear()
     for (const id of stranded) suspect.add(id)
   }
-  const probe = RunnerRegistry.list().pipe(
-    Effect.map(check),
+  let migrated = false
+  const probe = Effect.suspend(() => RunnerRegistry.list(10_000, { migrate: !migrated })).pipe(
+    Effect.flatMap((alive) =>
+      Effect.sync(() => {
+        migrated = true
+        check(alive)
+      })
+    ),
     Effect.catch(() => Effect.void)
   )
   return { onEvent, run: Effect.forever(Effect.andThen(Effect.sleep("5 seconds"), probe)) }

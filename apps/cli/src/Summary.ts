@@ -9,6 +9,7 @@
 import type * as Outcome from "@corral/core/Outcome"
 import * as BoxTable from "./BoxTable.ts"
 import * as OutcomeText from "./OutcomeText.ts"
+import { count } from "./Plural.ts"
 import { stopText } from "./ProgressView.ts"
 import type { AgentResult, MergeConflict, Report } from "./RunPlan.ts"
 import * as TerminalText from "./TerminalText.ts"
@@ -110,9 +111,7 @@ export const render = (
   }
   if (report.integrationBranch !== undefined && report.integrationHead !== report.integrationBase) {
     const merged = result.outcomes.filter((outcome) => mergeOf(outcome) === "merged").length
-    say(
-      `merged work of ${merged} agent${merged === 1 ? "" : "s"} (${report.integrationHead?.slice(0, 10)}); take it with:`
-    )
+    say(`merged work of ${count(merged, "agent")} (${report.integrationHead?.slice(0, 10)}); take it with:`)
     copy(`git merge ${report.integrationBranch}`)
   }
   say("logs:")

@@ -124,7 +124,10 @@ export const make = (
       return sql`INSERT INTO corral_agent_output ${sql.insert(rows)}`.pipe(
         Effect.asVoid,
         Effect.catch((error) =>
-          Effect.logWarning(`corral: could not store ${rows.length} output line(s)`, error.message)
+          Effect.logWarning(
+            `corral: could not store ${rows.length} output ${rows.length === 1 ? "line" : "lines"}`,
+            error.message
+          )
         )
       )
     }
@@ -165,7 +168,7 @@ export const capture = (
       buffer.push({
         ...execution,
         stream: "stderr",
-        text: `corral: ${dropped} more line(s) were not stored (at most ${maxLinesPerExecution} per execution)`,
+        text: `corral: ${dropped} more ${dropped === 1 ? "line was" : "lines were"} not stored (at most ${maxLinesPerExecution} per execution)`,
         at: Date.now()
       })
       dropped = 0

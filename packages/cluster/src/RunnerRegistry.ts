@@ -90,10 +90,14 @@ interface Row {
  * @category queries
  */
 export const list = (
-  staleAfterMs = 10_000
+  staleAfterMs = 10_000,
+  options: {
+    /** Run the table's migrations first (a reader that polls needs them once). @default true */
+    readonly migrate?: boolean | undefined
+  } = {}
 ): Effect.Effect<ReadonlyArray<RunnerInfo>, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    yield* migrate
+    if (options.migrate !== false) yield* migrate
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<Row>`SELECT address, pid, hostname, capacity, labels, running, started_at,
       ${sql.literal(nowMs)} - heartbeat_at AS idle_ms FROM corral_runners

@@ -22,7 +22,7 @@ describe("AgentOutput", () => {
       assert.strictEqual(written.length, AgentOutput.maxLinesPerExecution + 1)
       assert.strictEqual(written[0]!.text, "line 0")
       assert.strictEqual(written.at(-2)!.text, `line ${AgentOutput.maxLinesPerExecution - 1}`)
-      assert.match(written.at(-1)!.text, /^corral: 5 more line\(s\) were not stored/)
+      assert.match(written.at(-1)!.text, /^corral: 5 more lines were not stored/)
       assert.deepStrictEqual({ ...written[0]!, at: 0 }, { ...execution, stream: "stdout", text: "line 0", at: 0 })
     })
   )

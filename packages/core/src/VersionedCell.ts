@@ -32,7 +32,7 @@ export class ConflictError extends Data.TaggedError("ConflictError")<{
   readonly version: number
 }> {
   override get message() {
-    return `the value changed under every one of ${this.attempts} attempts (now at version ${this.version})`
+    return `the value changed under ${this.attempts === 1 ? "its only attempt" : `every one of ${this.attempts} attempts`} (now at version ${this.version})`
   }
 }
 

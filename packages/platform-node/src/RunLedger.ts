@@ -9,6 +9,13 @@
  * the state of the last committed flush. An agent's row is written when the run starts and then
  * with the flushes that change it; a flush stores its transitions as one row per run.
  *
+ * A run this ledger started (`startRun`) whose end never reached it — no `RunFinished` recorded, no
+ * `finishRun` — is recorded `interrupted` when the ledger closes, its unfinished agents ended with
+ * detail {@link unrecordedEnd}: a subscriber that outlasts an interrupted run's 1 s grace (a writer
+ * stalled on a busy file) is interrupted before it records the run's last events, and the run would
+ * otherwise stay `running` until `markCrashed` judged its process gone. A process killed outright
+ * leaves it `running`, for `markCrashed`.
+ *
  * @since 0.1.0
  */
 import type * as CorralEvent from "@corral/core/CorralEvent"
@@ -23,13 +30,23 @@ import * as Reactivity from "effect/reactivity/Reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
 import { RunLedgerError } from "./internal/ledgerError.ts"
 import { isMemoryFile, makeWorkerExecutor } from "./internal/ledgerExecutor.ts"
-import { makeLedger } from "./internal/ledgerService.ts"
+import { makeLedger, unrecordedEnd as unrecordedEndDetail } from "./internal/ledgerService.ts"
 import { type Executor, makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
 import { makeMemoryStore } from "./internal/ledgerStore.ts"
 import type * as RunRecord from "./RunRecord.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
 export { RunLedgerError } from "./internal/ledgerError.ts"
+
+/**
+ * The `detail` of the agents of a run that a closing ledger recorded `interrupted` because the run's
+ * end never reached it (its subscriber was interrupted first): `Interrupted` if they had started
+ * (a cluster runner may still run them, as after a crash), else `Cancelled`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const unrecordedEnd: string = unrecordedEndDetail
 export type { WriteStats } from "./internal/ledgerSql.ts"
 
 /**
@@ -235,7 +252,8 @@ const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
  * The run ledger service. It learns a run's progress from the events given to `record` (the run's
  * `onEvent`). A run interrupted from outside ends with `Finished` events and a `RunFinished` that
  * records it `interrupted`, as long as `record` handles them within the 1 second `Corral.run` grants
- * its subscriber then; a writer slower than that leaves the rest `running`.
+ * its subscriber then; for a writer slower than that, the ledger records the run `interrupted` when it
+ * closes (a run it started whose end never reached it; see the module's comment).
  *
  * @example
  * ```ts

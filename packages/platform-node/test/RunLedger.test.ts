@@ -61,6 +61,55 @@ describe("RunLedger (SQLite)", () => {
     }).pipe(Effect.provide(RunLedger.layerSqlite(freshFile(), { writerThread: false }), { local: true }))
   )
 
+  it.effect("a subscriber slower than the interrupted run's grace: the ledger records the end when it closes", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const stalled = Effect.gen(function* () {
+        const ledger = yield* RunLedger.RunLedger
+        yield* ledger.startRun({
+          ...start("r1", 0),
+          agents: [
+            { agentId: "a", dependsOn: [] },
+            { agentId: "b", dependsOn: [] },
+            { agentId: "c", dependsOn: ["b"] }
+          ]
+        })
+        const agents = [
+          Agent.make("a", { run: Effect.succeed(1) }),
+          Agent.make("b", { run: Effect.sleep("1 hour") }),
+          Agent.make("c", { run: Effect.void, dependsOn: ["b"] })
+        ]
+        // The writer stalls (2 s) from the interruption on: the run's 1 s grace ends first.
+        const onEvent = (event: { readonly _tag: string }) =>
+          event._tag === "Stopping"
+            ? Effect.andThen(Effect.sleep("2 seconds"), ledger.record("r1", event as RunLedger.LedgerEvent))
+            : ledger.record("r1", event as RunLedger.LedgerEvent)
+        const run = Corral.run(agents, { runId: "r1", onEvent })
+        const fiber = yield* Effect.forkChild(Effect.timeoutOption(run, "1 minute"), { startImmediately: true })
+        yield* TestClock.adjust("1 minute")
+        yield* TestClock.adjust("1 second")
+        assert.isTrue(Option.isNone(yield* Fiber.join(fiber)))
+        const meanwhile = Option.getOrThrow(yield* ledger.getRun("r1"))
+        assert.strictEqual(meanwhile.status, "running", "the subscriber did not deliver the end")
+      })
+      yield* stalled.pipe(Effect.provide(RunLedger.layerSqlite(filename, { writerThread: false }), { local: true }))
+      const recorded = yield* Effect.flatMap(Effect.service(RunLedger.RunLedger), (ledger) => ledger.getRun("r1")).pipe(
+        Effect.map(Option.getOrThrow),
+        Effect.provide(RunLedger.layerSqlite(filename), { local: true })
+      )
+      assert.strictEqual(recorded.status, "interrupted")
+      assert.isNotNull(recorded.endedAt)
+      assert.deepStrictEqual(
+        recorded.agents.map((agent) => [agent.agentId, agent.outcome]),
+        [
+          ["a", "Succeeded"],
+          ["b", "Interrupted"],
+          ["c", "Cancelled"]
+        ]
+      )
+    })
+  )
+
   it.effect("reads transitions stored one row each (before transition batches) ahead of later ones", () =>
     Effect.gen(function* () {
       const filename = freshFile()
@@ -108,9 +157,11 @@ describe("RunLedger (SQLite)", () => {
       yield* Effect.gen(function* () {
         const ledger = yield* RunLedger.RunLedger
         const run = Option.getOrThrow(yield* ledger.getRun("r1"))
+        // The first ledger closed before the run's end reached it: it recorded the run interrupted.
+        assert.strictEqual(run.status, "interrupted")
         assert.deepStrictEqual(
           run.agents.map((a) => a.outcome),
-          ["Succeeded", null, null, null]
+          ["Succeeded", "Interrupted", "Cancelled", "Cancelled"]
         )
         yield* recordAll(ledger, "r1", syntheticRun("r1").slice(8))
         assert.deepStrictEqual(Option.getOrThrow(yield* ledger.getRun("r1")).criticalPath, ["a", "c", "d"])

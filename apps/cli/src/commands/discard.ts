@@ -18,6 +18,7 @@ import * as LedgerFile from "../LedgerFile.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { type Paths, resolve } from "../Paths.ts"
+import { count } from "../Plural.ts"
 
 interface Removal {
   readonly runId: string
@@ -231,7 +232,7 @@ const discardRuns = (flags: Flags, paths: Paths) =>
     if (
       !flags.yes &&
       !(yield* confirm(
-        `discard ${removals.length === 1 ? "this run" : `these ${removals.length} runs`} and its unmerged work? [y/N] `
+        `discard ${removals.length === 1 ? "this run and its" : `these ${removals.length} runs and their`} unmerged work? [y/N] `
       ))
     ) {
       say("nothing removed")
@@ -243,7 +244,7 @@ const discardRuns = (flags: Flags, paths: Paths) =>
       const endedAt = chosen.find((run) => run.runId === removal.runId)?.endedAt ?? Date.now()
       yield* ledger.finishRun(removal.runId, "discarded", endedAt)
     }
-    say(`discarded ${removals.length} run${removals.length === 1 ? "" : "s"}`)
+    say(`discarded ${count(removals.length, "run")}`)
   })
 
 /**
@@ -274,7 +275,9 @@ export const discard = Command.make(
     ),
     stateDir: Flag.String("state-dir").pipe(
       Flag.optional,
-      Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+      Flag.withDescription(
+        "Where corral keeps its state (default: $CORRAL_HOME, else .corral at the top of the repository holding --repo)"
+      )
     )
   },
   execute

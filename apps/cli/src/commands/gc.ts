@@ -55,7 +55,9 @@ export const gc = Command.make(
     ),
     stateDir: Flag.String("state-dir").pipe(
       Flag.optional,
-      Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+      Flag.withDescription(
+        "Where corral keeps its state (default: $CORRAL_HOME, else .corral at the top of the repository holding --repo)"
+      )
     )
   },
   (flags) =>

@@ -28,7 +28,9 @@ const location = {
   ),
   stateDir: Flag.String("state-dir").pipe(
     Flag.optional,
-    Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+    Flag.withDescription(
+      "Where corral keeps its state (default: $CORRAL_HOME, else .corral at the top of the repository holding --repo)"
+    )
   ),
   cluster: Flag.String("cluster").pipe(
     Flag.withFallbackConfig(Config.String("CORRAL_CLUSTER")),
@@ -126,10 +128,10 @@ const withLiveness = (liveness: RunLiveness.Service, run: RunRecord) =>
 const recentRuns = (runs: ReadonlyArray<{ readonly runId: string }>) =>
   runs.length === 0
     ? "no runs are recorded"
-    : `recent runs: ${runs
+    : `${runs.length === 1 ? "recent run" : "recent runs"}: ${runs
         .slice(0, 3)
         .map((run) => run.runId)
-        .join(", ")} (corral runs lists them all)`
+        .join(", ")} (corral runs lists ${runs.length === 1 ? "it" : "them all"})`
 
 const findRun = (ledger: RunLedger.Service, runId: Option.Option<string>) =>
   Effect.gen(function* () {

@@ -56,7 +56,9 @@ const flags = {
   ),
   stateDir: Flag.String("state-dir").pipe(
     Flag.optional,
-    Flag.withDescription("Where corral keeps its state (default: $CORRAL_HOME, else <repo>/.corral)")
+    Flag.withDescription(
+      "Where corral keeps its state (default: $CORRAL_HOME, else .corral at the top of the repository holding --repo)"
+    )
   ),
   resume: Flag.Boolean("resume").pipe(
     Flag.withDefault(false),
@@ -187,7 +189,7 @@ const gitLines = (report: RunPlan.Report) => {
       : `   set-up ${ms(p.setUpMs)}  command ${ms(p.commandMs)}  commit ${ms(p.commitMs)}  merge ${ms(p.mergeMs)}  slot ${ms(p.slotMs)}`
   }
   const line = (id: string, t: { commands: number; millis: number }) =>
-    `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} commands  ${Math.round(t.millis).toString().padStart(6)} ms${phases(id)}`
+    `  ${id.padEnd(width)}  ${String(t.commands).padStart(4)} ${t.commands === 1 ? "command " : "commands"}  ${Math.round(t.millis).toString().padStart(6)} ms${phases(id)}`
   return [
     "git per agent (and the run's own), and the wall time of each agent's phases:",
     ...rows.map(([id, t]) => line(id, t)),

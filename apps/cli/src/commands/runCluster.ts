@@ -54,6 +54,7 @@ import * as Folder from "@corral/platform-node/Folder"
 import * as Inputs from "../Inputs.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { newRunId, resolve } from "../Paths.ts"
+import { count } from "../Plural.ts"
 import * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Report from "../Report.ts"
@@ -291,7 +292,8 @@ const toAgent = (
 }
 
 const wasRunning = (agent: { readonly outcome: string | null; readonly detail: string }) =>
-  agent.outcome === null || (agent.outcome === "Interrupted" && agent.detail === "crashed")
+  agent.outcome === null ||
+  (agent.outcome === "Interrupted" && (agent.detail === "crashed" || agent.detail === RunLedger.unrecordedEnd))
 
 /** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
 const resumeTarget = (
@@ -528,7 +530,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
     yield* Effect.forkScoped(Effect.provideContext(runnerWatch.run, client))
     if (resumed !== undefined) {
       reporter.note(
-        `resuming run ${resumed.runId}: recorded successes are reused; ${adopt.size} agent(s) without an outcome take over their execution on the runners where one was started`
+        `resuming run ${resumed.runId}: recorded successes are reused; ${count(adopt.size, "agent")} without an outcome ${adopt.size === 1 ? "takes over its" : "take over their"} execution on the runners where one was started`
       )
     }
     for (const done of reconciled) {

@@ -7,6 +7,7 @@ import * as Command from "effect/cli/Command"
 import * as AgentIsolation from "../AgentIsolation.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as PlanFile from "../PlanFile.ts"
+import { count } from "../Plural.ts"
 import { shapeOf } from "../RunPlan.ts"
 
 const seconds = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)}s` : `${ms}ms`)
@@ -19,7 +20,7 @@ const seconds = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 =
 export const describe = (plan: PlanFile.Plan, analysis: Plan.Analysis): string => {
   const estimated = plan.agents.some((agent) => agent.estimateMs !== undefined)
   const lines = [
-    `${plan.file}: valid — ${plan.agents.length} agents, concurrency ${plan.concurrency}, mode ${plan.mode}, isolation ${plan.isolation}`,
+    `${plan.file}: valid — ${count(plan.agents.length, "agent")}, concurrency ${plan.concurrency}, mode ${plan.mode}, isolation ${plan.isolation}`,
     `order: ${analysis.order.join(", ")}`,
     `critical path: ${analysis.criticalPath.ids.join(" -> ")}${estimated ? ` (${seconds(analysis.criticalPath.totalMs)} estimated)` : ""}`,
     `most agents that can run at once: ${analysis.maxParallelism}`

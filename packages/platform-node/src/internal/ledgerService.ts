@@ -100,6 +100,32 @@ const crashedBatch = (run: RunRow, agents: ReadonlyArray<AgentRow>, batch: Batch
   }
 }
 
+/** The detail of an agent a closing ledger ended (`Interrupted` or `Cancelled`): its run's end never reached the ledger. */
+export const unrecordedEnd = "the run was interrupted before its end was recorded"
+
+/**
+ * A run this ledger started whose end never reached it by the time the ledger closes (its subscriber
+ * was interrupted before `RunFinished`): the run `interrupted` at `at`, its agents that had started
+ * `Interrupted` and the others `Cancelled`, as the run's own events would have said.
+ */
+const unrecordedEndBatch = (runId: string, agents: ReadonlyArray<AgentRow>, at: number, batch: Batch): void => {
+  mergeRunUpdate(batch, { runId, status: "interrupted", endedAt: at })
+  for (const agent of agents) {
+    if (agent.state === "done") continue
+    const outcome = agent.startedAt === null ? "Cancelled" : "Interrupted"
+    const endedAt = Math.max(at, agent.startedAt ?? 0, agent.queuedAt ?? 0)
+    putAgent(batch, { ...agent, state: "done", outcome, detail: unrecordedEnd, endedAt })
+    batch.transitions.push({
+      runId,
+      agentId: agent.agentId,
+      at: endedAt,
+      tag: outcome,
+      note: unrecordedEnd,
+      data: null
+    })
+  }
+}
+
 /** The ledger over a store: events fold into agent rows in memory and reach the store in batches. */
 export const makeLedger = (
   store: LedgerStore,
@@ -109,6 +135,8 @@ export const makeLedger = (
   Effect.gen(function* () {
     const writer = yield* makeWriter(store, store.live === undefined ? options : { ...options, maxBuffered: 1 })
     const runs = new Map<string, Agents>()
+    /** Runs started here whose end (`RunFinished` or `finishRun`) has not been recorded. */
+    const open = new Set<string>()
     const fail = (operation: string) => (effect: Effect.Effect<any, SqlError.SqlError>) =>
       Effect.mapError(effect, ledgerError(operation))
     const flush = fail("flush")(writer.flush)
@@ -151,6 +179,7 @@ export const makeLedger = (
           newAgentRow(start.runId, a.agentId, i, a.dependsOn, a.idempotencyKey ?? null)
         )
         runs.set(start.runId, slotsOf(rows, live === undefined ? undefined : "planned"))
+        open.add(start.runId)
         yield* fail("startRun")(
           writer.add((batch) => {
             batch.runs.push(runRow(start))
@@ -248,6 +277,7 @@ export const makeLedger = (
 
     const record = (runId: string, event: LedgerEvent) =>
       Effect.suspend(() => {
+        if (event._tag === "RunFinished") open.delete(runId)
         const agents = runs.get(runId)
         return agents === undefined
           ? Effect.flatMap(agentsOf(runId), (loaded) => recordIn(loaded, runId, event))
@@ -292,6 +322,24 @@ export const makeLedger = (
         return dead.map((run) => run.runId)
       })
 
+    /**
+     * Ends the runs still open as interrupted, from the rows in memory (no read): the writer's own
+     * close commits them next; a failed commit leaves them `running`, for `markCrashed` to end later.
+     */
+    const endUnrecorded = Effect.suspend(() =>
+      Effect.gen(function* () {
+        if (open.size === 0) return
+        const at = yield* Clock.currentTimeMillis
+        for (const runId of open) {
+          const agents = [...(runs.get(runId)?.values() ?? [])].map((current) => current.row)
+          yield* writer.add((batch) => unrecordedEndBatch(runId, agents, at, batch))
+          runs.delete(runId)
+        }
+        open.clear()
+      })
+    ).pipe(Effect.ignore)
+    yield* Effect.addFinalizer(() => endUnrecorded)
+
     const cachedSuccess = (key: string) =>
       Effect.map(read("cachedSuccess", store.success(key)), (row) =>
         row === undefined
@@ -334,7 +382,11 @@ export const makeLedger = (
       record,
       heartbeat: (runId) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => update("heartbeat", runId, { heartbeatAt: now })),
-      finishRun: (runId, status, endedAt) => Effect.andThen(update("finishRun", runId, { status, endedAt }), flush),
+      finishRun: (runId, status, endedAt) =>
+        Effect.andThen(
+          Effect.sync(() => open.delete(runId)),
+          Effect.andThen(update("finishRun", runId, { status, endedAt }), flush)
+        ),
       flush,
       listRuns,
       getRun,
