@@ -5,7 +5,7 @@ import { SqlClient } from "effect/sql"
 import { describe, expect, it } from "vitest"
 import { branches, git, isAlive, runCli, startCli, waitFor, worktrees, writePlan } from "../helpers.ts"
 import { clusterTests } from "../support/cluster.ts"
-import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
+import { events, expectEarlyStopExit, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
 
 /**
  * Ctrl-C (SIGINT) and SIGTERM to the coordinator of `corral run --cluster` at seeded random instants
@@ -106,14 +106,7 @@ const stopEarly = async (
   first.signal(signal)
   const ended = await first.done
   const runId = runIdOf(ended.stdout)
-  // Before corral's bin runs (Node's own start-up) the signal ends it by Node's default action.
-  const beforeBin = ended.code === null && ended.signal === signal && runId === undefined
-  if (!beforeBin) {
-    expect(
-      [0, 130],
-      `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
-    ).toContain(ended.code)
-  }
+  expectEarlyStopExit(ended, signal, runId, context)
   if (runId !== undefined) {
     expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
     await checkLeftovers(setup, runners, runId, context)

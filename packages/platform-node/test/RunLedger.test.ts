@@ -27,23 +27,29 @@ runLedgerContract("memory", () => RunLedger.layerMemory)
 runLedgerContract("sqlite", () => RunLedger.layerSqlite(freshFile()))
 runLedgerContract("sqlite, no writer thread", () => RunLedger.layerSqlite(freshFile(), { writerThread: false }))
 
+/** Run `r1` started in the ledger: `a` done at once, `b` an hour long, `c` after `b`. */
+const startedRun = Effect.gen(function* () {
+  const ledger = yield* RunLedger.RunLedger
+  yield* ledger.startRun({
+    ...start("r1", 0),
+    agents: [
+      { agentId: "a", dependsOn: [] },
+      { agentId: "b", dependsOn: [] },
+      { agentId: "c", dependsOn: ["b"] }
+    ]
+  })
+  const agents = [
+    Agent.make("a", { run: Effect.succeed(1) }),
+    Agent.make("b", { run: Effect.sleep("1 hour") }),
+    Agent.make("c", { run: Effect.void, dependsOn: ["b"] })
+  ]
+  return { ledger, agents }
+})
+
 describe("RunLedger (SQLite)", () => {
   it.effect("records a run that Effect.timeout interrupted as ended: interrupted, its agents with their outcomes", () =>
     Effect.gen(function* () {
-      const ledger = yield* RunLedger.RunLedger
-      yield* ledger.startRun({
-        ...start("r1", 0),
-        agents: [
-          { agentId: "a", dependsOn: [] },
-          { agentId: "b", dependsOn: [] },
-          { agentId: "c", dependsOn: ["b"] }
-        ]
-      })
-      const agents = [
-        Agent.make("a", { run: Effect.succeed(1) }),
-        Agent.make("b", { run: Effect.sleep("1 hour") }),
-        Agent.make("c", { run: Effect.void, dependsOn: ["b"] })
-      ]
+      const { ledger, agents } = yield* startedRun
       const run = Corral.run(agents, { runId: "r1", onEvent: (event) => ledger.record("r1", event) })
       const fiber = yield* Effect.forkChild(Effect.timeoutOption(run, "1 minute"), { startImmediately: true })
       yield* TestClock.adjust("1 minute")
@@ -65,20 +71,7 @@ describe("RunLedger (SQLite)", () => {
     Effect.gen(function* () {
       const filename = freshFile()
       const stalled = Effect.gen(function* () {
-        const ledger = yield* RunLedger.RunLedger
-        yield* ledger.startRun({
-          ...start("r1", 0),
-          agents: [
-            { agentId: "a", dependsOn: [] },
-            { agentId: "b", dependsOn: [] },
-            { agentId: "c", dependsOn: ["b"] }
-          ]
-        })
-        const agents = [
-          Agent.make("a", { run: Effect.succeed(1) }),
-          Agent.make("b", { run: Effect.sleep("1 hour") }),
-          Agent.make("c", { run: Effect.void, dependsOn: ["b"] })
-        ]
+        const { ledger, agents } = yield* startedRun
         // The writer stalls (2 s) from the interruption on: the run's 1 s grace ends first.
         const onEvent = (event: { readonly _tag: string }) =>
           event._tag === "Stopping"

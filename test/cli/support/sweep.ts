@@ -5,7 +5,8 @@
  * left.
  */
 import * as NodeFs from "node:fs"
-import { isAlive } from "../../helpers.ts"
+import { expect } from "vitest"
+import { type CliRun, isAlive } from "../../helpers.ts"
 
 /** mulberry32: a small seeded random source, so a sweep's instants are the same on every machine. */
 export const mulberry32 = (start: number) => {
@@ -65,3 +66,22 @@ export const processesOf = (runId: string): Array<number> =>
         return false
       }
     })
+
+/**
+ * The exit of a `corral run` signalled early: 130, or 0 when the run had already ended. A signal
+ * before corral's bin runs (Node's own start-up, no handler installed yet, no run id printed) ends
+ * it by the signal's default action, nothing started; from the bin's first line on corral handles
+ * it (`EarlySignals`, run.e2e).
+ */
+export const expectEarlyStopExit = (
+  ended: CliRun,
+  signal: NodeJS.Signals,
+  runId: string | undefined,
+  context: string
+): void => {
+  if (ended.code === null && ended.signal === signal && runId === undefined) return
+  expect(
+    [0, 130],
+    `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
+  ).toContain(ended.code)
+}
