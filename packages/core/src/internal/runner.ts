@@ -220,10 +220,8 @@ class Runner<A, E, R> implements ExecHost {
   readonly mode: "settle" | "fail-fast"
   readonly options: RunOptions
   readonly concurrency: number
-  /** The run's id once formatted (see `runId`). */
-  private id: string | undefined
-  /** The random part of a generated id, drawn when the run started. */
-  private readonly idDraw: number
+  /** The run's id once formatted, before that the random part of a generated one (see `runId`). */
+  private id: string | number
   readonly clock: Clock.Clock
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly limiter: RateLimiter.Service | undefined
@@ -283,15 +281,14 @@ class Runner<A, E, R> implements ExecHost {
     options: RunOptions,
     concurrency: number,
     runId: string | undefined,
-    idDraw: number,
+    draw: number,
     startedAt: number,
     clock: Clock.Clock,
     services: Services
   ) {
     this.options = options
     this.concurrency = concurrency
-    this.id = runId
-    this.idDraw = idDraw
+    this.id = runId ?? draw
     this.clock = clock
     this.services = services
     this.locks = services.locks
@@ -361,11 +358,12 @@ class Runner<A, E, R> implements ExecHost {
    * (`runDirect`): formatting it cold before the first agent's timer was set delayed that timer.
    */
   get runId(): string {
-    return this.id ?? this.formatId()
+    const id = this.id
+    return typeof id === "string" ? id : this.formatId(id)
   }
 
-  private formatId(): string {
-    const id = formatRunId(this.start0.value!, this.idDraw)
+  private formatId(draw: number): string {
+    const id = formatRunId(this.start0.value!, draw)
     this.id = id
     return id
   }
@@ -458,7 +456,7 @@ class Runner<A, E, R> implements ExecHost {
   runDirect(fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<RunResult<A, E>, never, R> {
     this.enqueueRoots()
     if (!this.launch(fiber)) return this.settledEnd()
-    if (this.id === undefined) this.formatId()
+    if (typeof this.id === "number") this.formatId(this.id)
     return Effect.flatMap(this.awaitWorkers, () => {
       if (this.workerFibers.size > 0) return Effect.flatMap(this.stopWorkers, () => this.afterWorkers())
       this.draining = true
