@@ -1,6 +1,6 @@
 import { Agent, Corral, type CorralEvent, type Outcome, ToolCalls, Usage } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, type Duration, Effect, Fiber, Logger, References } from "effect"
+import { Deferred, type Duration, Effect, Fiber, Logger, Random, References } from "effect"
 import { TestClock } from "effect/testing"
 import { isLegal, Lifecycle } from "../src/internal/lifecycle.ts"
 import { neverReturns } from "./support/subscribers.ts"
@@ -245,6 +245,38 @@ describe("log annotations", () => {
           ]
         ])
         assert.deepStrictEqual(logged("caller"), [[]])
+      }).pipe(Effect.provide(Logger.layer([annotated])))
+  )
+
+  it.effect(
+    "a generated run id is the same in the agents' logs, in Agent.current, in the result, and its random part is the same for one seed",
+    () =>
+      Effect.gen(function* () {
+        lines.length = 0
+        const ids: Array<string> = []
+        const agent = (id: string, suspends: boolean) =>
+          Agent.make(id, {
+            run: Effect.gen(function* () {
+              yield* Effect.log(id)
+              if (suspends) yield* Effect.sleep("1 second")
+              ids.push((yield* Agent.current)!.runId)
+              yield* Effect.log(id)
+            })
+          })
+        const run = (suspends: boolean) =>
+          finishWithin(Corral.run([agent("a", suspends), agent("b", suspends)], { concurrency: 2 })).pipe(
+            Random.withSeed("run id")
+          )
+        for (const suspends of [true, false]) {
+          lines.length = 0
+          ids.length = 0
+          const result = yield* run(suspends)
+          assert.match(result.runId, /^\d{8}T\d{6}-[0-9a-z]{6}$/)
+          assert.deepStrictEqual(ids, [result.runId, result.runId])
+          for (const line of lines) assert.strictEqual(line.annotations["corral.run.id"], result.runId)
+          assert.strictEqual(lines.length, 4)
+          assert.strictEqual((yield* run(suspends)).runId.slice(16), result.runId.slice(16))
+        }
       }).pipe(Effect.provide(Logger.layer([annotated])))
   )
 })

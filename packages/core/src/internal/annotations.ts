@@ -1,8 +1,8 @@
 /**
  * The log annotations a run adds for its agents: `corral.run.id` and `corral.agent.id`, both
  * getters that read the fiber that logs (or a fiber the agent forked), so one annotations object
- * serves every run whose caller has the same annotations: the run id from `RunIdRef`, which the run
- * sets in its workers' context beside the annotations, the agent id from the agent bound to the
+ * serves every run whose caller has the same annotations: the run id from the run that `RunIdRef`
+ * holds, which the run sets in its workers' context beside the annotations, the agent id from the agent bound to the
  * fiber (`Agent.CurrentRef`). Loggers read annotations while they run on the logging fiber, and
  * `Effect.annotateLogs` copies them there.
  *
@@ -19,11 +19,16 @@ import * as References from "effect/References"
 import * as AgentModule from "../Agent.ts"
 
 /** The id of the run whose worker (or agent, or a fiber an agent forked) is the current fiber. */
-export const RunIdRef = Context.Reference<string | undefined>("@corral/core/internal/RunId", {
+export const RunIdRef = Context.Reference<Named | undefined>("@corral/core/internal/RunId", {
   defaultValue: () => undefined
 })
 
-const runId = (): string | undefined => Fiber.getCurrent()?.getRef(RunIdRef)
+/** A run, whose id is read when a log asks for it (a generated one is formatted after the run's first agents start). */
+export interface Named {
+  readonly runId: string
+}
+
+const runId = (): string | undefined => Fiber.getCurrent()?.getRef(RunIdRef)?.runId
 
 const agentId = (): string | undefined => Fiber.getCurrent()?.getRef(AgentModule.CurrentRef)?.current().agentId
 
@@ -49,16 +54,16 @@ export const logAnnotations = (outer: Readonly<Record<string, unknown>>): Readon
   outer === noAnnotations ? plainRun : isRunAnnotations(outer) ? outer : withRun(outer)
 
 /**
- * `context`, whose log annotations are `outer`, with the run's id and its `annotations`, as its
- * workers run.
+ * `context`, whose log annotations are `outer`, with the run (for its id) and its `annotations`, as
+ * its workers run.
  */
 export const annotate = (
   context: Context.Context<never>,
   outer: Readonly<Record<string, unknown>>,
-  id: string,
+  run: Named,
   annotations: Readonly<Record<string, unknown>>
 ): Context.Context<never> => {
-  const withId = Context.addUnsafe<never, never, string>(context, RunIdRef.key, id)
+  const withId = Context.addUnsafe<never, never, Named>(context, RunIdRef.key, run)
   return outer === annotations
     ? withId
     : Context.addUnsafe<never, never, Readonly<Record<string, unknown>>>(

@@ -55,8 +55,11 @@ const secondOf = (now: number): string => {
   return lastStamp
 }
 
+/** The random part of a run id, drawn when the run starts (so the draw keeps its place in `Random`'s sequence). */
+export const drawRunId = (random: Random.Random): number => Math.floor(random.nextDoubleUnsafe() * (36 ** 6 + 1))
+
+/** The run id of a run started at `now` (milliseconds since the epoch) with the draw `n`. */
+export const formatRunId = (now: number, n: number): string => `${secondOf(now)}-${n.toString(36).padStart(6, "0")}`
+
 /** A run id for a run started at `now` (milliseconds since the epoch). */
-export const makeRunId = (now: number, random: Random.Random): string => {
-  const n = Math.floor(random.nextDoubleUnsafe() * (36 ** 6 + 1))
-  return `${secondOf(now)}-${n.toString(36).padStart(6, "0")}`
-}
+export const makeRunId = (now: number, random: Random.Random): string => formatRunId(now, drawRunId(random))

@@ -46,7 +46,7 @@ import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
-import { makeRunId } from "./runId.ts"
+import { drawRunId, formatRunId } from "./runId.ts"
 import { overBudget, Stopping } from "./stopping.ts"
 import { noPools, validate } from "./validate.ts"
 
@@ -86,7 +86,9 @@ export const run = <A, E, R>(
     const context = fiber.context
     const clock = fiber.getRef(Clock.Clock)
     const now = clock.currentTimeMillisUnsafe()
-    const runId = options.runId ?? makeRunId(now, fiber.getRef(Random.Random))
+    const draw = options.runId === undefined ? drawRunId(fiber.getRef(Random.Random)) : 0
+    const tracing = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+    const runId = options.runId ?? (tracing || options.pools !== undefined ? formatRunId(now, draw) : undefined)
     const concurrency = options.concurrency ?? 8
     const limits = limiterOf(options, clock, context)
     const parent = fiber.getRef(AgentModule.CurrentRef)
@@ -104,7 +106,7 @@ export const run = <A, E, R>(
         concurrency,
         pools: options.pools ?? noPools,
         claimTimeout: options.claimTimeout,
-        poolScope: `${runId}/`,
+        poolScope: runId === undefined ? "" : `${runId}/`,
         rateLimits: limits.keys,
         issues: limits.issues
       },
@@ -112,7 +114,6 @@ export const run = <A, E, R>(
     )
     if (Result.isFailure(nodes)) return Effect.fail(nodes.failure)
     const locks = Context.getOrUndefined(context, ResourceLocks.ResourceLocks)
-    const tracing = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     const start = (queue: Queue.Queue<CorralEvent, Cause.Done> | undefined) => {
       const services: Services = {
         locks: inherited?.locks ?? locks ?? fiber.getRef(ResourceLocks.DefaultLocks),
@@ -130,6 +131,7 @@ export const run = <A, E, R>(
         options,
         concurrency,
         runId,
+        draw,
         now,
         clock,
         services
@@ -149,7 +151,7 @@ export const run = <A, E, R>(
         : Effect.flatMap(Queue.unbounded<CorralEvent, Cause.Done>(), start)
     return tracing
       ? Effect.withSpan(execute, "corral.run", {
-          attributes: { "corral.run.id": runId, "corral.run.agents": agents.length }
+          attributes: { "corral.run.id": runId!, "corral.run.agents": agents.length }
         })
       : execute
   })
@@ -218,7 +220,8 @@ class Runner<A, E, R> implements ExecHost {
   readonly mode: "settle" | "fail-fast"
   readonly options: RunOptions
   readonly concurrency: number
-  readonly runId: string
+  /** The run's id once formatted, before that the random part of a generated one (see `runId`). */
+  private id: string | number
   readonly clock: Clock.Clock
   readonly locks: ResourceLocks.ResourceLocks["Service"]
   readonly limiter: RateLimiter.Service | undefined
@@ -277,14 +280,15 @@ class Runner<A, E, R> implements ExecHost {
     nodes: ReadonlyArray<Node> | Compact,
     options: RunOptions,
     concurrency: number,
-    runId: string,
+    runId: string | undefined,
+    draw: number,
     startedAt: number,
     clock: Clock.Clock,
     services: Services
   ) {
     this.options = options
     this.concurrency = concurrency
-    this.runId = runId
+    this.id = runId ?? draw
     this.clock = clock
     this.services = services
     this.locks = services.locks
@@ -327,7 +331,7 @@ class Runner<A, E, R> implements ExecHost {
       : new ClaimGate(
           new RunnerGateHost(
             this,
-            runId,
+            this.runId,
             services.locks,
             options.maxBypass ?? Math.max(32, 4 * concurrency),
             options.onEvent !== undefined
@@ -345,7 +349,23 @@ class Runner<A, E, R> implements ExecHost {
     this.events =
       services.queue === undefined
         ? undefined
-        : new EventSink(services.queue, runId, clock, this.lifecycle, options.eventBuffer ?? defaultEventBuffer)
+        : new EventSink(services.queue, this.runId, clock, this.lifecycle, options.eventBuffer ?? defaultEventBuffer)
+  }
+
+  /**
+   * The run's id: the given one, or one generated from the run's start and the draw made then,
+   * formatted when first read. A direct run reads it once its first workers have started
+   * (`runDirect`): formatting it cold before the first agent's timer was set delayed that timer.
+   */
+  get runId(): string {
+    const id = this.id
+    return typeof id === "string" ? id : this.formatId(id)
+  }
+
+  private formatId(draw: number): string {
+    const id = formatRunId(this.start0.value!, draw)
+    this.id = id
+    return id
   }
 
   /** When the run queued its roots: the `queuedAt` of every agent that never waited for a dependency. */
@@ -436,6 +456,7 @@ class Runner<A, E, R> implements ExecHost {
   runDirect(fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<RunResult<A, E>, never, R> {
     this.enqueueRoots()
     if (!this.launch(fiber)) return this.settledEnd()
+    if (typeof this.id === "number") this.formatId(this.id)
     return Effect.flatMap(this.awaitWorkers, () => {
       if (this.workerFibers.size > 0) return Effect.flatMap(this.stopWorkers, () => this.afterWorkers())
       this.draining = true
@@ -469,7 +490,7 @@ class Runner<A, E, R> implements ExecHost {
     const workers = Math.min(this.concurrency, this.total)
     if (workers === 0 || this.stopping.reason !== undefined) return false
     this.maxWorkers = workers
-    this.workerContext = annotate(fiber.context, this.services.annotations, this.runId, this.logAnnotations)
+    this.workerContext = annotate(fiber.context, this.services.annotations, this, this.logAnnotations)
     this.runFiber = fiber
     this.fork = Effect.runForkWith(this.workerContext)
     this.topUp()
@@ -1315,7 +1336,7 @@ export const shapes: ReadonlyArray<unknown> = (() => {
     tracing: false
   }
   const clock = Context.get(Context.empty(), Clock.Clock)
-  const runner = new Runner<unknown, unknown, never>([], {}, 1, "", Number.NaN, clock, services)
+  const runner = new Runner<unknown, unknown, never>([], {}, 1, "", 0, Number.NaN, clock, services)
   const agent = AgentModule.make("shape", { run: Effect.void })
   const fiber = Effect.runFork(Effect.void)
   const waiting = plainNode(1, agent)
