@@ -303,18 +303,32 @@ exec ${realGit} "$@"
   })
 })
 
+/**
+ * `corral run --json` of a one-agent plan in a new repository, told to wait at `point`
+ * (`CORRAL_TEST_WAIT_AT`) until `release` is called; `waiting` is true once it waits there.
+ */
+const heldRun = (point: string) => {
+  const repo = makeRepo()
+  const gate = tempDir("gate-")
+  const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
+  const cli = startCli(["run", plan, "--json"], {
+    cwd: repo,
+    env: { CORRAL_TEST_WAIT_AT: `${point}:run:${NodePath.join(gate, "go")}` }
+  })
+  return {
+    repo,
+    cli,
+    waiting: () => NodeFs.existsSync(NodePath.join(gate, "go.waiting")),
+    release: () => NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+  }
+}
+
 describe("a stop request after the run finished (end to end)", () => {
   it.each([
     ["the run recorded its end", "finished"],
     ["corral printed the summary", "exiting"]
   ])("SIGTERM after %s: exit 0, the run stays succeeded", async (_, point) => {
-    const repo = makeRepo()
-    const gate = tempDir("gate-")
-    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
-    const cli = startCli(["run", plan, "--json"], {
-      cwd: repo,
-      env: { CORRAL_TEST_WAIT_AT: `${point}:run:${NodePath.join(gate, "go")}` }
-    })
+    const { repo, cli, release } = heldRun(point)
     try {
       const shown = point === "finished" ? '"type":"RunFinished"' : "1 succeeded"
       await waitFor(() => cli.output().includes(shown), 20_000, "the run's end")
@@ -322,7 +336,7 @@ describe("a stop request after the run finished (end to end)", () => {
       if (point === "finished") await waitFor(() => cli.output().includes("SIGTERM"), 10_000, "the stop notice")
       else await waitFor(() => cli.output().includes("corral is exiting"), 10_000, "the exit notice")
     } finally {
-      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+      release()
     }
     const result = await cli.done
     expect(result.code, result.stdout + result.stderr).toBe(0)
@@ -361,15 +375,9 @@ describe("a signal while corral exits after its run (end to end)", () => {
   it.each(["SIGTERM", "SIGINT"] as const)(
     "%s as soon as corral stops catching it: none such instant, exit 0",
     async (signal) => {
-      const repo = makeRepo()
-      const gate = tempDir("gate-")
-      const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
-      const cli = startCli(["run", plan, "--json"], {
-        cwd: repo,
-        env: { CORRAL_TEST_WAIT_AT: `exiting:run:${NodePath.join(gate, "go")}` }
-      })
+      const { cli, release } = heldRun("exiting")
       await waitFor(() => cli.output().includes("1 succeeded"), 20_000, "the summary")
-      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+      release()
       const sent = signalOnceUncaught(cli.pid, signal)
       const result = await cli.done
       expect({ sent, code: result.code, signal: result.signal }, result.stderr).toEqual({
@@ -409,19 +417,13 @@ describe("a stop request while corral loads its modules (end to end)", () => {
     ["SIGTERM", 130],
     ["SIGHUP", 129]
   ] as const)("%s: exit %i, nothing started, nothing written", async (signal, code) => {
-    const repo = makeRepo()
-    const gate = tempDir("gate-")
-    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
-    const cli = startCli(["run", plan, "--json"], {
-      cwd: repo,
-      env: { CORRAL_TEST_WAIT_AT: `loading:run:${NodePath.join(gate, "go")}` }
-    })
+    const { repo, cli, waiting, release } = heldRun("loading")
     try {
-      await waitFor(() => NodeFs.existsSync(NodePath.join(gate, "go.waiting")), 20_000, "the loading wait point")
+      await waitFor(waiting, 20_000, "the loading wait point")
       cli.signal(signal)
       await waitFor(() => !isAlive(cli.pid), 20_000, "corral to exit at the wait point")
     } finally {
-      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+      release()
     }
     const result = await cli.done
     expect({ code: result.code, signal: result.signal }, result.stdout + result.stderr).toEqual({ code, signal: null })
@@ -437,18 +439,12 @@ describe("a stop request Node holds until corral's modules are loaded (end to en
     ["SIGTERM", 130],
     ["SIGHUP", 129]
   ] as const)("%s: reaches the command's own handlers, exit %i, no agent runs", async (signal, code) => {
-    const repo = makeRepo()
-    const gate = tempDir("gate-")
-    const plan = writePlan(tempDir("plan-"), "plan.yaml", planOf("  - id: a\n    run: echo done > out.txt\n"))
-    const cli = startCli(["run", plan, "--json"], {
-      cwd: repo,
-      env: { CORRAL_TEST_WAIT_AT: `loaded-busy:run:${NodePath.join(gate, "go")}` }
-    })
+    const { repo, cli, waiting, release } = heldRun("loaded-busy")
     try {
-      await waitFor(() => NodeFs.existsSync(NodePath.join(gate, "go.waiting")), 20_000, "the loaded-busy wait point")
+      await waitFor(waiting, 20_000, "the loaded-busy wait point")
       cli.signal(signal)
     } finally {
-      NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
+      release()
     }
     const result = await cli.done
     expect({ code: result.code, signal: result.signal }, result.stdout + result.stderr).toEqual({ code, signal: null })
