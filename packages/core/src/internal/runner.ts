@@ -22,11 +22,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
-import * as Random from "effect/Random"
-import * as References from "effect/References"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
-import * as Tracer from "effect/Tracer"
 import * as AgentModule from "../Agent.ts"
 import type * as Corral from "../Corral.ts"
 import type { CorralEvent, StopReason } from "../CorralEvent.ts"
@@ -40,7 +37,8 @@ import * as Usage from "../Usage.ts"
 import { ClaimGate, type GateHost } from "./claimGate.ts"
 import { EventSink } from "./events.ts"
 import { forkedSince, snapshot } from "./agentChildren.ts"
-import { annotate, logAnnotations } from "./annotations.ts"
+import { annotate } from "./annotations.ts"
+import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import type { Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
@@ -67,6 +65,7 @@ interface Services {
   readonly held: Held | undefined
   readonly parent: AgentModule.Frame | undefined
   readonly annotations: Readonly<Record<string, unknown>>
+  readonly logAnnotations: Readonly<Record<string, unknown>>
   readonly queue: Queue.Queue<CorralEvent, Cause.Done> | undefined
   readonly limiter: RateLimiter.Service | undefined
   readonly localLimiter: boolean
@@ -83,15 +82,15 @@ export const run = <A, E, R>(
   options: RunOptions = {}
 ): Effect.Effect<RunResult<A, E>, InvalidRun, R> =>
   Effect.withFiber((fiber) => {
-    const context = fiber.context
-    const clock = fiber.getRef(Clock.Clock)
+    const caller = callerOf(fiber)
+    const clock = caller.clock
     const now = clock.currentTimeMillisUnsafe()
-    const draw = options.runId === undefined ? drawRunId(fiber.getRef(Random.Random)) : 0
-    const tracing = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+    const draw = options.runId === undefined ? drawRunId(caller.random) : 0
+    const tracing = caller.tracing
     const runId = options.runId ?? (tracing || options.pools !== undefined ? formatRunId(now, draw) : undefined)
     const concurrency = options.concurrency ?? 8
-    const limits = limiterOf(options, clock, context)
-    const parent = fiber.getRef(AgentModule.CurrentRef)
+    const limits = limiterOf(options, clock, caller.limiter)
+    const parent = caller.parent
     const inherited = parent instanceof Node ? parent.inherited() : undefined
     const nodes = validate(
       agents,
@@ -113,17 +112,17 @@ export const run = <A, E, R>(
       true
     )
     if (Result.isFailure(nodes)) return Effect.fail(nodes.failure)
-    const locks = Context.getOrUndefined(context, ResourceLocks.ResourceLocks)
     const start = (queue: Queue.Queue<CorralEvent, Cause.Done> | undefined) => {
       const services: Services = {
-        locks: inherited?.locks ?? locks ?? fiber.getRef(ResourceLocks.DefaultLocks),
+        locks: inherited?.locks ?? caller.locks ?? fiber.getRef(ResourceLocks.DefaultLocks),
         held: inherited?.held,
         parent,
-        annotations: fiber.getRef(References.CurrentLogAnnotations),
+        annotations: caller.annotations,
+        logAnnotations: caller.logAnnotations,
         queue,
         limiter: limits.limiter,
         localLimiter: options.rateLimits !== undefined,
-        ledger: Context.getOrUndefined(context, Ledger.Ledger),
+        ledger: caller.ledger,
         tracing
       }
       const runner = new Runner<A, E, R>(
@@ -297,7 +296,7 @@ class Runner<A, E, R> implements ExecHost {
     this.start0.value = startedAt
     this.tracing = services.tracing
     this.held = services.held
-    this.logAnnotations = logAnnotations(services.annotations)
+    this.logAnnotations = services.logAnnotations
     const compact = nodes instanceof Compact ? nodes : undefined
     this.compact = compact
     this.nodes = compact === undefined ? (nodes as ReadonlyArray<Node>) : noNodes
@@ -1285,14 +1284,13 @@ const runDeps = (node: Node): Record<string, unknown> =>
 const limiterOf = (
   options: RunOptions,
   clock: Clock.Clock,
-  context: Context.Context<never>
+  outer: RateLimiter.Service | undefined
 ): {
   limiter: RateLimiter.Service | undefined
   keys: ReadonlyArray<string> | undefined
   issues: ReadonlyArray<Issue>
 } => {
   const buckets = options.rateLimits
-  const outer = Context.getOrUndefined(context, RateLimiter.RateLimiter)
   if (buckets === undefined)
     return outer === undefined ? noLimiter : { limiter: outer, keys: outer.keys, issues: noIssues }
   const issues = RateLimiter.validateBuckets(buckets)
@@ -1329,6 +1327,7 @@ export const shapes: ReadonlyArray<unknown> = (() => {
     held: undefined,
     parent: undefined,
     annotations: {},
+    logAnnotations: {},
     queue: undefined,
     limiter: undefined,
     localLimiter: false,
