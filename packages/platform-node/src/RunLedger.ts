@@ -326,6 +326,8 @@ const writerThread = (
  * A ledger in a SQLite file (WAL), opened with our `SqliteClient` and closed with the layer. Flushes
  * commit on a worker thread with its own connection to the file, so their SQLite work runs beside
  * the run's fibers (`:memory:` databases, and `writerThread: false`, commit on the calling thread).
+ * The file is created if missing, its folder is not (as the command creates `.corral/`): opening
+ * fails with a `RunLedgerError` naming the file and the missing folder.
  *
  * @example
  * ```ts

@@ -40,7 +40,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
 import { makeConnection, type SqliteConnection } from "./internal/sqliteConnection.ts"
-import { toSqlError } from "./internal/sqliteError.ts"
+import { toOpenError } from "./internal/sqliteError.ts"
 
 /**
  * The SQLite client: a full `SqlClient` plus SQLite-only operations.
@@ -137,7 +137,7 @@ const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.
       }
       return db
     },
-    catch: (cause) => toSqlError(cause, "open", config.filename)
+    catch: (cause) => toOpenError(cause, config.filename)
   }).pipe(
     Effect.retry({
       schedule: Schedule.spaced("25 millis"),
@@ -210,7 +210,9 @@ export const make = (
 /**
  * A layer that opens the database, provides it as both `SqliteClient` and `SqlClient`, and closes
  * it when the layer is released. Pragmas applied at open: `busy_timeout`, `journal_mode = WAL`
- * (file databases that are not read-only), `synchronous = NORMAL`, `foreign_keys = ON`.
+ * (file databases that are not read-only), `synchronous = NORMAL`, `foreign_keys = ON`. A missing
+ * file is created, a missing folder is not: opening fails with a `ConnectionError` naming the file
+ * and the folder.
  *
  * @example
  * ```ts

@@ -260,6 +260,19 @@ describe("SqliteClient", () => {
       assert.match(error.message, /unable to open database file/)
     })
   )
+
+  it.effect("a file whose folder is missing: the error names the file and the missing folder", () =>
+    Effect.gen(function* () {
+      const filename = join(dir, "missing-folder/state.db")
+      const error = yield* failure(
+        Effect.provide(Effect.service(SqlClient.SqlClient), SqliteClient.layer({ filename }))
+      )
+      assert.strictEqual(
+        error.message,
+        `cannot open SQLite database ${JSON.stringify(filename)}: unable to open database file (the folder ${JSON.stringify(join(dir, "missing-folder"))} does not exist)`
+      )
+    })
+  )
 })
 
 const moduleUrl = (specifier: string): string => pathToFileURL(createRequire(import.meta.url).resolve(specifier)).href
