@@ -9,15 +9,18 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
+import { millis } from "./internal/durationInput.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 import * as Usage from "./Usage.ts"
 
@@ -38,6 +41,33 @@ export interface Options {
   readonly maxAttempts?: number | undefined
   /** Wait after a 429 without `Retry-After`. Default 1 second. */
   readonly defaultRetryAfter?: Duration.Input | undefined
+}
+
+/**
+ * An option `Llm.layer` cannot use: a `maxAttempts` that is not a whole number of at least 1, a
+ * `defaultRetryAfter` effect would refuse or misread. Building the layer dies with it, naming the
+ * option, before any call.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  readonly option: "maxAttempts" | "defaultRetryAfter"
+  readonly reason: string
+}> {
+  override get message() {
+    return `Llm.layer ${this.option}: ${this.reason}`
+  }
+}
+
+const invalidOption = (options: Options): InvalidOption | undefined => {
+  const attempts = options.maxAttempts
+  if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 1))
+    return new InvalidOption({ option: "maxAttempts", reason: `must be a whole number of at least 1, got ${attempts}` })
+  const retryAfter = millis(options.defaultRetryAfter)
+  return Result.isFailure(retryAfter)
+    ? new InvalidOption({ option: "defaultRetryAfter", reason: retryAfter.failure })
+    : undefined
 }
 
 const defaultEstimate = (prompt: Prompt.RawInput): number => {
@@ -174,7 +204,8 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
 })
 
 /**
- * A layer replacing the `LanguageModel` in context with one under the run's limits.
+ * A layer replacing the `LanguageModel` in context with one under the run's limits. Options it
+ * cannot use make the layer die with {@link InvalidOption} when it is built.
  *
  * @example
  * ```ts
@@ -197,7 +228,12 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, LanguageModel.LanguageModel> =>
   Layer.effect(
     LanguageModel.LanguageModel,
-    LanguageModel.LanguageModel.useSync((model) => wrap(model, options))
+    Effect.suspend(() => {
+      const invalid = invalidOption(options)
+      return invalid === undefined
+        ? LanguageModel.LanguageModel.useSync((model) => wrap(model, options))
+        : Effect.die(invalid)
+    })
   )
 
 /**
