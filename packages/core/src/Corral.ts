@@ -88,7 +88,10 @@ export interface Options {
    * concurrency slot (it is `waiting`, with a `WaitingForRateLimit` event). When the run has a
    * limiter, an agent without a `retry` policy that fails with a retryable rate-limit error
    * (`RateLimited`, or any error with a `retryAfter`) is retried up to 5 attempts in all: the
-   * error's key (else the agent's `rateLimit`) is paused for every agent for `retryAfter`.
+   * error's key (else the agent's `rateLimit`) is paused for every agent for `retryAfter`. An agent
+   * with its own `retry` policy is retried by that policy alone, but such a failure still pauses
+   * the key for every agent at once, and the policy's next attempt first waits for the pause (a
+   * failure the policy does not retry ends the agent without waiting).
    */
   readonly rateLimits?: RateLimiter.Buckets | undefined
 }
