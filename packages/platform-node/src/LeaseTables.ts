@@ -7,7 +7,9 @@
  */
 import type * as Claims from "@corral/core/Claims"
 import type * as ResourceLocks from "@corral/core/ResourceLocks"
-import type * as Duration from "effect/Duration"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlError from "effect/sql/SqlError"
 
@@ -20,9 +22,74 @@ import type * as SqlError from "effect/sql/SqlError"
 export interface TimingOptions {
   /** How long a lease outlives its last renewal. @default "30 seconds" */
   readonly ttl?: Duration.Input | undefined
-  /** How often held leases are renewed; keep it well below `ttl`. @default "10 seconds" */
+  /** How often held leases are renewed: shorter than `ttl` (keep it well below). @default "10 seconds" */
   readonly renewEvery?: Duration.Input | undefined
 }
+
+/**
+ * A timing option a lock service cannot use: a duration that is not positive and finite, a
+ * `renewEvery` not shorter than `ttl` (leases would expire between renewals), a `maxBypass` that is
+ * not a whole number of at least 0. Building the service dies with it, naming the option.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  readonly module: string
+  readonly option: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `${this.module} ${this.option}: ${this.reason}`
+  }
+}
+
+const show = (input: unknown): string =>
+  typeof input === "number" ? String(input) : (JSON.stringify(input) ?? String(input))
+
+/** `input` in milliseconds, or why it cannot be a lease interval. */
+const intervalMillis = (input: Duration.Input): number | string => {
+  const duration = Duration.fromInput(input)
+  if (duration._tag === "None")
+    return `expected a duration such as "30 seconds" or a number of milliseconds, got ${show(input)}`
+  const ms = Duration.toMillis(duration.value)
+  return ms > 0 && Number.isFinite(ms) ? ms : `must be a positive, finite duration, got ${show(input)}`
+}
+
+/**
+ * The options' intervals in milliseconds (defaults filled in), or the first option it cannot use.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkTiming = (
+  module: string,
+  options: TimingOptions & { readonly pollEvery?: Duration.Input | undefined; readonly maxBypass?: number | undefined },
+  defaultPollEvery: Duration.Input
+): Effect.Effect<{ readonly ttl: number; readonly renewEvery: number; readonly pollEvery: number }> =>
+  Effect.suspend(() => {
+    const intervals = {
+      ttl: intervalMillis(options.ttl ?? "30 seconds"),
+      renewEvery: intervalMillis(options.renewEvery ?? "10 seconds"),
+      pollEvery: intervalMillis(options.pollEvery ?? defaultPollEvery)
+    }
+    for (const [option, ms] of Object.entries(intervals))
+      if (typeof ms === "string") return Effect.die(new InvalidOption({ module, option, reason: ms }))
+    const { ttl, renewEvery, pollEvery } = intervals as { ttl: number; renewEvery: number; pollEvery: number }
+    if (renewEvery >= ttl) {
+      const reason = `must be shorter than ttl (${ttl} ms), got ${renewEvery} ms: leases would expire between renewals`
+      return Effect.die(new InvalidOption({ module, option: "renewEvery", reason }))
+    }
+    const bypass = options.maxBypass
+    if (
+      bypass !== undefined &&
+      !(bypass === Number.POSITIVE_INFINITY || (Number.isSafeInteger(bypass) && bypass >= 0))
+    ) {
+      const reason = `must be a whole number of at least 0 or Infinity, got ${bypass}`
+      return Effect.die(new InvalidOption({ module, option: "maxBypass", reason }))
+    }
+    return Effect.succeed({ ttl, renewEvery, pollEvery })
+  })
 
 /**
  * Connecting to the database or migrating the lease table failed.
