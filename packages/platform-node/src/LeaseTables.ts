@@ -8,10 +8,11 @@
 import type * as Claims from "@corral/core/Claims"
 import type * as ResourceLocks from "@corral/core/ResourceLocks"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlError from "effect/sql/SqlError"
+import { durationMillis } from "./internal/durationOption.ts"
 
 /**
  * The lease timing of a lease table.
@@ -44,18 +45,6 @@ export class InvalidOption extends Data.TaggedError("InvalidOption")<{
   }
 }
 
-const show = (input: unknown): string =>
-  typeof input === "number" ? String(input) : (JSON.stringify(input) ?? String(input))
-
-/** `input` in milliseconds, or why it cannot be a lease interval. */
-const intervalMillis = (input: Duration.Input): number | string => {
-  const duration = Duration.fromInput(input)
-  if (duration._tag === "None")
-    return `expected a duration such as "30 seconds" or a number of milliseconds, got ${show(input)}`
-  const ms = Duration.toMillis(duration.value)
-  return ms > 0 && Number.isFinite(ms) ? ms : `must be a positive, finite duration, got ${show(input)}`
-}
-
 /**
  * The options' intervals in milliseconds (defaults filled in), or the first option it cannot use.
  *
@@ -69,9 +58,9 @@ export const checkTiming = (
 ): Effect.Effect<{ readonly ttl: number; readonly renewEvery: number; readonly pollEvery: number }> =>
   Effect.suspend(() => {
     const intervals = {
-      ttl: intervalMillis(options.ttl ?? "30 seconds"),
-      renewEvery: intervalMillis(options.renewEvery ?? "10 seconds"),
-      pollEvery: intervalMillis(options.pollEvery ?? defaultPollEvery)
+      ttl: durationMillis(options.ttl ?? "30 seconds", true),
+      renewEvery: durationMillis(options.renewEvery ?? "10 seconds", true),
+      pollEvery: durationMillis(options.pollEvery ?? defaultPollEvery, true)
     }
     for (const [option, ms] of Object.entries(intervals))
       if (typeof ms === "string") return Effect.die(new InvalidOption({ module, option, reason: ms }))

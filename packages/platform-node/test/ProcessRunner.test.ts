@@ -127,7 +127,7 @@ describe("ProcessRunner", () => {
         ],
         [
           { killGrace: "abc" as never },
-          'killGrace: expected a duration such as "5 seconds" or a number of milliseconds, got "abc"'
+          'killGrace: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
         ],
         [{ killGrace: -5 }, "killGrace: must not be negative, got -5"]
       ]

@@ -31,7 +31,7 @@ describe("SqliteLocks in one process", () => {
           'SqliteLocks ttl: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
         ],
         [{ ttl: 0 }, "SqliteLocks ttl: must be a positive, finite duration, got 0"],
-        [{ renewEvery: Number.NaN }, "SqliteLocks renewEvery: must be a positive, finite duration, got NaN"],
+        [{ renewEvery: Number.NaN }, "SqliteLocks renewEvery: must be a number of milliseconds, got NaN"],
         [{ pollEvery: -5 }, "SqliteLocks pollEvery: must be a positive, finite duration, got -5"],
         [
           { ttl: "5 seconds", renewEvery: "10 seconds" },

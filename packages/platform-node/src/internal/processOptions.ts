@@ -4,8 +4,9 @@
  * negative memory limit, a `cpuPercent` given as a string) is refused, naming the field, before
  * anything starts, instead of being ignored or read as something else.
  */
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import type { ProcessLimits } from "../ProcessRunner.ts"
+import { durationMillis, show } from "./durationOption.ts"
 
 type Range = readonly [minimum: number, maximum: number]
 
@@ -23,9 +24,6 @@ const ranges: Readonly<Record<keyof ProcessLimits, Range>> = {
   cpuPercent: [1, 100],
   diskMb: atLeastOne
 }
-
-const show = (value: unknown): string =>
-  typeof value === "number" ? String(value) : (JSON.stringify(value) ?? String(value))
 
 const expected = ([minimum, maximum]: Range): string =>
   maximum === Number.MAX_SAFE_INTEGER
@@ -46,10 +44,6 @@ export const limitsProblem = (limits: ProcessLimits): string | undefined => {
 /** `killGrace` in milliseconds, or why it cannot be one. */
 export const killGraceMillis = (input: Duration.Input | undefined, fallback: number): number | string => {
   if (input === undefined) return fallback
-  if (typeof input === "number" && Number.isNaN(input)) return "killGrace: must be a number of milliseconds, got NaN"
-  const duration = Duration.fromInput(input)
-  if (duration._tag === "None")
-    return `killGrace: expected a duration such as "5 seconds" or a number of milliseconds, got ${show(input)}`
-  const ms = Duration.toMillis(duration.value)
-  return ms >= 0 ? ms : `killGrace: must not be negative, got ${show(input)}`
+  const ms = durationMillis(input, false)
+  return typeof ms === "string" ? `killGrace: ${ms}` : ms
 }
