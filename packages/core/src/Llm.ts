@@ -292,6 +292,8 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
  * A real `LanguageModel` that plays a script: replies, token counts, latencies and 429s given by
  * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`. Each
  * build of the layer plays the script from its first reply, so tests may share one layer value.
+ * Its token counts are in each response's `usage`, but it reports no usage itself (the providers
+ * do): put {@link layer} over it to report them, so budgets and `outcome.usage` see them.
  *
  * @example
  * ```ts
