@@ -52,21 +52,25 @@ export interface Options {
  * @category errors
  */
 export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  /** The function given the options. */
+  readonly via: "layer" | "wrap"
   readonly option: "maxAttempts" | "defaultRetryAfter"
   readonly reason: string
 }> {
   override get message() {
-    return `Llm.layer ${this.option}: ${this.reason}`
+    return `Llm.${this.via} ${this.option}: ${this.reason}`
   }
 }
 
-const invalidOption = (options: Options): InvalidOption | undefined => {
+const invalidOption = (options: Options, via: "layer" | "wrap"): InvalidOption | undefined => {
   const attempts = options.maxAttempts
-  if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 1))
-    return new InvalidOption({ option: "maxAttempts", reason: `must be a whole number of at least 1, got ${attempts}` })
+  if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 1)) {
+    const reason = `must be a whole number of at least 1, got ${attempts}`
+    return new InvalidOption({ via, option: "maxAttempts", reason })
+  }
   const retryAfter = millis(options.defaultRetryAfter)
   return Result.isFailure(retryAfter)
-    ? new InvalidOption({ option: "defaultRetryAfter", reason: retryAfter.failure })
+    ? new InvalidOption({ via, option: "defaultRetryAfter", reason: retryAfter.failure })
     : undefined
 }
 
@@ -178,12 +182,19 @@ const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
 
 /**
  * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. Streaming
- * calls take their budget up front but are neither settled nor retried.
+ * calls take their budget up front but are neither settled nor retried. Options it cannot use
+ * throw {@link InvalidOption} (it is a constructor).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const wrap = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => ({
+export const wrap = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => {
+  const invalid = invalidOption(options, "wrap")
+  if (invalid !== undefined) throw invalid
+  return wrapChecked(model, options)
+}
+
+const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => ({
   ...model,
   generateText: ((request: LanguageModel.GenerateTextOptions<any>) =>
     guarded(
@@ -229,9 +240,9 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   Layer.effect(
     LanguageModel.LanguageModel,
     Effect.suspend(() => {
-      const invalid = invalidOption(options)
+      const invalid = invalidOption(options, "layer")
       return invalid === undefined
-        ? LanguageModel.LanguageModel.useSync((model) => wrap(model, options))
+        ? LanguageModel.LanguageModel.useSync((model) => wrapChecked(model, options))
         : Effect.die(invalid)
     })
   )

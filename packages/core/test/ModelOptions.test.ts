@@ -65,6 +65,24 @@ describe("model options a provider or Llm.layer cannot use", () => {
       })
   )
 
+  it.effect("Llm.wrap with options it cannot use throws Llm.InvalidOption (it is a constructor)", () =>
+    Effect.gen(function* () {
+      const model = yield* Effect.provide(Effect.service(LanguageModel.LanguageModel), Llm.scripted([{ text: "x" }]))
+      const thrown = (() => {
+        try {
+          Llm.wrap(model, { maxAttempts: -1 })
+        } catch (error) {
+          return error
+        }
+      })()
+      assert.instanceOf(thrown, Llm.InvalidOption)
+      assert.strictEqual(
+        (thrown as Error).message,
+        "Llm.wrap maxAttempts: must be a whole number of at least 1, got -1"
+      )
+    })
+  )
+
   it.effect("options it can use build as before", () =>
     Effect.gen(function* () {
       const layers = [
