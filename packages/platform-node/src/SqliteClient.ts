@@ -40,6 +40,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
 import { makeConnection, type SqliteConnection } from "./internal/sqliteConnection.ts"
+import { durationMillis } from "./internal/durationOption.ts"
 import { toOpenError } from "./internal/sqliteError.ts"
 
 /**
@@ -123,7 +124,9 @@ const pragmas = (config: SqliteClientConfig, busyTimeoutMillis: number): Readonl
 const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.SqlError> =>
   Effect.try({
     try: () => {
-      const busyTimeoutMillis = Math.max(0, Math.round(Duration.toMillis(config.busyTimeout ?? "5 seconds")))
+      const busyTimeout = durationMillis(config.busyTimeout ?? 5000, false)
+      if (typeof busyTimeout === "string") throw new Error(`busyTimeout: ${busyTimeout}`)
+      const busyTimeoutMillis = Math.round(busyTimeout)
       const db = new DatabaseSync(config.filename, {
         readOnly: config.readonly === true,
         timeout: busyTimeoutMillis,
@@ -142,7 +145,7 @@ const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.
     Effect.retry({
       schedule: Schedule.spaced("25 millis"),
       times: 200,
-      while: (error) => /locked|busy/i.test(error.message)
+      while: (error) => error.reason._tag === "LockTimeoutError"
     })
   )
 
