@@ -93,7 +93,12 @@ export const make = <I, O, E = never, R = never>(
 export const isAgentKind = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u
 
 const invalid = (kind: Any, agentId: string, reason: Executor.ExecutionError["reason"], message: string) =>
-  new Executor.ExecutionError({ kind: kind.name, agentId, reason, message })
+  new Executor.ExecutionError({
+    kind: kind.name,
+    agentId,
+    reason,
+    message: `kind "${kind.name}", agent "${agentId}": ${message}`
+  })
 
 /**
  * The input given to {@link agent} does not encode with the kind's input schema (a caller outside the
@@ -171,11 +176,11 @@ export const agent = <I, O, E, R>(
       })
       if (result._tag === "Success") {
         return yield* Effect.mapError(Schema.decodeUnknownEffect(kind.output)(result.value), (error) =>
-          invalid(kind, id, "BadOutput", error.message)
+          invalid(kind, id, "BadOutput", `the executor's value does not match the output schema: ${error.message}`)
         )
       }
       const error = yield* Effect.mapError(Schema.decodeUnknownEffect(kind.error)(result.error), (error) =>
-        invalid(kind, id, "BadOutput", error.message)
+        invalid(kind, id, "BadOutput", `the executor's error does not match the error schema: ${error.message}`)
       )
       return yield* Effect.fail(error)
     })

@@ -374,9 +374,29 @@ const constructors = ModelHttp.constructors<Options>({
   path: "/messages",
   apiKeyVariable: "ANTHROPIC_API_KEY",
   baseUrlVariable: "ANTHROPIC_BASE_URL",
+  invalid: (options) =>
+    options.maxTokens === undefined || (Number.isSafeInteger(options.maxTokens) && options.maxTokens >= 1)
+      ? undefined
+      : { option: "maxTokens", reason: `must be a whole number of at least 1, got ${options.maxTokens}` },
   generateText,
   streamText
 })
+
+/**
+ * An option the provider cannot use (`timeout` or `defaultRetryAfter` effect would refuse or
+ * misread, a `maxTokens` that is not a whole number of at least 1): building the provider dies with it, naming the provider and the option. One class for
+ * both providers.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidOption = ModelHttp.InvalidOption
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidOption = ModelHttp.InvalidOption
 
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context.

@@ -42,7 +42,7 @@ export interface Options {
   readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
   /**
    * Receives events in order, on its own fiber: a slow subscriber does not slow the agents and a
-   * failing one is detached without affecting the run. At most `eventBuffer` events wait for the
+   * failing one (or one that returns no effect, such as a plain or `async` callback) is detached with a warning, without affecting the run. At most `eventBuffer` events wait for the
    * subscriber; while that many wait, new events are dropped and the subscriber later gets one
    * `EventsDropped` event with their count. `RunFinished` is never dropped, and the run returns once
    * the subscriber has handled it. A run interrupted from outside (`Fiber.interrupt`, `Effect.timeout`)
@@ -88,7 +88,10 @@ export interface Options {
    * concurrency slot (it is `waiting`, with a `WaitingForRateLimit` event). When the run has a
    * limiter, an agent without a `retry` policy that fails with a retryable rate-limit error
    * (`RateLimited`, or any error with a `retryAfter`) is retried up to 5 attempts in all: the
-   * error's key (else the agent's `rateLimit`) is paused for every agent for `retryAfter`.
+   * error's key (else the agent's `rateLimit`) is paused for every agent for `retryAfter`. An agent
+   * with its own `retry` policy is retried by that policy alone, but such a failure still pauses
+   * the key for every agent at once, and the policy's next attempt first waits for the pause (a
+   * failure the policy does not retry ends the agent without waiting).
    */
   readonly rateLimits?: RateLimiter.Buckets | undefined
 }

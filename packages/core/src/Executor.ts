@@ -125,10 +125,18 @@ export class Kinds extends Context.Service<
 const failWith = (request: Request, reason: ExecutionError["reason"], message: string) =>
   Effect.fail(new ExecutionError({ kind: request.kind, agentId: request.agentId, reason, message }))
 
+/** A failure of a kind's handler or schema, its message naming the kind and the agent. */
+const failKind = (request: Request, reason: ExecutionError["reason"], what: string, cause: Cause.Cause<unknown>) => {
+  const typed = cause.reasons.find(Cause.isFailReason)?.error
+  const detail = typed instanceof Error && reason !== "Defect" ? typed.message : Cause.pretty(cause)
+  return failWith(request, reason, `kind "${request.kind}", agent "${request.agentId}": ${what}: ${detail}`)
+}
+
 const runKind = <R>(kind: AgentKind.Any, request: Request, context: Context.Context<R>) =>
   Effect.gen(function* () {
     const decoded = yield* Effect.exit(Schema.decodeUnknownEffect(kind.input)(request.input))
-    if (Exit.isFailure(decoded)) return yield* failWith(request, "BadInput", Cause.pretty(decoded.cause))
+    if (Exit.isFailure(decoded))
+      return yield* failKind(request, "BadInput", "the input does not match the input schema", decoded.cause)
     const current: Agent.Current = {
       runId: request.runId,
       agentId: request.agentId,
@@ -149,17 +157,17 @@ const runKind = <R>(kind: AgentKind.Any, request: Request, context: Context.Cont
       const value = yield* Effect.exit(Schema.encodeUnknownEffect(kind.output)(exit.value))
       return Exit.isSuccess(value)
         ? ({ _tag: "Success", value: value.value } as const)
-        : yield* failWith(request, "BadOutput", Cause.pretty(value.cause))
+        : yield* failKind(request, "BadOutput", "the handler's value does not match the output schema", value.cause)
     }
     const typed = exit.cause.reasons.find(Cause.isFailReason)
     if (typed === undefined) {
       if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
-      return yield* failWith(request, "Defect", Cause.pretty(exit.cause))
+      return yield* failKind(request, "Defect", "the handler died", exit.cause)
     }
     const error = yield* Effect.exit(Schema.encodeUnknownEffect(kind.error)(typed.error))
     return Exit.isSuccess(error)
       ? ({ _tag: "Failure", error: error.value } as const)
-      : yield* failWith(request, "BadOutput", Cause.pretty(error.cause))
+      : yield* failKind(request, "BadOutput", "the handler's error does not match the error schema", error.cause)
   })
 
 /**

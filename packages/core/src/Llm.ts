@@ -9,15 +9,18 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
+import { millis } from "./internal/durationInput.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 import * as Usage from "./Usage.ts"
 
@@ -38,6 +41,37 @@ export interface Options {
   readonly maxAttempts?: number | undefined
   /** Wait after a 429 without `Retry-After`. Default 1 second. */
   readonly defaultRetryAfter?: Duration.Input | undefined
+}
+
+/**
+ * An option `Llm.layer` cannot use: a `maxAttempts` that is not a whole number of at least 1, a
+ * `defaultRetryAfter` effect would refuse or misread. Building the layer dies with it, naming the
+ * option, before any call.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  /** The function given the options. */
+  readonly via: "layer" | "wrap"
+  readonly option: "maxAttempts" | "defaultRetryAfter"
+  readonly reason: string
+}> {
+  override get message() {
+    return `Llm.${this.via} ${this.option}: ${this.reason}`
+  }
+}
+
+const invalidOption = (options: Options, via: "layer" | "wrap"): InvalidOption | undefined => {
+  const attempts = options.maxAttempts
+  if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 1)) {
+    const reason = `must be a whole number of at least 1, got ${attempts}`
+    return new InvalidOption({ via, option: "maxAttempts", reason })
+  }
+  const retryAfter = millis(options.defaultRetryAfter)
+  return Result.isFailure(retryAfter)
+    ? new InvalidOption({ via, option: "defaultRetryAfter", reason: retryAfter.failure })
+    : undefined
 }
 
 const defaultEstimate = (prompt: Prompt.RawInput): number => {
@@ -148,12 +182,19 @@ const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
 
 /**
  * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. Streaming
- * calls take their budget up front but are neither settled nor retried.
+ * calls take their budget up front but are neither settled nor retried. Options it cannot use
+ * throw {@link InvalidOption} (it is a constructor).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const wrap = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => ({
+export const wrap = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => {
+  const invalid = invalidOption(options, "wrap")
+  if (invalid !== undefined) throw invalid
+  return wrapChecked(model, options)
+}
+
+const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => ({
   ...model,
   generateText: ((request: LanguageModel.GenerateTextOptions<any>) =>
     guarded(
@@ -174,7 +215,8 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
 })
 
 /**
- * A layer replacing the `LanguageModel` in context with one under the run's limits.
+ * A layer replacing the `LanguageModel` in context with one under the run's limits. Options it
+ * cannot use make the layer die with {@link InvalidOption} when it is built.
  *
  * @example
  * ```ts
@@ -197,7 +239,12 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, LanguageModel.LanguageModel> =>
   Layer.effect(
     LanguageModel.LanguageModel,
-    LanguageModel.LanguageModel.useSync((model) => wrap(model, options))
+    Effect.suspend(() => {
+      const invalid = invalidOption(options, "layer")
+      return invalid === undefined
+        ? LanguageModel.LanguageModel.useSync((model) => wrapChecked(model, options))
+        : Effect.die(invalid)
+    })
   )
 
 /**
@@ -256,6 +303,8 @@ const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt)
  * A real `LanguageModel` that plays a script: replies, token counts, latencies and 429s given by
  * the test. Time passes through `Effect.sleep`, so runs are deterministic under `TestClock`. Each
  * build of the layer plays the script from its first reply, so tests may share one layer value.
+ * Its token counts are in each response's `usage`, but it reports no usage itself (the providers
+ * do): put {@link layer} over it to report them, so budgets and `outcome.usage` see them.
  *
  * @example
  * ```ts

@@ -352,6 +352,22 @@ const constructors = ModelHttp.constructors<Options>({
 })
 
 /**
+ * An option the provider cannot use (`timeout` or `defaultRetryAfter` effect would refuse or
+ * misread): building the provider dies with it, naming the provider and the option. One class for
+ * both providers.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidOption = ModelHttp.InvalidOption
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidOption = ModelHttp.InvalidOption
+
+/**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context.
  *
  * @since 0.1.0

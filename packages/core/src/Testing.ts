@@ -10,10 +10,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
+import * as Result from "effect/Result"
 import * as TestClock from "effect/testing/TestClock"
 import * as Agent from "./Agent.ts"
 import * as Claims from "./Claims.ts"
 import * as Corral from "./Corral.ts"
+import { millis } from "./internal/durationInput.ts"
 import type { CorralEvent } from "./CorralEvent.ts"
 import type { InvalidRun } from "./CorralError.ts"
 import type { RunResult } from "./RunResult.ts"
@@ -169,6 +171,30 @@ export class NotDone extends Data.TaggedError("NotDone")<{ readonly limit: Durat
 }
 
 /**
+ * A `step` or `limit` that {@link advanceUntilDone} (or `runScripted`'s `limit`) cannot use: not a
+ * duration, `NaN`, negative, or a `step` of 0 (which would never move the clock). The effect dies
+ * with it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  readonly option: "step" | "limit"
+  readonly reason: string
+}> {
+  override get message() {
+    return `Testing.advanceUntilDone ${this.option}: ${this.reason}`
+  }
+}
+
+const durationOption = (option: "step" | "limit", input: Duration.Input): Effect.Effect<number> => {
+  const ms = millis(input)
+  return Result.isFailure(ms)
+    ? Effect.die(new InvalidOption({ option, reason: ms.failure }))
+    : Effect.succeed(ms.success ?? 0)
+}
+
+/**
  * Moves the `TestClock` forward by `step` until the fiber is done, at most by `limit` (default
  * 1 day) in all; a fiber still running then fails the effect with `NotDone` (the fiber keeps
  * running; interrupt it, or let the test's scope do it).
@@ -182,9 +208,12 @@ export const advanceUntilDone = <A, E>(
   limit: Duration.Input = "1 day"
 ): Effect.Effect<void, NotDone> =>
   Effect.gen(function* () {
-    const stepMs = Duration.toMillis(Duration.fromInputUnsafe(step))
-    const limitDuration = Duration.fromInputUnsafe(limit)
-    let left = Duration.toMillis(limitDuration)
+    const stepMs = yield* durationOption("step", step)
+    if (stepMs === 0)
+      return yield* Effect.die(new InvalidOption({ option: "step", reason: `must be a positive duration, got 0` }))
+    const limitMs = yield* durationOption("limit", limit)
+    const limitDuration = Duration.millis(limitMs)
+    let left = limitMs
     yield* Effect.yieldNow
     while (fiber.pollUnsafe() === undefined) {
       if (left <= 0) return yield* new NotDone({ limit: limitDuration })

@@ -115,6 +115,44 @@ describe("AgentKind", () => {
       })
   )
 
+  it.effect("an ExecutionError's message names the kind, the agent and what did not match", () =>
+    Effect.gen(function* () {
+      const Sloppy = AgentKind.make("sloppy", {
+        input: Schema.Struct({ text: Schema.String }),
+        output: Schema.Struct({ words: Schema.Number }),
+        handler: ({ text }) =>
+          text === "die" ? Effect.die(new Error("handler broke")) : Effect.succeed({ words: text as unknown as number })
+      })
+      const result = yield* Corral.run([
+        AgentKind.agent(Sloppy, "many", { text: "many" }),
+        AgentKind.agent(Sloppy, "d", { text: "die" })
+      ]).pipe(Effect.provide(Executor.layerLocal([Sloppy])))
+      const output = (result.get("many") as { error: Executor.ExecutionError }).error
+      assert.strictEqual(output.reason, "BadOutput")
+      assert.strictEqual(
+        output.message,
+        'kind "sloppy", agent "many": the handler\'s value does not match the output schema: Expected number\n  at ["words"]'
+      )
+      const died = (result.get("d") as { error: Executor.ExecutionError }).error
+      assert.strictEqual(died.reason, "Defect")
+      assert.match(died.message, /^kind "sloppy", agent "d": the handler died: Error: handler broke/)
+      const input = yield* Effect.flip(
+        Executor.runRegistered({
+          kind: "sloppy",
+          input: { text: 1 },
+          runId: "r",
+          agentId: "a",
+          attempt: 1,
+          fencingToken: undefined
+        })
+      ).pipe(Effect.provide(Executor.layerKinds([Sloppy])))
+      assert.strictEqual(
+        input.message,
+        'kind "sloppy", agent "a": the input does not match the input schema: Expected string\n  at ["text"]'
+      )
+    })
+  )
+
   it("an input the kind's schema does not accept throws InvalidInput naming the kind, the agent and the field", () => {
     const error = (() => {
       try {

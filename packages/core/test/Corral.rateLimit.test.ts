@@ -1,7 +1,7 @@
 import { Agent, Corral, CorralError, type Outcome, RateLimiter } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 
 const starts = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o.startedAt]))
@@ -117,6 +117,53 @@ describe("Corral.run with rate limits", () => {
       assert.strictEqual(flaky.endedAt, 30_010)
       assert.isAtLeast(result.get("b")!.startedAt!, 30_000)
       assert.isAtLeast(result.get("c")!.startedAt!, 30_000)
+    })
+  )
+
+  it.effect(
+    "an agent with its own retry policy: a RateLimited failure pauses the key and its retry waits for the pause",
+    () =>
+      Effect.gen(function* () {
+        let calls = 0
+        const agents = [
+          Agent.make("flaky", {
+            rateLimit: "api",
+            retry: Schedule.spaced("10 millis").pipe(Schedule.upTo({ times: 3 })),
+            run: Effect.suspend(() =>
+              ++calls === 1
+                ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 }))
+                : Effect.succeed("ok")
+            )
+          }),
+          Agent.make("starter", { run: Effect.sleep("1 second") }),
+          Agent.make("b", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void })
+        ]
+        const { result } = yield* Testing.runScripted(agents, {
+          concurrency: 4,
+          rateLimits: { api: { limit: 100, interval: "1 second" } }
+        })
+        const flaky = result.get("flaky")!
+        assert.strictEqual(flaky._tag, "Succeeded")
+        assert.strictEqual(flaky.attempts, 2)
+        assert.strictEqual(flaky.endedAt, 30_010)
+        assert.isAtLeast(result.get("b")!.startedAt!, 30_000)
+      })
+  )
+
+  it.effect("an agent with its own retry policy: a retry the policy does not make waits for no pause", () =>
+    Effect.gen(function* () {
+      const agent = Agent.make("once", {
+        rateLimit: "api",
+        retry: Schedule.recurs(0),
+        run: Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 }))
+      })
+      const { result } = yield* Testing.runScripted([agent], {
+        rateLimits: { api: { limit: 10, interval: "1 second" } }
+      })
+      const outcome = result.get("once")!
+      assert.strictEqual(outcome._tag, "Failed")
+      assert.strictEqual(outcome.attempts, 1)
+      assert.strictEqual(outcome.endedAt, 0)
     })
   )
 

@@ -558,6 +558,31 @@ describe("Corral.run", () => {
     })
   )
 
+  it.effect("an onEvent that returns no effect is detached with a warning saying so; the run ends as usual", () =>
+    Effect.gen(function* () {
+      const warnings: Array<string> = []
+      const capture = Logger.layer([
+        Logger.make(({ message, logLevel }) => {
+          if (logLevel === "Warn") warnings.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
+        })
+      ])
+      const seen: Array<string> = []
+      const plain = ((event: CorralEvent.CorralEvent) => {
+        seen.push(event._tag)
+      }) as unknown as (event: CorralEvent.CorralEvent) => Effect.Effect<void>
+      const result = yield* Corral.run([Agent.make("x", { run: Effect.succeed(1) })], { onEvent: plain }).pipe(
+        Effect.provide(capture)
+      )
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(seen, ["RunStarted"])
+      assert.strictEqual(warnings.length, 1)
+      assert.include(
+        warnings[0]!,
+        "onEvent returned undefined for RunStarted, not an effect: return an effect (Effect.void, or wrap the work in Effect.sync)"
+      )
+    })
+  )
+
   it.effect("events arrive in order and carry consistent progress", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()

@@ -1,7 +1,7 @@
 import { Agent, type CorralEvent } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Cause, Effect, Exit, Fiber } from "effect"
 
 describe("Testing", () => {
   it.effect("runScripted records every event and still passes each one to the caller's onEvent", () =>
@@ -28,6 +28,27 @@ describe("Testing", () => {
       ])
       const values: Array<number | string> = recorded.result.succeeded.map((outcome) => outcome.value)
       assert.deepStrictEqual(values, [1, "one"])
+    })
+  )
+
+  it.effect("advanceUntilDone with a step or limit it cannot use dies naming it (a step of 0 looped for ever)", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.forkChild(Effect.never)
+      const cases = [
+        [0, "1 hour", "Testing.advanceUntilDone step: must be a positive duration, got 0"],
+        [
+          "soon",
+          "1 hour",
+          'Testing.advanceUntilDone step: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        ["1 second", Number.NaN, "Testing.advanceUntilDone limit: must be a number of milliseconds, got NaN"]
+      ] as const
+      for (const [step, limit, message] of cases) {
+        const exit = yield* Effect.exit(Testing.advanceUntilDone(fiber, step as never, limit as never))
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.strictEqual((defect as Error | undefined)?.message, message)
+      }
+      yield* Fiber.interrupt(fiber)
     })
   )
 

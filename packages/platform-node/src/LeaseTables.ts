@@ -7,9 +7,12 @@
  */
 import type * as Claims from "@corral/core/Claims"
 import type * as ResourceLocks from "@corral/core/ResourceLocks"
+import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlError from "effect/sql/SqlError"
+import { durationMillis } from "./internal/durationOption.ts"
 
 /**
  * The lease timing of a lease table.
@@ -20,9 +23,62 @@ import type * as SqlError from "effect/sql/SqlError"
 export interface TimingOptions {
   /** How long a lease outlives its last renewal. @default "30 seconds" */
   readonly ttl?: Duration.Input | undefined
-  /** How often held leases are renewed; keep it well below `ttl`. @default "10 seconds" */
+  /** How often held leases are renewed: shorter than `ttl` (keep it well below). @default "10 seconds" */
   readonly renewEvery?: Duration.Input | undefined
 }
+
+/**
+ * A timing option a lock service cannot use: a duration that is not positive and finite, a
+ * `renewEvery` not shorter than `ttl` (leases would expire between renewals), a `maxBypass` that is
+ * not a whole number of at least 0. Building the service dies with it, naming the option.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  readonly module: string
+  readonly option: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `${this.module} ${this.option}: ${this.reason}`
+  }
+}
+
+/**
+ * The options' intervals in milliseconds (defaults filled in), or the first option it cannot use.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkTiming = (
+  module: string,
+  options: TimingOptions & { readonly pollEvery?: Duration.Input | undefined; readonly maxBypass?: number | undefined },
+  defaultPollEvery: Duration.Input
+): Effect.Effect<{ readonly ttl: number; readonly renewEvery: number; readonly pollEvery: number }> =>
+  Effect.suspend(() => {
+    const intervals = {
+      ttl: durationMillis(options.ttl ?? "30 seconds", true),
+      renewEvery: durationMillis(options.renewEvery ?? "10 seconds", true),
+      pollEvery: durationMillis(options.pollEvery ?? defaultPollEvery, true)
+    }
+    for (const [option, ms] of Object.entries(intervals))
+      if (typeof ms === "string") return Effect.die(new InvalidOption({ module, option, reason: ms }))
+    const { ttl, renewEvery, pollEvery } = intervals as { ttl: number; renewEvery: number; pollEvery: number }
+    if (renewEvery >= ttl) {
+      const reason = `must be shorter than ttl (${ttl} ms), got ${renewEvery} ms: leases would expire between renewals`
+      return Effect.die(new InvalidOption({ module, option: "renewEvery", reason }))
+    }
+    const bypass = options.maxBypass
+    if (
+      bypass !== undefined &&
+      !(bypass === Number.POSITIVE_INFINITY || (Number.isSafeInteger(bypass) && bypass >= 0))
+    ) {
+      const reason = `must be a whole number of at least 0 or Infinity, got ${bypass}`
+      return Effect.die(new InvalidOption({ module, option: "maxBypass", reason }))
+    }
+    return Effect.succeed({ ttl, renewEvery, pollEvery })
+  })
 
 /**
  * Connecting to the database or migrating the lease table failed.

@@ -33,6 +33,7 @@ import { isMemoryFile, makeWorkerExecutor } from "./internal/ledgerExecutor.ts"
 import { makeLedger, unrecordedEnd as unrecordedEndDetail } from "./internal/ledgerService.ts"
 import { type Executor, makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
 import { makeMemoryStore } from "./internal/ledgerStore.ts"
+import { durationMillis } from "./internal/durationOption.ts"
 import type * as RunRecord from "./RunRecord.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
@@ -206,7 +207,9 @@ export interface Service {
 }
 
 /**
- * Options of the buffered writer.
+ * Options of the buffered writer. One the writer cannot use (a `flushEvery` that is not a positive
+ * duration, a negative `flushSoon`, a `maxBuffered` below 1) fails opening the ledger with a
+ * `RunLedgerError` of operation `options` naming it (`RunLedger flushEvery: ...`).
  *
  * @since 0.1.0
  * @category models
@@ -239,12 +242,25 @@ export interface WriterOptions {
   readonly writerThread?: boolean | undefined
 }
 
-const writerOptions = (options: WriterOptions | undefined) => ({
-  flushEvery: options?.flushEvery ?? "50 millis",
-  maxBuffered: options?.maxBuffered ?? 1000,
-  flushSoon: options?.flushSoon ?? "5 millis",
-  commitEachFinished: options?.commitEachFinished ?? false
-})
+/** The writer's options with their defaults, or a `RunLedgerError` naming the first it cannot use. */
+const writerOptions = (options: WriterOptions | undefined) =>
+  Effect.suspend(() => {
+    const flushEvery = durationMillis(options?.flushEvery ?? 50, true)
+    const flushSoon = durationMillis(options?.flushSoon ?? 5, false)
+    const maxBuffered = options?.maxBuffered ?? 1000
+    const invalid = (option: string, reason: string) =>
+      Effect.fail(new RunLedgerError({ operation: "options", message: `RunLedger ${option}: ${reason}` }))
+    if (typeof flushEvery === "string") return invalid("flushEvery", flushEvery)
+    if (typeof flushSoon === "string") return invalid("flushSoon", flushSoon)
+    if (!(Number.isSafeInteger(maxBuffered) && maxBuffered >= 1))
+      return invalid("maxBuffered", `must be a whole number of at least 1, got ${maxBuffered}`)
+    return Effect.succeed({
+      flushEvery,
+      maxBuffered,
+      flushSoon,
+      commitEachFinished: options?.commitEachFinished ?? false
+    })
+  })
 
 const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
 
@@ -269,7 +285,7 @@ const newStats = (): WriteStats => ({ transactions: 0, statements: 0, rows: 0 })
  *     hostname: os.hostname(), startedAt: Date.now(), agents: [{ agentId: "a", dependsOn: [] }] })
  *   yield* Corral.run(agents, { runId: "r1", onEvent: (event) => ledger.record("r1", event) })
  *   return yield* ledger.getRun("r1")
- * }).pipe(Effect.provide(RunLedger.layerSqlite(".corral/state.db")))
+ * }).pipe(Effect.provide(RunLedger.layerSqlite("state.db")))
  * ```
  * @since 0.1.0
  * @category services
@@ -293,12 +309,16 @@ export class RunLedger extends Context.Service<RunLedger, Service>()("@corral/pl
 export const layerSql = (options?: WriterOptions): Layer.Layer<RunLedger, RunLedgerError, SqlClient.SqlClient> =>
   Layer.effect(
     RunLedger,
-    Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => fromSql(sql, options))
+    Effect.flatMap(writerOptions(options), (writer) =>
+      Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => fromSql(sql, writer))
+    )
   )
+
+type Writer = Effect.Success<ReturnType<typeof writerOptions>>
 
 const fromSql = (
   sql: SqlClient.SqlClient,
-  options: WriterOptions | undefined,
+  writer: Writer,
   executor?: Effect.Effect<Executor | undefined, RunLedgerError, Scope.Scope>
 ) =>
   Effect.gen(function* () {
@@ -308,7 +328,7 @@ const fromSql = (
     )
     const stats = newStats()
     const store = makeSqlStore(sql, stats, executor === undefined ? undefined : yield* executor)
-    return yield* makeLedger(store, writerOptions(options), stats)
+    return yield* makeLedger(store, writer, stats)
   })
 
 /** Flushes of a file ledger commit on a writer thread with its own connection, unless `writerThread: false`. */
@@ -326,6 +346,8 @@ const writerThread = (
  * A ledger in a SQLite file (WAL), opened with our `SqliteClient` and closed with the layer. Flushes
  * commit on a worker thread with its own connection to the file, so their SQLite work runs beside
  * the run's fibers (`:memory:` databases, and `writerThread: false`, commit on the calling thread).
+ * The file is created if missing, its folder is not (as the command creates `.corral/`): opening
+ * fails with a `RunLedgerError` naming the file and the missing folder.
  *
  * @example
  * ```ts
@@ -333,7 +355,7 @@ const writerThread = (
  * import { Effect } from "effect"
  *
  * const program = Effect.flatMap(RunLedger.RunLedger, (ledger) => ledger.getRun("r1"))
- * Effect.provide(program, RunLedger.layerSqlite(".corral/state.db"))
+ * Effect.provide(program, RunLedger.layerSqlite("state.db"))
  * ```
  * @since 0.1.0
  * @category layers
@@ -341,10 +363,12 @@ const writerThread = (
 export const layerSqlite = (filename: string, options?: WriterOptions): Layer.Layer<RunLedger, RunLedgerError> =>
   Layer.effect(
     RunLedger,
-    SqliteClient.make({ filename }).pipe(
-      Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message })),
-      Effect.flatMap((sql) => fromSql(sql, options, writerThread(filename, options))),
-      Effect.provide(Reactivity.layer)
+    Effect.flatMap(writerOptions(options), (writer) =>
+      SqliteClient.make({ filename }).pipe(
+        Effect.mapError((error) => new RunLedgerError({ operation: "open", message: error.message })),
+        Effect.flatMap((sql) => fromSql(sql, writer, writerThread(filename, options))),
+        Effect.provide(Reactivity.layer)
+      )
     )
   )
 
@@ -365,7 +389,7 @@ export const layerSqlite = (filename: string, options?: WriterOptions): Layer.La
  */
 export const layerMemory: Layer.Layer<RunLedger> = Layer.effect(
   RunLedger,
-  Effect.suspend(() => makeLedger(makeMemoryStore(), writerOptions(undefined), newStats()))
+  Effect.flatMap(Effect.orDie(writerOptions(undefined)), (writer) => makeLedger(makeMemoryStore(), writer, newStats()))
 )
 
 /**

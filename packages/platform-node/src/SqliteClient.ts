@@ -40,7 +40,8 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
 import { makeConnection, type SqliteConnection } from "./internal/sqliteConnection.ts"
-import { toSqlError } from "./internal/sqliteError.ts"
+import { durationMillis } from "./internal/durationOption.ts"
+import { toOpenError } from "./internal/sqliteError.ts"
 
 /**
  * The SQLite client: a full `SqlClient` plus SQLite-only operations.
@@ -123,7 +124,9 @@ const pragmas = (config: SqliteClientConfig, busyTimeoutMillis: number): Readonl
 const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.SqlError> =>
   Effect.try({
     try: () => {
-      const busyTimeoutMillis = Math.max(0, Math.round(Duration.toMillis(config.busyTimeout ?? "5 seconds")))
+      const busyTimeout = durationMillis(config.busyTimeout ?? 5000, false)
+      if (typeof busyTimeout === "string") throw new Error(`busyTimeout: ${busyTimeout}`)
+      const busyTimeoutMillis = Math.round(busyTimeout)
       const db = new DatabaseSync(config.filename, {
         readOnly: config.readonly === true,
         timeout: busyTimeoutMillis,
@@ -137,12 +140,12 @@ const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.
       }
       return db
     },
-    catch: (cause) => toSqlError(cause, "open", config.filename)
+    catch: (cause) => toOpenError(cause, config.filename)
   }).pipe(
     Effect.retry({
       schedule: Schedule.spaced("25 millis"),
       times: 200,
-      while: (error) => /locked|busy/i.test(error.message)
+      while: (error) => error.reason._tag === "LockTimeoutError"
     })
   )
 
@@ -210,7 +213,9 @@ export const make = (
 /**
  * A layer that opens the database, provides it as both `SqliteClient` and `SqlClient`, and closes
  * it when the layer is released. Pragmas applied at open: `busy_timeout`, `journal_mode = WAL`
- * (file databases that are not read-only), `synchronous = NORMAL`, `foreign_keys = ON`.
+ * (file databases that are not read-only), `synchronous = NORMAL`, `foreign_keys = ON`. A missing
+ * file is created, a missing folder is not: opening fails with a `ConnectionError` naming the file
+ * and the folder.
  *
  * @example
  * ```ts

@@ -43,7 +43,7 @@ import {
   RESERVATION_ID_BASE,
   type StoredLease
 } from "./internal/sqliteLocksTable.ts"
-import type * as LeaseTables from "./LeaseTables.ts"
+import * as LeaseTables from "./LeaseTables.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
 /**
@@ -266,19 +266,20 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<ResourceLocks.ResourceLocks["Service"], LocksError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
+    const timing = yield* LeaseTables.checkTiming("SqliteLocks", options, "100 millis")
     const sql = yield* SqlClient.SqlClient
     yield* migrate
     const owner = { id: crypto.randomUUID(), pid: process.pid, hostname: hostname() }
     const table = makeLeaseTable(sql, owner)
-    const ttlMillis = Duration.toMillis(options.ttl ?? "30 seconds")
+    const ttlMillis = timing.ttl
     const state = new State()
     yield* removeDead(table, state)
-    yield* every(options.renewEvery ?? "10 seconds", renew(table, state, ttlMillis))
-    yield* every(options.pollEvery ?? "100 millis", poll(table, state))
-    const pollEvery = options.pollEvery ?? "100 millis"
+    yield* every(timing.renewEvery, renew(table, state, ttlMillis))
+    yield* every(timing.pollEvery, poll(table, state))
+    const pollEvery = timing.pollEvery
     const fairness: Fairness = {
       maxBypass: options.maxBypass ?? 32,
-      graceMillis: Math.max(2000, 20 * Duration.toMillis(Duration.fromInputUnsafe(pollEvery)))
+      graceMillis: Math.max(2000, 20 * pollEvery)
     }
     const service = makeService(table, owner.id, ttlMillis, pollEvery, fairness, state)
     yield* Effect.addFinalizer(() =>

@@ -110,6 +110,36 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live("limits and killGrace it cannot use: a spawn failure naming the field, before anything starts", () =>
+    Effect.gen(function* () {
+      const marker = join(dir, "bad-limits-started")
+      const cases: ReadonlyArray<readonly [Partial<ProcessRunner.ProcessSpec>, string]> = [
+        [{ limits: { memoryMb: -5 } }, "limits.memoryMb: must be a whole number of at least 1, got -5"],
+        [
+          { limits: { cpuPercent: "50" as never } },
+          'limits.cpuPercent: must be a whole number from 1 to 100, got "50"'
+        ],
+        [{ limits: { cpuPercent: 0 } }, "limits.cpuPercent: must be a whole number from 1 to 100, got 0"],
+        [{ limits: { nice: 1.5 } }, "limits.nice: must be a whole number from -20 to 19, got 1.5"],
+        [
+          { limits: { maxOutputBytes: Number.NaN } },
+          "limits.maxOutputBytes: must be a whole number of at least 1, got NaN"
+        ],
+        [
+          { killGrace: "abc" as never },
+          'killGrace: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
+        ],
+        [{ killGrace: -5 }, "killGrace: must not be negative, got -5"]
+      ]
+      for (const [spec, detail] of cases) {
+        const error = yield* failed(sh(`touch ${marker}`, spec))
+        assert.strictEqual(error.reason, "spawn", detail)
+        assert.include(error.message, detail)
+      }
+      assert.isFalse(existsSync(marker), "no process started")
+    })
+  )
+
   it.live("a SIGSEGV or SIGKILL is a crash", () =>
     Effect.gen(function* () {
       const segv = yield* failed(sh("echo about to crash >&2; kill -SEGV $$"))

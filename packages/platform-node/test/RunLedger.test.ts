@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Agent, Corral } from "@corral/core"
-import { Effect, Fiber, Option } from "effect"
+import { Effect, Fiber, Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
 import { SqlClient } from "effect/sql"
 import * as RunLedger from "../src/RunLedger.ts"
@@ -47,6 +47,33 @@ const startedRun = Effect.gen(function* () {
 })
 
 describe("RunLedger (SQLite)", () => {
+  it.effect("writer options it cannot use: opening fails with a RunLedgerError naming the option", () =>
+    Effect.gen(function* () {
+      const cases = [
+        [
+          { flushEvery: "abc" as never },
+          'RunLedger flushEvery: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
+        ],
+        [{ flushEvery: 0 }, "RunLedger flushEvery: must be a positive, finite duration, got 0"],
+        [{ flushSoon: -1 }, "RunLedger flushSoon: must not be negative, got -1"],
+        [{ maxBuffered: Number.NaN }, "RunLedger maxBuffered: must be a whole number of at least 1, got NaN"]
+      ] as const
+      for (const [options, message] of cases) {
+        const opened = Effect.scoped(Layer.build(RunLedger.layerSqlite(freshFile(), options)))
+        const error = yield* Effect.flip(opened)
+        assert.strictEqual(error._tag, "RunLedgerError")
+        assert.strictEqual(error.operation, "options")
+        assert.strictEqual(error.message, message)
+        const inMemory = yield* Effect.flip(
+          Effect.scoped(Layer.build(RunLedger.layerSql(options))).pipe(
+            Effect.provide(SqliteClient.layer({ filename: ":memory:" }))
+          )
+        )
+        assert.strictEqual(inMemory.message, message)
+      }
+    })
+  )
+
   it.effect("records a run that Effect.timeout interrupted as ended: interrupted, its agents with their outcomes", () =>
     Effect.gen(function* () {
       const { ledger, agents } = yield* startedRun

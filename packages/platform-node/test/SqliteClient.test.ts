@@ -260,6 +260,35 @@ describe("SqliteClient", () => {
       assert.match(error.message, /unable to open database file/)
     })
   )
+
+  it.effect("a busyTimeout it cannot use: opening fails naming the file and the option", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const error = yield* failure(
+        Effect.provide(
+          Effect.service(SqlClient.SqlClient),
+          SqliteClient.layer({ filename, busyTimeout: "abc" as never })
+        )
+      )
+      assert.strictEqual(
+        error.message,
+        `cannot open SQLite database ${JSON.stringify(filename)}: busyTimeout: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"`
+      )
+    })
+  )
+
+  it.effect("a file whose folder is missing: the error names the file and the missing folder", () =>
+    Effect.gen(function* () {
+      const filename = join(dir, "missing-folder/state.db")
+      const error = yield* failure(
+        Effect.provide(Effect.service(SqlClient.SqlClient), SqliteClient.layer({ filename }))
+      )
+      assert.strictEqual(
+        error.message,
+        `cannot open SQLite database ${JSON.stringify(filename)}: unable to open database file (the folder ${JSON.stringify(join(dir, "missing-folder"))} does not exist)`
+      )
+    })
+  )
 })
 
 const moduleUrl = (specifier: string): string => pathToFileURL(createRequire(import.meta.url).resolve(specifier)).href

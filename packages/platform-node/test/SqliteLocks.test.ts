@@ -7,7 +7,8 @@ import { DatabaseSync } from "node:sqlite"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Claims, ResourceLocks } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Result } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Result } from "effect"
+import * as LeaseTables from "../src/LeaseTables.ts"
 import * as SqliteLocks from "../src/SqliteLocks.ts"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
 
@@ -22,6 +23,33 @@ resourceLocksContract("sqlite (file)", Layer.orDie(SqliteLocks.layer(freshFile()
 const req = (claims: Claims.Claims) => Result.getOrThrow(Claims.normalize(claims, {}))
 
 describe("SqliteLocks in one process", () => {
+  it.effect("timing options it cannot use: the layer dies with LeaseTables.InvalidOption naming the option", () =>
+    Effect.gen(function* () {
+      const cases = [
+        [
+          { ttl: "abc" as never },
+          'SqliteLocks ttl: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
+        ],
+        [{ ttl: 0 }, "SqliteLocks ttl: must be a positive, finite duration, got 0"],
+        [{ renewEvery: Number.NaN }, "SqliteLocks renewEvery: must be a number of milliseconds, got NaN"],
+        [{ pollEvery: -5 }, "SqliteLocks pollEvery: must be a positive, finite duration, got -5"],
+        [
+          { ttl: "5 seconds", renewEvery: "10 seconds" },
+          "SqliteLocks renewEvery: must be shorter than ttl (5000 ms), got 10000 ms: leases would expire between renewals"
+        ],
+        [{ maxBypass: -1 }, "SqliteLocks maxBypass: must be a whole number of at least 0 or Infinity, got -1"]
+      ] as const
+      for (const [options, message] of cases) {
+        const exit = yield* Effect.exit(
+          Layer.build(Layer.fresh(SqliteLocks.layer(":memory:", options))).pipe(Effect.scoped)
+        )
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
+        assert.strictEqual((defect as Error).message, message)
+      }
+    })
+  )
+
   it.live("two services on one file exclude each other and see remote releases by polling", () =>
     Effect.gen(function* () {
       const filename = freshFile()

@@ -34,7 +34,7 @@
 import { hostname } from "node:os"
 import type * as Claims from "@corral/core/Claims"
 import * as ResourceLocks from "@corral/core/ResourceLocks"
-import { LeaseConflicts, type LeaseTables } from "@corral/platform-node"
+import { LeaseConflicts, LeaseTables } from "@corral/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
@@ -362,13 +362,14 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<ResourceLocks.ResourceLocks["Service"], LocksError, PgClient.PgClient | Scope.Scope> =>
   Effect.gen(function* () {
+    const timing = yield* LeaseTables.checkTiming("PostgresLocks", options, "500 millis")
     const pg = yield* PgClient.PgClient
     const sql: SqlClient.SqlClient = pg
     yield* migrate.pipe(Effect.provideService(SqlClient.SqlClient, sql))
-    const renewEvery = options.renewEvery ?? "10 seconds"
-    const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options.pollEvery ?? "500 millis"))
+    const renewEvery = timing.renewEvery
+    const pollMillis = timing.pollEvery
     const owner = yield* registerOwner(sql, process.pid, hostname())
-    const ttlMillis = Duration.toMillis(Duration.fromInputUnsafe(options.ttl ?? "30 seconds"))
+    const ttlMillis = timing.ttl
     const table = makeLeaseTable(sql, owner, ttlMillis)
     const state = new State()
     // `locked` records when the lock was taken, which tells a lost session from a server restart

@@ -2,7 +2,8 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Claims, ResourceLocks } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Result, Schedule } from "effect"
+import { LeaseTables } from "@corral/platform-node"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Result, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { ownerLockKey } from "../src/internal/leaseTable.ts"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
@@ -70,6 +71,28 @@ const holderProcess = (url: string, key: string, ttl: string) =>
   )
 
 describe.skipIf(server === undefined)("PostgresLocks", () => {
+  it.live("timing options it cannot use: the layer dies with LeaseTables.InvalidOption naming the option", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase
+      const cases = [
+        [
+          { ttl: "5 seconds", renewEvery: "10 seconds" },
+          "PostgresLocks renewEvery: must be shorter than ttl (5000 ms), got 10000 ms: leases would expire between renewals"
+        ],
+        [
+          { pollEvery: "soon" as never },
+          'PostgresLocks pollEvery: expected a duration such as "30 seconds" or a number of milliseconds, got "soon"'
+        ]
+      ] as const
+      for (const [options, message] of cases) {
+        const exit = yield* Effect.exit(Effect.scoped(open(url, options)))
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
+        assert.strictEqual((defect as Error).message, message)
+      }
+    })
+  )
+
   resourceLocksContract(
     "postgres",
     Layer.unwrap(Effect.map(freshDatabase, (url) => Layer.orDie(PostgresLocks.layer(url, { maxConnections: 4 }))))

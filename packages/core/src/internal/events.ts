@@ -4,7 +4,8 @@
  * Events wait in a queue; at most `buffer` of them, so a stalled subscriber costs bounded memory.
  * While the buffer is full new events are dropped and counted, and the subscriber gets one
  * `EventsDropped` with the count before the next event that fits. `RunFinished` is never dropped.
- * A subscriber that fails is detached with a warning; the run goes on.
+ * A subscriber that fails, or returns something that is not an effect, is detached with a warning;
+ * the run goes on.
  *
  * Agents that never yield would keep the subscriber's fiber from running until the run ends, so
  * emitters run `catchUp` after each agent (the run after each `Queued`): once the buffer is half
@@ -16,12 +17,24 @@
  */
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import type { CorralEvent, Progress } from "../CorralEvent.ts"
 import type * as Outcome from "../Outcome.ts"
+import { describe } from "./describe.ts"
 import type { Lifecycle } from "./lifecycle.ts"
+
+/** The subscriber returned something other than an effect (a plain or `async` callback). */
+class SubscriberNotAnEffect extends Data.TaggedError("SubscriberNotAnEffect")<{
+  readonly event: string
+  readonly got: string
+}> {
+  override get message() {
+    return `onEvent returned ${this.got} for ${this.event}, not an effect: return an effect (Effect.void, or wrap the work in Effect.sync)`
+  }
+}
 
 export interface Base {
   readonly runId: string
@@ -160,7 +173,10 @@ export class EventSink {
         const event = batch[next++]!
         sink.backlog--
         sink.taken++
-        return onEvent(event)
+        const handled = onEvent(event)
+        return Effect.isEffect(handled)
+          ? handled
+          : Effect.die(new SubscriberNotAnEffect({ event: event._tag, got: describe(handled) }))
       },
       step: () => {}
     })

@@ -57,13 +57,19 @@ export const attempts = (
     effect = AgentModule.effectOf(node.agent, deps) as Effect.Effect<unknown, unknown>
     if (host.limiter !== undefined) effect = retryRateLimited(host, node, effect, host.limiter)
   } else {
+    const limiter = host.limiter
+    const pause: RateLimitPause = { wait: undefined }
     effect = Effect.suspend(() => {
       const events = host.events
       if (++node.attempts > 1 && events !== undefined) {
         events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
       }
-      const run = AgentModule.effectOf(node.agent, deps) as Effect.Effect<unknown, unknown>
-      return node.slotReleased ? Effect.andThen(host.retake(node), run) : run
+      let run = AgentModule.effectOf(node.agent, deps) as Effect.Effect<unknown, unknown>
+      if (limiter !== undefined) run = pausing(node, run, limiter, pause)
+      if (node.slotReleased) run = Effect.andThen(host.retake(node), run)
+      const wait = pause.wait
+      pause.wait = undefined
+      return wait === undefined ? run : Effect.andThen(wait, run)
     })
     effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
   }
@@ -82,6 +88,34 @@ export const attempts = (
     Effect.withSpan("corral.agent", { attributes: { "corral.agent.id": node.id, "corral.run.id": host.runId } })
   )
 }
+
+/** The wait a retry of an agent with its own `retry` policy owes a rate-limit pause, if any. */
+interface RateLimitPause {
+  wait: Effect.Effect<void> | undefined
+}
+
+/**
+ * One attempt of an agent with its own `retry` policy: a rate-limited failure pauses its key for
+ * every agent at once and leaves the wait for the pause to the next attempt, so a retry waits for
+ * `retryAfter` and a failure the policy does not retry ends the agent without waiting.
+ */
+const pausing = (
+  node: Node,
+  run: Effect.Effect<unknown, unknown>,
+  limiter: RateLimiter.Service,
+  pause: RateLimitPause
+): Effect.Effect<unknown, unknown> =>
+  Effect.catch(run, (error) => {
+    const retryAfter = RateLimiter.retryAfterOf(error)
+    if (retryAfter === undefined) return Effect.fail(error)
+    const key = keyOfError(error, limiter) ?? node.agent.rateLimit
+    if (key === undefined) {
+      pause.wait = Effect.sleep(retryAfter)
+      return Effect.fail(error)
+    }
+    pause.wait = limiter.take(key, 1)
+    return Effect.andThen(limiter.pause(key, retryAfter), Effect.fail(error))
+  })
 
 const retryRateLimited = (
   host: ExecHost,

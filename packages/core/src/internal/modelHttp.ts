@@ -8,11 +8,13 @@
  * @internal
  */
 import * as Config from "effect/Config"
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as AiError from "effect/ai/AiError"
@@ -26,6 +28,7 @@ import type * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Pricing from "../Pricing.ts"
 import * as Usage from "../Usage.ts"
+import { millis } from "./durationInput.ts"
 
 export interface Target {
   readonly module: string
@@ -68,6 +71,8 @@ export interface Provider<O extends CommonOptions> {
   /** Read by `layerConfig` for `apiKey` and `baseUrl` when the options leave them out. */
   readonly apiKeyVariable: string
   readonly baseUrlVariable: string
+  /** The provider's own option that it cannot use, if any (the common ones are checked for it). */
+  readonly invalid?: ((options: O) => { readonly option: string; readonly reason: string } | undefined) | undefined
   readonly generateText: (
     setup: Setup<O>,
     options: LanguageModel.ProviderOptions
@@ -78,20 +83,56 @@ export interface Provider<O extends CommonOptions> {
   ) => Stream.Stream<Response.StreamPartEncoded, AiError.AiError>
 }
 
+/**
+ * An option a provider cannot use (a duration effect would refuse or misread, a `maxTokens` that is
+ * not a whole number of at least 1): building the provider (`make`, `layer`, `layerConfig`) dies with
+ * it, naming the provider and the option, before any request is sent.
+ */
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{
+  readonly module: string
+  readonly option: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `${this.module}.layer ${this.option}: ${this.reason}`
+  }
+}
+
+const durationMs = (
+  module: string,
+  option: string,
+  input: Duration.Input | undefined,
+  fallback: number
+): Effect.Effect<number> => {
+  const ms = millis(input)
+  return Result.isFailure(ms)
+    ? Effect.die(new InvalidOption({ module, option, reason: ms.failure }))
+    : Effect.succeed(ms.success ?? fallback)
+}
+
 /** The provider as a `LanguageModel` service over the `HttpClient` in context. */
 export const makeModel = <O extends CommonOptions>(
   provider: Provider<O>,
   options: O
 ): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
   Effect.gen(function* () {
+    const invalid = provider.invalid?.(options)
+    if (invalid !== undefined) return yield* Effect.die(new InvalidOption({ module: provider.module, ...invalid }))
+    const timeoutMs = yield* durationMs(provider.module, "timeout", options.timeout, 60_000)
+    const defaultRetryAfterMs = yield* durationMs(
+      provider.module,
+      "defaultRetryAfter",
+      options.defaultRetryAfter,
+      1_000
+    )
     const client = yield* HttpClient.HttpClient
     const base = (options.baseUrl ?? provider.defaultBaseUrl).replace(/\/+$/, "")
     const target = (method: string): Target => ({
       module: provider.module,
       method,
       client,
-      timeoutMs: Duration.toMillis(options.timeout ?? "60 seconds"),
-      defaultRetryAfterMs: Duration.toMillis(options.defaultRetryAfter ?? "1 second")
+      timeoutMs,
+      defaultRetryAfterMs
     })
     const setup: Setup<O> = {
       options,

@@ -1,10 +1,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Duration from "effect/Duration"
 import type { ProcessLimits, ProcessSpec } from "../ProcessRunner.ts"
 import type { Bridge } from "./sandboxBridge.ts"
 import { sandboxed } from "./sandboxPlan.ts"
 import { isExecutable } from "./executable.ts"
+import { killGraceMillis, limitsProblem } from "./processOptions.ts"
 
 export interface Plan {
   readonly name: string
@@ -183,6 +183,10 @@ export type PlanResult =
   | { readonly _tag: "Invalid"; readonly detail: string }
 
 export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanResult => {
+  const problem = limitsProblem(spec.limits ?? {})
+  if (problem !== undefined) return { _tag: "Invalid", detail: problem }
+  const killGraceMs = killGraceMillis(spec.killGrace, DEFAULT_KILL_GRACE_MS)
+  if (typeof killGraceMs === "string") return { _tag: "Invalid", detail: killGraceMs }
   const cwd = path.resolve(spec.cwd ?? process.cwd())
   if (!isDirectory(cwd)) return { _tag: "Invalid", detail: `working directory does not exist: ${cwd}` }
   const env = childEnv(spec)
@@ -206,7 +210,7 @@ export const makePlan = (spec: ProcessSpec, tools: Tools = systemTools()): PlanR
     secrets,
     logPath: spec.logDir === undefined ? undefined : path.resolve(cwd, spec.logDir, `${safeFileName(name)}.log`),
     resultPath: spec.resultFile === undefined ? undefined : path.resolve(cwd, spec.resultFile),
-    killGraceMs: spec.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : Duration.toMillis(spec.killGrace),
+    killGraceMs,
     warnings: limitWarnings(name, spec.limits ?? {}, tools)
   }
   return { _tag: "Plan", plan }

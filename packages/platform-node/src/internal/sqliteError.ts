@@ -1,3 +1,5 @@
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as SqlError from "effect/sql/SqlError"
 
 const SQLITE_ERROR = 1
@@ -43,6 +45,23 @@ export const toSqlError = (cause: unknown, operation: string, sql?: string): Sql
   const props = { cause, operation, message: describe(sqliteMessage, sql) }
   const errcode = errcodeOf(cause)
   return new SqlError.SqlError({ reason: classify(errcode, sqliteMessage, props) })
+}
+
+/**
+ * Maps an error thrown while opening `filename` to a `SqlError` whose message names the file and,
+ * when the file's folder does not exist (SQLite creates the file, not its folders), that folder.
+ */
+export const toOpenError = (cause: unknown, filename: string): SqlError.SqlError => {
+  const sqliteMessage = messageOf(cause)
+  const folder = NodePath.resolve(NodePath.dirname(filename))
+  const missing =
+    filename.startsWith("file:") || NodeFs.existsSync(folder)
+      ? ""
+      : ` (the folder ${JSON.stringify(folder)} does not exist)`
+  const message = `cannot open SQLite database ${JSON.stringify(filename)}: ${sqliteMessage}${missing}`
+  return new SqlError.SqlError({
+    reason: classify(errcodeOf(cause), sqliteMessage, { cause, operation: "open", message })
+  })
 }
 
 const classify = (
