@@ -178,6 +178,27 @@ describe("Workspace", () => {
     )
   )
 
+  it.live(
+    "a worktree of a subfolder's repository is released from where it was made: the report names it, no run folder is left",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          const sub = path.join(repo, "sub")
+          fs.mkdirSync(sub)
+          const ws = yield* Workspace
+          const { reports, onRelease } = releases()
+          const dir = yield* Effect.scoped(
+            Effect.map(ws.acquire({ repo: sub, runId: "rs", agentId: "one", onRelease }), (handle) => handle.dir)
+          )
+          assert.strictEqual(dir, path.join(repo, ".corral", "worktrees", "rs", "one"))
+          assert.strictEqual(reports[0]?.dir, dir)
+          assert.strictEqual(reports[0]?.workspace, "removed")
+          assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees")), [])
+        })
+      )
+  )
+
   it.live("release removes a clean failed workspace and keeps an interrupted dirty one", () =>
     provide(
       Effect.gen(function* () {

@@ -113,7 +113,7 @@ interface Placement {
 
 type Outcome = Omit<ReleaseReport, "agentId" | "dir">
 type Release = Effect.Effect<Outcome>
-type Finish = (outcome: Outcome) => Effect.Effect<void>
+type Finish = (outcome: Outcome, dir: string) => Effect.Effect<void>
 
 const workspaceDir = (stateDir: string, runId: string, agentId: string) =>
   path.join(stateDir, "worktrees", runId, agentId)
@@ -795,7 +795,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
               : recyclable(options)
                 ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
                 : releaseWorktree(deps, repo, options.runId, placement, false)
-        ).pipe(Effect.flatMap(finish))
+        ).pipe(Effect.flatMap((outcome) => finish(outcome, placement.dir)))
     )
     if (unshare !== undefined) yield* setUpOverlay(options, placement, unshare)
     else if (created === "added") yield* checkOut(placement.dir, sparse)
@@ -817,7 +817,9 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
     const dir = workspaceDir(stateDir, options.runId, options.agentId)
     const skip = path.dirname(stateDir) === root ? [path.basename(stateDir)] : []
     yield* Effect.acquireRelease(copyTree(root, dir, skip).pipe(Effect.andThen(stampTree(dir))), (before) =>
-      (options.keep === true ? keptByRequest("none") : releaseCopy(dir, before)).pipe(Effect.flatMap(finish))
+      (options.keep === true ? keptByRequest("none") : releaseCopy(dir, before)).pipe(
+        Effect.flatMap((outcome) => finish(outcome, dir))
+      )
     )
     const placement: Placement = {
       root,
@@ -837,7 +839,7 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
 const placeShared = (options: AcquireOptions, finish: Finish) =>
   Effect.gen(function* () {
     const root = path.resolve(options.repo)
-    yield* Effect.addFinalizer(() => finish({ workspace: "shared", branch: "none", reasons: [] }))
+    yield* Effect.addFinalizer(() => finish({ workspace: "shared", branch: "none", reasons: [] }, root))
     const placement: Placement = {
       root,
       registry: stateDirOf(options, root),
@@ -923,14 +925,10 @@ export const acquireWorkspace = (
       })
     }
     const created: { dirs?: AgentDirs | undefined } = {}
-    const dir =
-      strategy === "none"
-        ? undefined
-        : workspaceDir(stateDirOf(options, path.resolve(options.repo)), options.runId, options.agentId)
-    const finish: Finish = (outcome) =>
+    const finish: Finish = (outcome, dir) =>
       cleanupPrivateDirs(created.dirs, outcome).pipe(
-        Effect.andThen(dir === undefined ? Effect.void : removeEmptyParent(path.dirname(dir))),
-        Effect.andThen(reportRelease(options, dir ?? path.resolve(options.repo), outcome))
+        Effect.andThen(strategy === "none" ? Effect.void : removeEmptyParent(path.dirname(dir))),
+        Effect.andThen(reportRelease(options, dir, outcome))
       )
     const placement = yield* place(deps, options, strategy, finish)
     const namespace = namespaceOf({ lockHash: yield* lockfileHash(placement.dir), agentId: options.agentId })
