@@ -1,7 +1,18 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  git,
+  jsonEvents,
+  makeRepo,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 const waitingAgent = (marker: string, go: string) =>
   `    run: touch ${marker}; while [ ! -e ${go} ]; do sleep 0.05; done; echo done > out.txt\n`
@@ -217,4 +228,46 @@ agents:
       expect(git(repo, "show", `${runBranch}:a.txt`)).toBe("a\n")
     })
   }
+})
+
+describe("port blocks (end to end)", () => {
+  it("a block that cannot be held machine-wide gives one warning per run naming it", async () => {
+    const repo = makeRepo()
+    const dir = tempDir("refuse-")
+    const refuse = writePlan(
+      dir,
+      "refuse.mjs",
+      `import net from "node:net"
+const listen = net.Server.prototype.listen
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] !== "string" || !args[0].startsWith("\\0corral-ports-")) return Reflect.apply(listen, this, args)
+  process.nextTick(() => this.emit("error", Object.assign(new Error("listen EACCES"), { code: "EACCES" })))
+  return this
+}
+`
+    )
+    const plan = writePlan(
+      dir,
+      "plan.yaml",
+      `isolation: none\nagents:\n${["one", "two", "three"].map((id) => `  - id: ${id}\n    run: echo "$PORT" > ${dir}/${id}.port\n`).join("")}`
+    )
+    const notices = (stdout: string) =>
+      jsonEvents(stdout).filter((event) => event.type === "Notice" && /port block/.test(event.message))
+    const refused = await runCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { NODE_OPTIONS: `--import ${refuse}` }
+    })
+    expect(refused.code, refused.stderr).toBe(0)
+    const ports = ["one", "two", "three"].map((id) =>
+      NodeFs.readFileSync(NodePath.join(dir, `${id}.port`), "utf8").trim()
+    )
+    const first = Math.min(...ports.map(Number))
+    expect(first).toBe(20000)
+    expect(notices(refused.stdout).map((event) => event.message)).toEqual([
+      `warning: port block ${first}-${first + 9} is private to this corral process only, not machine-wide: cannot make the abstract socket @corral-ports-${first} (EACCES); another corral process on this machine may give its agents the same ports`
+    ])
+    const held = await runCli(["run", plan, "--json"], { cwd: repo })
+    expect(held.code, held.stderr).toBe(0)
+    expect(notices(held.stdout)).toEqual([])
+  })
 })

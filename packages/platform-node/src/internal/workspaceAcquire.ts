@@ -935,7 +935,7 @@ export const acquireWorkspace = (
     const dirs = agentDirs(placement.stateDir, options.runId, options.agentId, namespace)
     created.dirs = dirs
     yield* makeAgentDirs(dirs)
-    const ports = yield* deps.ports(options.agentId)
+    const { warning: portWarning, ...ports } = yield* deps.ports(options.agentId)
     const env = agentEnv({
       dirs,
       ports,
@@ -956,7 +956,7 @@ export const acquireWorkspace = (
       ports,
       env,
       copiedFiles: placement.copied,
-      warnings: placement.warnings,
+      warnings: portWarning === undefined ? placement.warnings : [...placement.warnings, portWarning],
       ...(placement.overlay === undefined ? {} : { overlay: placement.overlay.layers })
     }
     if (placement.lender !== undefined) deps.lenders.set(handle, placement.lender)
