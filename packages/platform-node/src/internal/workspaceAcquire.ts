@@ -180,6 +180,7 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
     )
     const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
     yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
+      Effect.onInterrupt(() => undo),
       Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
       Effect.catchTag(
         "GitError",
@@ -237,9 +238,14 @@ const reuseWorktree = (
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
-    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root })
-    yield* checkOutReused(placement.dir, branch, placement.baseCommit!, sparseOf(options)).pipe(
-      Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch))
+    const undo = undoPartialAdd(repo, placement.dir, branch)
+    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root }).pipe(
+      Effect.andThen(
+        checkOutReused(placement.dir, branch, placement.baseCommit!, sparseOf(options)).pipe(
+          Effect.tapError(() => undo)
+        )
+      ),
+      Effect.onInterrupt(() => Effect.andThen(undo, discardPooled(deps, options.runId, pooled)))
     )
     retire(deps.pools, key, pooled)
   })
@@ -795,7 +801,8 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
               : recyclable(options)
                 ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
                 : releaseWorktree(deps, repo, options.runId, placement, false)
-        ).pipe(Effect.flatMap((outcome) => finish(outcome, placement.dir)))
+        ).pipe(Effect.flatMap((outcome) => finish(outcome, placement.dir))),
+      { interruptible: true }
     )
     if (unshare !== undefined) yield* setUpOverlay(options, placement, unshare)
     else if (created === "added") yield* checkOut(placement.dir, sparse)
