@@ -4,8 +4,10 @@ import { describe, expect, it } from "vitest"
 import {
   branches,
   git,
+  isAlive,
   jsonEvents,
   makeRepo,
+  pidIn,
   runCli,
   startCli,
   tempDir,
@@ -50,6 +52,49 @@ describe("gc and live runs (end to end)", () => {
       expect(git(repo, "show", `${integration}:out.txt`)).toBe("done\n")
     })
   }
+})
+
+describe("gc of a killed run (end to end)", () => {
+  it("gc --dry-run lists the killed run's agent and stops nothing; gc stops it", async () => {
+    const repo = makeRepo()
+    const side = tempDir("side-")
+    const pidFile = NodePath.join(side, "pid")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: slow\n    run: echo $$ > ${pidFile}; exec sleep 300\n`
+    )
+    const first = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const pid = pidIn(pidFile)!
+    const tracked = NodePath.join(repo, ".corral", "runs")
+    await waitFor(
+      () =>
+        NodeFs.existsSync(tracked) &&
+        NodeFs.readdirSync(tracked).some((run) => NodeFs.existsSync(NodePath.join(tracked, run, "pids", "slow"))),
+      30_000,
+      "corral to record the agent's process group"
+    )
+    first.signal("SIGKILL")
+    await first.done
+    const listed = `would stop process group ${pid} of a crashed run`
+    let dry = await runCli(["gc", "--dry-run"], { cwd: repo })
+    for (let tries = 0; !dry.stdout.includes(listed) && tries < 40; tries++) {
+      expect(isAlive(pid), dry.stdout).toBe(true)
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      dry = await runCli(["gc", "--dry-run"], { cwd: repo })
+    }
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toContain(listed)
+    expect(dry.stdout).not.toContain("stopped process group")
+    expect(isAlive(pid), "a dry run stops nothing").toBe(true)
+    expect(worktrees(repo)).toHaveLength(2)
+    const collected = await runCli(["gc"], { cwd: repo })
+    expect(collected.code, collected.stderr).toBe(0)
+    expect(collected.stdout).toContain(`stopped process group ${pid} of a crashed run`)
+    await waitFor(() => !isAlive(pid), 10_000, "the agent to be stopped")
+    expect(worktrees(repo)).toHaveLength(1)
+  }, 120_000)
 })
 
 describe("plan values never reach git as options (end to end)", () => {
