@@ -245,7 +245,7 @@ const reuseWorktree = (
           Effect.tapError(() => undo)
         )
       ),
-      Effect.onInterrupt(() => Effect.andThen(undo, discardPooled(deps, options.runId, pooled)))
+      Effect.onInterrupt(() => undo)
     )
     retire(deps.pools, key, pooled)
   })
@@ -773,12 +773,13 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       const lock = deps.locks(repo.commonDir)
       yield* lock.withPermit(reclaimBranch(deps, repo, options.runId, placement.branch!, reclaimed))
     }
-    const create = Effect.suspend((): Effect.Effect<"added" | "reused", WorkspaceError> => {
+    const create = Effect.uninterruptibleMask((restore): Effect.Effect<"added" | "reused", WorkspaceError> => {
       const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
-      const add = Effect.as(addWorktree(repo, options, placement), "added" as const)
+      const add = restore(Effect.as(addWorktree(repo, options, placement), "added" as const))
       return pooled === undefined
         ? add
-        : reuseWorktree(deps, repo, options, placement, pooled).pipe(
+        : restore(reuseWorktree(deps, repo, options, placement, pooled)).pipe(
+            Effect.onInterrupt(() => discardPooled(deps, options.runId, pooled)),
             Effect.as("reused" as const),
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
