@@ -345,4 +345,35 @@ agents:
     expect(leftovers(runnerRepo)).toEqual({ worktrees: [], branches: [] })
     expect(git(runnerRepo, "status", "--porcelain")).toBe("")
   }, 240_000)
+
+  it("a runner whose --repo is a subfolder of its clone keeps its state at the clone's top, where corral gc looks", async () => {
+    const url = await database()
+    const repo = scratchRepo({ "README.md": "# test\n", "sub/keep.txt": "sub\n" })
+    const runnerRepo = NodeFs.realpathSync(cloneFor(repo, "sub"))
+    const sub = NodePath.join(runnerRepo, "sub")
+    const marks = scratch("corral-marks-")
+    const runner = await startRunner(url, sub)
+    for (const isolation of ["worktree", "none"]) {
+      const plan = writePlan(
+        scratch("corral-plan-"),
+        "plan.yaml",
+        `version: 1\nisolation: ${isolation}\nagents:\n  - id: a\n    run: pwd > ${marks}/${isolation}-pwd && echo "$CORRAL_AGENT_DIR" > ${marks}/${isolation}-data\n`
+      )
+      const done = await runCli(["run", plan, "--cluster", url], { cwd: repo })
+      expect(done.code, done.stdout + done.stderr).toBe(0)
+    }
+    const read = (file: string) => NodeFs.readFileSync(NodePath.join(marks, file), "utf8").trim()
+    expect(read("none-pwd")).toBe(sub)
+    expect(read("none-data").startsWith(NodePath.join(runnerRepo, ".corral", "agents") + NodePath.sep)).toBe(true)
+    expect(read("worktree-pwd").startsWith(NodePath.join(runnerRepo, ".corral", "worktrees") + NodePath.sep)).toBe(true)
+    expect(read("worktree-data").startsWith(NodePath.join(runnerRepo, ".corral", "agents") + NodePath.sep)).toBe(true)
+    expect(NodeFs.existsSync(NodePath.join(sub, ".corral")), "no state folder in the subfolder").toBe(false)
+    expect(NodeFs.readdirSync(NodePath.join(runnerRepo, ".corral", "worktrees")), "no run folder left").toEqual([])
+    expect(git(runnerRepo, "status", "--porcelain")).toBe("")
+    const collected = await runCli(["gc", "--repo", sub], { cwd: repo })
+    expect(collected.code, collected.stderr).toBe(0)
+    expect(collected.stdout).toContain("0 removed")
+    runner.signal("SIGINT")
+    expect((await runner.done).code).toBe(130)
+  }, 180_000)
 })

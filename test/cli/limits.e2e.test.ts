@@ -1,7 +1,19 @@
+import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { finishedOutcome, jsonEvents, makeRepo, runCli, startCli, tempDir, writePlan } from "../helpers.ts"
+import {
+  branches,
+  fakeTools,
+  finishedOutcome,
+  jsonEvents,
+  makeRepo,
+  runCli,
+  startCli,
+  tempDir,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 describe("plan limits (end to end)", () => {
   it("an agent with diskMb 50 that writes 200 MB fails, classified as over its disk limit", async () => {
@@ -108,4 +120,62 @@ describe("usage files (end to end)", () => {
     )
     expect(peakMb, "corral read the usage files in bounded pieces").toBeLessThan(250)
   }, 120_000)
+})
+
+describe("an agent's timeout and the stop grace (end to end)", () => {
+  it.each([
+    ["its worktree's creation", "*' worktree add '*", []],
+    ["its checkout", "*' read-tree '*", []],
+    ["its commit", "*' add --all '*", ["slow"]]
+  ])(
+    "a git command that hangs past the agent's timeout (%s) is stopped within killGrace (2 s) of it: 1 s to finish, SIGTERM, SIGKILL 1 s later",
+    async (_, pattern, kept) => {
+      const repo = makeRepo()
+      const marks = tempDir("marks-")
+      const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+      const bin = fakeTools({
+        git: `#!/bin/sh
+case " $* " in
+${pattern})
+  trap 'echo "term $(date +%s%N)" >> ${marks}/git' TERM
+  echo "start $(date +%s%N)" >> ${marks}/git
+  i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done ;;
+esac
+exec ${realGit} "$@"
+`
+      })
+      const plan = writePlan(
+        tempDir("plan-"),
+        "plan.yaml",
+        "agents:\n  - id: slow\n    timeout: 1s\n    run: echo work > work.txt\n"
+      )
+      const run = await runCli(["run", plan, "--json"], {
+        cwd: repo,
+        env: { PATH: `${bin}${NodePath.delimiter}${process.env.PATH}` }
+      })
+      expect(run.code, run.stdout + run.stderr).toBe(1)
+      const events = jsonEvents(run.stdout)
+      expect(finishedOutcome(events, "slow")?.type).toBe("TimedOut")
+      const times = Object.fromEntries(
+        NodeFs.readFileSync(NodePath.join(marks, "git"), "utf8")
+          .trim()
+          .split("\n")
+          .map((line) => line.split(" "))
+          .map(([what, ns]) => [what, Number(BigInt(ns!) / 1_000_000n)])
+      )
+      const started = events.find((event) => event.type === "Started" && event.agentId === "slow")!.at as number
+      const finished = events.find((event) => event.type === "Finished" && event.agentId === "slow")!.at as number
+      const timedOut = started + 1000
+      expect(times.term! - timedOut, "SIGTERM 1 s after the timeout").toBeGreaterThanOrEqual(900)
+      expect(times.term! - timedOut).toBeLessThan(1600)
+      expect(finished - times.term!, "SIGKILL 1 s after SIGTERM, and the agent ends").toBeLessThan(1600)
+      expect(finished - timedOut, "within killGrace (2 s) of the timeout").toBeLessThan(2700)
+      expect(
+        worktrees(repo)
+          .slice(1)
+          .map((dir) => NodePath.basename(dir))
+      ).toEqual(kept)
+      expect(branches(repo).filter((branch) => branch.endsWith("/slow")).length).toBe(kept.length)
+    }
+  )
 })

@@ -1,7 +1,8 @@
+import { spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { git, makeRepo, planFile, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
+import { corralBin, git, makeRepo, planFile, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
 const repoWithFolders = () =>
   makeRepo({ "README.md": "# test\n", "a/keep.txt": "a\n", "b/keep.txt": "b\n", "c/d/keep.txt": "d\n" })
@@ -88,4 +89,95 @@ agents:
     expect(b.stdout).toContain('"WaitingForClaims"')
     expect(NodeFs.readFileSync(NodePath.join(marks, "order"), "utf8")).toBe("first\nsecond\n")
   })
+})
+
+/** The state folder `corral runs` names ("no runs recorded in <folder>") when run in `cwd`. */
+const stateFolderNamed = async (cwd: string, env: Record<string, string> = {}, args: Array<string> = []) => {
+  const listed = await runCli(["runs", ...args], { cwd, env })
+  expect(listed.code, listed.stdout + listed.stderr).toBe(2)
+  return /no runs recorded in (.+)\n/.exec(listed.stderr)?.[1]
+}
+
+/** `git rev-parse --show-toplevel` in `cwd` with `env` added, `undefined` outside a work tree. */
+const gitTop = (cwd: string, env: Record<string, string> = {}): string | undefined => {
+  const answer = spawnSync("git", ["rev-parse", "--show-toplevel"], {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: "utf8"
+  })
+  return answer.status === 0 ? answer.stdout.trim() : undefined
+}
+
+const canMount = spawnSync("unshare", ["--user", "--map-root-user", "--mount", "true"]).status === 0
+
+describe("the default state folder is where git finds the work tree (end to end)", () => {
+  it("stops at GIT_CEILING_DIRECTORIES as git does", async () => {
+    const repo = NodeFs.realpathSync(repoWithFolders())
+    const sub = NodePath.join(repo, "c", "d")
+    const ceiling = { GIT_CEILING_DIRECTORIES: repo }
+    expect(gitTop(sub, ceiling)).toBeUndefined()
+    expect(await stateFolderNamed(sub, ceiling)).toBe(NodePath.join(sub, ".corral"))
+    const below = { GIT_CEILING_DIRECTORIES: `/nonexistent:relative:${NodePath.join(repo, "c")}` }
+    expect(gitTop(sub, below)).toBeUndefined()
+    expect(await stateFolderNamed(sub, below)).toBe(NodePath.join(sub, ".corral"))
+    const above = { GIT_CEILING_DIRECTORIES: NodePath.dirname(repo) }
+    expect(gitTop(sub, above)).toBe(repo)
+    expect(await stateFolderNamed(sub, above)).toBe(NodePath.join(repo, ".corral"))
+    expect(await stateFolderNamed(repo, ceiling)).toBe(NodePath.join(repo, ".corral"))
+  })
+
+  it("follows a symbolic link to a subfolder to the repository it is in, as git does", async () => {
+    const repo = NodeFs.realpathSync(repoWithFolders())
+    const link = NodePath.join(NodeFs.realpathSync(tempDir("link-")), "to-sub")
+    NodeFs.symlinkSync(NodePath.join(repo, "c", "d"), link)
+    expect(gitTop(link)).toBe(repo)
+    expect(await stateFolderNamed(link)).toBe(NodePath.join(repo, ".corral"))
+    expect(await stateFolderNamed(tempDir("elsewhere-"), {}, ["--repo", link])).toBe(NodePath.join(repo, ".corral"))
+  })
+
+  it("finds a linked worktree's top and a submodule's top as git does, and ignores GIT_DIR/GIT_WORK_TREE as corral's git commands do", async () => {
+    const repo = NodeFs.realpathSync(repoWithFolders())
+    const linked = NodePath.join(NodeFs.realpathSync(tempDir("linked-")), "wt")
+    git(repo, "worktree", "add", "-q", linked)
+    expect(gitTop(NodePath.join(linked, "c", "d"))).toBe(linked)
+    expect(await stateFolderNamed(NodePath.join(linked, "c", "d"))).toBe(NodePath.join(linked, ".corral"))
+    const inner = NodeFs.realpathSync(makeRepo({ "x/keep.txt": "x\n" }))
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "mod")
+    const inSubmodule = NodePath.join(repo, "mod", "x")
+    expect(gitTop(inSubmodule)).toBe(NodePath.join(repo, "mod"))
+    expect(await stateFolderNamed(inSubmodule)).toBe(NodePath.join(repo, "mod", ".corral"))
+    const other = NodeFs.realpathSync(makeRepo())
+    const redirected = { GIT_DIR: NodePath.join(other, ".git"), GIT_WORK_TREE: other }
+    expect(await stateFolderNamed(NodePath.join(repo, "a"), redirected)).toBe(NodePath.join(repo, ".corral"))
+  })
+
+  it.skipIf(!canMount)(
+    "stops at a file system's edge unless GIT_DISCOVERY_ACROSS_FILESYSTEM, as git does",
+    async () => {
+      const repo = NodeFs.realpathSync(repoWithFolders())
+      const mountPoint = NodePath.join(repo, "mnt")
+      NodeFs.mkdirSync(mountPoint)
+      const inMount = (env: Record<string, string>) =>
+        spawnSync(
+          "unshare",
+          [
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            'mount -t tmpfs none "$1" && mkdir "$1/x" && cd "$1/x" && { git rev-parse --show-toplevel 2>/dev/null || echo none; } && "$2" runs 2>&1; true',
+            "sh",
+            mountPoint,
+            corralBin
+          ],
+          { env: { ...process.env, ...env }, encoding: "utf8" }
+        ).stdout
+      const inside = NodePath.join(mountPoint, "x")
+      expect(inMount({})).toBe(`none\ncorral: no runs recorded in ${inside}/.corral\n`)
+      expect(inMount({ GIT_DISCOVERY_ACROSS_FILESYSTEM: "true" })).toBe(
+        `${repo}\ncorral: no runs recorded in ${repo}/.corral\n`
+      )
+    }
+  )
 })

@@ -1,7 +1,20 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
-import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  git,
+  isAlive,
+  jsonEvents,
+  makeRepo,
+  pidIn,
+  runCli,
+  startCli,
+  tempDir,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 
 const waitingAgent = (marker: string, go: string) =>
   `    run: touch ${marker}; while [ ! -e ${go} ]; do sleep 0.05; done; echo done > out.txt\n`
@@ -39,6 +52,49 @@ describe("gc and live runs (end to end)", () => {
       expect(git(repo, "show", `${integration}:out.txt`)).toBe("done\n")
     })
   }
+})
+
+describe("gc of a killed run (end to end)", () => {
+  it("gc --dry-run lists the killed run's agent and stops nothing; gc stops it", async () => {
+    const repo = makeRepo()
+    const side = tempDir("side-")
+    const pidFile = NodePath.join(side, "pid")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: slow\n    run: echo $$ > ${pidFile}; exec sleep 300\n`
+    )
+    const first = startCli(["run", plan], { cwd: repo })
+    await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
+    const pid = pidIn(pidFile)!
+    const tracked = NodePath.join(repo, ".corral", "runs")
+    await waitFor(
+      () =>
+        NodeFs.existsSync(tracked) &&
+        NodeFs.readdirSync(tracked).some((run) => NodeFs.existsSync(NodePath.join(tracked, run, "pids", "slow"))),
+      30_000,
+      "corral to record the agent's process group"
+    )
+    first.signal("SIGKILL")
+    await first.done
+    const listed = `would stop process group ${pid} of a crashed run`
+    let dry = await runCli(["gc", "--dry-run"], { cwd: repo })
+    for (let tries = 0; !dry.stdout.includes(listed) && tries < 40; tries++) {
+      expect(isAlive(pid), dry.stdout).toBe(true)
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      dry = await runCli(["gc", "--dry-run"], { cwd: repo })
+    }
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toContain(listed)
+    expect(dry.stdout).not.toContain("stopped process group")
+    expect(isAlive(pid), "a dry run stops nothing").toBe(true)
+    expect(worktrees(repo)).toHaveLength(2)
+    const collected = await runCli(["gc"], { cwd: repo })
+    expect(collected.code, collected.stderr).toBe(0)
+    expect(collected.stdout).toContain(`stopped process group ${pid} of a crashed run`)
+    await waitFor(() => !isAlive(pid), 10_000, "the agent to be stopped")
+    expect(worktrees(repo)).toHaveLength(1)
+  }, 120_000)
 })
 
 describe("plan values never reach git as options (end to end)", () => {
@@ -217,4 +273,46 @@ agents:
       expect(git(repo, "show", `${runBranch}:a.txt`)).toBe("a\n")
     })
   }
+})
+
+describe("port blocks (end to end)", () => {
+  it("a block that cannot be held machine-wide gives one warning per run naming it", async () => {
+    const repo = makeRepo()
+    const dir = tempDir("refuse-")
+    const refuse = writePlan(
+      dir,
+      "refuse.mjs",
+      `import net from "node:net"
+const listen = net.Server.prototype.listen
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] !== "string" || !args[0].startsWith("\\0corral-ports-")) return Reflect.apply(listen, this, args)
+  process.nextTick(() => this.emit("error", Object.assign(new Error("listen EACCES"), { code: "EACCES" })))
+  return this
+}
+`
+    )
+    const plan = writePlan(
+      dir,
+      "plan.yaml",
+      `isolation: none\nagents:\n${["one", "two", "three"].map((id) => `  - id: ${id}\n    run: echo "$PORT" > ${dir}/${id}.port\n`).join("")}`
+    )
+    const notices = (stdout: string) =>
+      jsonEvents(stdout).filter((event) => event.type === "Notice" && /port block/.test(event.message))
+    const refused = await runCli(["run", plan, "--json"], {
+      cwd: repo,
+      env: { NODE_OPTIONS: `--import ${refuse}` }
+    })
+    expect(refused.code, refused.stderr).toBe(0)
+    const ports = ["one", "two", "three"].map((id) =>
+      NodeFs.readFileSync(NodePath.join(dir, `${id}.port`), "utf8").trim()
+    )
+    const first = Math.min(...ports.map(Number))
+    expect(first).toBe(20000)
+    expect(notices(refused.stdout).map((event) => event.message)).toEqual([
+      `warning: port block ${first}-${first + 9} is private to this corral process only, not machine-wide: cannot make the abstract socket @corral-ports-${first} (EACCES); another corral process on this machine may give its agents the same ports`
+    ])
+    const held = await runCli(["run", plan, "--json"], { cwd: repo })
+    expect(held.code, held.stderr).toBe(0)
+    expect(notices(held.stdout)).toEqual([])
+  })
 })

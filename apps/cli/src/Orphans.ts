@@ -51,6 +51,22 @@ const groupAlive = (pgid: number): boolean => {
 }
 
 /**
+ * The recorded process groups of dead runs that still run (what {@link reap} would stop first),
+ * without signalling or forgetting any: for `corral gc --dry-run`.
+ *
+ * @since 0.1.0
+ * @category reaping
+ */
+export const left = (stateDir: string, runIds: ReadonlyArray<string>): ReadonlyArray<number> =>
+  runIds.flatMap((runId) => {
+    const dir = pidDir(stateDir, runId)
+    if (!NodeFs.existsSync(dir)) return []
+    return NodeFs.readdirSync(dir)
+      .map((file) => Number(NodeFs.readFileSync(NodePath.join(dir, file), "utf8")))
+      .filter((pid) => Number.isInteger(pid) && pid > 1 && belongsTo(pid, runId) && groupAlive(pid))
+  })
+
+/**
  * Stops the recorded process groups of dead runs, then any other process that still carries one of
  * those runs' `CORRAL_RUN_ID` (SIGTERM, then SIGKILL after `graceMs`), and returns the pids it
  * stopped.

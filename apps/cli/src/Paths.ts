@@ -23,19 +23,65 @@ export interface Paths {
 }
 
 /**
- * The top folder of the git work tree holding `dir`, found as git finds it: the nearest folder, from
- * `dir` up, with a `.git` folder holding `HEAD` or a `.git` file (a linked worktree's or a
- * submodule's). Read from the file system rather than by `git rev-parse --show-toplevel`, so that
- * every command (`runs` and `status` run no git otherwise) gets it for a few `stat`s; unlike git it
- * does not read `GIT_CEILING_DIRECTORIES` nor stop at a file system's edge. `undefined` outside a
- * work tree.
+ * The folders `GIT_CEILING_DIRECTORIES` names, as git reads them: absolute entries only, each with its
+ * symbolic links resolved (one that does not exist is dropped) unless it follows an empty entry.
  */
-const workTreeTop = (dir: string): string | undefined => {
-  for (let current = dir; ; current = NodePath.dirname(current)) {
-    const dotGit = NodePath.join(current, ".git")
-    const stat = NodeFs.statSync(dotGit, { throwIfNoEntry: false })
-    if (stat?.isFile() || (stat?.isDirectory() && NodeFs.existsSync(NodePath.join(dotGit, "HEAD")))) return current
-    if (NodePath.dirname(current) === current) return undefined
+const ceilingDirectories = (value: string | undefined): ReadonlySet<string> => {
+  const ceilings = new Set<string>()
+  if (value === undefined || value === "") return ceilings
+  let resolveLinks = true
+  for (const entry of value.split(NodePath.delimiter)) {
+    if (entry === "") resolveLinks = false
+    else if (!NodePath.isAbsolute(entry)) continue
+    else if (!resolveLinks) ceilings.add(NodePath.resolve(entry))
+    else {
+      const real = realPath(entry)
+      if (real !== undefined) ceilings.add(real)
+    }
+  }
+  return ceilings
+}
+
+const realPath = (path: string): string | undefined => {
+  try {
+    return NodeFs.realpathSync.native(path)
+  } catch {
+    return undefined
+  }
+}
+
+/** Git's reading of a boolean variable such as `GIT_DISCOVERY_ACROSS_FILESYSTEM` (unset: false). */
+const gitBoolean = (value: string | undefined): boolean =>
+  value !== undefined && (/^(true|yes|on)$/i.test(value) || (/^-?\d+$/.test(value) && Number(value) !== 0))
+
+const isWorkTreeTop = (folder: string): boolean => {
+  const dotGit = NodePath.join(folder, ".git")
+  const stat = NodeFs.statSync(dotGit, { throwIfNoEntry: false })
+  return (
+    stat !== undefined && (stat.isFile() || (stat.isDirectory() && NodeFs.existsSync(NodePath.join(dotGit, "HEAD"))))
+  )
+}
+
+/**
+ * The top folder of the git work tree holding `dir`, found as git finds it: the nearest folder, from
+ * `dir`'s real path up, with a `.git` folder holding `HEAD` or a `.git` file (a linked worktree's or a
+ * submodule's), not going up into a folder `GIT_CEILING_DIRECTORIES` names nor onto another file
+ * system unless `GIT_DISCOVERY_ACROSS_FILESYSTEM` is true. Read from the file system rather than by
+ * `git rev-parse --show-toplevel`, so that every command (`runs` and `status` run no git otherwise)
+ * gets it for a few system calls. `GIT_DIR` and `GIT_WORK_TREE` are not read: corral's git commands
+ * drop them. `undefined` outside a work tree.
+ */
+const workTreeTop = (dir: string, env: NodeJS.ProcessEnv): string | undefined => {
+  const start = realPath(dir)
+  if (start === undefined) return undefined
+  const ceilings = ceilingDirectories(env.GIT_CEILING_DIRECTORIES)
+  const device = gitBoolean(env.GIT_DISCOVERY_ACROSS_FILESYSTEM) ? undefined : NodeFs.statSync(start).dev
+  for (let current = start; ; ) {
+    if (isWorkTreeTop(current)) return current
+    const parent = NodePath.dirname(current)
+    if (parent === current || ceilings.has(parent)) return undefined
+    if (device !== undefined && NodeFs.statSync(parent).dev !== device) return undefined
+    current = parent
   }
 }
 
@@ -55,7 +101,7 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
       return yield* invalidInput(`--repo ${root}: not a directory`)
     }
     const state = Option.match(stateDir, {
-      onNone: () => process.env.CORRAL_HOME ?? NodePath.join(workTreeTop(root) ?? root, ".corral"),
+      onNone: () => process.env.CORRAL_HOME ?? NodePath.join(workTreeTop(root, process.env) ?? root, ".corral"),
       onSome: (dir) => dir
     })
     return { repo: root, stateDir: NodePath.resolve(state) } satisfies Paths

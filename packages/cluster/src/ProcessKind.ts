@@ -35,7 +35,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as RunnerIsolation from "./internal/runnerIsolation.ts"
-import { inRemoteWorkspace, inSharedWorkspace } from "./internal/runnerWorkspace.ts"
+import { CurrentRunnerWorkspaces, inRemoteWorkspace, inSharedWorkspace } from "./internal/runnerWorkspace.ts"
 
 /**
  * The folder relative `cwd`s resolve against: the runner's `--repo`.
@@ -251,6 +251,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
   handler: (input) =>
     Effect.gen(function* () {
       const repo = yield* RunnerRepo
+      const { stateDir } = yield* CurrentRunnerWorkspaces
       const runner = yield* RunnerName
       const me = yield* Agent.current
       const runId = me?.runId ?? "run"
@@ -272,7 +273,7 @@ export const ProcessKind = AgentKind.make("corral/process", {
       })
       const run = (handle: Workspace.WorkspaceHandle) =>
         Effect.gen(function* () {
-          const isolated = RunnerIsolation.of(input, handle, repo)
+          const isolated = RunnerIsolation.of(input, handle, repo, stateDir)
           const gitLink = isolated.sandbox === undefined ? undefined : Sandbox.guardGitLink(handle.dir)
           const result = yield* ProcessRunner.run({
             name: agentId,

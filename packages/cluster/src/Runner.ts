@@ -25,6 +25,8 @@ import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
 export interface Options extends Cluster.RunnerOptions {
   /** Where `corral/process` agents run (relative `cwd`s resolve against it). @default process.cwd() */
   readonly repo?: string | undefined
+  /** The folder of the runner's workspaces and its agents' private folders. @default "<repo>/.corral" */
+  readonly stateDir?: string | undefined
   /** Kinds besides the built-in `corral/process`. */
   readonly kinds?: ReadonlyArray<AgentKind.AgentKind<any, any, any, never>> | undefined
 }
@@ -60,7 +62,7 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
       Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd())),
       Layer.provide(Layer.succeed(RunnerName, address)),
       Layer.provide(Layer.succeed(AgentOutput.CurrentSink, output)),
-      Layer.provide(Layer.sync(CurrentRunnerWorkspaces, makeRunnerWorkspaces))
+      Layer.provide(Layer.sync(CurrentRunnerWorkspaces, () => makeRunnerWorkspaces(options.stateDir)))
     )
     // registers it in the runner registry too (capacity, labels, load, shards)
     yield* Layer.build(Cluster.layerRunner({ ...options, capacity }).pipe(Layer.provide(kinds)))

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
@@ -9,6 +10,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
+import { vi } from "vitest"
 import { commitWork } from "../src/internal/workspaceIntegration.ts"
 import { type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
 
@@ -178,6 +180,27 @@ describe("Workspace", () => {
     )
   )
 
+  it.live(
+    "a worktree of a subfolder's repository is released from where it was made: the report names it, no run folder is left",
+    () =>
+      provide(
+        Effect.gen(function* () {
+          const repo = yield* makeRepo
+          const sub = path.join(repo, "sub")
+          fs.mkdirSync(sub)
+          const ws = yield* Workspace
+          const { reports, onRelease } = releases()
+          const dir = yield* Effect.scoped(
+            Effect.map(ws.acquire({ repo: sub, runId: "rs", agentId: "one", onRelease }), (handle) => handle.dir)
+          )
+          assert.strictEqual(dir, path.join(repo, ".corral", "worktrees", "rs", "one"))
+          assert.strictEqual(reports[0]?.dir, dir)
+          assert.strictEqual(reports[0]?.workspace, "removed")
+          assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees")), [])
+        })
+      )
+  )
+
   it.live("release removes a clean failed workspace and keeps an interrupted dirty one", () =>
     provide(
       Effect.gen(function* () {
@@ -308,6 +331,43 @@ describe("Workspace", () => {
         assert.notStrictEqual(first.ports.first, second.ports.first)
         assert.strictEqual(first.env.PORT, String(first.ports.first))
         assert.strictEqual(second.env.PORT, String(second.ports.first))
+      })
+    )
+  )
+
+  it.live("a port block that cannot be held machine-wide is still handed out, with one warning naming it", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const listen = net.Server.prototype.listen
+        const refused = vi.spyOn(net.Server.prototype, "listen").mockImplementation(function (
+          this: net.Server,
+          ...args: Array<any>
+        ) {
+          if (typeof args[0] !== "string" || !args[0].startsWith("\0corral-ports-"))
+            return Reflect.apply(listen, this, args)
+          const error = Object.assign(new Error("listen EACCES"), { code: "EACCES" })
+          process.nextTick(() => this.emit("error", error))
+          return this
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(() => refused.mockRestore()))
+        const base = 40000 + (process.pid % 2000) * 10
+        const ws = yield* Layer.build(Workspace.layerWith({ portBase: base, portBlocks: 3 }))
+        const acquire = (agentId: string) =>
+          Effect.flatMap(Workspace, (w) => w.acquire({ repo, runId: "pf", agentId, strategy: "none" })).pipe(
+            Effect.provideContext(ws)
+          )
+        const first = yield* acquire("one")
+        const second = yield* acquire("two")
+        assert.deepStrictEqual([first.ports.first, second.ports.first, first.env.PORT], [base, base + 10, String(base)])
+        assert.deepStrictEqual(first.warnings, [
+          `port block ${base}-${base + 9} is private to this corral process only, not machine-wide: cannot make the abstract socket @corral-ports-${base} (EACCES); another corral process on this machine may give its agents the same ports`
+        ])
+        assert.deepStrictEqual(second.warnings, [])
+        assert.deepStrictEqual(Object.keys(first.ports).sort(), ["count", "first"])
+        refused.mockRestore()
+        const held = yield* acquire("three")
+        assert.deepStrictEqual([held.ports.first, held.warnings], [base + 20, []])
       })
     )
   )

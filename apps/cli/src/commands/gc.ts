@@ -20,15 +20,27 @@ const parseAge = (text: string) => {
   return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
 }
 
-const reapCrashed = (repo: string, stateDir: string) => {
+/**
+ * Stops the agents of runs whose coordinator died, marking those runs crashed in the ledger; with
+ * `dryRun`, only lists them (the runs recorded `running` whose lease says they are dead), changing
+ * nothing. Returns the process groups stopped (or that would be).
+ */
+const reapCrashed = (repo: string, stateDir: string, dryRun: boolean) => {
   const file = NodePath.join(stateDir, "ledger.db")
   if (!NodeFs.existsSync(file)) return Effect.succeed<ReadonlyArray<number>>([])
   return Effect.gen(function* () {
     const ledger = yield* RunLedger.RunLedger
     const alive = yield* RunLiveness.leaseRule(repo)
-    return yield* Orphans.reap(
+    if (!dryRun) {
+      return yield* Orphans.reap(
+        stateDir,
+        yield* ledger.markCrashed((pid, hostname, runId) => alive({ runId, pid, hostname }))
+      )
+    }
+    const crashed = (yield* ledger.listRuns()).filter((run) => run.status === "running" && !alive(run))
+    return Orphans.left(
       stateDir,
-      yield* ledger.markCrashed((pid, hostname, runId) => alive({ runId, pid, hostname }))
+      crashed.map((run) => run.runId)
     )
   }).pipe(
     Effect.provide(RunLedger.layerSqlite(file)),
@@ -69,8 +81,9 @@ export const gc = Command.make(
           `--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`
         )
       }
-      const stopped = yield* reapCrashed(paths.repo, paths.stateDir)
-      for (const pid of stopped) yield* Console.log(`stopped process group ${pid} of a crashed run`)
+      const stopped = yield* reapCrashed(paths.repo, paths.stateDir, flags.dryRun)
+      const stop = flags.dryRun ? "would stop" : "stopped"
+      for (const pid of stopped) yield* Console.log(`${stop} process group ${pid} of a crashed run`)
       const workspace = yield* Workspace
       const report = yield* workspace
         .gc({ repo: paths.repo, stateDir: paths.stateDir, dryRun: flags.dryRun, olderThan })

@@ -1,6 +1,4 @@
-import * as NodeFs from "node:fs"
 import { createServer } from "node:net"
-import * as NodePath from "node:path"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -10,6 +8,7 @@ import * as Flag from "effect/cli/Flag"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { type CliExit, invalidInput } from "../CliExit.ts"
 import * as OutputGuard from "../OutputGuard.ts"
+import * as Paths from "../Paths.ts"
 import * as RunnerNotices from "../RunnerNotices.ts"
 
 /** The cluster packages (effect/cluster, the Postgres driver), loaded only by the commands that use them. */
@@ -43,14 +42,6 @@ const listenable = (host: string, port: number) =>
       listener.close(() => resume(Effect.succeed(bound)))
     })
   })
-
-/** `--repo` (default: the current directory), or exit 2 when it is not a folder. */
-const runnerRepo = (flag: Option.Option<string>) => {
-  const repo = Option.match(flag, { onNone: () => process.cwd(), onSome: (dir) => NodePath.resolve(dir) })
-  return NodeFs.statSync(repo, { throwIfNoEntry: false })?.isDirectory() === true
-    ? Effect.succeed(repo)
-    : invalidInput(`--repo ${repo}: not a directory`)
-}
 
 /** The URL, or exit 2 when it is missing or the database cannot be reached. */
 const clusterUrl = (flag: Option.Option<string>) =>
@@ -97,7 +88,7 @@ export const runner = Command.make(
       if (flags.capacity < 1) return yield* invalidInput(`--capacity ${flags.capacity}: expected a positive integer`)
       if (Option.isSome(flags.port) && !(flags.port.value >= 1 && flags.port.value <= 65535))
         return yield* invalidInput(`--port ${flags.port.value}: expected a port number from 1 to 65535`)
-      const repo = yield* runnerRepo(flags.repo)
+      const { repo, stateDir } = yield* Paths.resolve(flags.repo, Option.none())
       const url = yield* clusterUrl(flags.cluster)
       const { Runner, PostgresClient } = yield* cluster
       const port = yield* listenable(
@@ -113,10 +104,12 @@ export const runner = Command.make(
             .filter((label) => label !== "")
       })
       const said = (line: string) => OutputGuard.write(process.stderr, `${line}\n`)
-      return yield* Runner.serve({ url, host: flags.host, port, capacity: flags.capacity, labels, repo }, (address) =>
-        Console.log(
-          `runner ${address} ready (capacity ${flags.capacity}${labels.length > 0 ? `, labels ${labels.join(",")}` : ""})`
-        )
+      return yield* Runner.serve(
+        { url, host: flags.host, port, capacity: flags.capacity, labels, repo, stateDir },
+        (address) =>
+          Console.log(
+            `runner ${address} ready (capacity ${flags.capacity}${labels.length > 0 ? `, labels ${labels.join(",")}` : ""})`
+          )
       ).pipe(RunnerNotices.around(`${flags.host}:${port}`, PostgresClient.redact(url), said))
     })
 ).pipe(

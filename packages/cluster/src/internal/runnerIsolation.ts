@@ -47,11 +47,15 @@ const privateDirsOf = (env: Readonly<Record<string, string>>): ReadonlyArray<str
 /** The runner's folder of workspaces, run leases and private folders in `repo`. */
 const stateDirOf = (repo: string) => NodePath.join(NodePath.resolve(repo), ".corral")
 
-/** The isolation of an agent in the workspace `handle` on the runner whose repository is `repo`. */
+/**
+ * The isolation of an agent in the workspace `handle` on the runner whose repository is `repo` and
+ * state folder `stateDir` (`undefined`: `<repo>/.corral`).
+ */
 export const of = (
   input: { readonly sandbox?: SandboxSettings | undefined; readonly database?: "per-agent" | undefined },
   handle: Workspace.WorkspaceHandle,
-  repo: string
+  repo: string,
+  stateDir: string | undefined
 ): {
   readonly env: Readonly<Record<string, string>>
   readonly privateDirs: ReadonlyArray<string>
@@ -68,8 +72,8 @@ export const of = (
   if (input.sandbox === undefined) return { env, privateDirs, sandbox: undefined }
   const options = sandboxOptions(input.sandbox, repo)
   const git = Sandbox.commonGitDir(handle.dir)
-  const stateDir = stateDirOf(repo)
-  const hide = stateDir.startsWith(`${NodePath.resolve(handle.dir)}${NodePath.sep}`) ? [stateDir] : []
+  const state = NodePath.resolve(stateDir ?? stateDirOf(repo))
+  const hide = state.startsWith(`${NodePath.resolve(handle.dir)}${NodePath.sep}`) ? [state] : []
   return {
     env,
     privateDirs,

@@ -17,9 +17,14 @@ export interface RemoteWorkspaceInput {
   readonly sparse?: ReadonlyArray<string> | undefined
 }
 
-/** A runner's workspace state: one workspace service (shared repository locks and port blocks) and its runs' leases. */
+/**
+ * A runner's workspace state: one workspace service (shared repository locks and port blocks), its
+ * runs' leases, and the folder of its workspaces and agents' private folders (`undefined`:
+ * `<repo>/.corral`).
+ */
 export interface RunnerWorkspaces {
   service: Workspace.Workspace["Service"] | undefined
+  readonly stateDir: string | undefined
   readonly registered: Map<string, Registered>
   readonly registering: Semaphore.Semaphore
 }
@@ -29,8 +34,9 @@ interface Registered {
   readonly scope: Scope.Closeable
 }
 
-export const makeRunnerWorkspaces = (): RunnerWorkspaces => ({
+export const makeRunnerWorkspaces = (stateDir?: string): RunnerWorkspaces => ({
   service: undefined,
+  stateDir,
   registered: new Map(),
   registering: Semaphore.makeUnsafe(1)
 })
@@ -38,7 +44,7 @@ export const makeRunnerWorkspaces = (): RunnerWorkspaces => ({
 /** The runner's workspace state; `Runner.serve` provides a fresh one per runner. */
 export const CurrentRunnerWorkspaces = Context.Reference<RunnerWorkspaces>(
   "@corral/cluster/internal/runnerWorkspace/CurrentRunnerWorkspaces",
-  { defaultValue: makeRunnerWorkspaces }
+  { defaultValue: () => makeRunnerWorkspaces() }
 )
 
 const workspaceService = (state: RunnerWorkspaces) =>
@@ -108,7 +114,7 @@ const leaseRun = (repo: string, runId: string) =>
     const ws = yield* workspaceService(state)
     const local = localRunId(runId)
     yield* holdRun(state, ws, repo, local)
-    return { ws, local }
+    return { ws, local, stateDir: state.stateDir }
   })
 
 /**
@@ -137,10 +143,11 @@ export const inRemoteWorkspace = <A, E, R>(
           })
         )
       }
-      const { ws, local } = yield* leaseRun(repo, runId)
+      const { ws, local, stateDir } = yield* leaseRun(repo, runId)
       yield* RemoteWorkspace.fetchBase(repo, input.remote, runId, input.base)
       const handle = yield* ws.acquire({
         repo,
+        stateDir,
         runId: local,
         agentId,
         strategy: "worktree",
@@ -174,8 +181,8 @@ export const inSharedWorkspace = <A, E, R>(
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const { ws, local } = yield* leaseRun(repo, runId)
-      const handle = yield* ws.acquire({ repo, runId: local, agentId, strategy: "none" })
+      const { ws, local, stateDir } = yield* leaseRun(repo, runId)
+      const handle = yield* ws.acquire({ repo, stateDir, runId: local, agentId, strategy: "none" })
       return yield* use(handle)
     })
   )

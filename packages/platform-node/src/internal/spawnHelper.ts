@@ -22,8 +22,8 @@
  * helper while more than 4 MiB it forwarded wait to be consumed (`consumed`).
  *
  * Guarantees for short commands, as with `execFile`: exit code or signal, stdout and stderr (UTF-8), `cwd`, `env`,
- * standard input and `maxBuffer`. When its caller aborts, a command gets 2 s to finish, then SIGTERM,
- * then SIGKILL 2 s later ({@link StopGrace}: SIGTERM at once can leave git's lock files), and the
+ * standard input and `maxBuffer`. When its caller aborts, a command gets 1 s to finish, then SIGTERM,
+ * then SIGKILL 1 s later ({@link StopGrace}: SIGTERM at once can leave git's lock files), and the
  * callback comes only once it has exited, in this process and in the helper alike (a helper that dies
  * during that grace has sent the command's pid, and this process goes on stopping it): a git command
  * stopped while it holds a lock has removed it when its caller's interruption completes. Lifetime: the
@@ -48,15 +48,16 @@ import * as Effect from "effect/Effect"
  * once it has created its first one, so a SIGTERM that lands while it creates it kills git with the
  * lock in place (`read-tree -u` in a new worktree, signalled 0–4 ms after its start: 16 of 31 killed
  * left `index.lock`; git 2.39). Git's commands take milliseconds, and a command that runs to its end
- * leaves no lock; the signals only bound the wait for one that hangs. 2 s each, as `ProcessRunner`'s
- * `killGrace`.
+ * leaves no lock; the signals only bound the wait for one that hangs. 1 s each, so that a command
+ * aborted by an agent's timeout (or any stop) is gone within 2 s, the bound `ProcessRunner`'s
+ * `killGrace` sets for the agent's own command (SIGTERM, SIGKILL 2 s later).
  */
 export interface StopGrace {
   readonly finishMs: number
   readonly killMs: number
 }
 
-const defaultGrace: StopGrace = { finishMs: 2000, killMs: 2000 }
+const defaultGrace: StopGrace = { finishMs: 1000, killMs: 1000 }
 
 /** What an aborted command reports, once it has exited. */
 const ABORTED: ExecError = { code: "ABORT_ERR", signal: null, message: "The operation was aborted" }

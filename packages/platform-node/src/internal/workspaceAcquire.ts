@@ -113,7 +113,7 @@ interface Placement {
 
 type Outcome = Omit<ReleaseReport, "agentId" | "dir">
 type Release = Effect.Effect<Outcome>
-type Finish = (outcome: Outcome) => Effect.Effect<void>
+type Finish = (outcome: Outcome, dir: string) => Effect.Effect<void>
 
 const workspaceDir = (stateDir: string, runId: string, agentId: string) =>
   path.join(stateDir, "worktrees", runId, agentId)
@@ -180,6 +180,7 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
     )
     const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
     yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
+      Effect.onInterrupt(() => undo),
       Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
       Effect.catchTag(
         "GitError",
@@ -237,9 +238,14 @@ const reuseWorktree = (
     }
     yield* appendRecord(placement.registry, options.runId, { branch })
     yield* appendRecord(placement.registry, options.runId, { worktree: placement.dir })
-    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root })
-    yield* checkOutReused(placement.dir, branch, placement.baseCommit!, sparseOf(options)).pipe(
-      Effect.tapError(() => undoPartialAdd(repo, placement.dir, branch))
+    const undo = undoPartialAdd(repo, placement.dir, branch)
+    yield* git(["worktree", "move", "--", pooled.dir, placement.dir], { cwd: repo.root }).pipe(
+      Effect.andThen(
+        checkOutReused(placement.dir, branch, placement.baseCommit!, sparseOf(options)).pipe(
+          Effect.tapError(() => undo)
+        )
+      ),
+      Effect.onInterrupt(() => undo)
     )
     retire(deps.pools, key, pooled)
   })
@@ -767,12 +773,13 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       const lock = deps.locks(repo.commonDir)
       yield* lock.withPermit(reclaimBranch(deps, repo, options.runId, placement.branch!, reclaimed))
     }
-    const create = Effect.suspend((): Effect.Effect<"added" | "reused", WorkspaceError> => {
+    const create = Effect.uninterruptibleMask((restore): Effect.Effect<"added" | "reused", WorkspaceError> => {
       const pooled = recyclable(options) ? takePooled(deps.pools, key) : undefined
-      const add = Effect.as(addWorktree(repo, options, placement), "added" as const)
+      const add = restore(Effect.as(addWorktree(repo, options, placement), "added" as const))
       return pooled === undefined
         ? add
-        : reuseWorktree(deps, repo, options, placement, pooled).pipe(
+        : restore(reuseWorktree(deps, repo, options, placement, pooled)).pipe(
+            Effect.onInterrupt(() => discardPooled(deps, options.runId, pooled)),
             Effect.as("reused" as const),
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists
@@ -795,7 +802,8 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
               : recyclable(options)
                 ? releasing(deps.pools, key, releaseWorktree(deps, repo, options.runId, placement, true))
                 : releaseWorktree(deps, repo, options.runId, placement, false)
-        ).pipe(Effect.flatMap(finish))
+        ).pipe(Effect.flatMap((outcome) => finish(outcome, placement.dir))),
+      { interruptible: true }
     )
     if (unshare !== undefined) yield* setUpOverlay(options, placement, unshare)
     else if (created === "added") yield* checkOut(placement.dir, sparse)
@@ -817,7 +825,9 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
     const dir = workspaceDir(stateDir, options.runId, options.agentId)
     const skip = path.dirname(stateDir) === root ? [path.basename(stateDir)] : []
     yield* Effect.acquireRelease(copyTree(root, dir, skip).pipe(Effect.andThen(stampTree(dir))), (before) =>
-      (options.keep === true ? keptByRequest("none") : releaseCopy(dir, before)).pipe(Effect.flatMap(finish))
+      (options.keep === true ? keptByRequest("none") : releaseCopy(dir, before)).pipe(
+        Effect.flatMap((outcome) => finish(outcome, dir))
+      )
     )
     const placement: Placement = {
       root,
@@ -837,7 +847,7 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
 const placeShared = (options: AcquireOptions, finish: Finish) =>
   Effect.gen(function* () {
     const root = path.resolve(options.repo)
-    yield* Effect.addFinalizer(() => finish({ workspace: "shared", branch: "none", reasons: [] }))
+    yield* Effect.addFinalizer(() => finish({ workspace: "shared", branch: "none", reasons: [] }, root))
     const placement: Placement = {
       root,
       registry: stateDirOf(options, root),
@@ -923,21 +933,17 @@ export const acquireWorkspace = (
       })
     }
     const created: { dirs?: AgentDirs | undefined } = {}
-    const dir =
-      strategy === "none"
-        ? undefined
-        : workspaceDir(stateDirOf(options, path.resolve(options.repo)), options.runId, options.agentId)
-    const finish: Finish = (outcome) =>
+    const finish: Finish = (outcome, dir) =>
       cleanupPrivateDirs(created.dirs, outcome).pipe(
-        Effect.andThen(dir === undefined ? Effect.void : removeEmptyParent(path.dirname(dir))),
-        Effect.andThen(reportRelease(options, dir ?? path.resolve(options.repo), outcome))
+        Effect.andThen(strategy === "none" ? Effect.void : removeEmptyParent(path.dirname(dir))),
+        Effect.andThen(reportRelease(options, dir, outcome))
       )
     const placement = yield* place(deps, options, strategy, finish)
     const namespace = namespaceOf({ lockHash: yield* lockfileHash(placement.dir), agentId: options.agentId })
     const dirs = agentDirs(placement.stateDir, options.runId, options.agentId, namespace)
     created.dirs = dirs
     yield* makeAgentDirs(dirs)
-    const ports = yield* deps.ports(options.agentId)
+    const { warning: portWarning, ...ports } = yield* deps.ports(options.agentId)
     const env = agentEnv({
       dirs,
       ports,
@@ -958,7 +964,7 @@ export const acquireWorkspace = (
       ports,
       env,
       copiedFiles: placement.copied,
-      warnings: placement.warnings,
+      warnings: portWarning === undefined ? placement.warnings : [...placement.warnings, portWarning],
       ...(placement.overlay === undefined ? {} : { overlay: placement.overlay.layers })
     }
     if (placement.lender !== undefined) deps.lenders.set(handle, placement.lender)

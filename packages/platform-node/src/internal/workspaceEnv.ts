@@ -19,6 +19,11 @@ export interface PortConfig {
 export interface PortBlock {
   readonly first: number
   readonly count: number
+  /**
+   * Set on the first block of this allocator that could not be held machine-wide: what to tell the
+   * user (the block, and why it is private to this process only).
+   */
+  readonly warning?: string | undefined
 }
 
 export const lockfileHash = (dir: string) =>
@@ -40,20 +45,29 @@ export const namespaceOf = (parts: { readonly lockHash: string; readonly agentId
     .digest("hex")
     .slice(0, 16)
 
+/** How {@link holdBlock} ended: held by a server, taken by another process, or `unavailable` (why). */
+type Hold = net.Server | "taken" | { readonly unavailable: string }
+
 /**
  * Holds port block `first` for this process across the machine: a socket in Linux's abstract
  * namespace named after it, which one process at a time can bind and the kernel frees when that
  * process ends (`kill -9` included), so no lock file is left behind. `"taken"` when another process
- * holds it; `undefined` when the socket cannot be made (any other error, `EMFILE` for one: the block
- * is then private within this process only, as where abstract sockets do not exist). The namespace
- * is the network namespace's, as ports are: shared by every user, separate in a sandbox with a
- * network of its own.
+ * holds it; `unavailable` with the error's code when the socket cannot be made (any other error,
+ * `EMFILE` for one, or a sandbox that refuses it: the block is then private within this process
+ * only, as where abstract sockets do not exist). The namespace is the network namespace's, as ports
+ * are: shared by every user, separate in a sandbox with a network of its own.
  */
-const holdBlock = (first: number): Effect.Effect<net.Server | "taken" | undefined> =>
+const holdBlock = (first: number): Effect.Effect<Hold> =>
   Effect.callback((resume) => {
     const server = net.createServer()
     server.once("error", (error: NodeJS.ErrnoException) =>
-      resume(Effect.succeed(error.code === "EADDRINUSE" ? "taken" : undefined))
+      resume(
+        Effect.succeed(
+          error.code === "EADDRINUSE"
+            ? "taken"
+            : { unavailable: `cannot make the abstract socket @corral-ports-${first} (${error.code ?? error.message})` }
+        )
+      )
     )
     server.listen(`\0corral-ports-${first}`, () => {
       server.unref()
@@ -61,18 +75,32 @@ const holdBlock = (first: number): Effect.Effect<net.Server | "taken" | undefine
     })
   })
 
-const abstractSockets = process.platform === "linux"
+const hold: (first: number) => Effect.Effect<Hold> =
+  process.platform === "linux"
+    ? holdBlock
+    : () => Effect.succeed({ unavailable: "abstract sockets, which keep blocks apart, exist only on Linux" })
+
+const privateWarning = (first: number, size: number, reason: string) =>
+  `port block ${first}-${first + size - 1} is private to this corral process only, not machine-wide: ${reason}; another corral process on this machine may give its agents the same ports`
 
 export const makePortAllocator = (config: PortConfig) => {
   const used = new Set<number>()
+  let warned = false
   const take = (agentId: string) =>
     Effect.gen(function* () {
       for (let index = 0; index < config.blocks; index++) {
         if (used.has(index)) continue
         used.add(index)
-        const held = abstractSockets ? yield* holdBlock(config.base + index * config.size) : undefined
-        if (held !== "taken") return { index, held }
-        used.delete(index)
+        const first = config.base + index * config.size
+        const held = yield* hold(first)
+        if (held === "taken") {
+          used.delete(index)
+          continue
+        }
+        if (held instanceof net.Server) return { index, held, warning: undefined }
+        const warning = warned ? undefined : privateWarning(first, config.size, held.unavailable)
+        warned = true
+        return { index, held: undefined, warning }
       }
       return yield* new PortsExhausted({ agentId, blocks: config.blocks })
     })
@@ -86,7 +114,9 @@ export const makePortAllocator = (config: PortConfig) => {
             }),
         Effect.sync(() => used.delete(index))
       )
-    ).pipe(Effect.map(({ index }) => ({ first: config.base + index * config.size, count: config.size })))
+    ).pipe(
+      Effect.map(({ index, warning }) => ({ first: config.base + index * config.size, count: config.size, warning }))
+    )
 }
 
 export interface AgentDirs {
