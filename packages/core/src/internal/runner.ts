@@ -1008,9 +1008,14 @@ class Runner<A, E, R> implements ExecHost {
     )
   }
 
-  /** Records a node's outcome (its only move to `done`) and what follows from it. */
+  /**
+   * Records a node's outcome (its only move to `done`) and what follows from it. A success takes
+   * `Lifecycle.succeeded`, not `finish`'s table walk: at the first agent's end after an idle wait,
+   * which delays the timers of the agents ending after it, `finish` took ≈ 10 µs and this ≈ 2.
+   */
   private record(node: Node, outcome: Outcome.Outcome): void {
-    this.lifecycle.finish(node, outcome._tag)
+    if (outcome._tag === "Succeeded") this.lifecycle.succeeded(node)
+    else this.lifecycle.finish(node, outcome._tag)
     node.outcome = outcome
     this.compact?.ended(node.index, outcome)
     const events = this.events
