@@ -1,6 +1,6 @@
 import * as NodeFs from "node:fs"
 import { PostgresClient } from "@corral/postgres"
-import { Effect } from "effect"
+import { Effect, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { describe, expect, it } from "vitest"
 import { branches, git, isAlive, runCli, startCli, waitFor, worktrees, writePlan } from "../helpers.ts"
@@ -45,15 +45,6 @@ const checkLeftovers = async (
   const executions = () => rows(url, "SELECT entity FROM corral_executions")
   const runnerWorktrees = () =>
     clones.flatMap((clone) => worktrees(clone).filter((dir) => NodeFs.realpathSync(dir) !== NodeFs.realpathSync(clone)))
-  // The coordinator does not wait for its runners to finish stopping the run's executions: they do
-  // a moment after it exited (≤ 0.15 s measured); one still there after 10 s is left behind.
-  const deadline = Date.now() + 10_000
-  while (
-    Date.now() < deadline &&
-    (processesOf(runId).length > 0 || runnerWorktrees().length > 0 || (await executions()).length > 0)
-  ) {
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
   expect(processesOf(runId), `agent processes of the run (${context})`).toEqual([])
   expect(await executions(), `execution leases (${context})`).toEqual([])
   expect(runnerWorktrees(), `worktrees of the runners' clones (${context})`).toEqual([])
@@ -174,4 +165,73 @@ describe.skipIf(!cluster.available)("Ctrl-C and SIGTERM to a cluster run's coord
     for (const runner of runners) runner.signal("SIGINT")
     for (const runner of runners) expect((await runner.done).code).toBe(130)
   }, 600_000)
+})
+
+/**
+ * Agents that take a while to stop: on SIGTERM (the runner stops its command's process group) the
+ * shell sleeps `stopSeconds` before it exits (the runner's SIGKILL comes 2 s after its SIGTERM).
+ * Each touches `<marks>/<id>` once its trap is set.
+ */
+const slowToStopPlan = (marks: string, stopSeconds: string) =>
+  `version: 1\nconcurrency: 2\nagents:\n${["s1", "s2"]
+    .map(
+      (id) => `  - id: ${id}
+    run: trap 'sleep ${stopSeconds}; exit 1' TERM; touch ${marks}/${id}; sleep 30 & wait
+`
+    )
+    .join("")}`
+
+describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners (end to end)", () => {
+  it("Ctrl-C: at the coordinator's exit no agent process, execution lease or unanswered execution of the run is left; a second Ctrl-C exits at once", async () => {
+    const url = await cluster.database()
+    const repo = cluster.scratchRepo()
+    const runner = await cluster.startRunner(url, cluster.runnerClone(repo, "slow"))
+    const db = ManagedRuntime.make(PostgresClient.layer(url))
+    const query = (text: string) =>
+      db.runPromise(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(text)))
+    try {
+      const stopAfter = async (stopSeconds: string) => {
+        const marks = cluster.scratch("corral-marks-")
+        const plan = writePlan(cluster.scratch("corral-plan-"), "plan.yaml", slowToStopPlan(marks, stopSeconds))
+        const cli = cluster.track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
+        await waitFor(() => NodeFs.readdirSync(marks).length === 2 || !isAlive(cli.pid), 120_000, "both agents started")
+        await query("SELECT 1")
+        cli.signal("SIGINT")
+        return cli
+      }
+      const first = await stopAfter("0.6")
+      const ended = await first.done
+      const runId = runIdOf(ended.stdout)!
+      const left = {
+        processes: processesOf(runId),
+        leases: await query(`SELECT entity FROM corral_executions WHERE entity LIKE '${runId}/%'`),
+        unanswered: await query(
+          `SELECT entity_id FROM cluster_messages WHERE entity_id LIKE '${runId}/%' AND kind = 0 AND NOT processed`
+        )
+      }
+      expect(ended.code, ended.stderr).toBe(130)
+      expect(left, `right at the coordinator's exit: ${ended.stderr}`).toEqual({
+        processes: [],
+        leases: [],
+        unanswered: []
+      })
+
+      const second = await stopAfter("5")
+      await waitFor(() => second.output().includes("waiting for the runners to stop"), 20_000, "the waiting notice")
+      const askedAt = Date.now()
+      second.signal("SIGINT")
+      const skipped = await second.done
+      expect(Date.now() - askedAt, "the second Ctrl-C exits at once").toBeLessThan(1000)
+      expect(skipped.code, skipped.stderr).toBe(130)
+      expect(skipped.stderr).toMatch(
+        /corral: not waiting \(stopped again\): agents s1, s2 of run \S+ may still be running/
+      )
+      const skippedId = runIdOf(skipped.stdout)!
+      await waitFor(() => processesOf(skippedId).length === 0, 20_000, "the runner to stop the agents")
+    } finally {
+      await db.dispose()
+      runner.signal("SIGINT")
+      await runner.done
+    }
+  }, 300_000)
 })

@@ -1,0 +1,137 @@
+/**
+ * After a cluster run was stopped (or failed and cancelled its other agents), the coordinator waits
+ * until its runners ended every execution it had sent them, so the prompt comes back with the run's
+ * work stopped everywhere: an execution has ended when its `Execute` message is answered
+ * (`processed` in `cluster_messages`, which the runner sets once the handler, its process and
+ * workspace clean-up included, is done) and its execution lease is gone from `corral_executions`.
+ * The wait is bounded (a runner that is dead, stopped or cut off may never answer) and a second stop
+ * request ends it at once; either way the agents still running are named.
+ *
+ * @since 0.1.0
+ */
+import * as AgentEntity from "@corral/cluster/AgentEntity"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
+
+/**
+ * How long a coordinator waits for its runners after a stop.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const bound: Duration.Duration = Duration.seconds(10)
+
+/**
+ * How the wait ended: every execution ended, the bound passed, or a second stop request skipped it;
+ * `agents` are those whose executions were still running at the last look.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Drained =
+  | { readonly _tag: "Ended" }
+  | { readonly _tag: "TimedOut" | "Skipped"; readonly agents: ReadonlyArray<string> }
+
+/**
+ * Which agents of the run: their ids, label, and the earlier runs whose executions the run adopted.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Target {
+  readonly runId: string
+  readonly agents: ReadonlyArray<{ readonly id: string; readonly requires: string | undefined }>
+  readonly adopted: ReadonlyMap<string, ReadonlyArray<string>>
+}
+
+const likeEscape = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+
+const placedSuffix = /~\d+(?:#[^#~]+)?$/
+
+/**
+ * The agents of `target` with an execution not ended yet: an unanswered `Execute` message or an
+ * execution lease, of the run itself or of an execution it adopted.
+ *
+ * @since 0.1.0
+ * @category queries
+ */
+export const running = (
+  sql: SqlClient.SqlClient,
+  target: Target
+): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> =>
+  Effect.gen(function* () {
+    const bases = new Map<string, string>()
+    const leases = new Map<string, string>()
+    for (const agent of target.agents) {
+      for (const runId of [target.runId, ...(target.adopted.get(agent.id) ?? [])]) {
+        bases.set(`${runId}/${agent.id}`, agent.id)
+        leases.set(AgentEntity.entityId(runId, agent.id, agent.requires), agent.id)
+      }
+    }
+    const adopted = [...target.adopted].flatMap(([agentId, runs]) => runs.map((runId) => `${runId}/${agentId}`))
+    const messagePatterns = [`${likeEscape(target.runId)}/%`, ...adopted.map((base) => `${likeEscape(base)}~%`)]
+    const leasePatterns = [`${likeEscape(target.runId)}/%`, ...adopted.map((base) => `${likeEscape(base)}%`)]
+    const messages = yield* sql<{ entity_id: string }>`SELECT DISTINCT entity_id FROM cluster_messages
+      WHERE entity_type = ${AgentEntity.AgentEntity.type} AND kind = 0 AND processed = FALSE
+      AND ${sql.or(messagePatterns.map((pattern) => sql`entity_id LIKE ${pattern}`))}`
+    const held = yield* sql<{ entity: string }>`SELECT entity FROM corral_executions
+      WHERE ${sql.or(leasePatterns.map((pattern) => sql`entity LIKE ${pattern}`))}`
+    const agents = new Set<string>()
+    for (const row of messages) {
+      const agent = bases.get(row.entity_id.replace(placedSuffix, ""))
+      if (agent !== undefined) agents.add(agent)
+    }
+    for (const row of held) {
+      const agent = leases.get(row.entity)
+      if (agent !== undefined) agents.add(agent)
+    }
+    return [...agents].sort()
+  })
+
+/**
+ * Polls `running` every `every` until it is empty, for at most `within`; `skip` (a second stop
+ * request) ends the wait at once; `slow` is told the agents still running once `slowAfter` passed.
+ * A failed poll counts as the last answer (the bound still ends it).
+ *
+ * @since 0.1.0
+ * @category waiting
+ */
+export const wait = <E, R>(options: {
+  readonly running: Effect.Effect<ReadonlyArray<string>, E, R>
+  readonly within: Duration.Input
+  readonly every: Duration.Input
+  readonly skip: Effect.Effect<void>
+  readonly slowAfter: Duration.Input
+  readonly slow: (agents: ReadonlyArray<string>) => void
+}): Effect.Effect<Drained, never, R> =>
+  Effect.suspend(() => {
+    let left: ReadonlyArray<string> = []
+    const look = Effect.map(
+      Effect.orElseSucceed(options.running, () => left),
+      (agents) => {
+        left = agents
+        return agents.length === 0
+      }
+    )
+    const ended = Effect.as(Effect.repeat(look, { until: (done) => done, schedule: Schedule.spaced(options.every) }), {
+      _tag: "Ended"
+    } as const)
+    const tell = Effect.andThen(
+      Effect.sleep(options.slowAfter),
+      Effect.sync(() => options.slow(left))
+    )
+    const timedOut = Effect.andThen(
+      Effect.sleep(options.within),
+      Effect.sync((): Drained => ({ _tag: "TimedOut", agents: left }))
+    )
+    const skipped = Effect.andThen(
+      options.skip,
+      Effect.sync((): Drained => ({ _tag: "Skipped", agents: left }))
+    )
+    return Effect.raceFirst(Effect.andThen(Effect.forkScoped(tell), ended), Effect.raceFirst(timedOut, skipped)).pipe(
+      Effect.scoped
+    )
+  })
