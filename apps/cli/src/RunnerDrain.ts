@@ -4,8 +4,9 @@
  * work stopped everywhere: an execution has ended when its `Execute` message is answered
  * (`processed` in `cluster_messages`, which the runner sets once the handler, its process and
  * workspace clean-up included, is done) and its execution lease is gone from `corral_executions`.
- * The wait is bounded (a runner that is dead, stopped or cut off may never answer) and a second stop
- * request ends it at once; either way the agents still running are named.
+ * The wait is bounded (a runner that is dead, stopped or cut off may never answer), a second stop
+ * request ends it at once, and so does a poll the database does not answer (nothing to wait on:
+ * the runners cannot report either); the agents still running at the last look are named.
  *
  * @since 0.1.0
  */
@@ -25,8 +26,8 @@ import type * as SqlError from "effect/sql/SqlError"
 export const bound: Duration.Duration = Duration.seconds(10)
 
 /**
- * How the wait ended: every execution ended, the bound passed, or a second stop request skipped it;
- * `agents` are those whose executions were still running at the last look.
+ * How the wait ended: every execution ended, the bound passed, a second stop request skipped it, or
+ * the database did not answer; `agents` are those whose executions were still running at the last look.
  *
  * @since 0.1.0
  * @category models
@@ -34,6 +35,7 @@ export const bound: Duration.Duration = Duration.seconds(10)
 export type Drained =
   | { readonly _tag: "Ended" }
   | { readonly _tag: "TimedOut" | "Skipped"; readonly agents: ReadonlyArray<string> }
+  | { readonly _tag: "Unknown"; readonly agents: ReadonlyArray<string>; readonly reason: string }
 
 /**
  * Which agents of the run: their ids, label, and the earlier runs whose executions the run adopted.
@@ -93,13 +95,13 @@ export const running = (
 
 /**
  * Polls `running` every `every` until it is empty, for at most `within`; `skip` (a second stop
- * request) ends the wait at once; `slow` is told the agents still running once `slowAfter` passed.
- * A failed poll counts as the last answer (the bound still ends it).
+ * request) ends the wait at once, as does a failed poll; `slow` is told the agents still running
+ * once `slowAfter` passed.
  *
  * @since 0.1.0
  * @category waiting
  */
-export const wait = <E, R>(options: {
+export const wait = <E extends { readonly message: string }, R>(options: {
   readonly running: Effect.Effect<ReadonlyArray<string>, E, R>
   readonly within: Duration.Input
   readonly every: Duration.Input
@@ -109,16 +111,14 @@ export const wait = <E, R>(options: {
 }): Effect.Effect<Drained, never, R> =>
   Effect.suspend(() => {
     let left: ReadonlyArray<string> = []
-    const look = Effect.map(
-      Effect.orElseSucceed(options.running, () => left),
-      (agents) => {
-        left = agents
-        return agents.length === 0
-      }
+    const look = Effect.map(options.running, (agents) => {
+      left = agents
+      return agents.length === 0
+    })
+    const ended = Effect.repeat(look, { until: (done) => done, schedule: Schedule.spaced(options.every) }).pipe(
+      Effect.as<Drained>({ _tag: "Ended" }),
+      Effect.catch((error) => Effect.succeed<Drained>({ _tag: "Unknown", agents: left, reason: error.message }))
     )
-    const ended = Effect.as(Effect.repeat(look, { until: (done) => done, schedule: Schedule.spaced(options.every) }), {
-      _tag: "Ended"
-    } as const)
     const tell = Effect.andThen(
       Effect.sleep(options.slowAfter),
       Effect.sync(() => options.slow(left))

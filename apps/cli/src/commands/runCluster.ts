@@ -434,7 +434,15 @@ const drainRunners = (
           `waiting for the runners to stop ${count(agents.length, "agent")} (${agents.join(", ")}); at most ${within} s, Ctrl-C again exits now\n`
         )
     })
-    if (drained._tag === "Ended" || drained.agents.length === 0) return
+    if (drained._tag === "Ended") return
+    if (drained._tag === "Unknown") {
+      OutputGuard.write(
+        process.stderr,
+        `corral: cannot see whether the runners stopped the agents of run ${target.runId}: ${drained.reason}\n`
+      )
+      return
+    }
+    if (drained.agents.length === 0) return
     const why = drained._tag === "Skipped" ? "not waiting (stopped again)" : `still running after ${within} s`
     OutputGuard.write(
       process.stderr,
