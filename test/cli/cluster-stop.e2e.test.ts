@@ -327,4 +327,39 @@ describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners
       await runner.done
     }
   }, 300_000)
+
+  it("a runner SIGSTOPped while its agents run: the coordinator stops waiting after 10 s, names them on stderr and in the ledger", async () => {
+    const url = await cluster.database()
+    const repo = cluster.scratchRepo()
+    const runner = await cluster.startRunner(url, cluster.runnerClone(repo, "stopped"))
+    try {
+      const marks = cluster.scratch("corral-marks-")
+      const plan = writePlan(cluster.scratch("corral-plan-"), "plan.yaml", slowToStopPlan(marks, "0"))
+      const cli = cluster.track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
+      await waitFor(() => NodeFs.readdirSync(marks).length === 2 || !isAlive(cli.pid), 120_000, "both agents started")
+      runner.signal("SIGSTOP")
+      const signalledAt = Date.now()
+      cli.signal("SIGINT")
+      const ended = await cli.done
+      const waited = Date.now() - signalledAt
+      runner.signal("SIGCONT")
+      const runId = runIdOf(ended.stdout)!
+      expect(ended.code, ended.stderr).toBe(130)
+      expect(waited, "the coordinator waited for the bound").toBeGreaterThanOrEqual(10_000)
+      expect(ended.stderr).toContain("waiting for the runners to stop 2 agents (s1, s2)")
+      expect(ended.stderr).toContain(
+        `corral: still running after 10 s: agents s1, s2 of run ${runId} may still be running on their runners`
+      )
+      const recorded = await rows(
+        url,
+        `SELECT count(*)::int AS n FROM transition_batches WHERE run_id = '${runId}' AND entries LIKE '%RunnersStillRunning%'`
+      )
+      expect(recorded, "the ledger records it").toEqual([{ n: 1 }])
+      await waitFor(() => processesOf(runId).length === 0, 30_000, "the resumed runner to stop the agents")
+    } finally {
+      runner.signal("SIGCONT")
+      runner.signal("SIGINT")
+      await runner.done
+    }
+  }, 300_000)
 })
