@@ -105,6 +105,9 @@ const stopEarly = async (
   const ended = await first.done
   const runId = runIdOf(ended.stdout)
   expectEarlyStopExit(ended, signal, runId, context)
+  expect(ended.stderr, `the runners stopped the run's agents in time (${context})`).not.toMatch(
+    /corral: still running after|corral: cannot see whether the runners/
+  )
   if (runId !== undefined) {
     expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
     await checkLeftovers(setup, runners, runId, context)
@@ -155,6 +158,9 @@ const stopAt = async (
     `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
   ).toContain(ended.code)
   expect(ended.stderr, `the summary (${context})`).toContain(`run ${runId}: `)
+  expect(ended.stderr, `the runners stopped the run's agents in time (${context})`).not.toMatch(
+    /corral: still running after|corral: cannot see whether the runners/
+  )
   return { code: ended.code, runId: runId! }
 }
 

@@ -69,7 +69,7 @@ const onSignalAfterRun = () => OutputGuard.write(process.stderr, "the run has en
 
 /**
  * Listens for stop requests until the scope closes: the first SIGINT/SIGTERM/SIGHUP or a closed
- * output completes `stop`; a second signal only prints that cleanup runs. A signal after the scope
+ * output completes `stop`; a second signal prints that cleanup runs and completes `again`. A signal after the scope
  * closed (the run ended) only prints that corral is exiting, until the process exits (the exit's
  * teardown is bounded: the spawn helper's stop waits at most 2 s).
  *
