@@ -53,6 +53,9 @@ const likeEscape = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
 const placedSuffix = /~\d+(?:#[^#~]+)?$/
 
+/** `kind` of a request row in `cluster_messages` (effect's `SqlMessageStorage`: 0 request, 1 ack, 2 interrupt). */
+const requestKind = 0
+
 /**
  * The agents of `target` with an execution not ended yet: an unanswered `Execute` message or an
  * execution lease, of the run itself or of an execution it adopted.
@@ -77,7 +80,7 @@ export const running = (
     const messagePatterns = [`${likeEscape(target.runId)}/%`, ...adopted.map((base) => `${likeEscape(base)}~%`)]
     const leasePatterns = [`${likeEscape(target.runId)}/%`, ...adopted.map((base) => `${likeEscape(base)}%`)]
     const messages = yield* sql<{ entity_id: string }>`SELECT DISTINCT entity_id FROM cluster_messages
-      WHERE entity_type = ${AgentEntity.AgentEntity.type} AND kind = 0 AND processed = FALSE
+      WHERE entity_type = ${AgentEntity.AgentEntity.type} AND kind = ${requestKind} AND processed = FALSE
       AND ${sql.or(messagePatterns.map((pattern) => sql`entity_id LIKE ${pattern}`))}`
     const held = yield* sql<{ entity: string }>`SELECT entity FROM corral_executions
       WHERE ${sql.or(leasePatterns.map((pattern) => sql`entity LIKE ${pattern}`))}`
