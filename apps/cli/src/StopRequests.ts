@@ -19,6 +19,8 @@ import * as OutputGuard from "./OutputGuard.ts"
 export interface StopRequests {
   /** Done with the reason at the first request. */
   readonly stop: Deferred.Deferred<string>
+  /** Done at the second request (a cluster run's coordinator then stops waiting for its runners). */
+  readonly again: Deferred.Deferred<void>
   /** Prints the notices of later requests through the run's reporter. */
   readonly attach: (reporter: { readonly note: (message: string) => void }) => void
   /**
@@ -30,7 +32,7 @@ export interface StopRequests {
 
 const signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
 
-const listen = (stop: Deferred.Deferred<string>) => {
+const listen = (stop: Deferred.Deferred<string>, again: Deferred.Deferred<void>) => {
   let note = (message: string) => OutputGuard.write(process.stderr, `${message}\n`)
   let count = 0
   let first: NodeJS.Signals | undefined
@@ -42,6 +44,7 @@ const listen = (stop: Deferred.Deferred<string>) => {
       Deferred.doneUnsafe(stop, Effect.succeed(signal === "SIGINT" ? "interrupted (Ctrl-C)" : `received ${signal}`))
     } else {
       note("cleanup in progress: agents are being stopped and workspaces cleaned; corral exits when done")
+      Deferred.doneUnsafe(again, Effect.void)
     }
   }
   for (const signal of signals) process.on(signal, onSignal)
@@ -66,7 +69,7 @@ const onSignalAfterRun = () => OutputGuard.write(process.stderr, "the run has en
 
 /**
  * Listens for stop requests until the scope closes: the first SIGINT/SIGTERM/SIGHUP or a closed
- * output completes `stop`; a second signal only prints that cleanup runs. A signal after the scope
+ * output completes `stop`; a second signal prints that cleanup runs and completes `again`. A signal after the scope
  * closed (the run ended) only prints that corral is exiting, until the process exits (the exit's
  * teardown is bounded: the spawn helper's stop waits at most 2 s).
  *
@@ -75,8 +78,9 @@ const onSignalAfterRun = () => OutputGuard.write(process.stderr, "the run has en
  */
 export const make = Effect.gen(function* () {
   const stop = yield* Deferred.make<string>()
+  const again = yield* Deferred.make<void>()
   const { attach, exitCode } = yield* Effect.acquireRelease(
-    Effect.sync(() => listen(stop)),
+    Effect.sync(() => listen(stop, again)),
     ({ onSignal, offClosed }) =>
       Effect.sync(() => {
         for (const signal of signals) {
@@ -86,5 +90,5 @@ export const make = Effect.gen(function* () {
         offClosed()
       })
   )
-  return { stop, attach, exitCode } satisfies StopRequests
+  return { stop, again, attach, exitCode } satisfies StopRequests
 })

@@ -67,8 +67,11 @@ export const processesOf = (runId: string): Array<number> =>
       }
     })
 
+/** The exit code of a run a signal stopped: 129 after SIGHUP, 130 after SIGINT or SIGTERM. */
+export const stopExitCode = (signal: NodeJS.Signals): number => (signal === "SIGHUP" ? 129 : 130)
+
 /**
- * The exit of a `corral run` signalled early: 130, or 0 when the run had already ended. A signal
+ * The exit of a `corral run` signalled early: 130 (129 after SIGHUP), or 0 when the run had already ended. A signal
  * before corral's bin runs (Node's own start-up, no handler installed yet, no run id printed) ends
  * it by the signal's default action, nothing started; from the bin's first line on corral handles
  * it (`EarlySignals`, run.e2e).
@@ -81,7 +84,7 @@ export const expectEarlyStopExit = (
 ): void => {
   if (ended.code === null && ended.signal === signal && runId === undefined) return
   expect(
-    [0, 130],
+    [0, stopExitCode(signal)],
     `exit code ${ended.code}, signal ${ended.signal} (${context}): ${ended.stderr}${ended.stdout}`
   ).toContain(ended.code)
 }

@@ -42,6 +42,7 @@ import { Workspace } from "@corral/platform-node/Workspace"
 import { PostgresClient, PostgresLedger, PostgresLiveness, PostgresLocks } from "@corral/postgres"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -64,6 +65,7 @@ import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
 import * as RunPlan from "../RunPlan.ts"
 import { limitsOf, MergeConflict, rateLimitsOf } from "../RunPlan.ts"
+import * as RunnerDrain from "../RunnerDrain.ts"
 import type * as StopRequests from "../StopRequests.ts"
 import * as Summary from "../Summary.ts"
 
@@ -408,6 +410,55 @@ const notRecorded = (runId: string, reason: string) =>
   "  its unfinished agents once the database is back; `corral run --resume --cluster` continues it\n"
 
 /**
+ * Waits until the runners ended the run's executions (`RunnerDrain`), at most `RunnerDrain.bound`
+ * or until a second stop request; agents still running then are named on stderr and recorded in the
+ * run's ledger (`RunnersStillRunning`).
+ */
+const drainRunners = (
+  sql: SqlClient.SqlClient,
+  ledger: RunLedger.RunLedger["Service"],
+  requests: StopRequests.StopRequests,
+  target: RunnerDrain.Target
+) =>
+  Effect.gen(function* () {
+    const within = Duration.toSeconds(RunnerDrain.bound)
+    const drained = yield* RunnerDrain.wait({
+      running: RunnerDrain.running(sql, target),
+      within: RunnerDrain.bound,
+      every: "50 millis",
+      skip: Deferred.await(requests.again),
+      slowAfter: "1 second",
+      slow: (agents) =>
+        OutputGuard.write(
+          process.stderr,
+          `waiting for the runners to stop ${count(agents.length, "agent")} (${agents.join(", ")}); at most ${within} s, Ctrl-C again exits now\n`
+        )
+    })
+    if (drained._tag === "Ended") return
+    if (drained._tag === "Unknown") {
+      OutputGuard.write(
+        process.stderr,
+        `corral: cannot see whether the runners stopped the agents of run ${target.runId}: ${drained.reason}\n`
+      )
+      return
+    }
+    if (drained.agents.length === 0) return
+    const why = drained._tag === "Skipped" ? "not waiting (stopped again)" : `still running after ${within} s`
+    OutputGuard.write(
+      process.stderr,
+      `corral: ${why}: agents ${drained.agents.join(", ")} of run ${target.runId} may still be running on their runners\n`
+    )
+    yield* Effect.ignore(
+      ledger.record(target.runId, {
+        _tag: "RunnersStillRunning",
+        at: Date.now(),
+        agents: drained.agents,
+        reason: drained._tag === "Skipped" ? "stopped again" : "bound"
+      })
+    )
+  })
+
+/**
  * Runs the plan on the cluster; returns the exit code. Ctrl-C stops the run as a local one.
  *
  * @since 0.1.0
@@ -567,6 +618,13 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       Effect.ensuring(Effect.sync(reporter.close)),
       Effect.catchTag("InvalidRun", (error) => invalidInput(error.message))
     )
+    if (result.stopped !== undefined || !result.allSucceeded) {
+      yield* drainRunners(Context.get(client, SqlClient.SqlClient), ledger, requests, {
+        runId,
+        agents: plan.agents.map((agent) => ({ id: agent.id, requires: agent.labels.requires })),
+        adopted: adopt
+      })
+    }
     const report = {
       runId,
       result,
