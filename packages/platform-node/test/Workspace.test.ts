@@ -593,6 +593,7 @@ describe("Workspace", () => {
             process.env.PATH = pathBefore
             yield* ws.closePool("intr")
             assert.strictEqual(worktreeCount(repo), 1, "the worktree taken from the pool was removed")
+            assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees")), [], "no run folder is left")
           })
         ).pipe(
           Effect.ensuring(
