@@ -583,6 +583,29 @@ describe("Corral.run", () => {
     })
   )
 
+  it.live("an async onEvent that rejects is detached without an unhandled rejection", () =>
+    Effect.gen(function* () {
+      const unhandled: Array<unknown> = []
+      const record = (reason: unknown) => unhandled.push(reason)
+      process.on("unhandledRejection", record)
+      const rejecting = (async (event: CorralEvent.CorralEvent) => {
+        throw new Error(`subscriber broke on ${event._tag}`)
+      }) as unknown as (event: CorralEvent.CorralEvent) => Effect.Effect<void>
+      const result = yield* Corral.run([Agent.make("x", { run: Effect.succeed(1) })], { onEvent: rejecting }).pipe(
+        Effect.provide(Logger.layer([])),
+        Effect.ensuring(
+          // Node reports an unhandled rejection once the microtasks ran: one macrotask later.
+          Effect.andThen(
+            Effect.promise(() => new Promise((resolve) => setImmediate(resolve))),
+            Effect.sync(() => process.off("unhandledRejection", record))
+          )
+        )
+      )
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(unhandled, [])
+    })
+  )
+
   it.effect("events arrive in order and carry consistent progress", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()
