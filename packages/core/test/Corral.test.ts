@@ -587,17 +587,19 @@ describe("Corral.run", () => {
     Effect.gen(function* () {
       const unhandled: Array<unknown> = []
       const record = (reason: unknown) => unhandled.push(reason)
-      process.on("unhandledRejection", record)
+      // biome-ignore lint/style/noRestrictedGlobals: what is checked is Node's own unhandled-rejection report
+      const node = process
+      node.on("unhandledRejection", record)
       const rejecting = (async (event: CorralEvent.CorralEvent) => {
         throw new Error(`subscriber broke on ${event._tag}`)
       }) as unknown as (event: CorralEvent.CorralEvent) => Effect.Effect<void>
       const result = yield* Corral.run([Agent.make("x", { run: Effect.succeed(1) })], { onEvent: rejecting }).pipe(
         Effect.provide(Logger.layer([])),
         Effect.ensuring(
-          // Node reports an unhandled rejection once the microtasks ran: one macrotask later.
+          // Node reports an unhandled rejection once the microtasks ran: a timer later.
           Effect.andThen(
-            Effect.promise(() => new Promise((resolve) => setImmediate(resolve))),
-            Effect.sync(() => process.off("unhandledRejection", record))
+            Effect.sleep("1 millis"),
+            Effect.sync(() => node.off("unhandledRejection", record))
           )
         )
       )

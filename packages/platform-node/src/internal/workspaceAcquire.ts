@@ -780,7 +780,9 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
         ? add
         : restore(reuseWorktree(deps, repo, options, placement, pooled)).pipe(
             Effect.onInterrupt(() =>
-              discardPooled(deps, options.runId, pooled).pipe(Effect.andThen(removeEmptyParent(path.dirname(pooled.dir))))
+              discardPooled(deps, options.runId, pooled).pipe(
+                Effect.andThen(removeEmptyParent(path.dirname(pooled.dir)))
+              )
             ),
             Effect.as("reused" as const),
             Effect.catch((error) =>
