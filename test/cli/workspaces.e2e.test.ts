@@ -1,6 +1,6 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, onTestFinished } from "vitest"
 import {
   branches,
   git,
@@ -115,6 +115,16 @@ describe("gc of a killed run's stray process (end to end)", () => {
       "the agent and its stray to start"
     )
     const stray = pidIn(strayFile)!
+    const agent = pidIn(pidFile)!
+    onTestFinished(() => {
+      for (const pid of [agent, stray]) {
+        try {
+          process.kill(pid, "SIGKILL")
+        } catch {
+          // gc stopped it
+        }
+      }
+    })
     const tracked = NodePath.join(repo, ".corral", "runs")
     await waitFor(
       () =>
