@@ -1,6 +1,6 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, onTestFinished } from "vitest"
 import {
   branches,
   git,
@@ -94,6 +94,59 @@ describe("gc of a killed run (end to end)", () => {
     expect(collected.stdout).toContain(`stopped process group ${pid} of a crashed run`)
     await waitFor(() => !isAlive(pid), 10_000, "the agent to be stopped")
     expect(worktrees(repo)).toHaveLength(1)
+  }, 120_000)
+})
+
+describe("gc of a killed run's stray process (end to end)", () => {
+  it("gc --dry-run lists an agent's process that left its group, as gc stops it", async () => {
+    const repo = makeRepo()
+    const side = tempDir("side-")
+    const pidFile = NodePath.join(side, "pid")
+    const strayFile = NodePath.join(side, "stray")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:\n  - id: slow\n    run: setsid sleep 300 & echo $! > ${strayFile}; echo $$ > ${pidFile}; exec sleep 300\n`
+    )
+    const first = startCli(["run", plan], { cwd: repo })
+    await waitFor(
+      () => pidIn(pidFile) !== undefined && pidIn(strayFile) !== undefined,
+      30_000,
+      "the agent and its stray to start"
+    )
+    const stray = pidIn(strayFile)!
+    const agent = pidIn(pidFile)!
+    onTestFinished(() => {
+      for (const pid of [agent, stray]) {
+        try {
+          process.kill(pid, "SIGKILL")
+        } catch {
+          // gc stopped it
+        }
+      }
+    })
+    const tracked = NodePath.join(repo, ".corral", "runs")
+    await waitFor(
+      () =>
+        NodeFs.existsSync(tracked) &&
+        NodeFs.readdirSync(tracked).some((run) => NodeFs.existsSync(NodePath.join(tracked, run, "pids", "slow"))),
+      30_000,
+      "corral to record the agent's process group"
+    )
+    first.signal("SIGKILL")
+    await first.done
+    let dry = await runCli(["gc", "--dry-run"], { cwd: repo })
+    for (let tries = 0; !dry.stdout.includes("would stop") && tries < 40; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      dry = await runCli(["gc", "--dry-run"], { cwd: repo })
+    }
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toContain(`would stop process group ${stray} of a crashed run`)
+    expect(isAlive(stray), "a dry run stops nothing").toBe(true)
+    const collected = await runCli(["gc"], { cwd: repo })
+    expect(collected.code, collected.stderr).toBe(0)
+    expect(collected.stdout).toContain(`stopped process group ${stray} of a crashed run`)
+    await waitFor(() => !isAlive(stray), 10_000, "the stray to be stopped")
   }, 120_000)
 })
 

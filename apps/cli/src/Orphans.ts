@@ -51,20 +51,35 @@ const groupAlive = (pgid: number): boolean => {
 }
 
 /**
- * The recorded process groups of dead runs that still run (what {@link reap} would stop first),
- * without signalling or forgetting any: for `corral gc --dry-run`.
+ * What {@link reap} would stop, without signalling or forgetting any (`corral gc --dry-run`): the
+ * recorded process groups of dead runs that still run, then any other process carrying one of those
+ * runs' `CORRAL_RUN_ID` outside those groups (one that left its group, such as a `setsid` daemon).
  *
  * @since 0.1.0
  * @category reaping
  */
-export const left = (stateDir: string, runIds: ReadonlyArray<string>): ReadonlyArray<number> =>
-  runIds.flatMap((runId) => {
+export const left = (stateDir: string, runIds: ReadonlyArray<string>): ReadonlyArray<number> => {
+  const groups = runIds.flatMap((runId) => {
     const dir = pidDir(stateDir, runId)
     if (!NodeFs.existsSync(dir)) return []
     return NodeFs.readdirSync(dir)
       .map((file) => Number(NodeFs.readFileSync(NodePath.join(dir, file), "utf8")))
       .filter((pid) => Number.isInteger(pid) && pid > 1 && belongsTo(pid, runId) && groupAlive(pid))
   })
+  const inGroups = new Set(groups)
+  const strays = runIds.length === 0 ? [] : carriers(new Set(runIds)).filter((pid) => !inGroups.has(groupOf(pid)))
+  return [...groups, ...strays]
+}
+
+/** The process group of `pid` (field 5 of `/proc/<pid>/stat`), or `pid` itself when it cannot be read. */
+const groupOf = (pid: number): number => {
+  try {
+    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
+  } catch {
+    return pid
+  }
+}
 
 /**
  * Stops the recorded process groups of dead runs, then any other process that still carries one of

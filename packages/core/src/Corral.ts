@@ -42,7 +42,7 @@ export interface Options {
   readonly budget?: { readonly costUsd?: number | undefined; readonly tokens?: number | undefined } | undefined
   /**
    * Receives events in order, on its own fiber: a slow subscriber does not slow the agents and a
-   * failing one (or one that returns no effect, such as a plain or `async` callback) is detached with a warning, without affecting the run. At most `eventBuffer` events wait for the
+   * failing one (or one that returns no effect, such as a plain or `async` callback; a rejection of the promise it returned is ignored) is detached with a warning, without affecting the run. At most `eventBuffer` events wait for the
    * subscriber; while that many wait, new events are dropped and the subscriber later gets one
    * `EventsDropped` event with their count. `RunFinished` is never dropped, and the run returns once
    * the subscriber has handled it. A run interrupted from outside (`Fiber.interrupt`, `Effect.timeout`)

@@ -583,6 +583,31 @@ describe("Corral.run", () => {
     })
   )
 
+  it.live("an async onEvent that rejects is detached without an unhandled rejection", () =>
+    Effect.gen(function* () {
+      const unhandled: Array<unknown> = []
+      const record = (reason: unknown) => unhandled.push(reason)
+      // biome-ignore lint/style/noRestrictedGlobals: what is checked is Node's own unhandled-rejection report
+      const node = process
+      node.on("unhandledRejection", record)
+      const rejecting = (async (event: CorralEvent.CorralEvent) => {
+        throw new Error(`subscriber broke on ${event._tag}`)
+      }) as unknown as (event: CorralEvent.CorralEvent) => Effect.Effect<void>
+      const result = yield* Corral.run([Agent.make("x", { run: Effect.succeed(1) })], { onEvent: rejecting }).pipe(
+        Effect.provide(Logger.layer([])),
+        Effect.ensuring(
+          // Node reports an unhandled rejection once the microtasks ran: a timer later.
+          Effect.andThen(
+            Effect.sleep("1 millis"),
+            Effect.sync(() => node.off("unhandledRejection", record))
+          )
+        )
+      )
+      assert.isTrue(result.allSucceeded)
+      assert.deepStrictEqual(unhandled, [])
+    })
+  )
+
   it.effect("events arrive in order and carry consistent progress", () =>
     Effect.gen(function* () {
       const timeline = new Testing.Timeline()

@@ -553,6 +553,60 @@ describe("Workspace", () => {
     )
   )
 
+  it.live("a reuse of a pooled worktree interrupted before the worktree moved removes it", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const { onRelease } = releases()
+        const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-pool-intr-"))
+        const fifo = path.join(bin, "reached")
+        execFileSync("mkfifo", [fifo])
+        const realGit = execFileSync("sh", ["-c", "command -v git"]).toString().trim()
+        // The reuse's first git command (is the agent's branch free?) says so on the fifo, then hangs.
+        fs.writeFileSync(
+          path.join(bin, "git"),
+          `#!/bin/sh\ncase "$*" in *refs/heads/corral/intr/b*) echo > "${fifo}"; exec sleep 30;; esac\nexec "${realGit}" "$@"\n`,
+          { mode: 0o755 }
+        )
+        const pathBefore = process.env.PATH
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* ws.registerRun(repo, "intr")
+            const integration = yield* ws.integration({ repo, runId: "intr" })
+            const acquire = (agentId: string, base: string) =>
+              ws.acquire({ repo, runId: "intr", agentId, base, recycle: true, onRelease })
+            yield* Effect.scoped(
+              Effect.gen(function* () {
+                const handle = yield* acquire("a", yield* integration.head())
+                yield* edit(handle, "a.txt", "a was here\n")
+                yield* integration.commitAll(handle, "a")
+                assert.strictEqual((yield* integration.merge(handle))._tag, "Merged")
+              })
+            )
+            assert.strictEqual(worktreeCount(repo), 2, "a's worktree is in the pool")
+            const base = yield* integration.head()
+            process.env.PATH = `${bin}${path.delimiter}${pathBefore}`
+            const reusing = yield* Effect.forkChild(Effect.scoped(acquire("b", base)))
+            yield* Effect.promise(() => fs.promises.readFile(fifo))
+            yield* Fiber.interrupt(reusing)
+            process.env.PATH = pathBefore
+            yield* ws.closePool("intr")
+            assert.strictEqual(worktreeCount(repo), 1, "the worktree taken from the pool was removed")
+            assert.deepStrictEqual(fs.readdirSync(path.join(repo, ".corral", "worktrees")), [], "no run folder is left")
+          })
+        ).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              process.env.PATH = pathBefore
+              fs.rmSync(bin, { recursive: true, force: true })
+            })
+          )
+        )
+      })
+    )
+  )
+
   it.live("a recycled worktree never shows the next agent a previous agent's tracked, untracked or ignored files", () =>
     provide(
       Effect.gen(function* () {

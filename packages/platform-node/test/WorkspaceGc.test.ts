@@ -131,8 +131,17 @@ describe("Workspace.gc", () => {
       assert.isTrue(fs.existsSync(path.join(repo, ".git", "corral", "runs", "crashed.json")))
       const worktreesBefore = sh(repo, "worktree", "list")
 
+      const indexes = () =>
+        fs
+          .readdirSync(path.join(repo, ".git", "worktrees"))
+          .map((name) => path.join(repo, ".git", "worktrees", name, "index"))
+          .filter((file) => fs.existsSync(file))
+          .map((file) => `${file} ${fs.statSync(file).mtimeMs}`)
+      const indexesBefore = indexes()
+
       const preview = yield* ws.gc({ repo, dryRun: true })
       assert.strictEqual(sh(repo, "worktree", "list"), worktreesBefore)
+      assert.deepStrictEqual(indexes(), indexesBefore, "a dry run writes no worktree's index")
 
       const report = yield* ws.gc({ repo })
       assert.deepStrictEqual(targets(report.removed, repo), targets(preview.removed, repo))

@@ -5,7 +5,7 @@
  * While the buffer is full new events are dropped and counted, and the subscriber gets one
  * `EventsDropped` with the count before the next event that fits. `RunFinished` is never dropped.
  * A subscriber that fails, or returns something that is not an effect, is detached with a warning;
- * the run goes on.
+ * the run goes on (a promise it returned is dropped, its rejection ignored).
  *
  * Agents that never yield would keep the subscriber's fiber from running until the run ends, so
  * emitters run `catchUp` after each agent (the run after each `Queued`): once the buffer is half
@@ -34,6 +34,15 @@ class SubscriberNotAnEffect extends Data.TaggedError("SubscriberNotAnEffect")<{
   override get message() {
     return `onEvent returned ${this.got} for ${this.event}, not an effect: return an effect (Effect.void, or wrap the work in Effect.sync)`
   }
+}
+
+/**
+ * Detaches a subscriber that returned `handled`, not an effect. An `async` subscriber's promise is
+ * dropped with it, so its rejection is ignored: unhandled, Node would end the process.
+ */
+const notAnEffect = (event: CorralEvent, handled: unknown): Effect.Effect<never> => {
+  if (handled instanceof Promise) handled.catch(() => {})
+  return Effect.die(new SubscriberNotAnEffect({ event: event._tag, got: describe(handled) }))
 }
 
 export interface Base {
@@ -174,9 +183,7 @@ export class EventSink {
         sink.backlog--
         sink.taken++
         const handled = onEvent(event)
-        return Effect.isEffect(handled)
-          ? handled
-          : Effect.die(new SubscriberNotAnEffect({ event: event._tag, got: describe(handled) }))
+        return Effect.isEffect(handled) ? handled : notAnEffect(event, handled)
       },
       step: () => {}
     })

@@ -779,7 +779,11 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       return pooled === undefined
         ? add
         : restore(reuseWorktree(deps, repo, options, placement, pooled)).pipe(
-            Effect.onInterrupt(() => discardPooled(deps, options.runId, pooled)),
+            Effect.onInterrupt(() =>
+              discardPooled(deps, options.runId, pooled).pipe(
+                Effect.andThen(removeEmptyParent(path.dirname(pooled.dir)))
+              )
+            ),
             Effect.as("reused" as const),
             Effect.catch((error) =>
               error instanceof BranchAlreadyExists

@@ -90,9 +90,16 @@ const act = (collector: Collector, item: GcItem, effect: Effect.Effect<unknown, 
 const keep = (collector: Collector, item: GcItem, reason: string) =>
   Effect.sync(() => collector.kept.push({ ...item, reason }))
 
-/** Uncommitted changes, untracked files, or ignored files other than the ones corral copied in. */
+/**
+ * Uncommitted changes, untracked files, or ignored files other than the ones corral copied in. Read
+ * with `--no-optional-locks`: `status` would otherwise refresh the worktree's index, taking its
+ * `index.lock` (a dry run would write, and a crashed run's agent that still runs there could find
+ * the lock taken).
+ */
 const holdsUserFiles = (dir: string, copies: ReadonlySet<string>) =>
-  git(["status", "--porcelain", "--untracked-files=all", "--ignored=matching"], { cwd: dir }).pipe(
+  git(["--no-optional-locks", "status", "--porcelain", "--untracked-files=all", "--ignored=matching"], {
+    cwd: dir
+  }).pipe(
     Effect.map((out) =>
       lines(out).some((line) => !(line.startsWith("!! ") && copies.has(path.join(dir, line.slice(3)))))
     )
