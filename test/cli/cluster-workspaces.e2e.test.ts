@@ -5,7 +5,18 @@ import { PostgresLedger } from "@corral/postgres"
 import { Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import * as Reconcile from "../../apps/cli/src/Reconcile.ts"
-import { branches, git, isAlive, pidIn, runCli, startCli, waitFor, worktrees, writePlan } from "../helpers.ts"
+import {
+  branches,
+  git,
+  isAlive,
+  jsonEvents,
+  pidIn,
+  runCli,
+  startCli,
+  waitFor,
+  worktrees,
+  writePlan
+} from "../helpers.ts"
 import { clusterTests } from "../support/cluster.ts"
 
 const cluster = await clusterTests()
@@ -373,6 +384,64 @@ agents:
     const collected = await runCli(["gc", "--repo", sub], { cwd: repo })
     expect(collected.code, collected.stderr).toBe(0)
     expect(collected.stdout).toContain("0 removed")
+    runner.signal("SIGINT")
+    expect((await runner.done).code).toBe(130)
+  }, 180_000)
+})
+
+describe.skipIf(!cluster.available)("workspace warnings of a cluster runner", () => {
+  it("a runner's port block that falls back to private is a Notice on the coordinator, on success and on failure", async () => {
+    const url = await database()
+    const repo = scratchRepo()
+    const dir = scratch("corral-refuse-")
+    const refuse = writePlan(
+      dir,
+      "refuse.mjs",
+      `import net from "node:net"
+const listen = net.Server.prototype.listen
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] !== "string" || !args[0].startsWith("\\0corral-ports-")) return Reflect.apply(listen, this, args)
+  process.nextTick(() => this.emit("error", Object.assign(new Error("listen EACCES"), { code: "EACCES" })))
+  return this
+}
+`
+    )
+    const warning = (first: number) =>
+      `warning: port block ${first}-${first + 9} is private to this corral process only, not machine-wide: cannot make the abstract socket @corral-ports-${first} (EACCES); another corral process on this machine may give its agents the same ports`
+    const notices = (stdout: string) =>
+      jsonEvents<{ type: string; message: string }>(stdout)
+        .filter((event) => event.type === "Notice" && /port block/.test(event.message))
+        .map((event) => event.message)
+    const failing = await cluster.startRunner(url, cloneFor(repo, "refuse-fail"), {
+      env: { NODE_OPTIONS: `--import ${refuse}` }
+    })
+    const failed = await runCli(
+      [
+        "run",
+        writePlan(dir, "fail.yaml", "version: 1\nagents:\n  - id: bad\n    run: exit 3\n"),
+        "--cluster",
+        url,
+        "--json"
+      ],
+      { cwd: repo }
+    )
+    expect(failed.code, failed.stderr).toBe(1)
+    expect(notices(failed.stdout)).toEqual([warning(20000)])
+    failing.signal("SIGINT")
+    expect((await failing.done).code).toBe(130)
+    const runner = await cluster.startRunner(url, cloneFor(repo, "refuse-ok"), {
+      args: ["--capacity", "4"],
+      env: { NODE_OPTIONS: `--import ${refuse}` }
+    })
+    const agents = ["one", "two", "three"].map((id) => `  - id: ${id}\n    run: echo "$PORT" > ${dir}/${id}.port\n`)
+    const plan = writePlan(dir, "ok.yaml", `version: 1\nisolation: none\nagents:\n${agents.join("")}`)
+    const plain = await runCli(["run", plan, "--cluster", url], { cwd: repo })
+    expect(plain.code, plain.stderr).toBe(0)
+    const lines = plain.stdout.split("\n").filter((line) => /port block/.test(line))
+    expect(
+      lines.map((line) => line.slice(line.indexOf("warning: "))),
+      plain.stdout
+    ).toEqual([warning(20000)])
     runner.signal("SIGINT")
     expect((await runner.done).code).toBe(130)
   }, 180_000)

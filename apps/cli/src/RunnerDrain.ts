@@ -60,6 +60,14 @@ const requestKind = 0
  * The agents of `target` with an execution not ended yet: an unanswered `Execute` message or an
  * execution lease, of the run itself or of an execution it adopted.
  *
+ * effect never deletes processed messages, but the message query is served by effect's own index
+ * `cluster_messages_shard_idx (shard_id, processed, …)`: PostgreSQL scans it with `processed = false`
+ * as its index condition and reads only the few unprocessed rows (measured against a real
+ * PostgreSQL with processed `Execute` rows of old runs: 200k rows, 302 index pages, 0.26–0.48 ms in
+ * the server; 1M rows, 902 pages, 0.9 ms; a poll of both queries 0.9–1.7 ms median from the client).
+ * The leases alone would not do: an `Execute` message stored but not yet taken up by a runner's
+ * handler has no lease yet (the handler takes it when it starts).
+ *
  * @since 0.1.0
  * @category queries
  */

@@ -147,7 +147,9 @@ export const Output = Schema.Struct({
    */
   runId: Schema.optional(Schema.String),
   /** With `commit`: the base the agent's worktree started at. */
-  base: Schema.optional(Schema.String)
+  base: Schema.optional(Schema.String),
+  /** The workspace's warnings (`WorkspaceHandle.warnings`), for the coordinator to show; absent when none. */
+  warnings: Schema.optional(Schema.Array(Schema.String))
 })
 
 /**
@@ -161,8 +163,23 @@ export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandF
   command: Schema.String,
   exitCode: Schema.optional(Schema.Number),
   tail: Schema.Array(Schema.String),
-  message: Schema.String
+  message: Schema.String,
+  /** The warnings of the workspace the command ran in, as in `Output`; absent when none. */
+  warnings: Schema.optional(Schema.Array(Schema.String))
 }) {}
+
+/** `error` carrying the workspace's `warnings` (none: `error` itself). */
+const withWarnings = (error: CommandFailed, warnings: ReadonlyArray<string>): CommandFailed =>
+  warnings.length === 0
+    ? error
+    : new CommandFailed({
+        reason: error.reason,
+        command: error.command,
+        ...(error.exitCode === undefined ? {} : { exitCode: error.exitCode }),
+        tail: error.tail,
+        message: error.message,
+        warnings
+      })
 
 const commandFailed = (error: ProcessRunner.ProcessFailed | CommandFailed) =>
   error instanceof CommandFailed
@@ -271,8 +288,10 @@ export const ProcessKind = AgentKind.make("corral/process", {
         attempt,
         fencingToken: me?.fencingToken
       })
+      let warnings: ReadonlyArray<string> = []
       const run = (handle: Workspace.WorkspaceHandle) =>
         Effect.gen(function* () {
+          warnings = handle.warnings
           const isolated = RunnerIsolation.of(input, handle, repo, stateDir)
           const gitLink = isolated.sandbox === undefined ? undefined : Sandbox.guardGitLink(handle.dir)
           const result = yield* ProcessRunner.run({
@@ -315,18 +334,22 @@ export const ProcessKind = AgentKind.make("corral/process", {
         runnerPid: process.pid,
         ...(commit === undefined || input.workspace === undefined
           ? {}
-          : { commit, runId: me?.runId ?? "run", base: input.workspace.base })
+          : { commit, runId: me?.runId ?? "run", base: input.workspace.base }),
+        ...(warnings.length === 0 ? {} : { warnings })
       })
       const workspaceFailed = (error: unknown) =>
         Effect.fail(
-          error instanceof CommandFailed
-            ? error
-            : new CommandFailed({
-                reason: "workspace",
-                command: input.command,
-                tail: [],
-                message: workspaceMessage(error, runner)
-              })
+          withWarnings(
+            error instanceof CommandFailed
+              ? error
+              : new CommandFailed({
+                  reason: "workspace",
+                  command: input.command,
+                  tail: [],
+                  message: workspaceMessage(error, runner)
+                }),
+            warnings
+          )
         )
       if (input.workspace === undefined) {
         const result = yield* inSharedWorkspace(repo, runId, agentId, run).pipe(Effect.catch(workspaceFailed))

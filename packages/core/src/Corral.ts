@@ -71,7 +71,10 @@ export interface Options {
   /**
    * When this effect completes, the run stops as in fail-fast mode (running agents `Interrupted`,
    * the rest `Cancelled`) and still returns its result; the effect's value is the reason given.
-   * An effect already complete when the run starts starts no agent. `result.stopped` is set
+   * No agent starts once it completed; the running agents are interrupted one scheduler turn later,
+   * so an agent that completes it as its last step and returns without yielding again ends with its
+   * own outcome (it finished its work), while one that yields after completing it is still running
+   * and ends `Interrupted`. An effect already complete when the run starts starts no agent. `result.stopped` is set
    * whenever the effect completed before the run returned, however fast the agents finished.
    * Commands use it to turn Ctrl-C into a summarized stop.
    */

@@ -2,8 +2,65 @@ import { Agent, Corral, type CorralEvent, type Outcome, ToolCalls, Usage } from 
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, type Duration, Effect, Fiber, Logger, Random, References } from "effect"
 import { TestClock } from "effect/testing"
+import fc from "fast-check"
 import { isLegal, Lifecycle } from "../src/internal/lifecycle.ts"
 import { neverReturns } from "./support/subscribers.ts"
+
+interface StopperCase {
+  /** What the agent that completes `stopOn` does before it completes it. */
+  readonly before: ReadonlyArray<"yield" | "sleep">
+  /** The other agents: one that never ends, one that sleeps that many seconds, one that ends at once. */
+  readonly siblings: ReadonlyArray<"never" | number | "instant">
+  readonly concurrency: number
+  readonly subscriber: boolean
+}
+
+const stopperCase: fc.Arbitrary<StopperCase> = fc.record({
+  before: fc.array(fc.constantFrom("yield" as const, "sleep" as const), { maxLength: 3 }),
+  siblings: fc.array(fc.oneof(fc.constantFrom("never" as const, "instant" as const), fc.integer({ min: 1, max: 3 })), {
+    maxLength: 3
+  }),
+  concurrency: fc.integer({ min: 1, max: 4 }),
+  subscriber: fc.boolean()
+})
+
+const checkStopper = (c: StopperCase) =>
+  Effect.gen(function* () {
+    const stop = yield* Deferred.make<string>()
+    const steps = c.before.map((step) => (step === "yield" ? Effect.yieldNow : Effect.sleep("1 second")))
+    const run = Effect.andThen(Effect.all(steps, { discard: true }), Deferred.succeed(stop, "done")).pipe(Effect.as(7))
+    const siblings = c.siblings.map((sibling, index) =>
+      Agent.make(`sibling-${index}`, {
+        run:
+          sibling === "never" ? Effect.never : sibling === "instant" ? Effect.void : Effect.sleep(`${sibling} seconds`)
+      })
+    )
+    const agents = [
+      Agent.make("stopper", { run }),
+      ...siblings,
+      Agent.make("after", { dependsOn: ["stopper"], run: Effect.void })
+    ]
+    const options = { stopOn: Deferred.await(stop), concurrency: c.concurrency }
+    const fiber = yield* Effect.forkChild(
+      Corral.run(agents, c.subscriber ? { ...options, onEvent: () => Effect.void } : options),
+      { startImmediately: true }
+    )
+    yield* TestClock.adjust("1 minute")
+    for (let turn = 0; turn < 100 && fiber.pollUnsafe() === undefined; turn++) yield* Effect.yieldNow
+    if (fiber.pollUnsafe() === undefined)
+      return assert.fail(`still running after 1 minute and 100 turns: ${JSON.stringify(c)}`)
+    const result = yield* Fiber.join(fiber)
+    const stopper = result.get("stopper")
+    assert.strictEqual(stopper?._tag, "Succeeded", JSON.stringify(c))
+    assert.strictEqual((stopper as Outcome.Succeeded).value, 7)
+    assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "done" })
+    assert.strictEqual(result.get("after")?._tag, "Cancelled")
+    c.siblings.forEach((sibling, index) => {
+      const tag = result.get(`sibling-${index}`)?._tag
+      if (sibling === "never") assert.oneOf(tag, ["Interrupted", "Cancelled"], JSON.stringify(c))
+      else assert.oneOf(tag, ["Succeeded", "Interrupted", "Cancelled"], JSON.stringify(c))
+    })
+  })
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
@@ -424,6 +481,30 @@ describe("stops", () => {
       const agents = [Agent.make("stopper", { run: Deferred.succeed(stop, "from inside") })]
       const result = yield* Corral.run(agents, { stopOn: Deferred.await(stop) })
       assert.deepStrictEqual(result.stopped, { _tag: "Stopped", reason: "from inside" })
+    })
+  )
+
+  it.effect("an agent that completes stopOn as its last step and returns ends Succeeded; the others stop", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(stopperCase, (c) =>
+          Effect.runPromise(checkStopper(c).pipe(Effect.provide([TestClock.layer(), Logger.layer([])])))
+        ),
+        { numRuns: 200 }
+      )
+    )
+  )
+
+  it.effect("an agent that completes stopOn and then yields is still running: it ends Interrupted", () =>
+    Effect.gen(function* () {
+      const stop = yield* Deferred.make<string>()
+      const agents = [
+        Agent.make("stopper", {
+          run: Effect.yieldNow.pipe(Effect.andThen(Deferred.succeed(stop, "done")), Effect.andThen(Effect.yieldNow))
+        })
+      ]
+      const result = yield* finishWithin(Corral.run(agents, { stopOn: Deferred.await(stop) }))
+      assert.deepStrictEqual(tags(result), { stopper: "Interrupted" })
     })
   )
 

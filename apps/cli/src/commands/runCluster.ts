@@ -34,6 +34,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Agent from "@corral/core/Agent"
 import * as AgentKind from "@corral/core/AgentKind"
+import type * as Executor from "@corral/core/Executor"
 import * as Corral from "@corral/core/Corral"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
 import * as Git from "@corral/platform-node/Git"
@@ -205,12 +206,30 @@ interface Attempts {
   readonly made: Map<string, number>
 }
 
+/**
+ * Shows the warnings of the workspaces runners gave the run's agents (a port block private to its
+ * runner's process, say) as a local run shows its own: a `Notice` each, once per run.
+ */
+const workspaceWarnings = (emit: (event: RunEvent) => Effect.Effect<void>) => {
+  const warned = new Set<string>()
+  return (warnings: ReadonlyArray<string> | undefined): Effect.Effect<void> =>
+    Effect.forEach(
+      (warnings ?? []).filter((warning) => !warned.has(warning)),
+      (warning) => {
+        warned.add(warning)
+        return emit({ _tag: "Notice", at: Date.now(), message: `warning: ${warning}` })
+      },
+      { discard: true }
+    )
+}
+
 const toAgent = (
   agent: PlanFile.PlanAgent,
   cache: CacheScope,
   workspaces: ClusterWorkspaces.ClusterWorkspaces | undefined,
   memoryPool: boolean,
-  attempts: Attempts
+  attempts: Attempts,
+  warn: (warnings: ReadonlyArray<string> | undefined) => Effect.Effect<void>
 ) => {
   const input = processInput(agent)
   const pools = { ...agent.claims.pools }
@@ -227,12 +246,19 @@ const toAgent = (
     ...(agent.labels.requires === undefined ? {} : { requires: agent.labels.requires })
   })
   const requires = agent.labels.requires === undefined ? {} : { requires: agent.labels.requires }
+  const warned = <R>(
+    run: Effect.Effect<typeof ProcessKind.Output.Type, ProcessKind.CommandFailed | Executor.ExecutionError, R>
+  ) =>
+    run.pipe(
+      Effect.tap((output) => warn(output.warnings)),
+      Effect.tapError((error) => (error._tag === "CommandFailed" ? warn(error.warnings) : Effect.void))
+    )
   const inWorktree = (deps: Agent.Deps, ws: ClusterWorkspaces.ClusterWorkspaces) =>
     Effect.gen(function* () {
       const workspace = yield* ws.prepare(agent)
-      const output = yield* AgentKind.agent(ProcessKind.ProcessKind, agent.id, { ...input, workspace }, requires).run(
-        deps
-      )
+      const output = yield* AgentKind.agent(ProcessKind.ProcessKind, agent.id, { ...input, workspace }, requires)
+        .run(deps)
+        .pipe(warned)
       const merged = yield* ws.mergeBack(agent, output.base ?? workspace.base, output.commit, output.runId)
       return {
         process: {
@@ -250,7 +276,7 @@ const toAgent = (
     workspaces !== undefined
       ? inWorktree(deps, workspaces)
       : Effect.map(
-          kindAgent.run(deps),
+          warned(kindAgent.run(deps)),
           (output): AgentResult => ({
             process: {
               exitCode: 0,
@@ -552,8 +578,9 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
             Effect.catch((error) => invalidInput(`cannot start the run's integration branch: ${error.message}`))
           )
     const attempts: Attempts = { adopted: new Map(), made: new Map() }
+    const warn = workspaceWarnings(emit)
     const agents = plan.agents.map((agent) =>
-      toAgent(agent, cache, workspaces, plan.pools.memoryMb !== undefined, attempts)
+      toAgent(agent, cache, workspaces, plan.pools.memoryMb !== undefined, attempts, warn)
     )
     yield* ledger.startRun({
       runId,

@@ -414,7 +414,7 @@ class Runner<A, E, R> implements ExecHost {
     const stopOn = this.options.stopOn
     if (stopOn !== undefined) {
       yield* Effect.forkIn(
-        Effect.flatMap(stopOn, (reason) => Effect.sync(() => this.stop({ _tag: "Stopped", reason }))),
+        Effect.flatMap(stopOn, (reason) => this.stopOnCompleted({ _tag: "Stopped", reason })),
         this.scope!,
         { startImmediately: true }
       )
@@ -1094,6 +1094,25 @@ class Runner<A, E, R> implements ExecHost {
     this.settle()
     const events = this.events
     if (events !== undefined) events.emit({ _tag: "Stopping", ...events.base(), reason })
+  }
+
+  /**
+   * `stop` for a completed `stopOn`: the request at once (no agent starts after it), the
+   * interruption of the running agents one scheduler turn later. An agent whose effect completed
+   * `stopOn` resumed this fiber in its own step; it ends the stretch it runs without yielding
+   * (returns and is recorded) before the interruption, so an agent that stops the run as its last
+   * step ends with its own outcome rather than `Interrupted`.
+   */
+  private stopOnCompleted(reason: StopReason): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (!this.stopping.request(reason)) return Effect.void
+      const events = this.events
+      if (events !== undefined) events.emit({ _tag: "Stopping", ...events.base(), reason })
+      return Effect.andThen(
+        Effect.yieldNow,
+        Effect.sync(() => this.settle())
+      )
+    })
   }
 
   private get settleRunning(): Effect.Effect<void> {

@@ -1,0 +1,76 @@
+import { execFileSync } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { describe, expect, it } from "vitest"
+import { fakeTools, finishedOutcome, isAlive, jsonEvents, runCli, waitFor, writePlan } from "../helpers.ts"
+import { clusterTests } from "../support/cluster.ts"
+
+const cluster = await clusterTests()
+const { scratch, scratchRepo, runnerClone } = cluster
+
+/** The `start`/`term` times (ms) the fake git wrote to `file`. */
+const marksOf = (file: string): Record<string, number> =>
+  Object.fromEntries(
+    NodeFs.readFileSync(file, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => line.split(" "))
+      .map(([what, ns]) => [what, Number(BigInt(ns!) / 1_000_000n)])
+  )
+
+describe.skipIf(!cluster.available)("an agent's timeout on a cluster runner (end to end)", () => {
+  it.each([
+    ["the fetch of its base", "*' fetch '*", "echo work > work.txt"],
+    ["the push of its branch", "*' push '*", "echo work > work.txt"]
+  ])(
+    "a runner's git command that hangs past the agent's timeout (%s) is stopped: 1 s to finish, SIGTERM, SIGKILL 1 s later",
+    async (_, pattern, command) => {
+      const url = await cluster.database()
+      const repo = scratchRepo()
+      const marks = scratch("corral-marks-")
+      const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+      const bin = fakeTools({
+        git: `#!/bin/sh
+case " $* " in
+${pattern})
+  trap 'echo "term $(date +%s%N)" >> ${marks}/git' TERM
+  echo "start $(date +%s%N)" >> ${marks}/git
+  echo $$ > ${marks}/pid
+  i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done ;;
+esac
+exec ${realGit} "$@"
+`
+      })
+      const runner = await cluster.startRunner(url, runnerClone(repo, "slow"), {
+        env: { PATH: `${bin}${NodePath.delimiter}${process.env.PATH}` }
+      })
+      const plan = writePlan(
+        scratch("corral-plan-"),
+        "plan.yaml",
+        `version: 1\nagents:\n  - id: slow\n    timeout: 1s\n    run: ${command}\n`
+      )
+      const run = await runCli(["run", plan, "--cluster", url, "--json"], { cwd: repo })
+      expect(run.code, run.stdout + run.stderr).toBe(1)
+      const events = jsonEvents(run.stdout)
+      expect(finishedOutcome(events, "slow")?.type).toBe("TimedOut")
+      const times = marksOf(NodePath.join(marks, "git"))
+      const started = events.find((event) => event.type === "Started" && event.agentId === "slow")!.at as number
+      const finished = events.find((event) => event.type === "Finished" && event.agentId === "slow")!.at as number
+      const timedOut = started + 1000
+      console.log(
+        `${pattern}: git start ${times.start! - started} ms after Started; TERM ${times.term! - timedOut} ms after the timeout; Finished ${finished - timedOut} ms after it`
+      )
+      expect(times.term, "the runner's git got SIGTERM").toBeDefined()
+      expect(times.term! - timedOut, "SIGTERM 1 s after the timeout").toBeGreaterThanOrEqual(900)
+      expect(times.term! - timedOut).toBeLessThan(2000)
+      const pid = Number(NodeFs.readFileSync(NodePath.join(marks, "pid"), "utf8").trim())
+      await waitFor(() => !isAlive(pid), 30_000, "the runner's git to end")
+      const gone = Date.now()
+      console.log(`${pattern}: git gone ${gone - timedOut} ms after the timeout (seen within 25 ms)`)
+      expect(gone - timedOut, "the runner's git is gone within killGrace (2 s) of the timeout").toBeLessThan(2700)
+      runner.signal("SIGINT")
+      expect((await runner.done).code).toBe(130)
+    },
+    120_000
+  )
+})
