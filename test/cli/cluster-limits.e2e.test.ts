@@ -1,8 +1,8 @@
-import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import { fakeTools, finishedOutcome, isAlive, jsonEvents, runCli, waitFor, writePlan } from "../helpers.ts"
+import { hangingGit } from "./support/stalls.ts"
 import { clusterTests } from "../support/cluster.ts"
 
 const cluster = await clusterTests()
@@ -28,19 +28,7 @@ describe.skipIf(!cluster.available)("an agent's timeout on a cluster runner (end
       const url = await cluster.database()
       const repo = scratchRepo()
       const marks = scratch("corral-marks-")
-      const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
-      const bin = fakeTools({
-        git: `#!/bin/sh
-case " $* " in
-${pattern})
-  trap 'echo "term $(date +%s%N)" >> ${marks}/git' TERM
-  echo "start $(date +%s%N)" >> ${marks}/git
-  echo $$ > ${marks}/pid
-  i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done ;;
-esac
-exec ${realGit} "$@"
-`
-      })
+      const bin = fakeTools({ git: hangingGit(pattern, marks) })
       const runner = await cluster.startRunner(url, runnerClone(repo, "slow"), {
         env: { PATH: `${bin}${NodePath.delimiter}${process.env.PATH}` }
       })

@@ -18,6 +18,7 @@ import {
   writePlan
 } from "../helpers.ts"
 import { clusterTests } from "../support/cluster.ts"
+import { portBlockWarning, refusePortsPreload } from "./support/stalls.ts"
 
 const cluster = await clusterTests()
 const { scratch, scratchRepo, runnerClone: cloneFor, database } = cluster
@@ -394,20 +395,7 @@ describe.skipIf(!cluster.available)("workspace warnings of a cluster runner", ()
     const url = await database()
     const repo = scratchRepo()
     const dir = scratch("corral-refuse-")
-    const refuse = writePlan(
-      dir,
-      "refuse.mjs",
-      `import net from "node:net"
-const listen = net.Server.prototype.listen
-net.Server.prototype.listen = function (...args) {
-  if (typeof args[0] !== "string" || !args[0].startsWith("\\0corral-ports-")) return Reflect.apply(listen, this, args)
-  process.nextTick(() => this.emit("error", Object.assign(new Error("listen EACCES"), { code: "EACCES" })))
-  return this
-}
-`
-    )
-    const warning = (first: number) =>
-      `warning: port block ${first}-${first + 9} is private to this corral process only, not machine-wide: cannot make the abstract socket @corral-ports-${first} (EACCES); another corral process on this machine may give its agents the same ports`
+    const refuse = refusePortsPreload(dir)
     const notices = (stdout: string) =>
       jsonEvents<{ type: string; message: string }>(stdout)
         .filter((event) => event.type === "Notice" && /port block/.test(event.message))
@@ -426,7 +414,7 @@ net.Server.prototype.listen = function (...args) {
       { cwd: repo }
     )
     expect(failed.code, failed.stderr).toBe(1)
-    expect(notices(failed.stdout)).toEqual([warning(20000)])
+    expect(notices(failed.stdout)).toEqual([portBlockWarning(20000)])
     failing.signal("SIGINT")
     expect((await failing.done).code).toBe(130)
     const runner = await cluster.startRunner(url, cloneFor(repo, "refuse-ok"), {
@@ -441,7 +429,7 @@ net.Server.prototype.listen = function (...args) {
     expect(
       lines.map((line) => line.slice(line.indexOf("warning: "))),
       plain.stdout
-    ).toEqual([warning(20000)])
+    ).toEqual([portBlockWarning(20000)])
     runner.signal("SIGINT")
     expect((await runner.done).code).toBe(130)
   }, 180_000)

@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
@@ -14,6 +13,7 @@ import {
   worktrees,
   writePlan
 } from "../helpers.ts"
+import { hangingGit } from "./support/stalls.ts"
 
 describe("plan limits (end to end)", () => {
   it("an agent with diskMb 50 that writes 200 MB fails, classified as over its disk limit", async () => {
@@ -132,18 +132,7 @@ describe("an agent's timeout and the stop grace (end to end)", () => {
     async (_, pattern, kept) => {
       const repo = makeRepo()
       const marks = tempDir("marks-")
-      const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
-      const bin = fakeTools({
-        git: `#!/bin/sh
-case " $* " in
-${pattern})
-  trap 'echo "term $(date +%s%N)" >> ${marks}/git' TERM
-  echo "start $(date +%s%N)" >> ${marks}/git
-  i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done ;;
-esac
-exec ${realGit} "$@"
-`
-      })
+      const bin = fakeTools({ git: hangingGit(pattern, marks) })
       const plan = writePlan(
         tempDir("plan-"),
         "plan.yaml",

@@ -15,6 +15,19 @@ import {
   worktrees,
   writePlan
 } from "../helpers.ts"
+import { portBlockWarning, refusePortsPreload } from "./support/stalls.ts"
+
+/** Waits until a run in `repo` recorded the process group of its agent `agentId`. */
+const groupRecorded = (repo: string, agentId: string) => {
+  const tracked = NodePath.join(repo, ".corral", "runs")
+  return waitFor(
+    () =>
+      NodeFs.existsSync(tracked) &&
+      NodeFs.readdirSync(tracked).some((run) => NodeFs.existsSync(NodePath.join(tracked, run, "pids", agentId))),
+    30_000,
+    "corral to record the agent's process group"
+  )
+}
 
 const waitingAgent = (marker: string, go: string) =>
   `    run: touch ${marker}; while [ ! -e ${go} ]; do sleep 0.05; done; echo done > out.txt\n`
@@ -67,14 +80,7 @@ describe("gc of a killed run (end to end)", () => {
     const first = startCli(["run", plan], { cwd: repo })
     await waitFor(() => pidIn(pidFile) !== undefined, 30_000, "the agent to start")
     const pid = pidIn(pidFile)!
-    const tracked = NodePath.join(repo, ".corral", "runs")
-    await waitFor(
-      () =>
-        NodeFs.existsSync(tracked) &&
-        NodeFs.readdirSync(tracked).some((run) => NodeFs.existsSync(NodePath.join(tracked, run, "pids", "slow"))),
-      30_000,
-      "corral to record the agent's process group"
-    )
+    await groupRecorded(repo, "slow")
     first.signal("SIGKILL")
     await first.done
     const listed = `would stop process group ${pid} of a crashed run`
@@ -125,14 +131,7 @@ describe("gc of a killed run's stray process (end to end)", () => {
         }
       }
     })
-    const tracked = NodePath.join(repo, ".corral", "runs")
-    await waitFor(
-      () =>
-        NodeFs.existsSync(tracked) &&
-        NodeFs.readdirSync(tracked).some((run) => NodeFs.existsSync(NodePath.join(tracked, run, "pids", "slow"))),
-      30_000,
-      "corral to record the agent's process group"
-    )
+    await groupRecorded(repo, "slow")
     first.signal("SIGKILL")
     await first.done
     let dry = await runCli(["gc", "--dry-run"], { cwd: repo })
@@ -332,18 +331,7 @@ describe("port blocks (end to end)", () => {
   it("a block that cannot be held machine-wide gives one warning per run naming it", async () => {
     const repo = makeRepo()
     const dir = tempDir("refuse-")
-    const refuse = writePlan(
-      dir,
-      "refuse.mjs",
-      `import net from "node:net"
-const listen = net.Server.prototype.listen
-net.Server.prototype.listen = function (...args) {
-  if (typeof args[0] !== "string" || !args[0].startsWith("\\0corral-ports-")) return Reflect.apply(listen, this, args)
-  process.nextTick(() => this.emit("error", Object.assign(new Error("listen EACCES"), { code: "EACCES" })))
-  return this
-}
-`
-    )
+    const refuse = refusePortsPreload(dir)
     const plan = writePlan(
       dir,
       "plan.yaml",
@@ -361,9 +349,7 @@ net.Server.prototype.listen = function (...args) {
     )
     const first = Math.min(...ports.map(Number))
     expect(first).toBe(20000)
-    expect(notices(refused.stdout).map((event) => event.message)).toEqual([
-      `warning: port block ${first}-${first + 9} is private to this corral process only, not machine-wide: cannot make the abstract socket @corral-ports-${first} (EACCES); another corral process on this machine may give its agents the same ports`
-    ])
+    expect(notices(refused.stdout).map((event) => event.message)).toEqual([portBlockWarning(first)])
     const held = await runCli(["run", plan, "--json"], { cwd: repo })
     expect(held.code, held.stderr).toBe(0)
     expect(notices(held.stdout)).toEqual([])

@@ -168,30 +168,22 @@ export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandF
   warnings: Schema.optional(Schema.Array(Schema.String))
 }) {}
 
+/** A failure's fields as `CommandFailed` carries them. */
+const failedFields = (error: ProcessRunner.ProcessFailed | CommandFailed) => ({
+  reason: error.reason,
+  command: error.command,
+  // an `undefined` field is not JSON: the reply carrying it would not reach the coordinator
+  ...(error.exitCode === undefined ? {} : { exitCode: error.exitCode }),
+  tail: error.tail,
+  message: error.message
+})
+
 /** `error` carrying the workspace's `warnings` (none: `error` itself). */
 const withWarnings = (error: CommandFailed, warnings: ReadonlyArray<string>): CommandFailed =>
-  warnings.length === 0
-    ? error
-    : new CommandFailed({
-        reason: error.reason,
-        command: error.command,
-        ...(error.exitCode === undefined ? {} : { exitCode: error.exitCode }),
-        tail: error.tail,
-        message: error.message,
-        warnings
-      })
+  warnings.length === 0 ? error : new CommandFailed({ ...failedFields(error), warnings })
 
 const commandFailed = (error: ProcessRunner.ProcessFailed | CommandFailed) =>
-  error instanceof CommandFailed
-    ? error
-    : new CommandFailed({
-        reason: error.reason,
-        command: error.command,
-        // an `undefined` field is not JSON: the reply carrying it would not reach the coordinator
-        ...(error.exitCode === undefined ? {} : { exitCode: error.exitCode }),
-        tail: error.tail,
-        message: error.message
-      })
+  error instanceof CommandFailed ? error : new CommandFailed(failedFields(error))
 
 /** The agent's Postgres schema (`database: per-agent` with `CORRAL_POSTGRES_URL` on the runner), one per attempt. */
 const postgresOf = (input: Input, runId: string, agentId: string, attempt: number) => {

@@ -6,6 +6,20 @@ import { Effect, Schedule } from "effect"
 const starts = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o.startedAt]))
 
+/** An agent on the `api` key whose first call is rate-limited for 30 s and whose second succeeds. */
+const flakyOnce = (retry?: Schedule.Schedule<unknown, unknown>) => {
+  let calls = 0
+  return Agent.make("flaky", {
+    rateLimit: "api",
+    ...(retry === undefined ? {} : { retry }),
+    run: Effect.suspend(() =>
+      ++calls === 1
+        ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 }))
+        : Effect.succeed("ok")
+    )
+  })
+}
+
 describe("Corral.run with rate limits", () => {
   it.effect("an agent using RateLimiter.withToken needs no RateLimiter layer when the run sets rateLimits", () =>
     Effect.gen(function* () {
@@ -91,52 +105,18 @@ describe("Corral.run with rate limits", () => {
     })
   )
 
-  it.effect("a RateLimited failure pauses the key for every agent and is retried after retryAfter", () =>
-    Effect.gen(function* () {
-      let calls = 0
-      const agents = [
-        Agent.make("flaky", {
-          rateLimit: "api",
-          run: Effect.suspend(() =>
-            ++calls === 1
-              ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 }))
-              : Effect.succeed("ok")
-          )
-        }),
-        Agent.make("starter", { run: Effect.sleep("1 second") }),
-        Agent.make("b", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void }),
-        Agent.make("c", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void })
-      ]
-      const { result } = yield* Testing.runScripted(agents, {
-        concurrency: 4,
-        rateLimits: { api: { limit: 100, interval: "1 second" } }
-      })
-      const flaky = result.get("flaky")!
-      assert.strictEqual(flaky._tag, "Succeeded")
-      assert.strictEqual(flaky.attempts, 2)
-      assert.strictEqual(flaky.endedAt, 30_010)
-      assert.isAtLeast(result.get("b")!.startedAt!, 30_000)
-      assert.isAtLeast(result.get("c")!.startedAt!, 30_000)
-    })
-  )
-
-  it.effect(
-    "an agent with its own retry policy: a RateLimited failure pauses the key and its retry waits for the pause",
-    () =>
+  it.effect.each([
+    ["with the run's own retries", undefined],
+    ["with its own retry policy", Schedule.spaced("10 millis").pipe(Schedule.upTo({ times: 3 }))]
+  ] as const)(
+    "a RateLimited failure pauses the key for every agent and is retried after retryAfter (%s)",
+    ([, retry]) =>
       Effect.gen(function* () {
-        let calls = 0
         const agents = [
-          Agent.make("flaky", {
-            rateLimit: "api",
-            retry: Schedule.spaced("10 millis").pipe(Schedule.upTo({ times: 3 })),
-            run: Effect.suspend(() =>
-              ++calls === 1
-                ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 30_000 }))
-                : Effect.succeed("ok")
-            )
-          }),
+          flakyOnce(retry),
           Agent.make("starter", { run: Effect.sleep("1 second") }),
-          Agent.make("b", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void })
+          Agent.make("b", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void }),
+          Agent.make("c", { rateLimit: "api", dependsOn: ["starter"], run: Effect.void })
         ]
         const { result } = yield* Testing.runScripted(agents, {
           concurrency: 4,
@@ -147,6 +127,7 @@ describe("Corral.run with rate limits", () => {
         assert.strictEqual(flaky.attempts, 2)
         assert.strictEqual(flaky.endedAt, 30_010)
         assert.isAtLeast(result.get("b")!.startedAt!, 30_000)
+        assert.isAtLeast(result.get("c")!.startedAt!, 30_000)
       })
   )
 
