@@ -20,7 +20,7 @@ import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
-import { millis } from "./internal/durationInput.ts"
+import { millis } from "./DurationOption.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 import * as Usage from "./Usage.ts"
 

@@ -6,7 +6,8 @@
  */
 import type * as Duration from "effect/Duration"
 import type { ProcessLimits } from "../ProcessRunner.ts"
-import { durationMillis, show } from "./durationOption.ts"
+import * as DurationOption from "@corral/core/DurationOption"
+import * as Result from "effect/Result"
 
 type Range = readonly [minimum: number, maximum: number]
 
@@ -44,6 +45,10 @@ export const limitsProblem = (limits: ProcessLimits): string | undefined => {
 /** `killGrace` in milliseconds, or why it cannot be one. */
 export const killGraceMillis = (input: Duration.Input | undefined, fallback: number): number | string => {
   if (input === undefined) return fallback
-  const ms = durationMillis(input, false)
-  return typeof ms === "string" ? `killGrace: ${ms}` : ms
+  const ms = DurationOption.millis(input)
+  return Result.isFailure(ms) ? `killGrace: ${ms.failure}` : ms.success
 }
+
+/** A limit as an error message shows it: numbers as written, the rest as JSON. */
+const show = (value: unknown): string =>
+  typeof value === "number" ? String(value) : (JSON.stringify(value) ?? String(value))
