@@ -30,9 +30,11 @@ export interface TimingOptions {
 }
 
 /**
- * A timing option a lock service cannot use: a duration that is not positive and finite, a
- * `renewEvery` not shorter than `ttl` (leases would expire between renewals), a `maxBypass` that is
- * not a whole number of at least 0. Building the service dies with it, naming the option.
+ * A timing option a lock service cannot use: a duration that is not positive and finite (or that
+ * `DurationOption` refuses), a `renewEvery` not shorter than `ttl` (leases would expire between
+ * renewals), a `maxBypass` that is not a whole number of at least 0. Building the service dies with
+ * it, naming the module and the option. The heartbeat and expiry intervals of `PostgresLiveness`,
+ * `Cluster` and `RunnerRegistry` die with it too.
  *
  * @since 0.1.0
  * @category errors
