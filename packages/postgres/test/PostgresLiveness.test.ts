@@ -97,12 +97,13 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
           { grace: { milliseconds: "5" } as never },
           "PostgresLiveness grace: duration field milliseconds must be a number, got string"
         ],
-        [{ grace: Number.POSITIVE_INFINITY }, "PostgresLiveness grace: must be a positive, finite duration, got Infinity"]
+        [
+          { grace: Number.POSITIVE_INFINITY },
+          "PostgresLiveness grace: must be a positive, finite duration, got Infinity"
+        ]
       ] as const
       for (const [options, message] of cases) {
-        const exit = yield* Effect.exit(
-          Effect.scoped(Layer.build(Layer.fresh(PostgresLiveness.layer(url, options))))
-        )
+        const exit = yield* Effect.exit(Effect.scoped(Layer.build(Layer.fresh(PostgresLiveness.layer(url, options)))))
         const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
         assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
         assert.strictEqual((defect as Error).message, message)
