@@ -117,14 +117,24 @@ const misreadObject = (input: Readonly<Record<string, unknown>>): string | undef
     : `expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got ${show(input)}`
 }
 
-/** A duration input as a message shows it: JSON where it has one, `NaN` and `5n` as written. */
+/** A duration input as a message shows it: JSON where it has one, `NaN`, `Infinity` and `5n` as written. */
 const show = (input: unknown): string => {
   if (typeof input === "bigint") return `${input}n`
   if (typeof input === "number") return String(input)
   if (Array.isArray(input)) return `[${input.map(show).join(",")}]`
+  if (isPlainObject(input))
+    return `{${Object.entries(input)
+      .map(([key, value]) => `${JSON.stringify(key)}:${show(value)}`)
+      .join(",")}}`
   try {
     return JSON.stringify(input) ?? String(input)
   } catch {
     return String(input)
   }
+}
+
+const isPlainObject = (input: unknown): input is Readonly<Record<string, unknown>> => {
+  if (typeof input !== "object" || input === null) return false
+  const proto = Object.getPrototypeOf(input)
+  return proto === Object.prototype || proto === null
 }

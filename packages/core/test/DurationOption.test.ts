@@ -20,6 +20,11 @@ const viaDuration = (input: Duration.Input): Result.Result<number | undefined, s
 const outcome = (result: Result.Result<number | undefined, string>) =>
   Result.isSuccess(result) ? { ms: result.success } : { failure: result.failure.split(",")[0] }
 
+const showObject = (input: Readonly<Record<string, number>>): string =>
+  `{${Object.entries(input)
+    .map(([key, value]) => `${JSON.stringify(key)}:${value}`)
+    .join(",")}}`
+
 describe("DurationOption", () => {
   it("reads a number of milliseconds as Duration does, whole or not, negative or not, and refuses NaN (which Duration reads as 0)", () => {
     const numbers = fc.oneof(
@@ -76,6 +81,33 @@ describe("DurationOption", () => {
     }
   })
 
+  it("an object of known fields: read as effect reads it when every field is a number, else refused naming the field", () => {
+    const fieldNames = ["weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds", "nanoseconds"]
+    const numbers = fc.oneof(fc.integer({ min: -1000, max: 1000 }), fc.double({ min: -1e6, max: 1e6, noNaN: true }))
+    const objects = fc.dictionary(fc.constantFrom(...fieldNames), numbers, { minKeys: 1 })
+    fc.assert(
+      fc.property(objects, (input) => {
+        const ms = Duration.toMillis(Duration.fromInputUnsafe(input as Duration.Input))
+        const expected = ms >= 0 ? Result.succeed(ms) : Result.fail(`must not be negative, got ${showObject(input)}`)
+        assert.deepStrictEqual(millis(input as Duration.Input), expected, JSON.stringify(input))
+      }),
+      { numRuns: 1000 }
+    )
+    const wrong = fc.oneof(fc.string(), fc.boolean(), fc.constant(null), fc.constant(Number.NaN))
+    fc.assert(
+      fc.property(objects, fc.constantFrom(...fieldNames), wrong, (valid, field, value) => {
+        const input = { ...valid, [field]: value }
+        const got = millis(input as Duration.Input)
+        assert.isTrue(Result.isFailure(got), JSON.stringify(input))
+        assert.match(
+          Result.isFailure(got) ? got.failure : "",
+          /^duration field \w+ must be a number, got (string|boolean|null|NaN)$/
+        )
+      }),
+      { numRuns: 1000 }
+    )
+  })
+
   it("intervalMillis: above 0 and finite, or why not", () => {
     assert.deepStrictEqual(intervalMillis("100 millis"), Result.succeed(100))
     assert.deepStrictEqual(intervalMillis({ seconds: 1.5 }), Result.succeed(1500))
@@ -84,7 +116,8 @@ describe("DurationOption", () => {
       [-5, "-5"],
       ["-1 second", '"-1 second"'],
       [Number.POSITIVE_INFINITY, "Infinity"],
-      [{ hours: Number.POSITIVE_INFINITY }, '{"hours":null}']
+      [{ hours: Number.POSITIVE_INFINITY }, '{"hours":Infinity}'],
+      [Duration.infinity, '{"_id":"Duration","_tag":"Infinity"}']
     ] as const) {
       assert.deepStrictEqual(
         intervalMillis(input as Duration.Input),
