@@ -4,10 +4,10 @@
  * negative memory limit, a `cpuPercent` given as a string) is refused, naming the field, before
  * anything starts, instead of being ignored or read as something else.
  */
-import type * as Duration from "effect/Duration"
-import type { ProcessLimits } from "../ProcessRunner.ts"
 import * as DurationOption from "@corral/core/DurationOption"
+import type * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
+import type { ProcessLimits } from "../ProcessRunner.ts"
 
 type Range = readonly [minimum: number, maximum: number]
 
