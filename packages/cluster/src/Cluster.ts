@@ -11,7 +11,9 @@
  *
  * @since 0.1.0
  */
+import * as DurationOption from "@corral/core/DurationOption"
 import * as Executor from "@corral/core/Executor"
+import { LeaseTables } from "@corral/platform-node"
 import { PostgresClient } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
 import * as Deferred from "effect/Deferred"
@@ -21,6 +23,7 @@ import * as Exit from "effect/Exit"
 import * as Hash from "effect/Hash"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -48,12 +51,29 @@ export interface ClusterOptions {
   readonly url: string
   /**
    * How long a runner that stops refreshing (killed, frozen, cut off) keeps its shards; its agents
-   * are delivered again to the next owner after it. @default "10 seconds"
+   * are delivered again to the next owner after it. Above 0 and finite, like `refreshEvery`: a
+   * duration the layers cannot use dies with `LeaseTables.InvalidOption` naming it.
+   * @default "10 seconds"
    */
   readonly shardLockExpiration?: Duration.Input | undefined
   /** How often runners and coordinators look for new runners and shard owners. @default "1 second" */
   readonly refreshEvery?: Duration.Input | undefined
 }
+
+/** `options` with its durations in milliseconds (defaults filled in), or a defect naming the first it cannot use. */
+const checkOptions = <O extends ClusterOptions>(
+  options: O
+): Effect.Effect<O & { readonly shardLockExpiration: number; readonly refreshEvery: number }> =>
+  Effect.suspend(() => {
+    const expiration = DurationOption.intervalMillis(options.shardLockExpiration ?? defaults.shardLockExpiration)
+    if (Result.isFailure(expiration)) return invalid("shardLockExpiration", expiration.failure)
+    const refresh = DurationOption.intervalMillis(options.refreshEvery ?? defaults.refreshEvery)
+    if (Result.isFailure(refresh)) return invalid("refreshEvery", refresh.failure)
+    return Effect.succeed({ ...options, shardLockExpiration: expiration.success, refreshEvery: refresh.success })
+  })
+
+const invalid = (option: string, reason: string) =>
+  Effect.die(new LeaseTables.InvalidOption({ module: "Cluster", option, reason }))
 
 /**
  * @since 0.1.0
@@ -175,7 +195,9 @@ const layerFencing = (options: ClusterOptions) => {
  * @since 0.1.0
  * @category layers
  */
-export const layerRunner = (options: RunnerOptions) => {
+export const layerRunner = (options: RunnerOptions) => Layer.unwrap(Effect.map(checkOptions(options), runnerLayer))
+
+const runnerLayer = (options: RunnerOptions) => {
   const host = options.host ?? "127.0.0.1"
   const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
   const address = `${host}:${options.port}`
@@ -470,7 +492,7 @@ export const makeExecutor = (
     const sharding = yield* Sharding.Sharding
     const storage = yield* MessageStorage.MessageStorage
     const sql = yield* SqlClient.SqlClient
-    const placer = yield* makePlacer(options)
+    const placer = yield* makePlacer(yield* checkOptions(options))
     const pending = new Map(options.adopt ?? [])
     const offsets = new Map<string, number>()
     return Executor.Executor.of({
@@ -549,6 +571,9 @@ const send = (
  * @category layers
  */
 export const layerExecutor = (options: ExecutorOptions) =>
+  Layer.unwrap(Effect.map(checkOptions(options), executorLayer))
+
+const executorLayer = (options: ExecutorOptions) =>
   Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
     Layer.provide(
       NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })

@@ -7,9 +7,12 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
+import * as DurationOption from "@corral/core/DurationOption"
+import { LeaseTables } from "@corral/platform-node"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Migrator from "effect/sql/Migrator"
@@ -165,14 +168,23 @@ export interface Registration {
   readonly running: () => number
   /** The shards it holds now, by shard group; published within `shardsCheckEvery` of a change. */
   readonly shards?: (() => Readonly<Record<string, ReadonlyArray<number>>>) | undefined
-  /** @default "2 seconds" */
+  /** Above 0 and finite, like `shardsCheckEvery`. @default "2 seconds" */
   readonly heartbeatEvery?: Duration.Input | undefined
   /** @default "100 millis" */
   readonly shardsCheckEvery?: Duration.Input | undefined
 }
 
+/** An interval of the registration in milliseconds, or a defect naming it. */
+const interval = (option: string, input: Duration.Input): Effect.Effect<number> => {
+  const ms = DurationOption.intervalMillis(input)
+  return Result.isFailure(ms)
+    ? Effect.die(new LeaseTables.InvalidOption({ module: "RunnerRegistry", option, reason: ms.failure }))
+    : Effect.succeed(ms.success)
+}
+
 /**
- * Registers this runner until the scope closes, refreshing its row in the background.
+ * Registers this runner until the scope closes, refreshing its row in the background. An interval
+ * it cannot use dies with `LeaseTables.InvalidOption` naming it, before anything is written.
  *
  * @since 0.1.0
  * @category constructors
@@ -181,6 +193,8 @@ export const register = (
   registration: Registration
 ): Effect.Effect<void, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
+    const every = yield* interval("heartbeatEvery", registration.heartbeatEvery ?? "2 seconds")
+    const check = yield* interval("shardsCheckEvery", registration.shardsCheckEvery ?? "100 millis")
     yield* migrate
     const sql = yield* SqlClient.SqlClient
     const labels = JSON.stringify(registration.labels)
@@ -208,8 +222,6 @@ export const register = (
       Effect.tap((shards) => Effect.sync(() => (published = shards))),
       Effect.catch((error) => Effect.logWarning("corral: runner heartbeat failed", error.message))
     )
-    const every = Duration.toMillis(Duration.fromInputUnsafe(registration.heartbeatEvery ?? "2 seconds"))
-    const check = Duration.fromInputUnsafe(registration.shardsCheckEvery ?? "100 millis")
     let lastBeat = Date.now()
     yield* Effect.forkScoped(
       Effect.forever(

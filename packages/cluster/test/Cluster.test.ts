@@ -4,8 +4,9 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
+import { LeaseTables } from "@corral/platform-node"
 import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
@@ -65,6 +66,43 @@ const busiestFirst = (runners: ReadonlyArray<Runner>, lines: ReadonlyArray<LogLi
 }
 
 describe.skipIf(server === undefined)("Cluster", () => {
+  it.live("duration options it cannot use: building a runner or executor dies with LeaseTables.InvalidOption", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const cases = [
+        [
+          { shardLockExpiration: "soon" as never },
+          'Cluster shardLockExpiration: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [
+          { shardLockExpiration: { seconds: true } as never },
+          "Cluster shardLockExpiration: duration field seconds must be a number, got boolean"
+        ],
+        [{ refreshEvery: 0 }, "Cluster refreshEvery: must be a positive, finite duration, got 0"],
+        [
+          { refreshEvery: { milliseconds: "5" } as never },
+          "Cluster refreshEvery: duration field milliseconds must be a number, got string"
+        ]
+      ] as const
+      const defectOf = <A, E>(layer: Layer.Layer<A, E>) =>
+        Effect.map(Effect.exit(Effect.scoped(Layer.build(layer))), (exit) =>
+          Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        )
+      for (const [options, message] of cases) {
+        const defects = [
+          yield* defectOf(Cluster.layerExecutor({ url, ...options })),
+          yield* defectOf(
+            Cluster.layerRunner({ url, port: 1, ...options }).pipe(Layer.provide(Executor.layerKinds([Probe])))
+          )
+        ]
+        for (const defect of defects) {
+          assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
+          assert.strictEqual((defect as Error).message, message)
+        }
+      }
+    })
+  )
+
   it.live(
     "a coordinator's agents run on several runner processes, with the same outcomes as a local run",
     () =>

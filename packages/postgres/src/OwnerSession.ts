@@ -15,9 +15,12 @@
  *
  * @since 0.1.0
  */
+import * as DurationOption from "@corral/core/DurationOption"
+import { LeaseTables } from "@corral/platform-node"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
@@ -64,7 +67,10 @@ export interface Options {
   readonly namespace: number
   /** The owner's id, the second key. */
   readonly owner: number
-  /** How often the connection is used (`heartbeat`), which notices a lost session. */
+  /**
+   * How often the connection is used (`heartbeat`), which notices a lost session: above 0 and
+   * finite, else `hold` dies with `LeaseTables.InvalidOption` before taking the lock.
+   */
   readonly every: Duration.Input
   /** A statement run on the lock's connection at once and then every `every`, with `$1` the owner id. @default "SELECT 1" */
   readonly heartbeat?: string | undefined
@@ -105,10 +111,15 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
  */
 export const hold = (options: Options): Effect.Effect<void, never, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
+    const every = DurationOption.intervalMillis(options.every)
+    if (Result.isFailure(every))
+      return yield* Effect.die(
+        new LeaseTables.InvalidOption({ module: "OwnerSession", option: "every", reason: every.failure })
+      )
     const sql = yield* SqlClient.SqlClient
     const held = Deferred.makeUnsafe<void>()
     yield* Effect.forkScoped(
-      holdOnce(sql, options, held).pipe(
+      holdOnce(sql, { ...options, every: every.success }, held).pipe(
         Effect.catch((error) => Effect.logWarning(options.lost, error.message)),
         Effect.andThen(Effect.sleep(reconnectDelay)),
         Effect.forever

@@ -16,10 +16,12 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { RunLedger, RunLiveness } from "@corral/platform-node"
-import * as Duration from "effect/Duration"
+import * as DurationOption from "@corral/core/DurationOption"
+import { LeaseTables, RunLedger, RunLiveness } from "@corral/platform-node"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as OwnerSession from "./OwnerSession.ts"
@@ -49,17 +51,32 @@ const migrate = Migrator.make({})({
  * @category models
  */
 export interface Options {
-  /** How often a coordinator writes its heartbeat (and checks its connection). @default "1 second" */
+  /**
+   * How often a coordinator writes its heartbeat (and checks its connection): above 0 and finite.
+   * @default "1 second"
+   */
   readonly heartbeatEvery?: Duration.Input | undefined
-  /** How long a coordinator without its lock still counts as alive after its last heartbeat. @default "5 seconds" */
+  /**
+   * How long a coordinator without its lock still counts as alive after its last heartbeat: above 0
+   * and finite. @default "5 seconds"
+   */
   readonly grace?: Duration.Input | undefined
+}
+
+/** An option's milliseconds, or a defect naming it (`LeaseTables.InvalidOption`). */
+const interval = (option: string, input: Duration.Input): Effect.Effect<number> => {
+  const ms = DurationOption.intervalMillis(input)
+  return Result.isFailure(ms)
+    ? Effect.die(new LeaseTables.InvalidOption({ module: "PostgresLiveness", option, reason: ms.failure }))
+    : Effect.succeed(ms.success)
 }
 
 const ledgerError = (operation: string) => (error: { readonly message: string }) =>
   new RunLedger.RunLedgerError({ operation, message: error.message })
 
 /**
- * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first.
+ * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first. An
+ * option it cannot use dies with `LeaseTables.InvalidOption` naming it, before the migration.
  *
  * @since 0.1.0
  * @category constructors
@@ -68,10 +85,10 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<RunLiveness.Service, RunLedger.RunLedgerError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
+    const every = yield* interval("heartbeatEvery", options.heartbeatEvery ?? "1 second")
+    const graceMs = yield* interval("grace", options.grace ?? "5 seconds")
     const sql = yield* SqlClient.SqlClient
     yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
-    const every = Duration.fromInputUnsafe(options.heartbeatEvery ?? "1 second")
-    const graceMs = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "5 seconds"))
     const alive = sql.unsafe(`(${OwnerSession.heldSql(runLockKey, "c.id")}
       OR c.heartbeat_at > ${nowMs} - ${graceMs})`)
 

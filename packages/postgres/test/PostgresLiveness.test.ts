@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeOs from "node:os"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import { RunLedger, RunLiveness } from "@corral/platform-node"
+import { LeaseTables, RunLedger, RunLiveness } from "@corral/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import * as PostgresClient from "../src/PostgresClient.ts"
 import * as PostgresLiveness from "../src/PostgresLiveness.ts"
 import { sharedServer } from "./support/server.ts"
@@ -80,6 +80,37 @@ const holderProcess = (url: string, runId: string) =>
   )
 
 describe.skipIf(server === undefined)("PostgresLiveness", () => {
+  it.live("options it cannot use: building the service dies with LeaseTables.InvalidOption naming the option", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase
+      const cases = [
+        [
+          { heartbeatEvery: "soon" as never },
+          'PostgresLiveness heartbeatEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [{ heartbeatEvery: 0 }, "PostgresLiveness heartbeatEvery: must be a positive, finite duration, got 0"],
+        [
+          { heartbeatEvery: { seconds: true } as never },
+          "PostgresLiveness heartbeatEvery: duration field seconds must be a number, got boolean"
+        ],
+        [
+          { grace: { milliseconds: "5" } as never },
+          "PostgresLiveness grace: duration field milliseconds must be a number, got string"
+        ],
+        [
+          { grace: Number.POSITIVE_INFINITY },
+          "PostgresLiveness grace: must be a positive, finite duration, got Infinity"
+        ]
+      ] as const
+      for (const [options, message] of cases) {
+        const exit = yield* Effect.exit(Effect.scoped(Layer.build(Layer.fresh(PostgresLiveness.layer(url, options)))))
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
+        assert.strictEqual((defect as Error).message, message)
+      }
+    })
+  )
+
   it.live(
     "another machine sees a held run alive, and dead once its coordinator is SIGKILLed (lock gone, heartbeat past the grace)",
     () =>
