@@ -9,9 +9,11 @@
  * ends of unrelated tasks fall between a key's release and its next holder's start). Along the chain the makespan splits exactly into the first start (from the
  * run's call), the chain's tasks at their nominal durations (`nominal`: the schedule's length, what
  * its decisions cost), their time over it (`late`: timers firing late), the gaps from an enabler's end
- * to the next start (`gaps`: hand-off latency and waits) and the last end to the run's return. Prints
- * the medians per approach. `CORRAL_CORE` names another copy of `packages/core/src/index.ts`.
+ * to the next start (`gaps`: hand-off latency and waits) and the last end to the run's return; `gc`
+ * is the garbage collector's main-thread pauses during the run (`PerformanceObserver`, all of them,
+ * not only those on the chain). Prints the medians per approach. `CORRAL_CORE` names another copy of `packages/core/src/index.ts`.
  */
+import { PerformanceObserver } from "node:perf_hooks"
 import * as Effect from "effect/Effect"
 import { settleYoung } from "./lib/heap.ts"
 import { claimsPlan, dagPlan, replay } from "./lib/replay.ts"
@@ -173,6 +175,18 @@ const chain = (w: Workload, recorded: Recorder, began: number, ms: number): Reco
 
 const median = (values: Array<number>): number => values.sort((x, y) => x - y)[Math.floor(values.length / 2)]!
 
+/** The garbage collector's pauses on the main thread (start, duration), to sum those inside a run. */
+const pauses: Array<[number, number]> = []
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) pauses.push([entry.startTime, entry.duration])
+}).observe({ entryTypes: ["gc"] })
+
+const gcWithin = (from: number, to: number): number => {
+  let sum = 0
+  for (const [at, ms] of pauses) if (at >= from && at < to) sum += ms
+  return sum
+}
+
 const w = shape === "dag" ? dagWorkload() : claimsWorkload()
 const names = Object.keys(w.approaches)
 const results = new Map<string, Array<Record<string, number>>>()
@@ -184,8 +198,12 @@ for (let rep = 0; rep < warm + reps; rep++) {
     const began = performance.now()
     await w.approaches[name]!(recorded)
     const ms = performance.now() - began
+    await new Promise<void>((resolve) => setImmediate(resolve))
     if (rep < warm) continue
-    results.set(name, [...(results.get(name) ?? []), chain(w, recorded, began, ms)])
+    results.set(name, [
+      ...(results.get(name) ?? []),
+      { ...chain(w, recorded, began, ms), gc: gcWithin(began, began + ms) }
+    ])
   }
 }
 for (const name of names) {
