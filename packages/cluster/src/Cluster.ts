@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import * as Executor from "@corral/core/Executor"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -38,7 +38,9 @@ import { Placement, type Ticket } from "./internal/placement.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
- * Settings shared by runners and coordinators; they must agree across the cluster.
+ * Settings shared by runners and coordinators; they must agree across the cluster. A setting a layer
+ * cannot use (a duration that is not positive and finite, a `capacity` below 1, a `port` outside
+ * 1–65535) makes building it die with `PostgresOptions.InvalidOption` naming the option.
  *
  * @since 0.1.0
  * @category models
@@ -90,17 +92,33 @@ export const defaults = {
   capacity: 8
 } as const
 
+/** {@link ClusterOptions}' durations in milliseconds, defaults filled in. */
+interface Timing {
+  readonly expirationMs: number
+  readonly refreshMs: number
+}
+
+const checkTiming = (options: ClusterOptions): Effect.Effect<Timing> =>
+  Effect.all({
+    expirationMs: PostgresOptions.duration(
+      "Cluster",
+      "shardLockExpiration",
+      options.shardLockExpiration ?? defaults.shardLockExpiration,
+      true
+    ),
+    refreshMs: PostgresOptions.duration("Cluster", "refreshEvery", options.refreshEvery ?? defaults.refreshEvery, true)
+  })
+
 /**
  * The `effect/cluster` settings corral passes (the rest are `ShardingConfig.defaults`). Requests
  * reach their runner by a direct notification after they are persisted; the polls below only cover
  * what a notification missed.
  */
-const shardingConfig = (options: ClusterOptions) => {
-  const expiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
-  const refresh = options.refreshEvery ?? defaults.refreshEvery
+const shardingConfig = (timing: Timing) => {
+  const refresh = Duration.millis(timing.refreshMs)
   return {
-    shardLockExpiration: expiration,
-    shardLockRefreshInterval: Duration.divideUnsafe(expiration, 3),
+    shardLockExpiration: Duration.millis(timing.expirationMs),
+    shardLockRefreshInterval: Duration.millis(timing.expirationMs / 3),
     refreshAssignmentsInterval: refresh,
     runnerHealthCheckInterval: refresh,
     entityMessagePollInterval: "100 millis",
@@ -115,8 +133,8 @@ const shardingConfig = (options: ClusterOptions) => {
  * together. A lease check that fails six times, 200 ms apart, counts as lost, and so does a lease
  * that cannot be given back within 5 seconds (its execution's result is not sent).
  */
-const layerFencing = (options: ClusterOptions) => {
-  const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
+const layerFencing = (timing: Timing) => {
+  const ttl = Duration.millis(timing.expirationMs)
   return Layer.effect(
     AgentEntity.Fencing,
     Effect.gen(function* () {
@@ -175,11 +193,22 @@ const layerFencing = (options: ClusterOptions) => {
  * @since 0.1.0
  * @category layers
  */
-export const layerRunner = (options: RunnerOptions) => {
+export const layerRunner = (options: RunnerOptions) =>
+  Layer.unwrap(
+    Effect.all({
+      timing: checkTiming(options),
+      port: PostgresOptions.wholeNumber("Cluster", "port", options.port, 1, 65_535),
+      capacity: PostgresOptions.wholeNumber("Cluster", "capacity", options.capacity ?? defaults.capacity, 1)
+    }).pipe(Effect.map((checked) => runnerLayer(options, checked)))
+  )
+
+const runnerLayer = (
+  options: RunnerOptions,
+  { timing, port, capacity }: { readonly timing: Timing; readonly port: number; readonly capacity: number }
+) => {
   const host = options.host ?? "127.0.0.1"
   const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
-  const address = `${host}:${options.port}`
-  const capacity = options.capacity ?? defaults.capacity
+  const address = `${host}:${port}`
   let running = 0
   const handlers = AgentEntity.layerHandlers({
     runner: address,
@@ -213,19 +242,19 @@ export const layerRunner = (options: RunnerOptions) => {
     })
   )
   return Layer.merge(handlers, registration).pipe(
-    Layer.provide(layerFencing(options)),
+    Layer.provide(layerFencing(timing)),
     Layer.provideMerge(
       NodeClusterSocket.layer({
         storage: "sql",
         shardingConfig: {
-          ...shardingConfig(options),
+          ...shardingConfig(timing),
           availableShardGroups: groups,
           assignedShardGroups: groups,
-          runnerAddress: Option.some(RunnerAddress.make(host, options.port))
+          runnerAddress: Option.some(RunnerAddress.make(host, port))
         }
       })
     ),
-    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${host}:${options.port}` }))
+    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${address}` }))
   )
 }
 
@@ -370,7 +399,7 @@ const shardOfFor = (sharding: Sharding.Sharding["Service"]) =>
  * an eligible runner has a free slot and returns the entity id to send to, counted until the
  * returned release runs.
  */
-const makePlacer = (options: ClusterOptions) =>
+const makePlacer = (refreshMs: number) =>
   Effect.gen(function* () {
     const sharding = yield* Sharding.Sharding
     const sql = yield* SqlClient.SqlClient
@@ -409,9 +438,7 @@ const makePlacer = (options: ClusterOptions) =>
       Effect.provideService(SqlClient.SqlClient, sql)
     )
     yield* refresh
-    yield* Effect.forkScoped(
-      Effect.forever(Effect.andThen(Effect.sleep(options.refreshEvery ?? defaults.refreshEvery), refresh))
-    )
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(refreshMs), refresh)))
     const place = (request: Executor.Request): Effect.Effect<Ticket> =>
       Effect.suspend(() => {
         const group = AgentEntity.shardGroupFor(request.requires)
@@ -466,11 +493,12 @@ export const makeExecutor = (
   Sharding.Sharding | MessageStorage.MessageStorage | SqlClient.SqlClient | Scope.Scope
 > =>
   Effect.gen(function* () {
+    const timing = yield* checkTiming(options)
     const clientFor = yield* AgentEntity.AgentEntity.client
     const sharding = yield* Sharding.Sharding
     const storage = yield* MessageStorage.MessageStorage
     const sql = yield* SqlClient.SqlClient
-    const placer = yield* makePlacer(options)
+    const placer = yield* makePlacer(timing.refreshMs)
     const pending = new Map(options.adopt ?? [])
     const offsets = new Map<string, number>()
     return Executor.Executor.of({
@@ -549,11 +577,15 @@ const send = (
  * @category layers
  */
 export const layerExecutor = (options: ExecutorOptions) =>
-  Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
-    Layer.provide(
-      NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })
-    ),
-    Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" }))
+  Layer.unwrap(
+    Effect.map(checkTiming(options), (timing) =>
+      Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
+        Layer.provide(
+          NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(timing) })
+        ),
+        Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" }))
+      )
+    )
   )
 
 /**

@@ -4,10 +4,11 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
+import * as RunnerServe from "../src/Runner.ts"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 import { Probe } from "./support/kinds.ts"
 import { balanced, type RunnerProcess, runnerProcess as startRunner } from "./support/runnerProcess.ts"
@@ -399,5 +400,69 @@ describe.skipIf(server === undefined)("Cluster", () => {
         assert.isTrue((yield* Fiber.join(holder)).allSucceeded)
       }).pipe(Effect.scoped),
     120_000
+  )
+})
+
+describe.skipIf(server === undefined)("Cluster options", () => {
+  it.live("settings it cannot use: building the layer dies with PostgresOptions.InvalidOption naming the option", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const kinds = Executor.layerKinds([Probe])
+      const build = <A, E>(layer: Layer.Layer<A, E>) => Effect.asVoid(Effect.scoped(Layer.build(layer)))
+      const cases: ReadonlyArray<readonly [() => Effect.Effect<void, unknown>, string]> = [
+        [
+          () => build(Cluster.layerExecutor({ url, shardLockExpiration: "soon" as never })),
+          'Cluster shardLockExpiration: expected a duration such as "30 seconds" or a number of milliseconds, got "soon"'
+        ],
+        [
+          () => build(Cluster.layerExecutor({ url, shardLockExpiration: 0 })),
+          "Cluster shardLockExpiration: must be a positive, finite duration, got 0"
+        ],
+        [
+          () => build(Cluster.layerExecutor({ url, refreshEvery: Number.NaN })),
+          "Cluster refreshEvery: must be a number of milliseconds, got NaN"
+        ],
+        [
+          () => build(Cluster.layerRunner({ url, port: 9, refreshEvery: 0 }).pipe(Layer.provide(kinds))),
+          "Cluster refreshEvery: must be a positive, finite duration, got 0"
+        ],
+        [
+          () => build(Cluster.layerRunner({ url, port: 99999 }).pipe(Layer.provide(kinds))),
+          "Cluster port: must be a whole number from 1 to 65535, got 99999"
+        ],
+        [
+          () => build(Cluster.layerRunner({ url, port: Number.NaN }).pipe(Layer.provide(kinds))),
+          "Cluster port: must be a whole number from 1 to 65535, got NaN"
+        ],
+        [
+          () => build(Cluster.layerRunner({ url, port: 9, capacity: 0 }).pipe(Layer.provide(kinds))),
+          "Cluster capacity: must be a whole number from 1 up, got 0"
+        ],
+        [
+          () => build(Cluster.layerRunner({ url, port: 9, capacity: Number.NaN }).pipe(Layer.provide(kinds))),
+          "Cluster capacity: must be a whole number from 1 up, got NaN"
+        ]
+      ]
+      for (const [layer, message] of cases) {
+        const exit = yield* Effect.suspend(layer).pipe(Effect.timeout("5 seconds"), Effect.exit)
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, message)
+        assert.strictEqual((defect as Error).message, message)
+      }
+    })
+  )
+
+  it.live("Runner.serve with a repo that is not a folder dies with PostgresOptions.InvalidOption before it joins", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const missing = join(dir, "no-such-repo")
+      const exit = yield* RunnerServe.serve({ url, port: 9, repo: missing }, () => Effect.void).pipe(
+        Effect.timeout("5 seconds"),
+        Effect.exit
+      )
+      const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+      assert.instanceOf(defect, PostgresOptions.InvalidOption)
+      assert.strictEqual((defect as Error).message, `Runner repo: not a folder: ${missing}`)
+    })
   )
 })

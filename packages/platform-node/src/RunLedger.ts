@@ -34,6 +34,7 @@ import { makeLedger, unrecordedEnd as unrecordedEndDetail } from "./internal/led
 import { type Executor, makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
 import { makeMemoryStore } from "./internal/ledgerStore.ts"
 import { durationMillis } from "./internal/durationOption.ts"
+import { sqlMessage } from "./internal/sqlMessage.ts"
 import type * as RunRecord from "./RunRecord.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
@@ -324,7 +325,7 @@ const fromSql = (
   Effect.gen(function* () {
     yield* migrate.pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.mapError((error) => new RunLedgerError({ operation: "migrate", message: error.message }))
+      Effect.mapError((error) => new RunLedgerError({ operation: "migrate", message: sqlMessage(error) }))
     )
     const stats = newStats()
     const store = makeSqlStore(sql, stats, executor === undefined ? undefined : yield* executor)

@@ -17,13 +17,14 @@
  */
 import { hostname } from "node:os"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as OwnerSession from "./OwnerSession.ts"
 import * as PostgresClient from "./PostgresClient.ts"
+import * as PostgresOptions from "./PostgresOptions.ts"
 
 /** Advisory-lock namespaces (all of them are listed in `OwnerSession`). */
 const runLockKey = OwnerSession.namespaces.coordinators
@@ -49,17 +50,19 @@ const migrate = Migrator.make({})({
  * @category models
  */
 export interface Options {
-  /** How often a coordinator writes its heartbeat (and checks its connection). @default "1 second" */
+  /** How often a coordinator writes its heartbeat (and checks its connection); positive. @default "1 second" */
   readonly heartbeatEvery?: Duration.Input | undefined
-  /** How long a coordinator without its lock still counts as alive after its last heartbeat. @default "5 seconds" */
+  /** How long a coordinator without its lock still counts as alive after its last heartbeat; at least 0. @default "5 seconds" */
   readonly grace?: Duration.Input | undefined
 }
 
-const ledgerError = (operation: string) => (error: { readonly message: string }) =>
-  new RunLedger.RunLedgerError({ operation, message: error.message })
+const ledgerError = (operation: string) => (error: Parameters<typeof PostgresClient.withServerAnswer>[0]) =>
+  new RunLedger.RunLedgerError({ operation, message: PostgresClient.withServerAnswer(error) })
 
 /**
- * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first.
+ * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first. An
+ * interval it cannot use (not a duration, `NaN`, a `heartbeatEvery` of 0, a negative `grace`) makes
+ * it die with `PostgresOptions.InvalidOption` naming the option, before it touches the database.
  *
  * @since 0.1.0
  * @category constructors
@@ -68,10 +71,15 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<RunLiveness.Service, RunLedger.RunLedgerError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
+    const every = yield* PostgresOptions.duration(
+      "PostgresLiveness",
+      "heartbeatEvery",
+      options.heartbeatEvery ?? "1 second",
+      true
+    )
+    const graceMs = yield* PostgresOptions.duration("PostgresLiveness", "grace", options.grace ?? "5 seconds", false)
     const sql = yield* SqlClient.SqlClient
     yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
-    const every = Duration.fromInputUnsafe(options.heartbeatEvery ?? "1 second")
-    const graceMs = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "5 seconds"))
     const alive = sql.unsafe(`(${OwnerSession.heldSql(runLockKey, "c.id")}
       OR c.heartbeat_at > ${nowMs} - ${graceMs})`)
 

@@ -3,9 +3,10 @@ import * as NodeOs from "node:os"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import * as PostgresClient from "../src/PostgresClient.ts"
 import * as PostgresLiveness from "../src/PostgresLiveness.ts"
+import * as PostgresOptions from "../src/PostgresOptions.ts"
 import { sharedServer } from "./support/server.ts"
 
 const server = await sharedServer()
@@ -80,6 +81,28 @@ const holderProcess = (url: string, runId: string) =>
   )
 
 describe.skipIf(server === undefined)("PostgresLiveness", () => {
+  it.live("intervals it cannot use: the layer dies with PostgresOptions.InvalidOption naming the option", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase
+      const cases: ReadonlyArray<readonly [PostgresLiveness.Options, string]> = [
+        [
+          { heartbeatEvery: "often" as never },
+          'PostgresLiveness heartbeatEvery: expected a duration such as "30 seconds" or a number of milliseconds, got "often"'
+        ],
+        [{ heartbeatEvery: Number.NaN }, "PostgresLiveness heartbeatEvery: must be a number of milliseconds, got NaN"],
+        [{ heartbeatEvery: 0 }, "PostgresLiveness heartbeatEvery: must be a positive, finite duration, got 0"],
+        [{ grace: Number.NaN }, "PostgresLiveness grace: must be a number of milliseconds, got NaN"],
+        [{ grace: -1 }, "PostgresLiveness grace: must be finite and not negative, got -1"]
+      ]
+      for (const [options, message] of cases) {
+        const exit = yield* Effect.scoped(machine(url, options)).pipe(Effect.timeout("5 seconds"), Effect.exit)
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
+        assert.strictEqual((defect as Error).message, message)
+      }
+    })
+  )
+
   it.live(
     "another machine sees a held run alive, and dead once its coordinator is SIGKILLed (lock gone, heartbeat past the grace)",
     () =>
