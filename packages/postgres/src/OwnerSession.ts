@@ -76,7 +76,7 @@ export interface Options {
 
 const reconnectDelay = "200 millis"
 
-const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Deferred<void>) =>
+const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Deferred<void>, locked: () => void) =>
   Effect.scoped(
     Effect.gen(function* () {
       const connection = yield* sql.reserve
@@ -85,6 +85,7 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
         Effect.ignore(connection.execute("SELECT pg_advisory_unlock($1, $2)", keys, undefined))
       )
       if (options.onLocked !== undefined) yield* options.onLocked
+      locked()
       yield* Deferred.succeed(held, undefined)
       const heartbeat = connection.execute(
         options.heartbeat ?? "SELECT 1",
@@ -97,8 +98,9 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
 
 /**
  * Takes the owner's session lock on a dedicated connection and keeps it in a fiber of the current
- * scope, taking it again after the session is lost (the server restarted, the connection broke);
- * returns once the lock is first held. Closing the scope unlocks it.
+ * scope, taking it again after the session is lost (the server restarted, the connection broke),
+ * every 200 ms, with one warning (`lost`) per loss; returns once the lock is first held. Closing
+ * the scope unlocks it.
  *
  * @since 0.1.0
  * @category constructors
@@ -107,9 +109,15 @@ export const hold = (options: Options): Effect.Effect<void, never, SqlClient.Sql
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const held = Deferred.makeUnsafe<void>()
+    // warned once per loss, not at every reconnect attempt while the server is away
+    let lost = false
     yield* Effect.forkScoped(
-      holdOnce(sql, options, held).pipe(
-        Effect.catch((error) => Effect.logWarning(options.lost, error.message)),
+      holdOnce(sql, options, held, () => (lost = false)).pipe(
+        Effect.catch((error) => {
+          if (lost) return Effect.void
+          lost = true
+          return Effect.logWarning(options.lost, error.message)
+        }),
         Effect.andThen(Effect.sleep(reconnectDelay)),
         Effect.forever
       )
