@@ -202,6 +202,7 @@ export const layerRunner = (options: RunnerOptions) =>
     }).pipe(Effect.map((checked) => runnerLayer(options, checked)))
   )
 
+/** {@link layerRunner} once its settings are checked. */
 const runnerLayer = (
   options: RunnerOptions,
   { timing, port, capacity }: { readonly timing: Timing; readonly port: number; readonly capacity: number }
