@@ -259,6 +259,34 @@ describe('the README\'s "Install in your project"', () => {
   )
 })
 
+describe("the README's tracing example", () => {
+  it(
+    "runs outside the workspace with the packages its install block names (with @corral/* served by the local registry)",
+    async () => {
+      const readme = NodeFs.readFileSync(NodePath.join(root, "README.md"), "utf8")
+      const section = readme.slice(readme.indexOf("### Tracing"))
+      const blocks = [...section.slice(0, section.indexOf("\n## ")).matchAll(/^```(\w+)\n([\s\S]*?)^```/gm)].map(
+        (match) => ({ lang: match[1]!, code: match[2]! })
+      )
+      expect(blocks.map((block) => block.lang)).toEqual(["sh", "ts"])
+      const printed = blocks[1]!.code
+        .split("\n")
+        .filter((line) => line.startsWith("// "))
+        .map((line) => line.slice(3))
+      const dir = NodePath.join(work, "tracing-app")
+      NodeFs.mkdirSync(dir, { recursive: true })
+      NodeFs.writeFileSync(NodePath.join(dir, ".npmrc"), `@corral:registry=${registry!.url}/\n`)
+      const shell = (script: string) => run("sh", ["-ec", script], { cwd: dir })
+      await shell("npm init -y && npm pkg set type=module && npm install @corral/core effect")
+      await shell(blocks[0]!.code)
+      NodeFs.writeFileSync(NodePath.join(dir, "tracing.ts"), blocks[1]!.code)
+      const stdout = await run(process.execPath, ["tracing.ts"], { cwd: dir })
+      expect(stdout.trim().split("\n")).toEqual(printed)
+    },
+    slow
+  )
+})
+
 describe("the command installed globally with npm", () => {
   const install = (prefix: string) =>
     run("npm", ["install", "--global", "--prefix", prefix, "@corral/cli", `--@corral:registry=${registry!.url}/`], {

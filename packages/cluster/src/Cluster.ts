@@ -39,8 +39,9 @@ import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
  * Settings shared by runners and coordinators; they must agree across the cluster. A setting a layer
- * cannot use (a duration that is not positive and finite, a `capacity` below 1, a `port` outside
- * 1–65535) makes building it die with `PostgresOptions.InvalidOption` naming the option.
+ * cannot use (a duration that is not positive and finite or that effect would misread, such as
+ * `{ seconds: true }`; a `capacity` below 1; a `port` outside 1–65535) makes building it die with
+ * `PostgresOptions.InvalidOption` naming the option.
  *
  * @since 0.1.0
  * @category models
@@ -50,7 +51,9 @@ export interface ClusterOptions {
   readonly url: string
   /**
    * How long a runner that stops refreshing (killed, frozen, cut off) keeps its shards; its agents
-   * are delivered again to the next owner after it. @default "10 seconds"
+   * are delivered again to the next owner after it. Above 0 and finite, like `refreshEvery`: a
+   * duration the layers cannot use dies with `PostgresOptions.InvalidOption` naming it.
+   * @default "10 seconds"
    */
   readonly shardLockExpiration?: Duration.Input | undefined
   /** How often runners and coordinators look for new runners and shard owners. @default "1 second" */

@@ -7,8 +7,9 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
+import { PostgresOptions } from "@corral/postgres"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -165,14 +166,15 @@ export interface Registration {
   readonly running: () => number
   /** The shards it holds now, by shard group; published within `shardsCheckEvery` of a change. */
   readonly shards?: (() => Readonly<Record<string, ReadonlyArray<number>>>) | undefined
-  /** @default "2 seconds" */
+  /** Above 0 and finite, like `shardsCheckEvery`. @default "2 seconds" */
   readonly heartbeatEvery?: Duration.Input | undefined
   /** @default "100 millis" */
   readonly shardsCheckEvery?: Duration.Input | undefined
 }
 
 /**
- * Registers this runner until the scope closes, refreshing its row in the background.
+ * Registers this runner until the scope closes, refreshing its row in the background. An interval
+ * it cannot use dies with `PostgresOptions.InvalidOption` naming it, before anything is written.
  *
  * @since 0.1.0
  * @category constructors
@@ -181,6 +183,18 @@ export const register = (
   registration: Registration
 ): Effect.Effect<void, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
+    const every = yield* PostgresOptions.duration(
+      "RunnerRegistry",
+      "heartbeatEvery",
+      registration.heartbeatEvery ?? "2 seconds",
+      true
+    )
+    const check = yield* PostgresOptions.duration(
+      "RunnerRegistry",
+      "shardsCheckEvery",
+      registration.shardsCheckEvery ?? "100 millis",
+      true
+    )
     yield* migrate
     const sql = yield* SqlClient.SqlClient
     const labels = JSON.stringify(registration.labels)
@@ -208,8 +222,6 @@ export const register = (
       Effect.tap((shards) => Effect.sync(() => (published = shards))),
       Effect.catch((error) => Effect.logWarning("corral: runner heartbeat failed", error.message))
     )
-    const every = Duration.toMillis(Duration.fromInputUnsafe(registration.heartbeatEvery ?? "2 seconds"))
-    const check = Duration.fromInputUnsafe(registration.shardsCheckEvery ?? "100 millis")
     let lastBeat = Date.now()
     yield* Effect.forkScoped(
       Effect.forever(

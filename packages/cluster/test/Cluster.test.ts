@@ -408,45 +408,51 @@ describe.skipIf(server === undefined)("Cluster options", () => {
     Effect.gen(function* () {
       const url = yield* Effect.orDie(server!.createDatabase())
       const kinds = Executor.layerKinds([Probe])
-      const build = <A, E>(layer: Layer.Layer<A, E>) => Effect.asVoid(Effect.scoped(Layer.build(layer)))
-      const cases: ReadonlyArray<readonly [() => Effect.Effect<void, unknown>, string]> = [
+      const defectOf = <A, E>(layer: Layer.Layer<A, E>) =>
+        Effect.map(Effect.exit(Effect.timeout(Effect.scoped(Layer.build(layer)), "5 seconds")), (exit) =>
+          Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        )
+      const executor = (options: Partial<Cluster.ClusterOptions>) => Cluster.layerExecutor({ url, ...options })
+      const runner = (options: Partial<Cluster.RunnerOptions>) =>
+        Cluster.layerRunner({ url, port: 9, ...options }).pipe(Layer.provide(kinds))
+      // shared settings: both the coordinator's and the runner's layer refuse them
+      const shared: ReadonlyArray<readonly [Partial<Cluster.ClusterOptions>, string]> = [
         [
-          () => build(Cluster.layerExecutor({ url, shardLockExpiration: "soon" as never })),
-          'Cluster shardLockExpiration: expected a duration such as "30 seconds" or a number of milliseconds, got "soon"'
+          { shardLockExpiration: "soon" as never },
+          'Cluster shardLockExpiration: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [{ shardLockExpiration: 0 }, "Cluster shardLockExpiration: must be a positive, finite duration, got 0"],
+        [
+          { shardLockExpiration: { seconds: true } as never },
+          "Cluster shardLockExpiration: duration field seconds must be a number, got boolean"
         ],
         [
-          () => build(Cluster.layerExecutor({ url, shardLockExpiration: 0 })),
-          "Cluster shardLockExpiration: must be a positive, finite duration, got 0"
+          { shardLockExpiration: {} as never },
+          'Cluster shardLockExpiration: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}'
         ],
+        [{ refreshEvery: Number.NaN }, "Cluster refreshEvery: must be a number of milliseconds, got NaN"],
+        [{ refreshEvery: 0 }, "Cluster refreshEvery: must be a positive, finite duration, got 0"],
         [
-          () => build(Cluster.layerExecutor({ url, refreshEvery: Number.NaN })),
-          "Cluster refreshEvery: must be a number of milliseconds, got NaN"
-        ],
-        [
-          () => build(Cluster.layerRunner({ url, port: 9, refreshEvery: 0 }).pipe(Layer.provide(kinds))),
-          "Cluster refreshEvery: must be a positive, finite duration, got 0"
-        ],
-        [
-          () => build(Cluster.layerRunner({ url, port: 99999 }).pipe(Layer.provide(kinds))),
-          "Cluster port: must be a whole number from 1 to 65535, got 99999"
-        ],
-        [
-          () => build(Cluster.layerRunner({ url, port: Number.NaN }).pipe(Layer.provide(kinds))),
-          "Cluster port: must be a whole number from 1 to 65535, got NaN"
-        ],
-        [
-          () => build(Cluster.layerRunner({ url, port: 9, capacity: 0 }).pipe(Layer.provide(kinds))),
-          "Cluster capacity: must be a whole number from 1 up, got 0"
-        ],
-        [
-          () => build(Cluster.layerRunner({ url, port: 9, capacity: Number.NaN }).pipe(Layer.provide(kinds))),
-          "Cluster capacity: must be a whole number from 1 up, got NaN"
+          { refreshEvery: { milliseconds: "5" } as never },
+          "Cluster refreshEvery: duration field milliseconds must be a number, got string"
         ]
       ]
-      for (const [layer, message] of cases) {
-        const exit = yield* Effect.suspend(layer).pipe(Effect.timeout("5 seconds"), Effect.exit)
-        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
-        assert.instanceOf(defect, PostgresOptions.InvalidOption, message)
+      const runnerOnly: ReadonlyArray<readonly [Partial<Cluster.RunnerOptions>, string]> = [
+        [{ port: 99999 }, "Cluster port: must be a whole number from 1 to 65535, got 99999"],
+        [{ port: Number.NaN }, "Cluster port: must be a whole number from 1 to 65535, got NaN"],
+        [{ capacity: 0 }, "Cluster capacity: must be a whole number from 1 up, got 0"],
+        [{ capacity: Number.NaN }, "Cluster capacity: must be a whole number from 1 up, got NaN"]
+      ]
+      const cases = [
+        ...shared.flatMap(([options, message]) => [
+          [defectOf(executor(options)), options, message] as const,
+          [defectOf(runner(options)), options, message] as const
+        ]),
+        ...runnerOnly.map(([options, message]) => [defectOf(runner(options)), options, message] as const)
+      ]
+      for (const [build, options, message] of cases) {
+        const defect = yield* build
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
         assert.strictEqual((defect as Error).message, message)
       }
     })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Tracer } from "effect"
+import { Cause, Effect, Exit, Layer, Tracer } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 
 const server = await sharedServer()
@@ -20,7 +20,42 @@ const statementsTracer = (texts: Array<string>) =>
     }
   })
 
+/** A fresh database of the shared server, as the `SqlClient` of the effect it is provided to. */
+const database = Layer.unwrap(
+  Effect.map(Effect.orDie(Effect.suspend(() => server!.createDatabase())), (url) =>
+    PostgresClient.layer(url, { maxConnections: 1 })
+  )
+)
+
 describe.skipIf(server === undefined)("RunnerRegistry", () => {
+  it.live("register with an interval it cannot use dies with PostgresOptions.InvalidOption naming it", () =>
+    Effect.gen(function* () {
+      const cases = [
+        [
+          { heartbeatEvery: "soon" as never },
+          'RunnerRegistry heartbeatEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [
+          { heartbeatEvery: { seconds: true } as never },
+          "RunnerRegistry heartbeatEvery: duration field seconds must be a number, got boolean"
+        ],
+        [{ shardsCheckEvery: 0 }, "RunnerRegistry shardsCheckEvery: must be a positive, finite duration, got 0"],
+        [
+          { shardsCheckEvery: { milliseconds: "5" } as never },
+          "RunnerRegistry shardsCheckEvery: duration field milliseconds must be a number, got string"
+        ]
+      ] as const
+      for (const [options, message] of cases) {
+        const registration = { address: "127.0.0.1:1", capacity: 1, labels: [], running: () => 0, ...options }
+        const exit = yield* Effect.exit(Effect.scoped(RunnerRegistry.register(registration)))
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
+        assert.strictEqual((defect as Error).message, message)
+      }
+      assert.deepStrictEqual(yield* RunnerRegistry.list(), [], "no runner was registered")
+    }).pipe(Effect.provide(database))
+  )
+
   it.live("list({ migrate: false }) runs one statement per read; the default also checks the migrations", () =>
     Effect.gen(function* () {
       const texts: Array<string> = []

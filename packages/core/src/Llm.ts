@@ -20,7 +20,7 @@ import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
-import { millis } from "./internal/durationInput.ts"
+import { millis } from "./DurationOption.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 import * as Usage from "./Usage.ts"
 
@@ -46,15 +46,16 @@ export interface Options {
 /**
  * An option `Llm.layer` cannot use: a `maxAttempts` that is not a whole number of at least 1, a
  * `defaultRetryAfter` effect would refuse or misread. Building the layer dies with it, naming the
- * option, before any call.
+ * option, before any call; `Llm.wrap` throws it; a {@link Reply} of `Llm.scripted` with such a
+ * `latency` or `retryAfter` dies with it when the call that plays it runs.
  *
  * @since 0.1.0
  * @category errors
  */
 export class InvalidOption extends Data.TaggedError("InvalidOption")<{
-  /** The function given the options. */
-  readonly via: "layer" | "wrap"
-  readonly option: "maxAttempts" | "defaultRetryAfter"
+  /** The function given the options (`scripted`: a reply's, when the call that plays it runs). */
+  readonly via: "layer" | "wrap" | "scripted"
+  readonly option: "maxAttempts" | "defaultRetryAfter" | "latency" | "rateLimited.retryAfter"
   readonly reason: string
 }> {
   override get message() {
@@ -249,7 +250,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
 
 /**
  * One scripted reply: after `latency` of (virtual) time, `text` with the given token counts, or a
- * 429 (`rateLimited`) with an optional `retryAfter`.
+ * 429 (`rateLimited`) with an optional `retryAfter`. A `latency` or `retryAfter` that
+ * `DurationOption.millis` refuses dies with `InvalidOption` (`via: "scripted"`) when the call runs.
  *
  * @since 0.1.0
  * @category testing
@@ -282,18 +284,28 @@ const partsOf = (reply: Reply): Array<Response.PartEncoded> => [
   }
 ]
 
+/** A reply's duration in milliseconds, or a defect naming it. */
+const replyMillis = (
+  option: "latency" | "rateLimited.retryAfter",
+  input: Duration.Input | undefined
+): Effect.Effect<number | undefined> => {
+  const ms = millis(input)
+  return Result.isFailure(ms)
+    ? Effect.die(new InvalidOption({ via: "scripted", option, reason: ms.failure }))
+    : Effect.succeed(ms.success)
+}
+
 const play = (script: Script, counter: { calls: number }, prompt: Prompt.Prompt) =>
   Effect.gen(function* () {
     const reply = replyOf(script, prompt, ++counter.calls)
-    if (reply.latency !== undefined) yield* Effect.sleep(reply.latency)
+    const latency = yield* replyMillis("latency", reply.latency)
+    if (latency !== undefined) yield* Effect.sleep(latency)
     if (reply.rateLimited !== undefined) {
-      const retryAfter = reply.rateLimited.retryAfter
+      const retryAfter = yield* replyMillis("rateLimited.retryAfter", reply.rateLimited.retryAfter)
       return yield* AiError.make({
         module: "Llm",
         method: "scripted",
-        reason: new AiError.RateLimitError(
-          retryAfter === undefined ? {} : { retryAfter: Duration.fromInputUnsafe(retryAfter) }
-        )
+        reason: new AiError.RateLimitError(retryAfter === undefined ? {} : { retryAfter: Duration.millis(retryAfter) })
       })
     }
     return reply

@@ -19,7 +19,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { InvalidRun, type Issue } from "./CorralError.ts"
 import { type BucketConfig, TokenBucket } from "./internal/tokenBucket.ts"
-import { millis } from "./internal/durationInput.ts"
+import { intervalMillis } from "./DurationOption.ts"
 
 /**
  * One bucket: `limit` tokens per `interval`, holding at most `burst` (default `limit`).
@@ -124,11 +124,8 @@ export const validateBuckets = (buckets: Buckets, field = "rateLimits"): Readonl
     if (!(bucket.limit > 0) || !Number.isFinite(bucket.limit)) {
       issues.push({ field: `${at}.limit`, message: `must be a positive number, got ${bucket.limit}` })
     }
-    const interval = millis(bucket.interval)
+    const interval = intervalMillis(bucket.interval)
     if (Result.isFailure(interval)) issues.push({ field: `${at}.interval`, message: interval.failure })
-    else if (!(interval.success! > 0) || !Number.isFinite(interval.success)) {
-      issues.push({ field: `${at}.interval`, message: "must be a positive, finite duration" })
-    }
     if (bucket.burst !== undefined && !(bucket.burst >= 1 && Number.isFinite(bucket.burst))) {
       issues.push({ field: `${at}.burst`, message: `must be at least 1, got ${bucket.burst}` })
     }

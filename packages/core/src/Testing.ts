@@ -15,7 +15,7 @@ import * as TestClock from "effect/testing/TestClock"
 import * as Agent from "./Agent.ts"
 import * as Claims from "./Claims.ts"
 import * as Corral from "./Corral.ts"
-import { millis } from "./internal/durationInput.ts"
+import { millis } from "./DurationOption.ts"
 import type { CorralEvent } from "./CorralEvent.ts"
 import type { InvalidRun } from "./CorralError.ts"
 import type { RunResult } from "./RunResult.ts"
@@ -83,6 +83,7 @@ export const scripted = <A = unknown, const Id extends string = string>(
   options: Omit<Agent.Options<A, unknown, never>, "run"> = {}
 ): Agent.Agent<A, unknown, never, Id> => {
   let attempt = 0
+  const duration = millis(script.duration)
   const run = Effect.gen(function* () {
     attempt++
     const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
@@ -101,7 +102,9 @@ export const scripted = <A = unknown, const Id extends string = string>(
         })
       )
     )
-    if (script.duration !== undefined) yield* Effect.sleep(script.duration)
+    if (Result.isFailure(duration))
+      return yield* Effect.die(new InvalidOption({ option: "duration", reason: duration.failure }))
+    if (duration.success !== undefined) yield* Effect.sleep(duration.success)
     if (script.usage !== undefined) yield* Usage.report(script.usage)
     completed = true
     if (script.die !== undefined) return yield* Effect.die(script.die)
@@ -173,17 +176,18 @@ export class NotDone extends Data.TaggedError("NotDone")<{ readonly limit: Durat
 /**
  * A `step` or `limit` that {@link advanceUntilDone} (or `runScripted`'s `limit`) cannot use: not a
  * duration, `NaN`, negative, or a `step` of 0 (which would never move the clock). The effect dies
- * with it.
+ * with it. A {@link scripted} agent whose `duration` `DurationOption.millis` refuses dies with it
+ * (`option: "duration"`) when it runs, without waiting.
  *
  * @since 0.1.0
  * @category errors
  */
 export class InvalidOption extends Data.TaggedError("InvalidOption")<{
-  readonly option: "step" | "limit"
+  readonly option: "step" | "limit" | "duration"
   readonly reason: string
 }> {
   override get message() {
-    return `Testing.advanceUntilDone ${this.option}: ${this.reason}`
+    return `Testing.${this.option === "duration" ? "scripted" : "advanceUntilDone"} ${this.option}: ${this.reason}`
   }
 }
 

@@ -10,7 +10,7 @@ import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { millis } from "./internal/durationInput.ts"
+import { millis } from "./DurationOption.ts"
 
 /**
  * @since 0.1.0

@@ -1,4 +1,4 @@
-import { Agent, Corral, CorralError, type Outcome, RateLimiter } from "@corral/core"
+import { Agent, Corral, CorralError, type CorralEvent, type Outcome, RateLimiter, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
@@ -199,6 +199,118 @@ describe("Corral.run with rate limits", () => {
         bad.issues.map((issue) => issue.field),
         ["rateLimits.api.limit"]
       )
+    })
+  )
+})
+
+/** An agent on `api` whose attempts report `costUsd` each and end in a 429 of `retryAfter` until `fails` ran. */
+const spending = (
+  id: string,
+  options: { readonly costUsd: number; readonly fails: number; readonly retry?: Schedule.Schedule<unknown, unknown> }
+) => {
+  let calls = 0
+  return Agent.make(id, {
+    rateLimit: "api",
+    ...(options.retry === undefined ? {} : { retry: options.retry }),
+    run: Effect.andThen(
+      Usage.report({ costUsd: options.costUsd }),
+      Effect.suspend(() =>
+        ++calls <= options.fails
+          ? Effect.fail(new RateLimiter.RateLimited({ key: "api", retryAfter: 60_000 }))
+          : Effect.succeed(calls)
+      )
+    )
+  })
+}
+
+/** An agent on `api` that asks for its token at 500 ms, while a 429 at 0 ms pauses the key. */
+const afterStart = [
+  Agent.make("starter", { run: Effect.sleep("500 millis") }),
+  Agent.make("queued", { rateLimit: "api", dependsOn: ["starter"], run: Effect.succeed("queued ran") })
+]
+
+const bucket = { api: { limit: 100, interval: "1 second" } } as const
+
+const retries = (events: ReadonlyArray<CorralEvent.CorralEvent>) =>
+  events.flatMap((e) => (e._tag === "Retrying" ? [[e.agentId, e.attempt, e.at] as const] : []))
+
+const tagsOf = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
+  Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
+
+describe.each([
+  ["with the run's own retries", undefined],
+  ["with its own retry policy", Schedule.spaced("10 millis").pipe(Schedule.upTo({ times: 3 }))]
+] as const)("a rate-limit pause and a budget (%s)", (_, retry) => {
+  it.effect("an agent paused by a 429 is interrupted when another agent crosses the budget; the waiters let go", () =>
+    Effect.gen(function* () {
+      const agents = [
+        spending("paused", { costUsd: 0, fails: 1, ...(retry === undefined ? {} : { retry }) }),
+        Agent.make("spender", { run: Effect.andThen(Effect.sleep("1 second"), Usage.report({ costUsd: 2 })) }),
+        ...afterStart
+      ]
+      const shared = yield* RateLimiter.make(bucket)
+      const first = yield* Testing.runScripted(agents, { concurrency: 4, budget: { costUsd: 1 } }).pipe(
+        Effect.provideService(RateLimiter.RateLimiter, shared)
+      )
+      assert.deepStrictEqual(tagsOf(first.result), {
+        paused: "Interrupted",
+        spender: "Interrupted",
+        starter: "Succeeded",
+        queued: "Cancelled"
+      })
+      const paused = first.result.get("paused") as Outcome.Interrupted
+      assert.isFalse(paused.crossedBudget)
+      assert.strictEqual(paused.attempts, 1, "the retry the pause held back never ran")
+      assert.deepStrictEqual(retries(first.events), [])
+      assert.include(paused.reason, 'costUsd budget of 1 exceeded (2) by agent "spender"')
+      assert.strictEqual(paused.endedAt, 1000, "the pause does not hold the run")
+      assert.isTrue((first.result.get("spender") as Outcome.Interrupted).crossedBudget)
+      assert.deepStrictEqual(first.result.stopped?._tag, "BudgetExceeded")
+      // the key stays paused until 60 s (the provider's word); the interrupted waiters gave their tokens back
+      const next = yield* Testing.runScripted([Agent.make("later", { rateLimit: "api", run: Effect.void })]).pipe(
+        Effect.provideService(RateLimiter.RateLimiter, shared)
+      )
+      assert.strictEqual(next.result.get("later")!.startedAt, 60_010)
+    })
+  )
+
+  it.effect("usage of an attempt that got a 429 counts: the retry that crosses the budget ends the run", () =>
+    Effect.gen(function* () {
+      const agents = [spending("paid", { costUsd: 0.6, fails: 1, ...(retry === undefined ? {} : { retry }) })]
+      const { result, events } = yield* Testing.runScripted(agents, { rateLimits: bucket, budget: { costUsd: 1 } })
+      const [told] = retries(events)
+      assert.deepStrictEqual(told?.slice(0, 2), ["paid", 2])
+      assert.isAtLeast(told![2], 60_000, "the retry is told when it starts, after the pause")
+      const paid = result.get("paid") as Outcome.Interrupted
+      assert.strictEqual(paid._tag, "Interrupted")
+      assert.isTrue(paid.crossedBudget)
+      assert.strictEqual(paid.attempts, 2)
+      assert.isAtLeast(paid.endedAt, 60_000)
+      assert.deepStrictEqual(result.usage.costUsd, 1.2)
+      assert.deepStrictEqual(result.stopped, {
+        _tag: "BudgetExceeded",
+        agentId: "paid",
+        limit: "costUsd",
+        spent: 1.2,
+        budget: 1
+      })
+    })
+  )
+
+  it.effect("an attempt that crosses the budget and then gets a 429 is not retried and waits for no pause", () =>
+    Effect.gen(function* () {
+      const agents = [
+        spending("over", { costUsd: 2, fails: 5, ...(retry === undefined ? {} : { retry }) }),
+        ...afterStart
+      ]
+      const { result, events } = yield* Testing.runScripted(agents, { rateLimits: bucket, budget: { costUsd: 1 } })
+      assert.deepStrictEqual(tagsOf(result), { over: "Interrupted", starter: "Interrupted", queued: "Cancelled" })
+      const over = result.get("over") as Outcome.Interrupted
+      assert.isTrue(over.crossedBudget)
+      assert.strictEqual(over.attempts, 1)
+      assert.strictEqual(over.endedAt, 0)
+      assert.deepStrictEqual(retries(events), [])
+      assert.deepStrictEqual(result.usage.costUsd, 2)
     })
   )
 })

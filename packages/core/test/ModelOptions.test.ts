@@ -65,6 +65,34 @@ describe("model options a provider or Llm.layer cannot use", () => {
       })
   )
 
+  it.effect(
+    "Llm.scripted replies with a latency or retryAfter it cannot use: the call dies with Llm.InvalidOption",
+    () =>
+      Effect.gen(function* () {
+        const cases = [
+          [
+            { latency: "soon" as never },
+            'Llm.scripted latency: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+          ],
+          [
+            { latency: { seconds: true } as never },
+            "Llm.scripted latency: duration field seconds must be a number, got boolean"
+          ],
+          [
+            { rateLimited: { retryAfter: { milliseconds: "5" } as never } },
+            "Llm.scripted rateLimited.retryAfter: duration field milliseconds must be a number, got string"
+          ],
+          [{ rateLimited: { retryAfter: -1 } }, "Llm.scripted rateLimited.retryAfter: must not be negative, got -1"]
+        ] as const
+        for (const [reply, message] of cases) {
+          const call = LanguageModel.generateText({ prompt: "hi" }).pipe(Effect.provide(Llm.scripted([reply])))
+          const defect = defectOf(yield* Effect.exit(call))
+          assert.instanceOf(defect, Llm.InvalidOption, JSON.stringify(reply))
+          assert.strictEqual((defect as Error).message, message)
+        }
+      })
+  )
+
   it.effect("Llm.wrap with options it cannot use throws Llm.InvalidOption (it is a constructor)", () =>
     Effect.gen(function* () {
       const model = yield* Effect.provide(Effect.service(LanguageModel.LanguageModel), Llm.scripted([{ text: "x" }]))

@@ -52,6 +52,24 @@ describe("Testing", () => {
     })
   )
 
+  it.effect("a scripted agent with a duration it cannot use fails with a defect naming it, without waiting", () =>
+    Effect.gen(function* () {
+      const cases = [
+        ["soon", 'expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'],
+        [{ seconds: true }, "duration field seconds must be a number, got boolean"],
+        [-1, "must not be negative, got -1"]
+      ] as const
+      for (const [duration, reason] of cases) {
+        const agent = Testing.scripted(new Testing.Timeline(), "a", { duration: duration as never, result: 1 })
+        const { result } = yield* Testing.runScripted([agent])
+        const outcome = result.get("a")!
+        assert.strictEqual(outcome._tag, "Failed", JSON.stringify(duration))
+        assert.strictEqual(outcome.endedAt, 0)
+        assert.strictEqual((outcome as { message?: string }).message, `Testing.scripted duration: ${reason}`)
+      }
+    })
+  )
+
   it.effect("advanceUntilDone fails with NotDone once the limit is spent on a fiber that cannot finish", () =>
     Effect.gen(function* () {
       const fiber = yield* Effect.forkChild(Effect.never, { startImmediately: true })

@@ -6,13 +6,15 @@
  * @since 0.1.0
  */
 import type * as Claims from "@corral/core/Claims"
+import * as DurationOption from "@corral/core/DurationOption"
 import type * as ResourceLocks from "@corral/core/ResourceLocks"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Record from "effect/Record"
+import * as Result from "effect/Result"
 import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlError from "effect/sql/SqlError"
-import { durationMillis } from "./internal/durationOption.ts"
 
 /**
  * The lease timing of a lease table.
@@ -28,9 +30,11 @@ export interface TimingOptions {
 }
 
 /**
- * A timing option a lock service cannot use: a duration that is not positive and finite, a
- * `renewEvery` not shorter than `ttl` (leases would expire between renewals), a `maxBypass` that is
- * not a whole number of at least 0. Building the service dies with it, naming the option.
+ * A timing option a lock service cannot use: a duration that is not positive and finite (or that
+ * `DurationOption` refuses), a `renewEvery` not shorter than `ttl` (leases would expire between
+ * renewals), a `maxBypass` that is not a whole number of at least 0. Building the service dies with
+ * it, naming the module and the option. The heartbeat and expiry intervals of `PostgresLiveness`,
+ * `Cluster` and `RunnerRegistry` die with it too.
  *
  * @since 0.1.0
  * @category errors
@@ -58,13 +62,13 @@ export const checkTiming = (
 ): Effect.Effect<{ readonly ttl: number; readonly renewEvery: number; readonly pollEvery: number }> =>
   Effect.suspend(() => {
     const intervals = {
-      ttl: durationMillis(options.ttl ?? "30 seconds", true),
-      renewEvery: durationMillis(options.renewEvery ?? "10 seconds", true),
-      pollEvery: durationMillis(options.pollEvery ?? defaultPollEvery, true)
+      ttl: DurationOption.intervalMillis(options.ttl ?? "30 seconds"),
+      renewEvery: DurationOption.intervalMillis(options.renewEvery ?? "10 seconds"),
+      pollEvery: DurationOption.intervalMillis(options.pollEvery ?? defaultPollEvery)
     }
     for (const [option, ms] of Object.entries(intervals))
-      if (typeof ms === "string") return Effect.die(new InvalidOption({ module, option, reason: ms }))
-    const { ttl, renewEvery, pollEvery } = intervals as { ttl: number; renewEvery: number; pollEvery: number }
+      if (Result.isFailure(ms)) return Effect.die(new InvalidOption({ module, option, reason: ms.failure }))
+    const { ttl, renewEvery, pollEvery } = Record.map(intervals, (ms) => Result.getOrThrow(ms))
     if (renewEvery >= ttl) {
       const reason = `must be shorter than ttl (${ttl} ms), got ${renewEvery} ms: leases would expire between renewals`
       return Effect.die(new InvalidOption({ module, option: "renewEvery", reason }))

@@ -19,12 +19,14 @@
  * @since 0.1.0
  */
 import type * as CorralEvent from "@corral/core/CorralEvent"
+import * as DurationOption from "@corral/core/DurationOption"
 import * as Ledger from "@corral/core/Ledger"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -33,7 +35,6 @@ import { isMemoryFile, makeWorkerExecutor } from "./internal/ledgerExecutor.ts"
 import { makeLedger, unrecordedEnd as unrecordedEndDetail } from "./internal/ledgerService.ts"
 import { type Executor, makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
 import { makeMemoryStore } from "./internal/ledgerStore.ts"
-import { durationMillis } from "./internal/durationOption.ts"
 import { sqlMessage } from "./internal/sqlMessage.ts"
 import type * as RunRecord from "./RunRecord.ts"
 import * as SqliteClient from "./SqliteClient.ts"
@@ -246,19 +247,19 @@ export interface WriterOptions {
 /** The writer's options with their defaults, or a `RunLedgerError` naming the first it cannot use. */
 const writerOptions = (options: WriterOptions | undefined) =>
   Effect.suspend(() => {
-    const flushEvery = durationMillis(options?.flushEvery ?? 50, true)
-    const flushSoon = durationMillis(options?.flushSoon ?? 5, false)
+    const flushEvery = DurationOption.intervalMillis(options?.flushEvery ?? 50)
+    const flushSoon = DurationOption.millis(options?.flushSoon ?? 5)
     const maxBuffered = options?.maxBuffered ?? 1000
     const invalid = (option: string, reason: string) =>
       Effect.fail(new RunLedgerError({ operation: "options", message: `RunLedger ${option}: ${reason}` }))
-    if (typeof flushEvery === "string") return invalid("flushEvery", flushEvery)
-    if (typeof flushSoon === "string") return invalid("flushSoon", flushSoon)
+    if (Result.isFailure(flushEvery)) return invalid("flushEvery", flushEvery.failure)
+    if (Result.isFailure(flushSoon)) return invalid("flushSoon", flushSoon.failure)
     if (!(Number.isSafeInteger(maxBuffered) && maxBuffered >= 1))
       return invalid("maxBuffered", `must be a whole number of at least 1, got ${maxBuffered}`)
     return Effect.succeed({
-      flushEvery,
+      flushEvery: flushEvery.success,
       maxBuffered,
-      flushSoon,
+      flushSoon: flushSoon.success,
       commitEachFinished: options?.commitEachFinished ?? false
     })
   })

@@ -27,11 +27,13 @@
  * @since 0.1.0
  */
 import { DatabaseSync } from "node:sqlite"
+import * as DurationOption from "@corral/core/DurationOption"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -40,7 +42,6 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
 import { makeConnection, type SqliteConnection } from "./internal/sqliteConnection.ts"
-import { durationMillis } from "./internal/durationOption.ts"
 import { toOpenError } from "./internal/sqliteError.ts"
 
 /**
@@ -124,9 +125,9 @@ const pragmas = (config: SqliteClientConfig, busyTimeoutMillis: number): Readonl
 const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.SqlError> =>
   Effect.try({
     try: () => {
-      const busyTimeout = durationMillis(config.busyTimeout ?? 5000, false)
-      if (typeof busyTimeout === "string") throw new Error(`busyTimeout: ${busyTimeout}`)
-      const busyTimeoutMillis = Math.round(busyTimeout)
+      const busyTimeout = DurationOption.millis(config.busyTimeout ?? 5000)
+      if (Result.isFailure(busyTimeout)) throw new Error(`busyTimeout: ${busyTimeout.failure}`)
+      const busyTimeoutMillis = Math.round(busyTimeout.success)
       const db = new DatabaseSync(config.filename, {
         readOnly: config.readonly === true,
         timeout: busyTimeoutMillis,

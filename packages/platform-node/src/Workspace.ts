@@ -10,11 +10,12 @@
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type * as Git from "./Git.ts"
 import * as errors from "./internal/workspaceErrors.ts"
+import { checkConfig } from "./internal/workspaceLease.ts"
 import * as overlay from "./internal/workspaceOverlay.ts"
 import { locateRepo } from "./internal/workspaceRepo.ts"
 import { makeWorkspace } from "./internal/workspaceService.ts"
@@ -328,7 +329,8 @@ export interface GcOptions {
   readonly repo: string
   /**
    * Only runs whose lease (or folder) is at least this old are collected. A run with a live lease is
-   * never touched, whatever `stateDir` says. @default 0
+   * never touched, whatever `stateDir` says. A duration `DurationOption.millis` refuses dies with
+   * `LeaseTables.InvalidOption`, before anything is read. @default 0
    */
   readonly olderThan?: Duration.Input | undefined
   readonly dryRun?: boolean | undefined
@@ -579,10 +581,12 @@ export class Workspace extends Context.Service<
   static readonly layer: Layer.Layer<Workspace> = Layer.sync(Workspace, () => makeWorkspace(defaultConfig))
 
   /**
-   * The service with some settings overridden, e.g. `Workspace.layerWith({ portBase: 30000 })`.
+   * The service with some settings overridden, e.g. `Workspace.layerWith({ portBase: 30000 })`. A
+   * `heartbeat` or `staleAfter` that is not a positive, finite duration dies with
+   * `LeaseTables.InvalidOption` naming it.
    *
    * @since 0.1.0
    */
   static readonly layerWith = (config: Partial<Config>): Layer.Layer<Workspace> =>
-    Layer.sync(Workspace, () => makeWorkspace({ ...defaultConfig, ...config }))
+    Layer.effect(Workspace, Effect.map(checkConfig({ ...defaultConfig, ...config }), makeWorkspace))
 }

@@ -127,9 +127,18 @@ describe("ProcessRunner", () => {
         ],
         [
           { killGrace: "abc" as never },
-          'killGrace: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
+          'killGrace: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "abc"'
         ],
-        [{ killGrace: -5 }, "killGrace: must not be negative, got -5"]
+        [{ killGrace: -5 }, "killGrace: must not be negative, got -5"],
+        [{ killGrace: { seconds: true } as never }, "killGrace: duration field seconds must be a number, got boolean"],
+        [
+          { killGrace: { milliseconds: "5" } as never },
+          "killGrace: duration field milliseconds must be a number, got string"
+        ],
+        [
+          { killGrace: {} },
+          'killGrace: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}'
+        ]
       ]
       for (const [spec, detail] of cases) {
         const error = yield* failed(sh(`touch ${marker}`, spec))

@@ -52,10 +52,22 @@ describe("RunLedger (SQLite)", () => {
       const cases = [
         [
           { flushEvery: "abc" as never },
-          'RunLedger flushEvery: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
+          'RunLedger flushEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "abc"'
         ],
         [{ flushEvery: 0 }, "RunLedger flushEvery: must be a positive, finite duration, got 0"],
         [{ flushSoon: -1 }, "RunLedger flushSoon: must not be negative, got -1"],
+        [
+          { flushEvery: { seconds: true } as never },
+          "RunLedger flushEvery: duration field seconds must be a number, got boolean"
+        ],
+        [
+          { flushSoon: { milliseconds: "5" } as never },
+          "RunLedger flushSoon: duration field milliseconds must be a number, got string"
+        ],
+        [
+          { flushEvery: {} },
+          'RunLedger flushEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}'
+        ],
         [{ maxBuffered: Number.NaN }, "RunLedger maxBuffered: must be a whole number of at least 1, got NaN"]
       ] as const
       for (const [options, message] of cases) {

@@ -263,17 +263,25 @@ describe("SqliteClient", () => {
 
   it.effect("a busyTimeout it cannot use: opening fails naming the file and the option", () =>
     Effect.gen(function* () {
-      const filename = freshFile()
-      const error = yield* failure(
-        Effect.provide(
-          Effect.service(SqlClient.SqlClient),
-          SqliteClient.layer({ filename, busyTimeout: "abc" as never })
+      const cases = [
+        ["abc", 'expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "abc"'],
+        [{ seconds: true }, "duration field seconds must be a number, got boolean"],
+        [{ milliseconds: "5" }, "duration field milliseconds must be a number, got string"],
+        [-1, "must not be negative, got -1"]
+      ] as const
+      for (const [busyTimeout, reason] of cases) {
+        const filename = freshFile()
+        const error = yield* failure(
+          Effect.provide(
+            Effect.service(SqlClient.SqlClient),
+            SqliteClient.layer({ filename, busyTimeout: busyTimeout as never })
+          )
         )
-      )
-      assert.strictEqual(
-        error.message,
-        `cannot open SQLite database ${JSON.stringify(filename)}: busyTimeout: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"`
-      )
+        assert.strictEqual(
+          error.message,
+          `cannot open SQLite database ${JSON.stringify(filename)}: busyTimeout: ${reason}`
+        )
+      }
     })
   )
 

@@ -28,11 +28,20 @@ describe("SqliteLocks in one process", () => {
       const cases = [
         [
           { ttl: "abc" as never },
-          'SqliteLocks ttl: expected a duration such as "30 seconds" or a number of milliseconds, got "abc"'
+          'SqliteLocks ttl: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "abc"'
         ],
         [{ ttl: 0 }, "SqliteLocks ttl: must be a positive, finite duration, got 0"],
         [{ renewEvery: Number.NaN }, "SqliteLocks renewEvery: must be a number of milliseconds, got NaN"],
         [{ pollEvery: -5 }, "SqliteLocks pollEvery: must be a positive, finite duration, got -5"],
+        [{ ttl: { seconds: true } as never }, "SqliteLocks ttl: duration field seconds must be a number, got boolean"],
+        [
+          { renewEvery: { milliseconds: "5" } as never },
+          "SqliteLocks renewEvery: duration field milliseconds must be a number, got string"
+        ],
+        [
+          { pollEvery: { second: 1 } as never },
+          'SqliteLocks pollEvery: unknown duration field "second" (known: weeks, days, hours, minutes, seconds, milliseconds, microseconds, nanoseconds)'
+        ],
         [
           { ttl: "5 seconds", renewEvery: "10 seconds" },
           "SqliteLocks renewEvery: must be shorter than ttl (5000 ms), got 10000 ms: leases would expire between renewals"

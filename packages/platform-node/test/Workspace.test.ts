@@ -4,6 +4,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -12,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { vi } from "vitest"
 import { commitWork } from "../src/internal/workspaceIntegration.ts"
+import * as LeaseTables from "../src/LeaseTables.ts"
 import { type ReleaseReport, Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
 
 const sh = (cwd: string, ...args: Array<string>) =>
@@ -78,7 +80,48 @@ const replaceLine = (text: string, index: number, line: string) =>
 const provide = <A, E>(effect: Effect.Effect<A, E, Workspace | Scope.Scope>) =>
   effect.pipe(Effect.provide(Workspace.layer))
 
+/** The defect `effect` dies with, if it dies. */
+const defectOf = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.map(Effect.exit(effect), (exit) =>
+    Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+  )
+
 describe("Workspace", () => {
+  it.live("duration settings it cannot use: the layer, or gc, dies with LeaseTables.InvalidOption naming them", () =>
+    Effect.gen(function* () {
+      const layers = [
+        [
+          { heartbeat: "soon" as never },
+          'Workspace heartbeat: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [{ heartbeat: 0 }, "Workspace heartbeat: must be a positive, finite duration, got 0"],
+        [
+          { staleAfter: { seconds: true } as never },
+          "Workspace staleAfter: duration field seconds must be a number, got boolean"
+        ],
+        [
+          { staleAfter: { milliseconds: "5" } as never },
+          "Workspace staleAfter: duration field milliseconds must be a number, got string"
+        ]
+      ] as const
+      for (const [config, message] of layers) {
+        const defect = yield* defectOf(Effect.scoped(Layer.build(Workspace.layerWith(config))))
+        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(config))
+        assert.strictEqual((defect as Error).message, message)
+      }
+      const repo = yield* makeRepo
+      const ws = yield* Workspace
+      for (const [olderThan, message] of [
+        [{ days: "2" }, "Workspace.gc olderThan: duration field days must be a number, got string"],
+        [-1, "Workspace.gc olderThan: must not be negative, got -1"]
+      ] as const) {
+        const defect = yield* defectOf(ws.gc({ repo, olderThan: olderThan as never }))
+        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(olderThan))
+        assert.strictEqual((defect as Error).message, message)
+      }
+    }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
+  )
+
   it.live("five concurrent agents merge into the integration branch and leave nothing behind", () =>
     provide(
       Effect.gen(function* () {

@@ -21,6 +21,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
+import * as PostgresOptions from "./PostgresOptions.ts"
 
 /**
  * The advisory-lock namespaces corral uses; reusing one makes unrelated owners block each other.
@@ -64,7 +65,10 @@ export interface Options {
   readonly namespace: number
   /** The owner's id, the second key. */
   readonly owner: number
-  /** How often the connection is used (`heartbeat`), which notices a lost session. */
+  /**
+   * How often the connection is used (`heartbeat`), which notices a lost session: above 0 and
+   * finite, else `hold` dies with `PostgresOptions.InvalidOption` before taking the lock.
+   */
   readonly every: Duration.Input
   /** A statement run on the lock's connection at once and then every `every`, with `$1` the owner id. @default "SELECT 1" */
   readonly heartbeat?: string | undefined
@@ -107,12 +111,13 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
  */
 export const hold = (options: Options): Effect.Effect<void, never, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
+    const every = yield* PostgresOptions.duration("OwnerSession", "every", options.every, true)
     const sql = yield* SqlClient.SqlClient
     const held = Deferred.makeUnsafe<void>()
     // warned once per loss, not at every reconnect attempt while the server is away
     let lost = false
     yield* Effect.forkScoped(
-      holdOnce(sql, options, held, () => (lost = false)).pipe(
+      holdOnce(sql, { ...options, every }, held, () => (lost = false)).pipe(
         Effect.catch((error) => {
           if (lost) return Effect.void
           lost = true

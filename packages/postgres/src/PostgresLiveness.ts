@@ -50,9 +50,15 @@ const migrate = Migrator.make({})({
  * @category models
  */
 export interface Options {
-  /** How often a coordinator writes its heartbeat (and checks its connection); positive. @default "1 second" */
+  /**
+   * How often a coordinator writes its heartbeat (and checks its connection): above 0 and finite.
+   * @default "1 second"
+   */
   readonly heartbeatEvery?: Duration.Input | undefined
-  /** How long a coordinator without its lock still counts as alive after its last heartbeat; at least 0. @default "5 seconds" */
+  /**
+   * How long a coordinator without its lock still counts as alive after its last heartbeat: above 0
+   * and finite. @default "5 seconds"
+   */
   readonly grace?: Duration.Input | undefined
 }
 
@@ -61,8 +67,9 @@ const ledgerError = (operation: string) => (error: Parameters<typeof PostgresCli
 
 /**
  * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first. An
- * interval it cannot use (not a duration, `NaN`, a `heartbeatEvery` of 0, a negative `grace`) makes
- * it die with `PostgresOptions.InvalidOption` naming the option, before it touches the database.
+ * interval it cannot use (not a duration, `NaN`, 0, `Infinity`, a negative one, an object effect
+ * would misread such as `{ seconds: true }`) makes it die with `PostgresOptions.InvalidOption`
+ * naming the option, before it touches the database.
  *
  * @since 0.1.0
  * @category constructors
@@ -77,7 +84,7 @@ export const make = (
       options.heartbeatEvery ?? "1 second",
       true
     )
-    const graceMs = yield* PostgresOptions.duration("PostgresLiveness", "grace", options.grace ?? "5 seconds", false)
+    const graceMs = yield* PostgresOptions.duration("PostgresLiveness", "grace", options.grace ?? "5 seconds", true)
     const sql = yield* SqlClient.SqlClient
     yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
     const alive = sql.unsafe(`(${OwnerSession.heldSql(runLockKey, "c.id")}

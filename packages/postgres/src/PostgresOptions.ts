@@ -1,16 +1,20 @@
 /**
  * Options a Postgres-backed corral service cannot use, found before it connects: the pool's
- * `maxConnections` and `connectTimeout`, `PostgresLiveness`'s intervals, and `@corral/cluster`'s
- * runner and coordinator settings. effect's `Duration` refuses strings it cannot parse with a bare
- * `Invalid Input`, reads `NaN` as 0 and takes negative durations, and the driver's pool waits for
- * ever with `maxConnections: 0` or `NaN`; these checks name the module and the option instead.
- * `PostgresLocks` checks its lease timing with `LeaseTables.checkTiming`.
+ * `maxConnections` and `connectTimeout`, `PostgresLiveness`'s intervals, `OwnerSession`'s `every`,
+ * and `@corral/cluster`'s runner, coordinator and registry settings. Durations are read and refused
+ * by `@corral/core`'s `DurationOption` (effect's `Duration` refuses strings it cannot parse with a
+ * bare `Invalid Input`, reads `NaN` as 0, misreads some objects and takes negative durations), and
+ * the driver's pool waits for ever with `maxConnections: 0` or `NaN`; these checks die naming the
+ * module and the option instead. `PostgresLocks` checks its lease timing with
+ * `LeaseTables.checkTiming` and dies with `LeaseTables.InvalidOption`.
  *
  * @since 0.1.0
  */
+import * as DurationOption from "@corral/core/DurationOption"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 
 /**
  * An option a service cannot use; building the service dies with it.
@@ -28,12 +32,11 @@ export class InvalidOption extends Data.TaggedError("InvalidOption")<{
   }
 }
 
-const show = (value: unknown): string =>
-  typeof value === "number" ? String(value) : (JSON.stringify(value) ?? String(value))
-
 /**
- * `input` in milliseconds; dies with {@link InvalidOption} unless it is a finite duration above 0
- * (`positive`) or of at least 0.
+ * `input` in milliseconds as `DurationOption` reads it: above 0 and finite when `positive`
+ * (`DurationOption.intervalMillis`), else at least 0 with `Infinity` for an infinite duration
+ * (`DurationOption.millis`); dies with {@link InvalidOption} naming `module` and `option` with the
+ * reason `DurationOption` gives otherwise.
  *
  * @example
  * ```ts
@@ -53,17 +56,10 @@ export const duration = (
   positive: boolean
 ): Effect.Effect<number> =>
   Effect.suspend(() => {
-    const fail = (reason: string) => Effect.die(new InvalidOption({ module, option, reason }))
-    if (typeof input === "number" && Number.isNaN(input)) return fail("must be a number of milliseconds, got NaN")
-    const parsed = Duration.fromInput(input)
-    if (parsed._tag === "None")
-      return fail(`expected a duration such as "30 seconds" or a number of milliseconds, got ${show(input)}`)
-    const ms = Duration.toMillis(parsed.value)
-    if (positive && !(ms > 0 && Number.isFinite(ms)))
-      return fail(`must be a positive, finite duration, got ${show(input)}`)
-    if (!positive && !(ms >= 0 && Number.isFinite(ms)))
-      return fail(`must be finite and not negative, got ${show(input)}`)
-    return Effect.succeed(ms)
+    const ms = positive ? DurationOption.intervalMillis(input) : DurationOption.millis(input)
+    return Result.isFailure(ms)
+      ? Effect.die(new InvalidOption({ module, option, reason: ms.failure }))
+      : Effect.succeed(ms.success)
   })
 
 /**
@@ -95,3 +91,6 @@ export const wholeNumber = (
           reason: `must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? " up" : ` to ${max}`}, got ${show(value)}`
         })
       )
+
+const show = (value: unknown): string =>
+  typeof value === "number" ? String(value) : (JSON.stringify(value) ?? String(value))

@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Schedule, Scope } from "effect"
+import { Cause, Effect, Exit, Schedule, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as OwnerSession from "../src/OwnerSession.ts"
 import * as PostgresClient from "../src/PostgresClient.ts"
+import * as PostgresOptions from "../src/PostgresOptions.ts"
 import { sharedServer } from "./support/server.ts"
 
 const server = await sharedServer()
@@ -26,6 +27,31 @@ const waitUntil = (done: (seen: Effect.Success<typeof observe>) => boolean) =>
   )
 
 describe.skipIf(server === undefined)("OwnerSession", () => {
+  it.live("an every it cannot use dies with PostgresOptions.InvalidOption naming it, before taking the lock", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const cases = [
+        [
+          "soon",
+          'OwnerSession every: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [{ seconds: true }, "OwnerSession every: duration field seconds must be a number, got boolean"],
+        [0, "OwnerSession every: must be a positive, finite duration, got 0"]
+      ] as const
+      yield* Effect.gen(function* () {
+        for (const [every, message] of cases) {
+          const exit = yield* Effect.exit(
+            Effect.scoped(OwnerSession.hold({ namespace, owner: 7, every: every as never, lost: "test: lost" }))
+          )
+          const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+          assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(every))
+          assert.strictEqual((defect as Error).message, message)
+        }
+        assert.deepStrictEqual(yield* observe, { pids: [], held: false })
+      }).pipe(Effect.provide(PostgresClient.layer(url, { maxConnections: 2 })))
+    })
+  )
+
   it.live("holds the lock while its scope lasts, takes it again after its session is cut, unlocks at the end", () =>
     Effect.gen(function* () {
       const url = yield* Effect.orDie(server!.createDatabase())

@@ -41,7 +41,11 @@ describe.skipIf(server === undefined)("PostgresClient", () => {
           [{ maxConnections: -1 }, "PostgresClient maxConnections: must be a whole number from 1 up, got -1"],
           [
             { connectTimeout: "soon" as never },
-            'PostgresClient connectTimeout: expected a duration such as "30 seconds" or a number of milliseconds, got "soon"'
+            'PostgresClient connectTimeout: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+          ],
+          [
+            { connectTimeout: { seconds: true } as never },
+            "PostgresClient connectTimeout: duration field seconds must be a number, got boolean"
           ],
           [{ connectTimeout: Number.NaN }, "PostgresClient connectTimeout: must be a number of milliseconds, got NaN"],
           [{ connectTimeout: 0 }, "PostgresClient connectTimeout: must be a positive, finite duration, got 0"]

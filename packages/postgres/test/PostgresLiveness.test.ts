@@ -81,18 +81,31 @@ const holderProcess = (url: string, runId: string) =>
   )
 
 describe.skipIf(server === undefined)("PostgresLiveness", () => {
-  it.live("intervals it cannot use: the layer dies with PostgresOptions.InvalidOption naming the option", () =>
+  it.live("options it cannot use: building the service dies with PostgresOptions.InvalidOption naming the option", () =>
     Effect.gen(function* () {
       const url = yield* freshDatabase
       const cases: ReadonlyArray<readonly [PostgresLiveness.Options, string]> = [
         [
-          { heartbeatEvery: "often" as never },
-          'PostgresLiveness heartbeatEvery: expected a duration such as "30 seconds" or a number of milliseconds, got "often"'
+          { heartbeatEvery: "soon" as never },
+          'PostgresLiveness heartbeatEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
         ],
         [{ heartbeatEvery: Number.NaN }, "PostgresLiveness heartbeatEvery: must be a number of milliseconds, got NaN"],
         [{ heartbeatEvery: 0 }, "PostgresLiveness heartbeatEvery: must be a positive, finite duration, got 0"],
+        [
+          { heartbeatEvery: { seconds: true } as never },
+          "PostgresLiveness heartbeatEvery: duration field seconds must be a number, got boolean"
+        ],
         [{ grace: Number.NaN }, "PostgresLiveness grace: must be a number of milliseconds, got NaN"],
-        [{ grace: -1 }, "PostgresLiveness grace: must be finite and not negative, got -1"]
+        [{ grace: -1 }, "PostgresLiveness grace: must be a positive, finite duration, got -1"],
+        [{ grace: 0 }, "PostgresLiveness grace: must be a positive, finite duration, got 0"],
+        [
+          { grace: { milliseconds: "5" } as never },
+          "PostgresLiveness grace: duration field milliseconds must be a number, got string"
+        ],
+        [
+          { grace: Number.POSITIVE_INFINITY },
+          "PostgresLiveness grace: must be a positive, finite duration, got Infinity"
+        ]
       ]
       for (const [options, message] of cases) {
         const exit = yield* Effect.scoped(machine(url, options)).pipe(Effect.timeout("5 seconds"), Effect.exit)

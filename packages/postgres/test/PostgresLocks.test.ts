@@ -81,7 +81,7 @@ describe.skipIf(server === undefined)("PostgresLocks", () => {
         ],
         [
           { pollEvery: "soon" as never },
-          'PostgresLocks pollEvery: expected a duration such as "30 seconds" or a number of milliseconds, got "soon"'
+          'PostgresLocks pollEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
         ]
       ] as const
       for (const [options, message] of cases) {

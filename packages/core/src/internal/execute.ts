@@ -60,15 +60,16 @@ export const attempts = (
     const limiter = host.limiter
     const pause: RateLimitPause = { wait: undefined }
     effect = Effect.suspend(() => {
-      const events = host.events
-      if (++node.attempts > 1 && events !== undefined) {
-        events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
-      }
       let run = AgentModule.effectOf(node.agent, deps) as Effect.Effect<unknown, unknown>
       if (limiter !== undefined) run = pausing(node, run, limiter, pause)
-      if (node.slotReleased) run = Effect.andThen(host.retake(node), run)
       const wait = pause.wait
       pause.wait = undefined
+      if (wait === undefined && !node.slotReleased) {
+        begin(host, node)
+        return run
+      }
+      run = begun(host, node, run)
+      if (node.slotReleased) run = Effect.andThen(host.retake(node), run)
       return wait === undefined ? run : Effect.andThen(wait, run)
     })
     effect = Effect.retry(effect, node.agent.retry) as Effect.Effect<unknown, unknown>
@@ -88,6 +89,25 @@ export const attempts = (
     Effect.withSpan("corral.agent", { attributes: { "corral.agent.id": node.id, "corral.run.id": host.runId } })
   )
 }
+
+/**
+ * Counts the attempt that starts now, and tells a retry's `Retrying`. An attempt is counted when it
+ * runs, after the rate-limit pause and the slot it waited for: one interrupted while waiting (a
+ * budget crossed by another agent, fail-fast, a stop) never ran and is not counted.
+ */
+const begin = (host: ExecHost, node: Node): void => {
+  const events = host.events
+  if (++node.attempts > 1 && events !== undefined) {
+    events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
+  }
+}
+
+/** `run`, counted by `begin` when it starts. */
+const begun = (host: ExecHost, node: Node, run: Effect.Effect<unknown, unknown>): Effect.Effect<unknown, unknown> =>
+  Effect.suspend(() => {
+    begin(host, node)
+    return run
+  })
 
 /** The wait a retry of an agent with its own `retry` policy owes a rate-limit pause, if any. */
 interface RateLimitPause {
@@ -126,17 +146,13 @@ const retryRateLimited = (
   const attempt: Effect.Effect<unknown, unknown> = Effect.catch(effect, (error) => {
     const retryAfter = RateLimiter.retryAfterOf(error)
     if (retryAfter === undefined || node.attempts >= maxRateLimitedAttempts) return Effect.fail(error)
-    node.attempts++
-    const events = host.events
-    if (events !== undefined) {
-      events.emit({ _tag: "Retrying", ...events.base(), agentId: node.id, attempt: node.attempts })
-    }
     const key = keyOfError(error, limiter) ?? node.agent.rateLimit
     const wait =
       key === undefined
         ? Effect.sleep(retryAfter)
         : Effect.andThen(limiter.pause(key, retryAfter), limiter.take(key, 1))
-    return Effect.andThen(wait, node.slotReleased ? Effect.andThen(host.retake(node), attempt) : attempt)
+    const again = begun(host, node, attempt)
+    return Effect.andThen(wait, node.slotReleased ? Effect.andThen(host.retake(node), again) : again)
   })
   return attempt
 }

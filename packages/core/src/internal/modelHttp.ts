@@ -28,7 +28,7 @@ import type * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Pricing from "../Pricing.ts"
 import * as Usage from "../Usage.ts"
-import { millis } from "./durationInput.ts"
+import { millis } from "../DurationOption.ts"
 
 export interface Target {
   readonly module: string

@@ -6,7 +6,7 @@ import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
 import { describe } from "./describe.ts"
-import { millis } from "./durationInput.ts"
+import { millis } from "../DurationOption.ts"
 import { checkNested, type Held } from "./inherit.ts"
 import { Node, plainNode } from "./node.ts"
 

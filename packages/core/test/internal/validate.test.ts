@@ -1,46 +1,9 @@
 import { Agent, Corral, CorralError } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
-import fc from "fast-check"
-import { millis } from "../../src/internal/durationInput.ts"
-
-/** A duration input in milliseconds as `Duration` reads it: what `millis` answered before its whole-number shortcut. */
-const viaDuration = (input: Duration.Input): Result.Result<number | undefined, string> => {
-  if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
-  if (Number.isNaN(input)) return Result.fail("must be a number of milliseconds, got NaN")
-  const duration = Duration.fromInput(input)
-  if (duration._tag === "None") return Result.fail(`expected a duration, got ${JSON.stringify(input)}`)
-  const ms = Duration.toMillis(duration.value)
-  if (Number.isNaN(ms) || ms < 0) return Result.fail(`must not be negative, got ${JSON.stringify(input)}`)
-  return Result.succeed(ms)
-}
-
-const outcome = (result: Result.Result<number | undefined, string>) =>
-  Result.isSuccess(result) ? { ms: result.success } : { failure: result.failure.split(",")[0] }
 
 describe("validate", () => {
-  it("reads a number of milliseconds as Duration does, whole or not, negative or not, and refuses NaN (which Duration reads as 0)", () => {
-    const numbers = fc.oneof(
-      fc.integer(),
-      fc.nat(),
-      fc.double(),
-      fc.constantFrom(0, -0, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, 1e300, Number.NaN),
-      fc.constantFrom(Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY)
-    )
-    fc.assert(
-      fc.property(numbers, (input) => {
-        const got = outcome(millis(input))
-        assert.deepStrictEqual(got, outcome(viaDuration(input)), String(input))
-        if ("ms" in got) assert.isFalse(Object.is(got.ms, -0))
-      }),
-      { numRuns: 2000 }
-    )
-    assert.deepStrictEqual(outcome(millis("2 seconds")), { ms: 2000 })
-    assert.deepStrictEqual(outcome(millis(undefined)), { ms: undefined })
-  })
-
   it.effect(
     "rejects durations effect would read as something else, naming the agent and the field; nothing starts",
     () =>
@@ -86,21 +49,6 @@ describe("validate", () => {
         assert.deepStrictEqual([...got].sort(), [...expected].sort())
       })
   )
-
-  it("accepts every duration shape effect reads as given", () => {
-    const accepted: ReadonlyArray<readonly [Duration.Input, number]> = [
-      [{ seconds: 30 }, 30_000],
-      [{ seconds: 1, milliseconds: -500 }, 500],
-      [{ minutes: 1, seconds: undefined }, 60_000],
-      [{ seconds: 0 }, 0],
-      [[1, 500_000_000], 1500],
-      [Duration.seconds(2), 2000],
-      ["1.5 seconds", 1500],
-      [3n * 1_000_000n, 3],
-      [{ hours: Number.POSITIVE_INFINITY }, Number.POSITIVE_INFINITY]
-    ]
-    for (const [input, ms] of accepted) assert.deepStrictEqual(outcome(millis(input)), { ms }, String(input))
-  })
 
   it.effect("names each dependency once however often it is listed, below and above the pairwise limit", () =>
     Effect.gen(function* () {

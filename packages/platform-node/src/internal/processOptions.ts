@@ -4,9 +4,10 @@
  * negative memory limit, a `cpuPercent` given as a string) is refused, naming the field, before
  * anything starts, instead of being ignored or read as something else.
  */
+import * as DurationOption from "@corral/core/DurationOption"
 import type * as Duration from "effect/Duration"
+import * as Result from "effect/Result"
 import type { ProcessLimits } from "../ProcessRunner.ts"
-import { durationMillis, show } from "./durationOption.ts"
 
 type Range = readonly [minimum: number, maximum: number]
 
@@ -44,6 +45,10 @@ export const limitsProblem = (limits: ProcessLimits): string | undefined => {
 /** `killGrace` in milliseconds, or why it cannot be one. */
 export const killGraceMillis = (input: Duration.Input | undefined, fallback: number): number | string => {
   if (input === undefined) return fallback
-  const ms = durationMillis(input, false)
-  return typeof ms === "string" ? `killGrace: ${ms}` : ms
+  const ms = DurationOption.millis(input)
+  return Result.isFailure(ms) ? `killGrace: ${ms.failure}` : ms.success
 }
+
+/** A limit as an error message shows it: numbers as written, the rest as JSON. */
+const show = (value: unknown): string =>
+  typeof value === "number" ? String(value) : (JSON.stringify(value) ?? String(value))

@@ -1,9 +1,11 @@
 import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import * as DurationOption from "@corral/core/DurationOption"
 import * as Clock from "effect/Clock"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import { InvalidOption } from "../LeaseTables.ts"
 import type { Config, GcItem, GcOptions, GcReport } from "../Workspace.ts"
 import { git, lines } from "./git.ts"
 import type { WorkspaceError } from "./workspaceErrors.ts"
@@ -394,9 +396,17 @@ const runAge = (stateDir: string, lease: LeaseFile | undefined, now: number) =>
         )
       )
 
+/** `olderThan` in milliseconds, or a defect naming it. */
+const minAgeOf = (olderThan: GcOptions["olderThan"]): Effect.Effect<number> => {
+  const ms = DurationOption.millis(olderThan ?? 0)
+  return Result.isFailure(ms)
+    ? Effect.die(new InvalidOption({ module: "Workspace.gc", option: "olderThan", reason: ms.failure }))
+    : Effect.succeed(ms.success)
+}
+
 const deadRuns = (
   config: Config,
-  options: GcOptions,
+  minAge: number,
   registry: string,
   stateDir: string,
   candidates: ReadonlySet<string>
@@ -404,7 +414,6 @@ const deadRuns = (
   Effect.gen(function* () {
     const leases = yield* readLeases(registry)
     const now = yield* Clock.currentTimeMillis
-    const minAge = Duration.toMillis(Duration.fromInputUnsafe(options.olderThan ?? 0))
     const dead = new Set<string>()
     for (const runId of new Set([...candidates, ...leases.keys()])) {
       const lease = leases.get(runId)
@@ -421,6 +430,7 @@ export const collectGarbage = (
   options: GcOptions
 ): Effect.Effect<GcReport, WorkspaceError> =>
   Effect.gen(function* () {
+    const minAge = yield* minAgeOf(options.olderThan)
     const repo = yield* resolveRepo(options.repo)
     const registry = path.join(repo.commonDir, "corral")
     const stateDir = path.resolve(options.stateDir ?? path.join(repo.root, ".corral"))
@@ -445,7 +455,7 @@ export const collectGarbage = (
       ...(yield* listDir(path.join(stateDir, "overlay"))).map((entry) => entry.name)
     ]
     const candidates = new Set([...records.map((r) => r.runId), ...dirs])
-    const { dead, leases } = yield* deadRuns(config, options, registry, stateDir, candidates)
+    const { dead, leases } = yield* deadRuns(config, minAge, registry, stateDir, candidates)
     const runOfWorktree = (entry: WorktreeEntry) => runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
     const disposable = new Set(records.filter((r) => r.disposable).map((r) => r.runId))
     for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {

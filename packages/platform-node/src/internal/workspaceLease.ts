@@ -1,10 +1,13 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import * as DurationOption from "@corral/core/DurationOption"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import { InvalidOption } from "../LeaseTables.ts"
 import type { Config, RunLease } from "../Workspace.ts"
 import { hostname } from "./workspaceEnv.ts"
 import { InvalidWorkspaceId, type WorkspaceError } from "./workspaceErrors.ts"
@@ -62,6 +65,19 @@ const sameProcessAlive = (lease: LeaseFile): boolean => {
   const started = lease.processStart === undefined ? undefined : processStart(lease.pid)
   return started === undefined || started === lease.processStart
 }
+
+/** `config` with its lease timing in milliseconds, or a defect naming the setting it cannot use. */
+export const checkConfig = (config: Config): Effect.Effect<Config> =>
+  Effect.suspend(() => {
+    const heartbeat = DurationOption.intervalMillis(config.heartbeat)
+    if (Result.isFailure(heartbeat)) return invalidSetting("heartbeat", heartbeat.failure)
+    const staleAfter = DurationOption.intervalMillis(config.staleAfter)
+    if (Result.isFailure(staleAfter)) return invalidSetting("staleAfter", staleAfter.failure)
+    return Effect.succeed({ ...config, heartbeat: heartbeat.success, staleAfter: staleAfter.success })
+  })
+
+const invalidSetting = (option: string, reason: string) =>
+  Effect.die(new InvalidOption({ module: "Workspace", option, reason }))
 
 export const isLeaseAlive = (lease: LeaseFile | undefined, now: number, staleAfter: Duration.Input): boolean => {
   if (lease === undefined) return false
