@@ -11,10 +11,8 @@
  *
  * @since 0.1.0
  */
-import * as DurationOption from "@corral/core/DurationOption"
 import * as Executor from "@corral/core/Executor"
-import { LeaseTables } from "@corral/platform-node"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -23,7 +21,6 @@ import * as Exit from "effect/Exit"
 import * as Hash from "effect/Hash"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -41,7 +38,10 @@ import { Placement, type Ticket } from "./internal/placement.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
- * Settings shared by runners and coordinators; they must agree across the cluster.
+ * Settings shared by runners and coordinators; they must agree across the cluster. A setting a layer
+ * cannot use (a duration that is not positive and finite or that effect would misread, such as
+ * `{ seconds: true }`; a `capacity` below 1; a `port` outside 1–65535) makes building it die with
+ * `PostgresOptions.InvalidOption` naming the option.
  *
  * @since 0.1.0
  * @category models
@@ -52,28 +52,13 @@ export interface ClusterOptions {
   /**
    * How long a runner that stops refreshing (killed, frozen, cut off) keeps its shards; its agents
    * are delivered again to the next owner after it. Above 0 and finite, like `refreshEvery`: a
-   * duration the layers cannot use dies with `LeaseTables.InvalidOption` naming it.
+   * duration the layers cannot use dies with `PostgresOptions.InvalidOption` naming it.
    * @default "10 seconds"
    */
   readonly shardLockExpiration?: Duration.Input | undefined
   /** How often runners and coordinators look for new runners and shard owners. @default "1 second" */
   readonly refreshEvery?: Duration.Input | undefined
 }
-
-/** `options` with its durations in milliseconds (defaults filled in), or a defect naming the first it cannot use. */
-const checkOptions = <O extends ClusterOptions>(
-  options: O
-): Effect.Effect<O & { readonly shardLockExpiration: number; readonly refreshEvery: number }> =>
-  Effect.suspend(() => {
-    const expiration = DurationOption.intervalMillis(options.shardLockExpiration ?? defaults.shardLockExpiration)
-    if (Result.isFailure(expiration)) return invalid("shardLockExpiration", expiration.failure)
-    const refresh = DurationOption.intervalMillis(options.refreshEvery ?? defaults.refreshEvery)
-    if (Result.isFailure(refresh)) return invalid("refreshEvery", refresh.failure)
-    return Effect.succeed({ ...options, shardLockExpiration: expiration.success, refreshEvery: refresh.success })
-  })
-
-const invalid = (option: string, reason: string) =>
-  Effect.die(new LeaseTables.InvalidOption({ module: "Cluster", option, reason }))
 
 /**
  * @since 0.1.0
@@ -110,17 +95,33 @@ export const defaults = {
   capacity: 8
 } as const
 
+/** {@link ClusterOptions}' durations in milliseconds, defaults filled in. */
+interface Timing {
+  readonly expirationMs: number
+  readonly refreshMs: number
+}
+
+const checkTiming = (options: ClusterOptions): Effect.Effect<Timing> =>
+  Effect.all({
+    expirationMs: PostgresOptions.duration(
+      "Cluster",
+      "shardLockExpiration",
+      options.shardLockExpiration ?? defaults.shardLockExpiration,
+      true
+    ),
+    refreshMs: PostgresOptions.duration("Cluster", "refreshEvery", options.refreshEvery ?? defaults.refreshEvery, true)
+  })
+
 /**
  * The `effect/cluster` settings corral passes (the rest are `ShardingConfig.defaults`). Requests
  * reach their runner by a direct notification after they are persisted; the polls below only cover
  * what a notification missed.
  */
-const shardingConfig = (options: ClusterOptions) => {
-  const expiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
-  const refresh = options.refreshEvery ?? defaults.refreshEvery
+const shardingConfig = (timing: Timing) => {
+  const refresh = Duration.millis(timing.refreshMs)
   return {
-    shardLockExpiration: expiration,
-    shardLockRefreshInterval: Duration.divideUnsafe(expiration, 3),
+    shardLockExpiration: Duration.millis(timing.expirationMs),
+    shardLockRefreshInterval: Duration.millis(timing.expirationMs / 3),
     refreshAssignmentsInterval: refresh,
     runnerHealthCheckInterval: refresh,
     entityMessagePollInterval: "100 millis",
@@ -135,8 +136,8 @@ const shardingConfig = (options: ClusterOptions) => {
  * together. A lease check that fails six times, 200 ms apart, counts as lost, and so does a lease
  * that cannot be given back within 5 seconds (its execution's result is not sent).
  */
-const layerFencing = (options: ClusterOptions) => {
-  const ttl = Duration.fromInputUnsafe(options.shardLockExpiration ?? defaults.shardLockExpiration)
+const layerFencing = (timing: Timing) => {
+  const ttl = Duration.millis(timing.expirationMs)
   return Layer.effect(
     AgentEntity.Fencing,
     Effect.gen(function* () {
@@ -195,13 +196,23 @@ const layerFencing = (options: ClusterOptions) => {
  * @since 0.1.0
  * @category layers
  */
-export const layerRunner = (options: RunnerOptions) => Layer.unwrap(Effect.map(checkOptions(options), runnerLayer))
+export const layerRunner = (options: RunnerOptions) =>
+  Layer.unwrap(
+    Effect.all({
+      timing: checkTiming(options),
+      port: PostgresOptions.wholeNumber("Cluster", "port", options.port, 1, 65_535),
+      capacity: PostgresOptions.wholeNumber("Cluster", "capacity", options.capacity ?? defaults.capacity, 1)
+    }).pipe(Effect.map((checked) => runnerLayer(options, checked)))
+  )
 
-const runnerLayer = (options: RunnerOptions) => {
+/** {@link layerRunner} once its settings are checked. */
+const runnerLayer = (
+  options: RunnerOptions,
+  { timing, port, capacity }: { readonly timing: Timing; readonly port: number; readonly capacity: number }
+) => {
   const host = options.host ?? "127.0.0.1"
   const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
-  const address = `${host}:${options.port}`
-  const capacity = options.capacity ?? defaults.capacity
+  const address = `${host}:${port}`
   let running = 0
   const handlers = AgentEntity.layerHandlers({
     runner: address,
@@ -235,19 +246,19 @@ const runnerLayer = (options: RunnerOptions) => {
     })
   )
   return Layer.merge(handlers, registration).pipe(
-    Layer.provide(layerFencing(options)),
+    Layer.provide(layerFencing(timing)),
     Layer.provideMerge(
       NodeClusterSocket.layer({
         storage: "sql",
         shardingConfig: {
-          ...shardingConfig(options),
+          ...shardingConfig(timing),
           availableShardGroups: groups,
           assignedShardGroups: groups,
-          runnerAddress: Option.some(RunnerAddress.make(host, options.port))
+          runnerAddress: Option.some(RunnerAddress.make(host, port))
         }
       })
     ),
-    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${host}:${options.port}` }))
+    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${address}` }))
   )
 }
 
@@ -392,7 +403,7 @@ const shardOfFor = (sharding: Sharding.Sharding["Service"]) =>
  * an eligible runner has a free slot and returns the entity id to send to, counted until the
  * returned release runs.
  */
-const makePlacer = (options: ClusterOptions) =>
+const makePlacer = (refreshMs: number) =>
   Effect.gen(function* () {
     const sharding = yield* Sharding.Sharding
     const sql = yield* SqlClient.SqlClient
@@ -431,9 +442,7 @@ const makePlacer = (options: ClusterOptions) =>
       Effect.provideService(SqlClient.SqlClient, sql)
     )
     yield* refresh
-    yield* Effect.forkScoped(
-      Effect.forever(Effect.andThen(Effect.sleep(options.refreshEvery ?? defaults.refreshEvery), refresh))
-    )
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(refreshMs), refresh)))
     const place = (request: Executor.Request): Effect.Effect<Ticket> =>
       Effect.suspend(() => {
         const group = AgentEntity.shardGroupFor(request.requires)
@@ -488,11 +497,12 @@ export const makeExecutor = (
   Sharding.Sharding | MessageStorage.MessageStorage | SqlClient.SqlClient | Scope.Scope
 > =>
   Effect.gen(function* () {
+    const timing = yield* checkTiming(options)
     const clientFor = yield* AgentEntity.AgentEntity.client
     const sharding = yield* Sharding.Sharding
     const storage = yield* MessageStorage.MessageStorage
     const sql = yield* SqlClient.SqlClient
-    const placer = yield* makePlacer(yield* checkOptions(options))
+    const placer = yield* makePlacer(timing.refreshMs)
     const pending = new Map(options.adopt ?? [])
     const offsets = new Map<string, number>()
     return Executor.Executor.of({
@@ -571,14 +581,15 @@ const send = (
  * @category layers
  */
 export const layerExecutor = (options: ExecutorOptions) =>
-  Layer.unwrap(Effect.map(checkOptions(options), executorLayer))
-
-const executorLayer = (options: ExecutorOptions) =>
-  Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
-    Layer.provide(
-      NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(options) })
-    ),
-    Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" }))
+  Layer.unwrap(
+    Effect.map(checkTiming(options), (timing) =>
+      Layer.effect(Executor.Executor, makeExecutor(options)).pipe(
+        Layer.provide(
+          NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(timing) })
+        ),
+        Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" }))
+      )
+    )
   )
 
 /**

@@ -7,9 +7,10 @@
  *
  * @since 0.1.0
  */
+import { statSync } from "node:fs"
 import type * as AgentKind from "@corral/core/AgentKind"
 import * as Executor from "@corral/core/Executor"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import { NodeServices } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -23,7 +24,7 @@ import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
  * @category models
  */
 export interface Options extends Cluster.RunnerOptions {
-  /** Where `corral/process` agents run (relative `cwd`s resolve against it). @default process.cwd() */
+  /** Where `corral/process` agents run (relative `cwd`s resolve against it); a folder. @default process.cwd() */
   readonly repo?: string | undefined
   /** The folder of the runner's workspaces and its agents' private folders. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined
@@ -32,7 +33,9 @@ export interface Options extends Cluster.RunnerOptions {
 }
 
 /**
- * Serves until interrupted; `onReady` runs once the runner is registered and takes work.
+ * Serves until interrupted; `onReady` runs once the runner is registered and takes work. A `repo`
+ * that is not a folder, and the settings `Cluster.layerRunner` refuses, make it die with
+ * `PostgresOptions.InvalidOption` naming the option before the runner joins the cluster.
  *
  * @example
  * ```ts
@@ -51,6 +54,11 @@ export interface Options extends Cluster.RunnerOptions {
  */
 export const serve = <E, R>(options: Options, onReady: (address: string) => Effect.Effect<void, E, R>) =>
   Effect.gen(function* () {
+    const repo = options.repo ?? process.cwd()
+    if (statSync(repo, { throwIfNoEntry: false })?.isDirectory() !== true)
+      return yield* Effect.die(
+        new PostgresOptions.InvalidOption({ module: "Runner", option: "repo", reason: `not a folder: ${repo}` })
+      )
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
     const capacity = options.capacity ?? Cluster.defaults.capacity
     const registry = yield* Layer.build(
@@ -59,7 +67,7 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
     const output = yield* AgentOutput.make(address).pipe(Effect.provideContext(registry))
     const kinds = Executor.layerKinds([ProcessKind, ...(options.kinds ?? []).map(AgentOutput.capturingLogs)]).pipe(
       Layer.provide(NodeServices.layer),
-      Layer.provide(Layer.succeed(RunnerRepo, options.repo ?? process.cwd())),
+      Layer.provide(Layer.succeed(RunnerRepo, repo)),
       Layer.provide(Layer.succeed(RunnerName, address)),
       Layer.provide(Layer.succeed(AgentOutput.CurrentSink, output)),
       Layer.provide(Layer.sync(CurrentRunnerWorkspaces, () => makeRunnerWorkspaces(options.stateDir)))

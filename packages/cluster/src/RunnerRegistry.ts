@@ -7,12 +7,10 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import * as DurationOption from "@corral/core/DurationOption"
-import { LeaseTables } from "@corral/platform-node"
+import { PostgresOptions } from "@corral/postgres"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Migrator from "effect/sql/Migrator"
@@ -174,17 +172,9 @@ export interface Registration {
   readonly shardsCheckEvery?: Duration.Input | undefined
 }
 
-/** An interval of the registration in milliseconds, or a defect naming it. */
-const interval = (option: string, input: Duration.Input): Effect.Effect<number> => {
-  const ms = DurationOption.intervalMillis(input)
-  return Result.isFailure(ms)
-    ? Effect.die(new LeaseTables.InvalidOption({ module: "RunnerRegistry", option, reason: ms.failure }))
-    : Effect.succeed(ms.success)
-}
-
 /**
  * Registers this runner until the scope closes, refreshing its row in the background. An interval
- * it cannot use dies with `LeaseTables.InvalidOption` naming it, before anything is written.
+ * it cannot use dies with `PostgresOptions.InvalidOption` naming it, before anything is written.
  *
  * @since 0.1.0
  * @category constructors
@@ -193,8 +183,18 @@ export const register = (
   registration: Registration
 ): Effect.Effect<void, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const every = yield* interval("heartbeatEvery", registration.heartbeatEvery ?? "2 seconds")
-    const check = yield* interval("shardsCheckEvery", registration.shardsCheckEvery ?? "100 millis")
+    const every = yield* PostgresOptions.duration(
+      "RunnerRegistry",
+      "heartbeatEvery",
+      registration.heartbeatEvery ?? "2 seconds",
+      true
+    )
+    const check = yield* PostgresOptions.duration(
+      "RunnerRegistry",
+      "shardsCheckEvery",
+      registration.shardsCheckEvery ?? "100 millis",
+      true
+    )
     yield* migrate
     const sql = yield* SqlClient.SqlClient
     const labels = JSON.stringify(registration.labels)

@@ -6,9 +6,9 @@ import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
-import { LeaseTables } from "@corral/platform-node"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
+import * as RunnerServe from "../src/Runner.ts"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 import { Probe } from "./support/kinds.ts"
 import { balanced, type RunnerProcess, runnerProcess as startRunner } from "./support/runnerProcess.ts"
@@ -66,43 +66,6 @@ const busiestFirst = (runners: ReadonlyArray<Runner>, lines: ReadonlyArray<LogLi
 }
 
 describe.skipIf(server === undefined)("Cluster", () => {
-  it.live("duration options it cannot use: building a runner or executor dies with LeaseTables.InvalidOption", () =>
-    Effect.gen(function* () {
-      const url = yield* Effect.orDie(server!.createDatabase())
-      const cases = [
-        [
-          { shardLockExpiration: "soon" as never },
-          'Cluster shardLockExpiration: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
-        ],
-        [
-          { shardLockExpiration: { seconds: true } as never },
-          "Cluster shardLockExpiration: duration field seconds must be a number, got boolean"
-        ],
-        [{ refreshEvery: 0 }, "Cluster refreshEvery: must be a positive, finite duration, got 0"],
-        [
-          { refreshEvery: { milliseconds: "5" } as never },
-          "Cluster refreshEvery: duration field milliseconds must be a number, got string"
-        ]
-      ] as const
-      const defectOf = <A, E>(layer: Layer.Layer<A, E>) =>
-        Effect.map(Effect.exit(Effect.scoped(Layer.build(layer))), (exit) =>
-          Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
-        )
-      for (const [options, message] of cases) {
-        const defects = [
-          yield* defectOf(Cluster.layerExecutor({ url, ...options })),
-          yield* defectOf(
-            Cluster.layerRunner({ url, port: 1, ...options }).pipe(Layer.provide(Executor.layerKinds([Probe])))
-          )
-        ]
-        for (const defect of defects) {
-          assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
-          assert.strictEqual((defect as Error).message, message)
-        }
-      }
-    })
-  )
-
   it.live(
     "a coordinator's agents run on several runner processes, with the same outcomes as a local run",
     () =>
@@ -437,5 +400,75 @@ describe.skipIf(server === undefined)("Cluster", () => {
         assert.isTrue((yield* Fiber.join(holder)).allSucceeded)
       }).pipe(Effect.scoped),
     120_000
+  )
+})
+
+describe.skipIf(server === undefined)("Cluster options", () => {
+  it.live("settings it cannot use: building the layer dies with PostgresOptions.InvalidOption naming the option", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const kinds = Executor.layerKinds([Probe])
+      const defectOf = <A, E>(layer: Layer.Layer<A, E>) =>
+        Effect.map(Effect.exit(Effect.timeout(Effect.scoped(Layer.build(layer)), "5 seconds")), (exit) =>
+          Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        )
+      const executor = (options: Partial<Cluster.ClusterOptions>) => Cluster.layerExecutor({ url, ...options })
+      const runner = (options: Partial<Cluster.RunnerOptions>) =>
+        Cluster.layerRunner({ url, port: 9, ...options }).pipe(Layer.provide(kinds))
+      // shared settings: both the coordinator's and the runner's layer refuse them
+      const shared: ReadonlyArray<readonly [Partial<Cluster.ClusterOptions>, string]> = [
+        [
+          { shardLockExpiration: "soon" as never },
+          'Cluster shardLockExpiration: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [{ shardLockExpiration: 0 }, "Cluster shardLockExpiration: must be a positive, finite duration, got 0"],
+        [
+          { shardLockExpiration: { seconds: true } as never },
+          "Cluster shardLockExpiration: duration field seconds must be a number, got boolean"
+        ],
+        [
+          { shardLockExpiration: {} as never },
+          'Cluster shardLockExpiration: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}'
+        ],
+        [{ refreshEvery: Number.NaN }, "Cluster refreshEvery: must be a number of milliseconds, got NaN"],
+        [{ refreshEvery: 0 }, "Cluster refreshEvery: must be a positive, finite duration, got 0"],
+        [
+          { refreshEvery: { milliseconds: "5" } as never },
+          "Cluster refreshEvery: duration field milliseconds must be a number, got string"
+        ]
+      ]
+      const runnerOnly: ReadonlyArray<readonly [Partial<Cluster.RunnerOptions>, string]> = [
+        [{ port: 99999 }, "Cluster port: must be a whole number from 1 to 65535, got 99999"],
+        [{ port: Number.NaN }, "Cluster port: must be a whole number from 1 to 65535, got NaN"],
+        [{ capacity: 0 }, "Cluster capacity: must be a whole number from 1 up, got 0"],
+        [{ capacity: Number.NaN }, "Cluster capacity: must be a whole number from 1 up, got NaN"]
+      ]
+      const cases = [
+        ...shared.flatMap(([options, message]) => [
+          [defectOf(executor(options)), options, message] as const,
+          [defectOf(runner(options)), options, message] as const
+        ]),
+        ...runnerOnly.map(([options, message]) => [defectOf(runner(options)), options, message] as const)
+      ]
+      for (const [build, options, message] of cases) {
+        const defect = yield* build
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
+        assert.strictEqual((defect as Error).message, message)
+      }
+    })
+  )
+
+  it.live("Runner.serve with a repo that is not a folder dies with PostgresOptions.InvalidOption before it joins", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const missing = join(dir, "no-such-repo")
+      const exit = yield* RunnerServe.serve({ url, port: 9, repo: missing }, () => Effect.void).pipe(
+        Effect.timeout("5 seconds"),
+        Effect.exit
+      )
+      const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+      assert.instanceOf(defect, PostgresOptions.InvalidOption)
+      assert.strictEqual((defect as Error).message, `Runner repo: not a folder: ${missing}`)
+    })
   )
 })

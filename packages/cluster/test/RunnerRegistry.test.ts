@@ -1,8 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Tracer } from "effect"
 import { sharedServer } from "../../postgres/test/support/server.ts"
-import { LeaseTables } from "@corral/platform-node"
-import { PostgresClient } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 
 const server = await sharedServer()
@@ -29,7 +28,7 @@ const database = Layer.unwrap(
 )
 
 describe.skipIf(server === undefined)("RunnerRegistry", () => {
-  it.live("register with an interval it cannot use dies with LeaseTables.InvalidOption naming it", () =>
+  it.live("register with an interval it cannot use dies with PostgresOptions.InvalidOption naming it", () =>
     Effect.gen(function* () {
       const cases = [
         [
@@ -50,7 +49,7 @@ describe.skipIf(server === undefined)("RunnerRegistry", () => {
         const registration = { address: "127.0.0.1:1", capacity: 1, labels: [], running: () => 0, ...options }
         const exit = yield* Effect.exit(Effect.scoped(RunnerRegistry.register(registration)))
         const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
-        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
         assert.strictEqual((defect as Error).message, message)
       }
       assert.deepStrictEqual(yield* RunnerRegistry.list(), [], "no runner was registered")

@@ -15,15 +15,13 @@
  *
  * @since 0.1.0
  */
-import * as DurationOption from "@corral/core/DurationOption"
-import { LeaseTables } from "@corral/platform-node"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
+import * as PostgresOptions from "./PostgresOptions.ts"
 
 /**
  * The advisory-lock namespaces corral uses; reusing one makes unrelated owners block each other.
@@ -69,7 +67,7 @@ export interface Options {
   readonly owner: number
   /**
    * How often the connection is used (`heartbeat`), which notices a lost session: above 0 and
-   * finite, else `hold` dies with `LeaseTables.InvalidOption` before taking the lock.
+   * finite, else `hold` dies with `PostgresOptions.InvalidOption` before taking the lock.
    */
   readonly every: Duration.Input
   /** A statement run on the lock's connection at once and then every `every`, with `$1` the owner id. @default "SELECT 1" */
@@ -82,7 +80,7 @@ export interface Options {
 
 const reconnectDelay = "200 millis"
 
-const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Deferred<void>) =>
+const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Deferred<void>, locked: () => void) =>
   Effect.scoped(
     Effect.gen(function* () {
       const connection = yield* sql.reserve
@@ -91,6 +89,7 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
         Effect.ignore(connection.execute("SELECT pg_advisory_unlock($1, $2)", keys, undefined))
       )
       if (options.onLocked !== undefined) yield* options.onLocked
+      locked()
       yield* Deferred.succeed(held, undefined)
       const heartbeat = connection.execute(
         options.heartbeat ?? "SELECT 1",
@@ -103,24 +102,27 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
 
 /**
  * Takes the owner's session lock on a dedicated connection and keeps it in a fiber of the current
- * scope, taking it again after the session is lost (the server restarted, the connection broke);
- * returns once the lock is first held. Closing the scope unlocks it.
+ * scope, taking it again after the session is lost (the server restarted, the connection broke),
+ * every 200 ms, with one warning (`lost`) per loss; returns once the lock is first held. Closing
+ * the scope unlocks it.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const hold = (options: Options): Effect.Effect<void, never, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const every = DurationOption.intervalMillis(options.every)
-    if (Result.isFailure(every))
-      return yield* Effect.die(
-        new LeaseTables.InvalidOption({ module: "OwnerSession", option: "every", reason: every.failure })
-      )
+    const every = yield* PostgresOptions.duration("OwnerSession", "every", options.every, true)
     const sql = yield* SqlClient.SqlClient
     const held = Deferred.makeUnsafe<void>()
+    // warned once per loss, not at every reconnect attempt while the server is away
+    let lost = false
     yield* Effect.forkScoped(
-      holdOnce(sql, { ...options, every: every.success }, held).pipe(
-        Effect.catch((error) => Effect.logWarning(options.lost, error.message)),
+      holdOnce(sql, { ...options, every }, held, () => (lost = false)).pipe(
+        Effect.catch((error) => {
+          if (lost) return Effect.void
+          lost = true
+          return Effect.logWarning(options.lost, error.message)
+        }),
         Effect.andThen(Effect.sleep(reconnectDelay)),
         Effect.forever
       )

@@ -12,6 +12,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import type * as SqlClient from "effect/sql/SqlClient"
+import * as PostgresOptions from "./PostgresOptions.ts"
 
 /**
  * The URL is malformed or the server could not be reached.
@@ -34,9 +35,9 @@ export class PostgresUnavailable extends Data.TaggedError("PostgresUnavailable")
  * @category models
  */
 export interface Options {
-  /** @default 10 */
+  /** A whole number of at least 1. @default 10 */
   readonly maxConnections?: number | undefined
-  /** @default "5 seconds" */
+  /** A positive duration. @default "5 seconds" */
   readonly connectTimeout?: PgClient.PgPoolConfig["connectTimeout"]
   /** `application_name` shown in `pg_stat_activity`. @default "corral" */
   readonly applicationName?: string | undefined
@@ -72,7 +73,9 @@ const check = (url: string): Effect.Effect<void, PostgresUnavailable> =>
   })
 
 /**
- * A connected pool; fails with {@link PostgresUnavailable} when the first connection fails.
+ * A connected pool; fails with {@link PostgresUnavailable} when the URL is not a `postgres://` URL or
+ * the first connection fails, and dies with `PostgresOptions.InvalidOption` for a `maxConnections`
+ * or `connectTimeout` it cannot use (before connecting).
  *
  * @example
  * ```ts
@@ -92,10 +95,22 @@ const check = (url: string): Effect.Effect<void, PostgresUnavailable> =>
 export const make = (url: string, options: Options = {}) =>
   Effect.gen(function* () {
     yield* check(url)
+    const maxConnections = yield* PostgresOptions.wholeNumber(
+      "PostgresClient",
+      "maxConnections",
+      options.maxConnections ?? 10,
+      1
+    )
+    const connectTimeout = yield* PostgresOptions.duration(
+      "PostgresClient",
+      "connectTimeout",
+      options.connectTimeout ?? "5 seconds",
+      true
+    )
     const client = yield* PgClient.make({
       url: Redacted.make(url),
-      maxConnections: options.maxConnections ?? 10,
-      connectTimeout: options.connectTimeout ?? "5 seconds",
+      maxConnections,
+      connectTimeout,
       applicationName: options.applicationName ?? "corral"
     })
     yield* client`SELECT 1`
@@ -109,11 +124,28 @@ export const make = (url: string, options: Options = {}) =>
   )
 
 /**
- * The driver's message with what lies under it: the driver says only "Failed to connect", while
- * its reason's cause holds the server's answer (`database "x" does not exist`, `role "y" does not
- * exist`, `password authentication failed`) or the socket's (`connect ECONNREFUSED …`).
+ * The driver's message with what lies under it: the driver says only "Failed to connect" or "Query
+ * failed", while its reason's cause holds the server's answer (`database "x" does not exist`, `role
+ * "y" does not exist`, `permission denied for schema public`) or the socket's (`connect ECONNREFUSED
+ * …`).
+ *
+ * @example
+ * ```ts
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Effect } from "effect"
+ * import * as SqlClient from "effect/sql/SqlClient"
+ *
+ * const create = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE notes (text TEXT)`).pipe(
+ *   Effect.mapError((error) => new Error(PostgresClient.withServerAnswer(error)))
+ * ) // "PgConnection: Query failed (permission denied for schema public)"
+ * ```
+ * @since 0.1.0
+ * @category utils
  */
-const withServerAnswer = (error: { readonly message: string; readonly reason?: { readonly cause?: unknown } }) => {
+export const withServerAnswer = (error: {
+  readonly message: string
+  readonly reason?: { readonly cause?: unknown }
+}): string => {
   const cause = error.reason?.cause
   const answer = cause instanceof Error ? cause.message : ""
   return answer === "" || answer === error.message ? error.message : `${error.message} (${answer})`

@@ -16,16 +16,15 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import * as DurationOption from "@corral/core/DurationOption"
-import { LeaseTables, RunLedger, RunLiveness } from "@corral/platform-node"
+import { RunLedger, RunLiveness } from "@corral/platform-node"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Result from "effect/Result"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as OwnerSession from "./OwnerSession.ts"
 import * as PostgresClient from "./PostgresClient.ts"
+import * as PostgresOptions from "./PostgresOptions.ts"
 
 /** Advisory-lock namespaces (all of them are listed in `OwnerSession`). */
 const runLockKey = OwnerSession.namespaces.coordinators
@@ -63,20 +62,14 @@ export interface Options {
   readonly grace?: Duration.Input | undefined
 }
 
-/** An option's milliseconds, or a defect naming it (`LeaseTables.InvalidOption`). */
-const interval = (option: string, input: Duration.Input): Effect.Effect<number> => {
-  const ms = DurationOption.intervalMillis(input)
-  return Result.isFailure(ms)
-    ? Effect.die(new LeaseTables.InvalidOption({ module: "PostgresLiveness", option, reason: ms.failure }))
-    : Effect.succeed(ms.success)
-}
-
-const ledgerError = (operation: string) => (error: { readonly message: string }) =>
-  new RunLedger.RunLedgerError({ operation, message: error.message })
+const ledgerError = (operation: string) => (error: Parameters<typeof PostgresClient.withServerAnswer>[0]) =>
+  new RunLedger.RunLedgerError({ operation, message: PostgresClient.withServerAnswer(error) })
 
 /**
  * The liveness service over the `SqlClient` in context (a `PgClient`); runs its migration first. An
- * option it cannot use dies with `LeaseTables.InvalidOption` naming it, before the migration.
+ * interval it cannot use (not a duration, `NaN`, 0, `Infinity`, a negative one, an object effect
+ * would misread such as `{ seconds: true }`) makes it die with `PostgresOptions.InvalidOption`
+ * naming the option, before it touches the database.
  *
  * @since 0.1.0
  * @category constructors
@@ -85,8 +78,13 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<RunLiveness.Service, RunLedger.RunLedgerError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const every = yield* interval("heartbeatEvery", options.heartbeatEvery ?? "1 second")
-    const graceMs = yield* interval("grace", options.grace ?? "5 seconds")
+    const every = yield* PostgresOptions.duration(
+      "PostgresLiveness",
+      "heartbeatEvery",
+      options.heartbeatEvery ?? "1 second",
+      true
+    )
+    const graceMs = yield* PostgresOptions.duration("PostgresLiveness", "grace", options.grace ?? "5 seconds", true)
     const sql = yield* SqlClient.SqlClient
     yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
     const alive = sql.unsafe(`(${OwnerSession.heldSql(runLockKey, "c.id")}

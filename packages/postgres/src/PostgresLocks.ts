@@ -279,23 +279,30 @@ const warn = (what: string) => (error: { readonly message: string }) =>
 /**
  * Wakes waiters and listeners on every announced release, re-listening after a reconnect. Releases
  * announced while nothing listened are lost, so once listening every waiter tries again and the
- * watched leases are looked up.
+ * watched leases are looked up. A failure is logged once, not at every attempt of an outage.
  */
-const listenForReleases = (pg: PgClient.PgClient, table: LeaseTable, state: State) =>
-  Effect.scoped(
+const listenForReleases = (pg: PgClient.PgClient, table: LeaseTable, state: State) => {
+  let failing = false
+  return Effect.scoped(
     Effect.gen(function* () {
       const queue = yield* pg.listen(releasedChannel)
       state.wake()
       yield* pollWatched(table, state)
+      failing = false
       return yield* Effect.forever(
         Effect.map(Queue.take(queue), (notification) => state.announced(Number(notification.payload)))
       )
     })
   ).pipe(
-    Effect.catch(warn("LISTEN failed; re-listening")),
+    Effect.catch((error) => {
+      if (failing) return Effect.void
+      failing = true
+      return warn("LISTEN failed; re-listening")(error)
+    }),
     Effect.andThen(Effect.sleep(reconnectDelay)),
     Effect.forever
   )
+}
 
 /** Leases of other owners that block someone here and vanished (expired, owner died) without an announcement. */
 const pollWatched = (table: LeaseTable, state: State): Effect.Effect<void, SqlError.SqlError> =>

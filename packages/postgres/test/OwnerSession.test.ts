@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { LeaseTables } from "@corral/platform-node"
 import { Cause, Effect, Exit, Schedule, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as OwnerSession from "../src/OwnerSession.ts"
 import * as PostgresClient from "../src/PostgresClient.ts"
+import * as PostgresOptions from "../src/PostgresOptions.ts"
 import { sharedServer } from "./support/server.ts"
 
 const server = await sharedServer()
@@ -27,7 +27,7 @@ const waitUntil = (done: (seen: Effect.Success<typeof observe>) => boolean) =>
   )
 
 describe.skipIf(server === undefined)("OwnerSession", () => {
-  it.live("an every it cannot use dies with LeaseTables.InvalidOption naming it, before taking the lock", () =>
+  it.live("an every it cannot use dies with PostgresOptions.InvalidOption naming it, before taking the lock", () =>
     Effect.gen(function* () {
       const url = yield* Effect.orDie(server!.createDatabase())
       const cases = [
@@ -44,7 +44,7 @@ describe.skipIf(server === undefined)("OwnerSession", () => {
             Effect.scoped(OwnerSession.hold({ namespace, owner: 7, every: every as never, lost: "test: lost" }))
           )
           const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
-          assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(every))
+          assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(every))
           assert.strictEqual((defect as Error).message, message)
         }
         assert.deepStrictEqual(yield* observe, { pids: [], held: false })

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as PostgresClient from "../src/PostgresClient.ts"
+import * as PostgresOptions from "../src/PostgresOptions.ts"
 import { sharedServer } from "./support/server.ts"
 
 const server = await sharedServer()
@@ -27,5 +28,38 @@ describe.skipIf(server === undefined)("PostgresClient", () => {
       assert.include(refused, "ECONNREFUSED")
       for (const message of [noDatabase, noRole, refused]) assert.notInclude(message, "secret")
     })
+  )
+
+  it.live(
+    "options the pool cannot use die with PostgresOptions.InvalidOption naming the option, before connecting",
+    () =>
+      Effect.gen(function* () {
+        const url = `postgres://postgres@127.0.0.1:${server!.port}/postgres`
+        const cases: ReadonlyArray<readonly [PostgresClient.Options, string]> = [
+          [{ maxConnections: Number.NaN }, "PostgresClient maxConnections: must be a whole number from 1 up, got NaN"],
+          [{ maxConnections: 0 }, "PostgresClient maxConnections: must be a whole number from 1 up, got 0"],
+          [{ maxConnections: -1 }, "PostgresClient maxConnections: must be a whole number from 1 up, got -1"],
+          [
+            { connectTimeout: "soon" as never },
+            'PostgresClient connectTimeout: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+          ],
+          [
+            { connectTimeout: { seconds: true } as never },
+            "PostgresClient connectTimeout: duration field seconds must be a number, got boolean"
+          ],
+          [{ connectTimeout: Number.NaN }, "PostgresClient connectTimeout: must be a number of milliseconds, got NaN"],
+          [{ connectTimeout: 0 }, "PostgresClient connectTimeout: must be a positive, finite duration, got 0"]
+        ]
+        for (const [options, message] of cases) {
+          const exit = yield* Effect.scoped(PostgresClient.make(url, options)).pipe(
+            Effect.provide(Reactivity.layer),
+            Effect.timeout("5 seconds"),
+            Effect.exit
+          )
+          const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+          assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
+          assert.strictEqual((defect as Error).message, message)
+        }
+      })
   )
 })

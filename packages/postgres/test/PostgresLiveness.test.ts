@@ -1,11 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeOs from "node:os"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import { LeaseTables, RunLedger, RunLiveness } from "@corral/platform-node"
+import { RunLedger, RunLiveness } from "@corral/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import * as PostgresClient from "../src/PostgresClient.ts"
 import * as PostgresLiveness from "../src/PostgresLiveness.ts"
+import * as PostgresOptions from "../src/PostgresOptions.ts"
 import { sharedServer } from "./support/server.ts"
 
 const server = await sharedServer()
@@ -80,19 +81,23 @@ const holderProcess = (url: string, runId: string) =>
   )
 
 describe.skipIf(server === undefined)("PostgresLiveness", () => {
-  it.live("options it cannot use: building the service dies with LeaseTables.InvalidOption naming the option", () =>
+  it.live("options it cannot use: building the service dies with PostgresOptions.InvalidOption naming the option", () =>
     Effect.gen(function* () {
       const url = yield* freshDatabase
-      const cases = [
+      const cases: ReadonlyArray<readonly [PostgresLiveness.Options, string]> = [
         [
           { heartbeatEvery: "soon" as never },
           'PostgresLiveness heartbeatEvery: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
         ],
+        [{ heartbeatEvery: Number.NaN }, "PostgresLiveness heartbeatEvery: must be a number of milliseconds, got NaN"],
         [{ heartbeatEvery: 0 }, "PostgresLiveness heartbeatEvery: must be a positive, finite duration, got 0"],
         [
           { heartbeatEvery: { seconds: true } as never },
           "PostgresLiveness heartbeatEvery: duration field seconds must be a number, got boolean"
         ],
+        [{ grace: Number.NaN }, "PostgresLiveness grace: must be a number of milliseconds, got NaN"],
+        [{ grace: -1 }, "PostgresLiveness grace: must be a positive, finite duration, got -1"],
+        [{ grace: 0 }, "PostgresLiveness grace: must be a positive, finite duration, got 0"],
         [
           { grace: { milliseconds: "5" } as never },
           "PostgresLiveness grace: duration field milliseconds must be a number, got string"
@@ -101,11 +106,11 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
           { grace: Number.POSITIVE_INFINITY },
           "PostgresLiveness grace: must be a positive, finite duration, got Infinity"
         ]
-      ] as const
+      ]
       for (const [options, message] of cases) {
-        const exit = yield* Effect.exit(Effect.scoped(Layer.build(Layer.fresh(PostgresLiveness.layer(url, options)))))
+        const exit = yield* Effect.scoped(machine(url, options)).pipe(Effect.timeout("5 seconds"), Effect.exit)
         const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
-        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
+        assert.instanceOf(defect, PostgresOptions.InvalidOption, JSON.stringify(options))
         assert.strictEqual((defect as Error).message, message)
       }
     })

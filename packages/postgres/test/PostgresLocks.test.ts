@@ -3,7 +3,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import { Claims, ResourceLocks } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { LeaseTables } from "@corral/platform-node"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Result, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Logger, Result, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { ownerLockKey } from "../src/internal/leaseTable.ts"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
@@ -361,6 +361,39 @@ describe.skipIf(server === undefined)("PostgresLocks across a Postgres restart",
         assert.isAbove(afterOutage.fencingToken, gone.lease.fencingToken)
       }).pipe(Effect.scoped),
     120_000
+  )
+})
+
+describe.skipIf(server === undefined)("PostgresLocks through an outage", () => {
+  it.live("warns once that the session and LISTEN were lost, not at every reconnect attempt", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase
+      const warnings: Array<string> = []
+      const capture = Logger.make(({ message }) => {
+        const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
+        if (text.startsWith("corral:")) warnings.push(text)
+      })
+      const count = (what: string) => warnings.filter((w) => w.includes(what)).length
+      yield* Effect.gen(function* () {
+        yield* open(url, { renewEvery: "100 millis" })
+        yield* server!.kill
+        yield* waitUntil(
+          "the service saw the session and LISTEN fail",
+          Effect.sync(() => count("session was lost") > 0 && count("LISTEN failed") > 0)
+        )
+        yield* Effect.sleep("1500 millis") // the outage goes on: about 7 reconnect attempts of each
+        yield* server!.restart
+        yield* waitUntil(
+          "the owner session is held again",
+          Effect.map(
+            Effect.orElseSucceed(ownerSessions(url), () => []),
+            (pids) => pids.length === 1
+          )
+        )
+      }).pipe(Effect.provide(Logger.layer([capture])), Effect.scoped)
+      assert.strictEqual(count("session was lost"), 1, warnings.join("\n"))
+      assert.strictEqual(count("LISTEN failed"), 1, warnings.join("\n"))
+    })
   )
 })
 

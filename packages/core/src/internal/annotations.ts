@@ -32,9 +32,18 @@ const runId = (): string | undefined => Fiber.getCurrent()?.getRef(RunIdRef)?.ru
 
 const agentId = (): string | undefined => Fiber.getCurrent()?.getRef(AgentModule.CurrentRef)?.current().agentId
 
+/**
+ * What `util.inspect` shows of the object (effect's default logger hands it to `console.log`): its
+ * values read now, on the logging fiber, instead of `[Getter]`.
+ */
+function resolved(this: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return { ...this }
+}
+
 const descriptors: PropertyDescriptorMap = {
   "corral.run.id": { get: runId, enumerable: true, configurable: true },
-  "corral.agent.id": { get: agentId, enumerable: true, configurable: true }
+  "corral.agent.id": { get: agentId, enumerable: true, configurable: true },
+  [Symbol.for("nodejs.util.inspect.custom")]: { value: resolved, configurable: true }
 }
 
 const withRun = (outer: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> =>
