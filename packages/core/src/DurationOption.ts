@@ -2,11 +2,11 @@
  * The check of a duration option, read in milliseconds, for every corral package that takes one
  * (run and agent options, rate limits, model providers, and platform-node's lease timing, `killGrace`
  * and ledger intervals). Some inputs effect's `Duration.fromInput` accepts but reads as something
- * other than what the caller wrote, and these are refused: it reads `NaN` (a number, a tuple part or
- * an object field) as 0, skips object keys it does not know (`{}` and `{ second: 5 }` are 0 ms), and
- * adds object fields with `+` whatever their type (`{ milliseconds: "5" }` is 0.000005 ms,
- * `{ seconds: true }` 1 s). Everything else effect reads as written or refuses, so it is left to
- * effect. A refusal is the reason as text: the caller puts it in its own tagged error, which names
+ * other than what the caller wrote, and these are refused: it reads `NaN` (a number, a tuple part,
+ * an object field, or object fields adding up to `Infinity - Infinity`) as 0, skips object keys it
+ * does not know (`{}` and `{ second: 5 }` are 0 ms), and adds object fields with `+` whatever their
+ * type (`{ milliseconds: "5" }` is 0.000005 ms, `{ seconds: true }` 1 s). Everything else effect
+ * reads as written or refuses, so it is left to effect. A refusal is the reason as text: the caller puts it in its own tagged error, which names
  * its module and the option.
  *
  * @since 0.1.0
@@ -112,9 +112,12 @@ const misreadObject = (input: Readonly<Record<string, unknown>>): string | undef
     }
     given = true
   }
-  return given
-    ? undefined
-    : `expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got ${show(input)}`
+  if (!given)
+    return `expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got ${show(input)}`
+  const values = fields.map((field) => input[field])
+  return values.includes(Number.POSITIVE_INFINITY) && values.includes(Number.NEGATIVE_INFINITY)
+    ? `duration fields add up to Infinity - Infinity, which is no duration, got ${show(input)}`
+    : undefined
 }
 
 /** A duration input as a message shows it: JSON where it has one, `NaN`, `Infinity` and `5n` as written. */

@@ -72,7 +72,11 @@ describe("DurationOption", () => {
         { second: 5 },
         'unknown duration field "second" (known: weeks, days, hours, minutes, seconds, milliseconds, microseconds, nanoseconds)'
       ],
-      [[1, Number.NaN], "expected [seconds, nanoseconds] as two numbers, got [1,NaN]"]
+      [[1, Number.NaN], "expected [seconds, nanoseconds] as two numbers, got [1,NaN]"],
+      [
+        { hours: Number.POSITIVE_INFINITY, seconds: Number.NEGATIVE_INFINITY },
+        'duration fields add up to Infinity - Infinity, which is no duration, got {"hours":Infinity,"seconds":-Infinity}'
+      ]
     ]
     for (const [input, reason] of refused) {
       assert.strictEqual(Duration.fromInput(input as Duration.Input)._tag, "Some", "effect reads it")
