@@ -33,8 +33,9 @@ export interface TimingOptions {
  * A timing option a lock service cannot use: a duration that is not positive and finite (or that
  * `DurationOption` refuses), a `renewEvery` not shorter than `ttl` (leases would expire between
  * renewals), a `maxBypass` that is not a whole number of at least 0. Building the service dies with
- * it, naming the module and the option. The heartbeat and expiry intervals of `PostgresLiveness`,
- * `Cluster` and `RunnerRegistry` die with it too.
+ * it, naming the module and the option. `PostgresLocks` dies with it too (it shares this check);
+ * `Workspace`'s lease timing and `Workspace.gc`'s `olderThan` die with it as well. (`PostgresLiveness`,
+ * `Cluster` and `RunnerRegistry` die with `PostgresOptions.InvalidOption` instead.)
  *
  * @since 0.1.0
  * @category errors
