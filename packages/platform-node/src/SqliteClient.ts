@@ -92,7 +92,9 @@ export interface SqliteClientConfig {
   readonly readonly?: boolean | undefined
   /**
    * How long a statement waits for another process's lock before failing with a `LockTimeoutError`.
-   * The wait blocks the Node event loop (`node:sqlite` is synchronous).
+   * The wait blocks the Node event loop (`node:sqlite` is synchronous). At most 2147483647 ms
+   * (about 24.8 days, `node:sqlite`'s limit); a longer one, `Infinity`, or one `DurationOption.millis`
+   * refuses fails opening with a `SqlError` naming the option.
    * @default "5 seconds"
    */
   readonly busyTimeout?: Duration.Input | undefined
@@ -122,12 +124,23 @@ const pragmas = (config: SqliteClientConfig, busyTimeoutMillis: number): Readonl
   "PRAGMA foreign_keys = ON"
 ]
 
+/** SQLite's longest busy timeout: `node:sqlite` takes a 32-bit whole number of milliseconds. */
+const maxBusyTimeout = 2_147_483_647
+
+/** `busyTimeout` in whole milliseconds; throws naming the option when it is one SQLite cannot wait. */
+const busyTimeoutOf = (config: SqliteClientConfig): number => {
+  const busyTimeout = DurationOption.millis(config.busyTimeout ?? 5000)
+  if (Result.isFailure(busyTimeout)) throw new Error(`busyTimeout: ${busyTimeout.failure}`)
+  const ms = Math.round(busyTimeout.success)
+  if (ms > maxBusyTimeout)
+    throw new Error(`busyTimeout: must be at most ${maxBusyTimeout} ms (what SQLite can wait), got ${ms} ms`)
+  return ms
+}
+
 const open = (config: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.SqlError> =>
   Effect.try({
     try: () => {
-      const busyTimeout = DurationOption.millis(config.busyTimeout ?? 5000)
-      if (Result.isFailure(busyTimeout)) throw new Error(`busyTimeout: ${busyTimeout.failure}`)
-      const busyTimeoutMillis = Math.round(busyTimeout.success)
+      const busyTimeoutMillis = busyTimeoutOf(config)
       const db = new DatabaseSync(config.filename, {
         readOnly: config.readonly === true,
         timeout: busyTimeoutMillis,

@@ -267,7 +267,9 @@ describe("SqliteClient", () => {
         ["abc", 'expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "abc"'],
         [{ seconds: true }, "duration field seconds must be a number, got boolean"],
         [{ milliseconds: "5" }, "duration field milliseconds must be a number, got string"],
-        [-1, "must not be negative, got -1"]
+        [-1, "must not be negative, got -1"],
+        [Number.POSITIVE_INFINITY, "must be at most 2147483647 ms (what SQLite can wait), got Infinity ms"],
+        ["25 days", "must be at most 2147483647 ms (what SQLite can wait), got 2160000000 ms"]
       ] as const
       for (const [busyTimeout, reason] of cases) {
         const filename = freshFile()
