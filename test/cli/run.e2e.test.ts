@@ -323,6 +323,39 @@ const heldRun = (point: string) => {
   }
 }
 
+describe("a run that merges nothing (end to end)", () => {
+  it("leaves no integration branch; --resume-from it still runs, and gc removes an older corral's leftover", async () => {
+    const repo = makeRepo()
+    const marks = tempDir("marks-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: same
+    run: "true"
+  - id: late
+    run: test -e ${marks}/ready && echo done > late.txt
+`)
+    )
+    const first = await runCli(["run", plan], { cwd: repo })
+    expect(first.code, first.stdout).toBe(1)
+    const runId = /run (\d{8}-\d{6}-[a-z0-9]+)/.exec(first.stdout)?.[1]
+    expect(runId, first.stdout).toBeDefined()
+    expect(first.stdout).not.toContain("git merge")
+    expect(branches(repo), "nothing merged, nothing to take").toEqual(["main"])
+    NodeFs.writeFileSync(NodePath.join(marks, "ready"), "")
+    const resumed = await runCli(["run", plan, "--resume-from", runId!], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
+    const merged = branches(repo).filter((b) => b !== "main")
+    expect(merged, "the resumed run merged late's work").toHaveLength(1)
+    expect(git(repo, "show", `${merged[0]}:late.txt`)).toBe("done\n")
+    git(repo, "branch", `corral/${runId}/integration`, "main")
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(gc.stdout).toContain(`corral/${runId}/integration`)
+    expect(branches(repo).sort()).toEqual([merged[0], "main"].sort())
+  })
+})
+
 describe("a stop request after the run finished (end to end)", () => {
   it.each([
     ["the run recorded its end", "finished"],

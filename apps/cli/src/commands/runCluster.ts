@@ -323,6 +323,18 @@ const wasRunning = (agent: { readonly outcome: string | null; readonly detail: s
   agent.outcome === null ||
   (agent.outcome === "Interrupted" && (agent.detail === "crashed" || agent.detail === RunLedger.unrecordedEnd))
 
+/** A run that ended without merging anything removed its integration branch (`dropIfEmpty`). */
+const mergedNothing = (ledger: RunLedger.Service, runId: string) =>
+  Effect.map(ledger.getRun(runId), (run) =>
+    Option.match(run, {
+      onNone: () => false,
+      onSome: (record) =>
+        record.endedAt !== null &&
+        record.status !== "crashed" &&
+        record.agents.every((agent) => agent.merge !== "merged")
+    })
+  )
+
 /** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
 const resumeTarget = (
   flags: ClusterFlags,
@@ -359,6 +371,8 @@ const resumeTarget = (
     const exists = yield* Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${base}`], { cwd: repo }).pipe(
       Effect.orElseSucceed(() => false)
     )
+    if (!exists && (yield* mergedNothing(ledger, previous.runId)))
+      return { runId: previous.runId, lineage, base: undefined, remote: options?.remote }
     if (!exists)
       return yield* invalidInput(
         `run ${previous.runId} merged into its integration branch ${base}, which is not in ${repo}; resume it from the repository it ran in`
@@ -652,6 +666,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         adopted: adopt
       })
     }
+    if (workspaces !== undefined) yield* workspaces.integration.dropIfEmpty().pipe(Effect.orElseSucceed(() => false))
     const report = {
       runId,
       result,
