@@ -382,7 +382,18 @@ agents:
       const done = await runCli(["run", plan, "--cluster", url], { cwd: repo })
       expect(done.code, done.stdout + done.stderr).toBe(0)
     }
+    NodeFs.writeFileSync(NodePath.join(runnerRepo, ".corral", "secret"), "state\n")
+    const boxed = writePlan(
+      scratch("corral-plan-"),
+      "boxed.yaml",
+      `version: 1\nisolation: none\nagents:\n  - id: boxed\n    sandbox: { allow: { read: [".."], write: [${marks}] } }\n    run: cat ../README.md > ${marks}/boxed-top; cat ../.corral/secret > ${marks}/boxed-state; true\n`
+    )
+    const boxedRun = await runCli(["run", boxed, "--cluster", url], { cwd: repo })
+    expect(boxedRun.code, boxedRun.stdout + boxedRun.stderr).toBe(0)
     const read = (file: string) => NodeFs.readFileSync(NodePath.join(marks, file), "utf8").trim()
+    expect(read("boxed-top"), "the allowed top is readable").toBe("# test")
+    expect(read("boxed-state"), "the top's state folder is hidden under it").toBe("")
+    NodeFs.rmSync(NodePath.join(runnerRepo, ".corral", "secret"))
     expect(read("none-pwd")).toBe(sub)
     expect(read("none-data").startsWith(NodePath.join(runnerRepo, ".corral", "agents") + NodePath.sep)).toBe(true)
     expect(read("worktree-pwd").startsWith(NodePath.join(runnerRepo, ".corral", "worktrees") + NodePath.sep)).toBe(true)
