@@ -471,7 +471,7 @@ const drainRunners = (
       slow: (agents) =>
         OutputGuard.write(
           process.stderr,
-          `waiting for the runners to stop ${count(agents.length, "agent")} (${agents.join(", ")}); at most ${within} s, Ctrl-C again exits now\n`
+          `waiting for the runners to stop ${count(agents.length, "agent")} (${RunnerDrain.byRunner(agents)}); at most ${within} s, Ctrl-C again exits now\n`
         )
     })
     if (drained._tag === "Ended") return
@@ -483,16 +483,17 @@ const drainRunners = (
       return
     }
     if (drained.agents.length === 0) return
+    const ids = drained.agents.map((running) => running.agent)
     const why = drained._tag === "Skipped" ? "not waiting (stopped again)" : `still running after ${within} s`
     OutputGuard.write(
       process.stderr,
-      `corral: ${why}: agents ${drained.agents.join(", ")} of run ${target.runId} may still be running on their runners\n`
+      `corral: ${why}: agents ${ids.join(", ")} of run ${target.runId} may still be running${RunnerDrain.whereRunning(drained.agents)}\n`
     )
     yield* Effect.ignore(
       ledger.record(target.runId, {
         _tag: "RunnersStillRunning",
         at: Date.now(),
-        agents: drained.agents,
+        agents: ids,
         reason: drained._tag === "Skipped" ? "stopped again" : "bound"
       })
     )
