@@ -354,6 +354,25 @@ describe("a run that merges nothing (end to end)", () => {
     expect(gc.stdout).toContain(`corral/${runId}/integration`)
     expect(branches(repo).sort()).toEqual([merged[0], "main"].sort())
   })
+
+  it("gc keeps a failed agent's own commits and says no branch holds them, not a deleted integration branch", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf("  - id: broken\n    run: echo x > f && git add f && git commit -qm x && exit 1\n")
+    )
+    const result = await runCli(["run", plan], {
+      cwd: repo,
+      env: { GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@l", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@l" }
+    })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    const kept = branches(repo).find((b) => b.endsWith("/broken"))!
+    expect(branches(repo).sort()).toEqual([kept, "main"].sort())
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(gc.stdout).toContain(`kept branch ${kept}: ${kept} has commits that none of your branches contain`)
+  })
 })
 
 describe("a stop request after the run finished (end to end)", () => {
