@@ -352,9 +352,9 @@ describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners
       const runId = runIdOf(ended.stdout)!
       expect(ended.code, ended.stderr).toBe(130)
       expect(waited, "the coordinator waited for the bound").toBeGreaterThanOrEqual(10_000)
-      expect(ended.stderr).toContain("waiting for the runners to stop 2 agents (s1, s2)")
+      expect(ended.stderr).toContain(`waiting for the runners to stop 2 agents (s1, s2 on runner ${runner.address})`)
       expect(ended.stderr).toContain(
-        `corral: still running after 10 s: agents s1, s2 of run ${runId} may still be running on their runners`
+        `corral: still running after 10 s: agents s1, s2 of run ${runId} may still be running on runner ${runner.address}`
       )
       const recorded = await rows(
         url,

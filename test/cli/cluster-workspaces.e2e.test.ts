@@ -294,6 +294,7 @@ agents:
     const runner = await cluster.startRunner(url, cloneFor(repo, "no-git"), { env: { PATH: pathWithoutGit() } })
     const planDir = scratch("corral-plan-")
     const missing = `runner ${runner.address} cannot run git: the git executable was not found on PATH`
+    let failedRun: string | undefined
     for (const isolation of ["worktree", "none"]) {
       const plan = writePlan(
         planDir,
@@ -304,8 +305,15 @@ agents:
       expect(failed.code, failed.stderr).toBe(1)
       expect(failed.stdout, isolation).toContain(`a: failed: ${missing}`)
       expect(failed.stdout, isolation).not.toMatch(/is not a git repository/)
+      if (isolation === "worktree") failedRun = /run (\d{8}-\d{6}-[a-z0-9]+)/.exec(failed.stdout)?.[1]
     }
-    expect(branches(repo).filter((branch) => !branch.endsWith("/integration"))).toEqual(["main"])
+    expect(branches(repo), "a run that merged nothing leaves no integration branch").toEqual(["main"])
+    expect(failedRun).toBeDefined()
+    const plan = NodePath.join(planDir, "worktree.yaml")
+    const resumed = await runCli(["run", plan, "--cluster", url, "--resume-from", failedRun!], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(1)
+    expect(resumed.stdout, "resumed from HEAD, failing on the runner again").toContain(`a: failed: ${missing}`)
+    expect(branches(repo)).toEqual(["main"])
     runner.signal("SIGINT")
     expect((await runner.done).code).toBe(130)
   }, 180_000)
@@ -374,7 +382,18 @@ agents:
       const done = await runCli(["run", plan, "--cluster", url], { cwd: repo })
       expect(done.code, done.stdout + done.stderr).toBe(0)
     }
+    NodeFs.writeFileSync(NodePath.join(runnerRepo, ".corral", "secret"), "state\n")
+    const boxed = writePlan(
+      scratch("corral-plan-"),
+      "boxed.yaml",
+      `version: 1\nisolation: none\nagents:\n  - id: boxed\n    sandbox: { allow: { read: [".."], write: [${marks}] } }\n    run: cat ../README.md > ${marks}/boxed-top; cat ../.corral/secret > ${marks}/boxed-state; true\n`
+    )
+    const boxedRun = await runCli(["run", boxed, "--cluster", url], { cwd: repo })
+    expect(boxedRun.code, boxedRun.stdout + boxedRun.stderr).toBe(0)
     const read = (file: string) => NodeFs.readFileSync(NodePath.join(marks, file), "utf8").trim()
+    expect(read("boxed-top"), "the allowed top is readable").toBe("# test")
+    expect(read("boxed-state"), "the top's state folder is hidden under it").toBe("")
+    NodeFs.rmSync(NodePath.join(runnerRepo, ".corral", "secret"))
     expect(read("none-pwd")).toBe(sub)
     expect(read("none-data").startsWith(NodePath.join(runnerRepo, ".corral", "agents") + NodePath.sep)).toBe(true)
     expect(read("worktree-pwd").startsWith(NodePath.join(runnerRepo, ".corral", "worktrees") + NodePath.sep)).toBe(true)

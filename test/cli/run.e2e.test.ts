@@ -221,7 +221,7 @@ describe("corral run (end to end)", () => {
     expect(result.stdout).not.toMatch(/merged work|git merge/)
     for (const pid of started) expect(isAlive(pid), `pid ${pid}`).toBe(false)
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
-    expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
+    expect(branches(repo), "nothing merged: no integration branch either").toEqual(["main"])
   })
 
   it("a second Ctrl-C during cleanup says cleanup is in progress", async () => {
@@ -297,7 +297,7 @@ exec ${realGit} "$@"
     expect(result.code, result.stdout + result.stderr).toBe(130)
     expect(result.stdout).toMatch(/a\s+.*cancelled/)
     expect(result.stdout).not.toMatch(/merged work|git merge/)
-    expect(branches(repo).filter((b) => !b.endsWith("/integration") && b !== "main")).toEqual([])
+    expect(branches(repo), "nothing merged: no integration branch either").toEqual(["main"])
     expect(worktrees(repo)).toEqual([NodeFs.realpathSync(repo)])
     expect(git(repo, "status", "--porcelain"), "the state folder shows in the checkout").toBe("")
   })
@@ -322,6 +322,58 @@ const heldRun = (point: string) => {
     release: () => NodeFs.writeFileSync(NodePath.join(gate, "go"), "")
   }
 }
+
+describe("a run that merges nothing (end to end)", () => {
+  it("leaves no integration branch; --resume-from it still runs, and gc removes an older corral's leftover", async () => {
+    const repo = makeRepo()
+    const marks = tempDir("marks-")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: same
+    run: "true"
+  - id: late
+    run: test -e ${marks}/ready && echo done > late.txt
+`)
+    )
+    const first = await runCli(["run", plan], { cwd: repo })
+    expect(first.code, first.stdout).toBe(1)
+    const runId = /run (\d{8}-\d{6}-[a-z0-9]+)/.exec(first.stdout)?.[1]
+    expect(runId, first.stdout).toBeDefined()
+    expect(first.stdout).not.toContain("git merge")
+    expect(branches(repo), "nothing merged, nothing to take").toEqual(["main"])
+    NodeFs.writeFileSync(NodePath.join(marks, "ready"), "")
+    const resumed = await runCli(["run", plan, "--resume-from", runId!], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
+    const merged = branches(repo).filter((b) => b !== "main")
+    expect(merged, "the resumed run merged late's work").toHaveLength(1)
+    expect(git(repo, "show", `${merged[0]}:late.txt`)).toBe("done\n")
+    git(repo, "branch", `corral/${runId}/integration`, "main")
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(gc.stdout).toContain(`corral/${runId}/integration`)
+    expect(branches(repo).sort()).toEqual([merged[0], "main"].sort())
+  })
+
+  it("gc keeps a failed agent's own commits and says no branch holds them, not a deleted integration branch", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf("  - id: broken\n    run: echo x > f && git add f && git commit -qm x && exit 1\n")
+    )
+    const result = await runCli(["run", plan], {
+      cwd: repo,
+      env: { GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@l", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@l" }
+    })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    const kept = branches(repo).find((b) => b.endsWith("/broken"))!
+    expect(branches(repo).sort()).toEqual([kept, "main"].sort())
+    const gc = await runCli(["gc"], { cwd: repo })
+    expect(gc.code, gc.stdout + gc.stderr).toBe(0)
+    expect(gc.stdout).toContain(`kept branch ${kept}: ${kept} has commits that none of your branches contain`)
+  })
+})
 
 describe("a stop request after the run finished (end to end)", () => {
   it.each([

@@ -237,6 +237,53 @@ ${attempt("write-tmpdir", 'echo x > "$TMPDIR/scratch"')}
     expect(git(repo, "rev-parse", "main").trim()).toBe(mainBefore)
   }, 120_000)
 
+  it("isolation none with --repo a subfolder: the top's .corral/ stays hidden under an allow path that holds it", async () => {
+    const repo = makeRepo({ "README.md": "# test\n", "sub/keep.txt": "sub\n" })
+    const sub = NodePath.join(repo, "sub")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `isolation: none
+agents:
+  - id: inplace
+    sandbox: { allow: { read: [".."] } }
+    run: |
+${attempt("read-top", 'grep -q test "$PWD/../README.md"')}
+${attempt("read-state", 'cat "$PWD/../.corral/ledger.db"')}
+${attempt("list-state", 'ls -A "$PWD/../.corral" | grep -qx -e ledger.db -e runs -e locks.db')}
+${attempt("write-state", 'echo x > "$PWD/../.corral/pwned"')}
+${attempt("write-tmpdir", 'echo x > "$TMPDIR/scratch"')}
+      mv results.tmp results.txt
+`
+    )
+    const result = await runCli(["run", plan, "--repo", sub], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(NodeFs.existsSync(NodePath.join(sub, ".corral")), "the state folder is the top's").toBe(false)
+    expect(NodeFs.readFileSync(NodePath.join(sub, "results.txt"), "utf8")).toBe(
+      ["read-top:ok", "read-state:blocked", "list-state:blocked", "write-state:blocked", "write-tmpdir:ok", ""].join(
+        "\n"
+      )
+    )
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral", "ledger.db"))).toBe(true)
+    const top = NodeFs.realpathSync(repo)
+    const inWorktree = writePlan(
+      tempDir("plan-"),
+      "worktree.yaml",
+      `agents:
+  - id: wt
+    sandbox: { allow: { read: [".."] } }
+    run: |
+${attempt("read-state", `cat "${top}/.corral/ledger.db"`)}
+${attempt("read-top", `grep -q test "${top}/README.md"`)}
+      mv results.tmp results.txt
+`
+    )
+    const worktreeRun = await runCli(["run", inWorktree, "--repo", sub], { cwd: repo })
+    expect(worktreeRun.code, worktreeRun.stdout + worktreeRun.stderr).toBe(0)
+    const merged = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${merged}:results.txt`)).toBe("read-state:blocked\nread-top:ok\n")
+  }, 120_000)
+
   it("kill -9 of corral ends its sandboxed agents at once (bwrap --die-with-parent)", async () => {
     const repo = makeRepo({ "README.md": "# test\n" })
     const plan = writePlan(

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
@@ -152,6 +152,57 @@ describe("the default state folder is where git finds the work tree (end to end)
     const redirected = { GIT_DIR: NodePath.join(other, ".git"), GIT_WORK_TREE: other }
     expect(await stateFolderNamed(NodePath.join(repo, "a"), redirected)).toBe(NodePath.join(repo, ".corral"))
   })
+
+  it("refuses, as git does, a .git file that names no repository: exit 2 naming the file, nothing started or written", async () => {
+    const repo = NodeFs.realpathSync(repoWithFolders())
+    const sub = NodePath.join(repo, "c")
+    const dotGit = NodePath.join(sub, ".git")
+    const marker = NodePath.join(tempDir("marks-"), "ran")
+    const plan = planFile(`isolation: none\nagents:\n  - id: one\n    run: touch ${marker}\n`)
+    const notFound = NodePath.join(repo, "missing")
+    const cases: Array<[string, string]> = [
+      [`gitdir: ${notFound}\n`, `names ${notFound}, which is not a git repository`],
+      ["gitdir: ../a\n", `names ${NodePath.join(repo, "a")}, which is not a git repository`],
+      ["not a git file\n", "is not a git file"]
+    ]
+    for (const [text, reason] of cases) {
+      NodeFs.writeFileSync(dotGit, text)
+      expect(gitTop(NodePath.join(sub, "d")), text).toBeUndefined()
+      for (const args of [["runs"], ["run", plan], ["gc"]]) {
+        const result = await runCli(args, { cwd: NodePath.join(sub, "d") })
+        expect(result.code, `${args[0]} with ${text}: ${result.stdout}${result.stderr}`).toBe(2)
+        expect(result.stderr).toContain(`${dotGit} ${reason}`)
+      }
+    }
+    expect(NodeFs.existsSync(marker)).toBe(false)
+    expect(NodeFs.existsSync(NodePath.join(sub, ".corral"))).toBe(false)
+    expect(NodeFs.existsSync(NodePath.join(sub, "d", ".corral"))).toBe(false)
+    expect(NodeFs.existsSync(NodePath.join(repo, ".corral"))).toBe(false)
+  })
+
+  it.skipIf(process.getuid?.() !== 0 && process.env.CI !== "true")(
+    "refuses, as git does, a repository another user owns unless safe.directory trusts it",
+    async () => {
+      const repo = NodeFs.realpathSync(repoWithFolders())
+      execFileSync("chown", ["-R", "nobody", repo])
+      const sub = NodePath.join(repo, "c", "d")
+      const marker = NodePath.join(tempDir("marks-"), "ran")
+      const plan = planFile(`isolation: none\nagents:\n  - id: one\n    run: touch ${marker}\n`)
+      expect(gitTop(sub)).toBeUndefined()
+      for (const args of [["runs"], ["run", plan], ["gc"]]) {
+        const result = await runCli(args, { cwd: sub })
+        expect(result.code, `${args[0]}: ${result.stdout}${result.stderr}`).toBe(2)
+        expect(result.stderr).toContain(`git refuses the repository at ${repo}: it is owned by another user`)
+        expect(result.stderr).toContain(`safe.directory ${repo}`)
+      }
+      expect(NodeFs.existsSync(marker)).toBe(false)
+      expect(NodeFs.existsSync(NodePath.join(repo, ".corral"))).toBe(false)
+      expect(NodeFs.existsSync(NodePath.join(sub, ".corral"))).toBe(false)
+      const trusted = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "safe.directory", GIT_CONFIG_VALUE_0: "*" }
+      expect(gitTop(sub, trusted)).toBe(repo)
+      expect(await stateFolderNamed(sub, trusted)).toBe(NodePath.join(repo, ".corral"))
+    }
+  )
 
   it.skipIf(!canMount)(
     "stops at a file system's edge unless GIT_DISCOVERY_ACROSS_FILESYSTEM, as git does",

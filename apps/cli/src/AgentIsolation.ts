@@ -68,8 +68,10 @@ const databaseEnv = (agent: PlanAgent, dataDir: string | undefined): Record<stri
 /**
  * The isolation of `agent` in the workspace `handle`: sandbox paths resolved against the repository,
  * the repository's `.git` read-only (over a read-write checkout too, with `isolation: none`), the
- * state folder hidden when it lies inside the workspace, and the per-agent database file created
- * (empty) in the agent's data folder.
+ * state folder hidden when it lies inside a folder the sandbox shows (the workspace — with
+ * `isolation: none` the checkout, which holds it unless `--repo` is a subfolder — or an `allow`
+ * path, such as `..` from a subfolder), and the per-agent database file created (empty) in the
+ * agent's data folder.
  *
  * @since 0.1.0
  * @category isolation
@@ -84,20 +86,21 @@ export const of = (
   if (agent.sandbox === undefined) return { env, privateDirs, sandbox: undefined }
   const git = handle.strategy === "directory" ? undefined : Sandbox.commonGitDir(handle.dir)
   const resolve = (dir: string) => NodePath.resolve(paths.repo, dir)
+  const read = agent.sandbox.allow.read.map(resolve)
+  const write = agent.sandbox.allow.write.map(resolve)
   const stateDir = NodePath.resolve(paths.stateDir)
-  // With `isolation: none` the workspace is the checkout itself, and the state folder usually lies inside it.
-  const hide = stateDir.startsWith(`${NodePath.resolve(handle.dir)}${NodePath.sep}`) ? [stateDir] : []
+  const hide = [handle.dir, ...read, ...write].some((dir) =>
+    stateDir.startsWith(`${NodePath.resolve(dir)}${NodePath.sep}`)
+  )
+    ? [stateDir]
+    : []
   return {
     env,
     privateDirs,
     sandbox: {
       hide,
       network: agent.sandbox.network,
-      allow: {
-        read: [...(git === undefined ? [] : [git]), ...agent.sandbox.allow.read.map(resolve)],
-        write: agent.sandbox.allow.write.map(resolve),
-        ports: agent.sandbox.allow.ports
-      }
+      allow: { read: [...(git === undefined ? [] : [git]), ...read], write, ports: agent.sandbox.allow.ports }
     }
   }
 }

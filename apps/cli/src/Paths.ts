@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as Workspace from "@corral/platform-node/Workspace"
+import { spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Effect from "effect/Effect"
@@ -54,12 +55,69 @@ const realPath = (path: string): string | undefined => {
 const gitBoolean = (value: string | undefined): boolean =>
   value !== undefined && (/^(true|yes|on)$/i.test(value) || (/^-?\d+$/.test(value) && Number(value) !== 0))
 
-const isWorkTreeTop = (folder: string): boolean => {
+/** A folder with a `.git`: the work tree's top, or why git refuses it (`refusal`, `owner` to confirm). */
+interface Found {
+  readonly top: string
+  readonly refusal?: string | undefined
+  readonly owner?: number | undefined
+}
+
+/**
+ * Whether `gitDir` is a repository as git's `is_git_directory` sees it: a `HEAD` file, and `objects`
+ * and `refs` in its common folder (a linked worktree's `commondir`).
+ */
+const isGitDirectory = (gitDir: string): boolean => {
+  if (!NodeFs.statSync(NodePath.join(gitDir, "HEAD"), { throwIfNoEntry: false })?.isFile()) return false
+  const commonFile = NodePath.join(gitDir, "commondir")
+  const common = NodeFs.existsSync(commonFile)
+    ? NodePath.resolve(gitDir, NodeFs.readFileSync(commonFile, "utf8").trim())
+    : gitDir
+  return NodeFs.existsSync(NodePath.join(common, "objects")) && NodeFs.existsSync(NodePath.join(common, "refs"))
+}
+
+/** Git's reading of a `.git` file (a linked worktree's or a submodule's): the repository it names, or why none. */
+const gitFileTarget = (dotGit: string): { readonly gitDir: string } | { readonly refusal: string } => {
+  const text = NodeFs.readFileSync(dotGit, "utf8")
+  if (!text.startsWith("gitdir: ")) return { refusal: `${dotGit} is not a git file (git expects "gitdir: <path>")` }
+  const gitDir = NodePath.resolve(NodePath.dirname(dotGit), text.slice("gitdir: ".length).trimEnd())
+  return isGitDirectory(gitDir) ? { gitDir } : { refusal: `${dotGit} names ${gitDir}, which is not a git repository` }
+}
+
+/** Git's user for ownership checks: the effective user, or `SUDO_UID` for root. */
+const currentUser = (env: NodeJS.ProcessEnv): number | undefined => {
+  const uid = process.geteuid?.()
+  if (uid !== 0 || env.SUDO_UID === undefined || !/^\d+$/.test(env.SUDO_UID)) return uid
+  return Number(env.SUDO_UID)
+}
+
+/**
+ * The owner git objects to in a work tree: of its `.git` (`dotGit`, followed if a link) or of one of
+ * `paths` (the top folder, the repository a `.git` file names) when not the current user; git
+ * refuses such a repository unless `safe.directory` trusts it.
+ */
+const foreignOwner = (dotGit: NodeFs.Stats, paths: ReadonlyArray<string>, env: NodeJS.ProcessEnv) => {
+  const user = currentUser(env)
+  if (user === undefined) return undefined
+  if (dotGit.uid !== user) return dotGit.uid
+  for (const path of paths) {
+    const owner = NodeFs.lstatSync(path, { throwIfNoEntry: false })?.uid
+    if (owner !== undefined && owner !== user) return owner
+  }
+  return undefined
+}
+
+const workTreeAt = (folder: string, env: NodeJS.ProcessEnv): Found | undefined => {
   const dotGit = NodePath.join(folder, ".git")
   const stat = NodeFs.statSync(dotGit, { throwIfNoEntry: false })
-  return (
-    stat !== undefined && (stat.isFile() || (stat.isDirectory() && NodeFs.existsSync(NodePath.join(dotGit, "HEAD"))))
-  )
+  if (stat === undefined) return undefined
+  if (stat.isDirectory()) {
+    if (!NodeFs.existsSync(NodePath.join(dotGit, "HEAD"))) return undefined
+    return { top: folder, owner: foreignOwner(stat, [folder], env) }
+  }
+  if (!stat.isFile()) return undefined
+  const target = gitFileTarget(dotGit)
+  if ("refusal" in target) return { top: folder, refusal: target.refusal }
+  return { top: folder, owner: foreignOwner(stat, [folder, target.gitDir], env) }
 }
 
 /**
@@ -69,20 +127,46 @@ const isWorkTreeTop = (folder: string): boolean => {
  * system unless `GIT_DISCOVERY_ACROSS_FILESYSTEM` is true. Read from the file system rather than by
  * `git rev-parse --show-toplevel`, so that every command (`runs` and `status` run no git otherwise)
  * gets it for a few system calls. `GIT_DIR` and `GIT_WORK_TREE` are not read: corral's git commands
- * drop them. `undefined` outside a work tree.
+ * drop them. `undefined` outside a work tree; a `refusal` where git stops with an error (a `.git`
+ * file naming no repository), an `owner` where it may (another user's repository).
  */
-const workTreeTop = (dir: string, env: NodeJS.ProcessEnv): string | undefined => {
+const workTreeTop = (dir: string, env: NodeJS.ProcessEnv): Found | undefined => {
   const start = realPath(dir)
   if (start === undefined) return undefined
   const ceilings = ceilingDirectories(env.GIT_CEILING_DIRECTORIES)
   const device = gitBoolean(env.GIT_DISCOVERY_ACROSS_FILESYSTEM) ? undefined : NodeFs.statSync(start).dev
   for (let current = start; ; ) {
-    if (isWorkTreeTop(current)) return current
+    const found = workTreeAt(current, env)
+    if (found !== undefined) return found
     const parent = NodePath.dirname(current)
     if (parent === current || ceilings.has(parent)) return undefined
     if (device !== undefined && NodeFs.statSync(parent).dev !== device) return undefined
     current = parent
   }
+}
+
+/**
+ * Whether git takes another user's repository at `top`: only `safe.directory` in git's own
+ * configuration (system, global, `-c`, `GIT_CONFIG_*`) says so, so git is asked — on this path only.
+ */
+const gitTrusts = (top: string): boolean => {
+  const { GIT_DIR: _dir, GIT_WORK_TREE: _tree, ...env } = process.env
+  return spawnSync("git", ["rev-parse", "--git-dir"], { cwd: top, env, stdio: "ignore" }).status === 0
+}
+
+/** The default state folder, `<top>/.corral`, or why git refuses the work tree holding `root`. */
+const defaultStateDir = (root: string) => {
+  const found = workTreeTop(root, process.env)
+  if (found === undefined) return Effect.succeed(NodePath.join(root, ".corral"))
+  if (found.refusal !== undefined) {
+    return invalidInput(`git refuses the work tree at ${found.top}: ${found.refusal}; fix or remove that file`)
+  }
+  if (found.owner !== undefined && !gitTrusts(found.top)) {
+    return invalidInput(
+      `git refuses the repository at ${found.top}: it is owned by another user (uid ${found.owner}); if you trust it: git config --global --add safe.directory ${found.top}`
+    )
+  }
+  return Effect.succeed(NodePath.join(found.top, ".corral"))
 }
 
 /**
@@ -100,10 +184,7 @@ export const resolve = (repo: Option.Option<string>, stateDir: Option.Option<str
     if (!NodeFs.existsSync(root) || !NodeFs.statSync(root).isDirectory()) {
       return yield* invalidInput(`--repo ${root}: not a directory`)
     }
-    const state = Option.match(stateDir, {
-      onNone: () => process.env.CORRAL_HOME ?? NodePath.join(workTreeTop(root, process.env) ?? root, ".corral"),
-      onSome: (dir) => dir
-    })
+    const state = Option.isSome(stateDir) ? stateDir.value : (process.env.CORRAL_HOME ?? (yield* defaultStateDir(root)))
     return { repo: root, stateDir: NodePath.resolve(state) } satisfies Paths
   })
 

@@ -283,6 +283,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
             )
     )
     yield* Fiber.awaitAll([...ctx.pending])
+    if (integration !== undefined) yield* integration.dropIfEmpty()
     return {
       runId: options.runId,
       result,

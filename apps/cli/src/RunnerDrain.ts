@@ -6,7 +6,8 @@
  * workspace clean-up included, is done) and its execution lease is gone from `corral_executions`.
  * The wait is bounded (a runner that is dead, stopped or cut off may never answer), a second stop
  * request ends it at once, and so does a poll the database does not answer (nothing to wait on:
- * the runners cannot report either); the agents still running at the last look are named.
+ * the runners cannot report either); the agents still running at the last look are named, each with
+ * the runner that holds its message's shard (`corral_runners`, as the placement reads it).
  *
  * @since 0.1.0
  */
@@ -32,10 +33,22 @@ export const bound: Duration.Duration = Duration.seconds(10)
  * @since 0.1.0
  * @category models
  */
-export type Drained =
+export type Drained<A = Running> =
   | { readonly _tag: "Ended" }
-  | { readonly _tag: "TimedOut" | "Skipped"; readonly agents: ReadonlyArray<string> }
-  | { readonly _tag: "Unknown"; readonly agents: ReadonlyArray<string>; readonly reason: string }
+  | { readonly _tag: "TimedOut" | "Skipped"; readonly agents: ReadonlyArray<A> }
+  | { readonly _tag: "Unknown"; readonly agents: ReadonlyArray<A>; readonly reason: string }
+
+/**
+ * An agent whose execution has not ended, and the address of the runner holding its `Execute`
+ * message's shard (`undefined` when only its lease is left, or no runner lists that shard).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Running {
+  readonly agent: string
+  readonly runner: string | undefined
+}
 
 /**
  * Which agents of the run: their ids, label, and the earlier runs whose executions the run adopted.
@@ -57,6 +70,26 @@ const placedSuffix = /~\d+(?:#[^#~]+)?$/
 const requestKind = 0
 
 /**
+ * Each shard's runner (`<group>:<n>` as effect writes `shard_id`), the freshest registration winning
+ * as in the placement; a stale row counts too (a stopped runner still holds its shards until its
+ * lock expires). Empty when the registry cannot be read: the names are a help, not the answer.
+ */
+const shardOwners = (sql: SqlClient.SqlClient) =>
+  sql<{ address: string; shards: string }>`SELECT address, shards FROM corral_runners ORDER BY heartbeat_at`.pipe(
+    Effect.map((rows) => {
+      const owners = new Map<string, string>()
+      for (const row of rows) {
+        const shards = JSON.parse(row.shards) as Record<string, ReadonlyArray<number>>
+        for (const [group, numbers] of Object.entries(shards)) {
+          for (const shard of numbers) owners.set(`${group}:${shard}`, row.address)
+        }
+      }
+      return owners
+    }),
+    Effect.orElseSucceed(() => new Map<string, string>())
+  )
+
+/**
  * The agents of `target` with an execution not ended yet: an unanswered `Execute` message or an
  * execution lease, of the run itself or of an execution it adopted.
  *
@@ -66,7 +99,8 @@ const requestKind = 0
  * PostgreSQL with processed `Execute` rows of old runs: 200k rows, 302 index pages, 0.26–0.48 ms in
  * the server; 1M rows, 902 pages, 0.9 ms; a poll of both queries 0.9–1.7 ms median from the client).
  * The leases alone would not do: an `Execute` message stored but not yet taken up by a runner's
- * handler has no lease yet (the handler takes it when it starts).
+ * handler has no lease yet (the handler takes it when it starts). The runner registry is read only
+ * when something is still running.
  *
  * @since 0.1.0
  * @category queries
@@ -74,7 +108,7 @@ const requestKind = 0
 export const running = (
   sql: SqlClient.SqlClient,
   target: Target
-): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> =>
+): Effect.Effect<ReadonlyArray<Running>, SqlError.SqlError> =>
   Effect.gen(function* () {
     const bases = new Map<string, string>()
     const leases = new Map<string, string>()
@@ -87,22 +121,59 @@ export const running = (
     const adopted = [...target.adopted].flatMap(([agentId, runs]) => runs.map((runId) => `${runId}/${agentId}`))
     const messagePatterns = [`${likeEscape(target.runId)}/%`, ...adopted.map((base) => `${likeEscape(base)}~%`)]
     const leasePatterns = [`${likeEscape(target.runId)}/%`, ...adopted.map((base) => `${likeEscape(base)}%`)]
-    const messages = yield* sql<{ entity_id: string }>`SELECT DISTINCT entity_id FROM cluster_messages
+    const messages = yield* sql<{ entity_id: string; shard_id: string }>`SELECT DISTINCT entity_id, shard_id
+      FROM cluster_messages
       WHERE entity_type = ${AgentEntity.AgentEntity.type} AND kind = ${requestKind} AND processed = FALSE
       AND ${sql.or(messagePatterns.map((pattern) => sql`entity_id LIKE ${pattern}`))}`
     const held = yield* sql<{ entity: string }>`SELECT entity FROM corral_executions
       WHERE ${sql.or(leasePatterns.map((pattern) => sql`entity LIKE ${pattern}`))}`
-    const agents = new Set<string>()
+    const shards = new Map<string, string | undefined>()
     for (const row of messages) {
       const agent = bases.get(row.entity_id.replace(placedSuffix, ""))
-      if (agent !== undefined) agents.add(agent)
+      if (agent !== undefined) shards.set(agent, row.shard_id)
     }
     for (const row of held) {
       const agent = leases.get(row.entity)
-      if (agent !== undefined) agents.add(agent)
+      if (agent !== undefined && !shards.has(agent)) shards.set(agent, undefined)
     }
-    return [...agents].sort()
+    if (shards.size === 0) return []
+    const owners = yield* shardOwners(sql)
+    return [...shards]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([agent, shard]) => ({
+        agent,
+        runner: shard === undefined ? undefined : owners.get(shard)
+      }))
   })
+
+/**
+ * The agents by runner, in order of first appearance: `s1, s2 on runner 10.0.0.5:34431; s3`
+ * (an agent whose runner is not known goes without one).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const byRunner = (agents: ReadonlyArray<Running>): string => {
+  const groups = new Map<string | undefined, Array<string>>()
+  for (const { agent, runner } of agents) groups.set(runner, [...(groups.get(runner) ?? []), agent])
+  return [...groups]
+    .map(([runner, ids]) => (runner === undefined ? ids.join(", ") : `${ids.join(", ")} on runner ${runner}`))
+    .join("; ")
+}
+
+/**
+ * Where the agents may still be running, after `agents … of run …`: ` on runner X` for one known
+ * runner, ` on their runners` when none is known, else each group (`: s1 on runner X; s2 on runner Y`).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const whereRunning = (agents: ReadonlyArray<Running>): string => {
+  const runners = new Set(agents.map((agent) => agent.runner))
+  const [only] = runners
+  if (runners.size === 1) return only === undefined ? " on their runners" : ` on runner ${only}`
+  return `: ${byRunner(agents)}`
+}
 
 /**
  * Polls `running` every `every` until it is empty, for at most `within`; `skip` (a second stop
@@ -112,23 +183,23 @@ export const running = (
  * @since 0.1.0
  * @category waiting
  */
-export const wait = <E extends { readonly message: string }, R>(options: {
-  readonly running: Effect.Effect<ReadonlyArray<string>, E, R>
+export const wait = <A, E extends { readonly message: string }, R>(options: {
+  readonly running: Effect.Effect<ReadonlyArray<A>, E, R>
   readonly within: Duration.Input
   readonly every: Duration.Input
   readonly skip: Effect.Effect<void>
   readonly slowAfter: Duration.Input
-  readonly slow: (agents: ReadonlyArray<string>) => void
-}): Effect.Effect<Drained, never, R> =>
+  readonly slow: (agents: ReadonlyArray<A>) => void
+}): Effect.Effect<Drained<A>, never, R> =>
   Effect.suspend(() => {
-    let left: ReadonlyArray<string> = []
+    let left: ReadonlyArray<A> = []
     const look = Effect.map(options.running, (agents) => {
       left = agents
       return agents.length === 0
     })
     const ended = Effect.repeat(look, { until: (done) => done, schedule: Schedule.spaced(options.every) }).pipe(
-      Effect.as<Drained>({ _tag: "Ended" }),
-      Effect.catch((error) => Effect.succeed<Drained>({ _tag: "Unknown", agents: left, reason: error.message }))
+      Effect.as<Drained<A>>({ _tag: "Ended" }),
+      Effect.catch((error) => Effect.succeed<Drained<A>>({ _tag: "Unknown", agents: left, reason: error.message }))
     )
     const tell = Effect.andThen(
       Effect.sleep(options.slowAfter),
@@ -136,11 +207,11 @@ export const wait = <E extends { readonly message: string }, R>(options: {
     )
     const timedOut = Effect.andThen(
       Effect.sleep(options.within),
-      Effect.sync((): Drained => ({ _tag: "TimedOut", agents: left }))
+      Effect.sync((): Drained<A> => ({ _tag: "TimedOut", agents: left }))
     )
     const skipped = Effect.andThen(
       options.skip,
-      Effect.sync((): Drained => ({ _tag: "Skipped", agents: left }))
+      Effect.sync((): Drained<A> => ({ _tag: "Skipped", agents: left }))
     )
     return Effect.raceFirst(Effect.andThen(Effect.forkScoped(tell), ended), Effect.raceFirst(timedOut, skipped)).pipe(
       Effect.scoped

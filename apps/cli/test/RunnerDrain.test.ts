@@ -81,3 +81,22 @@ describe("RunnerDrain.wait", () => {
     })
   )
 })
+
+describe("RunnerDrain naming", () => {
+  const a = { agent: "a", runner: "10.0.0.5:4001" }
+  const b = { agent: "b", runner: "10.0.0.5:4001" }
+  const c = { agent: "c", runner: "10.0.0.6:4001" }
+  const d = { agent: "d", runner: undefined }
+
+  it("groups the agents by runner, in order, an unknown runner without a name", () => {
+    assert.strictEqual(RunnerDrain.byRunner([a, b]), "a, b on runner 10.0.0.5:4001")
+    assert.strictEqual(RunnerDrain.byRunner([a, c, b, d]), "a, b on runner 10.0.0.5:4001; c on runner 10.0.0.6:4001; d")
+    assert.strictEqual(RunnerDrain.byRunner([d]), "d")
+  })
+
+  it("says where they may still be running", () => {
+    assert.strictEqual(RunnerDrain.whereRunning([a, b]), " on runner 10.0.0.5:4001")
+    assert.strictEqual(RunnerDrain.whereRunning([d]), " on their runners")
+    assert.strictEqual(RunnerDrain.whereRunning([a, c, d]), ": a on runner 10.0.0.5:4001; c on runner 10.0.0.6:4001; d")
+  })
+})

@@ -302,6 +302,12 @@ export interface Integration {
     handle: WorkspaceHandle | FetchedWork,
     others: ReadonlyArray<WorkspaceHandle | CommittedWork>
   ) => Effect.Effect<ReadonlyArray<ConflictPrediction>, WorkspaceError>
+  /**
+   * Deletes the branch when it still points at {@link Integration.baseCommit} (nothing was merged),
+   * so a run that merged nothing leaves no branch; true when it deleted it. A branch that moved,
+   * here or elsewhere, is kept. Call it once the run's merges are over.
+   */
+  readonly dropIfEmpty: () => Effect.Effect<boolean, WorkspaceError>
 }
 
 /**

@@ -158,6 +158,34 @@ describe("Workspace", () => {
     )
   )
 
+  it.live("dropIfEmpty deletes an integration branch only while it is at its base", () =>
+    provide(
+      Effect.gen(function* () {
+        const repo = yield* makeRepo
+        const ws = yield* Workspace
+        const empty = yield* ws.integration({ repo, runId: "drop" })
+        assert.isTrue(yield* empty.dropIfEmpty())
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/drop/*"), "")
+        const moved = yield* ws.integration({ repo, runId: "moved" })
+        sh(repo, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "--quiet", "--allow-empty", "-m", "x")
+        sh(repo, "branch", "--force", "corral/moved/integration", "HEAD")
+        assert.isFalse(yield* moved.dropIfEmpty(), "moved by another process: kept")
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/moved/integration"), "corral/moved/integration")
+        const merged = yield* ws.integration({ repo, runId: "merged" })
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const handle = yield* ws.acquire({ repo, runId: "merged", agentId: "a", base: yield* merged.head() })
+            yield* edit(handle, "a.txt", "a rewritten\n")
+            yield* merged.commitAll(handle, "edit a")
+            assert.strictEqual((yield* merged.merge(handle))._tag, "Merged")
+          })
+        )
+        assert.isFalse(yield* merged.dropIfEmpty(), "merged work: kept")
+        assert.strictEqual(sh(repo, "branch", "--list", "corral/merged/integration"), "corral/merged/integration")
+      })
+    )
+  )
+
   it.live("a second agent editing the same lines gets a conflict and keeps its branch", () =>
     provide(
       Effect.gen(function* () {

@@ -323,6 +323,18 @@ const wasRunning = (agent: { readonly outcome: string | null; readonly detail: s
   agent.outcome === null ||
   (agent.outcome === "Interrupted" && (agent.detail === "crashed" || agent.detail === RunLedger.unrecordedEnd))
 
+/** A run that ended without merging anything removed its integration branch (`dropIfEmpty`). */
+const mergedNothing = (ledger: RunLedger.Service, runId: string) =>
+  Effect.map(ledger.getRun(runId), (run) =>
+    Option.match(run, {
+      onNone: () => false,
+      onSome: (record) =>
+        record.endedAt !== null &&
+        record.status !== "crashed" &&
+        record.agents.every((agent) => agent.merge !== "merged")
+    })
+  )
+
 /** The run a `--resume`/`--resume-from` continues: unfinished, and its coordinator gone. */
 const resumeTarget = (
   flags: ClusterFlags,
@@ -359,6 +371,8 @@ const resumeTarget = (
     const exists = yield* Git.test(["rev-parse", "--verify", "--quiet", `refs/heads/${base}`], { cwd: repo }).pipe(
       Effect.orElseSucceed(() => false)
     )
+    if (!exists && (yield* mergedNothing(ledger, previous.runId)))
+      return { runId: previous.runId, lineage, base: undefined, remote: options?.remote }
     if (!exists)
       return yield* invalidInput(
         `run ${previous.runId} merged into its integration branch ${base}, which is not in ${repo}; resume it from the repository it ran in`
@@ -457,7 +471,7 @@ const drainRunners = (
       slow: (agents) =>
         OutputGuard.write(
           process.stderr,
-          `waiting for the runners to stop ${count(agents.length, "agent")} (${agents.join(", ")}); at most ${within} s, Ctrl-C again exits now\n`
+          `waiting for the runners to stop ${count(agents.length, "agent")} (${RunnerDrain.byRunner(agents)}); at most ${within} s, Ctrl-C again exits now\n`
         )
     })
     if (drained._tag === "Ended") return
@@ -469,16 +483,17 @@ const drainRunners = (
       return
     }
     if (drained.agents.length === 0) return
+    const ids = drained.agents.map((running) => running.agent)
     const why = drained._tag === "Skipped" ? "not waiting (stopped again)" : `still running after ${within} s`
     OutputGuard.write(
       process.stderr,
-      `corral: ${why}: agents ${drained.agents.join(", ")} of run ${target.runId} may still be running on their runners\n`
+      `corral: ${why}: agents ${ids.join(", ")} of run ${target.runId} may still be running${RunnerDrain.whereRunning(drained.agents)}\n`
     )
     yield* Effect.ignore(
       ledger.record(target.runId, {
         _tag: "RunnersStillRunning",
         at: Date.now(),
-        agents: drained.agents,
+        agents: ids,
         reason: drained._tag === "Skipped" ? "stopped again" : "bound"
       })
     )
@@ -652,6 +667,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         adopted: adopt
       })
     }
+    if (workspaces !== undefined) yield* workspaces.integration.dropIfEmpty().pipe(Effect.orElseSucceed(() => false))
     const report = {
       runId,
       result,

@@ -2,7 +2,9 @@
  * What a `corral/process` agent may reach on its runner, as `AgentIsolation` decides it for a local
  * run: its private folders, its per-agent SQLite file, and its sandbox (the workspace and its private
  * folders read-write, the repository's git folder read-only, the plan's `allow` paths against the
- * runner's repository, the runner's state folder hidden when the agent runs in the repository itself).
+ * runner's repository, the runner's state folder hidden when it lies inside a folder the sandbox
+ * shows: the repository an `isolation: none` agent runs in, or an `allow` path such as `..` from a
+ * runner whose `--repo` is a subfolder).
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
@@ -73,7 +75,8 @@ export const of = (
   const options = sandboxOptions(input.sandbox, repo)
   const git = Sandbox.commonGitDir(handle.dir)
   const state = NodePath.resolve(stateDir ?? stateDirOf(repo))
-  const hide = state.startsWith(`${NodePath.resolve(handle.dir)}${NodePath.sep}`) ? [state] : []
+  const visible = [handle.dir, ...(options.allow?.read ?? []), ...(options.allow?.write ?? [])]
+  const hide = visible.some((dir) => state.startsWith(`${NodePath.resolve(dir)}${NodePath.sep}`)) ? [state] : []
   return {
     env,
     privateDirs,

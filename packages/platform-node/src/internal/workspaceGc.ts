@@ -258,7 +258,8 @@ const branchVerdict = (root: string, branch: string, branches: ReadonlyArray<str
     const integration = integrationBranch(run)
     if (yield* reachableOutsideCorral(root, branch)) return undefined
     if (branch === integration) return `${branch} holds merged work that none of your branches contain yet`
-    if (branches.includes(integration) && (yield* isAncestor(root, branch, integration))) return undefined
+    if (!branches.includes(integration)) return `${branch} has commits that none of your branches contain`
+    if (yield* isAncestor(root, branch, integration)) return undefined
     return `${branch} has commits that are not merged into ${integration}`
   })
 

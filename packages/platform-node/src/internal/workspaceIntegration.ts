@@ -508,6 +508,19 @@ const userIdentity = (repo: RepoInfo) =>
     })
   )
 
+/** `update-ref -d` with the base as the expected value: git refuses when the branch moved meanwhile. */
+const dropIfEmpty = (locks: RepoLocks, state: State, baseCommit: string) =>
+  Effect.suspend(() =>
+    state.head !== baseCommit
+      ? Effect.succeed(false)
+      : locks(state.repo.commonDir).withPermit(
+          git(["update-ref", "-d", `refs/heads/${state.branch}`, baseCommit], { cwd: state.repo.root }).pipe(
+            Effect.as(true),
+            Effect.catchTag("GitError", () => Effect.succeed(false))
+          )
+        )
+  )
+
 export const makeIntegration = (
   locks: RepoLocks,
   options: IntegrationOptions
@@ -561,6 +574,7 @@ export const makeIntegration = (
         ),
       commitAll: (handle, message) => commitAll(state, handle, message),
       merge: (handle) => mergeLock.withPermit(mergeInto(state, handle)),
-      predictConflicts: (handle, others) => predict(state, handle, others)
+      predictConflicts: (handle, others) => predict(state, handle, others),
+      dropIfEmpty: () => mergeLock.withPermit(dropIfEmpty(locks, state, baseCommit))
     }
   })
