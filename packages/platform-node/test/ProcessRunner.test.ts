@@ -149,6 +149,28 @@ describe("ProcessRunner", () => {
     })
   )
 
+  it.live("a killGrace past node's longest timer (Infinity, 30 days) sets no timer node cuts to 1 ms", () =>
+    Effect.gen(function* () {
+      const warnings: Array<string> = []
+      const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
+      process.on("warning", onWarning)
+      yield* Effect.gen(function* () {
+        for (const killGrace of [Number.POSITIVE_INFINITY, "30 days"] as const) {
+          for (let i = 0; i < 3; i++) {
+            const result = yield* sh("sh -c 'sleep 0.4; echo late' & echo early", { killGrace })
+            assert.deepStrictEqual(result.tail, ["early"])
+          }
+        }
+        // node emits warnings on the next tick
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      }).pipe(Effect.ensuring(Effect.sync(() => process.off("warning", onWarning))))
+      assert.deepStrictEqual(
+        warnings.filter((w) => w.startsWith("TimeoutOverflowWarning")),
+        []
+      )
+    })
+  )
+
   it.live("a SIGSEGV or SIGKILL is a crash", () =>
     Effect.gen(function* () {
       const segv = yield* failed(sh("echo about to crash >&2; kill -SEGV $$"))

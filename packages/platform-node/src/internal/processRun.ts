@@ -314,6 +314,9 @@ const readers = (
       )
 }
 
+/** node's longest timer: a longer one (`killGrace: Infinity`) fires after 1 ms, with a warning. */
+const maxTimerMs = 2_147_483_647
+
 /** Waits until every reader is done, or `ms` passed; without a timer when they are done already. */
 const awaitDone = (readers: ReadonlyArray<Reader>, ms: number): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
@@ -339,7 +342,7 @@ const awaitDone = (readers: ReadonlyArray<Reader>, ms: number): Effect.Effect<vo
       )
     }
     if (pending === 0) return
-    timer = setTimeout(finish, ms)
+    timer = setTimeout(finish, Math.min(ms, maxTimerMs))
     return Effect.sync(stop)
   })
 
