@@ -57,7 +57,8 @@ export interface Options {
   readonly heartbeatEvery?: Duration.Input | undefined
   /**
    * How long a coordinator without its lock still counts as alive after its last heartbeat: above 0
-   * and finite. @default "5 seconds"
+   * and finite. `0`, taken before session 18, is refused: it counted a coordinator dead the moment
+   * its lock's session dropped (a Postgres restart), until it took its lock again. @default "5 seconds"
    */
   readonly grace?: Duration.Input | undefined
 }
