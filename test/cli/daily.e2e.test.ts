@@ -423,15 +423,50 @@ describe("corral discard and init (end to end)", () => {
   it("discard --all-merged removes only runs that succeeded", async () => {
     const repo = makeRepo()
     const good = writePlan(tempDir("plan-"), "good.yaml", "agents:\n  - id: ok\n    run: echo ok > ok.txt\n")
-    const bad = writePlan(tempDir("plan-"), "bad.yaml", "agents:\n  - id: no\n    run: exit 1\n")
+    const bad = writePlan(
+      tempDir("plan-"),
+      "bad.yaml",
+      "agents:\n  - id: no\n    run: echo partial > part.txt; exit 1\n"
+    )
     expect((await runCli(["run", good], { cwd: repo })).code).toBe(0)
     const goodId = runIdOf(repo)
-    expect((await runCli(["run", bad], { cwd: repo })).code).toBe(1)
+    expect((await runCli(["run", bad, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
     const badId = runIdOf(repo)
+    // a run that merged nothing leaves no integration branch; its failed agent's kept branch is its leftover
+    expect(branches(repo)).not.toContain(`corral/${badId}/integration`)
+    expect(branches(repo)).toContain(`corral/${badId}/no`)
     const result = await runCli(["discard", "--all-merged", "--yes"], { cwd: repo })
     expect(result.code, result.stderr).toBe(0)
     expect(branches(repo)).not.toContain(`corral/${goodId}/integration`)
-    expect(branches(repo)).toContain(`corral/${badId}/integration`)
+    expect(branches(repo)).toContain(`corral/${badId}/no`)
+  })
+
+  it("gc and discard --older-than: an age they cannot read is exit 2 naming the flag, nothing touched; a read one selects by age", async () => {
+    const repo = makeRepo()
+    const bad = writePlan(
+      tempDir("plan-"),
+      "bad.yaml",
+      "agents:\n  - id: no\n    run: echo partial > part.txt; exit 1\n"
+    )
+    expect((await runCli(["run", bad, "--keep-workspaces"], { cwd: repo })).code).toBe(1)
+    const runId = runIdOf(repo)
+    const before = branches(repo)
+    expect(before).toContain(`corral/${runId}/no`)
+    for (const args of [
+      ["gc", "--older-than", "7x"],
+      ["discard", "--older-than", "7 days", "--yes"]
+    ]) {
+      const refused = await runCli(args, { cwd: repo })
+      expect(refused.code, args.join(" ")).toBe(2)
+      expect(refused.stderr, args.join(" ")).toContain(`--older-than ${args[2]}: expected a number with a unit`)
+      expect(branches(repo), args.join(" ")).toEqual(before)
+    }
+    const tooYoung = await runCli(["discard", "--older-than", "1w", "--yes"], { cwd: repo })
+    expect(tooYoung.code, tooYoung.stderr).toBe(0)
+    expect(branches(repo)).toEqual(before)
+    const old = await runCli(["discard", "--older-than", "0ms", "--yes"], { cwd: repo })
+    expect(old.code, old.stderr).toBe(0)
+    expect(branches(repo).filter((b) => b.startsWith(`corral/${runId}/`))).toEqual([])
   })
 
   it("a discarded run's successes are not reused: a later run with unchanged inputs runs the agent again", async () => {
@@ -462,7 +497,9 @@ describe("corral discard and init (end to end)", () => {
     const third = await runCli(["run", plan], { cwd: repo })
     expect(third.code, third.stdout + third.stderr).toBe(0)
     const thirdId = runIdOf(repo)
-    expect(git(repo, "show", `corral/${thirdId}/integration:gen.txt`)).toBe("generated\n")
+    // its only agent was cached: the run merged nothing, so it leaves no integration branch
+    expect(branches(repo)).not.toContain(`corral/${thirdId}/integration`)
+    expect(git(repo, "show", "HEAD:gen.txt")).toBe("generated\n")
     expect(genOutcomes(repo)).toEqual({ [first]: "Succeeded", [secondId]: "Succeeded", [thirdId]: "Cached" })
   })
 

@@ -15,6 +15,7 @@ import * as NodePath from "node:path"
 import * as NodeReadline from "node:readline"
 import { CliExit, invalidInput } from "../CliExit.ts"
 import * as LedgerFile from "../LedgerFile.ts"
+import { ageIssue, parseAge } from "../internal/ageFlag.ts"
 import * as Orphans from "../Orphans.ts"
 import * as OutputGuard from "../OutputGuard.ts"
 import { type Paths, resolve } from "../Paths.ts"
@@ -28,13 +29,6 @@ interface Removal {
 }
 
 const say = (text: string) => OutputGuard.write(process.stdout, `${text}\n`)
-
-const parseAge = (text: string) => {
-  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
-  if (match === null) return undefined
-  const units = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
-  return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
-}
 
 /** The worktrees git has registered for a run: on one of its branches or under its worktree folder. */
 const worktreesOf = (repo: string, stateDir: string, runId: string) =>
@@ -173,9 +167,7 @@ const select = (ledger: RunLedger.Service, flags: Flags) =>
     }
     const age = Option.map(flags.olderThan, parseAge)
     if (Option.isSome(age) && age.value === undefined)
-      return yield* invalidInput(
-        `--older-than ${Option.getOrElse(flags.olderThan, () => "")}: expected an age such as 12h or 7d`
-      )
+      return yield* invalidInput(ageIssue(Option.getOrElse(flags.olderThan, () => "")))
     const cutoff = Option.isSome(age) && age.value !== undefined ? Date.now() - Duration.toMillis(age.value) : undefined
     if (!flags.allMerged && cutoff === undefined)
       return yield* invalidInput("give a run id, --all-merged or --older-than AGE (corral runs lists the runs)")

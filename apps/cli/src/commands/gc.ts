@@ -4,21 +4,14 @@ import { Workspace } from "@corral/platform-node/Workspace"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Console from "effect/Console"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import { invalidInput } from "../CliExit.ts"
 import * as Orphans from "../Orphans.ts"
+import { ageIssue, parseAge } from "../internal/ageFlag.ts"
 import { notARepository, resolve } from "../Paths.ts"
-
-const parseAge = (text: string) => {
-  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim())
-  if (match === null) return undefined
-  const units = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
-  return Duration.millis(Number(match[1]) * units[match[2] as keyof typeof units])
-}
 
 /**
  * Stops the agents of runs whose coordinator died, marking those runs crashed in the ledger; with
@@ -77,9 +70,7 @@ export const gc = Command.make(
       const paths = yield* resolve(flags.repo, flags.stateDir)
       const olderThan = Option.isSome(flags.olderThan) ? parseAge(flags.olderThan.value) : undefined
       if (Option.isSome(flags.olderThan) && olderThan === undefined) {
-        return yield* invalidInput(
-          `--older-than ${flags.olderThan.value}: expected a number with a unit, such as 30m, 12h or 7d`
-        )
+        return yield* invalidInput(ageIssue(flags.olderThan.value))
       }
       const stopped = yield* reapCrashed(paths.repo, paths.stateDir, flags.dryRun)
       const stop = flags.dryRun ? "would stop" : "stopped"
