@@ -27,7 +27,7 @@ interface PoolUse {
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
  * is released and it can start (see `wakeFreed`); in a run nobody observes, the holders of its keys
- * in the run are not leases it waits for but a count kept by key (`WaitState.held`, see `passOver`
+ * in the run are not leases it waits for but a count kept by key (`counts`, see `passOver`
  * and `letGo`). Agents queued behind it may overtake it at most `maxBypass` times on each of its
  * keys (see `bypass`).
  */
@@ -44,6 +44,15 @@ export class ClaimGate {
    */
   private readonly parkedOn = new Map<number, Array<Node>>()
   private readonly followers: Array<Array<Node> | undefined> = []
+  /**
+   * In a run nobody observes, by agent index: how many conflicting claim pairs agents holding keys
+   * in the run's view have with a parked agent, kept by key as they take and let go of them (see
+   * `passOver`, `letGo`); -1 while it is not counted so. An array, not a field of the agent's
+   * `WaitState`: the walks over a key's waiters read it for every waiter (≈ 158k reads and as many
+   * writes a 2,000-agent claims run), and the agent's `Extra` and `WaitState` were two more
+   * dependent loads each time.
+   */
+  private readonly counts: Array<number> = []
   private visits = 0
   private batches = 0
   private releaseEpoch = 0
@@ -231,7 +240,7 @@ export class ClaimGate {
   }
 
   /**
-   * `node` let go of its keys in the run's view: each parked agent counted by key (`WaitState.held`)
+   * `node` let go of its keys in the run's view: each parked agent counted by key (`counts`)
    * loses its conflicts with it, and one left with none and no token to wait for is woken now.
    */
   private letGo(node: Node, request: Claims.Request): void {
@@ -253,9 +262,11 @@ export class ClaimGate {
   }
 
   private uncount(other: Node): void {
-    const wait = other.wait!
-    if (!wait.counted || other.state !== "parked") return
-    if (--wait.held === 0 && (wait.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
+    const counts = this.counts
+    const count = counts[other.index]!
+    if (!(count > 0) || other.state !== "parked") return
+    counts[other.index] = count - 1
+    if (count === 1 && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
   }
 
   onRelease(token: number): void {
@@ -269,7 +280,7 @@ export class ClaimGate {
       if (!firstVisit(node, visit)) continue
       const blocking = node.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
-      if (node.state === "parked" && (blocking?.length ?? 0) === 0 && heldFree(node))
+      if (node.state === "parked" && (blocking?.length ?? 0) === 0 && this.heldFree(node))
         this.freed[this.freedCount++] = node
     }
     this.wakeFreed()
@@ -315,7 +326,7 @@ export class ClaimGate {
         // Examined once per batch: a release can free an agent both by key and by token.
         if (wait.batchMark === batch) continue
         wait.batchMark = batch
-        const count = wait.counted ? 0 : this.heldConflicts(request)
+        const count = this.counts[node.index]! >= 0 ? 0 : this.heldConflicts(request)
         const ahead = conflicting(request, woken, this.wokenCount)
         if (ahead >= 0) {
           const first = woken[ahead]!
@@ -332,7 +343,7 @@ export class ClaimGate {
           if (!wait.reserved) this.freeFollowers(node, i)
           continue
         }
-        wait.counted = false
+        this.counts[node.index] = -1
         const at = this.wokenCount++
         woken[at] = node
         tails[at] = node
@@ -357,7 +368,7 @@ export class ClaimGate {
       if (!firstVisit(other, visit)) continue
       const blocking = other.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
-      if (other.state !== "parked" || (blocking?.length ?? 0) > 0 || !heldFree(other)) continue
+      if (other.state !== "parked" || (blocking?.length ?? 0) > 0 || !this.heldFree(other)) continue
       let j = this.freedCount++
       while (j > at + 1 && before(other, freed[j - 1]!)) {
         freed[j] = freed[j - 1]!
@@ -374,8 +385,7 @@ export class ClaimGate {
   private parkAgain(node: Node, tokens: Array<number> | undefined, follow: number, count: number): void {
     const wait = node.wait!
     wait.blockingTokens = tokens
-    wait.counted = true
-    wait.held = count
+    this.setCount(node, count)
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
       this.addWaiter(follow, node)
@@ -453,8 +463,7 @@ export class ClaimGate {
     const wait = waitOf(node)
     const blocking = tokens
     wait.blockingTokens = blocking
-    wait.counted = count >= 0
-    wait.held = Math.max(count, 0)
+    this.setCount(node, count)
     for (const token of blocking) this.addWaiter(token, node)
     if (!wait.intent) {
       wait.intent = true
@@ -492,7 +501,7 @@ export class ClaimGate {
   /**
    * `node` takes its keys (in a run nobody observes, when it holds them in the run's view; otherwise
    * when it is granted its lease): a parked agent waiting for them and counted by key gains its
-   * conflicts with it (`WaitState.held`), so it is woken only once every holder of its keys has let
+   * conflicts with it (`counts`), so it is woken only once every holder of its keys has let
    * go (`letGo`); each agent waiting for them that came first is overtaken by it on each of those
    * keys (see `bypass`), which is logged once per key and counted only when a waiter could have
    * reached `maxBypass`.
@@ -508,10 +517,11 @@ export class ClaimGate {
   private readonly overtakeAll = (waiters: HolderList<Node>): void => {
     const items = waiters.items
     const node = this.subject!
+    const counts = this.counts
     for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
-      const wait = other.wait!
-      if (other !== node && wait.counted && other.state === "parked") wait.held++
+      const count = counts[other.index]!
+      if (count >= 0 && other !== node && other.state === "parked") counts[other.index] = count + 1
     }
     if (!waiters.log(node, this.takeMark)) return
     // `since` grows along the list: no waiter can have been overtaken more often than the first.
@@ -527,6 +537,18 @@ export class ClaimGate {
     if (bypass(other, waiters, at) < this.host.maxBypass) return
     other.wait!.reserved = true
     this.reserved.add(other, other.request!.keys)
+  }
+
+  /** Sets `node`'s count of conflicts with holders of its keys (-1: not counted, see `counts`). */
+  private setCount(node: Node, count: number): void {
+    const counts = this.counts
+    while (counts.length <= node.index) counts.push(-1)
+    counts[node.index] = count
+  }
+
+  /** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
+  private heldFree(node: Node): boolean {
+    return !(this.counts[node.index]! > 0)
   }
 
   /** Parks `node` on `token`. A new list starts with room for one (most hold one or two). */
@@ -639,12 +661,6 @@ const bypass = (node: Node, waiters: HolderList<Node>, at: number): number => {
   entries[i + 1] = count
   entries[i + 2] = waiters.eventCount
   return count
-}
-
-/** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
-const heldFree = (node: Node): boolean => {
-  const wait = node.wait
-  return wait === undefined || !wait.counted || wait.held === 0
 }
 
 const byPriority = (a: Node, b: Node): number => (before(a, b) ? -1 : 1)

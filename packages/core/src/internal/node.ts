@@ -33,12 +33,6 @@ export class WaitState {
   timer = false
   /** The leases and reserved tokens it waits for, each once. */
   blockingTokens: Array<number> | undefined = undefined
-  /**
-   * In a run nobody observes, while `counted`: how many conflicting claim pairs agents holding keys
-   * in the run's view have with it, kept by key as they take and let go of them (see `ClaimGate`).
-   */
-  held = 0
-  counted = false
   /** The last `wakeFreed` batch that examined it. */
   batchMark = 0
   tokenKey = ""
