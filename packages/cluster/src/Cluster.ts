@@ -242,7 +242,7 @@ const runnerLayer = (
         labels: options.labels ?? [],
         running: () => running,
         shards
-      }).pipe(Effect.orDie)
+      })
     })
   )
   return Layer.merge(handlers, registration).pipe(
@@ -258,7 +258,8 @@ const runnerLayer = (
         }
       })
     ),
-    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${address}` }))
+    Layer.provide(PostgresClient.layer(options.url, { applicationName: `corral-runner ${address}` })),
+    PostgresClient.startingLayer("Cluster.layerRunner")
   )
 }
 
@@ -587,7 +588,8 @@ export const layerExecutor = (options: ExecutorOptions) =>
         Layer.provide(
           NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: shardingConfig(timing) })
         ),
-        Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" }))
+        Layer.provide(PostgresClient.layer(options.url, { applicationName: "corral-coordinator" })),
+        PostgresClient.startingLayer("Cluster.layerExecutor")
       )
     )
   )

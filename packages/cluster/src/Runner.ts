@@ -35,7 +35,9 @@ export interface Options extends Cluster.RunnerOptions {
 /**
  * Serves until interrupted; `onReady` runs once the runner is registered and takes work. A `repo`
  * that is not a folder, and the settings `Cluster.layerRunner` refuses, make it die with
- * `PostgresOptions.InvalidOption` naming the option before the runner joins the cluster.
+ * `PostgresOptions.InvalidOption` naming the option before the runner joins the cluster. A server
+ * that refuses its tables or queries (a role without `CREATE` on the schema) fails it with
+ * `PostgresClient.StartFailed` naming `Runner.serve` and saying the server's answer.
  *
  * @example
  * ```ts
@@ -61,6 +63,14 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
       )
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
     const capacity = options.capacity ?? Cluster.defaults.capacity
+    yield* start(options, repo, address, capacity).pipe(PostgresClient.starting("Runner.serve"))
+    yield* onReady(address)
+    return yield* Effect.never
+  }).pipe(Effect.scoped)
+
+/** Connects, creates the output table, and joins the cluster as a registered runner. */
+const start = (options: Options, repo: string, address: string, capacity: number) =>
+  Effect.gen(function* () {
     const registry = yield* Layer.build(
       PostgresClient.layer(options.url, { maxConnections: 3, applicationName: `corral-runner ${address}` })
     )
@@ -74,6 +84,4 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
     )
     // registers it in the runner registry too (capacity, labels, load, shards)
     yield* Layer.build(Cluster.layerRunner({ ...options, capacity }).pipe(Layer.provide(kinds)))
-    yield* onReady(address)
-    return yield* Effect.never
-  }).pipe(Effect.scoped)
+  })

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { hostname } from "node:os"
-import { PostgresOptions } from "@corral/postgres"
+import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -174,14 +174,16 @@ export interface Registration {
 
 /**
  * Registers this runner until the scope closes, refreshing its row in the background. An interval
- * it cannot use dies with `PostgresOptions.InvalidOption` naming it, before anything is written.
+ * it cannot use dies with `PostgresOptions.InvalidOption` naming it, before anything is written;
+ * creating the table or writing the row fails with `PostgresClient.StartFailed` saying the server's
+ * answer.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const register = (
   registration: Registration
-): Effect.Effect<void, SqlError.SqlError | Migrator.MigrationError, SqlClient.SqlClient | Scope.Scope> =>
+): Effect.Effect<void, PostgresClient.StartFailed, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const every = yield* PostgresOptions.duration(
       "RunnerRegistry",
@@ -235,7 +237,7 @@ export const register = (
         )
       )
     )
-  })
+  }).pipe(PostgresClient.starting("RunnerRegistry"))
 
 /**
  * No runner is online, or none carries a label that agents require.

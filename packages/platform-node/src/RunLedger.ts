@@ -35,7 +35,7 @@ import { isMemoryFile, makeWorkerExecutor } from "./internal/ledgerExecutor.ts"
 import { makeLedger, unrecordedEnd as unrecordedEndDetail } from "./internal/ledgerService.ts"
 import { type Executor, makeSqlStore, migrate, type WriteStats } from "./internal/ledgerSql.ts"
 import { makeMemoryStore } from "./internal/ledgerStore.ts"
-import { sqlMessage } from "./internal/sqlMessage.ts"
+import * as SqlErrorMessage from "./SqlErrorMessage.ts"
 import type * as RunRecord from "./RunRecord.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 
@@ -326,7 +326,9 @@ const fromSql = (
   Effect.gen(function* () {
     yield* migrate.pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.mapError((error) => new RunLedgerError({ operation: "migrate", message: sqlMessage(error) }))
+      Effect.mapError(
+        (error) => new RunLedgerError({ operation: "migrate", message: SqlErrorMessage.withServerAnswer(error) })
+      )
     )
     const stats = newStats()
     const store = makeSqlStore(sql, stats, executor === undefined ? undefined : yield* executor)

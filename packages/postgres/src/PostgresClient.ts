@@ -5,13 +5,18 @@
  *
  * @since 0.1.0
  */
+import { SqlErrorMessage } from "@corral/platform-node"
 import { PgClient } from "@effect/sql-pg"
+import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import * as Reactivity from "effect/reactivity/Reactivity"
+import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlClient from "effect/sql/SqlClient"
+import * as SqlError from "effect/sql/SqlError"
 import * as PostgresOptions from "./PostgresOptions.ts"
 
 /**
@@ -127,7 +132,7 @@ export const make = (url: string, options: Options = {}) =>
  * The driver's message with what lies under it: the driver says only "Failed to connect" or "Query
  * failed", while its reason's cause holds the server's answer (`database "x" does not exist`, `role
  * "y" does not exist`, `permission denied for schema public`) or the socket's (`connect ECONNREFUSED
- * …`).
+ * …`). The one implementation is `@corral/platform-node`'s `SqlErrorMessage.withServerAnswer`.
  *
  * @example
  * ```ts
@@ -142,14 +147,82 @@ export const make = (url: string, options: Options = {}) =>
  * @since 0.1.0
  * @category utils
  */
-export const withServerAnswer = (error: {
-  readonly message: string
-  readonly reason?: { readonly cause?: unknown }
-}): string => {
-  const cause = error.reason?.cause
-  const answer = cause instanceof Error ? cause.message : ""
-  return answer === "" || answer === error.message ? error.message : `${error.message} (${answer})`
+export const withServerAnswer = SqlErrorMessage.withServerAnswer
+
+/**
+ * A service could not create its tables or run its first queries: `reason` is the driver's message
+ * with the server's answer (`PgConnection: Query failed (permission denied for schema public)`: the
+ * role needs `CREATE` on that schema, or the tables created beforehand by a role that has it).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StartFailed extends Data.TaggedError("StartFailed")<{
+  /** The service or layer, e.g. `PostgresLocks` or `Cluster.layerRunner`. */
+  readonly module: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${this.module} could not start: ${this.reason}`
+  }
 }
+
+const startFailure = (module: string, cause: Cause.Cause<unknown>): StartFailed | undefined => {
+  for (const reason of cause.reasons) {
+    const error = Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
+    if (SqlError.isSqlError(error) || Predicate.isTagged(error, "MigrationError"))
+      return new StartFailed({ module, reason: withServerAnswer(error as SqlError.SqlError) })
+  }
+  return undefined
+}
+
+/**
+ * `effect`, the start of the service `module`, with an `SqlError` or a `MigrationError` it fails or
+ * dies with replaced by {@link StartFailed} naming `module` and saying the server's answer (effect's
+ * own message is only `Query failed`). Other failures and defects pass unchanged.
+ *
+ * @example
+ * ```ts
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Effect } from "effect"
+ * import * as SqlClient from "effect/sql/SqlClient"
+ *
+ * // fails with StartFailed: "Notes could not start: PgConnection: Query failed (permission denied for schema public)"
+ * const start = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE notes (text TEXT)`).pipe(
+ *   PostgresClient.starting("Notes")
+ * )
+ * ```
+ * @since 0.1.0
+ * @category errors
+ */
+export const starting =
+  (module: string) =>
+  <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R> =>
+    Effect.catchCause(effect, (cause) => {
+      const failed = startFailure(module, cause)
+      return failed === undefined ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(failed)
+    }) as Effect.Effect<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R>
+
+/**
+ * {@link starting} for a layer: building it fails with {@link StartFailed} naming `module` where it
+ * failed or died with an `SqlError` or a `MigrationError`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const startingLayer =
+  (module: string) =>
+  <A, E, R>(
+    layer: Layer.Layer<A, E, R>
+  ): Layer.Layer<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R> =>
+    Layer.catchCause(layer, (cause) => {
+      const failed = startFailure(module, cause)
+      return Layer.effectDiscard(
+        failed === undefined ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(failed)
+      )
+    }) as Layer.Layer<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R>
 
 /**
  * {@link make} as a layer of `PgClient` and `SqlClient`.

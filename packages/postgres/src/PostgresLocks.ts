@@ -68,12 +68,13 @@ export interface Options extends LeaseTables.TimingOptions {
 }
 
 /**
- * Connecting, migrating the lease table or registering the owner failed.
+ * Migrating the lease table, registering the owner or taking its session lock failed; the message
+ * names `PostgresLocks` and says the server's answer.
  *
  * @since 0.1.0
  * @category errors
  */
-export type LocksError = LeaseTables.LocksError
+export type LocksError = PostgresClient.StartFailed
 
 type Lease = ResourceLocks.Lease
 
@@ -399,7 +400,7 @@ export const make = (
       )
     )
     return service
-  })
+  }).pipe(PostgresClient.starting("PostgresLocks"))
 
 /**
  * The lock service over the `PgClient` in context.
