@@ -34,6 +34,7 @@ import * as Sharding from "effect/cluster/Sharding"
 import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as AgentEntity from "./AgentEntity.ts"
 import * as ExecutionLeases from "./internal/executionLeases.ts"
+import { checkLabels } from "./internal/runnerLabels.ts"
 import { Placement, type Ticket } from "./internal/placement.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
 
@@ -70,7 +71,11 @@ export interface RunnerOptions extends ClusterOptions {
   readonly port: number
   /** Most agents this runner executes at once. @default 8 */
   readonly capacity?: number | undefined
-  /** Agents that require one of these labels may run here (besides agents that require none). */
+  /**
+   * Agents that require one of these labels may run here (besides agents that require none). Each
+   * is given once, is not empty, has no space at either end and contains no `#`, `~` or `,` (the
+   * separators of entity ids and of `--labels`); another dies with `PostgresOptions.InvalidOption`.
+   */
   readonly labels?: ReadonlyArray<string> | undefined
   readonly onLoad?: ((running: number) => void) | undefined
 }
@@ -201,17 +206,28 @@ export const layerRunner = (options: RunnerOptions) =>
     Effect.all({
       timing: checkTiming(options),
       port: PostgresOptions.wholeNumber("Cluster", "port", options.port, 1, 65_535),
-      capacity: PostgresOptions.wholeNumber("Cluster", "capacity", options.capacity ?? defaults.capacity, 1)
+      capacity: PostgresOptions.wholeNumber("Cluster", "capacity", options.capacity ?? defaults.capacity, 1),
+      labels: checkLabels("Cluster", options.labels ?? [])
     }).pipe(Effect.map((checked) => runnerLayer(options, checked)))
   )
 
 /** {@link layerRunner} once its settings are checked. */
 const runnerLayer = (
   options: RunnerOptions,
-  { timing, port, capacity }: { readonly timing: Timing; readonly port: number; readonly capacity: number }
+  {
+    timing,
+    port,
+    capacity,
+    labels
+  }: {
+    readonly timing: Timing
+    readonly port: number
+    readonly capacity: number
+    readonly labels: ReadonlyArray<string>
+  }
 ) => {
   const host = options.host ?? "127.0.0.1"
-  const groups = ["default", ...(options.labels ?? []).map(AgentEntity.shardGroupOf)]
+  const groups = ["default", ...labels.map(AgentEntity.shardGroupOf)]
   const address = `${host}:${port}`
   let running = 0
   const handlers = AgentEntity.layerHandlers({
@@ -239,7 +255,7 @@ const runnerLayer = (
       yield* RunnerRegistry.register({
         address,
         capacity,
-        labels: options.labels ?? [],
+        labels,
         running: () => running,
         shards
       })

@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
+import { checkLabels } from "./internal/runnerLabels.ts"
 import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"
 import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
 
@@ -34,7 +35,8 @@ export interface Options extends Cluster.RunnerOptions {
 
 /**
  * Serves until interrupted; `onReady` runs once the runner is registered and takes work. A `repo`
- * that is not a folder, and the settings `Cluster.layerRunner` refuses, make it die with
+ * that is not a folder or a malformed label (see `Cluster.RunnerOptions.labels`), checked before it
+ * connects, and the settings `Cluster.layerRunner` refuses, make it die with
  * `PostgresOptions.InvalidOption` naming the option before the runner joins the cluster. A server
  * that refuses its tables or queries (a role without `CREATE` on the schema) fails it with
  * `PostgresClient.StartFailed` naming `Runner.serve` and saying the server's answer.
@@ -61,6 +63,7 @@ export const serve = <E, R>(options: Options, onReady: (address: string) => Effe
       return yield* Effect.die(
         new PostgresOptions.InvalidOption({ module: "Runner", option: "repo", reason: `not a folder: ${repo}` })
       )
+    yield* checkLabels("Runner", options.labels ?? [])
     const address = `${options.host ?? "127.0.0.1"}:${options.port}`
     const capacity = options.capacity ?? Cluster.defaults.capacity
     yield* start(options, repo, address, capacity).pipe(PostgresClient.starting("Runner.serve"))

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url"
 import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
@@ -441,7 +442,13 @@ describe.skipIf(server === undefined)("Cluster options", () => {
         [{ port: 99999 }, "Cluster port: must be a whole number from 1 to 65535, got 99999"],
         [{ port: Number.NaN }, "Cluster port: must be a whole number from 1 to 65535, got NaN"],
         [{ capacity: 0 }, "Cluster capacity: must be a whole number from 1 up, got 0"],
-        [{ capacity: Number.NaN }, "Cluster capacity: must be a whole number from 1 up, got NaN"]
+        [{ capacity: Number.NaN }, "Cluster capacity: must be a whole number from 1 up, got NaN"],
+        [{ labels: [""] }, 'Cluster labels: a label must not be empty, got ""'],
+        [{ labels: ["gpu", " gpu"] }, 'Cluster labels: a label must not begin or end with a space, got " gpu"'],
+        [{ labels: ["gpu#2"] }, 'Cluster labels: a label must not contain "#", "~" or ",", got "gpu#2"'],
+        [{ labels: ["gpu~1"] }, 'Cluster labels: a label must not contain "#", "~" or ",", got "gpu~1"'],
+        [{ labels: ["gpu,linux"] }, 'Cluster labels: a label must not contain "#", "~" or ",", got "gpu,linux"'],
+        [{ labels: ["gpu", "gpu"] }, 'Cluster labels: "gpu" is given twice']
       ]
       const cases = [
         ...shared.flatMap(([options, message]) => [
@@ -456,6 +463,28 @@ describe.skipIf(server === undefined)("Cluster options", () => {
         assert.strictEqual((defect as Error).message, message)
       }
     })
+  )
+
+  it.live(
+    "Runner.serve with a malformed label dies with PostgresOptions.InvalidOption before anything is registered",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const exit = yield* RunnerServe.serve({ url, port: 9, repo: dir, labels: [""] }, () => Effect.void).pipe(
+          Effect.timeout("5 seconds"),
+          Effect.exit
+        )
+        const defect = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isDieReason)?.defect : undefined
+        assert.instanceOf(defect, PostgresOptions.InvalidOption)
+        assert.strictEqual((defect as Error).message, 'Runner labels: a label must not be empty, got ""')
+        const tables = yield* Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) =>
+            sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
+          WHERE table_schema = 'public' AND table_name LIKE 'corral_%'`
+        ).pipe(Effect.provide(PostgresClient.layer(url)), Effect.orDie)
+        assert.deepStrictEqual(tables, [], "it wrote nothing to the database")
+      })
   )
 
   it.live("Runner.serve with a repo that is not a folder dies with PostgresOptions.InvalidOption before it joins", () =>
