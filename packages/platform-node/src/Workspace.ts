@@ -382,7 +382,13 @@ export interface RunLease {
  * @category models
  */
 export interface Config {
-  /** First port of the first block. @default 20000 */
+  /**
+   * First port of the first block. `portBase`, `portsPerAgent` and `portBlocks` are whole numbers
+   * from 1 to 65535, and the last block must end at port 65535 at most
+   * (`portBase + portBlocks * portsPerAgent - 1`); {@link Workspace.layerWith} dies with
+   * `LeaseTables.InvalidOption` naming the setting otherwise.
+   * @default 20000
+   */
   readonly portBase: number
   /**
    * Ports per agent. A block is held machine-wide by its first port (docs/workspaces.md), so processes
@@ -588,8 +594,9 @@ export class Workspace extends Context.Service<
 
   /**
    * The service with some settings overridden, e.g. `Workspace.layerWith({ portBase: 30000 })`. A
-   * `heartbeat` or `staleAfter` that is not a positive, finite duration dies with
-   * `LeaseTables.InvalidOption` naming it.
+   * `heartbeat` or `staleAfter` that is not a positive, finite duration, and port settings that are
+   * not whole numbers from 1 to 65535 or whose last block ends above port 65535, die with
+   * `LeaseTables.InvalidOption` naming the setting, before anything is created.
    *
    * @since 0.1.0
    */

@@ -122,6 +122,36 @@ describe("Workspace", () => {
     }).pipe(Effect.scoped, Effect.provide(Workspace.layer))
   )
 
+  it.live("port settings it cannot use: the layer dies with LeaseTables.InvalidOption naming them", () =>
+    Effect.gen(function* () {
+      const cases = [
+        [{ portBase: 0 }, "Workspace portBase: must be a whole number from 1 to 65535, got 0"],
+        [{ portBase: 70000 }, "Workspace portBase: must be a whole number from 1 to 65535, got 70000"],
+        [{ portBase: 20000.5 }, "Workspace portBase: must be a whole number from 1 to 65535, got 20000.5"],
+        [{ portBase: "20000" as never }, 'Workspace portBase: must be a whole number from 1 to 65535, got "20000"'],
+        [{ portsPerAgent: 0 }, "Workspace portsPerAgent: must be a whole number from 1 to 65535, got 0"],
+        [{ portsPerAgent: Number.NaN }, "Workspace portsPerAgent: must be a whole number from 1 to 65535, got NaN"],
+        [{ portBlocks: -1 }, "Workspace portBlocks: must be a whole number from 1 to 65535, got -1"],
+        [{ portBlocks: 1.5 }, "Workspace portBlocks: must be a whole number from 1 to 65535, got 1.5"],
+        [
+          { portBase: 60000 },
+          "Workspace portBlocks: 1000 blocks of 10 ports from port 60000 end at port 69999, above 65535"
+        ],
+        [
+          { portBase: 65535, portsPerAgent: 2, portBlocks: 1 },
+          "Workspace portBlocks: 1 blocks of 2 ports from port 65535 end at port 65536, above 65535"
+        ]
+      ] as const
+      for (const [config, message] of cases) {
+        const defect = yield* defectOf(Effect.scoped(Layer.build(Workspace.layerWith(config))))
+        assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(config))
+        assert.strictEqual((defect as Error).message, message)
+      }
+      const last = Workspace.layerWith({ portBase: 65535, portsPerAgent: 1, portBlocks: 1 })
+      assert.isUndefined(yield* defectOf(Effect.scoped(Layer.build(last))), "one block of one port at 65535 fits")
+    })
+  )
+
   it.live("five concurrent agents merge into the integration branch and leave nothing behind", () =>
     provide(
       Effect.gen(function* () {

@@ -66,15 +66,31 @@ const sameProcessAlive = (lease: LeaseFile): boolean => {
   return started === undefined || started === lease.processStart
 }
 
-/** `config` with its lease timing in milliseconds, or a defect naming the setting it cannot use. */
+/**
+ * `config` with its lease timing in milliseconds, or a defect naming the setting it cannot use: the
+ * port settings are whole numbers from 1 to 65535 and the last block ends at port 65535 at most.
+ */
 export const checkConfig = (config: Config): Effect.Effect<Config> =>
   Effect.suspend(() => {
+    for (const option of ["portBase", "portsPerAgent", "portBlocks"] as const) {
+      const value: unknown = config[option]
+      if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 65_535)
+        return invalidSetting(option, `must be a whole number from 1 to 65535, got ${show(value)}`)
+    }
+    const lastPort = config.portBase + config.portBlocks * config.portsPerAgent - 1
+    if (lastPort > 65_535)
+      return invalidSetting(
+        "portBlocks",
+        `${config.portBlocks} blocks of ${config.portsPerAgent} ports from port ${config.portBase} end at port ${lastPort}, above 65535`
+      )
     const heartbeat = DurationOption.intervalMillis(config.heartbeat)
     if (Result.isFailure(heartbeat)) return invalidSetting("heartbeat", heartbeat.failure)
     const staleAfter = DurationOption.intervalMillis(config.staleAfter)
     if (Result.isFailure(staleAfter)) return invalidSetting("staleAfter", staleAfter.failure)
     return Effect.succeed({ ...config, heartbeat: heartbeat.success, staleAfter: staleAfter.success })
   })
+
+const show = (value: unknown): string => (typeof value === "number" ? String(value) : String(JSON.stringify(value)))
 
 const invalidSetting = (option: string, reason: string) =>
   Effect.die(new InvalidOption({ module: "Workspace", option, reason }))
