@@ -11,7 +11,9 @@
  *
  * `hold` with a lineage checks and registers in one transaction under a transaction-scoped advisory
  * lock on the lineage, so of two coordinators resuming one run at once, one fails with
- * `LineageBusy`.
+ * `LineageBusy`. The same transaction deletes the rows of coordinators long dead (SIGKILLed: their
+ * lock is not held and their last heartbeat is older than ten times `grace`, at least a minute), which
+ * nothing else would delete.
  *
  * @since 0.1.0
  */
@@ -63,6 +65,14 @@ export interface Options {
   readonly grace?: Duration.Input | undefined
 }
 
+/**
+ * How long after its last heartbeat a coordinator row whose lock is not held is deleted (by the next
+ * registration): ten times `grace`, at least a minute. It has counted as dead since `grace`, so the
+ * deletion changes no answer of `alive`; a coordinator cut off from the server that long and then
+ * back keeps running but its run counts as crashed, as it did after `grace`.
+ */
+const deadRowAfter = (graceMs: number): number => Math.max(60_000, 10 * graceMs)
+
 const ledgerError = (operation: string) => (error: Parameters<typeof PostgresClient.withServerAnswer>[0]) =>
   new RunLedger.RunLedgerError({ operation, message: PostgresClient.withServerAnswer(error) })
 
@@ -90,11 +100,14 @@ export const make = (
     yield* migrate.pipe(Effect.mapError(ledgerError("migrate")))
     const alive = sql.unsafe(`(${OwnerSession.heldSql(runLockKey, "c.id")}
       OR c.heartbeat_at > ${nowMs} - ${graceMs})`)
+    const longDead = sql.unsafe(`(NOT ${OwnerSession.heldSql(runLockKey, "c.id")}
+      AND c.heartbeat_at < ${nowMs} - ${deadRowAfter(graceMs)})`)
 
     const register = (runId: string, lineage: string) =>
       sql.withTransaction(
         Effect.gen(function* () {
           yield* sql`SELECT pg_advisory_xact_lock(${lineageLockKey}, hashtext(${lineage}))`
+          yield* sql`DELETE FROM corral_run_coordinators c WHERE ${longDead}`
           const busy = yield* sql<{ run_id: string; pid: number; hostname: string }>`
             SELECT c.run_id, c.pid, c.hostname FROM corral_run_coordinators c
             WHERE c.lineage = ${lineage} AND ${alive} LIMIT 1`

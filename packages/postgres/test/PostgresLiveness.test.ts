@@ -4,6 +4,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import { RunLedger, RunLiveness } from "@corral/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as PostgresClient from "../src/PostgresClient.ts"
 import * as PostgresLiveness from "../src/PostgresLiveness.ts"
 import * as PostgresOptions from "../src/PostgresOptions.ts"
@@ -152,6 +153,43 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
         assert.deepStrictEqual(yield* RunLiveness.markCrashed.pipe(Effect.provideContext(b.context)), ["r-norow"])
         yield* Scope.close(scope, Exit.void)
         assert.strictEqual((yield* b.liveness.alive(summaries)).size, 0)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "a SIGKILLed coordinator's row is deleted by a registration once long dead; a live one's never is",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const b = yield* machine(url, { grace: "1 second" })
+        const sql = Context.get(
+          yield* Layer.build(PostgresClient.layer(url, { maxConnections: 1 })),
+          SqlClient.SqlClient
+        )
+        const rows = Effect.map(
+          Effect.orDie(sql<{ run_id: string }>`SELECT run_id FROM corral_run_coordinators ORDER BY run_id`),
+          (found) => found.map((row) => row.run_id)
+        )
+        // as if `minutes` had passed without a heartbeat (the check reads the database clock)
+        const age = (runId: string, minutes: number) =>
+          Effect.orDie(
+            sql`UPDATE corral_run_coordinators SET heartbeat_at = heartbeat_at - ${minutes * 60_000} WHERE run_id = ${runId}`
+          )
+        const killed = yield* holderProcess(url, "r-killed")
+        yield* holderProcess(url, "r-live")
+        killed.kill("SIGKILL")
+        const run = (runId: string) => ({ ...start(runId), pid: process.pid, hostname: NodeOs.hostname() })
+        yield* waitUntil(Effect.map(Effect.orDie(b.liveness.alive([run("r-killed")])), (alive) => alive.size === 0))
+        yield* age("r-killed", 0.5)
+        yield* Effect.scoped(b.liveness.hold({ runId: "r-new-1" }))
+        assert.deepStrictEqual(yield* rows, ["r-killed", "r-live"], "dead for half a minute: kept")
+        yield* age("r-killed", 60)
+        // a live coordinator (its lock held) that wrote no heartbeat for an hour, e.g. a stopped process
+        yield* age("r-live", 60)
+        yield* Effect.scoped(b.liveness.hold({ runId: "r-new-2" }))
+        assert.deepStrictEqual(yield* rows, ["r-live"])
+        assert.deepStrictEqual([...(yield* b.liveness.alive([run("r-live")]))], ["r-live"])
       }).pipe(Effect.scoped),
     60_000
   )
