@@ -1,7 +1,8 @@
 /**
  * Which runners are online, with their capacity, labels, load and shards: a `corral_runners` table
  * each runner upserts on start, refreshes every `heartbeatEvery` (database clock) and as soon as the
- * shards it holds change, and deletes when it stops. `corral runners` lists the rows refreshed within
+ * shards it holds change, and deletes when it stops; a row not refreshed for ten times
+ * `heartbeatEvery`, at least a minute (a SIGKILLed runner's), is deleted by the next registration. `corral runners` lists the rows refreshed within
  * `staleAfter`; coordinators read capacity and shards for load-aware placement ({@link placements}).
  *
  * @since 0.1.0
@@ -155,6 +156,14 @@ export const placements = (
   })
 
 /**
+ * How long after its last heartbeat a runner's row is deleted by the next registration: ten times
+ * the registering runner's `heartbeatEvery`, at least a minute. Readers skip it after 10 s (`list`)
+ * or 5 s (placement) already; a live runner whose row was deleted writes it again with its next
+ * heartbeat.
+ */
+const deadRowAfter = (everyMs: number): number => Math.max(60_000, 10 * everyMs)
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -173,7 +182,10 @@ export interface Registration {
 }
 
 /**
- * Registers this runner until the scope closes, refreshing its row in the background. An interval
+ * Registers this runner until the scope closes, refreshing its row in the background (written
+ * again if it was deleted), after deleting the rows of runners whose last heartbeat is older than
+ * ten times `heartbeatEvery`, at least a minute (SIGKILLed runners, whose rows nothing else
+ * deletes). An interval
  * it cannot use dies with `PostgresOptions.InvalidOption` naming it, before anything is written;
  * creating the table or writing the row fails with `PostgresClient.StartFailed` saying the server's
  * answer.
@@ -200,23 +212,25 @@ export const register = (
     yield* migrate
     const sql = yield* SqlClient.SqlClient
     const labels = JSON.stringify(registration.labels)
-    const write = sql`INSERT INTO corral_runners
-      (address, pid, hostname, capacity, labels, running, started_at, heartbeat_at)
+    const row = (shards: string) => sql`INSERT INTO corral_runners
+      (address, pid, hostname, capacity, labels, running, shards, started_at, heartbeat_at)
       VALUES (${registration.address}, ${process.pid}, ${hostname()}, ${registration.capacity}, ${labels},
-        ${registration.running()}, ${sql.literal(nowMs)}, ${sql.literal(nowMs)})
-      ON CONFLICT (address) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname,
-        capacity = excluded.capacity, labels = excluded.labels, running = excluded.running,
-        heartbeat_at = excluded.heartbeat_at`
+        ${registration.running()}, ${shards}, ${sql.literal(nowMs)}, ${sql.literal(nowMs)})`
+    const write = sql`${row("{}")} ON CONFLICT (address) DO UPDATE SET pid = excluded.pid,
+      hostname = excluded.hostname, capacity = excluded.capacity, labels = excluded.labels,
+      running = excluded.running, shards = excluded.shards, heartbeat_at = excluded.heartbeat_at`
+    yield* sql`DELETE FROM corral_runners WHERE heartbeat_at < ${sql.literal(nowMs)} - ${deadRowAfter(every)}`
     yield* Effect.acquireRelease(write, () =>
       Effect.ignore(sql`DELETE FROM corral_runners WHERE address = ${registration.address} AND pid = ${process.pid}`)
     )
     const shardsNow = () => JSON.stringify(registration.shards?.() ?? {})
     let published = "{}"
+    // an upsert: a row deleted as long dead (this runner cut off from the server that long) comes back
     const heartbeat = () => {
       const shards = shardsNow()
       return Effect.as(
-        sql`UPDATE corral_runners SET running = ${registration.running()}, shards = ${shards},
-          heartbeat_at = ${sql.literal(nowMs)} WHERE address = ${registration.address}`,
+        sql`${row(shards)} ON CONFLICT (address) DO UPDATE SET running = excluded.running,
+          shards = excluded.shards, heartbeat_at = excluded.heartbeat_at`,
         shards
       )
     }

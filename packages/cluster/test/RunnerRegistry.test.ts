@@ -1,8 +1,13 @@
+import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer, Tracer } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Schedule, Tracer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
+import { runnerProcess } from "./support/runnerProcess.ts"
+
+const runnerScript = fileURLToPath(new URL("./support/runner.ts", import.meta.url))
 
 const server = await sharedServer()
 
@@ -77,5 +82,55 @@ describe.skipIf(server === undefined)("RunnerRegistry", () => {
         ).pipe(Layer.unwrap)
       )
     )
+  )
+
+  it.live(
+    "a SIGKILLed runner's row is deleted by a registration once long dead; a live runner's row stays or comes back",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const sql = Context.get(
+          yield* Layer.build(PostgresClient.layer(url, { maxConnections: 2 })),
+          SqlClient.SqlClient
+        )
+        const rows = Effect.map(
+          Effect.orDie(sql<{ address: string }>`SELECT address FROM corral_runners ORDER BY address`),
+          (found) => found.map((row) => row.address)
+        )
+        // as if `minutes` had passed without a heartbeat (the check reads the database clock)
+        const age = (address: string, minutes: number) =>
+          Effect.orDie(
+            sql`UPDATE corral_runners SET heartbeat_at = heartbeat_at - ${minutes * 60_000} WHERE address = ${address}`
+          )
+        const register = (port: number) =>
+          Effect.scoped(
+            RunnerRegistry.register({ address: `127.0.0.1:${port}`, capacity: 1, labels: [], running: () => 0 })
+          ).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
+        const killed = yield* runnerProcess(runnerScript, url, 1, "")
+        const live = yield* runnerProcess(runnerScript, url, 1, "")
+        const exited = Effect.callback<void>((resume) => {
+          killed.child.once("exit", () => resume(Effect.void))
+        })
+        killed.child.kill("SIGKILL")
+        yield* exited
+        const both = [killed.address, live.address].sort()
+        yield* age(killed.address, 0.5)
+        yield* register(1)
+        assert.deepStrictEqual(yield* rows, both, "dead for half a minute: kept")
+        yield* age(killed.address, 60)
+        yield* register(2)
+        assert.deepStrictEqual(yield* rows, [live.address], "the live runner's row, refreshed 2 s ago, stays")
+        // a live runner that wrote no heartbeat for an hour (cut off from the server) loses its row
+        // to the next registration and writes it again with its next heartbeat
+        yield* age(live.address, 60)
+        yield* register(3)
+        yield* Effect.suspend(() => rows).pipe(
+          Effect.flatMap((found) => (found.includes(live.address) ? Effect.void : Effect.fail("not yet"))),
+          Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 200 }),
+          Effect.orDie
+        )
+        assert.deepStrictEqual(yield* rows, [live.address])
+      }).pipe(Effect.scoped),
+    60_000
   )
 })
