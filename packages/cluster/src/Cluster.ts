@@ -445,17 +445,24 @@ const makePlacer = (refreshMs: number) =>
       })
     }
     let migrated = false
+    // warned once per outage, not at every refresh while the server is away
+    let failing = false
     const refresh = Effect.suspend(() => RunnerRegistry.placements(5_000, { migrate: !migrated })).pipe(
       Effect.flatMap((view) =>
-        Effect.sync(() => {
+        Effect.suspend(() => {
           migrated = true
           placement.setView(view)
           wake()
+          if (!failing) return Effect.void
+          failing = false
+          return Effect.logInfo("corral: reading the runner registry for placement works again")
         })
       ),
-      Effect.catch((error) =>
-        Effect.logWarning("corral: reading the runner registry for placement failed", error.message)
-      ),
+      Effect.catch((error) => {
+        if (failing) return Effect.void
+        failing = true
+        return Effect.logWarning("corral: reading the runner registry for placement failed", error.message)
+      }),
       Effect.provideService(SqlClient.SqlClient, sql)
     )
     yield* refresh

@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Logger, Schedule } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient, PostgresOptions } from "@corral/postgres"
@@ -400,6 +400,40 @@ describe.skipIf(server === undefined)("Cluster", () => {
         writeFileSync(release, "")
         assert.isTrue((yield* Fiber.join(holder)).allSucceeded)
       }).pipe(Effect.scoped),
+    120_000
+  )
+})
+
+describe.skipIf(server === undefined)("Cluster through an outage", () => {
+  it.live(
+    "a coordinator warns once per outage that it cannot read the runner registry, not at every refresh",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(server!.createDatabase())
+        const lines: Array<string> = []
+        const capture = Logger.make(({ message }) => {
+          const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
+          if (text.startsWith("corral: reading the runner registry")) lines.push(text)
+        })
+        const count = (what: string) => lines.filter((line) => line.includes(what)).length
+        const seen = (what: string, n: number) =>
+          Effect.suspend(() => (count(what) >= n ? Effect.void : Effect.fail("not yet"))).pipe(
+            Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 1200 }),
+            Effect.orDie
+          )
+        yield* Effect.gen(function* () {
+          yield* Layer.build(Cluster.layerExecutor({ url, refreshEvery: "100 millis" }))
+          for (const outage of [1, 2]) {
+            yield* server!.kill
+            yield* seen("failed", outage)
+            yield* Effect.sleep("1 second") // the outage goes on: about 10 refreshes fail
+            yield* server!.restart
+            yield* seen("works again", outage)
+          }
+        }).pipe(Effect.provide(Logger.layer([capture])), Effect.scoped)
+        assert.strictEqual(count("failed"), 2, lines.join("\n"))
+        assert.strictEqual(count("works again"), 2, lines.join("\n"))
+      }),
     120_000
   )
 })
