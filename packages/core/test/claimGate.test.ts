@@ -79,22 +79,6 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
       const expected = [...(overtaken.get(node)?.values() ?? [])].some((count) => count >= maxBypass)
       assert.strictEqual(node.wait?.reserved ?? false, expected, `${node.id} reserved after ${after}`)
     }
-    checkWatching(after)
-  }
-  // Reference for `ClaimGate.watching`: a parked agent kept so watches a holder exactly when some
-  // agent holding its keys in the run's view (every running one here) conflicts with it, and the
-  // holder it watches is one of them.
-  const checkWatching = (after: string) => {
-    for (const node of nodes) {
-      const watched = gate.watching[node.index]
-      if (node.state !== "parked" || watched === undefined) continue
-      const conflicting = running.filter((holder) =>
-        node.request!.keys.some((claim) => holder.request!.keys.some((other) => conflict(claim, other)))
-      )
-      assert.strictEqual(watched !== null, conflicting.length > 0, `${node.id} watches a holder after ${after}`)
-      if (watched !== null)
-        assert.include(conflicting, watched, `${node.id} watches a conflicting holder after ${after}`)
-    }
   }
   for (const step of steps) {
     if (step % 2 === 0 && ready.length > 0) {
@@ -118,7 +102,7 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
 }
 
 describe("ClaimGate", () => {
-  it("property: an agent is reserved once agents after it have taken one of its keys maxBypass times while it waited, and a parked agent watches a conflicting holder exactly when it has one", () => {
+  it("property: an agent is reserved once agents after it have taken one of its keys maxBypass times while it waited", () => {
     fc.assert(
       fc.property(
         fc.array(claimsArb, { minLength: 2, maxLength: 10 }),

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
-import { type HolderList, type Hit, type KeyNode, KeyTree } from "./keyTree.ts"
+import { type HolderList, type Hit, KeyTree } from "./keyTree.ts"
 import { type LockTable, memoryTables } from "./lockTable.ts"
 import { before, type Node, waitOf } from "./node.ts"
 
@@ -27,8 +27,9 @@ interface PoolUse {
  * answers most checks synchronously; only a locally free request is sent to the lock service, which
  * also sees other runs and processes. A parked agent is woken only when every lease that blocked it
  * is released and it can start (see `wakeFreed`); in a run nobody observes, the holders of its keys
- * in the run are not leases it waits for: it watches one of them (`watching`, see `letGo`). Agents
- * queued behind it may overtake it at most `maxBypass` times on each of its keys (see `bypass`).
+ * in the run are not leases it waits for but a count kept by key (`counts`, see `passOver`
+ * and `letGo`). Agents queued behind it may overtake it at most `maxBypass` times on each of its
+ * keys (see `bypass`).
  */
 export class ClaimGate {
   private readonly held = new KeyTree<Node>()
@@ -44,41 +45,23 @@ export class ClaimGate {
   private readonly parkedOn = new Map<number, Array<Node>>()
   private readonly followers: Array<Array<Node> | undefined> = []
   /**
-   * In a run nobody observes, by agent index: the one agent holding a key in the run's view that a
-   * parked agent conflicts with and waits for (`letGo` looks at it when that agent lets go); `null`
-   * when no holder conflicts with it (it waits for tokens only; it is listed in `unwatched`, and
-   * the next agent to take a key it conflicts on becomes its watched one, see `passOver`);
-   * `undefined` while it is not kept so. A release visits only the agents watching the one letting
-   * go, and a take only the parked agents watching none, not every waiter of its keys (≈ 158k
-   * visits each way a 2,000-agent claims run when each waiter kept a count of its conflicts).
+   * In a run nobody observes, by agent index: how many conflicting claim pairs agents holding keys
+   * in the run's view have with a parked agent, kept by key as they take and let go of them (see
+   * `passOver`, `letGo`); -1 while it is not counted so. An array, not a field of the agent's
+   * `WaitState`: the walks over a key's waiters read it for every waiter (≈ 158k reads and as many
+   * writes a 2,000-agent claims run), and the agent's `Extra` and `WaitState` were two more
+   * dependent loads each time.
    */
-  readonly watching: Array<Node | null | undefined> = []
-  /** The agents that watched each agent (by its index) when they parked; stale entries are skipped (see `letGo`). */
-  private readonly watchers: Array<Array<Node> | undefined> = []
-  /** The parked agents whose `watching` is `null`, by their keys. */
-  private readonly unwatched = new KeyTree<Node>()
-  /** `passOver`'s scratch list of unwatched agents its taker conflicts with (its first `promotedCount`). */
-  private readonly promoted: Array<Node> = []
-  private promotedCount = 0
+  private readonly counts: Array<number> = []
   private visits = 0
   private batches = 0
   private releaseEpoch = 0
   private grants = 0
   /**
-   * `heldConflicts`' tally and the first holder it met, the agent whose keys `passOver` walks the
-   * waiters of (not one of them) and `passOver`'s grant mark (fields: no closure per walk).
+   * `heldConflicts`' tally, the agent whose keys `letGo` or `passOver` walk the waiters of (not
+   * one of them) and `passOver`'s grant mark (fields: no closure per walk).
    */
   private hits = 0
-  private firstHolder: Node | null = null
-  /** When each agent (by index) last took its keys in the run's view, in takes (`takes`): `conflictHolder` picks the latest. */
-  private readonly takenAt: Array<number> = []
-  private takes = 0
-  /**
-   * Each agent's keys' nodes in `held` (by agent index, in its claims' order), valid while `held`'s
-   * `generation` is `keyNodesGeneration`: `heldHolder` reads their holders without a lookup.
-   */
-  private readonly keyNodes: Array<Array<KeyNode<Node>> | undefined> = []
-  private keyNodesGeneration = 0
   private subject: Node | undefined = undefined
   private takeMark = 0
   /**
@@ -119,83 +102,25 @@ export class ClaimGate {
       this.park(node, tokens, this.localBlockers(node))
       return false
     }
-    const holder = this.heldHolder(node)
+    const count = this.heldConflicts(request)
     const tokens = this.poolTokens(request)
-    if (holder === null && tokens.length === 0) {
+    if (count === 0 && tokens.length === 0) {
       this.hold(node, request)
       return true
     }
-    this.park(node, tokens, this.localBlockers(node), holder)
+    this.park(node, tokens, this.localBlockers(node), count)
     return false
   }
 
   /** How many conflicting claim pairs the agents holding keys in the run's view have with `request`. */
   private heldConflicts(request: Claims.Request): number {
-    this.firstHolder = null
     if (this.held.size === 0 || request.keys.length === 0) return 0
     this.hits = 0
     this.held.eachConflictSet(request.keys, this.countHits)
     return this.hits
   }
 
-  /**
-   * The agent holding a key in the run's view that conflicts with `request` and took its keys last,
-   * or `null`: with tasks of like length it lets go last, so a waiter watching it seldom has
-   * another holder to watch when it does.
-   */
-  private conflictHolder(request: Claims.Request): Node | null {
-    this.heldConflicts(request)
-    return this.firstHolder
-  }
-
-  /**
-   * `conflictHolder` for `node`'s request, read from its keys' nodes in `held` (`keyNodes`): their
-   * holders and their ancestors'; a key with held claims below it takes `conflictHolder`'s walk.
-   */
-  private heldHolder(node: Node): Node | null {
-    const claims = node.request!.keys
-    if (this.held.size === 0 || claims.length === 0) return null
-    const nodes = this.keyNodesOf(node)
-    let best: Node | null = null
-    for (let i = 0; i < claims.length; i++) {
-      const write = claims[i]!.mode === "write"
-      const at = nodes[i]!
-      if ((write ? at.subReaders + at.subWriters : at.subWriters) > 0) return this.conflictHolder(node.request!)
-      for (let up: KeyNode<Node> | undefined = at; up !== undefined; up = up.parent) {
-        best = this.later(best, up.writers)
-        if (write) best = this.later(best, up.readers)
-      }
-    }
-    return best
-  }
-
-  /** `best` or the last holder of `holders`, whichever took its keys later. */
-  private later(best: Node | null, holders: HolderList<Node>): Node | null {
-    if (holders.size === 0) return best
-    const last = holders.items[holders.size - 1]!
-    return best === null || this.takenAt[last.index]! > this.takenAt[best.index]! ? last : best
-  }
-
-  private keyNodesOf(node: Node): Array<KeyNode<Node>> {
-    const keyNodes = this.keyNodes
-    if (this.held.generation !== this.keyNodesGeneration) {
-      keyNodes.length = 0
-      this.keyNodesGeneration = this.held.generation
-    }
-    while (keyNodes.length <= node.index) keyNodes.push(undefined)
-    let nodes = keyNodes[node.index]
-    if (nodes === undefined) {
-      nodes = node.request!.keys.map((claim) => this.held.nodeOf(claim.segments))
-      keyNodes[node.index] = nodes
-    }
-    return nodes
-  }
-
   private readonly countHits = (holders: HolderList<Node>): void => {
-    if (holders.size === 0) return
-    const last = holders.items[holders.size - 1]!
-    const first = this.firstHolder
-    if (first === null || this.takenAt[last.index]! > this.takenAt[first.index]!) this.firstHolder = last
     this.hits += holders.size
   }
 
@@ -315,25 +240,33 @@ export class ClaimGate {
   }
 
   /**
-   * `node` let go of its keys in the run's view: each parked agent watching it (`watching`) watches
-   * another holder of a key it conflicts on, if one is left, and one left with none and no token to
-   * wait for is woken now. An agent listed here that no longer watches `node` (it was woken or
-   * parked again since) is skipped.
+   * `node` let go of its keys in the run's view: each parked agent counted by key (`counts`)
+   * loses its conflicts with it, and one left with none and no token to wait for is woken now.
    */
-  private letGo(node: Node, _request: Claims.Request): void {
-    const list = this.watchers[node.index]
-    if (list === undefined) return
-    this.watchers[node.index] = undefined
+  private letGo(node: Node, request: Claims.Request): void {
     this.startBatch()
-    const watching = this.watching
-    for (let i = 0; i < list.length; i++) {
-      const other = list[i]!
-      if (watching[other.index] !== node || other.state !== "parked") continue
-      const holder = this.heldHolder(other)
-      this.setWatch(other, holder)
-      if (holder === null && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
-    }
+    this.subject = node
+    this.intents.eachConflictSet(request.keys, this.uncountAll)
+    this.subject = undefined
     this.wakeFreed()
+  }
+
+  /** `letGo`'s step for the waiters of one key: a loop here, not a call per waiter from the tree. */
+  private readonly uncountAll = (waiters: HolderList<Node>): void => {
+    const items = waiters.items
+    const node = this.subject
+    for (let i = 0; i < waiters.size; i++) {
+      const other = items[i]!
+      if (other !== node) this.uncount(other)
+    }
+  }
+
+  private uncount(other: Node): void {
+    const counts = this.counts
+    const count = counts[other.index]!
+    if (!(count > 0) || other.state !== "parked") return
+    counts[other.index] = count - 1
+    if (count === 1 && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
   }
 
   onRelease(token: number): void {
@@ -393,24 +326,24 @@ export class ClaimGate {
         // Examined once per batch: a release can free an agent both by key and by token.
         if (wait.batchMark === batch) continue
         wait.batchMark = batch
-        const holder = this.watching[node.index] !== undefined ? null : this.heldHolder(node)
+        const count = this.counts[node.index]! >= 0 ? 0 : this.heldConflicts(request)
         const ahead = conflicting(request, woken, this.wokenCount)
         if (ahead >= 0) {
           const first = woken[ahead]!
           const key = (chains[ahead] ??= sharedWrite(request, first.request!))
           const joins = key !== "" && writes(request, key)
-          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first), holder)
+          this.parkAgain(node, undefined, reservedToken(joins ? tails[ahead]! : first), count)
           if (joins) tails[ahead] = node
           if (!wait.reserved) this.freeFollowers(node, i)
           continue
         }
         const tokens = this.poolTokens(request, wait.blockingTokens)
-        if (holder !== null || tokens.length > 0) {
-          this.parkAgain(node, tokens, 0, holder)
+        if (count > 0 || tokens.length > 0) {
+          this.parkAgain(node, tokens, 0, count)
           if (!wait.reserved) this.freeFollowers(node, i)
           continue
         }
-        this.setWatch(node, undefined)
+        this.counts[node.index] = -1
         const at = this.wokenCount++
         woken[at] = node
         tails[at] = node
@@ -447,12 +380,12 @@ export class ClaimGate {
 
   /**
    * Keeps a parked node parked on `tokens` (or, with none, following the agent whose reserved token
-   * is `follow`) and, in a run nobody observes, watching `holder` (see `watching`).
+   * is `follow`) and, in a run nobody observes, on `count` conflicts with holders of its keys.
    */
-  private parkAgain(node: Node, tokens: Array<number> | undefined, follow: number, holder: Node | null): void {
+  private parkAgain(node: Node, tokens: Array<number> | undefined, follow: number, count: number): void {
     const wait = node.wait!
     wait.blockingTokens = tokens
-    this.setWatch(node, holder)
+    this.setCount(node, count)
     wait.describeBlockers = this.localBlockers(node)
     if (tokens === undefined) {
       this.addWaiter(follow, node)
@@ -488,16 +421,12 @@ export class ClaimGate {
     if (wait === undefined || !wait.intent) return
     wait.intent = false
     this.intents.remove(node, node.request!.keys)
-    if (this.watching[node.index] === null) this.setWatch(node, undefined)
     if (wait.reserved) this.reserved.remove(node, node.request!.keys)
     this.onRelease(reservedToken(node))
   }
 
   private hold(node: Node, request: Claims.Request): void {
     this.held.add(node, request.keys)
-    const takenAt = this.takenAt
-    while (takenAt.length <= node.index) takenAt.push(0)
-    takenAt[node.index] = ++this.takes
     for (const claim of request.pools) {
       let use = this.pools.get(claim.pool)
       if (use === undefined) this.pools.set(claim.pool, (use = { used: 0, holders: new Set() }))
@@ -524,17 +453,17 @@ export class ClaimGate {
 
   /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
   /** `tokens` (no repeats) becomes the node's own list. */
-  /** `holder` (a run nobody observes): the holder of a key it conflicts on that it watches, see `watching`; `undefined`: not kept so. */
+  /** `count` (a run nobody observes): its conflicts with holders of its keys, counted by key from now on; -1: not counted. */
   private park(
     node: Node,
     tokens: Array<number>,
     describe: () => ReadonlyArray<ResourceLocks.Blocker>,
-    holder?: Node | null
+    count = -1
   ): void {
     const wait = waitOf(node)
     const blocking = tokens
     wait.blockingTokens = blocking
-    this.setWatch(node, holder)
+    this.setCount(node, count)
     for (const token of blocking) this.addWaiter(token, node)
     if (!wait.intent) {
       wait.intent = true
@@ -571,47 +500,32 @@ export class ClaimGate {
 
   /**
    * `node` takes its keys (in a run nobody observes, when it holds them in the run's view; otherwise
-   * when it is granted its lease): each agent waiting for them that came first is overtaken by it on
-   * each of those keys (see `bypass`), which is logged once per key and counted only when a waiter
-   * could have reached `maxBypass`. A parked agent watching no holder (`unwatched`) that conflicts
-   * with it watches it now; one already watching a holder needs nothing (it is looked at again when
-   * that one lets go, see `letGo`).
+   * when it is granted its lease): a parked agent waiting for them and counted by key gains its
+   * conflicts with it (`counts`), so it is woken only once every holder of its keys has let
+   * go (`letGo`); each agent waiting for them that came first is overtaken by it on each of those
+   * keys (see `bypass`), which is logged once per key and counted only when a waiter could have
+   * reached `maxBypass`.
    */
   private passOver(node: Node, request: Claims.Request): void {
     this.takeMark = ++this.grants
     this.subject = node
     this.intents.eachConflictSet(request.keys, this.overtakeAll)
-    if (this.unwatched.size > 0) this.promote(node, request)
     this.subject = undefined
-  }
-
-  /** Makes the unwatched parked agents that conflict with `node`'s keys watch it. */
-  private promote(node: Node, request: Claims.Request): void {
-    this.promotedCount = 0
-    this.unwatched.eachConflictSet(request.keys, this.collectUnwatched)
-    const promoted = this.promoted
-    for (let i = 0; i < this.promotedCount; i++) {
-      const other = promoted[i]!
-      if (this.watching[other.index] === null && other.state === "parked") this.setWatch(other, node)
-    }
-  }
-
-  private readonly collectUnwatched = (waiters: HolderList<Node>): void => {
-    const items = waiters.items
-    const node = this.subject
-    for (let i = 0; i < waiters.size; i++) {
-      const other = items[i]!
-      if (other !== node) this.promoted[this.promotedCount++] = other
-    }
   }
 
   /** `passOver`'s step for the waiters of one key. */
   private readonly overtakeAll = (waiters: HolderList<Node>): void => {
+    const items = waiters.items
     const node = this.subject!
+    const counts = this.counts
+    for (let i = 0; i < waiters.size; i++) {
+      const other = items[i]!
+      const count = counts[other.index]!
+      if (count >= 0 && other !== node && other.state === "parked") counts[other.index] = count + 1
+    }
     if (!waiters.log(node, this.takeMark)) return
     // `since` grows along the list: no waiter can have been overtaken more often than the first.
     if (waiters.eventCount - waiters.since[0]! < this.host.maxBypass) return
-    const items = waiters.items
     for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
       if (other !== node && !other.wait!.reserved && before(other, node)) this.overtaken(other, waiters, i)
@@ -625,26 +539,16 @@ export class ClaimGate {
     this.reserved.add(other, other.request!.keys)
   }
 
-  /** Sets the holder `node` watches (see `watching`) and lists it among that holder's watchers or in `unwatched`. */
-  private setWatch(node: Node, holder: Node | null | undefined): void {
-    const watching = this.watching
-    while (watching.length <= node.index) watching.push(undefined)
-    const old = watching[node.index]
-    watching[node.index] = holder
-    if (old === null && holder !== null) this.unwatched.remove(node, node.request!.keys)
-    else if (old !== null && holder === null) this.unwatched.add(node, node.request!.keys)
-    if (holder === null || holder === undefined) return
-    const watchers = this.watchers
-    while (watchers.length <= holder.index) watchers.push(undefined)
-    const list = watchers[holder.index]
-    if (list === undefined) watchers[holder.index] = [node]
-    else list.push(node)
+  /** Sets `node`'s count of conflicts with holders of its keys (-1: not counted, see `counts`). */
+  private setCount(node: Node, count: number): void {
+    const counts = this.counts
+    while (counts.length <= node.index) counts.push(-1)
+    counts[node.index] = count
   }
 
-  /** Whether a parked agent has no conflict left with holders of its keys (or is not kept so): it watches none. */
+  /** Whether a parked agent has no conflict left with holders of its keys (or is not counted by key). */
   private heldFree(node: Node): boolean {
-    const watched = this.watching[node.index]
-    return watched === null || watched === undefined
+    return !(this.counts[node.index]! > 0)
   }
 
   /** Parks `node` on `token`. A new list starts with room for one (most hold one or two). */

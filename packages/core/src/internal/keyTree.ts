@@ -76,18 +76,6 @@ class Node<H> {
   }
 }
 
-/**
- * One key's place in a `KeyTree`, to read: its holders in each mode, how many claims below it are
- * held (`subReaders`, `subWriters`) and its parent (`undefined` at the root).
- */
-export interface KeyNode<H> {
-  readonly readers: HolderList<H>
-  readonly writers: HolderList<H>
-  readonly subReaders: number
-  readonly subWriters: number
-  readonly parent: KeyNode<H> | undefined
-}
-
 export interface Hit<H> {
   readonly holder: H
   readonly key: string
@@ -138,8 +126,6 @@ const descend = <H>(node: Node<H>, mode: Mode, f: SetVisitor<H>): boolean => {
 export class KeyTree<H> {
   readonly root = new Node<H>(undefined, "", "")
   size = 0
-  /** Changes whenever a sweep may have dropped nodes (see `nodeOf`). */
-  generation = 0
   private nodes = 0
   private sweepAt = sweepAbove
   /** The visitor and the excluded holder of the walk under way (`visit`): fields, so a walk allocates no closure. */
@@ -253,24 +239,6 @@ export class KeyTree<H> {
     return false
   }
 
-  /**
-   * The node of a key (made empty if there is none): a caller may keep it to read that key's
-   * holders without a lookup for as long as `generation` stays the same.
-   */
-  nodeOf(segments: ReadonlyArray<string>): KeyNode<H> {
-    let node = this.root
-    for (const segment of segments) {
-      let child = node.children.get(segment)
-      if (child === undefined) {
-        child = new Node(node, segment, node === this.root ? segment : `${node.path}/${segment}`)
-        node.children.set(segment, child)
-        this.nodes++
-      }
-      node = child
-    }
-    return node
-  }
-
   private find(segments: ReadonlyArray<string>): Node<H> | undefined {
     let node: Node<H> | undefined = this.root
     for (const segment of segments) {
@@ -282,7 +250,6 @@ export class KeyTree<H> {
 
   /** Removes the empty nodes below `node`; whether `node` itself is now empty. */
   private sweep(node: Node<H>): boolean {
-    if (node === this.root) this.generation++
     for (const [segment, child] of node.children) {
       if (this.sweep(child)) {
         node.children.delete(segment)
