@@ -154,10 +154,8 @@ const gitTrusts = (top: string): boolean => {
   return spawnSync("git", ["rev-parse", "--git-dir"], { cwd: top, env, stdio: "ignore" }).status === 0
 }
 
-/** The default state folder, `<top>/.corral`, or why git refuses the work tree holding `root`. */
-const defaultStateDir = (root: string) => {
-  const found = workTreeTop(root, process.env)
-  if (found === undefined) return Effect.succeed(NodePath.join(root, ".corral"))
+/** Why git refuses the work tree it found (exit 2), or nothing. */
+const refused = (found: Found) => {
   if (found.refusal !== undefined) {
     return invalidInput(`git refuses the work tree at ${found.top}: ${found.refusal}; fix or remove that file`)
   }
@@ -166,8 +164,22 @@ const defaultStateDir = (root: string) => {
       `git refuses the repository at ${found.top}: it is owned by another user (uid ${found.owner}); if you trust it: git config --global --add safe.directory ${found.top}`
     )
   }
-  return Effect.succeed(NodePath.join(found.top, ".corral"))
+  return Effect.void
 }
+
+/** The default state folder, `<top>/.corral`, or why git refuses the work tree holding `root`. */
+const defaultStateDir = (root: string) => {
+  const found = workTreeTop(root, process.env)
+  if (found === undefined) return Effect.succeed(NodePath.join(root, ".corral"))
+  return Effect.as(refused(found), NodePath.join(found.top, ".corral"))
+}
+
+/** The walk-up's refusals, for a state folder `--state-dir` or `CORRAL_HOME` named (no walk-up ran). */
+const acceptedByGit = (root: string) =>
+  Effect.suspend(() => {
+    const found = workTreeTop(root, process.env)
+    return found === undefined ? Effect.void : refused(found)
+  })
 
 /**
  * Resolves and checks the repository folder and the state directory. The repository stays the
@@ -253,13 +265,16 @@ const headUnborn = (root: string, commonDir: string): boolean => {
 
 /**
  * Checks that `repo` is in a git work tree with a commit, before a worktree run writes anything: the
- * message says what to do instead. The lookup is the one the run's workspaces make (cached: no extra git command).
+ * message says what to do instead. First the refusals of the state folder's walk-up (a `.git` file
+ * naming no repository, another user's repository), which a `--state-dir` or `CORRAL_HOME` skipped,
+ * so they are said in corral's words rather than git's. The lookup is the one the run's workspaces
+ * make (cached: no extra git command).
  *
  * @since 0.1.0
  * @category resolving
  */
 export const checkWorkTree = (repo: string) =>
-  Workspace.locate(repo).pipe(
+  Effect.andThen(acceptedByGit(repo), Workspace.locate(repo)).pipe(
     Effect.flatMap(({ root, commonDir }) =>
       headUnborn(root, commonDir) ? invalidInput(notARepository(root)) : Effect.void
     ),
