@@ -247,6 +247,31 @@ describe("the default state folder is where git finds the work tree (end to end)
     }
   )
 
+  it.skipIf(process.getuid?.() !== 0 && process.env.CI !== "true")(
+    "a symbolic-link .git is owner-checked as git checks it: the link's owner, not its target's",
+    async () => {
+      const me = String(process.getuid?.() ?? 0)
+      const linked = (linkOwner: string, targetOwner: string) => {
+        const repo = NodeFs.realpathSync(repoWithFolders())
+        const real = NodePath.join(tempDir("real-git-"), "real.git")
+        NodeFs.renameSync(NodePath.join(repo, ".git"), real)
+        NodeFs.symlinkSync(real, NodePath.join(repo, ".git"))
+        execFileSync("chown", ["-R", targetOwner, real])
+        execFileSync("chown", ["-h", linkOwner, NodePath.join(repo, ".git")])
+        return repo
+      }
+      const foreignLink = linked("nobody", me)
+      const sub = NodePath.join(foreignLink, "c", "d")
+      expect(gitTop(sub), "git refuses a link another user owns").toBeUndefined()
+      const refused = await runCli(["runs"], { cwd: sub })
+      expect(refused.code, refused.stdout + refused.stderr).toBe(2)
+      expect(refused.stderr).toContain(`git refuses the repository at ${foreignLink}: it is owned by another user`)
+      const ownLink = linked(me, "nobody")
+      expect(gitTop(NodePath.join(ownLink, "c", "d")), "git takes a link the user owns").toBe(ownLink)
+      expect(await stateFolderNamed(NodePath.join(ownLink, "c", "d"))).toBe(NodePath.join(ownLink, ".corral"))
+    }
+  )
+
   it.skipIf(!canMount)(
     "stops at a file system's edge unless GIT_DISCOVERY_ACROSS_FILESYSTEM, as git does",
     async () => {

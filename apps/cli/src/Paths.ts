@@ -91,9 +91,10 @@ const currentUser = (env: NodeJS.ProcessEnv): number | undefined => {
 }
 
 /**
- * The owner git objects to in a work tree: of its `.git` (`dotGit`, followed if a link) or of one of
- * `paths` (the top folder, the repository a `.git` file names) when not the current user; git
- * refuses such a repository unless `safe.directory` trusts it.
+ * The owner git objects to in a work tree: of its `.git` (`dotGit`, the link's own when it is a
+ * symbolic link: git reads owners with `lstat`) or of one of `paths` (the top folder, the
+ * repository a `.git` file names) when not the current user; git refuses such a repository unless
+ * `safe.directory` trusts it.
  */
 const foreignOwner = (dotGit: NodeFs.Stats, paths: ReadonlyArray<string>, env: NodeJS.ProcessEnv) => {
   const user = currentUser(env)
@@ -108,16 +109,17 @@ const foreignOwner = (dotGit: NodeFs.Stats, paths: ReadonlyArray<string>, env: N
 
 const workTreeAt = (folder: string, env: NodeJS.ProcessEnv): Found | undefined => {
   const dotGit = NodePath.join(folder, ".git")
-  const stat = NodeFs.statSync(dotGit, { throwIfNoEntry: false })
-  if (stat === undefined) return undefined
+  const link = NodeFs.lstatSync(dotGit, { throwIfNoEntry: false })
+  const stat = link?.isSymbolicLink() ? NodeFs.statSync(dotGit, { throwIfNoEntry: false }) : link
+  if (link === undefined || stat === undefined) return undefined
   if (stat.isDirectory()) {
     if (!NodeFs.existsSync(NodePath.join(dotGit, "HEAD"))) return undefined
-    return { top: folder, owner: foreignOwner(stat, [folder], env) }
+    return { top: folder, owner: foreignOwner(link, [folder], env) }
   }
   if (!stat.isFile()) return undefined
   const target = gitFileTarget(dotGit)
   if ("refusal" in target) return { top: folder, refusal: target.refusal }
-  return { top: folder, owner: foreignOwner(stat, [folder, target.gitDir], env) }
+  return { top: folder, owner: foreignOwner(link, [folder, target.gitDir], env) }
 }
 
 /**
