@@ -494,6 +494,7 @@ const drainRunners = (
         _tag: "RunnersStillRunning",
         at: Date.now(),
         agents: ids,
+        running: drained.agents.map(({ agent, runner }) => ({ agent, runner: runner ?? null })),
         reason: drained._tag === "Skipped" ? "stopped again" : "bound"
       })
     )
