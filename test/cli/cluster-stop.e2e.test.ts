@@ -1,4 +1,5 @@
 import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import { PostgresClient } from "@corral/postgres"
 import { Effect, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
@@ -361,6 +362,13 @@ describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners
         `SELECT count(*)::int AS n FROM transition_batches WHERE run_id = '${runId}' AND entries LIKE '%RunnersStillRunning%'`
       )
       expect(recorded, "the ledger records it").toEqual([{ n: 1 }])
+      const status = await runCli(["status", runId, "--cluster", url], { cwd: repo })
+      expect(status.code, status.stderr).toBe(0)
+      expect(status.stdout).toContain(`left running when the run ended: s1, s2 on runner ${runner.address}`)
+      const html = NodePath.join(cluster.scratch("corral-report-"), "report.html")
+      const report = await runCli(["report", runId, "--cluster", url, "--html", html], { cwd: repo })
+      expect(report.code, report.stderr).toBe(0)
+      expect(NodeFs.readFileSync(html, "utf8")).toContain(`s1, s2 on runner ${runner.address}`)
       await waitFor(() => processesOf(runId).length === 0, 30_000, "the resumed runner to stop the agents")
     } finally {
       runner.signal("SIGCONT")

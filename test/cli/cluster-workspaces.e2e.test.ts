@@ -1,8 +1,9 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { RunLedger } from "@corral/platform-node"
-import { PostgresLedger } from "@corral/postgres"
+import { PostgresClient, PostgresLedger } from "@corral/postgres"
 import { Effect, Option } from "effect"
+import { SqlClient } from "effect/sql"
 import { describe, expect, it } from "vitest"
 import * as Reconcile from "../../apps/cli/src/Reconcile.ts"
 import {
@@ -316,6 +317,39 @@ agents:
     expect(branches(repo)).toEqual(["main"])
     runner.signal("SIGINT")
     expect((await runner.done).code).toBe(130)
+  }, 180_000)
+
+  it("a run that fails after creating its integration branch (the ledger refuses its start) leaves no branch", async () => {
+    const url = await database()
+    const repo = scratchRepo()
+    const runner = await startRunner(url, cloneFor(repo, "refused"))
+    try {
+      const listed = await runCli(["runs", "--cluster", url], { cwd: repo })
+      expect(listed.code, listed.stderr).toBe(0)
+      await Effect.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.unsafe(
+            "CREATE FUNCTION refuse_runs() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'no new runs here'; END $$ LANGUAGE plpgsql"
+          )
+          yield* sql.unsafe(
+            "CREATE TRIGGER refuse_runs BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION refuse_runs()"
+          )
+        }).pipe(Effect.provide(PostgresClient.layer(url)))
+      )
+      const plan = writePlan(
+        scratch("corral-plan-"),
+        "plan.yaml",
+        "version: 1\nagents:\n  - id: a\n    run: echo a > a.txt\n"
+      )
+      const failed = await runCli(["run", plan, "--cluster", url], { cwd: repo })
+      expect(failed.code, failed.stdout + failed.stderr).toBe(1)
+      expect(failed.stderr).toContain("corral: PgConnection: Query failed")
+      expect(branches(repo), "nothing merged, nothing to take").toEqual(["main"])
+    } finally {
+      runner.signal("SIGINT")
+      await runner.done
+    }
   }, 180_000)
 
   it("a runner removes its worktree on Ctrl-C; after a SIGKILL, corral gc on its machine removes what is left", async () => {

@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { describe, expect, it } from "vitest"
 import {
   branches,
@@ -353,6 +354,34 @@ describe("a run that merges nothing (end to end)", () => {
     expect(gc.code, gc.stdout + gc.stderr).toBe(0)
     expect(gc.stdout).toContain(`corral/${runId}/integration`)
     expect(branches(repo).sort()).toEqual([merged[0], "main"].sort())
+  })
+
+  it("a run that fails after creating its integration branch, before its first agent, leaves no branch; --resume-from it runs", async () => {
+    const repo = makeRepo()
+    const state = tempDir("state-")
+    // The rate limiter's table made by someone else: its migration fails once the integration branch exists.
+    const locks = new DatabaseSync(NodePath.join(state, "locks.db"))
+    locks.exec("CREATE TABLE rate_buckets (x)")
+    locks.close()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `rateLimits: { api: { limit: 5, interval: 1 minute } }\n${planOf("  - id: one\n    rateLimit: api\n    run: echo one > one.txt\n")}`
+    )
+    const failed = await runCli(["run", plan, "--state-dir", state], { cwd: repo })
+    expect(failed.code, failed.stdout + failed.stderr).toBe(1)
+    expect(failed.stderr).toContain("the claim table failed")
+    expect(branches(repo), "nothing merged, nothing to take").toEqual(["main"])
+    const runId = /^(\d{8}-\d{6}-[a-z0-9]+)\s/m.exec(
+      (await runCli(["runs", "--state-dir", state], { cwd: repo })).stdout
+    )?.[1]
+    expect(runId).toBeDefined()
+    NodeFs.rmSync(NodePath.join(state, "locks.db"))
+    const resumed = await runCli(["run", plan, "--state-dir", state, "--resume-from", runId!], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
+    const merged = branches(repo).filter((b) => b !== "main")
+    expect(merged).toHaveLength(1)
+    expect(git(repo, "show", `${merged[0]}:one.txt`)).toBe("one\n")
   })
 
   it("gc keeps a failed agent's own commits and says no branch holds them, not a deleted integration branch", async () => {

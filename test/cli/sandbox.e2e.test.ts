@@ -1,9 +1,9 @@
 import * as NodeFs from "node:fs"
 import * as net from "node:net"
 import * as NodePath from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest"
 import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
-import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import { branches, git, makeRepo, root, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap runs these tests and fails them; elsewhere they are skipped.
 const enabled = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -282,6 +282,61 @@ ${attempt("read-top", `grep -q test "${top}/README.md"`)}
     expect(worktreeRun.code, worktreeRun.stdout + worktreeRun.stderr).toBe(0)
     const merged = branches(repo).find((b) => b.endsWith("/integration"))!
     expect(git(repo, "show", `${merged}:results.txt`)).toBe("read-state:blocked\nread-top:ok\n")
+  }, 120_000)
+
+  it("allow.read of / shows the file system read-only, with the sandbox's own /dev, /proc and /tmp (the checkout here is in /tmp) and the state folder hidden", async () => {
+    const repo = makeRepo({ "README.md": "# test\n" })
+    const top = NodeFs.realpathSync(repo)
+    const beside = NodePath.join(NodePath.dirname(top), `beside-${NodePath.basename(top)}.txt`)
+    NodeFs.writeFileSync(beside, "host tmp\n")
+    // Outside /tmp, which the sandbox replaces, so only the state folder's own hiding keeps it out of sight.
+    const state = NodeFs.mkdtempSync("/var/tmp/corral-e2e-state-")
+    onTestFinished(() => {
+      NodeFs.rmSync(beside, { force: true })
+      NodeFs.rmSync(state, { recursive: true, force: true })
+    })
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: root
+    sandbox: { network: false, allow: { read: ["/"] } }
+    run: |
+${attempt("read-etc", "grep -q root /etc/passwd")}
+${attempt("read-outside", `grep -q '"name"' "${root}/package.json"`)}
+${attempt("read-top", `grep -q test "${top}/README.md"`)}
+${attempt("dev-null", "echo x > /dev/null")}
+${attempt("own-proc", "[ \"$(ls /proc | grep -c '^[0-9]')\" -lt 10 ]")}
+${attempt("read-host-tmp", `cat "${beside}"`)}
+${attempt("write-tmp", "echo x > /tmp/pwned")}
+${attempt("read-state", `cat "${state}/ledger.db"`)}
+${attempt("list-state", `ls -A "${state}" | grep -qx -e ledger.db -e runs -e locks.db`)}
+${attempt("write-checkout", `echo x > "${top}/pwned.txt"`)}
+${attempt("write-tmpdir", 'echo x > "$TMPDIR/scratch"')}
+      mv results.tmp results.txt
+`
+    )
+    const result = await runCli(["run", plan, "--state-dir", state], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(NodeFs.existsSync(NodePath.join(state, "ledger.db"))).toBe(true)
+    const merged = branches(repo).find((b) => b.endsWith("/integration"))!
+    expect(git(repo, "show", `${merged}:results.txt`)).toBe(
+      [
+        "read-etc:ok",
+        "read-outside:ok",
+        "read-top:blocked",
+        "dev-null:ok",
+        "own-proc:ok",
+        "read-host-tmp:blocked",
+        "write-tmp:blocked",
+        "read-state:blocked",
+        "list-state:blocked",
+        "write-checkout:blocked",
+        "write-tmpdir:ok",
+        ""
+      ].join("\n")
+    )
+    expect(NodeFs.existsSync(NodePath.join(top, "pwned.txt"))).toBe(false)
   }, 120_000)
 
   it("kill -9 of corral ends its sandboxed agents at once (bwrap --die-with-parent)", async () => {

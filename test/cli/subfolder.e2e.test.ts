@@ -204,6 +204,74 @@ describe("the default state folder is where git finds the work tree (end to end)
     }
   )
 
+  it("a worktree run with --state-dir or CORRAL_HOME refuses a .git file naming no repository, as the walk-up does", async () => {
+    const repo = NodeFs.realpathSync(repoWithFolders())
+    const sub = NodePath.join(repo, "c")
+    const dotGit = NodePath.join(sub, ".git")
+    NodeFs.writeFileSync(dotGit, "gitdir: ../a\n")
+    const marker = NodePath.join(tempDir("marks-"), "ran")
+    const plan = planFile(`agents:\n  - id: one\n    run: touch ${marker}\n`)
+    const state = NodePath.join(tempDir("state-"), "state")
+    for (const [args, env] of [
+      [["run", plan, "--state-dir", state], {}],
+      [["run", plan], { CORRAL_HOME: state }]
+    ] as const) {
+      const result = await runCli([...args], { cwd: NodePath.join(sub, "d"), env })
+      expect(result.code, result.stdout + result.stderr).toBe(2)
+      expect(result.stderr).toContain(
+        `git refuses the work tree at ${sub}: ${dotGit} names ${NodePath.join(repo, "a")}, which is not a git repository`
+      )
+    }
+    expect(NodeFs.existsSync(marker)).toBe(false)
+    expect(NodeFs.existsSync(state), "nothing written").toBe(false)
+  })
+
+  it.skipIf(process.getuid?.() !== 0 && process.env.CI !== "true")(
+    "a worktree run with --state-dir or CORRAL_HOME refuses another user's repository, as the walk-up does",
+    async () => {
+      const repo = NodeFs.realpathSync(repoWithFolders())
+      execFileSync("chown", ["-R", "nobody", repo])
+      const marker = NodePath.join(tempDir("marks-"), "ran")
+      const plan = planFile(`agents:\n  - id: one\n    run: touch ${marker}\n`)
+      const state = NodePath.join(tempDir("state-"), "state")
+      for (const [args, env] of [
+        [["run", plan, "--state-dir", state], {}],
+        [["run", plan], { CORRAL_HOME: state }]
+      ] as const) {
+        const result = await runCli([...args], { cwd: NodePath.join(repo, "c", "d"), env })
+        expect(result.code, result.stdout + result.stderr).toBe(2)
+        expect(result.stderr).toContain(`git refuses the repository at ${repo}: it is owned by another user`)
+      }
+      expect(NodeFs.existsSync(marker)).toBe(false)
+      expect(NodeFs.existsSync(state), "nothing written").toBe(false)
+    }
+  )
+
+  it.skipIf(process.getuid?.() !== 0 && process.env.CI !== "true")(
+    "a symbolic-link .git is owner-checked as git checks it: the link's owner, not its target's",
+    async () => {
+      const me = String(process.getuid?.() ?? 0)
+      const linked = (linkOwner: string, targetOwner: string) => {
+        const repo = NodeFs.realpathSync(repoWithFolders())
+        const real = NodePath.join(tempDir("real-git-"), "real.git")
+        NodeFs.renameSync(NodePath.join(repo, ".git"), real)
+        NodeFs.symlinkSync(real, NodePath.join(repo, ".git"))
+        execFileSync("chown", ["-R", targetOwner, real])
+        execFileSync("chown", ["-h", linkOwner, NodePath.join(repo, ".git")])
+        return repo
+      }
+      const foreignLink = linked("nobody", me)
+      const sub = NodePath.join(foreignLink, "c", "d")
+      expect(gitTop(sub), "git refuses a link another user owns").toBeUndefined()
+      const refused = await runCli(["runs"], { cwd: sub })
+      expect(refused.code, refused.stdout + refused.stderr).toBe(2)
+      expect(refused.stderr).toContain(`git refuses the repository at ${foreignLink}: it is owned by another user`)
+      const ownLink = linked(me, "nobody")
+      expect(gitTop(NodePath.join(ownLink, "c", "d")), "git takes a link the user owns").toBe(ownLink)
+      expect(await stateFolderNamed(NodePath.join(ownLink, "c", "d"))).toBe(NodePath.join(ownLink, ".corral"))
+    }
+  )
+
   it.skipIf(!canMount)(
     "stops at a file system's edge unless GIT_DISCOVERY_ACROSS_FILESYSTEM, as git does",
     async () => {

@@ -88,12 +88,7 @@ export const of = (
   const resolve = (dir: string) => NodePath.resolve(paths.repo, dir)
   const read = agent.sandbox.allow.read.map(resolve)
   const write = agent.sandbox.allow.write.map(resolve)
-  const stateDir = NodePath.resolve(paths.stateDir)
-  const hide = [handle.dir, ...read, ...write].some((dir) =>
-    stateDir.startsWith(`${NodePath.resolve(dir)}${NodePath.sep}`)
-  )
-    ? [stateDir]
-    : []
+  const hide = Sandbox.hideWithin(paths.stateDir, [handle.dir, ...read, ...write])
   return {
     env,
     privateDirs,

@@ -91,9 +91,10 @@ const currentUser = (env: NodeJS.ProcessEnv): number | undefined => {
 }
 
 /**
- * The owner git objects to in a work tree: of its `.git` (`dotGit`, followed if a link) or of one of
- * `paths` (the top folder, the repository a `.git` file names) when not the current user; git
- * refuses such a repository unless `safe.directory` trusts it.
+ * The owner git objects to in a work tree: of its `.git` (`dotGit`, the link's own when it is a
+ * symbolic link: git reads owners with `lstat`) or of one of `paths` (the top folder, the
+ * repository a `.git` file names) when not the current user; git refuses such a repository unless
+ * `safe.directory` trusts it.
  */
 const foreignOwner = (dotGit: NodeFs.Stats, paths: ReadonlyArray<string>, env: NodeJS.ProcessEnv) => {
   const user = currentUser(env)
@@ -108,16 +109,17 @@ const foreignOwner = (dotGit: NodeFs.Stats, paths: ReadonlyArray<string>, env: N
 
 const workTreeAt = (folder: string, env: NodeJS.ProcessEnv): Found | undefined => {
   const dotGit = NodePath.join(folder, ".git")
-  const stat = NodeFs.statSync(dotGit, { throwIfNoEntry: false })
-  if (stat === undefined) return undefined
+  const link = NodeFs.lstatSync(dotGit, { throwIfNoEntry: false })
+  const stat = link?.isSymbolicLink() ? NodeFs.statSync(dotGit, { throwIfNoEntry: false }) : link
+  if (link === undefined || stat === undefined) return undefined
   if (stat.isDirectory()) {
     if (!NodeFs.existsSync(NodePath.join(dotGit, "HEAD"))) return undefined
-    return { top: folder, owner: foreignOwner(stat, [folder], env) }
+    return { top: folder, owner: foreignOwner(link, [folder], env) }
   }
   if (!stat.isFile()) return undefined
   const target = gitFileTarget(dotGit)
   if ("refusal" in target) return { top: folder, refusal: target.refusal }
-  return { top: folder, owner: foreignOwner(stat, [folder, target.gitDir], env) }
+  return { top: folder, owner: foreignOwner(link, [folder, target.gitDir], env) }
 }
 
 /**
@@ -154,10 +156,8 @@ const gitTrusts = (top: string): boolean => {
   return spawnSync("git", ["rev-parse", "--git-dir"], { cwd: top, env, stdio: "ignore" }).status === 0
 }
 
-/** The default state folder, `<top>/.corral`, or why git refuses the work tree holding `root`. */
-const defaultStateDir = (root: string) => {
-  const found = workTreeTop(root, process.env)
-  if (found === undefined) return Effect.succeed(NodePath.join(root, ".corral"))
+/** Why git refuses the work tree it found (exit 2), or nothing. */
+const refused = (found: Found) => {
   if (found.refusal !== undefined) {
     return invalidInput(`git refuses the work tree at ${found.top}: ${found.refusal}; fix or remove that file`)
   }
@@ -166,8 +166,22 @@ const defaultStateDir = (root: string) => {
       `git refuses the repository at ${found.top}: it is owned by another user (uid ${found.owner}); if you trust it: git config --global --add safe.directory ${found.top}`
     )
   }
-  return Effect.succeed(NodePath.join(found.top, ".corral"))
+  return Effect.void
 }
+
+/** The default state folder, `<top>/.corral`, or why git refuses the work tree holding `root`. */
+const defaultStateDir = (root: string) => {
+  const found = workTreeTop(root, process.env)
+  if (found === undefined) return Effect.succeed(NodePath.join(root, ".corral"))
+  return Effect.as(refused(found), NodePath.join(found.top, ".corral"))
+}
+
+/** The walk-up's refusals, for a state folder `--state-dir` or `CORRAL_HOME` named (no walk-up ran). */
+const acceptedByGit = (root: string) =>
+  Effect.suspend(() => {
+    const found = workTreeTop(root, process.env)
+    return found === undefined ? Effect.void : refused(found)
+  })
 
 /**
  * Resolves and checks the repository folder and the state directory. The repository stays the
@@ -253,13 +267,16 @@ const headUnborn = (root: string, commonDir: string): boolean => {
 
 /**
  * Checks that `repo` is in a git work tree with a commit, before a worktree run writes anything: the
- * message says what to do instead. The lookup is the one the run's workspaces make (cached: no extra git command).
+ * message says what to do instead. First the refusals of the state folder's walk-up (a `.git` file
+ * naming no repository, another user's repository), which a `--state-dir` or `CORRAL_HOME` skipped,
+ * so they are said in corral's words rather than git's. The lookup is the one the run's workspaces
+ * make (cached: no extra git command).
  *
  * @since 0.1.0
  * @category resolving
  */
 export const checkWorkTree = (repo: string) =>
-  Workspace.locate(repo).pipe(
+  Effect.andThen(acceptedByGit(repo), Workspace.locate(repo)).pipe(
     Effect.flatMap(({ root, commonDir }) =>
       headUnborn(root, commonDir) ? invalidInput(notARepository(root)) : Effect.void
     ),

@@ -225,6 +225,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
             committer: options.plan.committer
           })
         : undefined
+    if (integration !== undefined) yield* Effect.addFinalizer(dropOnFailure(integration))
     const ctx: Context = {
       options,
       workspace,
@@ -296,6 +297,16 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       phases: Object.fromEntries(ctx.phases)
     }
   })
+
+/**
+ * A run that fails or is interrupted after creating its integration branch (a rate limiter that
+ * cannot open, the ledger, a defect) drops it as its end does when nothing was merged; only a
+ * crash, which runs no finalizer, leaves it for `--resume`.
+ */
+const dropOnFailure =
+  (integration: WorkspaceModule.Integration) =>
+  (exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+    exit._tag === "Failure" ? Effect.ignore(integration.dropIfEmpty()) : Effect.void
 
 /**
  * Ends an agent's log with why corral stopped it (`[corral] timed out after 3.0s`): the process

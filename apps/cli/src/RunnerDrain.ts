@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
+import * as RunnerNames from "./RunnerNames.ts"
 
 /**
  * How long a coordinator waits for its runners after a stop.
@@ -147,33 +148,20 @@ export const running = (
   })
 
 /**
- * The agents by runner, in order of first appearance: `s1, s2 on runner 10.0.0.5:34431; s3`
- * (an agent whose runner is not known goes without one).
+ * The agents by runner (`RunnerNames.byRunner`).
  *
  * @since 0.1.0
  * @category formatting
  */
-export const byRunner = (agents: ReadonlyArray<Running>): string => {
-  const groups = new Map<string | undefined, Array<string>>()
-  for (const { agent, runner } of agents) groups.set(runner, [...(groups.get(runner) ?? []), agent])
-  return [...groups]
-    .map(([runner, ids]) => (runner === undefined ? ids.join(", ") : `${ids.join(", ")} on runner ${runner}`))
-    .join("; ")
-}
+export const byRunner = RunnerNames.byRunner
 
 /**
- * Where the agents may still be running, after `agents … of run …`: ` on runner X` for one known
- * runner, ` on their runners` when none is known, else each group (`: s1 on runner X; s2 on runner Y`).
+ * Where the agents may still be running (`RunnerNames.whereRunning`).
  *
  * @since 0.1.0
  * @category formatting
  */
-export const whereRunning = (agents: ReadonlyArray<Running>): string => {
-  const runners = new Set(agents.map((agent) => agent.runner))
-  const [only] = runners
-  if (runners.size === 1) return only === undefined ? " on their runners" : ` on runner ${only}`
-  return `: ${byRunner(agents)}`
-}
+export const whereRunning = RunnerNames.whereRunning
 
 /**
  * Polls `running` every `every` until it is empty, for at most `within`; `skip` (a second stop

@@ -6,6 +6,7 @@
  */
 import type { AgentRecord, RunRecord } from "@corral/platform-node/RunRecord"
 import * as OutcomeText from "./OutcomeText.ts"
+import * as RunnerNames from "./RunnerNames.ts"
 import * as TerminalText from "./TerminalText.ts"
 
 const time = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(0, 19)
@@ -45,6 +46,16 @@ export const agentState = (run: RunRecord, agent: AgentRecord, now: number): str
 }
 
 /**
+ * The agents a cluster run's coordinator left running when it ended, by runner:
+ * `left running when the run ended: s1, s2 on runner 10.0.0.5:4001`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const leftRunningLine = (left: NonNullable<RunRecord["leftRunning"]>): string =>
+  `  left running when the run ended: ${RunnerNames.byRunner(left.map(({ agentId, runner }) => ({ agent: agentId, runner })))}`
+
+/**
  * The text `corral status` prints.
  *
  * @since 0.1.0
@@ -56,6 +67,7 @@ export const render = (run: RunRecord, now: number): string => {
   const lines = [
     `run ${run.runId}: ${run.status}${stopped}, plan ${run.planFile}, started ${time(run.startedAt)}, ${took}`
   ]
+  if (run.leftRunning !== undefined && run.leftRunning.length > 0) lines.push(leftRunningLine(run.leftRunning))
   const idWidth = Math.min(24, Math.max(5, ...run.agents.map((agent) => TerminalText.width(agent.agentId))))
   for (const agent of run.agents) {
     lines.push(`  ${TerminalText.pad(agent.agentId, idWidth)}  ${agentState(run, agent, now)}`)

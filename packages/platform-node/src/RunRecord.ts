@@ -77,5 +77,11 @@ export interface RunRecord {
   readonly criticalPath: ReadonlyArray<string>
   /** Why the run was stopped early (`interrupted (Ctrl-C)`, `output closed`), when it was. */
   readonly stopReason?: string | undefined
+  /**
+   * The agents a cluster run's coordinator left running on its runners when it ended (its wait for
+   * them ran out or was skipped: the `RunnersStillRunning` event), each with the address of the
+   * runner that held it when known.
+   */
+  readonly leftRunning?: ReadonlyArray<{ readonly agentId: string; readonly runner: string | undefined }> | undefined
   readonly agents: ReadonlyArray<AgentRecord>
 }

@@ -112,6 +112,25 @@ export const commonGitDir = (dir: string): string | undefined => {
 }
 
 /**
+ * `[folder]` when `folder` lies strictly inside one of the folders a sandbox shows (`shown`, the
+ * root `/` included), else nothing: what to pass as `hide` so that a folder the process must not
+ * see (such as corral's state folder) stays out of sight under a wider `allow` path.
+ *
+ * @since 0.1.0
+ * @category paths
+ */
+export const hideWithin = (folder: string, shown: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const target = NodePath.resolve(folder)
+  return shown.some((dir) => {
+    const relative = NodePath.relative(NodePath.resolve(dir), target)
+    const outside = relative === ".." || relative.startsWith(`..${NodePath.sep}`) || NodePath.isAbsolute(relative)
+    return relative !== "" && !outside
+  })
+    ? [target]
+    : []
+}
+
+/**
  * Watches the worktree's `.git` link of a sandboxed process: `restore` puts back the content it had
  * when `guardGitLink` was called (replacing whatever the process put there) and remembers that it
  * had to; `tampered` says whether it did. `undefined` for folders without a `.git` file. Run git in

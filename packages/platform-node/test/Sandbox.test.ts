@@ -106,6 +106,41 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
     })
   )
 
+  it.live("allow.read of /: the file system read-only, the sandbox's own /dev, /proc and /tmp", () =>
+    Effect.gen(function* () {
+      const result = yield* ProcessRunner.run({
+        command: [
+          attempt("own-write", `echo mine > ${ws}/own.txt`),
+          attempt("private-write", `echo tmp > ${priv}/scratch`),
+          attempt("read-etc", "grep -q root /etc/passwd"),
+          attempt("read-outside", `grep -q '"name"' ${process.cwd()}/package.json`),
+          attempt("dev-null", "echo x > /dev/null"),
+          attempt("host-pid", `test -e /proc/${process.pid}`),
+          attempt("read-host-tmp", `cat ${other}/secret.txt`),
+          attempt("write-tmp", "echo x > /tmp/corral-sandbox-pwned"),
+          attempt("write-usr", "echo x > /usr/pwned"),
+          attempt("write-outside", `echo x > ${process.cwd()}/pwned`)
+        ].join("\n"),
+        shell: true,
+        cwd: ws,
+        privateDirs: [priv],
+        sandbox: { network: false, allow: { read: ["/"] } }
+      }).pipe(Effect.provide(NodeServices.layer))
+      assert.deepStrictEqual(verdicts(result.tail), {
+        "own-write": "ok",
+        "private-write": "ok",
+        "read-etc": "ok",
+        "read-outside": "ok",
+        "dev-null": "ok",
+        "host-pid": "blocked",
+        "read-host-tmp": "blocked",
+        "write-tmp": "blocked",
+        "write-usr": "blocked",
+        "write-outside": "blocked"
+      })
+    })
+  )
+
   it.live("hide: a folder inside the workspace is empty and read-only, a private folder inside it stays", () =>
     Effect.gen(function* () {
       const state = join(ws, "state")
@@ -305,4 +340,17 @@ describe("ProcessRunner sandbox without bubblewrap", () => {
       assert.isFalse(existsSync(marker))
     })
   )
+})
+
+describe("Sandbox.hideWithin", () => {
+  it("hides a folder strictly inside a shown one, the root included, and nothing else", () => {
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo/.corral", ["/"]), ["/srv/repo/.corral"])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo/.corral/", ["/srv/repo"]), ["/srv/repo/.corral"])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo/.corral", ["/elsewhere", "/srv/"]), ["/srv/repo/.corral"])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo/.corral", ["/srv/repo/.corral"]), [])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo/.corral", ["/srv/repo/.corral/agents"]), [])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo-2/.corral", ["/srv/repo"]), [])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/..state", ["/srv"]), ["/srv/..state"])
+    assert.deepStrictEqual(Sandbox.hideWithin("/srv/repo/.corral", []), [])
+  })
 })

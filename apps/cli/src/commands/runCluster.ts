@@ -494,6 +494,7 @@ const drainRunners = (
         _tag: "RunnersStillRunning",
         at: Date.now(),
         agents: ids,
+        running: drained.agents.map(({ agent, runner }) => ({ agent, runner: runner ?? null })),
         reason: drained._tag === "Skipped" ? "stopped again" : "bound"
       })
     )
@@ -592,6 +593,14 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
             Effect.provide(Workspace.layer),
             Effect.catch((error) => invalidInput(`cannot start the run's integration branch: ${error.message}`))
           )
+    // A run that fails after this point (the ledger refusing its start, the database going away)
+    // drops the branch as its end does when nothing was merged; a crash keeps it for `--resume`.
+    if (workspaces !== undefined) {
+      const integration = workspaces.integration
+      yield* Effect.addFinalizer((exit) =>
+        exit._tag === "Failure" ? Effect.ignore(integration.dropIfEmpty()) : Effect.void
+      )
+    }
     const attempts: Attempts = { adopted: new Map(), made: new Map() }
     const warn = workspaceWarnings(emit)
     const agents = plan.agents.map((agent) =>

@@ -12,6 +12,7 @@ import {
   totalCost,
   waitedMs
 } from "./reportFormat.ts"
+import { byRunner } from "../RunnerNames.ts"
 import { css, spanStyles } from "./reportStyle.ts"
 import { byStart, timeline } from "./reportTimeline.ts"
 
@@ -29,7 +30,15 @@ const header = (run: RunRecord): string => {
     field("wall time", wall),
     field("agents", String(run.agents.length)),
     field("total cost", formatCost(totalCost(run)) || "$0"),
-    field("host", `${escapeHtml(run.hostname)} · pid ${run.pid}`)
+    field("host", `${escapeHtml(run.hostname)} · pid ${run.pid}`),
+    ...(run.leftRunning === undefined || run.leftRunning.length === 0
+      ? []
+      : [
+          field(
+            "left running",
+            escapeHtml(byRunner(run.leftRunning.map(({ agentId, runner }) => ({ agent: agentId, runner }))))
+          )
+        ])
   ]
   const chips = countByOutcome(run).map(([outcome, n]) => chip(outcome, n))
   return `<header><h1>corral run <span class="mono">${escapeHtml(run.runId)}</span></h1><div class="meta">${meta.join("")}</div><div class="chips">${chips.join("")}</div></header>`

@@ -76,7 +76,7 @@ export const of = (
   const git = Sandbox.commonGitDir(handle.dir)
   const state = NodePath.resolve(stateDir ?? stateDirOf(repo))
   const visible = [handle.dir, ...(options.allow?.read ?? []), ...(options.allow?.write ?? [])]
-  const hide = visible.some((dir) => state.startsWith(`${NodePath.resolve(dir)}${NodePath.sep}`)) ? [state] : []
+  const hide = Sandbox.hideWithin(state, visible)
   return {
     env,
     privateDirs,

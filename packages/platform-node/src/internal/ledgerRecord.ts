@@ -163,6 +163,24 @@ const stopReasonOf = (transitions: ReadonlyArray<TransitionRow>): string | undef
   return stopping.note ?? undefined
 }
 
+/** The last `RunnersStillRunning` of the run: `running` (agent and runner), or only `agents` as recorded before. */
+const leftRunningOf = (transitions: ReadonlyArray<TransitionRow>): RunRecord.RunRecord["leftRunning"] => {
+  const row = transitions.findLast((row) => row.tag === "RunnersStillRunning" && row.agentId === null)
+  if (row === undefined) return undefined
+  const running = dataField(row, "running")
+  if (Array.isArray(running)) {
+    return running.flatMap((entry: { agent?: unknown; runner?: unknown }) =>
+      typeof entry?.agent === "string"
+        ? [{ agentId: entry.agent, runner: typeof entry.runner === "string" ? entry.runner : undefined }]
+        : []
+    )
+  }
+  const agents = dataField(row, "agents")
+  return Array.isArray(agents)
+    ? agents.filter((id): id is string => typeof id === "string").map((agentId) => ({ agentId, runner: undefined }))
+    : undefined
+}
+
 /** Derives the read model from the stored rows of one run. */
 export const buildRunRecord = (
   run: RunRow,
@@ -192,6 +210,7 @@ export const buildRunRecord = (
     endedAt: run.endedAt,
     criticalPath: criticalPath(records),
     agents: records,
-    stopReason: stopReasonOf(transitions)
+    stopReason: stopReasonOf(transitions),
+    leftRunning: leftRunningOf(transitions)
   }
 }

@@ -2,7 +2,8 @@
  * The bubblewrap command line of a sandboxed process. bubblewrap itself builds the namespaces; this
  * module only decides what the process sees: the system read-only, its working directory and private
  * folders read-write, the allowed paths, and nothing else (the root is an empty tmpfs, remounted
- * read-only, so a write anywhere else fails instead of landing in a throwaway copy).
+ * read-only, so a write anywhere else fails instead of landing in a throwaway copy). An allowed `/`
+ * replaces that root; the sandbox's own /proc, /dev and an empty /tmp still go over it.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -164,10 +165,13 @@ const mounts = (paths: SandboxPaths, options: SandboxOptions): Array<readonly [s
   for (const dir of options.allow?.write ?? []) entries.push(["--bind", path.resolve(dir)])
   for (const dir of paths.privateDirs) entries.push(["--bind", path.resolve(dir)])
   for (const dir of options.hide ?? []) entries.push(["--tmpfs", path.resolve(dir)])
+  if (entries.some(([, dir]) => dir === "/")) entries.push(["--tmpfs", "/tmp"])
   entries.push(["--bind", paths.cwd])
   // Parents before children, so that a read-write folder inside a read-only one is mounted on top of it.
-  return entries.sort(([, a], [, b]) => a.split("/").length - b.split("/").length)
+  return entries.sort(([, a], [, b]) => depth(a) - depth(b))
 }
+
+const depth = (dir: string): number => (dir === "/" ? 0 : dir.split("/").length)
 
 /**
  * Process 1 of the sandbox's PID namespace: a shell that runs the command as its child and exits with
@@ -185,10 +189,14 @@ export const wrap = (
   options: SandboxOptions,
   bridge?: Bridge
 ): readonly [string, ...Array<string>] => {
-  const args = [...systemArgs(), "--proc", "/proc", "--dev", "/dev"]
+  const entries = mounts(paths, options)
+  const root = entries.filter(([, dir]) => dir === "/")
+  // An allowed `/` already holds the system folders; the sandbox's own /proc and /dev go over it.
+  const system = root.length > 0 ? root.flatMap(([kind]) => [kind, "/", "/"]) : systemArgs()
+  const args = [...system, "--proc", "/proc", "--dev", "/dev"]
   const hidden: Array<string> = []
-  for (const [kind, dir] of mounts(paths, options)) {
-    if (!exists(dir)) continue
+  for (const [kind, dir] of entries) {
+    if (dir === "/" || !exists(dir)) continue
     if (kind === "--tmpfs") {
       // Empty while the folders inside it are mounted, read-only afterwards.
       args.push("--perms", "0555", kind, dir)

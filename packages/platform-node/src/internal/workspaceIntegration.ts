@@ -508,10 +508,13 @@ const userIdentity = (repo: RepoInfo) =>
     })
   )
 
-/** `update-ref -d` with the base as the expected value: git refuses when the branch moved meanwhile. */
+/**
+ * `update-ref -d` with the base as the expected value: git refuses when the branch moved meanwhile,
+ * so a head corral no longer knows (another process moved the branch under a merge) is tried too.
+ */
 const dropIfEmpty = (locks: RepoLocks, state: State, baseCommit: string) =>
   Effect.suspend(() =>
-    state.head !== baseCommit
+    state.head !== undefined && state.head !== baseCommit
       ? Effect.succeed(false)
       : locks(state.repo.commonDir).withPermit(
           git(["update-ref", "-d", `refs/heads/${state.branch}`, baseCommit], { cwd: state.repo.root }).pipe(

@@ -255,6 +255,36 @@ export const runLedgerContract = (
       )
     )
 
+    it.effect(
+      "reads the agents a cluster coordinator left running, with their runners (ids only as recorded before)",
+      () =>
+        withLedger((ledger) =>
+          Effect.gen(function* () {
+            yield* ledger.startRun(start("r1", 0))
+            assert.strictEqual(Option.getOrThrow(yield* ledger.getRun("r1")).leftRunning, undefined)
+            yield* ledger.record("r1", { _tag: "RunnersStillRunning", at: 5, agents: ["a", "b"], reason: "bound" })
+            assert.deepStrictEqual(Option.getOrThrow(yield* ledger.getRun("r1")).leftRunning, [
+              { agentId: "a", runner: undefined },
+              { agentId: "b", runner: undefined }
+            ])
+            yield* ledger.record("r1", {
+              _tag: "RunnersStillRunning",
+              at: 6,
+              agents: ["a", "b"],
+              running: [
+                { agent: "a", runner: "10.0.0.5:4001" },
+                { agent: "b", runner: null }
+              ],
+              reason: "stopped again"
+            })
+            assert.deepStrictEqual(Option.getOrThrow(yield* ledger.getRun("r1")).leftRunning, [
+              { agentId: "a", runner: "10.0.0.5:4001" },
+              { agentId: "b", runner: undefined }
+            ])
+          })
+        )
+    )
+
     it.effect("rejects unknown and duplicate runs", () =>
       withLedger((ledger) =>
         Effect.gen(function* () {
