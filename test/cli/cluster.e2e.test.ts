@@ -4,6 +4,7 @@ import { Cluster, ProcessKind } from "@corral/cluster"
 import { AgentKind, Corral } from "@corral/core"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import { readOnlyRole } from "../../packages/postgres/test/support/readOnlyRole.ts"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
 import { isAlive, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
@@ -101,6 +102,18 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
     const listed = await runCli(["runs", "--cluster", url], { cwd: dir })
     expect(listed.code, listed.stderr).toBe(0)
     expect(listed.stdout).toBe("")
+  }, 120_000)
+
+  it("corral run --cluster and corral runners say the server's answer when the role may not create the cluster's tables", async () => {
+    const url = await Effect.runPromise(readOnlyRole(server!))
+    const plan = writePlan(dir, "read-only.yaml", "version: 1\nisolation: none\nagents:\n  - id: a\n    run: echo a\n")
+    const answer = /PgConnection: Query failed \(permission denied for schema public\)/
+    const run = await runCli(["run", plan, "--cluster", url], { cwd: dir })
+    expect(run.code, run.stderr).toBe(2)
+    expect(run.stderr).toMatch(answer)
+    const listed = await runCli(["runners", "--cluster", url], { cwd: dir })
+    expect(listed.code, listed.stderr).toBe(2)
+    expect(listed.stderr).toMatch(answer)
   }, 120_000)
 
   it("corral run --cluster with --concurrency 0 is exit 2 before anything is recorded", async () => {

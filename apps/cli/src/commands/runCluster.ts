@@ -535,8 +535,8 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       Effect.provideContext(client),
       Effect.catchTag("NoRunner", (error) => invalidInput(error.message)),
       Effect.catchTags({
-        SqlError: (error) => invalidInput(error.message),
-        MigrationError: (error) => invalidInput(error.message)
+        SqlError: (error) => invalidInput(PostgresClient.withServerAnswer(error)),
+        MigrationError: (error) => invalidInput(PostgresClient.withServerAnswer(error))
       })
     )
     const ledger = yield* Layer.build(PostgresLedger.layer(flags.cluster)).pipe(
