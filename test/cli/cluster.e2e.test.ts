@@ -4,6 +4,7 @@ import { Cluster, ProcessKind } from "@corral/cluster"
 import { AgentKind, Corral } from "@corral/core"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import { readOnlyRole } from "../../packages/postgres/test/support/readOnlyRole.ts"
 import { sharedServer } from "../../packages/postgres/test/support/server.ts"
 import { isAlive, type RunningCli, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
 
@@ -69,6 +70,50 @@ describe.skipIf(server === undefined)("corral runner / runners", () => {
       expect(refused.stdout).not.toMatch(/ready/)
     }
     expect(await listRunners(url)).toEqual([])
+  }, 120_000)
+
+  it("corral runner refuses a malformed or repeated --labels with exit 2 before it connects, naming --labels and why", async () => {
+    const unreachable = "postgres://corral@127.0.0.1:1/nowhere"
+    const cases: ReadonlyArray<readonly [string, RegExp]> = [
+      ["gpu#1", /--labels gpu#1: a label must not contain "#", "~" or ",", got "gpu#1"/],
+      ["linux,gpu~1", /--labels linux,gpu~1: a label must not contain "#", "~" or ",", got "gpu~1"/],
+      ["gpu,gpu", /--labels gpu,gpu: "gpu" is given twice/]
+    ]
+    for (const [labels, message] of cases) {
+      const refused = await runCli(["runner", "--cluster", unreachable, "--labels", labels], { cwd: dir })
+      expect(refused.code, `${labels}: ${refused.stderr}`).toBe(2)
+      expect(refused.stderr).toMatch(message)
+      expect(refused.stderr).not.toMatch(/InvalidOption|cannot connect/)
+    }
+  }, 120_000)
+
+  it("corral run --cluster refuses an agent requiring a label no runner can have with exit 2, nothing started", async () => {
+    const url = await Effect.runPromise(server!.createDatabase())
+    const plan = writePlan(
+      dir,
+      "bad-label.yaml",
+      "version: 1\nisolation: none\nagents:\n  - id: a\n    run: echo a\n  - id: trains\n    run: echo b\n    labels:\n      requires: gpu#1\n"
+    )
+    const refused = await runCli(["run", plan, "--cluster", url], { cwd: dir })
+    expect(refused.code, refused.stderr).toBe(2)
+    expect(refused.stderr).toMatch(
+      /bad-label\.yaml: agent trains requires the label "gpu#1", which no runner can have: a label must not contain "#", "~" or ","/
+    )
+    const listed = await runCli(["runs", "--cluster", url], { cwd: dir })
+    expect(listed.code, listed.stderr).toBe(0)
+    expect(listed.stdout).toBe("")
+  }, 120_000)
+
+  it("corral run --cluster and corral runners say the server's answer when the role may not create the cluster's tables", async () => {
+    const url = await Effect.runPromise(readOnlyRole(server!))
+    const plan = writePlan(dir, "read-only.yaml", "version: 1\nisolation: none\nagents:\n  - id: a\n    run: echo a\n")
+    const answer = /PgConnection: Query failed \(permission denied for schema public\)/
+    const run = await runCli(["run", plan, "--cluster", url], { cwd: dir })
+    expect(run.code, run.stderr).toBe(2)
+    expect(run.stderr).toMatch(answer)
+    const listed = await runCli(["runners", "--cluster", url], { cwd: dir })
+    expect(listed.code, listed.stderr).toBe(2)
+    expect(listed.stderr).toMatch(answer)
   }, 120_000)
 
   it("corral run --cluster with --concurrency 0 is exit 2 before anything is recorded", async () => {

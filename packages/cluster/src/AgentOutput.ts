@@ -10,6 +10,7 @@
  */
 import * as Agent from "@corral/core/Agent"
 import * as AgentKind from "@corral/core/AgentKind"
+import { PostgresClient } from "@corral/postgres"
 import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -132,7 +133,7 @@ export const make = (
       )
     }
     return { write }
-  })
+  }).pipe(PostgresClient.answering)
 
 /**
  * Collects one execution's lines for the sink in context: `onLine` for `ProcessRunner.run`, stored
@@ -281,4 +282,4 @@ export const read = (
         at: Number(row.at)
       })
     )
-  })
+  }).pipe(PostgresClient.answering)

@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
-import { checkLabels } from "./internal/runnerLabels.ts"
+import { checkLabels, labelsProblem as problemOfLabels } from "./internal/runnerLabels.ts"
 import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"
 import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
 
@@ -32,6 +32,26 @@ export interface Options extends Cluster.RunnerOptions {
   /** Kinds besides the built-in `corral/process`. */
   readonly kinds?: ReadonlyArray<AgentKind.AgentKind<any, any, any, never>> | undefined
 }
+
+/**
+ * Why `labels` cannot be a runner's labels, `undefined` when they can: the first label that is
+ * empty, begins or ends with a space, contains `#`, `~` or `,` (an agent requiring a label is sent to
+ * the entity `<runId>/<agentId>~<salt>#<label>`, read back at `#` and `~`; `,` separates
+ * `corral runner --labels`), or is given twice. The rule `serve` and `Cluster.layerRunner` apply;
+ * an agent's `requires` label can be placed only when `labelsProblem([requires])` is `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { Runner } from "@corral/cluster"
+ *
+ * Runner.labelsProblem(["gpu", "linux"]) // undefined
+ * Runner.labelsProblem(["gpu#1"]) // 'a label must not contain "#", "~" or ",", got "gpu#1"'
+ * Runner.labelsProblem(["gpu", "gpu"]) // '"gpu" is given twice'
+ * ```
+ * @since 0.1.0
+ * @category running
+ */
+export const labelsProblem = (labels: ReadonlyArray<string>): string | undefined => problemOfLabels(labels)
 
 /**
  * Serves until interrupted; `onReady` runs once the runner is registered and takes work. A `repo`

@@ -114,7 +114,7 @@ export const list = (
       startedAt: Number(row.started_at),
       idleMs: Number(row.idle_ms)
     }))
-  })
+  }).pipe(PostgresClient.answering)
 
 /**
  * A live runner as load-aware placement sees it: capacity and the shards it holds, by shard group.
@@ -153,7 +153,7 @@ export const placements = (
       capacity: Number(row.capacity),
       shards: JSON.parse(row.shards) as Record<string, ReadonlyArray<number>>
     }))
-  })
+  }).pipe(PostgresClient.answering)
 
 /**
  * How long after its last heartbeat a runner's row is deleted by the next registration: ten times

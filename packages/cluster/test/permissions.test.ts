@@ -10,6 +10,7 @@ import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient } from "@corral/postgres"
 import * as Cluster from "../src/Cluster.ts"
 import * as Runner from "../src/Runner.ts"
+import * as AgentOutput from "../src/AgentOutput.ts"
 import * as RunnerRegistry from "../src/RunnerRegistry.ts"
 import { Probe } from "./support/kinds.ts"
 import { freePort } from "./support/runnerProcess.ts"
@@ -55,6 +56,21 @@ describe.skipIf(server === undefined)("a role without CREATE on schema public", 
         runner: `StartFailed: Cluster.layerRunner could not start: ${answer}`,
         serve: `StartFailed: Runner.serve could not start: ${answer}`
       })
+    })
+  )
+
+  it.live("the registry's and the output table's queries keep their error types and say the server's answer", () =>
+    Effect.gen(function* () {
+      const url = yield* readOnlyRole(server!)
+      const client = PostgresClient.layer(url)
+      const messages = {
+        list: yield* failure(RunnerRegistry.list().pipe(Effect.provide(client))),
+        placements: yield* failure(RunnerRegistry.placements().pipe(Effect.provide(client))),
+        make: yield* failure(AgentOutput.make("127.0.0.1:1").pipe(Effect.provide(client))),
+        read: yield* failure(AgentOutput.read(["r"], "a").pipe(Effect.provide(client)))
+      }
+      const answer = "SqlError: PgConnection: Query failed (permission denied for schema public)"
+      assert.deepStrictEqual(messages, { list: answer, placements: answer, make: answer, read: answer })
     })
   )
 })

@@ -62,7 +62,7 @@ export interface Options extends LeaseTables.TimingOptions {
 }
 
 /**
- * Opening the database or migrating the lease table failed.
+ * Opening the database, migrating the lease table or writing to it (a file this process may only read) failed.
  *
  * @since 0.1.0
  * @category errors
@@ -77,6 +77,13 @@ interface Waiter {
 type Lease = ResourceLocks.Lease
 
 const die = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> => Effect.orDie(effect)
+
+/**
+ * A statement that changes nothing but needs write access: a file this process may only read (another
+ * user's, or opened `readonly`) fails the start with the `SqlError` saying so (`attempt to write a
+ * readonly database`), not the first claim with a defect.
+ */
+const writable = (sql: SqlClient.SqlClient) => sql`DELETE FROM leases WHERE 0`
 
 class State {
   readonly local = new Map<number, Lease>()
@@ -269,6 +276,7 @@ export const make = (
     const timing = yield* LeaseTables.checkTiming("SqliteLocks", options, "100 millis")
     const sql = yield* SqlClient.SqlClient
     yield* migrate
+    yield* writable(sql)
     const owner = { id: crypto.randomUUID(), pid: process.pid, hostname: hostname() }
     const table = makeLeaseTable(sql, owner)
     const ttlMillis = timing.ttl

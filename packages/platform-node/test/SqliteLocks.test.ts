@@ -9,6 +9,7 @@ import { Claims, ResourceLocks } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Exit, Layer, Result } from "effect"
 import * as LeaseTables from "../src/LeaseTables.ts"
+import * as SqliteClient from "../src/SqliteClient.ts"
 import * as SqliteLocks from "../src/SqliteLocks.ts"
 import { resourceLocksContract } from "../../core/test/contracts/ResourceLocksContract.ts"
 
@@ -56,6 +57,29 @@ describe("SqliteLocks in one process", () => {
         assert.instanceOf(defect, LeaseTables.InvalidOption, JSON.stringify(options))
         assert.strictEqual((defect as Error).message, message)
       }
+    })
+  )
+
+  it.live("a lease table it may only read fails the layer with the SqlError saying so, not the first claim", () =>
+    Effect.gen(function* () {
+      const file = freshFile()
+      yield* Effect.scoped(Layer.build(Layer.fresh(SqliteLocks.layer(file))))
+      const readOnly = SqliteLocks.layerSql().pipe(
+        Layer.provide(SqliteClient.layer({ filename: file, readonly: true }))
+      )
+      const exit = yield* Effect.exit(
+        Effect.scoped(
+          Effect.flatMap(Layer.build(readOnly), (context) =>
+            Context.get(context, ResourceLocks.ResourceLocks).acquire(
+              { runId: "r", agentId: "a" },
+              req({ write: ["k"] })
+            )
+          )
+        )
+      )
+      const failure = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason)?.error : undefined
+      assert.strictEqual((failure as { _tag?: string } | undefined)?._tag, "SqlError", String(exit))
+      assert.match((failure as Error).message, /attempt to write a readonly database/)
     })
   )
 

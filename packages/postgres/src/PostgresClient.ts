@@ -149,6 +149,44 @@ export const make = (url: string, options: Options = {}) =>
  */
 export const withServerAnswer = SqlErrorMessage.withServerAnswer
 
+/** The reason's class, rebuilt with another message (every `SqlErrorReason` has these three fields). */
+type ReasonClass = new (fields: {
+  readonly cause: unknown
+  readonly message?: string | undefined
+  readonly operation?: string | undefined
+}) => SqlError.SqlErrorReason
+
+const answered = (error: SqlError.SqlError): SqlError.SqlError => {
+  const message = withServerAnswer(error)
+  if (message === error.message) return error
+  const Reason = error.reason.constructor as ReasonClass
+  return new SqlError.SqlError({
+    reason: new Reason({ cause: error.reason.cause, message, operation: error.reason.operation })
+  })
+}
+
+/**
+ * `effect` with each `SqlError` it fails with rebuilt so that its `message` says the server's answer
+ * ({@link withServerAnswer}); it stays an `SqlError` of the same reason (`AuthorizationError`…), so
+ * callers that catch `SqlError` are unchanged. Other failures pass unchanged.
+ *
+ * @example
+ * ```ts
+ * import { PostgresClient } from "@corral/postgres"
+ * import { Effect } from "effect"
+ * import * as SqlClient from "effect/sql/SqlClient"
+ *
+ * // fails with SqlError: "PgConnection: Query failed (permission denied for schema public)"
+ * const create = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE notes (text TEXT)`).pipe(
+ *   PostgresClient.answering
+ * )
+ * ```
+ * @since 0.1.0
+ * @category errors
+ */
+export const answering = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.mapError(effect, (error) => (SqlError.isSqlError(error) ? (answered(error) as E) : error))
+
 /**
  * A service could not create its tables or run its first queries: `reason` is the driver's message
  * with the server's answer (`PgConnection: Query failed (permission denied for schema public)`: the

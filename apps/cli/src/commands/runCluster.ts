@@ -29,7 +29,7 @@
  * @since 0.1.0
  */
 import * as NodeOs from "node:os"
-import { Cluster, ProcessKind, RunnerRegistry } from "@corral/cluster"
+import { Cluster, ProcessKind, Runner, RunnerRegistry } from "@corral/cluster"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Agent from "@corral/core/Agent"
@@ -110,6 +110,17 @@ const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefin
     return `${plan.file}: agents ${overlaid.map((agent) => agent.id).join(", ")} ask for an overlay workspace, which --cluster runners do not set up; run them without --cluster or drop overlay`
   if (flags.keepWorkspaces)
     return "--keep-workspaces is not supported with --cluster (runners remove their worktrees; an agent's work is on its branch)"
+  return undefined
+}
+
+/** The first agent whose required label no runner can have (`Runner.labelsProblem`), said with the plan file. */
+const unplaceable = (plan: PlanFile.Plan): string | undefined => {
+  for (const agent of plan.agents) {
+    const label = agent.labels.requires
+    const problem = label === undefined ? undefined : Runner.labelsProblem([label])
+    if (problem !== undefined)
+      return `${plan.file}: agent ${agent.id} requires the label ${JSON.stringify(label)}, which no runner can have: ${problem}`
+  }
   return undefined
 }
 
@@ -511,7 +522,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
     const plan = yield* PlanFile.load(flags.plan).pipe(
       Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
     )
-    const problem = unsupported(flags, plan)
+    const problem = unsupported(flags, plan) ?? unplaceable(plan)
     if (problem !== undefined) return yield* invalidInput(problem)
     const isolation = isolationOf(flags, plan)
     const target = isolation === "worktree" ? yield* workspaceTarget(flags) : undefined
@@ -525,8 +536,8 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       Effect.provideContext(client),
       Effect.catchTag("NoRunner", (error) => invalidInput(error.message)),
       Effect.catchTags({
-        SqlError: (error) => invalidInput(error.message),
-        MigrationError: (error) => invalidInput(error.message)
+        SqlError: (error) => invalidInput(PostgresClient.withServerAnswer(error)),
+        MigrationError: (error) => invalidInput(PostgresClient.withServerAnswer(error))
       })
     )
     const ledger = yield* Layer.build(PostgresLedger.layer(flags.cluster)).pipe(

@@ -56,6 +56,20 @@ const clusterUrl = (flag: Option.Option<string>) =>
     return url
   })
 
+/** The labels of `--labels` (split at `,`, trimmed, empty ones dropped), or exit 2 naming the one `Runner.labelsProblem` refuses. */
+const labelsOf = (flag: Option.Option<string>) =>
+  Effect.gen(function* () {
+    if (Option.isNone(flag)) return []
+    const labels = flag.value
+      .split(",")
+      .map((label) => label.trim())
+      .filter((label) => label !== "")
+    const { Runner } = yield* cluster
+    const problem = Runner.labelsProblem(labels)
+    if (problem !== undefined) return yield* invalidInput(`--labels ${flag.value}: ${problem}`)
+    return labels
+  })
+
 /**
  * `corral runner`: executes agents of cluster runs until Ctrl-C.
  *
@@ -89,20 +103,13 @@ export const runner = Command.make(
       if (Option.isSome(flags.port) && !(flags.port.value >= 1 && flags.port.value <= 65535))
         return yield* invalidInput(`--port ${flags.port.value}: expected a port number from 1 to 65535`)
       const { repo, stateDir } = yield* Paths.resolve(flags.repo, Option.none())
+      const labels = yield* labelsOf(flags.labels)
       const url = yield* clusterUrl(flags.cluster)
       const { Runner, PostgresClient } = yield* cluster
       const port = yield* listenable(
         flags.host,
         Option.getOrElse(flags.port, () => 0)
       )
-      const labels = Option.match(flags.labels, {
-        onNone: () => [],
-        onSome: (text) =>
-          text
-            .split(",")
-            .map((label) => label.trim())
-            .filter((label) => label !== "")
-      })
       const said = (line: string) => OutputGuard.write(process.stderr, `${line}\n`)
       return yield* Runner.serve(
         { url, host: flags.host, port, capacity: flags.capacity, labels, repo, stateDir },

@@ -17,15 +17,22 @@ const problem = (label: string, seen: ReadonlySet<string>): string | undefined =
   return undefined
 }
 
+/** Why `labels` cannot be a runner's labels (the first malformed or repeated one), `undefined` when they can. */
+export const labelsProblem = (labels: ReadonlyArray<string>): string | undefined => {
+  const seen = new Set<string>()
+  for (const label of labels) {
+    const reason = typeof label === "string" ? problem(label, seen) : `a label must be a string, got ${String(label)}`
+    if (reason !== undefined) return reason
+    seen.add(label)
+  }
+  return undefined
+}
+
 /** `labels` when each is a valid label, given once; dies with `PostgresOptions.InvalidOption` naming `module` otherwise. */
 export const checkLabels = (module: string, labels: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>> =>
   Effect.suspend(() => {
-    const seen = new Set<string>()
-    for (const label of labels) {
-      const reason = typeof label === "string" ? problem(label, seen) : `a label must be a string, got ${String(label)}`
-      if (reason !== undefined)
-        return Effect.die(new PostgresOptions.InvalidOption({ module, option: "labels", reason }))
-      seen.add(label)
-    }
-    return Effect.succeed(labels)
+    const reason = labelsProblem(labels)
+    return reason === undefined
+      ? Effect.succeed(labels)
+      : Effect.die(new PostgresOptions.InvalidOption({ module, option: "labels", reason }))
   })
