@@ -72,6 +72,8 @@ export interface Options {
   readonly every: Duration.Input
   /** A statement run on the lock's connection at once and then every `every`, with `$1` the owner id. @default "SELECT 1" */
   readonly heartbeat?: string | undefined
+  /** The heartbeat's parameters after the owner id: `$2`, `$3`, … */
+  readonly heartbeatParams?: ReadonlyArray<string | number> | undefined
   /** Runs after each time the lock is taken (also after a reconnect), before `hold` returns the first time. */
   readonly onLocked?: Effect.Effect<void, SqlError.SqlError> | undefined
   /** The warning logged when the session is lost, before taking the lock again. */
@@ -93,7 +95,7 @@ const holdOnce = (sql: SqlClient.SqlClient, options: Options, held: Deferred.Def
       yield* Deferred.succeed(held, undefined)
       const heartbeat = connection.execute(
         options.heartbeat ?? "SELECT 1",
-        options.heartbeat === undefined ? [] : [options.owner],
+        options.heartbeat === undefined ? [] : [options.owner, ...(options.heartbeatParams ?? [])],
         undefined
       )
       return yield* Effect.forever(Effect.andThen(heartbeat, Effect.sleep(options.every)))

@@ -13,7 +13,8 @@
  * lock on the lineage, so of two coordinators resuming one run at once, one fails with
  * `LineageBusy`. The same transaction deletes the rows of coordinators long dead (SIGKILLed: their
  * lock is not held and their last heartbeat is older than ten times `grace`, at least a minute), which
- * nothing else would delete.
+ * nothing else would delete; a coordinator whose row went so while it was only cut off from the
+ * server writes it again with its next heartbeat once it has its lock back.
  *
  * @since 0.1.0
  */
@@ -69,9 +70,20 @@ export interface Options {
  * How long after its last heartbeat a coordinator row whose lock is not held is deleted (by the next
  * registration): ten times `grace`, at least a minute. It has counted as dead since `grace`, so the
  * deletion changes no answer of `alive`; a coordinator cut off from the server that long and then
- * back keeps running but its run counts as crashed, as it did after `grace`.
+ * back writes its row again with its next heartbeat, and counts as alive again, as before.
  */
 const deadRowAfter = (graceMs: number): number => Math.max(60_000, 10 * graceMs)
+
+/**
+ * A coordinator's heartbeat (`$1` its row's id; `$2`–`$5` run, lineage, pid, host): refreshes its
+ * row, or writes it again when a registration deleted it as long dead while this coordinator was
+ * cut off from the server, so that its run counts as alive again once its lock is back.
+ */
+const heartbeat = `WITH beat AS (
+    UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1 RETURNING id)
+  INSERT INTO corral_run_coordinators (id, run_id, lineage, pid, hostname, heartbeat_at)
+  SELECT $1::INTEGER, $2::TEXT, $3::TEXT, $4::INTEGER, $5::TEXT, ${nowMs} WHERE NOT EXISTS (SELECT 1 FROM beat)
+  ON CONFLICT DO NOTHING`
 
 const ledgerError = (operation: string) => (error: Parameters<typeof PostgresClient.withServerAnswer>[0]) =>
   new RunLedger.RunLedgerError({ operation, message: PostgresClient.withServerAnswer(error) })
@@ -134,7 +146,8 @@ export const make = (
           namespace: runLockKey,
           owner: id,
           every,
-          heartbeat: `UPDATE corral_run_coordinators SET heartbeat_at = ${nowMs} WHERE id = $1`,
+          heartbeat,
+          heartbeatParams: [run.runId, run.lineage ?? run.runId, process.pid, hostname()],
           lost: "corral: the coordinator's Postgres session was lost; reconnecting"
         }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       })

@@ -194,6 +194,38 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
     60_000
   )
 
+  it.live(
+    "a live coordinator whose row was deleted as long dead (cut off from the server) writes it again and counts as alive",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const b = yield* machine(url, { grace: "1 second" })
+        const sql = Context.get(
+          yield* Layer.build(PostgresClient.layer(url, { maxConnections: 1 })),
+          SqlClient.SqlClient
+        )
+        yield* b.ledger.startRun(start("r-cut"))
+        const child = yield* holderProcess(url, "r-cut")
+        const summaries = yield* b.ledger.listRuns()
+        // its session ends (the lock goes) and a registration deletes its row as long dead
+        yield* Effect.orDie(sql`SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+          JOIN corral_run_coordinators c ON l.objid = c.id
+          WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND c.run_id = 'r-cut'`)
+        yield* Effect.orDie(sql`DELETE FROM corral_run_coordinators WHERE run_id = 'r-cut'`)
+        yield* waitUntil(Effect.map(Effect.orDie(b.liveness.alive(summaries)), (alive) => alive.has("r-cut")))
+        assert.deepStrictEqual(yield* RunLiveness.markCrashed.pipe(Effect.provideContext(b.context)), [])
+        const rows = yield* Effect.orDie(
+          sql<{
+            lineage: string
+            pid: number
+            hostname: string
+          }>`SELECT lineage, pid, hostname FROM corral_run_coordinators`
+        )
+        assert.deepStrictEqual(rows, [{ lineage: "r-cut", pid: child.pid!, hostname: NodeOs.hostname() }])
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
   it.live("of two coordinators of one lineage, the second fails with LineageBusy until the first ends", () =>
     Effect.gen(function* () {
       const url = yield* freshDatabase
