@@ -141,6 +141,40 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
     })
   )
 
+  it.live(
+    "allow.read of /: the user's sockets under /run/user (session bus, ssh and gpg agents) are out of reach",
+    () =>
+      Effect.gen(function* () {
+        const runtime = `/run/user/${process.getuid?.() ?? 0}`
+        const made = !existsSync(runtime)
+        if (made) mkdirSync(runtime, { recursive: true, mode: 0o700 })
+        const path = join(runtime, `corral-sandbox-${process.pid}.sock`)
+        const bus = net.createServer((socket) => socket.end())
+        yield* Effect.acquireRelease(
+          Effect.promise(() => new Promise<void>((resolve) => bus.listen(path, resolve))),
+          () =>
+            Effect.promise(async () => {
+              await new Promise((resolve) => bus.close(resolve))
+              rmSync(made ? runtime : path, { recursive: true, force: true })
+            })
+        )
+        const connect = `require("net").connect(${JSON.stringify(path)}).on("connect", () => process.exit(0)).on("error", () => process.exit(1))`
+        const command = attempt("connect-bus", `${process.execPath} -e '${connect}'`)
+        const outside = yield* ProcessRunner.run({ command, shell: true, cwd: ws }).pipe(
+          Effect.provide(NodeServices.layer)
+        )
+        assert.deepStrictEqual(verdicts(outside.tail), { "connect-bus": "ok" }, "the probe connects without a sandbox")
+        const result = yield* ProcessRunner.run({
+          command,
+          shell: true,
+          cwd: ws,
+          privateDirs: [priv],
+          sandbox: { network: false, allow: { read: ["/"] } }
+        }).pipe(Effect.provide(NodeServices.layer))
+        assert.deepStrictEqual(verdicts(result.tail), { "connect-bus": "blocked" })
+      }).pipe(Effect.scoped)
+  )
+
   it.live("hide: a folder inside the workspace is empty and read-only, a private folder inside it stays", () =>
     Effect.gen(function* () {
       const state = join(ws, "state")

@@ -3,7 +3,7 @@
  * module only decides what the process sees: the system read-only, its working directory and private
  * folders read-write, the allowed paths, and nothing else (the root is an empty tmpfs, remounted
  * read-only, so a write anywhere else fails instead of landing in a throwaway copy). An allowed `/`
- * replaces that root; the sandbox's own /proc, /dev and an empty /tmp still go over it.
+ * replaces that root; the sandbox's own /proc, /dev and an empty /tmp and /run/user still go over it.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -165,11 +165,18 @@ const mounts = (paths: SandboxPaths, options: SandboxOptions): Array<readonly [s
   for (const dir of options.allow?.write ?? []) entries.push(["--bind", path.resolve(dir)])
   for (const dir of paths.privateDirs) entries.push(["--bind", path.resolve(dir)])
   for (const dir of options.hide ?? []) entries.push(["--tmpfs", path.resolve(dir)])
-  if (entries.some(([, dir]) => dir === "/")) entries.push(["--tmpfs", "/tmp"])
+  if (entries.some(([, dir]) => dir === "/")) for (const dir of hiddenUnderRoot) entries.push(["--tmpfs", dir])
   entries.push(["--bind", paths.cwd])
   // Parents before children, so that a read-write folder inside a read-only one is mounted on top of it.
   return entries.sort(([, a], [, b]) => depth(a) - depth(b))
 }
+
+/**
+ * What an allowed `/` still hides: `/tmp` (other processes' files) and `/run/user`, whose Unix
+ * sockets (the session bus, which starts programs outside the sandbox; ssh and gpg agents) a
+ * read-only mount does not keep a process from connecting to.
+ */
+const hiddenUnderRoot = ["/tmp", "/run/user"]
 
 const depth = (dir: string): number => (dir === "/" ? 0 : dir.split("/").length)
 
