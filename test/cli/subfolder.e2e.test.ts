@@ -109,6 +109,23 @@ const gitTop = (cwd: string, env: Record<string, string> = {}): string | undefin
 }
 
 /** Mounting a tmpfs in a user namespace; on CI the test runs regardless and fails where it cannot. */
+/** A worktree run from `cwd` with `--state-dir`, then with `CORRAL_HOME`: each exits 2 saying `refusal`, runs nothing and writes no state folder. */
+const expectRefusedWithStateFolder = async (cwd: string, refusal: string) => {
+  const marker = NodePath.join(tempDir("marks-"), "ran")
+  const plan = planFile(`agents:\n  - id: one\n    run: touch ${marker}\n`)
+  const state = NodePath.join(tempDir("state-"), "state")
+  for (const [args, env] of [
+    [["run", plan, "--state-dir", state], {}],
+    [["run", plan], { CORRAL_HOME: state }]
+  ] as const) {
+    const result = await runCli([...args], { cwd, env })
+    expect(result.code, result.stdout + result.stderr).toBe(2)
+    expect(result.stderr).toContain(refusal)
+  }
+  expect(NodeFs.existsSync(marker)).toBe(false)
+  expect(NodeFs.existsSync(state), "nothing written").toBe(false)
+}
+
 const canMount =
   spawnSync("unshare", ["--user", "--map-root-user", "--mount", "true"]).status === 0 || process.env.CI === "true"
 
@@ -209,21 +226,10 @@ describe("the default state folder is where git finds the work tree (end to end)
     const sub = NodePath.join(repo, "c")
     const dotGit = NodePath.join(sub, ".git")
     NodeFs.writeFileSync(dotGit, "gitdir: ../a\n")
-    const marker = NodePath.join(tempDir("marks-"), "ran")
-    const plan = planFile(`agents:\n  - id: one\n    run: touch ${marker}\n`)
-    const state = NodePath.join(tempDir("state-"), "state")
-    for (const [args, env] of [
-      [["run", plan, "--state-dir", state], {}],
-      [["run", plan], { CORRAL_HOME: state }]
-    ] as const) {
-      const result = await runCli([...args], { cwd: NodePath.join(sub, "d"), env })
-      expect(result.code, result.stdout + result.stderr).toBe(2)
-      expect(result.stderr).toContain(
-        `git refuses the work tree at ${sub}: ${dotGit} names ${NodePath.join(repo, "a")}, which is not a git repository`
-      )
-    }
-    expect(NodeFs.existsSync(marker)).toBe(false)
-    expect(NodeFs.existsSync(state), "nothing written").toBe(false)
+    await expectRefusedWithStateFolder(
+      NodePath.join(sub, "d"),
+      `git refuses the work tree at ${sub}: ${dotGit} names ${NodePath.join(repo, "a")}, which is not a git repository`
+    )
   })
 
   it.skipIf(process.getuid?.() !== 0 && process.env.CI !== "true")(
@@ -231,19 +237,10 @@ describe("the default state folder is where git finds the work tree (end to end)
     async () => {
       const repo = NodeFs.realpathSync(repoWithFolders())
       execFileSync("chown", ["-R", "nobody", repo])
-      const marker = NodePath.join(tempDir("marks-"), "ran")
-      const plan = planFile(`agents:\n  - id: one\n    run: touch ${marker}\n`)
-      const state = NodePath.join(tempDir("state-"), "state")
-      for (const [args, env] of [
-        [["run", plan, "--state-dir", state], {}],
-        [["run", plan], { CORRAL_HOME: state }]
-      ] as const) {
-        const result = await runCli([...args], { cwd: NodePath.join(repo, "c", "d"), env })
-        expect(result.code, result.stdout + result.stderr).toBe(2)
-        expect(result.stderr).toContain(`git refuses the repository at ${repo}: it is owned by another user`)
-      }
-      expect(NodeFs.existsSync(marker)).toBe(false)
-      expect(NodeFs.existsSync(state), "nothing written").toBe(false)
+      await expectRefusedWithStateFolder(
+        NodePath.join(repo, "c", "d"),
+        `git refuses the repository at ${repo}: it is owned by another user`
+      )
     }
   )
 

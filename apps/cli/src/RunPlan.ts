@@ -301,9 +301,12 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
 /**
  * A run that fails or is interrupted after creating its integration branch (a rate limiter that
  * cannot open, the ledger, a defect) drops it as its end does when nothing was merged; only a
- * crash, which runs no finalizer, leaves it for `--resume`.
+ * crash, which runs no finalizer, leaves it for `--resume`. A finalizer, local and cluster runs.
+ *
+ * @since 0.1.0
+ * @category workspaces
  */
-const dropOnFailure =
+export const dropOnFailure =
   (integration: WorkspaceModule.Integration) =>
   (exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
     exit._tag === "Failure" ? Effect.ignore(integration.dropIfEmpty()) : Effect.void

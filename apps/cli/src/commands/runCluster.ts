@@ -606,12 +606,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
           )
     // A run that fails after this point (the ledger refusing its start, the database going away)
     // drops the branch as its end does when nothing was merged; a crash keeps it for `--resume`.
-    if (workspaces !== undefined) {
-      const integration = workspaces.integration
-      yield* Effect.addFinalizer((exit) =>
-        exit._tag === "Failure" ? Effect.ignore(integration.dropIfEmpty()) : Effect.void
-      )
-    }
+    if (workspaces !== undefined) yield* Effect.addFinalizer(RunPlan.dropOnFailure(workspaces.integration))
     const attempts: Attempts = { adopted: new Map(), made: new Map() }
     const warn = workspaceWarnings(emit)
     const agents = plan.agents.map((agent) =>
