@@ -33,6 +33,12 @@ const machine = (url: string, options: PostgresLiveness.Options = {}) =>
     })
   )
 
+/** A client of its own to look at and change the coordinators' table as another program would. */
+const inspector = (url: string) =>
+  Effect.map(Layer.build(PostgresClient.layer(url, { maxConnections: 1 })), (context) =>
+    Context.get(context, SqlClient.SqlClient)
+  )
+
 const waitUntil = (check: Effect.Effect<boolean>) =>
   Effect.suspend(() => check).pipe(
     Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail("not yet"))),
@@ -163,10 +169,7 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
       Effect.gen(function* () {
         const url = yield* freshDatabase
         const b = yield* machine(url, { grace: "1 second" })
-        const sql = Context.get(
-          yield* Layer.build(PostgresClient.layer(url, { maxConnections: 1 })),
-          SqlClient.SqlClient
-        )
+        const sql = yield* inspector(url)
         const rows = Effect.map(
           Effect.orDie(sql<{ run_id: string }>`SELECT run_id FROM corral_run_coordinators ORDER BY run_id`),
           (found) => found.map((row) => row.run_id)
@@ -200,10 +203,7 @@ describe.skipIf(server === undefined)("PostgresLiveness", () => {
       Effect.gen(function* () {
         const url = yield* freshDatabase
         const b = yield* machine(url, { grace: "1 second" })
-        const sql = Context.get(
-          yield* Layer.build(PostgresClient.layer(url, { maxConnections: 1 })),
-          SqlClient.SqlClient
-        )
+        const sql = yield* inspector(url)
         yield* b.ledger.startRun(start("r-cut"))
         const child = yield* holderProcess(url, "r-cut")
         const summaries = yield* b.ledger.listRuns()
