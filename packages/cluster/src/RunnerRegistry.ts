@@ -2,8 +2,9 @@
  * Which runners are online, with their capacity, labels, load and shards: a `corral_runners` table
  * each runner upserts on start, refreshes every `heartbeatEvery` (database clock) and as soon as the
  * shards it holds change, and deletes when it stops; a row not refreshed for ten times
- * `heartbeatEvery`, at least a minute (a SIGKILLed runner's), is deleted by the next registration. `corral runners` lists the rows refreshed within
- * `staleAfter`; coordinators read capacity and shards for load-aware placement ({@link placements}).
+ * `heartbeatEvery`, at least a minute (a SIGKILLed runner's), is deleted by the next registration.
+ * `corral runners` lists the rows refreshed within `staleAfter`; coordinators read capacity and
+ * shards for load-aware placement ({@link placements}).
  *
  * @since 0.1.0
  */
@@ -185,10 +186,9 @@ export interface Registration {
  * Registers this runner until the scope closes, refreshing its row in the background (written
  * again if it was deleted), after deleting the rows of runners whose last heartbeat is older than
  * ten times `heartbeatEvery`, at least a minute (SIGKILLed runners, whose rows nothing else
- * deletes). An interval
- * it cannot use dies with `PostgresOptions.InvalidOption` naming it, before anything is written;
- * creating the table or writing the row fails with `PostgresClient.StartFailed` saying the server's
- * answer.
+ * deletes). An interval it cannot use dies with `PostgresOptions.InvalidOption` naming it, before
+ * anything is written; creating the table or writing the row fails with `PostgresClient.StartFailed`
+ * saying the server's answer.
  *
  * @since 0.1.0
  * @category constructors
