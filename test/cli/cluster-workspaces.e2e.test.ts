@@ -344,7 +344,9 @@ agents:
       )
       const failed = await runCli(["run", plan, "--cluster", url], { cwd: repo })
       expect(failed.code, failed.stdout + failed.stderr).toBe(1)
-      expect(failed.stderr).toContain("corral: PgConnection: Query failed")
+      expect(failed.stderr, "the server's answer, not only effect's message").toContain(
+        "corral: PgConnection: Query failed (no new runs here)"
+      )
       expect(branches(repo), "nothing merged, nothing to take").toEqual(["main"])
     } finally {
       runner.signal("SIGINT")

@@ -3,7 +3,7 @@
  * and outcome, and the values of successes for cached reruns. `corral status`, `corral report`
  * and resume after a crash read it back as {@link RunRecord.RunRecord}.
  *
- * SQL ledgers buffer writes in memory and commit them every `flushEvery` (50 ms), when
+ * SQL ledgers buffer writes in memory and commit them within `flushEvery` (50 ms) of the first one, when
  * `maxBuffered` writes are waiting, on `Finished`/`RunFinished`, on `finishRun` and when the layer
  * closes (the in-memory ledger applies each write at once). Each flush is one transaction, so a process killed at any instant leaves every agent in
  * the state of the last committed flush. An agent's row is written when the run starts and then
@@ -217,7 +217,7 @@ export interface Service {
  * @category models
  */
 export interface WriterOptions {
-  /** @default "50 millis" */
+  /** The longest a buffered write waits for its commit (an idle writer arms no timer). @default "50 millis" */
   readonly flushEvery?: Duration.Input | undefined
   /** How soon after a `Finished` event the buffer is flushed (gathering other writes meanwhile). @default "5 millis" */
   readonly flushSoon?: Duration.Input | undefined

@@ -91,6 +91,15 @@ class State {
   readonly waiters = new Set<Waiter>()
   readonly listeners = new Set<(lease: Lease) => void>()
   signal = Deferred.makeUnsafe<void>()
+  /** Completed when `watch` finds a lease to watch: the poll fiber waits for it while there is none. */
+  private watching = Deferred.makeUnsafe<void>()
+
+  /** Waits until a lease of another process is watched. */
+  readonly untilWatched: Effect.Effect<void> = Effect.suspend(() => {
+    if (this.watched.size > 0) return Effect.void
+    this.watching = Deferred.makeUnsafe<void>()
+    return Deferred.await(this.watching)
+  })
 
   released(lease: Lease): void {
     this.watched.delete(lease.id)
@@ -116,6 +125,7 @@ class State {
     for (const stored of held) {
       if (stored.owner !== owner && ids.has(stored.lease.id)) this.watched.set(stored.lease.id, stored.lease)
     }
+    if (this.watched.size > 0) Deferred.doneUnsafe(this.watching, Effect.void)
   }
 }
 
@@ -239,11 +249,15 @@ const renew = (table: LeaseTable, state: State, ttlMillis: number) =>
     yield* table.renew(now + ttlMillis)
   })
 
-const every = (interval: Duration.Input, effect: Effect.Effect<void, SqlError.SqlError>) =>
+const every = (
+  interval: Duration.Input,
+  effect: Effect.Effect<void, SqlError.SqlError>,
+  until: Effect.Effect<void> = Effect.void
+) =>
   Effect.forkScoped(
     Effect.forever(
       Effect.andThen(
-        Effect.sleep(interval),
+        Effect.andThen(until, Effect.sleep(interval)),
         Effect.catch(effect, (error) =>
           Effect.logWarning("corral: the lease table could not be read or renewed", error.message)
         )
@@ -283,7 +297,9 @@ export const make = (
     const state = new State()
     yield* removeDead(table, state)
     yield* every(timing.renewEvery, renew(table, state, ttlMillis))
-    yield* every(timing.pollEvery, poll(table, state))
+    // While no lease of another process is watched, a poll would find nothing to do: the fiber waits
+    // instead of waking every `pollEvery` (10 times a second by default) for the whole run.
+    yield* every(timing.pollEvery, poll(table, state), state.untilWatched)
     const pollEvery = timing.pollEvery
     const fairness: Fairness = {
       maxBypass: options.maxBypass ?? 32,

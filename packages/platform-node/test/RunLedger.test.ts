@@ -86,6 +86,29 @@ describe("RunLedger (SQLite)", () => {
     })
   )
 
+  it.effect("after a long idle time, a write is committed within flushEvery (the idle writer waits for it)", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const reader = RunLedger.layerSqlite(filename, { writerThread: false })
+      const stateOfA = Effect.flatMap(Effect.service(RunLedger.RunLedger), (ledger) => ledger.getRun("r1")).pipe(
+        Effect.map((run) => Option.getOrThrow(run).agents.find((agent) => agent.agentId === "a")?.state),
+        Effect.provide(reader, { local: true })
+      )
+      yield* Effect.gen(function* () {
+        const { ledger } = yield* startedRun
+        yield* ledger.record("r1", ev("r1", 0, { _tag: "RunStarted", concurrency: 2, mode: "settle" }))
+        yield* ledger.record("r1", ev("r1", 0, { _tag: "Queued", agentId: "a" }))
+        yield* TestClock.adjust("10 minutes")
+        assert.strictEqual(yield* stateOfA, "pending")
+        yield* ledger.record("r1", ev("r1", 1, { _tag: "Started", agentId: "a" }))
+        yield* TestClock.adjust("49 millis")
+        assert.strictEqual(yield* stateOfA, "pending", "not committed before flushEvery")
+        yield* TestClock.adjust("1 millis")
+        assert.strictEqual(yield* stateOfA, "running")
+      }).pipe(Effect.provide(RunLedger.layerSqlite(filename, { writerThread: false, flushEvery: 50 }), { local: true }))
+    })
+  )
+
   it.effect("records a run that Effect.timeout interrupted as ended: interrupted, its agents with their outcomes", () =>
     Effect.gen(function* () {
       const { ledger, agents } = yield* startedRun

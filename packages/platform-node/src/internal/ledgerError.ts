@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import * as SqlErrorMessage from "../SqlErrorMessage.ts"
 
 /**
  * The run ledger could not read or write its store (or was asked about a run it never started).
@@ -19,7 +20,8 @@ export class RunLedgerError extends Schema.TaggedError<RunLedgerError>()("RunLed
   message: Schema.String
 }) {}
 
+/** A `RunLedgerError` for `operation` saying the cause's message and, for an `SqlError`, the database's answer. */
 export const ledgerError =
   (operation: string) =>
-  (cause: { readonly message: string }): RunLedgerError =>
-    new RunLedgerError({ operation, message: cause.message })
+  (cause: Parameters<typeof SqlErrorMessage.withServerAnswer>[0]): RunLedgerError =>
+    new RunLedgerError({ operation, message: SqlErrorMessage.withServerAnswer(cause) })
