@@ -3,7 +3,7 @@ import * as net from "node:net"
 import * as NodePath from "node:path"
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest"
 import * as Sandbox from "../../packages/platform-node/src/Sandbox.ts"
-import { branches, git, makeRepo, root, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
+import { branches, git, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
 
 // With CI=true a machine without bubblewrap runs these tests and fails them; elsewhere they are skipped.
 const enabled = Sandbox.supportUnsafe().available || process.env.CI === "true"
@@ -291,9 +291,13 @@ ${attempt("read-top", `grep -q test "${top}/README.md"`)}
     NodeFs.writeFileSync(beside, "host tmp\n")
     // Outside /tmp, which the sandbox replaces, so only the state folder's own hiding keeps it out of sight.
     const state = NodeFs.mkdtempSync("/var/tmp/corral-e2e-state-")
+    // A file outside /tmp (this checkout may be under /tmp, which the sandbox replaces).
+    const outside = NodeFs.mkdtempSync("/var/tmp/corral-e2e-outside-")
+    NodeFs.writeFileSync(NodePath.join(outside, "package.json"), '{ "name": "outside" }\n')
     onTestFinished(() => {
       NodeFs.rmSync(beside, { force: true })
       NodeFs.rmSync(state, { recursive: true, force: true })
+      NodeFs.rmSync(outside, { recursive: true, force: true })
     })
     const plan = writePlan(
       tempDir("plan-"),
@@ -303,7 +307,7 @@ ${attempt("read-top", `grep -q test "${top}/README.md"`)}
     sandbox: { network: false, allow: { read: ["/"] } }
     run: |
 ${attempt("read-etc", "grep -q root /etc/passwd")}
-${attempt("read-outside", `grep -q '"name"' "${root}/package.json"`)}
+${attempt("read-outside", `grep -q '"name"' "${outside}/package.json"`)}
 ${attempt("read-top", `grep -q test "${top}/README.md"`)}
 ${attempt("dev-null", "echo x > /dev/null")}
 ${attempt("own-proc", "[ \"$(ls /proc | grep -c '^[0-9]')\" -lt 10 ]")}

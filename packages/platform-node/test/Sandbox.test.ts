@@ -108,18 +108,22 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
 
   it.live("allow.read of /: the file system read-only, the sandbox's own /dev, /proc and /tmp", () =>
     Effect.gen(function* () {
+      // Outside /tmp, which the sandbox replaces with an empty folder (this checkout may be under it).
+      const outside = mkdtempSync("/var/tmp/corral-sandbox-outside-")
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(outside, { recursive: true, force: true })))
+      writeFileSync(join(outside, "package.json"), '{ "name": "outside" }\n')
       const result = yield* ProcessRunner.run({
         command: [
           attempt("own-write", `echo mine > ${ws}/own.txt`),
           attempt("private-write", `echo tmp > ${priv}/scratch`),
           attempt("read-etc", "grep -q root /etc/passwd"),
-          attempt("read-outside", `grep -q '"name"' ${process.cwd()}/package.json`),
+          attempt("read-outside", `grep -q '"name"' ${outside}/package.json`),
           attempt("dev-null", "echo x > /dev/null"),
           attempt("host-pid", `test -e /proc/${process.pid}`),
           attempt("read-host-tmp", `cat ${other}/secret.txt`),
           attempt("write-tmp", "echo x > /tmp/corral-sandbox-pwned"),
           attempt("write-usr", "echo x > /usr/pwned"),
-          attempt("write-outside", `echo x > ${process.cwd()}/pwned`)
+          attempt("write-outside", `echo x > ${outside}/pwned`)
         ].join("\n"),
         shell: true,
         cwd: ws,
@@ -138,7 +142,8 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
         "write-usr": "blocked",
         "write-outside": "blocked"
       })
-    })
+      assert.isFalse(existsSync(join(outside, "pwned")))
+    }).pipe(Effect.scoped)
   )
 
   it.live(
