@@ -330,6 +330,9 @@ const program = Effect.gen(function*() {
       hold(1)
       yield* sql\`INSERT INTO writes \${sql.insert({ worker, seq, seen })}\`
     }))
+    // After its first commit a worker waits for one of the other's, so neither can finish before the
+    // other has started writing, however the machine schedules the two processes.
+    while (seq === 0 && (yield* sql\`SELECT COUNT(*) AS n FROM writes WHERE worker <> \${worker}\`)[0].n === 0) hold(1)
   }
   const [{ journal_mode }] = yield* sql\`PRAGMA journal_mode\`
   return { mode: journal_mode, started, finished: Date.now() }
