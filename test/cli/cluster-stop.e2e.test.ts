@@ -335,7 +335,7 @@ describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners
     }
   }, 300_000)
 
-  it("a runner SIGSTOPped while its agents run: the coordinator stops waiting after 10 s, names them on stderr and in the ledger", async () => {
+  it("a runner SIGSTOPped while its agents run: the coordinator stops waiting after 10 s, names them on stderr and in the ledger, s1 (its message answered, only its lease left) by its lease's owner", async () => {
     const url = await cluster.database()
     const repo = cluster.scratchRepo()
     const runner = await cluster.startRunner(url, cluster.runnerClone(repo, "stopped"))
@@ -345,6 +345,14 @@ describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners
       const cli = cluster.track(startCli(["run", plan, "--cluster", url, "--json"], { cwd: repo }))
       await waitFor(() => NodeFs.readdirSync(marks).length === 2 || !isAlive(cli.pid), 120_000, "both agents started")
       runner.signal("SIGSTOP")
+      // s1's Execute message answered while its execution still holds its lease (as between the
+      // handler's reply and its lease's release): only the lease can name s1's runner
+      // (the test's own database: the only run in it)
+      const answered = await rows(
+        url,
+        "UPDATE cluster_messages SET processed = TRUE WHERE entity_id LIKE '%/s1~%' AND kind = 0 AND NOT processed RETURNING 1"
+      )
+      expect(answered, "s1's Execute message").toHaveLength(1)
       const signalledAt = Date.now()
       cli.signal("SIGINT")
       const ended = await cli.done
@@ -362,6 +370,17 @@ describe.skipIf(!cluster.available)("a stopped cluster run waits for its runners
         `SELECT count(*)::int AS n FROM transition_batches WHERE run_id = '${runId}' AND entries LIKE '%RunnersStillRunning%'`
       )
       expect(recorded, "the ledger records it").toEqual([{ n: 1 }])
+      const [batch] = (await rows(
+        url,
+        `SELECT entries FROM transition_batches WHERE run_id = '${runId}' AND entries LIKE '%RunnersStillRunning%'`
+      )) as ReadonlyArray<{ readonly entries: string }>
+      const entry = (JSON.parse(batch!.entries) as ReadonlyArray<ReadonlyArray<unknown>>).find(
+        (fields) => fields[2] === "RunnersStillRunning"
+      )
+      expect(JSON.parse(entry![4] as string).running, "the ledger names each agent's runner").toEqual([
+        { agent: "s1", runner: runner.address },
+        { agent: "s2", runner: runner.address }
+      ])
       const status = await runCli(["status", runId, "--cluster", url], { cwd: repo })
       expect(status.code, status.stderr).toBe(0)
       expect(status.stdout).toContain(`left running when the run ended: s1, s2 on runner ${runner.address}`)

@@ -66,6 +66,28 @@ agents:
     expect(result.stderr).toMatch(/a -> b -> a/)
   })
 
+  it("exits 2 naming the plan file, the agent, the label and the reason for a required label no runner can have, as run --cluster does", async () => {
+    const dir = tempDir("plan-")
+    const cases = [
+      ["gpu#1", 'a label must not contain "#", "~" or ",", got "gpu#1"'],
+      ["a,b", 'a label must not contain "#", "~" or ",", got "a,b"'],
+      [" gpu", 'a label must not begin or end with a space, got " gpu"']
+    ] as const
+    for (const [label, reason] of cases) {
+      const plan = writePlan(
+        dir,
+        "labels.yaml",
+        `version: 1\nagents:\n  - id: a\n    run: echo a\n    labels:\n      requires: gpu\n  - id: trains\n    run: echo b\n    labels:\n      requires: ${JSON.stringify(label)}\n`
+      )
+      const result = await runCli(["validate", plan], { cwd: root })
+      expect(result.code, result.stderr).toBe(2)
+      expect(result.stderr).toBe(
+        `corral: ${plan}: agent trains requires the label ${JSON.stringify(label)}, which no runner can have: ${reason}\n`
+      )
+      expect(result.stdout).toBe("")
+    }
+  })
+
   it("every shipped example plan is valid", async () => {
     for (const name of ["independent", "claims", "pipeline", "fan-out-fan-in", "llm-rate-limited", "demo"]) {
       const result = await runCli(["validate", NodePath.join(root, "apps/cli/examples", `${name}.yaml`)], { cwd: root })

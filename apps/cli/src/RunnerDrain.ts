@@ -7,7 +7,9 @@
  * The wait is bounded (a runner that is dead, stopped or cut off may never answer), a second stop
  * request ends it at once, and so does a poll the database does not answer (nothing to wait on:
  * the runners cannot report either); the agents still running at the last look are named, each with
- * the runner that holds its message's shard (`corral_runners`, as the placement reads it).
+ * its runner from `corral_runners`: the runner whose lease owner number (`lease_owner`) is the
+ * owner of the agent's execution lease, else, for an agent whose message no runner took up yet, the
+ * runner that holds its message's shard (as the placement reads it).
  *
  * @since 0.1.0
  */
@@ -40,8 +42,9 @@ export type Drained<A = Running> =
   | { readonly _tag: "Unknown"; readonly agents: ReadonlyArray<A>; readonly reason: string }
 
 /**
- * An agent whose execution has not ended, and the address of the runner holding its `Execute`
- * message's shard (`undefined` when only its lease is left, or no runner lists that shard).
+ * An agent whose execution has not ended, and the address of its runner: the one whose registry row
+ * records its execution lease's owner, else the one holding its `Execute` message's shard
+ * (`undefined` when no registered runner is either).
  *
  * @since 0.1.0
  * @category models
@@ -70,24 +73,32 @@ const placedSuffix = /~\d+(?:#[^#~]+)?$/
 /** `kind` of a request row in `cluster_messages` (effect's `SqlMessageStorage`: 0 request, 1 ack, 2 interrupt). */
 const requestKind = 0
 
+/** Runners by shard (`<group>:<n>` as effect writes `shard_id`) and by execution lease owner number. */
+interface Owners {
+  readonly shards: Map<string, string>
+  readonly leases: Map<number, string>
+}
+
 /**
- * Each shard's runner (`<group>:<n>` as effect writes `shard_id`), the freshest registration winning
- * as in the placement; a stale row counts too (a stopped runner still holds its shards until its
- * lock expires). Empty when the registry cannot be read: the names are a help, not the answer.
+ * Each shard's and each lease owner's runner, the freshest registration winning as in the
+ * placement; a stale row counts too (a stopped runner still holds its shards and leases until its
+ * lock and their TTL expire). Empty when the registry cannot be read: the names are a help, not the answer.
  */
-const shardOwners = (sql: SqlClient.SqlClient) =>
-  sql<{ address: string; shards: string }>`SELECT address, shards FROM corral_runners ORDER BY heartbeat_at`.pipe(
+const owners = (sql: SqlClient.SqlClient): Effect.Effect<Owners> =>
+  sql<{ address: string; shards: string; lease_owner: number | null }>`SELECT address, shards, lease_owner
+    FROM corral_runners ORDER BY heartbeat_at`.pipe(
     Effect.map((rows) => {
-      const owners = new Map<string, string>()
+      const found: Owners = { shards: new Map(), leases: new Map() }
       for (const row of rows) {
         const shards = JSON.parse(row.shards) as Record<string, ReadonlyArray<number>>
         for (const [group, numbers] of Object.entries(shards)) {
-          for (const shard of numbers) owners.set(`${group}:${shard}`, row.address)
+          for (const shard of numbers) found.shards.set(`${group}:${shard}`, row.address)
         }
+        if (row.lease_owner !== null) found.leases.set(Number(row.lease_owner), row.address)
       }
-      return owners
+      return found
     }),
-    Effect.orElseSucceed(() => new Map<string, string>())
+    Effect.orElseSucceed((): Owners => ({ shards: new Map(), leases: new Map() }))
   )
 
 /**
@@ -126,24 +137,26 @@ export const running = (
       FROM cluster_messages
       WHERE entity_type = ${AgentEntity.AgentEntity.type} AND kind = ${requestKind} AND processed = FALSE
       AND ${sql.or(messagePatterns.map((pattern) => sql`entity_id LIKE ${pattern}`))}`
-    const held = yield* sql<{ entity: string }>`SELECT entity FROM corral_executions
+    const held = yield* sql<{ entity: string; owner_id: number }>`SELECT entity, owner_id FROM corral_executions
       WHERE ${sql.or(leasePatterns.map((pattern) => sql`entity LIKE ${pattern}`))}`
-    const shards = new Map<string, string | undefined>()
+    const where = new Map<string, { shard?: string; owner?: number }>()
     for (const row of messages) {
       const agent = bases.get(row.entity_id.replace(placedSuffix, ""))
-      if (agent !== undefined) shards.set(agent, row.shard_id)
+      if (agent !== undefined) where.set(agent, { shard: row.shard_id })
     }
     for (const row of held) {
       const agent = leases.get(row.entity)
-      if (agent !== undefined && !shards.has(agent)) shards.set(agent, undefined)
+      if (agent !== undefined) where.set(agent, { ...where.get(agent), owner: Number(row.owner_id) })
     }
-    if (shards.size === 0) return []
-    const owners = yield* shardOwners(sql)
-    return [...shards]
+    if (where.size === 0) return []
+    const found = yield* owners(sql)
+    return [...where]
       .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([agent, shard]) => ({
+      .map(([agent, { shard, owner }]) => ({
         agent,
-        runner: shard === undefined ? undefined : owners.get(shard)
+        runner:
+          (owner === undefined ? undefined : found.leases.get(owner)) ??
+          (shard === undefined ? undefined : found.shards.get(shard))
       }))
   })
 

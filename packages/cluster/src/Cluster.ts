@@ -14,6 +14,7 @@
 import * as Executor from "@corral/core/Executor"
 import { PostgresClient, PostgresOptions } from "@corral/postgres"
 import { NodeClusterSocket } from "@effect/platform-node"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -143,8 +144,7 @@ const shardingConfig = (timing: Timing) => {
  */
 const layerFencing = (timing: Timing) => {
   const ttl = Duration.millis(timing.expirationMs)
-  return Layer.effect(
-    AgentEntity.Fencing,
+  return Layer.effectContext(
     Effect.gen(function* () {
       const leases = yield* ExecutionLeases.make({
         ttl,
@@ -156,7 +156,7 @@ const layerFencing = (timing: Timing) => {
           Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 5 }),
           Effect.orElseSucceed(() => false)
         )
-      return AgentEntity.Fencing.of({
+      const fencing = AgentEntity.Fencing.of({
         acquire: leases.acquire,
         isCurrent: (lease) => orLost(leases.isCurrent(lease)),
         release: (lease) =>
@@ -166,6 +166,7 @@ const layerFencing = (timing: Timing) => {
           ),
         checkEvery: Duration.divideUnsafe(ttl, 4)
       })
+      return Context.make(AgentEntity.Fencing, fencing).pipe(Context.add(ExecutionLeases.LeaseOwner, leases.owner))
     })
   )
 }
@@ -256,6 +257,7 @@ const runnerLayer = (
         address,
         capacity,
         labels,
+        leaseOwner: yield* ExecutionLeases.LeaseOwner,
         running: () => running,
         shards
       })

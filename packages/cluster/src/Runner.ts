@@ -16,9 +16,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as AgentOutput from "./AgentOutput.ts"
 import * as Cluster from "./Cluster.ts"
-import { checkLabels, labelsProblem as problemOfLabels } from "./internal/runnerLabels.ts"
+import { checkLabels } from "./internal/runnerLabels.ts"
 import { CurrentRunnerWorkspaces, makeRunnerWorkspaces } from "./internal/runnerWorkspace.ts"
 import { ProcessKind, RunnerName, RunnerRepo } from "./ProcessKind.ts"
+import * as RunnerLabels from "./RunnerLabels.ts"
 
 /**
  * @since 0.1.0
@@ -39,6 +40,8 @@ export interface Options extends Cluster.RunnerOptions {
  * the entity `<runId>/<agentId>~<salt>#<label>`, read back at `#` and `~`; `,` separates
  * `corral runner --labels`), or is given twice. The rule `serve` and `Cluster.layerRunner` apply;
  * an agent's `requires` label can be placed only when `labelsProblem([requires])` is `undefined`.
+ * The same function as `RunnerLabels.labelsProblem` (`@corral/cluster/RunnerLabels`, which loads
+ * nothing else).
  *
  * @example
  * ```ts
@@ -51,7 +54,7 @@ export interface Options extends Cluster.RunnerOptions {
  * @since 0.1.0
  * @category running
  */
-export const labelsProblem = (labels: ReadonlyArray<string>): string | undefined => problemOfLabels(labels)
+export const labelsProblem: (labels: ReadonlyArray<string>) => string | undefined = RunnerLabels.labelsProblem
 
 /**
  * Serves until interrupted; `onReady` runs once the runner is registered and takes work. A `repo`

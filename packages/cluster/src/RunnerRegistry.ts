@@ -1,10 +1,11 @@
 /**
- * Which runners are online, with their capacity, labels, load and shards: a `corral_runners` table
- * each runner upserts on start, refreshes every `heartbeatEvery` (database clock) and as soon as the
- * shards it holds change, and deletes when it stops; a row not refreshed for ten times
- * `heartbeatEvery`, at least a minute (a SIGKILLed runner's), is deleted by the next registration.
- * `corral runners` lists the rows refreshed within `staleAfter`; coordinators read capacity and
- * shards for load-aware placement ({@link placements}).
+ * Which runners are online, with their capacity, labels, load, shards and the owner number of their
+ * execution leases: a `corral_runners` table each runner upserts on start, refreshes every
+ * `heartbeatEvery` (database clock) and as soon as the shards it holds change, and deletes when it
+ * stops; a row not refreshed for ten times `heartbeatEvery`, at least a minute (a SIGKILLed
+ * runner's), is deleted by the next registration. `corral runners` lists the rows refreshed within
+ * `staleAfter`; coordinators read capacity and shards for load-aware placement ({@link placements}),
+ * and a stopped run's drain names the runner of each execution lease left (`lease_owner`).
  *
  * @since 0.1.0
  */
@@ -33,9 +34,18 @@ const addShards = Effect.gen(function* () {
   yield* sql`ALTER TABLE corral_runners ADD COLUMN shards TEXT NOT NULL DEFAULT '{}'`
 })
 
+const addLeaseOwner = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE corral_runners ADD COLUMN lease_owner INTEGER`
+})
+
 const migrate = Migrator.make({})({
   table: "corral_runners_migrations",
-  loader: Migrator.fromRecord({ "1_create_runners": createRunners, "2_add_shards": addShards })
+  loader: Migrator.fromRecord({
+    "1_create_runners": createRunners,
+    "2_add_shards": addShards,
+    "3_add_lease_owner": addLeaseOwner
+  })
 })
 
 /**
@@ -172,6 +182,11 @@ export interface Registration {
   readonly address: string
   readonly capacity: number
   readonly labels: ReadonlyArray<string>
+  /**
+   * The owner number of its execution leases (`owner_id` in `corral_executions`), recorded as
+   * `lease_owner` so that a lease names the runner that holds it.
+   */
+  readonly leaseOwner?: number | undefined
   /** How many agents run now. */
   readonly running: () => number
   /** The shards it holds now, by shard group; published within `shardsCheckEvery` of a change. */
@@ -213,12 +228,14 @@ export const register = (
     const sql = yield* SqlClient.SqlClient
     const labels = JSON.stringify(registration.labels)
     const row = (shards: string) => sql`INSERT INTO corral_runners
-      (address, pid, hostname, capacity, labels, running, shards, started_at, heartbeat_at)
+      (address, pid, hostname, capacity, labels, running, shards, lease_owner, started_at, heartbeat_at)
       VALUES (${registration.address}, ${process.pid}, ${hostname()}, ${registration.capacity}, ${labels},
-        ${registration.running()}, ${shards}, ${sql.literal(nowMs)}, ${sql.literal(nowMs)})`
+        ${registration.running()}, ${shards}, ${registration.leaseOwner ?? null}, ${sql.literal(nowMs)},
+        ${sql.literal(nowMs)})`
     const write = sql`${row("{}")} ON CONFLICT (address) DO UPDATE SET pid = excluded.pid,
       hostname = excluded.hostname, capacity = excluded.capacity, labels = excluded.labels,
-      running = excluded.running, shards = excluded.shards, heartbeat_at = excluded.heartbeat_at`
+      running = excluded.running, shards = excluded.shards, lease_owner = excluded.lease_owner,
+      heartbeat_at = excluded.heartbeat_at`
     yield* sql`DELETE FROM corral_runners WHERE heartbeat_at < ${sql.literal(nowMs)} - ${deadRowAfter(every)}`
     yield* Effect.acquireRelease(write, () =>
       Effect.ignore(sql`DELETE FROM corral_runners WHERE address = ${registration.address} AND pid = ${process.pid}`)

@@ -29,7 +29,7 @@
  * @since 0.1.0
  */
 import * as NodeOs from "node:os"
-import { Cluster, ProcessKind, Runner, RunnerRegistry } from "@corral/cluster"
+import { Cluster, ProcessKind, RunnerRegistry } from "@corral/cluster"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Agent from "@corral/core/Agent"
@@ -61,6 +61,7 @@ import * as PlanFile from "../PlanFile.ts"
 import * as Reconcile from "../Reconcile.ts"
 import * as Report from "../Report.ts"
 import * as Reporter from "../Reporter.ts"
+import * as RequiredLabels from "../RequiredLabels.ts"
 import * as RunnerWatch from "../RunnerWatch.ts"
 import type { RunEvent } from "../RunEvent.ts"
 import type { AgentResult } from "../RunPlan.ts"
@@ -110,17 +111,6 @@ const unsupported = (flags: ClusterFlags, plan: PlanFile.Plan): string | undefin
     return `${plan.file}: agents ${overlaid.map((agent) => agent.id).join(", ")} ask for an overlay workspace, which --cluster runners do not set up; run them without --cluster or drop overlay`
   if (flags.keepWorkspaces)
     return "--keep-workspaces is not supported with --cluster (runners remove their worktrees; an agent's work is on its branch)"
-  return undefined
-}
-
-/** The first agent whose required label no runner can have (`Runner.labelsProblem`), said with the plan file. */
-const unplaceable = (plan: PlanFile.Plan): string | undefined => {
-  for (const agent of plan.agents) {
-    const label = agent.labels.requires
-    const problem = label === undefined ? undefined : Runner.labelsProblem([label])
-    if (problem !== undefined)
-      return `${plan.file}: agent ${agent.id} requires the label ${JSON.stringify(label)}, which no runner can have: ${problem}`
-  }
   return undefined
 }
 
@@ -522,7 +512,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
     const plan = yield* PlanFile.load(flags.plan).pipe(
       Effect.catchTag("PlanFileError", (error) => invalidInput(`invalid plan\n${error.message}`))
     )
-    const problem = unsupported(flags, plan) ?? unplaceable(plan)
+    const problem = unsupported(flags, plan) ?? RequiredLabels.unplaceable(plan)
     if (problem !== undefined) return yield* invalidInput(problem)
     const isolation = isolationOf(flags, plan)
     const target = isolation === "worktree" ? yield* workspaceTarget(flags) : undefined

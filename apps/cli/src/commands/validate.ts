@@ -8,6 +8,7 @@ import * as AgentIsolation from "../AgentIsolation.ts"
 import { invalidInput } from "../CliExit.ts"
 import * as PlanFile from "../PlanFile.ts"
 import { count } from "../Plural.ts"
+import * as RequiredLabels from "../RequiredLabels.ts"
 import { shapeOf } from "../RunPlan.ts"
 
 const seconds = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)}s` : `${ms}ms`)
@@ -34,7 +35,8 @@ export const describe = (plan: PlanFile.Plan, analysis: Plan.Analysis): string =
 
 /**
  * Loads and checks a plan exactly as `corral validate` does; `corral run` uses the same check, so a
- * plan that validates is one the run accepts. Fails with exit code 2 and the issues printed.
+ * plan that validates is one the run accepts (`corral validate` also checks the labels agents
+ * require, as `corral run --cluster` does). Fails with exit code 2 and the issues printed.
  *
  * @since 0.1.0
  */
@@ -62,12 +64,14 @@ export const validate = Command.make(
   ({ plan }) =>
     Effect.gen(function* () {
       const checked = yield* loadChecked(plan)
+      const unplaceable = RequiredLabels.unplaceable(checked.plan)
+      if (unplaceable !== undefined) return yield* invalidInput(unplaceable)
       yield* Console.log(`${describe(checked.plan, checked.analysis)}
 ${AgentIsolation.describeSupport()}`)
     })
 ).pipe(
   Command.withDescription(
-    "Check a plan: schema, ids, dependencies, cycles and claims; print its order and critical path, and what this machine supports (sandboxes)"
+    "Check a plan: schema, ids, dependencies, cycles, claims and required runner labels; print its order and critical path, and what this machine supports (sandboxes)"
   ),
   Command.withExamples([{ command: "corral validate plan.yaml", description: "check a plan without running it" }])
 )

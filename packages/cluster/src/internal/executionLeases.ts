@@ -21,6 +21,7 @@
  *   execution is still leased waits here).
  */
 import { OwnerSession } from "@corral/postgres"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -58,6 +59,8 @@ export interface ExecutionLease {
 }
 
 export interface ExecutionLeases {
+  /** This service's owner number (`owner_id` of its leases, from the sequence `corral_executions_owner`). */
+  readonly owner: number
   /**
    * Waits until `entity` is free (never taken, released, expired, or its owner gone) and takes it.
    * Call it uninterruptibly: it is interruptible only while it queries or waits.
@@ -68,6 +71,11 @@ export interface ExecutionLeases {
   /** Gives `lease` back; true when it was still current until then. */
   readonly release: (lease: ExecutionLease) => Effect.Effect<boolean, SqlError.SqlError>
 }
+
+/** The owner number of the runner's execution leases, which its registry row records (`lease_owner`). */
+export class LeaseOwner extends Context.Service<LeaseOwner, number>()(
+  "@corral/cluster/internal/executionLeases/LeaseOwner"
+) {}
 
 export interface Options {
   readonly ttl: Duration.Input
@@ -244,6 +252,7 @@ export const make = (
     )
 
     return {
+      owner: ownerId,
       acquire,
       isCurrent: (lease) =>
         Effect.map(
