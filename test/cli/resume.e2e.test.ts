@@ -4,6 +4,7 @@ import * as NodePath from "node:path"
 import { describe, expect, it } from "vitest"
 import {
   branches,
+  git,
   isAlive,
   jsonEvents,
   makeRepo,
@@ -79,6 +80,24 @@ describe("crash and resume (end to end)", () => {
     const crashedRun = runs.stdout.trim().split("\n")[1]!.split(/\s+/)[0]!
     expect(branches(repo).filter((b) => b.includes(crashedRun) && !b.endsWith("/integration"))).toEqual([])
   })
+
+  it("a resume that merges nothing new keeps its integration branch: it starts from the old run's head and holds the lineage's work", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "version: 1\nagents:\n  - id: writes\n    run: echo work > work.txt\n  - id: fails\n    run: exit 3\n"
+    )
+    const first = await runCli(["run", plan, "--json"], { cwd: repo })
+    expect(first.code, first.stdout + first.stderr).toBe(1)
+    const firstRunId: string = jsonEvents(first.stdout)[0].runId
+    expect(git(repo, "show", `corral/${firstRunId}/integration:work.txt`)).toBe("work\n")
+    const resumed = await runCli(["run", plan, "--resume-from", firstRunId, "--json"], { cwd: repo })
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(1)
+    const resumedId: string = jsonEvents(resumed.stdout)[0].runId
+    expect(resumedId).not.toBe(firstRunId)
+    expect(git(repo, "show", `corral/${resumedId}/integration:work.txt`), "the resumed run's branch").toBe("work\n")
+  }, 60_000)
 
   it("--resume of a run that is still running is refused: exit 2, no second coordinator", async () => {
     const repo = makeRepo()

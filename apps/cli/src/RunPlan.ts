@@ -225,7 +225,10 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
             committer: options.plan.committer
           })
         : undefined
-    if (integration !== undefined) yield* Effect.addFinalizer(dropOnFailure(integration))
+    // A resumed run's branch starts from the old run's integration head and holds the lineage's work
+    // even when the resume merges nothing new: only a branch started from `HEAD` is dropped.
+    const droppable = options.base === undefined ? integration : undefined
+    if (droppable !== undefined) yield* Effect.addFinalizer(dropOnFailure(droppable))
     const ctx: Context = {
       options,
       workspace,
@@ -284,7 +287,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
             )
     )
     yield* Fiber.awaitAll([...ctx.pending])
-    if (integration !== undefined) yield* integration.dropIfEmpty()
+    if (options.base === undefined && integration !== undefined) yield* integration.dropIfEmpty()
     return {
       runId: options.runId,
       result,

@@ -596,7 +596,9 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
           )
     // A run that fails after this point (the ledger refusing its start, the database going away)
     // drops the branch as its end does when nothing was merged; a crash keeps it for `--resume`.
-    if (workspaces !== undefined) yield* Effect.addFinalizer(RunPlan.dropOnFailure(workspaces.integration))
+    // A resumed run's branch (from the old run's integration head) holds the lineage's work: kept.
+    const droppable = resumed?.base === undefined ? workspaces : undefined
+    if (droppable !== undefined) yield* Effect.addFinalizer(RunPlan.dropOnFailure(droppable.integration))
     const attempts: Attempts = { adopted: new Map(), made: new Map() }
     const warn = workspaceWarnings(emit)
     const agents = plan.agents.map((agent) =>
@@ -672,7 +674,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
         adopted: adopt
       })
     }
-    if (workspaces !== undefined) yield* workspaces.integration.dropIfEmpty().pipe(Effect.orElseSucceed(() => false))
+    if (droppable !== undefined) yield* droppable.integration.dropIfEmpty().pipe(Effect.orElseSucceed(() => false))
     const report = {
       runId,
       result,
