@@ -47,6 +47,38 @@ const cutBodyServer = Effect.acquireRelease(
     })
 ).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
 
+/**
+ * A server on 127.0.0.1 that reads each request and never answers; `closed` waits for the
+ * connection that carried the first request to close, `requests` counts them.
+ */
+const silentServer = Effect.gen(function* () {
+  let onClose: (() => void) | undefined
+  let requests = 0
+  const closed = Effect.callback<void>((resume) => {
+    onClose = () => resume(Effect.void)
+  })
+  const server = yield* Effect.acquireRelease(
+    Effect.callback<Http.Server>((resume) => {
+      const server = Http.createServer((req) => {
+        requests++
+        req.resume()
+        req.socket.on("close", () => onClose?.())
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) =>
+      Effect.callback<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    closed,
+    requests: () => requests
+  }
+})
+
 describe("OpenAiCompat", () => {
   it.effect("generates text over HTTP, sends the key as a bearer token and reports usage with its cost", () =>
     Effect.gen(function* () {
@@ -275,6 +307,22 @@ describe("OpenAiCompat", () => {
       const refused = yield* failureOf(LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model(closed))))
       assert.strictEqual(refused._tag, "NetworkError")
       assert.isTrue(refused.isRetryable)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("past the timeout the request is aborted: the socket to a server that never answers closes", () =>
+    Effect.gen(function* () {
+      for (const call of [
+        LanguageModel.generateText({ prompt: "x" }),
+        Stream.runDrain(LanguageModel.streamText({ prompt: "x" }))
+      ]) {
+        const server = yield* silentServer
+        const error = yield* failureOf(call.pipe(Effect.provide(model(server.url, { timeout: "200 millis" }))))
+        assert.strictEqual(error._tag, "NetworkError")
+        assert.include(error.message, "no response within 200 ms")
+        yield* server.closed
+        assert.strictEqual(server.requests(), 1)
+      }
     }).pipe(Effect.scoped)
   )
 

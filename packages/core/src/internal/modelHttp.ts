@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -29,6 +30,7 @@ import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Pricing from "../Pricing.ts"
 import * as Usage from "../Usage.ts"
 import { millis } from "../DurationOption.ts"
+import * as Deadlines from "./deadlines.ts"
 
 export interface Target {
   readonly module: string
@@ -36,6 +38,8 @@ export interface Target {
   readonly client: HttpClient.HttpClient
   /** Deadline for the whole response of a non-streaming call (headers and body), for a stream's headers. */
   readonly timeoutMs: number
+  /** Serves that deadline for every call of the provider. */
+  readonly deadlines: Deadlines.Deadlines
   /** Wait assumed after a 429/529 without a usable `Retry-After`. */
   readonly defaultRetryAfterMs: number
 }
@@ -110,11 +114,14 @@ const durationMs = (
     : Effect.succeed(ms.success ?? fallback)
 }
 
-/** The provider as a `LanguageModel` service over the `HttpClient` in context. */
+/**
+ * The provider as a `LanguageModel` service over the `HttpClient` in context; the fiber serving its
+ * calls' deadlines runs in the scope.
+ */
 export const makeModel = <O extends CommonOptions>(
   provider: Provider<O>,
   options: O
-): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
     const invalid = provider.invalid?.(options)
     if (invalid !== undefined) return yield* Effect.die(new InvalidOption({ module: provider.module, ...invalid }))
@@ -126,12 +133,14 @@ export const makeModel = <O extends CommonOptions>(
       1_000
     )
     const client = yield* HttpClient.HttpClient
+    const deadlines = yield* Deadlines.make(timeoutMs)
     const base = (options.baseUrl ?? provider.defaultBaseUrl).replace(/\/+$/, "")
     const target = (method: string): Target => ({
       module: provider.module,
       method,
       client,
       timeoutMs,
+      deadlines,
       defaultRetryAfterMs
     })
     const setup: Setup<O> = {
@@ -149,7 +158,7 @@ export const makeModel = <O extends CommonOptions>(
 
 /** What a provider module exports: `make`, `layer`, and `layerConfig` reading its environment variables. */
 export const constructors = <O extends CommonOptions>(provider: Provider<O>) => ({
-  make: (options: O): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  make: (options: O): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient | Scope.Scope> =>
     makeModel(provider, options),
   layer: (options: O): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
     Layer.effect(LanguageModel.LanguageModel, makeModel(provider, options)),
@@ -350,10 +359,7 @@ const execute = (
 const deadline =
   (target: Target, request: HttpClientRequest.HttpClientRequest, what: string) =>
   <A>(effect: Effect.Effect<A, AiError.AiError>): Effect.Effect<A, AiError.AiError> =>
-    Effect.timeoutOrElse(effect, {
-      duration: target.timeoutMs,
-      orElse: () => Effect.fail(transport(target, request, `${what} within ${target.timeoutMs} ms`))
-    })
+    target.deadlines.within(effect, () => transport(target, request, `${what} within ${target.timeoutMs} ms`))
 
 /**
  * Sends `request` (for a stream, whose body is read afterwards); a non-2xx status fails with the
@@ -367,7 +373,7 @@ export const send = (
 
 /**
  * Sends `request` and decodes its whole JSON body of `schema`: headers and body within one deadline
- * (one timer per call, not one per step).
+ * (one deadline per call, not one per step).
  */
 export const sendJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
   target: Target,

@@ -1,12 +1,36 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
-import { type LanguageModel, Tool, Toolkit } from "effect/ai"
+import { Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { LanguageModel, Tool, Toolkit } from "effect/ai"
+import { HttpClient } from "effect/http"
+import { TestClock } from "effect/testing"
+import * as Anthropic from "../../src/Anthropic.ts"
 import * as ModelHttp from "../../src/internal/modelHttp.ts"
 import * as Pricing from "../../src/Pricing.ts"
+import * as OpenAiCompat from "../../src/OpenAiCompat.ts"
 import * as Usage from "../../src/Usage.ts"
 
 const setup = (model: string) =>
   ({ options: { model }, prices: Pricing.defaults }) as ModelHttp.Setup<ModelHttp.CommonOptions>
+
+/** An `HttpClient` that never answers, counting the requests it was sent and the ones interrupted. */
+const silentClient = () => {
+  const requests = { sent: 0, interrupted: 0 }
+  const layer = Layer.succeed(
+    HttpClient.HttpClient,
+    HttpClient.make(() =>
+      Effect.suspend(() => {
+        requests.sent++
+        return Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => requests.interrupted++)))
+      })
+    )
+  )
+  return { layer, requests }
+}
+
+const providers = [
+  ["OpenAiCompat", OpenAiCompat.layer],
+  ["Anthropic", Anthropic.layer]
+] as const
 
 const finishWith = (tokens: Pricing.Tokens, report?: boolean) =>
   Effect.gen(function* () {
@@ -67,4 +91,32 @@ describe("internal/modelHttp", () => {
     assert.strictEqual(ModelHttp.resultText({ ok: true }), '{"ok":true}')
     assert.strictEqual(ModelHttp.resultText(undefined), "null")
   })
+
+  for (const [name, layer] of providers) {
+    it.effect(`${name}: past the timeout on the Clock, the request is interrupted and the call fails retryably`, () =>
+      Effect.gen(function* () {
+        const { layer: client, requests } = silentClient()
+        const model = layer({ model: "m", timeout: "2 seconds" }).pipe(Layer.provide(client))
+        const call = (effect: Effect.Effect<unknown, unknown, LanguageModel.LanguageModel>) =>
+          Effect.forkChild(Effect.flip(Effect.provide(effect, model)))
+        const generate = yield* call(LanguageModel.generateText({ prompt: "x" }))
+        const stream = yield* call(Stream.runDrain(LanguageModel.streamText({ prompt: "x" })))
+        yield* TestClock.adjust("1999 millis")
+        assert.isUndefined(generate.pollUnsafe())
+        assert.isUndefined(stream.pollUnsafe())
+        assert.strictEqual(requests.interrupted, 0)
+        yield* TestClock.adjust("1 millis")
+        for (const fiber of [generate, stream]) {
+          const error = (yield* Fiber.join(fiber)) as {
+            reason: { _tag: string; isRetryable: boolean }
+            message: string
+          }
+          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert.isTrue(error.reason.isRetryable)
+          assert.include(error.message, "no response within 2000 ms")
+        }
+        assert.deepStrictEqual(requests, { sent: 2, interrupted: 2 })
+      })
+    )
+  }
 })
