@@ -146,4 +146,32 @@ describe("validate", () => {
       assert.deepStrictEqual(Result.isSuccess(again) && again.success.keys.map((claim) => claim.mode), ["write"])
     })
   )
+
+  it.effect("names id faults before the agents' other issues, in input order, in a run above the pairwise size", () =>
+    Effect.gen(function* () {
+      const untyped = <T>(value: unknown): T => value as T
+      const agents = [
+        Agent.make("early", { run: Effect.void, timeout: untyped({}) }),
+        ...Array.from({ length: 20 }, (_, i) => Agent.make(`a${i}`, { run: Effect.void })),
+        Agent.make("a3", { run: Effect.void }),
+        Agent.make(" ", { run: Effect.void }),
+        untyped<Agent.Agent<void>>(5),
+        Agent.make("late", { run: Effect.void, dependsOn: ["ghost"] }),
+        Agent.make("a7", { run: Effect.void })
+      ]
+      const error = yield* Effect.flip(Corral.run(agents, { concurrency: 0 }))
+      assert.deepStrictEqual(
+        error.issues.map((issue) => `${issue.agentId ?? "-"}|${issue.index ?? "-"}|${issue.field}|${issue.message}`),
+        [
+          "-|-|concurrency|must be an integer of at least 1, got 0",
+          "a3|21|id|duplicate id: agents[4] already uses it",
+          "-|22|id|agent ids must not be blank",
+          "-|23||expected an agent built with Agent.make, got number",
+          "a7|25|id|duplicate id: agents[8] already uses it",
+          'early|0|timeout|expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}',
+          'late|24|dependsOn|unknown agent "ghost"'
+        ]
+      )
+    })
+  )
 })
