@@ -150,10 +150,9 @@ export const normalize = (
     const raws = claims[mode]
     if (raws === undefined) continue
     for (const raw of raws) {
-      const normalized = normalizeCached(raw)
-      if (Result.isFailure(normalized)) return Result.fail(normalized.failure)
-      const { key, segments } = normalized.success
-      keys.push({ key, segments, mode })
+      const claim = keyClaim(raw, mode)
+      if (claim instanceof InvalidClaim) return Result.fail(claim)
+      keys.push(claim)
     }
   }
   const pools: Array<PoolClaim> = []
@@ -185,28 +184,40 @@ export const normalize = (
 const modes = ["write", "read"] as const
 
 /**
- * `normalizeKey` with its successes kept (at most `keyCacheSize` keys, then the cache starts over):
- * every run normalizes the claims of all its agents, and agents of a run name the same keys again
- * and again. The kept segments are shared by the requests that name the key; nothing writes them.
+ * The claim of `raw` in `mode`, with `normalizeKey`'s successes kept (at most `keyCacheSize` keys,
+ * then the cache starts over): every run normalizes the claims of all its agents, and agents of a
+ * run name the same keys again and again. The kept claims, and their segments, are shared by the
+ * requests that name the key; nothing writes them.
  */
-const normalizeCached = (raw: string): ReturnType<typeof normalizeKey> => {
-  const hit = keyCache.get(raw)
-  if (hit !== undefined) return Result.succeed(hit)
-  const normalized = normalizeKey(raw)
-  if (Result.isSuccess(normalized)) {
+const keyClaim = (raw: string, mode: Mode): KeyClaim | InvalidClaim => {
+  let hit = keyCache.get(raw)
+  if (hit === undefined) {
+    const normalized = normalizeKey(raw)
+    if (Result.isFailure(normalized)) return normalized.failure
     if (keyCache.size >= keyCacheSize) keyCache.clear()
-    keyCache.set(raw, normalized.success)
+    hit = { key: normalized.success.key, segments: normalized.success.segments, write: undefined, read: undefined }
+    keyCache.set(raw, hit)
   }
-  return normalized
+  return mode === "write"
+    ? (hit.write ??= { key: hit.key, segments: hit.segments, mode })
+    : (hit.read ??= { key: hit.key, segments: hit.segments, mode })
 }
 
-const keyCache = new Map<string, { readonly key: string; readonly segments: ReadonlyArray<string> }>()
+interface CachedKey {
+  readonly key: string
+  readonly segments: ReadonlyArray<string>
+  write: KeyClaim | undefined
+  read: KeyClaim | undefined
+}
+
+const keyCache = new Map<string, CachedKey>()
 const keyCacheSize = 4096
 
 /** One claim per key (a write wins over a read), in the order each key was first named. */
 const dedupe = (keys: Array<KeyClaim>): ReadonlyArray<KeyClaim> => {
   if (keys.length <= 1) return keys
   if (keys.length <= 16) {
+    if (distinct(keys)) return keys
     const out: Array<KeyClaim> = []
     for (const claim of keys) {
       let i = 0
@@ -223,6 +234,15 @@ const dedupe = (keys: Array<KeyClaim>): ReadonlyArray<KeyClaim> => {
     if (seen === undefined || (seen.mode === "read" && claim.mode === "write")) byKey.set(id, claim)
   }
   return [...byKey.values()]
+}
+
+/** Whether no two of a few claims name the same key (then `dedupe` keeps them as they are). */
+const distinct = (keys: ReadonlyArray<KeyClaim>): boolean => {
+  for (let i = 1; i < keys.length; i++) {
+    const segments = keys[i]!.segments
+    for (let j = 0; j < i; j++) if (sameSegments(keys[j]!.segments, segments)) return false
+  }
+  return true
 }
 
 /**

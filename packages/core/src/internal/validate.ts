@@ -260,15 +260,12 @@ const checkAgent = (
 ): Node | undefined => {
   const before = issues.length
   const report = (field: string, message: string) => issues.push({ agentId: agent.id, index, field, message })
-  const duration = (field: string, input: Duration.Input | undefined) => {
-    const result = millis(input)
-    if (Result.isFailure(result)) return void report(field, result.failure)
-    return result.success
-  }
-  const timeoutMs = duration("timeout", agent.timeout)
+  const timeoutMs = duration("timeout", agent.timeout, report)
   const claimTimeoutMs =
-    agent.claimTimeout === undefined ? runMillis(settings.claimTimeout) : duration("claimTimeout", agent.claimTimeout)
-  const estimateMs = duration("estimate", agent.estimate)
+    agent.claimTimeout === undefined
+      ? runMillis(settings.claimTimeout)
+      : duration("claimTimeout", agent.claimTimeout, report)
+  const estimateMs = duration("estimate", agent.estimate, report)
   let request: Claims.Request | undefined
   if (agent.claims !== undefined && claimsHaveShape(agent.claims, report)) {
     const normalized = Claims.normalize(agent.claims, settings.pools, settings.poolScope)
@@ -280,6 +277,18 @@ const checkAgent = (
   if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, report)
   if (issues.length > before) return undefined
   return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
+}
+
+/** An agent's duration in milliseconds, `undefined` when not given, or reported when invalid. */
+const duration = (
+  field: string,
+  input: Duration.Input | undefined,
+  report: (field: string, message: string) => void
+): number | undefined => {
+  if (input === undefined) return undefined
+  const result = millis(input)
+  if (Result.isFailure(result)) return void report(field, result.failure)
+  return result.success
 }
 
 /** The run's own duration (`checkSettings` reports it once if it is invalid, not for every agent). */
@@ -326,24 +335,32 @@ const claimsHaveShape = (claims: Claims.Claims, report: (field: string, message:
     report("claims", `expected an object, got ${describe(claims)}`)
     return false
   }
-  let shaped = true
-  for (const mode of ["write", "read"] as const) {
-    const keys: unknown = claims[mode]
-    if (keys === undefined) continue
-    if (!Array.isArray(keys)) {
-      report(`claims.${mode}`, `expected an array of keys, got ${describe(keys)}`)
-      shaped = false
-      continue
-    }
-    keys.forEach((key: unknown, i) => {
-      if (typeof key === "string") return
-      report(`claims.${mode}[${i}]`, `expected a string key, got ${describe(key)}`)
-      shaped = false
-    })
-  }
+  const write = keysHaveShape(claims.write, "write", report)
+  const read = keysHaveShape(claims.read, "read", report)
   const pools: unknown = claims.pools
   if (pools !== undefined && (typeof pools !== "object" || pools === null || Array.isArray(pools))) {
     report("claims.pools", `expected an object of pool amounts, got ${describe(pools)}`)
+    return false
+  }
+  return write && read
+}
+
+/** One mode's keys: an array of strings (a hole is skipped, as `forEach` skips it), or reports what is not. */
+const keysHaveShape = (
+  keys: unknown,
+  mode: "write" | "read",
+  report: (field: string, message: string) => void
+): boolean => {
+  if (keys === undefined) return true
+  if (!Array.isArray(keys)) {
+    report(`claims.${mode}`, `expected an array of keys, got ${describe(keys)}`)
+    return false
+  }
+  let shaped = true
+  for (let i = 0; i < keys.length; i++) {
+    const key: unknown = keys[i]
+    if (typeof key === "string" || !(i in keys)) continue
+    report(`claims.${mode}[${i}]`, `expected a string key, got ${describe(key)}`)
     shaped = false
   }
   return shaped

@@ -1,7 +1,8 @@
-import { Agent, Corral, CorralError } from "@corral/core"
+import { Agent, Claims, Corral, CorralError } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 
 describe("validate", () => {
   it.effect(
@@ -103,5 +104,74 @@ describe("validate", () => {
         assert.isTrue(result.allSucceeded)
         assert.deepStrictEqual(given, { a: 1, b: 2 })
       })
+  )
+
+  it.effect("reports every misshapen part of a claim set in order: write keys, read keys, then pools", () =>
+    Effect.gen(function* () {
+      const untyped = <T>(value: unknown): T => value as T
+      const error = yield* Effect.flip(
+        Corral.run([
+          Agent.make("a", {
+            run: Effect.void,
+            claims: untyped({ write: ["src/a.ts", 5, "src/b.ts", null], read: "docs", pools: [1] })
+          })
+        ])
+      )
+      assert.instanceOf(error, CorralError.InvalidRun)
+      assert.deepStrictEqual(
+        error.issues.map((issue) => `${issue.agentId}|${issue.index}|${issue.field}|${issue.message}`),
+        [
+          "a|0|claims.write[1]|expected a string key, got number",
+          "a|0|claims.write[3]|expected a string key, got null",
+          "a|0|claims.read|expected an array of keys, got string",
+          "a|0|claims.pools|expected an object of pool amounts, got an array"
+        ]
+      )
+    })
+  )
+
+  it.effect("keeps one claim per key, a write over a read, in the order each key was first named", () =>
+    Effect.gen(function* () {
+      const request = Claims.normalize(
+        { write: ["src/b.ts", "./src/a.ts"], read: ["src/a.ts", "src//b.ts", "lib"] },
+        {}
+      )
+      assert.isTrue(Result.isSuccess(request))
+      if (Result.isFailure(request)) return
+      assert.deepStrictEqual(
+        request.success.keys.map((claim) => `${claim.mode} ${claim.key}`),
+        ["write src/b.ts", "write src/a.ts", "read lib"]
+      )
+      const again = Claims.normalize({ read: ["src/b.ts"], write: ["src/b.ts"] }, {})
+      assert.deepStrictEqual(Result.isSuccess(again) && again.success.keys.map((claim) => claim.mode), ["write"])
+    })
+  )
+
+  it.effect("names id faults before the agents' other issues, in input order, in a run above the pairwise size", () =>
+    Effect.gen(function* () {
+      const untyped = <T>(value: unknown): T => value as T
+      const agents = [
+        Agent.make("early", { run: Effect.void, timeout: untyped({}) }),
+        ...Array.from({ length: 20 }, (_, i) => Agent.make(`a${i}`, { run: Effect.void })),
+        Agent.make("a3", { run: Effect.void }),
+        Agent.make(" ", { run: Effect.void }),
+        untyped<Agent.Agent<void>>(5),
+        Agent.make("late", { run: Effect.void, dependsOn: ["ghost"] }),
+        Agent.make("a7", { run: Effect.void })
+      ]
+      const error = yield* Effect.flip(Corral.run(agents, { concurrency: 0 }))
+      assert.deepStrictEqual(
+        error.issues.map((issue) => `${issue.agentId ?? "-"}|${issue.index ?? "-"}|${issue.field}|${issue.message}`),
+        [
+          "-|-|concurrency|must be an integer of at least 1, got 0",
+          "a3|21|id|duplicate id: agents[4] already uses it",
+          "-|22|id|agent ids must not be blank",
+          "-|23||expected an agent built with Agent.make, got number",
+          "a7|25|id|duplicate id: agents[8] already uses it",
+          'early|0|timeout|expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got {}',
+          'late|24|dependsOn|unknown agent "ghost"'
+        ]
+      )
+    })
   )
 })
