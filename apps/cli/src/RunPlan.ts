@@ -287,7 +287,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
             )
     )
     yield* Fiber.awaitAll([...ctx.pending])
-    if (options.base === undefined && integration !== undefined) yield* integration.dropIfEmpty()
+    if (droppable !== undefined) yield* droppable.dropIfEmpty()
     return {
       runId: options.runId,
       result,

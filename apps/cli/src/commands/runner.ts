@@ -3,6 +3,7 @@ import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as RunnerLabels from "@corral/cluster/RunnerLabels"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as Reactivity from "effect/reactivity/Reactivity"
@@ -56,19 +57,16 @@ const clusterUrl = (flag: Option.Option<string>) =>
     return url
   })
 
-/** The labels of `--labels` (split at `,`, trimmed, empty ones dropped), or exit 2 naming the one `Runner.labelsProblem` refuses. */
-const labelsOf = (flag: Option.Option<string>) =>
-  Effect.gen(function* () {
-    if (Option.isNone(flag)) return []
-    const labels = flag.value
-      .split(",")
-      .map((label) => label.trim())
-      .filter((label) => label !== "")
-    const { Runner } = yield* cluster
-    const problem = Runner.labelsProblem(labels)
-    if (problem !== undefined) return yield* invalidInput(`--labels ${flag.value}: ${problem}`)
-    return labels
-  })
+/** The labels of `--labels` (split at `,`, trimmed, empty ones dropped), or exit 2 naming the one `RunnerLabels.labelsProblem` refuses. */
+const labelsOf = (flag: Option.Option<string>): Effect.Effect<ReadonlyArray<string>, CliExit> => {
+  if (Option.isNone(flag)) return Effect.succeed([])
+  const labels = flag.value
+    .split(",")
+    .map((label) => label.trim())
+    .filter((label) => label !== "")
+  const problem = RunnerLabels.labelsProblem(labels)
+  return problem === undefined ? Effect.succeed(labels) : invalidInput(`--labels ${flag.value}: ${problem}`)
+}
 
 /**
  * `corral runner`: executes agents of cluster runs until Ctrl-C.
