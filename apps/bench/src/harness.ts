@@ -197,9 +197,11 @@ const verdictLine = (verdict: Verdict): string => {
       ? "not evaluated"
       : verdict.met
         ? "met"
-        : verdict.withinNoise === true
-          ? "NOT MET (within noise)"
-          : "NOT MET"
+        : verdict.outOfReach === true
+          ? "NOT MET (out of reach: the floor is at or over the target)"
+          : verdict.withinNoise === true
+            ? "NOT MET (within noise)"
+            : "NOT MET"
   return `${verdict.target} — ${state} (${verdict.figure})`
 }
 

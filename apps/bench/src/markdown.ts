@@ -44,9 +44,11 @@ const state = (verdict: Verdict): string =>
     ? "not evaluated"
     : verdict.met
       ? "**met**"
-      : verdict.withinNoise === true
-        ? "**not met** (within noise)"
-        : "**not met**"
+      : verdict.outOfReach === true
+        ? "**not met** (out of reach: the floor is at or over the target)"
+        : verdict.withinNoise === true
+          ? "**not met** (within noise)"
+          : "**not met**"
 
 const targetsTable = (results: ReadonlyArray<Saved>): string => {
   const rows = results.flatMap((r) =>

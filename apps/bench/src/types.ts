@@ -40,6 +40,8 @@ export interface Verdict {
   readonly met: boolean | undefined
   /** Not met, but the repetitions' spread covers the target (see `pairedNoWorseThan`). */
   readonly withinNoise?: boolean
+  /** Not met, and the zero-scheduler-cost floor measured in the same run is itself at or over the target. */
+  readonly outOfReach?: boolean
 }
 
 /**

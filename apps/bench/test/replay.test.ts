@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { claimsPlan, dagPlan, replay } from "../src/lib/replay.ts"
+import { claimsPlan, dagPlan, perCase, replay } from "../src/lib/replay.ts"
 import { checkDependencies, checkExclusive, recorder } from "../src/lib/schedule.ts"
 import { claimJobs, randomDag, remainingPath } from "../src/lib/workload.ts"
 
@@ -58,5 +58,23 @@ describe("zero-cost replay", () => {
     const recorded = recorder(nodes.length)
     await replay(dagPlan(deps, durations, remainingPath(nodes), 4), durations, recorded)
     expect(() => checkDependencies(recorded, deps)).not.toThrow()
+  })
+})
+
+describe("perCase", () => {
+  it("makes a case's value once per params object, so a floor's plan is not remade in its runs", () => {
+    let made = 0
+    const planOf = perCase((p: { readonly n: number }) => {
+      made++
+      return { n: p.n * 2 }
+    })
+    const a = { n: 1 }
+    const b = { n: 1 }
+    const first = planOf(a)
+    expect(planOf(a)).toBe(first)
+    expect(made).toBe(1)
+    expect(planOf(b)).toEqual({ n: 2 })
+    expect(planOf(b)).not.toBe(first)
+    expect(made).toBe(2)
   })
 })

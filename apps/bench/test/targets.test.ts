@@ -81,3 +81,41 @@ describe("multiple", () => {
     })
   })
 })
+
+describe("ratioAtMost against the same run's floor", () => {
+  const target = ratioAtMost("≤ 1.01×", /case/, "corral", 1.01, "floor")
+
+  it("says when the floor itself is at or over the target, and only then marks a miss out of reach", () => {
+    const over = caseOf("case", [approach("floor", [101.2]), approach("corral", [101.5])])
+    expect(verdicts([target], [over])[0]).toEqual({
+      target: "≤ 1.01×",
+      figure: "1.015× (the floor is 1.012×, at or over the target)",
+      met: false,
+      outOfReach: true
+    })
+    const under = caseOf("case", [approach("floor", [100.6]), approach("corral", [101.5])])
+    expect(verdicts([target], [under])[0]).toEqual({
+      target: "≤ 1.01×",
+      figure: "1.015× (the floor is 1.006×)",
+      met: false
+    })
+    const met = caseOf("case", [approach("floor", [101.2]), approach("corral", [100.9])])
+    expect(verdicts([target], [met])[0]).toEqual({
+      target: "≤ 1.01×",
+      figure: "1.009× (the floor is 1.012×, at or over the target)",
+      met: true
+    })
+  })
+
+  it("marks a miss over several cases out of reach only when every missed case is", () => {
+    const over = caseOf("case a", [approach("floor", [101.2]), approach("corral", [101.5])])
+    const under = caseOf("case b", [approach("floor", [100.6]), approach("corral", [101.5])])
+    expect(verdicts([target], [over, under])[0]!.outOfReach).toBeUndefined()
+    expect(verdicts([target], [over, over])[0]).toMatchObject({ met: false, outOfReach: true })
+  })
+
+  it("reads as before when the floor did not run", () => {
+    const alone = caseOf("case", [approach("corral", [101.5])])
+    expect(verdicts([target], [alone])[0]).toEqual({ target: "≤ 1.01×", figure: "1.015×", met: false })
+  })
+})

@@ -14,7 +14,13 @@ const combine = (figures: ReadonlyArray<Figure | undefined>): Figure | undefined
   if (known.length === 0) return undefined
   const met = known.some((f) => f.met === undefined) ? undefined : known.every((f) => f.met === true)
   const noise = met === false && known.every((f) => f.met !== false || f.withinNoise === true)
-  return { figure: known.map((f) => f.figure).join("; "), met, ...(noise ? { withinNoise: true } : {}) }
+  const reach = met === false && known.every((f) => f.met !== false || f.outOfReach === true)
+  return {
+    figure: known.map((f) => f.figure).join("; "),
+    met,
+    ...(noise ? { withinNoise: true } : {}),
+    ...(reach ? { outOfReach: true } : {})
+  }
 }
 
 const failed = (item: CaseResult, name: string): Figure | undefined => {
@@ -31,15 +37,28 @@ export const multiple = (value: number, limit: number): string => {
   return Number(two) === limit && value !== limit ? `${value.toFixed(3)}×` : `${two}×`
 }
 
-/** `approach`'s ratio to the case's bound or floor is at most `max`, in every case whose label matches. */
-export const ratioAtMost = (label: string, cases: RegExp, approach: string, max: number): Target => ({
+/**
+ * `approach`'s ratio to the case's bound or floor is at most `max`, in every case whose label matches.
+ * With `floor` (a zero-scheduler-cost approach measured in the same repetitions), the figure also
+ * gives the floor's ratio, and a target the floor itself is at or over in that run is marked out of
+ * reach when not met: no scheduler in this process could have met it then.
+ */
+export const ratioAtMost = (label: string, cases: RegExp, approach: string, max: number, floor?: string): Target => ({
   label,
   evaluate: (results) =>
     combine(
       casesMatching(results, cases).map((item) => {
         const found = approachIn(item, approach)
         if (found?.ratio === undefined) return failed(item, approach)
-        return { figure: multiple(found.ratio, max), met: found.ratio <= max }
+        const met = found.ratio <= max
+        const base = floor === undefined ? undefined : approachIn(item, floor)?.ratio
+        if (base === undefined) return { figure: multiple(found.ratio, max), met }
+        const reach = base >= max
+        return {
+          figure: `${multiple(found.ratio, max)} (the floor is ${multiple(base, max)}${reach ? ", at or over the target" : ""})`,
+          met,
+          ...(!met && reach ? { outOfReach: true } : {})
+        }
       })
     )
 })
@@ -150,7 +169,8 @@ export const verdicts = (targets: ReadonlyArray<Target>, results: ReadonlyArray<
       target: target.label,
       figure: outcome?.figure ?? "not measured in this run",
       met: outcome?.met,
-      ...(outcome?.withinNoise === true ? { withinNoise: true } : {})
+      ...(outcome?.withinNoise === true ? { withinNoise: true } : {}),
+      ...(outcome?.outOfReach === true ? { outOfReach: true } : {})
     }
   })
 
