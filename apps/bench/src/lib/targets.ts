@@ -55,7 +55,7 @@ export const ratioAtMost = (label: string, cases: RegExp, approach: string, max:
         if (base === undefined) return { figure: multiple(found.ratio, max), met }
         const reach = base >= max
         return {
-          figure: `${multiple(found.ratio, max)} (the floor is ${multiple(base, max)}${reach ? ", at or over the target" : ""})`,
+          figure: `${multiple(found.ratio, max)} (the floor is ${multiple(base, max)})`,
           met,
           ...(!met && reach ? { outOfReach: true } : {})
         }

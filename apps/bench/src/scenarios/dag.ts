@@ -194,6 +194,7 @@ export const dag: Scenario<Params> = {
     )
   ],
   steadyState: true,
+  reps: 9,
   columns: [
     { key: "afterGcMs", label: "after GC", format: duration },
     { key: "lateMs", label: "late", format: duration },

@@ -149,6 +149,7 @@ export const ioScaling: Scenario<Params> = {
   ],
   warmup: true,
   steadyState: true,
+  reps: 15,
   columns: [{ key: "afterGcMs", label: "after GC", format: duration }, cpuColumn],
   approaches: [replayed, pool, plimit, pqueue, forEach, ceiling, corral].map(withCpu),
   cases: () => [item(1000, 10, 100), item(3, 100, 3)]
