@@ -36,8 +36,12 @@ export interface Target {
   readonly module: string
   readonly method: string
   readonly client: HttpClient.HttpClient
+  /** The model name, said in the errors of a stalled stream. */
+  readonly model: string
   /** Deadline for the whole response of a non-streaming call (headers and body), for a stream's headers. */
   readonly timeoutMs: number
+  /** Longest wait for a stream's next body bytes (after its headers, between chunks). */
+  readonly idleTimeoutMs: number
   /** Serves that deadline for every call of the provider. */
   readonly deadlines: Deadlines.Deadlines
   /** Wait assumed after a 429/529 without a usable `Retry-After`. */
@@ -54,6 +58,11 @@ export interface CommonOptions {
   readonly prices?: Pricing.Table | undefined
   /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
   readonly timeout?: Duration.Input | undefined
+  /**
+   * For streams: the longest wait for the next bytes of the body, from the headers on and between
+   * chunks (SSE comments and pings count). Default: `timeout`.
+   */
+  readonly idleTimeout?: Duration.Input | undefined
   /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
   readonly defaultRetryAfter?: Duration.Input | undefined
 }
@@ -126,6 +135,7 @@ export const makeModel = <O extends CommonOptions>(
     const invalid = provider.invalid?.(options)
     if (invalid !== undefined) return yield* Effect.die(new InvalidOption({ module: provider.module, ...invalid }))
     const timeoutMs = yield* durationMs(provider.module, "timeout", options.timeout, 60_000)
+    const idleTimeoutMs = yield* durationMs(provider.module, "idleTimeout", options.idleTimeout, timeoutMs)
     const defaultRetryAfterMs = yield* durationMs(
       provider.module,
       "defaultRetryAfter",
@@ -139,7 +149,9 @@ export const makeModel = <O extends CommonOptions>(
       module: provider.module,
       method,
       client,
+      model: options.model,
       timeoutMs,
+      idleTimeoutMs,
       deadlines,
       defaultRetryAfterMs
     })
@@ -417,8 +429,33 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
 }
 
 /**
+ * The body bytes of a streaming response. No bytes for the target's `idleTimeoutMs` (from the first
+ * pull on, between chunks) fail it with a retryable `NetworkError` naming the model and endpoint;
+ * the response's body is then released, which aborts the request.
+ */
+const streamBytes = (
+  target: Target,
+  request: HttpClientRequest.HttpClientRequest,
+  response: HttpClientResponse.HttpClientResponse
+): Stream.Stream<Uint8Array, AiError.AiError> =>
+  response.stream.pipe(
+    Stream.mapError((error) => transport(target, request, `the event stream was cut: ${error.message}`)),
+    Stream.timeoutOrElse({
+      duration: Duration.millis(target.idleTimeoutMs),
+      orElse: () =>
+        Stream.fail(
+          transport(
+            target,
+            request,
+            `${target.model} at ${request.url} sent no bytes of its event stream for ${target.idleTimeoutMs} ms (idleTimeout)`
+          )
+        )
+    })
+  )
+
+/**
  * The SSE events of a streaming response. A body that ends before `isLast` saw its terminal event
- * fails with a retryable `NetworkError` saying the stream was cut.
+ * fails with a retryable `NetworkError` saying the stream was cut; one that stalls, see `streamBytes`.
  */
 export const events = (
   target: Target,
@@ -427,7 +464,7 @@ export const events = (
   terminal: string
 ): Stream.Stream<Sse.Event, AiError.AiError> => {
   let ended = false
-  const body: Stream.Stream<Sse.Event, AiError.AiError> = response.stream.pipe(
+  const body: Stream.Stream<Sse.Event, AiError.AiError> = streamBytes(target, request, response).pipe(
     Stream.decodeText(),
     Stream.pipeThroughChannel(Sse.decode()),
     Stream.mapError((error): AiError.AiError => {
@@ -435,7 +472,7 @@ export const events = (
         return fail(target, new AiError.InvalidResponseError({ description: "unexpected SSE retry directive" }))
       if (error instanceof Sse.SseError)
         return fail(target, new AiError.InvalidResponseError({ description: `malformed SSE: ${error.message}` }))
-      return transport(target, request, `the event stream was cut: ${error.message}`)
+      return error
     }),
     Stream.tap((event) =>
       Effect.sync(() => {
