@@ -117,7 +117,9 @@ export const render = (
       say(`merged work of ${count(merged, "agent")} (${head}); take it with:`)
       copy(`git merge ${report.integrationBranch}`)
     } else if (report.integrationFrom !== undefined) {
-      say(`no new work merged; the work of the runs this one resumes is on its integration branch (${head}); take it with:`)
+      say(
+        `no new work merged; the work of the runs this one resumes is on its integration branch (${head}); take it with:`
+      )
       copy(`git merge ${report.integrationBranch}`)
     }
   }

@@ -17,7 +17,7 @@ describe("agentChildren (effect's private FiberImpl._children)", () => {
       const second = yield* Effect.forkChild(Effect.never, { startImmediately: true })
       assert.deepStrictEqual(forkedSince(self, before), [first, second], changed)
       const now = snapshot(self)
-      assert.isTrue(now !== undefined && now.has(first) && now.has(second), changed)
+      assert.isTrue(now?.has(first) && now.has(second), changed)
       assert.strictEqual(forkedSince(self, now), undefined, changed)
       yield* Fiber.interrupt(first)
       assert.deepStrictEqual(forkedSince(self, before), [second], changed)

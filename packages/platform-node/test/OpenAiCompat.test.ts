@@ -353,17 +353,19 @@ describe("OpenAiCompat", () => {
     20_000
   )
 
-  it.live("without idleTimeout, a stalled stream fails past timeout", () =>
-    Effect.gen(function* () {
-      const server = yield* stallingServer("")
-      const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
-        Stream.runDrain,
-        Effect.flip,
-        Effect.provide(model(`${server.url}/v1`, { timeout: "300 millis" }))
-      )
-      assert.strictEqual(error.reason._tag, "NetworkError")
-      assert.include(error.message, "sent no bytes of its event stream for 300 ms (idleTimeout)")
-    }).pipe(Effect.scoped),
+  it.live(
+    "without idleTimeout, a stalled stream fails past timeout",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* stallingServer("")
+        const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.flip,
+          Effect.provide(model(`${server.url}/v1`, { timeout: "300 millis" }))
+        )
+        assert.strictEqual(error.reason._tag, "NetworkError")
+        assert.include(error.message, "sent no bytes of its event stream for 300 ms (idleTimeout)")
+      }).pipe(Effect.scoped),
     20_000
   )
 
