@@ -6,7 +6,8 @@ import { SqlClient } from "effect/sql"
 import { describe, expect, it } from "vitest"
 import { branches, git, isAlive, runCli, startCli, waitFor, worktrees, writePlan } from "../helpers.ts"
 import { clusterTests } from "../support/cluster.ts"
-import { events, expectEarlyStopExit, mulberry32, processesOf, stopExitCode, sweepPlan } from "./support/sweep.ts"
+import { events, expectEarlyStopExit, processesOf, stopExitCode, sweepPlan } from "./support/sweep.ts"
+import { mulberry32 } from "../support/random.ts"
 
 /**
  * Ctrl-C (SIGINT), SIGTERM and SIGHUP to the coordinator of `corral run --cluster` at seeded random

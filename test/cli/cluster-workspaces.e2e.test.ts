@@ -319,6 +319,37 @@ agents:
     expect((await runner.done).code).toBe(130)
   }, 180_000)
 
+  it("a --cluster resume that merges nothing new keeps its branch and says where the lineage's work is", async () => {
+    const url = await database()
+    const repo = scratchRepo()
+    const runner = await startRunner(url, cloneFor(repo, "lineage"))
+    try {
+      const plan = writePlan(
+        scratch("corral-plan-"),
+        "plan.yaml",
+        "version: 1\nagents:\n  - id: writes\n    run: echo work > work.txt\n  - id: fails\n    run: exit 3\n"
+      )
+      const first = await runCli(["run", plan, "--cluster", url], { cwd: repo })
+      expect(first.code, first.stdout + first.stderr).toBe(1)
+      const firstRunId = /^run (\S+): /m.exec(first.stdout)?.[1]
+      expect(firstRunId, first.stdout).toBeDefined()
+      const resumed = await runCli(["run", plan, "--cluster", url, "--resume-from", firstRunId!], { cwd: repo })
+      expect(resumed.code, resumed.stdout + resumed.stderr).toBe(1)
+      const runId = /^run (\S+): /m.exec(resumed.stdout)?.[1]
+      expect(runId, resumed.stdout).toBeDefined()
+      const branch = `corral/${runId}/integration`
+      expect(git(repo, "show", `${branch}:work.txt`)).toBe("work\n")
+      const head = git(repo, "rev-parse", branch).trim()
+      expect(resumed.stdout.replace(/\s+/g, " ")).toContain(
+        `no new work merged; the work of the runs this one resumes is on its integration branch (${head.slice(0, 10)}); take it with: git merge ${branch} `
+      )
+      expect(resumed.stdout).not.toMatch(/merged work of/)
+    } finally {
+      runner.signal("SIGINT")
+      await runner.done
+    }
+  }, 180_000)
+
   it("a run that fails after creating its integration branch (the ledger refuses its start) leaves no branch", async () => {
     const url = await database()
     const repo = scratchRepo()

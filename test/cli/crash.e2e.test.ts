@@ -3,7 +3,8 @@ import * as NodePath from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { describe, expect, it } from "vitest"
 import { branches, git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, writePlan } from "../helpers.ts"
-import { events, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
+import { events, processesOf, sweepPlan } from "./support/sweep.ts"
+import { mulberry32 } from "../support/random.ts"
 
 /**
  * kill -9 of `corral run` at seeded random instants (after the n-th JSON event), and once between

@@ -97,6 +97,16 @@ describe("crash and resume (end to end)", () => {
     const resumedId: string = jsonEvents(resumed.stdout)[0].runId
     expect(resumedId).not.toBe(firstRunId)
     expect(git(repo, "show", `corral/${resumedId}/integration:work.txt`), "the resumed run's branch").toBe("work\n")
+    const summary = await runCli(["run", plan, "--resume-from", resumedId], { cwd: repo })
+    expect(summary.code, summary.stdout + summary.stderr).toBe(1)
+    const thirdId = /^run (\S+): /m.exec(summary.stdout)?.[1]
+    expect(thirdId, summary.stdout).toBeDefined()
+    const head = git(repo, "rev-parse", `corral/${thirdId}/integration`).trim()
+    expect(summary.stdout.replace(/\s+/g, " "), "the summary of a resume that merged nothing new").toContain(
+      `no new work merged; the work of the runs this one resumes is on its integration branch (${head.slice(0, 10)}); take it with: git merge corral/${thirdId}/integration `
+    )
+    expect(summary.stdout).toContain(`\n  git merge corral/${thirdId}/integration\n`)
+    expect(summary.stdout).not.toMatch(/merged work of/)
   }, 60_000)
 
   it("--resume of a run that is still running is refused: exit 2, no second coordinator", async () => {

@@ -4,7 +4,8 @@ import * as NodePath from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { describe, expect, it } from "vitest"
 import { git, isAlive, makeRepo, runCli, startCli, tempDir, waitFor, worktrees, writePlan } from "../helpers.ts"
-import { events, expectEarlyStopExit, mulberry32, processesOf, sweepPlan } from "./support/sweep.ts"
+import { events, expectEarlyStopExit, processesOf, sweepPlan } from "./support/sweep.ts"
+import { mulberry32 } from "../support/random.ts"
 
 /**
  * Ctrl-C (SIGINT) and SIGTERM to `corral run` at seeded random instants — after the n-th JSON event

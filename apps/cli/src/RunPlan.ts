@@ -119,6 +119,11 @@ export interface Report {
   /** The commit the integration branch started from; work was merged when the head differs. */
   readonly integrationBase: string | undefined
   readonly integrationHead: string | undefined
+  /**
+   * What a resumed run's integration branch started from (the resumed run's branch), whose work it
+   * holds whether or not this run merges more; `undefined` when it started from `HEAD`.
+   */
+  readonly integrationFrom: string | undefined
   readonly logDir: string
   readonly keptWorkspaces: ReadonlyArray<WorkspaceModule.ReleaseReport>
   /**
@@ -294,6 +299,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       integrationBranch: integration?.branch,
       integrationBase: integration?.baseCommit,
       integrationHead: integration === undefined ? undefined : yield* integration.head(),
+      integrationFrom: integration === undefined ? undefined : options.base,
       logDir: ctx.logDir,
       keptWorkspaces: ctx.kept,
       git: { ...Object.fromEntries(ctx.tallies), [runTallyKey]: runTally },

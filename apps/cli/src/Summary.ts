@@ -1,8 +1,9 @@
 /**
  * The end-of-run summary: a table of agents with outcome, duration, attempts, cost and merge
  * result fitted to the terminal's width (details wrap, or move under the table when it is narrow),
- * then what to copy — kept branches and workspaces, the command that takes the merged work, where
- * the logs are — each in full on its own line.
+ * then what to copy — kept branches and workspaces, the command that takes the merged work (for a
+ * resumed run also when it merged nothing new: its branch holds the work of the runs it resumes),
+ * where the logs are — each in full on its own line.
  *
  * @since 0.1.0
  */
@@ -109,10 +110,18 @@ export const render = (
     say(`kept the workspace of ${kept.agentId} (${kept.reasons.join("; ")}):`)
     copy(kept.dir)
   }
-  if (report.integrationBranch !== undefined && report.integrationHead !== report.integrationBase) {
-    const merged = result.outcomes.filter((outcome) => mergeOf(outcome) === "merged").length
-    say(`merged work of ${count(merged, "agent")} (${report.integrationHead?.slice(0, 10)}); take it with:`)
-    copy(`git merge ${report.integrationBranch}`)
+  if (report.integrationBranch !== undefined) {
+    const head = report.integrationHead?.slice(0, 10)
+    if (report.integrationHead !== report.integrationBase) {
+      const merged = result.outcomes.filter((outcome) => mergeOf(outcome) === "merged").length
+      say(`merged work of ${count(merged, "agent")} (${head}); take it with:`)
+      copy(`git merge ${report.integrationBranch}`)
+    } else if (report.integrationFrom !== undefined) {
+      say(
+        `no new work merged; the work of the runs this one resumes is on its integration branch (${head}); take it with:`
+      )
+      copy(`git merge ${report.integrationBranch}`)
+    }
   }
   say("logs:")
   copy(report.logDir)

@@ -447,7 +447,7 @@ const makePlacer = (refreshMs: number) =>
       })
     }
     let migrated = false
-    // warned once per outage, not at every refresh while the server is away
+    // warned once per outage, not at every refresh while the server is away (those log at debug level)
     let failing = false
     const refresh = Effect.suspend(() => RunnerRegistry.placements(5_000, { migrate: !migrated })).pipe(
       Effect.flatMap((view) =>
@@ -461,7 +461,8 @@ const makePlacer = (refreshMs: number) =>
         })
       ),
       Effect.catch((error) => {
-        if (failing) return Effect.void
+        if (failing)
+          return Effect.logDebug("corral: reading the runner registry for placement still fails", error.message)
         failing = true
         return Effect.logWarning("corral: reading the runner registry for placement failed", error.message)
       }),

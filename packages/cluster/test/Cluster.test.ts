@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { AgentKind, Corral, Executor } from "@corral/core"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Logger, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Logger, References, Schedule } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { sharedServer } from "../../postgres/test/support/server.ts"
 import { PostgresClient, PostgresOptions } from "@corral/postgres"
@@ -426,12 +426,18 @@ describe.skipIf(server === undefined)("Cluster through an outage", () => {
           for (const outage of [1, 2]) {
             yield* server!.kill
             yield* seen("failed", outage)
-            yield* Effect.sleep("1 second") // the outage goes on: about 10 refreshes fail
+            // the outage goes on until 5 more refreshes have failed
+            yield* seen("still fails", count("still fails") + 5)
             yield* server!.restart
             yield* seen("works again", outage)
           }
-        }).pipe(Effect.provide(Logger.layer([capture])), Effect.scoped)
+        }).pipe(
+          Effect.provide(Logger.layer([capture])),
+          Effect.provideService(References.MinimumLogLevel, "Debug"),
+          Effect.scoped
+        )
         assert.strictEqual(count("failed"), 2, lines.join("\n"))
+        assert.isAtLeast(count("still fails"), 10, lines.join("\n"))
         assert.strictEqual(count("works again"), 2, lines.join("\n"))
       }),
     120_000

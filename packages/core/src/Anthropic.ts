@@ -399,8 +399,8 @@ export const InvalidOption = ModelHttp.InvalidOption
 export type InvalidOption = ModelHttp.InvalidOption
 
 /**
- * The provider as a `LanguageModel` service, using the `HttpClient` in context; the fiber serving
- * its calls' deadlines runs in the `Scope` and ends with it.
+ * The provider as a `LanguageModel` service, using the `HttpClient` in context; the fibers serving
+ * its calls' deadlines and its streams' idle deadlines run in the `Scope` and end with it.
  *
  * @since 0.1.0
  * @category constructors

@@ -32,6 +32,10 @@ describe("model options a provider or Llm.layer cannot use", () => {
           'Anthropic.layer timeout: unknown duration field "second" (known: weeks, days, hours, minutes, seconds, milliseconds, microseconds, nanoseconds)'
         ],
         [
+          Anthropic.layer({ model: "m", idleTimeout: "soon" as never }),
+          'Anthropic.layer idleTimeout: expected a duration such as "30 seconds", a number of milliseconds or { seconds: 30 }, got "soon"'
+        ],
+        [
           Anthropic.layer({ model: "m", maxTokens: 0 }),
           "Anthropic.layer maxTokens: must be a whole number of at least 1, got 0"
         ]

@@ -11,7 +11,10 @@
 
 /**
  * `error.message` followed by the message of `error.reason.cause` in parentheses, unless that is
- * empty or already part of the message.
+ * empty or already part of the message. An error with no `reason` whose `cause` is an error (a
+ * `MigrationError` of a migration that failed: effect says only `Migration "1_x" failed`) is
+ * followed by its cause's message, read the same way: `Migration "1_x" failed: PgConnection: Query
+ * failed (relation "x" already exists)`.
  *
  * @example
  * ```ts
@@ -29,7 +32,12 @@
 export const withServerAnswer = (error: {
   readonly message: string
   readonly reason?: { readonly cause?: unknown }
+  readonly cause?: unknown
 }): string => {
+  if (error.reason === undefined && error.cause instanceof Error) {
+    const inner = withServerAnswer(error.cause as Error & { readonly reason?: { readonly cause?: unknown } })
+    return inner === "" || error.message.includes(inner) ? error.message : `${error.message}: ${inner}`
+  }
   const cause = error.reason?.cause
   const answer = cause instanceof Error ? cause.message : ""
   return answer === "" || error.message.includes(answer) ? error.message : `${error.message} (${answer})`

@@ -5,6 +5,7 @@ import { Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { collectUsage, streamed } from "./fixtures/models.ts"
+import { stallingServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
   Anthropic.layer({
@@ -173,6 +174,29 @@ describe("Anthropic", () => {
       assert.strictEqual(error.reason._tag, "RateLimitError")
       assert.strictEqual(RateLimiter.retryAfterOf(error), 2000)
     }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "a stream that stalls after its headers or after a ping fails past idleTimeout, its request aborted",
+    () =>
+      Effect.gen(function* () {
+        for (const first of ["", `event: ping\ndata: {"type":"ping"}\n\n`]) {
+          const server = yield* stallingServer(first)
+          const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+            Stream.runDrain,
+            Effect.flip,
+            Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "200 millis" }))
+          )
+          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert.isTrue(error.reason.isRetryable)
+          assert.include(
+            error.message,
+            `claude-test at ${server.url}/v1/messages sent no bytes of its event stream for 200 ms (idleTimeout)`
+          )
+          yield* server.closed
+        }
+      }).pipe(Effect.scoped),
+    20_000
   )
 
   it.effect("malformed JSON, a cut stream and a 400 give typed errors; only the cut stream is retryable", () =>

@@ -7,6 +7,7 @@ import { FetchHttpClient } from "effect/http"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { collectUsage, streamed } from "./fixtures/models.ts"
+import { stallingServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
   OpenAiCompat.layer({
@@ -324,6 +325,48 @@ describe("OpenAiCompat", () => {
         assert.strictEqual(server.requests(), 1)
       }
     }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "a stream that stalls after its headers or mid-way fails past idleTimeout, its request aborted",
+    () =>
+      Effect.gen(function* () {
+        const delta = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "par" } }] })}\n\n`
+        for (const first of ["", delta]) {
+          const server = yield* stallingServer(first)
+          const seen: Array<string> = []
+          const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+            Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && seen.push(part.delta))),
+            Effect.flip,
+            Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "200 millis" }))
+          )
+          assert.deepStrictEqual(seen, first === "" ? [] : ["par"])
+          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert.isTrue(error.reason.isRetryable)
+          assert.include(
+            error.message,
+            `test-model at ${server.url}/v1/chat/completions sent no bytes of its event stream for 200 ms (idleTimeout)`
+          )
+          yield* server.closed
+        }
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "without idleTimeout, a stalled stream fails past timeout",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* stallingServer("")
+        const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.flip,
+          Effect.provide(model(`${server.url}/v1`, { timeout: "300 millis" }))
+        )
+        assert.strictEqual(error.reason._tag, "NetworkError")
+        assert.include(error.message, "sent no bytes of its event stream for 300 ms (idleTimeout)")
+      }).pipe(Effect.scoped),
+    20_000
   )
 
   it.live("in a run, a 429 pauses the run's bucket and the agent's retry succeeds; usage lands on its outcome", () =>

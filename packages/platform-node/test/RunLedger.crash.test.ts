@@ -10,6 +10,7 @@ import { SqlClient } from "effect/sql"
 import * as RunLedger from "../src/RunLedger.ts"
 import * as SqliteClient from "../src/SqliteClient.ts"
 import { isAlive } from "./support/processes.ts"
+import { mulberry32 } from "../../../test/support/random.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "corral-ledger-crash-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -56,13 +57,6 @@ Effect.runPromise(program.pipe(Effect.provide(RunLedger.layerSqlite(filename, { 
   process.exit(1)
 })
 `
-
-const mulberry32 = (seed: number) => () => {
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
 
 const killAfter = (script: string, filename: string, seed: number, delayMs: number, writer: "thread" | "inline") =>
   Effect.callback<{ readonly stderr: string; readonly started: number }>((resume) => {

@@ -205,11 +205,19 @@ export class StartFailed extends Data.TaggedError("StartFailed")<{
   }
 }
 
-const startFailure = (module: string, cause: Cause.Cause<unknown>): StartFailed | undefined => {
+/**
+ * `cause` with its first `SqlError`/`MigrationError` (failure or defect) replaced by a
+ * {@link StartFailed} failure; its interruptions are kept, so an interrupted start stays
+ * interrupted. `undefined` when it holds neither error.
+ */
+const startFailure = (module: string, cause: Cause.Cause<unknown>): Cause.Cause<StartFailed> | undefined => {
   for (const reason of cause.reasons) {
     const error = Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
-    if (SqlError.isSqlError(error) || Predicate.isTagged(error, "MigrationError"))
-      return new StartFailed({ module, reason: withServerAnswer(error as SqlError.SqlError) })
+    if (SqlError.isSqlError(error) || Predicate.isTagged(error, "MigrationError")) {
+      const failed = Cause.fail(new StartFailed({ module, reason: withServerAnswer(error as Migrator.MigrationError) }))
+      const interrupts = cause.reasons.filter(Cause.isInterruptReason)
+      return interrupts.length === 0 ? failed : Cause.fromReasons([...interrupts, ...failed.reasons])
+    }
   }
   return undefined
 }
@@ -217,7 +225,9 @@ const startFailure = (module: string, cause: Cause.Cause<unknown>): StartFailed 
 /**
  * `effect`, the start of the service `module`, with an `SqlError` or a `MigrationError` it fails or
  * dies with replaced by {@link StartFailed} naming `module` and saying the server's answer (effect's
- * own message is only `Query failed`). Other failures and defects pass unchanged.
+ * own message is only `Query failed`; for a failed migration, which one and its error's answer).
+ * An interrupted start stays interrupted (its cause keeps the interruption beside `StartFailed`).
+ * Other failures and defects pass unchanged.
  *
  * @example
  * ```ts
@@ -240,7 +250,7 @@ export const starting =
   ): Effect.Effect<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R> =>
     Effect.catchCause(effect, (cause) => {
       const failed = startFailure(module, cause)
-      return failed === undefined ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(failed)
+      return Effect.failCause(failed ?? (cause as Cause.Cause<never>))
     }) as Effect.Effect<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R>
 
 /**
@@ -257,9 +267,7 @@ export const startingLayer =
   ): Layer.Layer<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R> =>
     Layer.catchCause(layer, (cause) => {
       const failed = startFailure(module, cause)
-      return Layer.effectDiscard(
-        failed === undefined ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(failed)
-      )
+      return Layer.effectDiscard(Effect.failCause(failed ?? (cause as Cause.Cause<never>)))
     }) as Layer.Layer<A, Exclude<E, SqlError.SqlError | Migrator.MigrationError> | StartFailed, R>
 
 /**

@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Layer } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
+import { SqlClient } from "effect/sql"
 import * as PostgresClient from "../src/PostgresClient.ts"
+import * as PostgresLocks from "../src/PostgresLocks.ts"
 import * as PostgresOptions from "../src/PostgresOptions.ts"
 import { sharedServer } from "./support/server.ts"
 
@@ -61,5 +63,59 @@ describe.skipIf(server === undefined)("PostgresClient", () => {
           assert.strictEqual((defect as Error).message, message)
         }
       })
+  )
+
+  it.live("a migration that fails: StartFailed names the migration and says the server's answer", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE corral_leases (other INTEGER)`).pipe(
+        Effect.provide(PostgresClient.layer(url)),
+        Effect.orDie
+      )
+      const exit = yield* Effect.exit(Effect.scoped(Layer.build(PostgresLocks.layer(url))))
+      const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
+      assert.isTrue(error !== undefined && error._tag === "Some", Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "")
+      const failed = (error as { readonly value: unknown }).value
+      assert.instanceOf(failed, PostgresClient.StartFailed)
+      assert.strictEqual(
+        (failed as PostgresClient.StartFailed).message,
+        'PostgresLocks could not start: Migration "1_create_leases" failed: PgConnection: Query failed (relation "corral_leases" already exists)'
+      )
+    })
+  )
+
+  it.live("an interrupted start whose clean-up query fails stays interrupted, with StartFailed beside it", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.orDie(server!.createDatabase())
+      const cleanUp = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DROP TABLE never_made`).pipe(Effect.orDie)
+      const start = Effect.scoped(
+        Effect.andThen(
+          Effect.addFinalizer(() => cleanUp),
+          Effect.interrupt
+        )
+      )
+      for (const wrapped of [
+        start.pipe(PostgresClient.starting("Probe"), Effect.provide(PostgresClient.layer(url))),
+        Effect.scoped(
+          Layer.build(
+            Layer.effectDiscard(start).pipe(
+              PostgresClient.startingLayer("Probe"),
+              Layer.provide(PostgresClient.layer(url))
+            )
+          )
+        )
+      ]) {
+        const exit = yield* Effect.exit(wrapped)
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isSuccess(exit)) return
+        assert.isTrue(Cause.hasInterrupts(exit.cause), Cause.pretty(exit.cause))
+        const failed = Cause.findErrorOption(exit.cause)
+        assert.strictEqual(failed._tag, "Some", Cause.pretty(exit.cause))
+        assert.strictEqual(
+          failed._tag === "Some" ? (failed.value as Error).message : "",
+          'Probe could not start: PgConnection: Query failed (table "never_made" does not exist)'
+        )
+      }
+    })
   )
 })

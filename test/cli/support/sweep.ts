@@ -1,24 +1,12 @@
 /**
  * What the seeded interruption sweeps of `corral run` share (`crash.e2e` kills it with SIGKILL,
- * `stop.e2e` stops it with SIGINT/SIGTERM): the seeded random source, the plan of agents that each
+ * `stop.e2e` stops it with SIGINT/SIGTERM): the plan of agents that each
  * write their own file and every third one a shared file, its JSON events and the processes a run
  * left.
  */
 import * as NodeFs from "node:fs"
 import { expect } from "vitest"
 import { type CliRun, isAlive } from "../../helpers.ts"
-
-/** mulberry32: a small seeded random source, so a sweep's instants are the same on every machine. */
-export const mulberry32 = (start: number) => {
-  let a = start >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /**
  * A plan of `count` agents `<prefix>1`… at `concurrency`: each appends its id to `out/<id>.txt`

@@ -681,6 +681,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
       integrationBranch: workspaces?.integration.branch,
       integrationBase: workspaces?.integration.baseCommit,
       integrationHead: workspaces === undefined ? undefined : yield* workspaces.integration.head().pipe(Effect.orDie),
+      integrationFrom: workspaces === undefined ? undefined : resumed?.base,
       logDir: `in the cluster's database: corral logs ${runId} <agent> --cluster <url>`,
       keptWorkspaces: [],
       git: {},

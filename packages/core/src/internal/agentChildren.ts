@@ -5,10 +5,13 @@
  * only when that fiber ends: without this, a child outlived its agent until the worker's last agent
  * ended — past the claims it ran under, and for as long as depended on which worker ran it.
  *
- * effect has no public way to reach the children forked during a region of a fiber (`awaitAllChildren`
- * waits for them, it does not interrupt them), and a fiber per agent is the cost the worker design
- * avoids, so this reads the fiber's own child set (`FiberImpl._children`, a `Set` effect creates on
- * the first `forkChild` and from which each child removes itself when it ends). Fibers forked with
+ * effect 4.1 has no public way to reach the children forked during a region of a fiber (the `Fiber`
+ * interface has none; `awaitAllChildren` waits for them, it does not interrupt them; `FiberSet` and
+ * `Scope` hold only fibers forked into them, not an agent's own `forkChild`), and a fiber per agent is
+ * the cost the worker design avoids, so this reads the fiber's own child set (`FiberImpl._children`,
+ * a `Set` effect creates on the first `forkChild` and from which each child removes itself when it
+ * ends; effect's `awaitAllChildren` reads the same field). `test/agentChildren.test.ts` pins that
+ * contract and fails naming this module if an effect upgrade changes it. Fibers forked with
  * `forkDetach`, `forkIn` or `forkScoped` are not children and are left running, as documented.
  */
 import type * as Fiber from "effect/Fiber"

@@ -1,5 +1,6 @@
 /**
- * The deadlines of a provider's calls, served by one sleeper fiber per provider (per layer) instead
+ * The deadlines of a provider's calls (or of its streams' pulls: an idle timeout is a deadline per
+ * pull), served by one sleeper fiber per provider (per layer) and duration instead
  * of `Effect.timeoutOrElse`, which forks the call and a sleeper and sets a timer on every call: here
  * a call forks only itself. Every deadline is the same duration after its call started, on a
  * monotonic clock, so the calls pending are in deadline order in a `Set` (insertion order). The
