@@ -172,8 +172,18 @@ describe("Corral.run with claims", () => {
       const agents = [
         Testing.scripted(timeline, "first", { duration: "1 second" }, { claims: { write: ["a"] } }),
         Testing.scripted(timeline, "next", { duration: "5 seconds" }, { claims: { write: ["a"] } }),
-        Testing.scripted(timeline, "blocked", { duration: "1 second" }, { claims: { write: ["a"] }, claimTimeout: "3 seconds" }),
-        Testing.scripted(timeline, "alone", { duration: "1 second" }, { claims: { write: ["b"] }, claimTimeout: "3 seconds" })
+        Testing.scripted(
+          timeline,
+          "blocked",
+          { duration: "1 second" },
+          { claims: { write: ["a"] }, claimTimeout: "3 seconds" }
+        ),
+        Testing.scripted(
+          timeline,
+          "alone",
+          { duration: "1 second" },
+          { claims: { write: ["b"] }, claimTimeout: "3 seconds" }
+        )
       ]
       const { result } = yield* Testing.runScripted(agents, { concurrency: 4 })
       const outcome = result.get("blocked") as Outcome.ClaimTimedOut
