@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { multiple, pairedNoWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
+import { multiple, overFastest, pairedNoWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
 import { median } from "../src/stats.ts"
 import type { ApproachResult, CaseResult } from "../src/types.ts"
 
@@ -117,5 +117,43 @@ describe("ratioAtMost against the same run's floor", () => {
   it("reads as before when the floor did not run", () => {
     const alone = caseOf("case", [approach("corral", [101.5])])
     expect(verdicts([target], [alone])[0]).toEqual({ target: "≤ 1.01×", figure: "1.015×", met: false })
+  })
+})
+
+describe("overFastest", () => {
+  const gap = overFastest("corral ≤ 1.05× the fastest", /case/, "corral", ["replay", "peer", "missing"], 1.05)
+
+  it("takes the fastest of the others in the same case, whichever it is, and names it", () => {
+    const replayFaster = caseOf("case", [
+      approach("replay", [104, 104, 104]),
+      approach("peer", [106, 106, 106]),
+      approach("corral", [110, 110, 110])
+    ])
+    const peerFaster = caseOf("case", [
+      approach("replay", [108, 108, 108]),
+      approach("peer", [100, 100, 100]),
+      approach("corral", [110, 110, 110])
+    ])
+    expect(verdicts([gap], [replayFaster])[0]).toEqual({
+      target: "corral ≤ 1.05× the fastest",
+      figure: "1.06× replay (the fastest, 1.04× the bound)",
+      met: false
+    })
+    expect(verdicts([gap], [peerFaster])[0]).toEqual({
+      target: "corral ≤ 1.05× the fastest",
+      figure: "1.10× peer (the fastest, 1.00× the bound)",
+      met: false
+    })
+  })
+
+  it("is met at or under the limit, skips failed others and is not evaluated when none ran", () => {
+    const failedPeer = { ...approach("peer", [90, 90, 90]), medianMs: undefined, error: "boom" }
+    const item = caseOf("case", [approach("replay", [100, 100, 100]), failedPeer, approach("corral", [105, 105, 105])])
+    expect(verdicts([gap], [item])[0]).toMatchObject({
+      figure: "1.05× replay (the fastest, 1.00× the bound)",
+      met: true
+    })
+    const alone = caseOf("case", [approach("corral", [105, 105, 105])])
+    expect(verdicts([gap], [alone])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
   })
 })

@@ -155,8 +155,8 @@ export const normalize = (
       keys.push(claim)
     }
   }
+  if (claims.pools === undefined) return Result.succeed({ keys: dedupe(keys), pools: noPools })
   const pools: Array<PoolClaim> = []
-  if (claims.pools === undefined) return Result.succeed({ keys: dedupe(keys), pools })
   for (const [pool, amount] of Object.entries(claims.pools)) {
     const capacity = capacities[pool]
     if (capacity === undefined) {
@@ -182,6 +182,9 @@ export const normalize = (
 }
 
 const modes = ["write", "read"] as const
+
+/** The pools of a request that claims none: one shared list, never written. */
+const noPools: ReadonlyArray<PoolClaim> = []
 
 /**
  * The claim of `raw` in `mode`, with `normalizeKey`'s successes kept (at most `keyCacheSize` keys,
@@ -213,11 +216,15 @@ interface CachedKey {
 const keyCache = new Map<string, CachedKey>()
 const keyCacheSize = 4096
 
-/** One claim per key (a write wins over a read), in the order each key was first named. */
+/**
+ * One claim per key (a write wins over a read), in the order each key was first named, in a list of
+ * its own length: a list grown by `push` keeps room for 16 or more, which would live as long as the
+ * request (a run's requests live until it returns).
+ */
 const dedupe = (keys: Array<KeyClaim>): ReadonlyArray<KeyClaim> => {
-  if (keys.length <= 1) return keys
+  if (keys.length <= 1) return keys.slice()
   if (keys.length <= 16) {
-    if (distinct(keys)) return keys
+    if (distinct(keys)) return keys.slice()
     const out: Array<KeyClaim> = []
     for (const claim of keys) {
       let i = 0

@@ -166,6 +166,35 @@ describe("Corral.run with claims", () => {
     })
   )
 
+  it.effect("claimTimeout names the agent in the run holding the key, also after a wake that found it taken", () =>
+    Effect.gen(function* () {
+      const timeline = new Testing.Timeline()
+      const agents = [
+        Testing.scripted(timeline, "first", { duration: "1 second" }, { claims: { write: ["a"] } }),
+        Testing.scripted(timeline, "next", { duration: "5 seconds" }, { claims: { write: ["a"] } }),
+        Testing.scripted(
+          timeline,
+          "blocked",
+          { duration: "1 second" },
+          { claims: { write: ["a"] }, claimTimeout: "3 seconds" }
+        ),
+        Testing.scripted(
+          timeline,
+          "alone",
+          { duration: "1 second" },
+          { claims: { write: ["b"] }, claimTimeout: "3 seconds" }
+        )
+      ]
+      const { result } = yield* Testing.runScripted(agents, { concurrency: 4 })
+      const outcome = result.get("blocked") as Outcome.ClaimTimedOut
+      assert.strictEqual(outcome._tag, "ClaimTimedOut")
+      assert.strictEqual(outcome.endedAt, 3000)
+      assert.deepStrictEqual(outcome.blockers, [{ key: "a", holder: "next" }])
+      assert.strictEqual(result.get("next")!.startedAt, 1000)
+      assert.strictEqual(result.get("alone")!._tag, "Succeeded")
+    })
+  )
+
   it.effect("two runs in one process serialize on a shared key and never release each other's claims", () =>
     Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()

@@ -204,3 +204,34 @@ export const overFloor = (
       })
     )
 })
+
+/**
+ * `approach`'s median against the fastest of `others` in the same run, at most `max`: the gap to
+ * what was reached on this machine, in this run, whichever approach reached it. The figure names
+ * that approach and where it lands against the bound.
+ */
+export const overFastest = (
+  label: string,
+  cases: RegExp,
+  approach: string,
+  others: ReadonlyArray<string>,
+  max: number
+): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const mine = approachIn(item, approach)
+        if (mine?.medianMs === undefined) return failed(item, approach)
+        let best: ApproachResult | undefined
+        for (const name of others) {
+          const other = approachIn(item, name)
+          if (other?.medianMs !== undefined && (best === undefined || other.medianMs < best.medianMs!)) best = other
+        }
+        if (best === undefined) return undefined
+        const ratio = mine.medianMs / best.medianMs!
+        const bestRatio = best.ratio === undefined ? "" : `, ${best.ratio.toFixed(2)}× the bound`
+        return { figure: `${multiple(ratio, max)} ${best.name} (the fastest${bestRatio})`, met: ratio <= max }
+      })
+    )
+})

@@ -6,7 +6,7 @@ import { checkExclusive, type Recorder, recordedWork, timedAndChecked } from "..
 import { duration } from "../format.ts"
 import { corralInstantMakespan } from "../lib/claimsVirtual.ts"
 import { claimsPlan, perCase, replay } from "../lib/replay.ts"
-import { metricAtLeast, noWorseThan, overFloor, ratioAtMost } from "../lib/targets.ts"
+import { metricAtLeast, noWorseThan, overFastest, overFloor, ratioAtMost } from "../lib/targets.ts"
 import { busiestKeyCount, type ClaimJob, claimJobs, measureSleep } from "../lib/workload.ts"
 import type { Approach, Case, Sample, Scenario } from "../types.ts"
 import { lockLayerCase } from "./lock-layer.ts"
@@ -218,7 +218,7 @@ const contended = async (quick: boolean): Promise<Case<Params>> => {
     notes: [
       `bound = max(total work / 32 = ${spread} ms, busiest key ${busiest / params.workMs} tasks × 2 ms = ${busiest} ms)`,
       `a real 2 ms sleep takes ${actual.toFixed(2)} ms here, so even a perfect schedule lands near ${(actual / params.workMs).toFixed(2)}×`,
-      `the greedy policy in virtual time (exact 2 ms, no CPU) takes ${plan.makespanMs} ms = ${(plan.makespanMs / bound).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions (the floor for any scheduler here)`,
+      `the greedy policy in virtual time (exact 2 ms, no CPU) takes ${plan.makespanMs} ms = ${(plan.makespanMs / bound).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions: what a fixed plan costs on this machine's timers, not a floor: a scheduler deciding in real time can beat it (the "remaining gap" row measures corral against the fastest approach of the same run instead)`,
       `the same greedy policy deciding after each end rather than once all the tasks ending at an instant have ended (what the greedy peer does in real time, where its event loop delivers ends one at a time) takes ${eachEnd.makespanMs} ms = ${(eachEnd.makespanMs / bound).toFixed(2)}× the bound`,
       `corral's own policy in virtual time (the same run under a clock that fires every timer due at an instant before the scheduler's tasks run, as Node.js does: its decisions without their CPU) takes ${policy} ms = ${(policy / bound).toFixed(2)}× the bound`,
       "every approach's schedule is checked from the tasks' own timestamps: two holders of a key overlapping fails it",
@@ -237,13 +237,21 @@ export const claims: Scenario<Params> = {
     "corral's in-memory lock layer.",
   floor: "lower bound = max(total work / concurrency, total work of the busiest key); ratio = median / bound",
   targets: [
-    ratioAtMost("corral ≤ 1.05× the bound", contendedCase, "corral", 1.05, replayName),
+    ratioAtMost("corral ≤ 1.05× the bound", contendedCase, "corral", 1.05),
     noWorseThan("corral ahead of the all-or-nothing greedy peer", contendedCase, "corral", "all-or-nothing greedy"),
     overFloor(
-      "remaining gap: corral ≤ 1.05× the zero-scheduler-cost replay measured in the same run",
+      "corral ≤ 1.05× the zero-scheduler-cost replay of the greedy plan measured in the same run (a replay, not a floor)",
       contendedCase,
       "corral",
       replayName,
+      1.05,
+      { floor: "the replay", bound: "the bound" }
+    ),
+    overFastest(
+      "remaining gap: corral ≤ 1.05× the fastest other approach measured in the same run",
+      contendedCase,
+      "corral",
+      [slotThenLocks.name, locksThenSlot.name, greedy.name, greedyPerTurn.name, replayName],
       1.05
     ),
     metricAtLeast(

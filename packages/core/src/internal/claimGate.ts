@@ -99,7 +99,7 @@ export class ClaimGate {
         this.hold(node, request)
         return true
       }
-      this.park(node, tokens, this.localBlockers(node))
+      this.park(node, tokens, undefined)
       return false
     }
     const count = this.heldConflicts(request)
@@ -108,7 +108,7 @@ export class ClaimGate {
       this.hold(node, request)
       return true
     }
-    this.park(node, tokens, this.localBlockers(node), count)
+    this.park(node, tokens, undefined, count)
     return false
   }
 
@@ -386,7 +386,7 @@ export class ClaimGate {
     const wait = node.wait!
     wait.blockingTokens = tokens
     this.setCount(node, count)
-    wait.describeBlockers = this.localBlockers(node)
+    wait.describeBlockers = undefined
     if (tokens === undefined) {
       this.addWaiter(follow, node)
       return
@@ -425,6 +425,15 @@ export class ClaimGate {
     this.onRelease(reservedToken(node))
   }
 
+  /**
+   * Drops the claim wait of an agent that ended and waits for nothing (`dropIntent` ran): a walk
+   * that still meets it in a list of waiters finds it not parked. Its waiting state would otherwise
+   * live, and be copied by the young-generation collector, until the run returns.
+   */
+  forget(node: Node): void {
+    if (!node.wait!.intent) node.wait = undefined
+  }
+
   private hold(node: Node, request: Claims.Request): void {
     this.held.add(node, request.keys)
     for (const claim of request.pools) {
@@ -453,11 +462,12 @@ export class ClaimGate {
 
   /** Parks a `ready` node on the tokens that block it; the host moves it to `parked`. */
   /** `tokens` (no repeats) becomes the node's own list. */
+  /** `describe`: its blockers as the lock service or a reservation gave them; `undefined`: what holds its keys and pools in this run (see `blockers`). */
   /** `count` (a run nobody observes): its conflicts with holders of its keys, counted by key from now on; -1: not counted. */
   private park(
     node: Node,
     tokens: Array<number>,
-    describe: () => ReadonlyArray<ResourceLocks.Blocker>,
+    describe: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined,
     count = -1
   ): void {
     const wait = waitOf(node)
@@ -481,15 +491,17 @@ export class ClaimGate {
     if (!wait.reserved) this.onRelease(reservedToken(node))
   }
 
-  /** Describes what holds `node`'s keys and pools in this run now (one function per node). */
-  private localBlockers(node: Node): () => ReadonlyArray<ResourceLocks.Blocker> {
-    const wait = waitOf(node)
-    return wait.describeLocal ?? (wait.describeLocal = this.describeLocal(node.request!))
-  }
-
-  /** Apart from `localBlockers`, so that a call that finds the function made allocates no closure context. */
-  private describeLocal(request: Claims.Request): () => ReadonlyArray<ResourceLocks.Blocker> {
-    return () => this.describe(this.held.conflicts(request.keys), this.poolHits(request))
+  /**
+   * What blocks a waiting `node` now: its blockers as the lock service or a reservation gave them
+   * (`WaitState.describeBlockers`), or else what holds its keys and pools in this run (no function
+   * kept per waiting agent); none for an agent that does not wait.
+   */
+  blockers(node: Node): ReadonlyArray<ResourceLocks.Blocker> {
+    const wait = node.wait
+    if (wait === undefined) return []
+    if (wait.describeBlockers !== undefined) return wait.describeBlockers()
+    const request = node.request!
+    return this.describe(this.held.conflicts(request.keys), this.poolHits(request))
   }
 
   private reservedAhead(node: Node, request: Claims.Request): Node | undefined {

@@ -36,8 +36,8 @@ export class WaitState {
   /** The last `wakeFreed` batch that examined it. */
   batchMark = 0
   tokenKey = ""
+  /** Its blockers as the lock service or a reservation gave them; `undefined`: what holds its keys and pools in the run (`ClaimGate.blockers`). */
   describeBlockers: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
-  describeLocal: (() => ReadonlyArray<ResourceLocks.Blocker>) | undefined = undefined
 }
 
 export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())

@@ -920,7 +920,7 @@ class Runner<A, E, R> implements ExecHost {
     this.lifecycle.move(node, "parked")
     const events = this.events
     if (changed && events !== undefined) {
-      const blockers = node.wait?.describeBlockers?.() ?? []
+      const blockers = this.gate!.blockers(node)
       events.emit({ _tag: "WaitingForClaims", ...events.base(), agentId: node.id, blockers })
     }
   }
@@ -944,7 +944,7 @@ class Runner<A, E, R> implements ExecHost {
       Effect.andThen(
         Effect.sync(() => {
           if (node.state !== "parked" && node.state !== "ready") return
-          const blockers = (node.wait?.describeBlockers?.() ?? []).flatMap((blocker) =>
+          const blockers = this.gate!.blockers(node).flatMap((blocker) =>
             blocker._tag === "Key"
               ? [{ key: blocker.key, holder: blocker.holder.agentId }]
               : blocker.holders.map((holder) => ({
@@ -1017,6 +1017,7 @@ class Runner<A, E, R> implements ExecHost {
     else this.lifecycle.finish(node, outcome._tag)
     node.outcome = outcome
     this.compact?.ended(node.index, outcome)
+    if (node.wait !== undefined) this.gate?.forget(node)
     const events = this.events
     if (events?.admit()) events.emit(events.finished(node.id, outcome))
     if (outcome._tag === "Succeeded") {
