@@ -1,7 +1,7 @@
 import { Agent, Corral, Llm, OpenAiCompat, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Queue, Redacted, Schema, Stream } from "effect"
+import { Effect, Fiber, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
@@ -372,6 +372,28 @@ describe("OpenAiCompat", () => {
     20_000
   )
 
+  it.live("in a run, an agent's retry after a stalled stream sends a new request; the stalled one is aborted", () =>
+    Effect.gen(function* () {
+      const server = yield* stallingServer(deltaEvent("par"), `${deltaEvent("whole")}data: [DONE]\n\n`)
+      const agent = Agent.make("stream", {
+        retry: Schedule.recurs(1),
+        run: LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runFold(
+            () => "",
+            (text, part) => (part.type === "text-delta" ? text + part.delta : text)
+          ),
+          Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "200 millis" }))
+        )
+      })
+      const outcome = (yield* Corral.run([agent])).outcomes[0]!
+      assert.strictEqual(outcome._tag, "Succeeded")
+      assert.strictEqual(outcome._tag === "Succeeded" && outcome.value, "whole")
+      assert.strictEqual(outcome.attempts, 2)
+      assert.strictEqual(server.requests(), 2)
+      yield* server.closed
+    }).pipe(Effect.scoped)
+  )
+
   it.effect(
     "idleTimeout counts the server's silence only: not a steady stream's total, not a slow consumer's time",
     () =>
@@ -401,7 +423,7 @@ describe("OpenAiCompat", () => {
 
   it.effect("idleTimeout: Infinity waits on a stalled stream; interrupting the stream aborts its request", () =>
     Effect.gen(function* () {
-      for (const idleTimeout of ["200 millis", Number.POSITIVE_INFINITY]) {
+      for (const idleTimeout of ["200 millis", Number.POSITIVE_INFINITY] as const) {
         const server = yield* steppedServer
         const deltas = yield* Queue.unbounded<string>()
         const stream = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
