@@ -40,7 +40,10 @@ export interface Verdict {
   readonly met: boolean | undefined
   /** Not met, but the repetitions' spread covers the target (see `pairedNoWorseThan`). */
   readonly withinNoise?: boolean
-  /** Not met, and the zero-scheduler-cost floor measured in the same run is itself at or over the target. */
+  /**
+   * Not met, but the zero-scheduler-cost floor measured in the same run is itself at or over the
+   * target and the approach is within the target of that floor (see `ratioAtMost`).
+   */
   readonly outOfReach?: boolean
 }
 

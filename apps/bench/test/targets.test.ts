@@ -107,6 +107,17 @@ describe("ratioAtMost against the same run's floor", () => {
     })
   })
 
+  it("does not mark out of reach a miss by more than the target over the floor (a real miss, whatever the floor)", () => {
+    const far = caseOf("case", [approach("floor", [101.2]), approach("corral", [150])])
+    expect(verdicts([target], [far])[0]).toEqual({
+      target: "≤ 1.01×",
+      figure: "1.50× (the floor is 1.012×)",
+      met: false
+    })
+    const edge = caseOf("case", [approach("floor", [101.2]), approach("corral", [102.3])])
+    expect(verdicts([target], [edge])[0]!.outOfReach).toBeUndefined()
+  })
+
   it("marks a miss over several cases out of reach only when every missed case is", () => {
     const over = caseOf("case a", [approach("floor", [101.2]), approach("corral", [101.5])])
     const under = caseOf("case b", [approach("floor", [100.6]), approach("corral", [101.5])])

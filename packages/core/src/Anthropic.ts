@@ -383,7 +383,7 @@ const constructors = ModelHttp.constructors<Options>({
 })
 
 /**
- * An option the provider cannot use (`timeout` or `defaultRetryAfter` effect would refuse or
+ * An option the provider cannot use (a `timeout`, `idleTimeout` or `defaultRetryAfter` effect would refuse or
  * misread, a `maxTokens` that is not a whole number of at least 1): building the provider dies with it, naming the provider and the option. One class for
  * both providers.
  *

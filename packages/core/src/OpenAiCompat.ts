@@ -352,7 +352,7 @@ const constructors = ModelHttp.constructors<Options>({
 })
 
 /**
- * An option the provider cannot use (`timeout` or `defaultRetryAfter` effect would refuse or
+ * An option the provider cannot use (a `timeout`, `idleTimeout` or `defaultRetryAfter` effect would refuse or
  * misread): building the provider dies with it, naming the provider and the option. One class for
  * both providers.
  *

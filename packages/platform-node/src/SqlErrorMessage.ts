@@ -14,7 +14,8 @@
  * empty or already part of the message. An error with no `reason` whose `cause` is an error (a
  * `MigrationError` of a migration that failed: effect says only `Migration "1_x" failed`) is
  * followed by its cause's message, read the same way: `Migration "1_x" failed: PgConnection: Query
- * failed (relation "x" already exists)`.
+ * failed (relation "x" already exists)`. A chain of causes that comes back on itself ends at the
+ * first error read twice.
  *
  * @example
  * ```ts
@@ -33,9 +34,15 @@ export const withServerAnswer = (error: {
   readonly message: string
   readonly reason?: { readonly cause?: unknown }
   readonly cause?: unknown
-}): string => {
-  if (error.reason === undefined && error.cause instanceof Error) {
-    const inner = withServerAnswer(error.cause as Error & { readonly reason?: { readonly cause?: unknown } })
+}): string => answerOf(error, new Set())
+
+type Answered = Parameters<typeof withServerAnswer>[0]
+
+/** `withServerAnswer`, reading each error of a chain of causes once (a chain may come back on itself). */
+const answerOf = (error: Answered, read: Set<unknown>): string => {
+  read.add(error)
+  if (error.reason === undefined && error.cause instanceof Error && !read.has(error.cause)) {
+    const inner = answerOf(error.cause, read)
     return inner === "" || error.message.includes(inner) ? error.message : `${error.message}: ${inner}`
   }
   const cause = error.reason?.cause

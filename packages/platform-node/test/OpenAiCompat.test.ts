@@ -1,13 +1,14 @@
 import { Agent, Corral, Llm, OpenAiCompat, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema, Stream } from "effect"
+import { Effect, Fiber, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
+import { TestClock } from "effect/testing"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { collectUsage, streamed } from "./fixtures/models.ts"
-import { stallingServer } from "./fixtures/stallingServer.ts"
+import { stallingServer, steppedServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
   OpenAiCompat.layer({
@@ -17,6 +18,8 @@ const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
     prices: { "test-model": { inputPerMillion: 1000, outputPerMillion: 2000, cachedInputPerMillion: 100 } },
     ...options
   }).pipe(Layer.provide(FetchHttpClient.layer))
+
+const deltaEvent = (content: string) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\n\n`
 
 const failureOf = <A, R>(effect: Effect.Effect<A, AiError.AiError, R>) =>
   Effect.flip(effect).pipe(Effect.map((error) => error.reason))
@@ -367,6 +370,84 @@ describe("OpenAiCompat", () => {
         assert.include(error.message, "sent no bytes of its event stream for 300 ms (idleTimeout)")
       }).pipe(Effect.scoped),
     20_000
+  )
+
+  it.live("in a run, an agent's retry after a stalled stream sends a new request; the stalled one is aborted", () =>
+    Effect.gen(function* () {
+      const server = yield* stallingServer(deltaEvent("par"), `${deltaEvent("whole")}data: [DONE]\n\n`)
+      const agent = Agent.make("stream", {
+        retry: Schedule.recurs(1),
+        run: LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runFold(
+            () => "",
+            (text, part) => (part.type === "text-delta" ? text + part.delta : text)
+          ),
+          Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "200 millis" }))
+        )
+      })
+      const outcome = (yield* Corral.run([agent])).outcomes[0]!
+      assert.strictEqual(outcome._tag, "Succeeded")
+      assert.strictEqual(outcome._tag === "Succeeded" && outcome.value, "whole")
+      assert.strictEqual(outcome.attempts, 2)
+      assert.strictEqual(server.requests(), 2)
+      yield* server.closed
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "idleTimeout counts the server's silence only: not a steady stream's total, not a slow consumer's time",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* steppedServer
+        const deltas = yield* Queue.unbounded<string>()
+        const done = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runForEach((part) =>
+            part.type === "text-delta"
+              ? Effect.andThen(TestClock.adjust("1 second"), Queue.offer(deltas, part.delta))
+              : Effect.void
+          ),
+          Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "200 millis" })),
+          Effect.forkChild
+        )
+        for (const word of ["a", "b", "c", "d", "e"]) {
+          yield* TestClock.adjust("150 millis")
+          yield* server.write(deltaEvent(word))
+          const next = yield* Effect.raceFirst(Queue.take(deltas), Effect.as(Fiber.join(done), "(the stream ended)"))
+          assert.strictEqual(next, word)
+        }
+        yield* server.write("data: [DONE]\n\n")
+        yield* server.end
+        yield* Fiber.join(done)
+      }).pipe(Effect.scoped)
+  )
+
+  it.effect("idleTimeout: Infinity waits on a stalled stream; interrupting the stream aborts its request", () =>
+    Effect.gen(function* () {
+      for (const idleTimeout of ["200 millis", Number.POSITIVE_INFINITY] as const) {
+        const server = yield* steppedServer
+        const deltas = yield* Queue.unbounded<string>()
+        const stream = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runForEach((part) => (part.type === "text-delta" ? Queue.offer(deltas, part.delta) : Effect.void)),
+          Effect.provide(model(`${server.url}/v1`, { timeout: "200 millis", idleTimeout })),
+          Effect.forkChild
+        )
+        yield* server.write(deltaEvent("par"))
+        assert.strictEqual(yield* Queue.take(deltas), "par")
+        for (let hour = 0; hour < 5; hour++) {
+          yield* Effect.yieldNow
+          yield* TestClock.adjust("1 hour")
+        }
+        const exit = stream.pollUnsafe()
+        if (idleTimeout === Number.POSITIVE_INFINITY) {
+          assert.isUndefined(exit)
+          yield* Fiber.interrupt(stream)
+        } else {
+          assert.isDefined(exit)
+          assert.include(String(exit), "sent no bytes of its event stream for 200 ms (idleTimeout)")
+        }
+        yield* server.closed
+      }
+    }).pipe(Effect.scoped)
   )
 
   it.live("in a run, a 429 pauses the run's bucket and the agent's retry succeeds; usage lands on its outcome", () =>

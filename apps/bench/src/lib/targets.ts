@@ -40,8 +40,9 @@ export const multiple = (value: number, limit: number): string => {
 /**
  * `approach`'s ratio to the case's bound or floor is at most `max`, in every case whose label matches.
  * With `floor` (a zero-scheduler-cost approach measured in the same repetitions), the figure also
- * gives the floor's ratio, and a target the floor itself is at or over in that run is marked out of
- * reach when not met: no scheduler in this process could have met it then.
+ * gives the floor's ratio, and a miss is marked out of reach when the floor itself is at or over the
+ * target in that run (no scheduler in this process could have met it then) and `approach` is within
+ * `max` of the floor; a miss by more than that over the floor is a plain miss whatever the floor.
  */
 export const ratioAtMost = (label: string, cases: RegExp, approach: string, max: number, floor?: string): Target => ({
   label,
@@ -53,7 +54,7 @@ export const ratioAtMost = (label: string, cases: RegExp, approach: string, max:
         const met = found.ratio <= max
         const base = floor === undefined ? undefined : approachIn(item, floor)?.ratio
         if (base === undefined) return { figure: multiple(found.ratio, max), met }
-        const reach = base >= max
+        const reach = base >= max && found.ratio <= base * max
         return {
           figure: `${multiple(found.ratio, max)} (the floor is ${multiple(base, max)})`,
           met,
