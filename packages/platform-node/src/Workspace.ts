@@ -334,7 +334,9 @@ export interface IntegrationOptions {
 export interface GcOptions {
   readonly repo: string
   /**
-   * Only runs whose lease (or folder) is at least this old are collected. A run with a live lease is
+   * Only runs at least this old are collected: a crashed run's age counts from its lease's last
+   * heartbeat, that of a run that ended from the newest of its records (touched as its lease goes)
+   * and its worktrees folder, and a run with neither is old enough. A run with a live lease is
    * never touched, whatever `stateDir` says. A duration `DurationOption.millis` refuses dies with
    * `LeaseTables.InvalidOption`, before anything is read. @default 0
    */
