@@ -78,8 +78,12 @@ describe("corral run (end to end)", () => {
 
   it.each([
     ["bad YAML", "agents: [\n  - id: a\n", "line"],
-    ["an unknown field", planOf("  - id: a\n    run: echo\n    colour: red\n"), "agents[0].colour"],
-    ["an unknown dependency", planOf("  - id: a\n    run: echo\n    dependsOn: [ghost]\n"), "agents[0].dependsOn[0]"],
+    ["an unknown field", planOf("  - id: a\n    run: echo\n    colour: red\n"), "agents[0].colour: unknown field"],
+    [
+      "an unknown dependency",
+      planOf("  - id: a\n    run: echo\n    dependsOn: [ghost]\n"),
+      'the plan\'s agents are "a" (agent "a", line 6)'
+    ],
     [
       "a cycle",
       planOf("  - id: a\n    run: echo\n    dependsOn: [b]\n  - id: b\n    run: echo\n    dependsOn: [a]\n"),
@@ -88,9 +92,18 @@ describe("corral run (end to end)", () => {
     [
       "an invalid claim",
       planOf("  - id: a\n    run: echo\n    claims: { write: [/etc/passwd] }\n"),
-      "agents[0].claims.write[0]"
+      "agents[0].claims.write[0]: expected a relative path"
     ],
-    ["a negative timeout", planOf("  - id: a\n    run: echo\n    timeout: -5s\n"), "agents[0].timeout"]
+    [
+      "a negative timeout",
+      planOf("  - id: two\n    run: echo\n    timeout: -5s\n"),
+      "agents[0].timeout: expected a duration"
+    ],
+    [
+      "an agent's invalid claim, named by its id",
+      planOf("  - id: two\n    run: echo\n    claims: { write: [../x] }\n"),
+      '(agent "two", line 6)'
+    ]
   ])("exits 2 for %s, names the location and starts nothing", async (_name, text, location) => {
     const repo = makeRepo()
     const marker = NodePath.join(repo, "ran.txt")
