@@ -100,6 +100,11 @@ describe("corral run (end to end)", () => {
       "agents[0].timeout: expected a duration"
     ],
     [
+      "a claimed pattern",
+      planOf('  - id: a\n    run: echo\n    claims: { write: ["src/*.ts"] }\n'),
+      'got "src/*.ts"; a claim is a path, not a pattern'
+    ],
+    [
       "an agent's invalid claim, named by its id",
       planOf("  - id: two\n    run: echo\n    claims: { write: [../x] }\n"),
       '(agent "two", line 6)'

@@ -218,6 +218,25 @@ describe("PlanFile errors", () => {
     })
   )
 
+  it.effect(
+    "a claimed path with * or ? is an error: a claim is a path, not a pattern; named resources may hold them",
+    () =>
+      Effect.gen(function* () {
+        const error = yield* failure(
+          decodeYaml(agentsYaml('id: a\n    run: echo\n    claims: { write: ["src/*.ts"], read: ["docs/?.md"] }'))
+        )
+        assert.strictEqual(
+          issueAt(error, "agents[0].claims.write[0]").message,
+          'expected a relative path or a named resource like "db:users", got "src/*.ts"; a claim is a path, not a pattern: "*" and "?" are taken literally, so it would not cover the files the pattern matches; claim their folder ("src/") instead'
+        )
+        assert.include(issueAt(error, "agents[0].claims.read[0]").message, 'claim their folder ("docs/") instead')
+        const plan = yield* decodeYaml(
+          agentsYaml('id: a\n    run: echo\n    claims: { write: ["db:users*", "app/[slug]/page.tsx"] }')
+        )
+        assert.deepStrictEqual(plan.agents[0]!.claims.write, ["db:users*", "app/[slug]/page.tsx"])
+      })
+  )
+
   it.effect("an unknown field is an error naming the field and its line", () =>
     Effect.gen(function* () {
       const error = yield* failure(decodeYaml("agents:\n  - id: a\n    run: echo a\n    tmeout: 5m\n"))
