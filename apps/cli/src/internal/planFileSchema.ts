@@ -131,8 +131,11 @@ const relativePattern = Schema.String.check(
   )
 )
 
-/** Ids become branch names, worktree folders and log file names: at most this many characters. */
-export const maxIdLength = 100
+/**
+ * Ids become branch names, worktree folders and log file names: at most this many characters, the
+ * longest agent id `Workspace.acquire` takes.
+ */
+export const maxIdLength = 64
 
 const agentIdMessage = (id: string): string | undefined => {
   if (id.trim().length === 0) return "an agent id must not be blank"
