@@ -122,6 +122,27 @@ describe("corral run (end to end)", () => {
     expect(branches(repo)).toEqual(["main"])
   })
 
+  it("a retry runs after an attempt that failed with changed files: that attempt's workspace is kept, the retry gets its own", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo good > out.txt; else touch ${tried}; echo partial > out.txt; exit 1; fi\n`
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toMatch(/flaky: merged/)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    expect(git(repo, "show", `corral/${runId}/integration:out.txt`)).toBe("good\n")
+    const kept = NodePath.join(repo, ".corral", "worktrees", runId, "flaky")
+    expect(result.stdout).toContain(kept)
+    expect(NodeFs.readFileSync(NodePath.join(kept, "out.txt"), "utf8")).toBe("partial\n")
+    expect(branches(repo)).toContain(`corral/${runId}/flaky`)
+  })
+
   it("exits 2 for a missing plan file and for a folder that is not a git repository", async () => {
     const repo = makeRepo()
     const missing = await runCli(["run", "/nonexistent/plan.yaml"], { cwd: repo })

@@ -38,6 +38,14 @@ export interface AcquireOptions {
   readonly repo: string
   readonly runId: string
   readonly agentId: string
+  /**
+   * The name of the workspace's folder (`<stateDir>/worktrees/<runId>/<folder>`), branch
+   * (`corral/<runId>/<folder>`), private folders and overlay layers, with the rules of `agentId`;
+   * the handle, its environment, its commits' trailers and its release report keep `agentId`. A
+   * retry whose earlier attempt's workspace was kept takes another (`corral run`:
+   * `<agent>-attempt-<n>`). @default agentId
+   */
+  readonly folder?: string | undefined
   /** @default "worktree" */
   readonly strategy?: Strategy | undefined
   /** Commit to start from, usually `integration.head()`. @default "HEAD" */
