@@ -469,6 +469,21 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo).filter((b) => b.startsWith(`corral/${runId}/`))).toEqual([])
   })
 
+  it("gc --older-than counts a run that ended normally from its end: a merged integration branch of a run just ended stays", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(tempDir("plan-"), "plan.yaml", "agents:\n  - id: yes\n    run: echo done > done.txt\n")
+    expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)
+    const runId = runIdOf(repo)
+    git(repo, "merge", "--quiet", `corral/${runId}/integration`)
+    const young = await runCli(["gc", "--older-than", "1w"], { cwd: repo })
+    expect(young.code, young.stderr).toBe(0)
+    expect(young.stdout).not.toContain(runId)
+    expect(branches(repo)).toContain(`corral/${runId}/integration`)
+    const old = await runCli(["gc", "--older-than", "0ms"], { cwd: repo })
+    expect(old.code, old.stderr).toBe(0)
+    expect(branches(repo)).not.toContain(`corral/${runId}/integration`)
+  })
+
   it("a discarded run's successes are not reused: a later run with unchanged inputs runs the agent again", async () => {
     const { repo, plan } = cachedGenPlan()
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)

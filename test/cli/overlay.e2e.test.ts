@@ -37,11 +37,11 @@ describe.skipIf(!enabled)("overlay workspaces (end to end)", () => {
 agents:
   - id: a
     overlay: true
-    claims: { write: ["src/a/**", CHANGELOG.md] }
+    claims: { write: [src/a/, CHANGELOG.md] }
     run: test "$(cat src/b/two.txt)" = two && echo more >> src/a/one.txt && echo a >> CHANGELOG.md && echo x > scratch.log
   - id: b
     overlay: true
-    claims: { write: ["src/b/**", CHANGELOG.md] }
+    claims: { write: [src/b/, CHANGELOG.md] }
     run: rm src/b/two.txt && echo new > src/b/three.txt && echo b >> CHANGELOG.md
   - id: check
     overlay: true

@@ -97,14 +97,21 @@ describe("plan files (end to end)", () => {
     expect(stderr).toMatch(/\*missing/)
   })
 
-  it("rejects an agent id too long to be a branch, folder and log file name", async () => {
-    const id = "a".repeat(300)
-    const stderr = await rejectedEverywhere(
-      "long.yaml",
-      `agents:\n  - id: ok\n    run: echo ok\n  - id: ${id}\n    run: echo long\n`,
-      /agents\[1\]\.id/
-    )
-    expect(stderr).toMatch(/at most 100 characters/)
+  it("rejects an agent id too long to be a branch, folder and log file name; the longest one allowed runs in a worktree", async () => {
+    for (const length of [65, 300]) {
+      const stderr = await rejectedEverywhere(
+        "long.yaml",
+        `agents:\n  - id: ok\n    run: echo ok\n  - id: ${"a".repeat(length)}\n    run: echo long\n`,
+        /agents\[1\]\.id/
+      )
+      expect(stderr).toContain(`expected an id of at most 64 characters`)
+    }
+    const repo = makeRepo()
+    const id = "b".repeat(64)
+    const plan = writePlan(repo, "longest.yaml", `agents:\n  - id: ${id}\n    run: echo done > done.txt\n`)
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toContain(`${id}: merged`)
   })
 
   it("rejects a NUL character in a command or an environment value", async () => {

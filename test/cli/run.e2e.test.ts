@@ -78,8 +78,12 @@ describe("corral run (end to end)", () => {
 
   it.each([
     ["bad YAML", "agents: [\n  - id: a\n", "line"],
-    ["an unknown field", planOf("  - id: a\n    run: echo\n    colour: red\n"), "agents[0].colour"],
-    ["an unknown dependency", planOf("  - id: a\n    run: echo\n    dependsOn: [ghost]\n"), "agents[0].dependsOn[0]"],
+    ["an unknown field", planOf("  - id: a\n    run: echo\n    colour: red\n"), "agents[0].colour: unknown field"],
+    [
+      "an unknown dependency",
+      planOf("  - id: a\n    run: echo\n    dependsOn: [ghost]\n"),
+      'the plan\'s agents are "a" (agent "a", line 6)'
+    ],
     [
       "a cycle",
       planOf("  - id: a\n    run: echo\n    dependsOn: [b]\n  - id: b\n    run: echo\n    dependsOn: [a]\n"),
@@ -88,9 +92,23 @@ describe("corral run (end to end)", () => {
     [
       "an invalid claim",
       planOf("  - id: a\n    run: echo\n    claims: { write: [/etc/passwd] }\n"),
-      "agents[0].claims.write[0]"
+      "agents[0].claims.write[0]: expected a relative path"
     ],
-    ["a negative timeout", planOf("  - id: a\n    run: echo\n    timeout: -5s\n"), "agents[0].timeout"]
+    [
+      "a negative timeout",
+      planOf("  - id: two\n    run: echo\n    timeout: -5s\n"),
+      "agents[0].timeout: expected a duration"
+    ],
+    [
+      "a claimed pattern",
+      planOf('  - id: a\n    run: echo\n    claims: { write: ["src/*.ts"] }\n'),
+      'got "src/*.ts"; a claim is a path, not a pattern'
+    ],
+    [
+      "an agent's invalid claim, named by its id",
+      planOf("  - id: two\n    run: echo\n    claims: { write: [../x] }\n"),
+      '(agent "two", line 6)'
+    ]
   ])("exits 2 for %s, names the location and starts nothing", async (_name, text, location) => {
     const repo = makeRepo()
     const marker = NodePath.join(repo, "ran.txt")
@@ -102,6 +120,27 @@ describe("corral run (end to end)", () => {
     expect(NodeFs.existsSync(marker)).toBe(false)
     expect(NodeFs.existsSync(NodePath.join(repo, ".corral"))).toBe(false)
     expect(branches(repo)).toEqual(["main"])
+  })
+
+  it("a retry runs after an attempt that failed with changed files: that attempt's workspace is kept, the retry gets its own", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo good > out.txt; else touch ${tried}; echo partial > out.txt; exit 1; fi\n`
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    expect(result.stdout).toMatch(/flaky: merged/)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    expect(git(repo, "show", `corral/${runId}/integration:out.txt`)).toBe("good\n")
+    const kept = NodePath.join(repo, ".corral", "worktrees", runId, "flaky")
+    expect(result.stdout).toContain(kept)
+    expect(NodeFs.readFileSync(NodePath.join(kept, "out.txt"), "utf8")).toBe("partial\n")
+    expect(branches(repo)).toContain(`corral/${runId}/flaky`)
   })
 
   it("exits 2 for a missing plan file and for a folder that is not a git repository", async () => {

@@ -16,7 +16,7 @@ import * as Schema from "effect/Schema"
 import type { PlatformError } from "effect/PlatformError"
 import { build } from "./internal/planFileBuild.ts"
 import { check, toIssue } from "./internal/planFileCheck.ts"
-import { fromSchemaIssue, withLine } from "./internal/planFileIssues.ts"
+import { fromSchemaIssue, withAgent, withLine } from "./internal/planFileIssues.ts"
 import { PlanSchema } from "./internal/planFileSchema.ts"
 import { parse, type Source } from "./internal/planFileSource.ts"
 
@@ -30,7 +30,8 @@ export type Format = "yaml" | "json"
 
 /**
  * One problem in a plan file. `path` locates it (`agents[3].claims.write[0]`, or `line 4, column 7`
- * for a syntax error); `line` is the line of that path when it could be found.
+ * for a syntax error); `line` is the line of that path when it could be found; `agentId` is the `id`
+ * of the agent under `agents[N]` the path is in, when that agent has a string `id`.
  *
  * @since 0.1.0
  * @category models
@@ -39,6 +40,7 @@ export interface PlanFileIssue {
   readonly path: string
   readonly message: string
   readonly line?: number
+  readonly agentId?: string
 }
 
 /**
@@ -58,8 +60,11 @@ export class PlanFileError extends Data.TaggedError("PlanFileError")<{
 
 const formatIssue = (file: string, issue: PlanFileIssue): string => {
   const at = issue.path.length > 0 ? `${issue.path}: ` : ""
-  const line = issue.line === undefined ? "" : ` (line ${issue.line})`
-  return `${file}: ${at}${issue.message}${line}`
+  const where = [
+    ...(issue.agentId === undefined ? [] : [`agent ${JSON.stringify(issue.agentId)}`]),
+    ...(issue.line === undefined ? [] : [`line ${issue.line}`])
+  ]
+  return `${file}: ${at}${issue.message}${where.length === 0 ? "" : ` (${where.join(", ")})`}`
 }
 
 /**
@@ -242,10 +247,11 @@ const decodeSource = (source: Source, file: string): Result.Result<Plan, Readonl
     onExcessProperty: "error",
     reportInput: true
   })
-  if (Result.isFailure(decoded)) return Result.fail(fromSchemaIssue(decoded.failure.issue, source.lineOf))
+  const named = withAgent(source.value)
+  if (Result.isFailure(decoded)) return Result.fail(fromSchemaIssue(decoded.failure.issue, source.lineOf).map(named))
   const findings = check(decoded.success)
   if (findings.length > 0) {
-    return Result.fail(findings.map((finding) => withLine(toIssue(finding), source.lineOf(finding.path))))
+    return Result.fail(findings.map((finding) => named(withLine(toIssue(finding), source.lineOf(finding.path)))))
   }
   return Result.succeed(build(decoded.success, file))
 }

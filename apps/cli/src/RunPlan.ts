@@ -175,6 +175,8 @@ interface Context {
   readonly pending: Set<Fiber.Fiber<void>>
   /** The release under way per agent: a retry waits for it (it deletes the branch the retry re-creates). */
   readonly releasing: Map<string, Fiber.Fiber<void>>
+  /** The folder (and branch) name of each agent's last workspace, when not its id ({@link workspaceFolder}). */
+  readonly folders: Map<string, string>
   /**
    * The agents that have had a workspace or finished without one (cached, skipped, cancelled); once
    * all have, the run's worktree pool is closed.
@@ -249,6 +251,7 @@ const runScoped = (options: Options, runTally: Git.Tally) =>
       releases: yield* Semaphore.make(RELEASE_CONCURRENCY),
       pending: new Set(),
       releasing: new Map(),
+      folders: new Map(),
       settled: new Set(),
       runTally
     }
@@ -577,11 +580,13 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
     const me = yield* Agent.current
     const postgres = postgresOf(agent, options.runId, me?.attempt ?? 1)
+    const folder = workspaceFolder(ctx, agent.id, me?.attempt ?? 1)
     const handle = yield* ctx.workspace
       .acquire({
         repo: options.repo,
         runId: options.runId,
         agentId: agent.id,
+        ...(folder === agent.id ? {} : { folder }),
         strategy: ctx.isolation,
         base,
         stateDir: options.stateDir,
@@ -604,6 +609,21 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
     )
   })
+
+/**
+ * The folder and branch name of an attempt's workspace: the agent's id, until an attempt's workspace
+ * is kept (its changes stay for review, its folder and branch with them); the attempts after it take
+ * `<id>-attempt-<n>`, the id cut so that the name has at most 64 characters.
+ */
+const workspaceFolder = (ctx: Context, agentId: string, attempt: number): string => {
+  const previous = ctx.folders.get(agentId) ?? agentId
+  const kept = ctx.kept.some((report) => report.agentId === agentId && NodePath.basename(report.dir) === previous)
+  if (!kept) return previous
+  const suffix = `-attempt-${attempt}`
+  const folder = `${agentId.slice(0, 64 - suffix.length)}${suffix}`
+  ctx.folders.set(agentId, folder)
+  return folder
+}
 
 const inWorkspace = (
   ctx: Context,

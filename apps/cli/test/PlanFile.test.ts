@@ -203,6 +203,40 @@ describe("PlanFile errors", () => {
     })
   )
 
+  it.effect("an issue inside an agent names the agent by its id, when the agent has a string id", () =>
+    Effect.gen(function* () {
+      const error = yield* failure(
+        decodeYaml(agentsYaml("id: ok\n    run: echo", "id: parser\n    run: echo\n    tmeout: 5m", "run: 5"))
+      )
+      assert.strictEqual(issueAt(error, "agents[1].tmeout").agentId, "parser")
+      assert.isUndefined(issueAt(error, "agents[2].run").agentId)
+      assert.include(error.message, "plan.yaml: agents[1].tmeout: unknown field; expected one of: id, run")
+      assert.include(error.message, '(agent "parser", line 6)')
+      assert.include(error.message, "plan.yaml: agents[2].run: expected string, got 5 (line 7)")
+      const cycle = yield* failure(decodeYaml(agentsYaml("id: a\n    run: x\n    dependsOn: [a]")))
+      assert.include(cycle.message, 'agents[0].dependsOn[0]: agent "a" depends on itself (agent "a", line 4)')
+    })
+  )
+
+  it.effect(
+    "a claimed path with * or ? is an error: a claim is a path, not a pattern; named resources may hold them",
+    () =>
+      Effect.gen(function* () {
+        const error = yield* failure(
+          decodeYaml(agentsYaml('id: a\n    run: echo\n    claims: { write: ["src/*.ts"], read: ["docs/?.md"] }'))
+        )
+        assert.strictEqual(
+          issueAt(error, "agents[0].claims.write[0]").message,
+          'expected a relative path or a named resource like "db:users", got "src/*.ts"; a claim is a path, not a pattern: "*" and "?" are taken literally, so it would not cover the files the pattern matches; claim their folder ("src/") instead'
+        )
+        assert.include(issueAt(error, "agents[0].claims.read[0]").message, 'claim their folder ("docs/") instead')
+        const plan = yield* decodeYaml(
+          agentsYaml('id: a\n    run: echo\n    claims: { write: ["db:users*", "app/[slug]/page.tsx"] }')
+        )
+        assert.deepStrictEqual(plan.agents[0]!.claims.write, ["db:users*", "app/[slug]/page.tsx"])
+      })
+  )
+
   it.effect("an unknown field is an error naming the field and its line", () =>
     Effect.gen(function* () {
       const error = yield* failure(decodeYaml("agents:\n  - id: a\n    run: echo a\n    tmeout: 5m\n"))
@@ -210,7 +244,7 @@ describe("PlanFile errors", () => {
       assert.include(issue.message, "unknown field; expected one of: id, run")
       assert.strictEqual(issue.line, 4)
       assert.include(error.message, "plan.yaml: agents[0].tmeout: unknown field")
-      assert.include(error.message, "(line 4)")
+      assert.include(error.message, '(agent "a", line 4)')
     })
   )
 
@@ -267,7 +301,7 @@ describe("PlanFile errors", () => {
         )
       )
       expect(error.issues).toEqual([
-        { path: "agents[0].dependsOn", message: "dependency cycle: a -> b -> c -> a", line: 2 }
+        { path: "agents[0].dependsOn", message: "dependency cycle: a -> b -> c -> a", line: 2, agentId: "a" }
       ])
     })
   )
@@ -417,7 +451,8 @@ describe("PlanFile errors", () => {
         {
           path: 'agents[0].env["B C"]',
           message: 'expected an environment variable name of letters, digits and "_", got "B C"',
-          line: 2
+          line: 2,
+          agentId: "a"
         }
       ])
       const plan = yield* decodeYaml(agentsYaml("{ id: a, run: echo a, env: { N: 1, B: true } }"))

@@ -38,6 +38,14 @@ export interface AcquireOptions {
   readonly repo: string
   readonly runId: string
   readonly agentId: string
+  /**
+   * The name of the workspace's folder (`<stateDir>/worktrees/<runId>/<folder>`), branch
+   * (`corral/<runId>/<folder>`), private folders and overlay layers, with the rules of `agentId`;
+   * the handle, its environment, its commits' trailers and its release report keep `agentId`. A
+   * retry whose earlier attempt's workspace was kept takes another (`corral run`:
+   * `<agent>-attempt-<n>`). @default agentId
+   */
+  readonly folder?: string | undefined
   /** @default "worktree" */
   readonly strategy?: Strategy | undefined
   /** Commit to start from, usually `integration.head()`. @default "HEAD" */
@@ -334,7 +342,9 @@ export interface IntegrationOptions {
 export interface GcOptions {
   readonly repo: string
   /**
-   * Only runs whose lease (or folder) is at least this old are collected. A run with a live lease is
+   * Only runs at least this old are collected: a crashed run's age counts from its lease's last
+   * heartbeat, that of a run that ended from the newest of its records (touched as its lease goes)
+   * and its worktrees folder, and a run with neither is old enough. A run with a live lease is
    * never touched, whatever `stateDir` says. A duration `DurationOption.millis` refuses dies with
    * `LeaseTables.InvalidOption`, before anything is read. @default 0
    */

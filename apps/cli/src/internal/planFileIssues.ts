@@ -44,3 +44,18 @@ export const fromSchemaIssue = (
 /** Attaches a line number when one is known. */
 export const withLine = (issue: PlanFileIssue, line: number | undefined): PlanFileIssue =>
   line === undefined ? issue : { ...issue, line }
+
+const agentIndex = /^agents\[(\d+)\]/
+
+/** Names the agent an issue under `agents[N]` is about, when that agent has a string `id`. */
+export const withAgent =
+  (value: unknown) =>
+  (issue: PlanFileIssue): PlanFileIssue => {
+    const index = agentIndex.exec(issue.path)?.[1]
+    if (index === undefined || typeof value !== "object" || value === null) return issue
+    const agents: unknown = (value as { readonly agents?: unknown }).agents
+    const agent: unknown = Array.isArray(agents) ? agents[Number(index)] : undefined
+    const id: unknown =
+      typeof agent === "object" && agent !== null ? (agent as { readonly id?: unknown }).id : undefined
+    return typeof id === "string" ? { ...issue, agentId: id } : issue
+  }

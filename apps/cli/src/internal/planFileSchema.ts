@@ -2,6 +2,7 @@ import * as Claims from "@corral/core/Claims"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import type * as SchemaAST from "effect/SchemaAST"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as SchemaTransformation from "effect/SchemaTransformation"
 
@@ -74,24 +75,44 @@ export const Duration = duration(false)
 /** A duration longer than zero, decoded to milliseconds. */
 export const PositiveDuration = duration(true)
 
-/** A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`). */
+const namedResource = /^[A-Za-z][A-Za-z0-9+._-]*:\S/
+
+/** Why a claimed path holding `*` or `?` is refused: a claim is taken literally, never as a pattern. */
+const patternReason = (key: string, segments: ReadonlyArray<string>): string | undefined => {
+  if (namedResource.test(key) || !/[*?]/.test(key)) return undefined
+  const folder = segments.slice(
+    0,
+    segments.findIndex((segment) => /[*?]/.test(segment))
+  )
+  const instead =
+    folder.length === 0
+      ? "name the files instead"
+      : `claim their folder (${JSON.stringify(`${folder.join("/")}/`)}) instead`
+  return `a claim is a path, not a pattern: "*" and "?" are taken literally, so it would not cover the files the pattern matches; ${instead}`
+}
+
+const claimIssue = (raw: string, reason: string, options: SchemaAST.ParseOptions) =>
+  new SchemaIssue.InvalidValue(
+    { message: `expected a relative path or a named resource like "db:users", got ${JSON.stringify(raw)}; ${reason}` },
+    raw,
+    options
+  )
+
+/**
+ * A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`). A path holding `*`
+ * or `?` is refused: a claim would take it literally.
+ */
 export const ClaimKey = Schema.String.pipe(
   Schema.decodeTo(
     Schema.String,
     SchemaTransformation.transformEffect({
       decode: (raw: string, options) =>
         Result.match(Claims.normalizeKey(raw), {
-          onSuccess: ({ key }) => Effect.succeed(key),
-          onFailure: (error) =>
-            Effect.fail(
-              new SchemaIssue.InvalidValue(
-                {
-                  message: `expected a relative path or a named resource like "db:users", got ${JSON.stringify(raw)}; ${error.reason}`
-                },
-                raw,
-                options
-              )
-            )
+          onSuccess: ({ key, segments }) => {
+            const reason = patternReason(key, segments)
+            return reason === undefined ? Effect.succeed(key) : Effect.fail(claimIssue(raw, reason, options))
+          },
+          onFailure: (error) => Effect.fail(claimIssue(raw, error.reason, options))
         }),
       encode: Effect.succeed
     })
@@ -110,8 +131,11 @@ const relativePattern = Schema.String.check(
   )
 )
 
-/** Ids become branch names, worktree folders and log file names: at most this many characters. */
-export const maxIdLength = 100
+/**
+ * Ids become branch names, worktree folders and log file names: at most this many characters, the
+ * longest agent id `Workspace.acquire` takes.
+ */
+export const maxIdLength = 64
 
 const agentIdMessage = (id: string): string | undefined => {
   if (id.trim().length === 0) return "an agent id must not be blank"

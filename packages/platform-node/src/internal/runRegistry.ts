@@ -72,5 +72,15 @@ export const listRecordedRuns = (root: string) =>
     )
   )
 
+/**
+ * Sets the modification time of the run's records to now, as its lease goes at its end: `Workspace.gc`
+ * counts the age of a run without a lease from it. A run that recorded nothing has no file to touch.
+ */
+export const touchRecords = (root: string, runId: string) =>
+  Effect.promise(() => {
+    const now = new Date()
+    return fs.utimes(recordsPath(root, runId), now, now).catch(() => undefined)
+  })
+
 export const removeRecords = (root: string, runId: string) =>
   attempt("remove", recordsPath(root, runId), () => fs.rm(recordsPath(root, runId), { force: true }))

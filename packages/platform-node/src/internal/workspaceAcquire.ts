@@ -118,6 +118,9 @@ type Finish = (outcome: Outcome, dir: string) => Effect.Effect<void>
 const workspaceDir = (stateDir: string, runId: string, agentId: string) =>
   path.join(stateDir, "worktrees", runId, agentId)
 
+/** The name of the workspace's folder, branch, private folders and overlay layers. */
+const folderOf = (options: AcquireOptions) => options.folder ?? options.agentId
+
 const stateDirOf = (options: AcquireOptions, root: string) =>
   path.resolve(options.stateDir ?? path.join(root, ".corral"))
 
@@ -648,7 +651,7 @@ const releaseCopy = (dir: string, before: { readonly files: number; readonly new
  */
 const setUpOverlay = (options: AcquireOptions, placement: Placement, unshare: string) =>
   Effect.gen(function* () {
-    const layers = layersOf(placement.stateDir, options.runId, options.agentId, placement.baseCommit!)
+    const layers = layersOf(placement.stateDir, options.runId, folderOf(options), placement.baseCommit!)
     const state = { layers, unshare, held: false }
     placement.overlay = state
     yield* attempt("create overlay folders in", path.dirname(layers.upper), async () => {
@@ -750,8 +753,8 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       registry: path.join(repo.commonDir, "corral"),
       ready: false,
       stateDir,
-      dir: workspaceDir(stateDir, options.runId, options.agentId),
-      branch: agentBranch(options.runId, options.agentId),
+      dir: workspaceDir(stateDir, options.runId, folderOf(options)),
+      branch: agentBranch(options.runId, folderOf(options)),
       baseCommit,
       warnings: [],
       copied: [],
@@ -763,7 +766,7 @@ const placeWorktree = (deps: AcquireDeps, options: AcquireOptions, finish: Finis
       ? yield* requireOverlay(options.agentId, [
           placement.dir,
           stateDir,
-          ...Object.values(layersOf(stateDir, options.runId, options.agentId, baseCommit))
+          ...Object.values(layersOf(stateDir, options.runId, folderOf(options), baseCommit))
         ])
       : undefined
     if (options.disposable === true) yield* appendRecord(placement.registry, options.runId, { disposable: true })
@@ -826,7 +829,7 @@ const placeCopy = (options: AcquireOptions, finish: Finish) =>
   Effect.gen(function* () {
     const root = path.resolve(options.repo)
     const stateDir = stateDirOf(options, root)
-    const dir = workspaceDir(stateDir, options.runId, options.agentId)
+    const dir = workspaceDir(stateDir, options.runId, folderOf(options))
     const skip = path.dirname(stateDir) === root ? [path.basename(stateDir)] : []
     yield* Effect.acquireRelease(copyTree(root, dir, skip).pipe(Effect.andThen(stampTree(dir))), (before) =>
       (options.keep === true ? keptByRequest("none") : releaseCopy(dir, before)).pipe(
@@ -926,6 +929,7 @@ export const acquireWorkspace = (
   Effect.gen(function* () {
     yield* validateId("runId", given.runId)
     yield* validateId("agentId", given.agentId)
+    if (given.folder !== undefined) yield* validateId("agentId", given.folder)
     const sparse = given.sparse === undefined ? undefined : yield* normalizeFolders(given.agentId, given.sparse)
     const options: AcquireOptions = { ...given, sparse }
     const strategy = options.strategy ?? "worktree"
@@ -944,7 +948,7 @@ export const acquireWorkspace = (
       )
     const placement = yield* place(deps, options, strategy, finish)
     const namespace = namespaceOf({ lockHash: yield* lockfileHash(placement.dir), agentId: options.agentId })
-    const dirs = agentDirs(placement.stateDir, options.runId, options.agentId, namespace)
+    const dirs = agentDirs(placement.stateDir, options.runId, folderOf(options), namespace)
     created.dirs = dirs
     yield* makeAgentDirs(dirs)
     const { warning: portWarning, ...ports } = yield* deps.ports(options.agentId)

@@ -19,7 +19,7 @@ import {
   upperHoldsWork
 } from "./workspaceOverlay.ts"
 import { attempt, exists, listDir, removePath } from "./workspaceFs.ts"
-import { listRecordedRuns, readRecords, removeRecords } from "./runRegistry.ts"
+import { listRecordedRuns, readRecords, recordsPath, removeRecords } from "./runRegistry.ts"
 import { isLeaseAlive, type LeaseFile, leasePath, readLeases } from "./workspaceLease.ts"
 import {
   branchPrefix,
@@ -387,15 +387,22 @@ const collectOverlay = (stateDir: string, collector: Collector, runId: string) =
     if (!collector.dryRun) yield* Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined))
   })
 
-const runAge = (stateDir: string, lease: LeaseFile | undefined, now: number) =>
+/** From the lease's last heartbeat; without a lease, from the newest of the run's records and worktrees folder. */
+const runAge = (registry: string, stateDir: string, runId: string, lease: LeaseFile | undefined, now: number) =>
   lease !== undefined
     ? Effect.succeed(now - lease.heartbeatAt)
-    : attempt("inspect", stateDir, () =>
-        fs.stat(stateDir).then(
-          (info) => now - info.mtimeMs,
-          () => Number.POSITIVE_INFINITY
-        )
+    : Effect.map(
+        Effect.forEach([recordsPath(registry, runId), path.join(stateDir, "worktrees", runId)], modifiedAt),
+        (times) => now - Math.max(...times)
       )
+
+const modifiedAt = (file: string) =>
+  attempt("inspect", file, () =>
+    fs.stat(file).then(
+      (info) => info.mtimeMs,
+      () => Number.NEGATIVE_INFINITY
+    )
+  )
 
 /** `olderThan` in milliseconds, or a defect naming it. */
 const minAgeOf = (olderThan: GcOptions["olderThan"]): Effect.Effect<number> => {
@@ -419,7 +426,7 @@ const deadRuns = (
     for (const runId of new Set([...candidates, ...leases.keys()])) {
       const lease = leases.get(runId)
       if (isLeaseAlive(lease, now, config.staleAfter)) continue
-      const age = yield* runAge(path.join(stateDir, "worktrees", runId), lease, now)
+      const age = yield* runAge(registry, stateDir, runId, lease, now)
       if (age >= minAge) dead.add(runId)
     }
     return { dead, leases }

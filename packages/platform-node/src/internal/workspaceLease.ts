@@ -12,7 +12,7 @@ import type { Config, RunLease } from "../Workspace.ts"
 import { hostname } from "./workspaceEnv.ts"
 import { InvalidWorkspaceId, type WorkspaceError } from "./workspaceErrors.ts"
 import { isPidAlive, listDir, processStart, readTextOrUndefined, removePath, writeText } from "./workspaceFs.ts"
-import { registryRoot } from "./runRegistry.ts"
+import { registryRoot, touchRecords } from "./runRegistry.ts"
 import { validateId } from "./workspaceRepo.ts"
 
 export interface LeaseFile {
@@ -123,7 +123,9 @@ export const registerRun = (
       heartbeatAt: now,
       processStart: processStart(process.pid)
     }
-    yield* Effect.acquireRelease(writeLease(file, lease), () => removePath(file).pipe(Effect.ignore))
+    yield* Effect.acquireRelease(writeLease(file, lease), () =>
+      touchRecords(root, runId).pipe(Effect.andThen(removePath(file)), Effect.ignore)
+    )
     const beat = Clock.currentTimeMillis.pipe(
       Effect.flatMap((heartbeatAt) => writeLease(file, { ...lease, heartbeatAt })),
       Effect.ignore,
