@@ -571,6 +571,11 @@ describe("Workspace", () => {
         assert.strictEqual(sh(repo, "branch", "--list", "corral/re/taken"), "corral/re/taken")
         const invalid = yield* Effect.flip(Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "../evil" })))
         assert.strictEqual(invalid._tag, "InvalidWorkspaceId")
+        const badFolder = yield* Effect.flip(
+          Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "fine", folder: "../evil" }))
+        )
+        assert.strictEqual(badFolder._tag, "InvalidWorkspaceId")
+        assert.include(badFolder.message, 'invalid folder "../evil"')
         const none = yield* Effect.scoped(ws.acquire({ repo, runId: "re", agentId: "shared", strategy: "none" }))
         const integration = yield* ws.integration({ repo, runId: "re" })
         const unsupported = yield* Effect.flip(integration.commitAll(none, "nope"))

@@ -929,7 +929,7 @@ export const acquireWorkspace = (
   Effect.gen(function* () {
     yield* validateId("runId", given.runId)
     yield* validateId("agentId", given.agentId)
-    if (given.folder !== undefined) yield* validateId("agentId", given.folder)
+    if (given.folder !== undefined) yield* validateId("folder", given.folder)
     const sparse = given.sparse === undefined ? undefined : yield* normalizeFolders(given.agentId, given.sparse)
     const options: AcquireOptions = { ...given, sparse }
     const strategy = options.strategy ?? "worktree"

@@ -19,7 +19,7 @@ export class BranchAlreadyExists extends Data.TaggedError("BranchAlreadyExists")
 }
 
 export class InvalidWorkspaceId extends Data.TaggedError("InvalidWorkspaceId")<{
-  readonly field: "runId" | "agentId"
+  readonly field: "runId" | "agentId" | "folder"
   readonly value: string
   readonly reason: string
 }> {

@@ -20,12 +20,12 @@ export const integrationBranch = (runId: string) => `${branchPrefix}${runId}/${i
 
 const idPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
-export const validateId = (field: "runId" | "agentId", value: string) => {
+export const validateId = (field: "runId" | "agentId" | "folder", value: string) => {
   if (!idPattern.test(value) || value.endsWith(".lock") || value.includes("..")) {
     const reason = "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
     return Effect.fail(new InvalidWorkspaceId({ field, value, reason }))
   }
-  if (field === "agentId" && value === integrationName) {
+  if (field !== "runId" && value === integrationName) {
     return Effect.fail(
       new InvalidWorkspaceId({ field, value, reason: "the name is reserved for the integration branch" })
     )
