@@ -2,11 +2,12 @@ import { Agent, Corral, Usage } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Schedule } from "effect"
 import { TestClock } from "effect/testing"
+import { compactRuns } from "../src/internal/runner.ts"
 
 /** Runs of at least 256 plain agents without a ledger or a subscriber are compact (`compactRuns` in `runner.ts`). */
 const size = 300
 
-describe("compact runs (300 plain agents)", () => {
+describe("compact runs (300 agents)", () => {
   it.effect(
     "outcomes in input order with values, times, attempts and usage, also of fibers that outlive their agent",
     () =>
@@ -141,5 +142,59 @@ describe("compact runs (300 plain agents)", () => {
       assert.strictEqual(last.agentId, `a${size - 1}`)
       assert.strictEqual(last._tag === "Succeeded" ? last.value : undefined, size - 1)
     })
+  )
+
+  it.effect(
+    "a claims run's outcomes, claim timeouts naming their holder included, are those of the same run not compact",
+    () =>
+      Effect.gen(function* () {
+        const agents = Array.from({ length: size }, (_, i) => {
+          const key = `k${i % 5}`
+          if (i === 10) {
+            return Agent.make("hog", { run: Effect.sleep("1 hour").pipe(Effect.as(i)), claims: { write: ["k0"] } })
+          }
+          if (i % 50 === 15) {
+            return Agent.make(`a${i}`, { run: Effect.succeed(i), claims: { write: ["k0"] }, claimTimeout: "5 seconds" })
+          }
+          if (i % 7 === 3) return Agent.make(`a${i}`, { run: Effect.fail(`no ${i}`), claims: { read: [key] } })
+          if (i % 11 === 4) {
+            return Agent.make(`a${i}`, {
+              run: Effect.gen(function* () {
+                yield* Usage.report({ inputTokens: i })
+                return i
+              }),
+              claims: { write: [key] }
+            })
+          }
+          return Agent.make(`a${i}`, {
+            run: Effect.sleep(`${i % 3} seconds`).pipe(Effect.as(i)),
+            claims: i % 2 === 0 ? { write: [key] } : { read: [key] }
+          })
+        })
+        const runOnce = Effect.gen(function* () {
+          const fiber = yield* Effect.forkChild(Corral.run(agents, { concurrency: 8 }), { startImmediately: true })
+          yield* TestClock.adjust("2 hours")
+          return yield* Fiber.join(fiber)
+        })
+        const compact = yield* runOnce
+        compactRuns.min = size + 1
+        const full = yield* runOnce.pipe(Effect.ensuring(Effect.sync(() => (compactRuns.min = 256))))
+        const shift = full.startedAt - compact.startedAt
+        const moved = (o: (typeof compact.outcomes)[number]) => ({
+          ...o,
+          queuedAt: o.queuedAt - shift,
+          startedAt: o.startedAt === null ? null : o.startedAt - shift,
+          endedAt: o.endedAt - shift
+        })
+        assert.deepStrictEqual(
+          compact.outcomes.map((o) => ({ ...o })),
+          full.outcomes.map(moved)
+        )
+        const timedOut = compact.get("a15")!
+        assert.strictEqual(timedOut._tag, "ClaimTimedOut")
+        assert.include(timedOut._tag === "ClaimTimedOut" ? JSON.stringify(timedOut.blockers) : "", "hog")
+        assert.strictEqual(compact.get("hog")!._tag, "Succeeded")
+        assert.deepStrictEqual(compact.counts, full.counts)
+      })
   )
 })

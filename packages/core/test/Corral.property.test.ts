@@ -273,6 +273,13 @@ const plainRunCase: fc.Arbitrary<RunCase> = runCase.map((c) => ({
   agents: c.agents.map((a) => ({ ...a, write: [], read: [], deps: [], pool: null, timeout: null }))
 }))
 
+/** Agents without dependencies, unobserved: the claims runs `compactRuns` may make compact. */
+const claimsRunCase: fc.Arbitrary<RunCase> = runCase.map((c) => ({
+  ...c,
+  observe: false,
+  agents: c.agents.map((a) => ({ ...a, deps: [] }))
+}))
+
 describe("Corral.run properties", () => {
   it.effect(
     "every agent gets one outcome; bounds, claims, pools, dependencies, stops, nested runs and usage of forked fibers hold; nothing leaks",
@@ -295,6 +302,21 @@ describe("Corral.run properties", () => {
             Effect.runPromise(check(c).pipe(Effect.provide([TestClock.layer(), Logger.layer([])])))
           ),
           { seed: 20261126, numRuns: 200 }
+        )
+      } finally {
+        compactRuns.min = 256
+      }
+    })
+  )
+  it.effect("the same holds for compact claims runs (nodes made before the run, dropped when agents end)", () =>
+    Effect.promise(async () => {
+      compactRuns.min = 0
+      try {
+        await fc.assert(
+          fc.asyncProperty(claimsRunCase, (c) =>
+            Effect.runPromise(check(c).pipe(Effect.provide([TestClock.layer(), Logger.layer([])])))
+          ),
+          { seed: 20261128, numRuns: 200 }
         )
       } finally {
         compactRuns.min = 256

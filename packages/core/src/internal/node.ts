@@ -376,9 +376,11 @@ const compactSucceeded = 2
 const ended = 3
 
 /**
- * The agents of a compact run: every agent plain (see `plainNode`), no ledger and no events. Its
- * agents get no node until they are taken from the ready queue (`make`), and the run refers to the
- * node only until the agent ends; fibers the agent forked keep theirs for as long as they live.
+ * The agents of a compact run: no ledger, no events, and either every agent plain (see
+ * `plainNode`) or every node made before the run with no dependencies and one priority (a claims
+ * run, `ofNodes`). Plain agents get no node until they are taken from the ready queue (`make`); in
+ * both, the run refers to the node only until the agent ends; fibers the agent forked keep theirs
+ * for as long as they live.
  * An agent that succeeded in one attempt without usage leaves its value and two times in arrays,
  * and its `Succeeded` outcome is built when the run returns. At 100k+ agents the node and the
  * outcome, alive until the run returned, were most of what the young-generation collector copied
@@ -391,11 +393,25 @@ export class Compact {
   /** When each agent started and ended (`compactSucceeded`), two per agent. */
   private readonly times: Float64Array
 
-  constructor(agents: ReadonlyArray<Agent.Any>) {
+  constructor(agents: ReadonlyArray<Agent.Any>, nodes?: Array<Node>) {
     this.agents = agents
     this.kinds = new Uint8Array(agents.length)
-    this.slots = new Array(agents.length).fill(undefined)
     this.times = new Float64Array(2 * agents.length)
+    if (nodes === undefined) this.slots = new Array(agents.length).fill(undefined)
+    else {
+      this.kinds.fill(live)
+      this.slots = nodes
+    }
+  }
+
+  /**
+   * The store of a run whose nodes were made before it started (a claims run): it takes `nodes`,
+   * which no one else may hold, and overwrites each node's entry with its outcome when it ends.
+   */
+  static ofNodes(nodes: Array<Node>): Compact {
+    const agents: Array<Agent.Any> = new Array(nodes.length)
+    for (let index = 0; index < nodes.length; index++) agents[index] = nodes[index]!.agent
+    return new Compact(agents, nodes)
   }
 
   /** The node of the agent at `index`, made now when it has none (`ready`, bound to `host`). */
@@ -411,7 +427,7 @@ export class Compact {
     return node
   }
 
-  /** The nodes of agents taken from the queue that have not ended. */
+  /** The nodes of agents that have not ended (taken from the queue, or made before the run). */
   live(): Array<Node> {
     const nodes: Array<Node> = []
     for (let index = 0; index < this.kinds.length; index++) {

@@ -186,6 +186,13 @@ const nodesOf = (
 const noNodes: ReadonlyArray<Node> = []
 
 /**
+ * Whether a claims run whose nodes `validate` made, none with dependencies and all of one priority,
+ * keeps them in a `Compact` store (which takes the array: `validate` made it for this run alone).
+ */
+const compactClaims = (nodes: ReadonlyArray<Node>, options: RunOptions, services: Services): boolean =>
+  nodes.length >= compactRuns.min && services.ledger === undefined && options.onEvent === undefined
+
+/**
  * The nodes' outcomes, in a loop (like `nodesOf`'s nodes): `Array.prototype.map` with a callback
  * costs a builtin call per element in code that runs once per run (≈ 0.4k instructions per agent of
  * a small run, callgrind).
@@ -297,17 +304,16 @@ class Runner<A, E, R> implements ExecHost {
     this.tracing = services.tracing
     this.held = services.held
     this.logAnnotations = services.logAnnotations
-    const compact = nodes instanceof Compact ? nodes : undefined
-    this.compact = compact
-    this.nodes = compact === undefined ? (nodes as ReadonlyArray<Node>) : noNodes
-    this.total = compact === undefined ? this.nodes.length : compact.agents.length
+    let compact = nodes instanceof Compact ? nodes : undefined
+    const made = compact === undefined ? (nodes as ReadonlyArray<Node>) : noNodes
+    this.total = compact === undefined ? made.length : compact.agents.length
     let claims = false
     let graph = false
     let uniform = true
     let roots = compact === undefined ? 0 : this.total
-    const priority = this.nodes.length > 0 ? this.nodes[0]!.priority : 0
-    for (let index = 0; index < this.nodes.length; index++) {
-      const node = this.nodes[index]!
+    const priority = made.length > 0 ? made[0]!.priority : 0
+    for (let index = 0; index < made.length; index++) {
+      const node = made[index]!
       node.host = this
       if (node.request !== undefined) claims = true
       if (node.depIndices.length > 0) graph = true
@@ -317,8 +323,11 @@ class Runner<A, E, R> implements ExecHost {
       }
       if (node.priority !== priority) uniform = false
     }
-    if (graph) link(this.nodes)
+    if (graph) link(made)
     this.inOrder = !graph && uniform
+    if (claims && this.inOrder && compactClaims(made, options, services)) compact = Compact.ofNodes(made as Array<Node>)
+    this.compact = compact
+    this.nodes = compact === undefined ? made : noNodes
     this.lifecycle = new Lifecycle(this.total)
     this.lifecycle.seeded(roots)
     this.mode = options.mode ?? "settle"
@@ -987,7 +996,8 @@ class Runner<A, E, R> implements ExecHost {
     const lease = node.lease!
     const gate = this.gate!
     gate.detach(node)
-    this.record(node, exit === undefined ? succeeded(endedAt, node, value) : classify(this, node, exit, endedAt))
+    if (exit === undefined && this.compact !== undefined) this.recordValue(node, value, endedAt)
+    else this.record(node, exit === undefined ? succeeded(endedAt, node, value) : classify(this, node, exit, endedAt))
     gate.releaseNow(node, lease)
   }
 
@@ -1040,6 +1050,7 @@ class Runner<A, E, R> implements ExecHost {
     }
     this.lifecycle.succeeded(node)
     this.compact!.succeeded(node, value, endedAt)
+    if (node.wait !== undefined) this.gate?.forget(node)
     this.wake()
   }
 
