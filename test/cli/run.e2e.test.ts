@@ -143,6 +143,28 @@ describe("corral run (end to end)", () => {
     expect(branches(repo)).toContain(`corral/${runId}/flaky`)
   })
 
+  it("a retry's folder is not another agent's: beside an agent whose id is <agent>-attempt-2, the retry takes flaky-attempt-2.2", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `version: 1\nconcurrency: 1\nagents:\n  - id: flaky-attempt-2\n    run: echo other > other.txt; exit 1\n  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo good > out.txt; else touch ${tried}; echo partial > out.txt; exit 1; fi\n`
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stdout, result.stdout + result.stderr).toMatch(/flaky: merged/)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    expect(git(repo, "show", `corral/${runId}/integration:out.txt`)).toBe("good\n")
+    const worktrees = NodePath.join(repo, ".corral", "worktrees", runId)
+    expect(NodeFs.readFileSync(NodePath.join(worktrees, "flaky-attempt-2", "other.txt"), "utf8")).toBe("other\n")
+    expect(NodeFs.readFileSync(NodePath.join(worktrees, "flaky", "out.txt"), "utf8")).toBe("partial\n")
+    expect(branches(repo)).toEqual(
+      expect.arrayContaining([`corral/${runId}/flaky`, `corral/${runId}/flaky-attempt-2`])
+    )
+    expect(branches(repo)).not.toContain(`corral/${runId}/flaky-attempt-2.2`)
+  })
+
   it("exits 2 for a missing plan file and for a folder that is not a git repository", async () => {
     const repo = makeRepo()
     const missing = await runCli(["run", "/nonexistent/plan.yaml"], { cwd: repo })

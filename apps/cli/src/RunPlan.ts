@@ -613,16 +613,27 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
 /**
  * The folder and branch name of an attempt's workspace: the agent's id, until an attempt's workspace
  * is kept (its changes stay for review, its folder and branch with them); the attempts after it take
- * `<id>-attempt-<n>`, the id cut so that the name has at most 64 characters.
+ * `<id>-attempt-<n>`, the id cut so that the name has at most 64 characters, or `<id>-attempt-<n>.<k>`
+ * (k = 2, 3, …) while that name is another agent's id or the folder of another workspace of the run.
  */
 const workspaceFolder = (ctx: Context, agentId: string, attempt: number): string => {
   const previous = ctx.folders.get(agentId) ?? agentId
   const kept = ctx.kept.some((report) => report.agentId === agentId && NodePath.basename(report.dir) === previous)
   if (!kept) return previous
-  const suffix = `-attempt-${attempt}`
-  const folder = `${agentId.slice(0, 64 - suffix.length)}${suffix}`
-  ctx.folders.set(agentId, folder)
-  return folder
+  for (let k = 1; ; k++) {
+    const suffix = k === 1 ? `-attempt-${attempt}` : `-attempt-${attempt}.${k}`
+    const folder = `${agentId.slice(0, 64 - suffix.length)}${suffix}`
+    if (folderTaken(ctx, agentId, folder)) continue
+    ctx.folders.set(agentId, folder)
+    return folder
+  }
+}
+
+/** Whether `folder` is another agent's id, the last folder of another agent, or a kept workspace's folder. */
+const folderTaken = (ctx: Context, agentId: string, folder: string): boolean => {
+  if (ctx.options.plan.agents.some((agent) => agent.id === folder)) return true
+  for (const [other, name] of ctx.folders) if (other !== agentId && name === folder) return true
+  return ctx.kept.some((report) => NodePath.basename(report.dir) === folder)
 }
 
 const inWorkspace = (
