@@ -197,4 +197,83 @@ describe("compact runs (300 agents)", () => {
         assert.deepStrictEqual(compact.counts, full.counts)
       })
   )
+  it.effect.each([
+    ["fail-fast", { mode: "fail-fast" as const }, "AgentFailed"],
+    ["stopped from outside", { stopOn: Effect.sleep("30 seconds").pipe(Effect.as("enough")) }, "Stopped"],
+    ["over its budget", { budget: { tokens: 500 } }, "BudgetExceeded"],
+    ["run to the end", {}, undefined]
+  ] as const)(
+    "a claims run with retries, usage, a nested run and a stop (%s): its outcomes are those of the same run not compact",
+    ([_name, options, stops]) =>
+      Effect.gen(function* () {
+        const tries = new Map<string, number>()
+        const agents = Array.from({ length: size }, (_, i) => {
+          const key = `k${i % 4}`
+          const id = `a${i}`
+          if (i % 13 === 5) {
+            return Agent.make(id, {
+              run: Effect.suspend(() => {
+                const n = (tries.get(id) ?? 0) + 1
+                tries.set(id, n)
+                return n % 2 === 1 ? Effect.fail("again") : Effect.succeed(i)
+              }).pipe(Effect.delay("1 second")),
+              retry: Schedule.recurs(2),
+              claims: { write: [key] }
+            })
+          }
+          if (i % 17 === 6) {
+            return Agent.make(id, {
+              run: Corral.run(
+                [
+                  Agent.make(`${id}-inner`, {
+                    run: Usage.report({ inputTokens: 10 }).pipe(Effect.andThen(Effect.sleep("2 seconds")), Effect.as(i)),
+                    claims: { write: [`n${i}/inner`] }
+                  })
+                ]
+              ).pipe(Effect.map((result) => result.counts.succeeded)),
+              claims: { write: [`n${i}/`] }
+            })
+          }
+          if (i === 41) return Agent.make(id, { run: Effect.sleep("10 seconds").pipe(Effect.andThen(Effect.fail("late"))) })
+          if (i % 29 === 7) {
+            return Agent.make(id, {
+              run: Effect.sleep("1 hour").pipe(Effect.as(i)),
+              claims: { write: [key] },
+              claimTimeout: "20 seconds"
+            })
+          }
+          return Agent.make(id, {
+            run: Usage.report({ inputTokens: 3 }).pipe(Effect.andThen(Effect.sleep(`${i % 3} seconds`)), Effect.as(i)),
+            claims: i % 2 === 0 ? { write: [key] } : { read: [key] }
+          })
+        })
+        const runOnce = Effect.gen(function* () {
+          tries.clear()
+          const fiber = yield* Effect.forkChild(Corral.run(agents, { concurrency: 8, ...options }), {
+            startImmediately: true
+          })
+          yield* TestClock.adjust("3 hours")
+          return yield* Fiber.join(fiber)
+        })
+        const compact = yield* runOnce
+        compactRuns.min = size + 1
+        const full = yield* runOnce.pipe(Effect.ensuring(Effect.sync(() => (compactRuns.min = 256))))
+        const shift = full.startedAt - compact.startedAt
+        const moved = (o: (typeof compact.outcomes)[number]) => ({
+          ...o,
+          queuedAt: o.queuedAt - shift,
+          startedAt: o.startedAt === null ? null : o.startedAt - shift,
+          endedAt: o.endedAt - shift
+        })
+        assert.deepStrictEqual(
+          compact.outcomes.map((o) => ({ ...o })),
+          full.outcomes.map(moved)
+        )
+        assert.deepStrictEqual(compact.counts, full.counts)
+        assert.deepStrictEqual(compact.usage, full.usage)
+        assert.deepStrictEqual(compact.stopped, full.stopped)
+        assert.strictEqual(compact.stopped?._tag, stops)
+        assert.isTrue(compact.outcomes.some((o) => o.attempts > 1 && o._tag === "Succeeded"))
+      })
+  )
 })
