@@ -230,6 +230,10 @@ describe("PlanFile errors", () => {
           'expected a relative path or a named resource like "db:users", got "src/*.ts"; a claim is a path, not a pattern: "*" and "?" are taken literally, so it would not cover the files the pattern matches; claim their folder ("src/") instead'
         )
         assert.include(issueAt(error, "agents[0].claims.read[0]").message, 'claim their folder ("docs/") instead')
+        const dotted = yield* failure(
+          decodeYaml(agentsYaml('id: a\n    run: echo\n    claims: { write: ["./db:users*"] }'))
+        )
+        assert.include(issueAt(dotted, "agents[0].claims.write[0]").message, "a claim is a path, not a pattern")
         const plan = yield* decodeYaml(
           agentsYaml('id: a\n    run: echo\n    claims: { write: ["db:users*", "app/[slug]/page.tsx"] }')
         )

@@ -77,9 +77,12 @@ export const PositiveDuration = duration(true)
 
 const namedResource = /^[A-Za-z][A-Za-z0-9+._-]*:\S/
 
-/** Why a claimed path holding `*` or `?` is refused: a claim is taken literally, never as a pattern. */
-const patternReason = (key: string, segments: ReadonlyArray<string>): string | undefined => {
-  if (namedResource.test(key) || !/[*?]/.test(key)) return undefined
+/**
+ * Why a claimed path holding `*` or `?` is refused: a claim is taken literally, never as a pattern.
+ * Whether the claim is a named resource is read from what the plan wrote (`raw`): `./db:x*` is a path.
+ */
+const patternReason = (raw: string, key: string, segments: ReadonlyArray<string>): string | undefined => {
+  if (namedResource.test(raw.trim()) || !/[*?]/.test(key)) return undefined
   const folder = segments.slice(
     0,
     segments.findIndex((segment) => /[*?]/.test(segment))
@@ -109,7 +112,7 @@ export const ClaimKey = Schema.String.pipe(
       decode: (raw: string, options) =>
         Result.match(Claims.normalizeKey(raw), {
           onSuccess: ({ key, segments }) => {
-            const reason = patternReason(key, segments)
+            const reason = patternReason(raw, key, segments)
             return reason === undefined ? Effect.succeed(key) : Effect.fail(claimIssue(raw, reason, options))
           },
           onFailure: (error) => Effect.fail(claimIssue(raw, error.reason, options))
