@@ -165,6 +165,27 @@ describe("corral run (end to end)", () => {
     expect(branches(repo)).not.toContain(`corral/${runId}/flaky-attempt-2.2`)
   })
 
+  it("every attempt that failed with changed files keeps its own workspace; corral discard removes them all", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf("  - id: broken\n    retries: 2\n    run: echo partial > out.txt; exit 1\n")
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    const worktrees = NodePath.join(repo, ".corral", "worktrees", runId)
+    const names = ["broken", "broken-attempt-2", "broken-attempt-3"]
+    for (const name of names) expect(result.stdout).toContain(NodePath.join(worktrees, name))
+    expect(NodeFs.readdirSync(worktrees).sort()).toEqual(names)
+    expect(branches(repo)).toEqual(expect.arrayContaining(names.map((name) => `corral/${runId}/${name}`)))
+    const discarded = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(discarded.code, discarded.stdout + discarded.stderr).toBe(0)
+    expect(branches(repo)).toEqual(["main"])
+    expect(NodeFs.existsSync(worktrees)).toBe(false)
+  })
+
   it("exits 2 for a missing plan file and for a folder that is not a git repository", async () => {
     const repo = makeRepo()
     const missing = await runCli(["run", "/nonexistent/plan.yaml"], { cwd: repo })
