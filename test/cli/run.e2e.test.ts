@@ -159,9 +159,7 @@ describe("corral run (end to end)", () => {
     const worktrees = NodePath.join(repo, ".corral", "worktrees", runId)
     expect(NodeFs.readFileSync(NodePath.join(worktrees, "flaky-attempt-2", "other.txt"), "utf8")).toBe("other\n")
     expect(NodeFs.readFileSync(NodePath.join(worktrees, "flaky", "out.txt"), "utf8")).toBe("partial\n")
-    expect(branches(repo)).toEqual(
-      expect.arrayContaining([`corral/${runId}/flaky`, `corral/${runId}/flaky-attempt-2`])
-    )
+    expect(branches(repo)).toEqual(expect.arrayContaining([`corral/${runId}/flaky`, `corral/${runId}/flaky-attempt-2`]))
     expect(branches(repo)).not.toContain(`corral/${runId}/flaky-attempt-2.2`)
   })
 

@@ -223,18 +223,17 @@ describe("compact runs (300 agents)", () => {
           }
           if (i % 17 === 6) {
             return Agent.make(id, {
-              run: Corral.run(
-                [
-                  Agent.make(`${id}-inner`, {
-                    run: Usage.report({ inputTokens: 10 }).pipe(Effect.andThen(Effect.sleep("2 seconds")), Effect.as(i)),
-                    claims: { write: [`n${i}/inner`] }
-                  })
-                ]
-              ).pipe(Effect.map((result) => result.counts.succeeded)),
+              run: Corral.run([
+                Agent.make(`${id}-inner`, {
+                  run: Usage.report({ inputTokens: 10 }).pipe(Effect.andThen(Effect.sleep("2 seconds")), Effect.as(i)),
+                  claims: { write: [`n${i}/inner`] }
+                })
+              ]).pipe(Effect.map((result) => result.counts.Succeeded ?? 0)),
               claims: { write: [`n${i}/`] }
             })
           }
-          if (i === 41) return Agent.make(id, { run: Effect.sleep("10 seconds").pipe(Effect.andThen(Effect.fail("late"))) })
+          if (i === 41)
+            return Agent.make(id, { run: Effect.sleep("10 seconds").pipe(Effect.andThen(Effect.fail("late"))) })
           if (i % 29 === 7) {
             return Agent.make(id, {
               run: Effect.sleep("1 hour").pipe(Effect.as(i)),
