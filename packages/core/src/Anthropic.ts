@@ -374,6 +374,10 @@ const constructors = ModelHttp.constructors<Options>({
   path: "/messages",
   apiKeyVariable: "ANTHROPIC_API_KEY",
   baseUrlVariable: "ANTHROPIC_BASE_URL",
+  baseUrlOfVariable: (value) => {
+    const base = value.replace(/\/+$/, "")
+    return base.endsWith("/v1") ? base : `${base}/v1`
+  },
   invalid: (options) =>
     options.maxTokens === undefined || (Number.isSafeInteger(options.maxTokens) && options.maxTokens >= 1)
       ? undefined
@@ -427,7 +431,10 @@ export const layer = constructors.layer
 
 /**
  * Like `layer`, with `apiKey` from `ANTHROPIC_API_KEY` and `baseUrl` from `ANTHROPIC_BASE_URL` when
- * they are set (values given in `options` win).
+ * they are set (values given in `options` win). `ANTHROPIC_BASE_URL` is read as Anthropic's SDK and
+ * Claude Code read it, the URL without the API version (`https://api.anthropic.com`, a gateway's
+ * `https://gateway.example.com`): requests go to `${ANTHROPIC_BASE_URL}/v1/messages`. A value that
+ * already ends in `/v1` is taken as it is.
  *
  * @since 0.1.0
  * @category layers

@@ -1,7 +1,7 @@
 import { Anthropic, Llm, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema, Stream } from "effect"
+import { ConfigProvider, Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { collectUsage, streamed } from "./fixtures/models.ts"
@@ -227,6 +227,24 @@ describe("Anthropic", () => {
       assert.strictEqual(bad.reason._tag, "InvalidRequestError")
       assert.isFalse(bad.isRetryable)
       assert.include(bad.message, "at least one message is required")
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layerConfig reads ANTHROPIC_BASE_URL as Anthropic's SDK and Claude Code do: the URL before /v1", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
+      const paths: Array<string> = []
+      for (const baseUrl of [server.url, `${server.url}/`, `${server.url}/v1`, `${server.url}/v1/`]) {
+        const env = ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: baseUrl, ANTHROPIC_API_KEY: "sk-ant-env" })
+        const model = Anthropic.layerConfig({ model: "claude-test" }).pipe(
+          Layer.provide(FetchHttpClient.layer),
+          Layer.provide(ConfigProvider.layer(env))
+        )
+        const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model))
+        assert.strictEqual(response.text, "hi")
+        paths.push(server.requests.at(-1)!.path)
+      }
+      assert.deepStrictEqual(paths, ["/v1/messages", "/v1/messages", "/v1/messages", "/v1/messages"])
+      assert.strictEqual(server.requests.at(-1)!.headers["x-api-key"], "sk-ant-env")
     }).pipe(Effect.scoped)
   )
 })

@@ -13,6 +13,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { identity } from "effect/Function"
 import type * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Result from "effect/Result"
@@ -86,6 +87,8 @@ export interface Provider<O extends CommonOptions> {
   /** Read by `layerConfig` for `apiKey` and `baseUrl` when the options leave them out. */
   readonly apiKeyVariable: string
   readonly baseUrlVariable: string
+  /** The `baseUrl` a value of `baseUrlVariable` stands for, when the variable means something else. */
+  readonly baseUrlOfVariable?: ((value: string) => string) | undefined
   /** The provider's own option that it cannot use, if any (the common ones are checked for it). */
   readonly invalid?: ((options: O) => { readonly option: string; readonly reason: string } | undefined) | undefined
   readonly generateText: (
@@ -187,7 +190,7 @@ export const constructors = <O extends CommonOptions>(provider: Provider<O>) => 
         return yield* makeModel(provider, {
           ...options,
           apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
-          baseUrl: options.baseUrl ?? Option.getOrUndefined(baseUrl)
+          baseUrl: options.baseUrl ?? Option.getOrUndefined(Option.map(baseUrl, provider.baseUrlOfVariable ?? identity))
         })
       })
     )
