@@ -30,6 +30,10 @@ export interface ToolCall<A, E, R> {
  * Runs the calls (at most `concurrency` at once, 8 by default) and returns one outcome per call,
  * in order. Calls are named `<index>:<name>` so the same tool may be called twice.
  *
+ * Inside an agent, calls on keys the agent holds run without waiting for it; calls on other keys
+ * wait for their holders, with no bound of their own: two agents each calling a tool on a key the
+ * other holds wait for each other until the agents' `timeout` ends one of them.
+ *
  * @example
  * ```ts
  * import { ToolCalls } from "@corral/core"
