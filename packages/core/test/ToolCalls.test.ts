@@ -83,7 +83,7 @@ describe("ToolCalls.run with input of the wrong shape", () => {
 })
 
 describe("claims taken inside agents", () => {
-  const crossing = (nestedRun: (key: string) => Effect.Effect<unknown, unknown>) =>
+  const crossing = <A>(nestedRun: (key: string) => Effect.Effect<A, unknown>) =>
     Corral.run(
       [
         Agent.make("A", { claims: { write: ["x"] }, run: Effect.andThen(Effect.sleep("1 second"), nestedRun("y")) }),
@@ -95,9 +95,10 @@ describe("claims taken inside agents", () => {
   it.effect("two agents each taking the other's key inside wait for each other until something bounds the wait", () =>
     Effect.gen(function* () {
       const toolCall = (key: string) => ToolCalls.run([{ name: `write ${key}`, write: [key], run: Effect.void }])
-      const nested = (key: string) => Corral.run([Agent.make(`inner-${key}`, { claims: { write: [key] }, run: Effect.void })])
-      for (const nestedRun of [toolCall, nested]) {
-        const fiber = yield* Effect.forkChild(crossing(nestedRun), { startImmediately: true })
+      const nested = (key: string) =>
+        Corral.run([Agent.make(`inner-${key}`, { claims: { write: [key] }, run: Effect.void })])
+      for (const nestedRun of [toolCall, nested] as const) {
+        const fiber = yield* Effect.forkChild(crossing<unknown>(nestedRun), { startImmediately: true })
         yield* TestClock.adjust("1 hour")
         assert.isUndefined(fiber.pollUnsafe())
         yield* Fiber.interrupt(fiber)
