@@ -162,7 +162,9 @@ export interface PlanResult<Results extends Record<string, unknown>, E>
 /**
  * The shape of a plan: `order` is a topological order (input order among independent agents);
  * `criticalPath` the longest chain of dependencies by duration; `maxParallelism` the most agents
- * running at once with unlimited concurrency; `conflicts` the pairs of agents that could run at
+ * running at once with unlimited concurrency when each starts as its dependencies end and runs for
+ * its duration (so it depends on the durations: `b` and `c` after `a` beside an independent `d` give
+ * 2 with the default 1 ms each, 3 once `d` lasts longer than `a`); `conflicts` the pairs of agents that could run at
  * the same time (neither depends on the other, even indirectly) but whose claims conflict, so the
  * scheduler will serialize them.
  *

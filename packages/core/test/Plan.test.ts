@@ -137,6 +137,17 @@ describe("Plan.analyze", () => {
     ])
   })
 
+  it("maxParallelism counts the agents running at once when each runs its duration, not every agent that could", () => {
+    const fanOut = [
+      Agent.make("a", { run: Effect.void }),
+      Agent.make("b", { run: Effect.void, dependsOn: ["a"] }),
+      Agent.make("c", { run: Effect.void, dependsOn: ["a"] }),
+      Agent.make("d", { run: Effect.void })
+    ]
+    assert.strictEqual(Result.getOrThrow(Plan.analyze(fanOut)).maxParallelism, 2)
+    assert.strictEqual(Result.getOrThrow(Plan.analyze(fanOut, { durations: { d: 5 } })).maxParallelism, 3)
+  })
+
   it("reports invalid graphs as InvalidRun", () => {
     const cyclic = [
       Agent.make("a", { run: Effect.void, dependsOn: ["b"] }),
