@@ -181,10 +181,51 @@ const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
   return attempt(1)
 }
 
+/** The part a stream ends with, carrying its usage, settled and reported as a whole response's. */
+const onStreamPart = (budget: Budget, options: Options, part: Response.StreamPart<any>): Effect.Effect<void> => {
+  if (part.type !== "finish") return Effect.void
+  const usage = usageOf(part.usage, options)
+  const settled = settle(budget, options, Usage.tokens(usage))
+  return reportedByProvider({ content: [part] }) ? settled : Effect.andThen(settled, Usage.report(usage))
+}
+
 /**
- * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. Streaming
- * calls take their budget up front but are neither settled nor retried. Options it cannot use
- * throw {@link InvalidOption} (it is a constructor).
+ * A stream under the budgets: a 429 before its first part is retried as a whole call's is; a
+ * failure after it ends the stream (its parts are already out), keeping the estimate taken.
+ */
+const guardedStream = <E, R>(
+  prompt: Prompt.RawInput,
+  stream: Stream.Stream<Response.StreamPart<any>, E, R>,
+  options: Options
+): Stream.Stream<Response.StreamPart<any>, E, R> => {
+  const maxAttempts = options.maxAttempts ?? 5
+  const attempt = (n: number): Stream.Stream<Response.StreamPart<any>, E, R> =>
+    Stream.unwrap(
+      Effect.map(takeBudget(prompt, options), (budget) => {
+        let started = false
+        return stream.pipe(
+          Stream.tap((part) => {
+            started = true
+            return onStreamPart(budget, options, part)
+          }),
+          Stream.catch((error) => {
+            if (started) return Stream.fail(error)
+            const limited = toRateLimited(error, options.requests ?? options.tokens ?? "llm", options.defaultRetryAfter)
+            if (limited === undefined || n >= maxAttempts)
+              return Stream.fromEffect(Effect.andThen(settle(budget, options, 0), Effect.fail(error)))
+            return Stream.unwrap(Effect.as(pauseAll(budget, options, limited), attempt(n + 1)))
+          })
+        )
+      })
+    )
+  return attempt(1)
+}
+
+/**
+ * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. A streamed
+ * call is settled and reported from its finish part, and retried after a 429 that comes before its
+ * first part (a failure after it ends the stream). Options it cannot use throw
+ * {@link InvalidOption} (it is a constructor).
  *
  * @since 0.1.0
  * @category constructors
@@ -210,8 +251,10 @@ const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): Lang
       options
     )) as unknown as LanguageModel.LanguageModel["generateObject"],
   streamText: ((request: LanguageModel.GenerateTextOptions<any>) =>
-    Stream.unwrap(
-      Effect.as(takeBudget(request.prompt, options), model.streamText(request as never))
+    guardedStream(
+      request.prompt,
+      model.streamText(request as never),
+      options
     )) as unknown as LanguageModel.LanguageModel["streamText"]
 })
 

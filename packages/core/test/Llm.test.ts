@@ -1,7 +1,7 @@
 import { Agent, Llm, RateLimiter } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer } from "effect"
+import { Duration, Effect, Fiber, Layer, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { AiError, LanguageModel } from "effect/ai"
 
@@ -88,6 +88,49 @@ describe("Llm", () => {
           )
         )
       )
+  )
+
+  it.effect("a streamed call: a 429 before its first part is retried after Retry-After and its usage is reported", () =>
+    Effect.gen(function* () {
+      const text = LanguageModel.streamText({ prompt: "a" }).pipe(
+        Stream.runCollect,
+        Effect.map((parts) => parts.flatMap((part) => (part.type === "text-delta" ? [part.delta] : [])).join(""))
+      )
+      const fiber = yield* Effect.forkChild(text, { startImmediately: true })
+      yield* TestClock.adjust("31999 millis")
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust("1 milli")
+      assert.strictEqual(yield* Fiber.join(fiber), "ok")
+      const { result } = yield* Testing.runScripted([Agent.make("b", { run: Effect.asVoid(text) })])
+      assert.deepStrictEqual(result.get("b")!.usage, { inputTokens: 1000, outputTokens: 200, costUsd: 0.0036 })
+    }).pipe(
+      Effect.provide(
+        Llm.layer({ price }).pipe(
+          Layer.provide(
+            Llm.scripted((_, call) =>
+              call === 1
+                ? { rateLimited: { retryAfter: "30 seconds" } }
+                : { text: "ok", inputTokens: 1000, outputTokens: 200, latency: "2 seconds" }
+            )
+          )
+        )
+      )
+    )
+  )
+
+  it.effect("a streamed call settles its token estimate with the real count", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter.RateLimiter
+      yield* Stream.runDrain(LanguageModel.streamText({ prompt: "summarize" }))
+      assert.deepStrictEqual(yield* limiter.tryTake("tpm", 8800), { _tag: "Taken" })
+    }).pipe(
+      Effect.provide(
+        Llm.layer({ tokens: "tpm", estimateTokens: () => 5000 }).pipe(
+          Layer.provide(Llm.scripted([{ text: "summary", inputTokens: 1000, outputTokens: 200 }]))
+        )
+      ),
+      Effect.provide(RateLimiter.layer({ tpm: { limit: 10_000, interval: "1 minute" } }))
+    )
   )
 
   it("maps a provider 429 to RateLimited", () => {

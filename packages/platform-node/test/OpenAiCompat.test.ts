@@ -165,6 +165,26 @@ describe("OpenAiCompat", () => {
     }).pipe(Effect.scoped, Effect.provide(weatherHandlers))
   )
 
+  it.live("under Llm.layer a stream answered 429 is retried after Retry-After and its usage reported once", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      const server = yield* FakeModelServer.make(() =>
+        ++calls === 1
+          ? FakeModelServer.rateLimited(0.05)
+          : FakeModelServer.openAiStream({ text: "streamed answer", inputTokens: 10, outputTokens: 20 })
+      )
+      const { value: parts, reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "go" }).pipe(
+          Stream.runCollect,
+          Effect.provide(Llm.layer({}).pipe(Layer.provide(model(server.url))))
+        )
+      )
+      assert.strictEqual(streamed(parts).text, "streamed answer")
+      assert.strictEqual(server.requests.length, 2)
+      assert.deepStrictEqual(reported, [{ inputTokens: 10, outputTokens: 20, costUsd: 0.05 }])
+    }).pipe(Effect.scoped)
+  )
+
   it.effect("generateObject asks for a json_schema response format and decodes the JSON text", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: '{"city":"Oslo","celsius":4}' }))
