@@ -157,6 +157,15 @@ const withNow = <A>(f: (now: number) => A): Effect.Effect<A> =>
   Effect.clockWith((clock: Clock.Clock) => Effect.sync(() => f(clock.currentTimeMillisUnsafe())))
 
 /**
+ * What a limiter says of its keys when asked for another: `known: a, b`, or that it has none.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const knownKeys = (keys: ReadonlyArray<string>): string =>
+  keys.length === 0 ? "no rate limits are configured" : `known: ${keys.join(", ")}`
+
+/**
  * Builds a limiter from valid buckets (see `validateBuckets`), starting full at the given time.
  *
  * @since 0.1.0
@@ -168,7 +177,7 @@ export const makeUnsafe = (buckets: Buckets, now: number): Service => {
   const get = (key: string): TokenBucket => {
     const bucket = table.get(key)
     if (bucket === undefined)
-      throw new Error(`unknown rate limit ${JSON.stringify(key)} (known: ${[...table.keys()].join(", ")})`)
+      throw new Error(`unknown rate limit ${JSON.stringify(key)} (${knownKeys([...table.keys()])})`)
     return bucket
   }
   const awaitPause = (bucket: TokenBucket): Effect.Effect<void> =>

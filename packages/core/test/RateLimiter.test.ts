@@ -1,6 +1,6 @@
 import { CorralError, RateLimiter } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Cause, Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 
 const now = Effect.clockWith((clock) => clock.currentTimeMillis)
@@ -77,6 +77,23 @@ describe("RateLimiter", () => {
       yield* TestClock.adjust("1 second")
       yield* Fiber.join(fiber)
       assert.deepStrictEqual(times, [30_100, 30_200])
+    })
+  )
+
+  it.effect("a key the limiter does not have dies naming the key and the keys it has, or that it has none", () =>
+    Effect.gen(function* () {
+      const messages: Array<string> = []
+      const both: ReadonlyArray<RateLimiter.Buckets> = [{ api: { limit: 1, interval: "1 second" } }, {}]
+      for (const buckets of both) {
+        const exit = yield* Effect.exit(
+          Effect.void.pipe(RateLimiter.withToken("nope"), Effect.provide(RateLimiter.layer(buckets)))
+        )
+        if (Exit.isFailure(exit)) messages.push(String(Cause.squash(exit.cause)))
+      }
+      assert.deepStrictEqual(messages, [
+        'Error: unknown rate limit "nope" (known: api)',
+        'Error: unknown rate limit "nope" (no rate limits are configured)'
+      ])
     })
   )
 

@@ -84,7 +84,7 @@ export const make = (
       const config = configs.get(key)
       if (config === undefined)
         return Effect.die(
-          new Error(`unknown rate limit ${JSON.stringify(key)} (known: ${[...configs.keys()].join(", ")})`)
+          new Error(`unknown rate limit ${JSON.stringify(key)} (${RateLimiter.knownKeys([...configs.keys()])})`)
         )
       return sql
         .withTransaction(
