@@ -1,12 +1,36 @@
 // One temporary directory per `pnpm test` run, removed when the run ends: every test and every
 // process it starts (through the inherited TMPDIR) makes its temporary files under it, so a run
 // leaves nothing in the machine's temporary directory — also what processes killed by a test left.
+// Its name holds the run's pid, so a later run removes the folder of a run that was killed before
+// its teardown.
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 
+const PREFIX = "corral-tests-"
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** Removes the folders in `tmp` of test runs whose process is gone; returns their paths. */
+export const removeStale = (tmp: string): ReadonlyArray<string> => {
+  const stale = NodeFs.readdirSync(tmp)
+    .map((name) => ({ name, pid: Number(new RegExp(`^${PREFIX}(\\d+)-`).exec(name)?.[1]) }))
+    .filter(({ pid }) => Number.isInteger(pid) && pid > 0 && !isAlive(pid))
+    .map(({ name }) => NodePath.join(tmp, name))
+  for (const dir of stale) NodeFs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+  return stale
+}
+
 export default function setup(): () => void {
-  const dir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "corral-tests-"))
+  removeStale(NodeOs.tmpdir())
+  const dir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), `${PREFIX}${process.pid}-`))
   // As open as /tmp: a test's Postgres server runs as another user and creates its files below it.
   NodeFs.chmodSync(dir, 0o1777)
   const previous = process.env.TMPDIR

@@ -484,6 +484,30 @@ describe("corral discard and init (end to end)", () => {
     expect(branches(repo)).not.toContain(`corral/${runId}/integration`)
   })
 
+  it("gc --older-than counts a run with no worktree (directory copies, nothing in the run registry) from its end in the ledger, not from when its copies were made", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      "agents:\n  - id: no\n    run: echo partial > part.txt; exit 1\n"
+    )
+    expect((await runCli(["run", plan, "--isolation", "directory", "--keep-workspaces"], { cwd: repo })).code).toBe(1)
+    const runId = runIdOf(repo)
+    const copies = NodePath.join(repo, ".corral", "worktrees", runId)
+    expect(NodeFs.readdirSync(copies)).toEqual(["no"])
+    expect(
+      NodeFs.existsSync(NodePath.join(NodeFs.realpathSync(repo), ".git", "corral", "runs", `${runId}.records`))
+    ).toBe(false)
+    const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600 * 1000)
+    NodeFs.utimesSync(copies, twoDaysAgo, twoDaysAgo)
+    const young = await runCli(["gc", "--older-than", "1d", "--dry-run"], { cwd: repo })
+    expect(young.code, young.stderr).toBe(0)
+    expect(young.stdout, "the run ended just now").not.toContain(runId)
+    const old = await runCli(["gc", "--older-than", "0ms", "--dry-run"], { cwd: repo })
+    expect(old.code, old.stderr).toBe(0)
+    expect(old.stdout).toContain(`kept directory ${NodeFs.realpathSync(copies)}/no: not a registered git worktree`)
+  })
+
   it("a discarded run's successes are not reused: a later run with unchanged inputs runs the agent again", async () => {
     const { repo, plan } = cachedGenPlan()
     expect((await runCli(["run", plan], { cwd: repo })).code).toBe(0)

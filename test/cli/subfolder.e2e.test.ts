@@ -33,6 +33,21 @@ describe("corral from a subfolder of the repository (end to end)", () => {
     expect(logs.stdout).toContain("said-one")
   })
 
+  it("runs and status show the plan's absolute path, whatever folder the run was started from with a relative one", async () => {
+    const repo = repoWithFolders()
+    writePlan(NodePath.join(repo, "c"), "plan.yaml", "agents:\n  - id: one\n    run: echo one > one.txt\n")
+    const made = await runCli(["run", "plan.yaml"], { cwd: NodePath.join(repo, "c") })
+    expect(made.code, made.stderr).toBe(0)
+    const absolute = NodeFs.realpathSync(NodePath.join(repo, "c", "plan.yaml"))
+    for (const cwd of [repo, NodePath.join(repo, "a")]) {
+      const runs = await runCli(["runs"], { cwd })
+      expect(runs.code, runs.stderr).toBe(0)
+      expect(runs.stdout.trim().endsWith(`  ${absolute}`), runs.stdout).toBe(true)
+    }
+    const status = await runCli(["status"], { cwd: NodePath.join(repo, "b") })
+    expect(status.stdout).toContain(`plan ${absolute},`)
+  })
+
   it("--repo naming a subfolder keeps the state at the repository's top too; --state-dir and CORRAL_HOME still win", async () => {
     const repo = repoWithFolders()
     const plan = planFile("agents:\n  - id: one\n    run: echo one > one.txt\n")

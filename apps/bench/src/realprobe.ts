@@ -37,6 +37,7 @@ const bySubcommand = (log: string, agents: number) => {
 process.env.TMPDIR = "/dev/shm"
 const logs = fs.mkdtempSync("/dev/shm/corral-realprobe-")
 process.env.CORRAL_BENCH_GIT_LOGS = logs
+process.once("exit", () => fs.rmSync(logs, { recursive: true, force: true }))
 const found = (await workspacesReal.cases({ quick: false, reps: 1 })).find((c) => c.params.concurrency === concurrency)
 const xargs = workspacesReal.approaches.find((a) => a.name === "xargs -P N")
 const approaches = name.split(",").map((row) => workspacesReal.approaches.find((a) => a.name === row))
@@ -77,5 +78,4 @@ for (let pair = 0; pair < Number(pairsRaw); pair++) {
     if (log !== undefined) console.log(`  per agent: ${bySubcommand(path.join(logs, log), AGENTS)}`)
   }
 }
-fs.rmSync(logs, { recursive: true, force: true })
 process.exit(0)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { multiple, overFastest, pairedNoWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
+import { multiple, overFastest, overFloor, pairedNoWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
 import { median } from "../src/stats.ts"
 import type { ApproachResult, CaseResult } from "../src/types.ts"
 
@@ -166,5 +166,54 @@ describe("overFastest", () => {
     })
     const alone = caseOf("case", [approach("corral", [105, 105, 105])])
     expect(verdicts([gap], [alone])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
+  })
+})
+
+describe("overFloor", () => {
+  const gap = overFloor("corral ≤ 1.05× the floor", /case/, "corral", "floor", 1.05)
+
+  it("divides the approach's median by the floor's and says where the floor lands against the bound", () => {
+    const met = caseOf("case", [approach("floor", [102, 102, 102]), approach("corral", [107, 107, 107])])
+    expect(verdicts([gap], [met])[0]).toEqual({
+      target: "corral ≤ 1.05× the floor",
+      figure: "1.049× the floor (the floor is 1.02× the bound)",
+      met: true
+    })
+    const missed = caseOf("case", [approach("floor", [100, 100, 100]), approach("corral", [110, 110, 110])])
+    expect(verdicts([gap], [missed])[0]).toMatchObject({
+      figure: "1.10× the floor (the floor is 1.00× the bound)",
+      met: false
+    })
+  })
+
+  it("takes a per-case limit and names the floor and bound as told", () => {
+    const named = overFloor("gap", /case/, "corral", "peer", (label) => (label === "case a" ? 1.2 : 1.01), {
+      floor: "peer",
+      bound: "git"
+    })
+    const a = caseOf("case a", [approach("peer", [100, 100]), approach("corral", [110, 110])])
+    const b = caseOf("case b", [approach("peer", [100, 100]), approach("corral", [110, 110])])
+    expect(verdicts([named], [a])[0]).toMatchObject({ figure: "1.10× peer (peer is 1.00× git)", met: true })
+    expect(verdicts([named], [a, b])[0]).toMatchObject({
+      figure: "1.10× peer (peer is 1.00× git); 1.10× peer (peer is 1.00× git)",
+      met: false
+    })
+  })
+
+  it("is failed when the approach or the floor failed, and not evaluated when either did not run", () => {
+    const failedFloor = caseOf("case", [
+      { ...approach("floor", [100]), medianMs: undefined, error: "down" },
+      approach("corral", [100])
+    ])
+    expect(verdicts([gap], [failedFloor])[0]).toMatchObject({ figure: "failed: down", met: false })
+    const failedMine = caseOf("case", [
+      approach("floor", [100]),
+      { ...approach("corral", [100]), medianMs: undefined, error: "boom" }
+    ])
+    expect(verdicts([gap], [failedMine])[0]).toMatchObject({ figure: "failed: boom", met: false })
+    const noFloor = caseOf("case", [approach("corral", [100])])
+    expect(verdicts([gap], [noFloor])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
+    const noMine = caseOf("case", [approach("floor", [100])])
+    expect(verdicts([gap], [noMine])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
   })
 })

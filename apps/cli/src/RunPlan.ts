@@ -430,7 +430,7 @@ export const idempotencyKeyOf = (
 const startRecord = (options: Options, ledger: RunLedger.Service, agents: ReadonlyArray<Agent.Any>) =>
   ledger.startRun({
     runId: options.runId,
-    planFile: options.plan.file,
+    planFile: NodePath.resolve(options.plan.file),
     planHash: options.plan.hash,
     options: {
       lineage: options.lineage ?? options.runId,

@@ -40,4 +40,6 @@ console.log(`\nThe run exited with ${result.status} (1: some agents failed, as t
 console.log(
   `Your checkout is untouched: ${git("status", "--porcelain").trim() === "" ? "clean" : "CHANGED"}, still on ${git("branch", "--show-current").trim()}.`
 )
+console.log(`\nThe sample repository stays at ${repo} for you to look at (its branches, .corral/runs/);`)
+console.log(`remove it with: rm -rf ${repo}`)
 process.exit(result.status === 1 ? 0 : 1)

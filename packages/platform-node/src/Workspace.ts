@@ -343,12 +343,18 @@ export interface GcOptions {
   readonly repo: string
   /**
    * Only runs at least this old are collected: a crashed run's age counts from its lease's last
-   * heartbeat, that of a run that ended from the newest of its records (touched as its lease goes)
-   * and its worktrees folder, and a run with neither is old enough. A run with a live lease is
-   * never touched, whatever `stateDir` says. A duration `DurationOption.millis` refuses dies with
-   * `LeaseTables.InvalidOption`, before anything is read. @default 0
+   * heartbeat, that of a run that ended from the newest of its records (touched as its lease goes),
+   * its worktrees folder and its time in `endedAt`, and a run with none of these is old enough. A run
+   * with a live lease is never touched, whatever `stateDir` says. A duration `DurationOption.millis`
+   * refuses dies with `LeaseTables.InvalidOption`, before anything is read. @default 0
    */
   readonly olderThan?: Duration.Input | undefined
+  /**
+   * When runs ended (epoch milliseconds by run id, e.g. from the `RunLedger`): a run with no
+   * worktree records nothing in the run registry, and its worktrees folder (directory copies)
+   * dates from when its copies were made. @default none
+   */
+  readonly endedAt?: ReadonlyMap<string, number> | undefined
   readonly dryRun?: boolean | undefined
   /** Where leftover workspace folders are looked for. @default "<repo>/.corral" */
   readonly stateDir?: string | undefined

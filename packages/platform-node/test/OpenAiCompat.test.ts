@@ -1,12 +1,11 @@
 import { Agent, Corral, Llm, OpenAiCompat, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
+import { Effect, Fiber, Latch, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
-import * as Http from "node:http"
-import type { AddressInfo } from "node:net"
+import { listening } from "./fixtures/httpServer.ts"
 import { collectUsage, streamed } from "./fixtures/models.ts"
 import { stallingServer, steppedServer } from "./fixtures/stallingServer.ts"
 
@@ -33,54 +32,26 @@ const Weather = Toolkit.make(GetWeather)
 const weatherHandlers = Weather.toLayer({ get_weather: ({ city }) => Effect.succeed(`sunny in ${city}`) })
 
 /** A server on 127.0.0.1 that answers 200 with part of a JSON body, then drops the connection. */
-const cutBodyServer = Effect.acquireRelease(
-  Effect.callback<Http.Server>((resume) => {
-    const server = Http.createServer((req, res) => {
-      req.resume()
-      req.on("end", () => {
-        res.writeHead(200, { "content-type": "application/json", "content-length": "500" })
-        res.write('{"id":"x","choices":[{"mess', () => res.socket?.destroy())
-      })
-    })
-    server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-  }),
-  (server) =>
-    Effect.callback<void>((resume) => {
-      server.closeAllConnections()
-      server.close(() => resume(Effect.void))
-    })
-).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
+const cutBodyServer = listening((req, res) => {
+  req.resume()
+  req.on("end", () => {
+    res.writeHead(200, { "content-type": "application/json", "content-length": "500" })
+    res.write('{"id":"x","choices":[{"mess', () => res.socket?.destroy())
+  })
+}).pipe(Effect.map((url) => `${url}/v1`))
 
 /**
  * A server on 127.0.0.1 that reads each request and never answers; `closed` waits for the
  * connection that carried the first request to close, `requests` counts them.
  */
 const silentServer = Effect.gen(function* () {
-  let onClose: (() => void) | undefined
   let requests = 0
-  const closed = Effect.callback<void>((resume) => {
-    onClose = () => resume(Effect.void)
+  const closed = Latch.makeUnsafe(false)
+  const url = yield* listening((req) => {
+    if (++requests === 1) req.socket.on("close", () => closed.openUnsafe())
+    req.resume()
   })
-  const server = yield* Effect.acquireRelease(
-    Effect.callback<Http.Server>((resume) => {
-      const server = Http.createServer((req) => {
-        requests++
-        req.resume()
-        req.socket.on("close", () => onClose?.())
-      })
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-    }),
-    (server) =>
-      Effect.callback<void>((resume) => {
-        server.closeAllConnections()
-        server.close(() => resume(Effect.void))
-      })
-  )
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    closed,
-    requests: () => requests
-  }
+  return { url: `${url}/v1`, closed: closed.await, requests: () => requests }
 })
 
 describe("OpenAiCompat", () => {
@@ -354,7 +325,7 @@ describe("OpenAiCompat", () => {
     "a stream that stalls after its headers or mid-way fails past idleTimeout, its request aborted",
     () =>
       Effect.gen(function* () {
-        const delta = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "par" } }] })}\n\n`
+        const delta = deltaEvent("par")
         for (const first of ["", delta]) {
           const server = yield* stallingServer(first)
           const seen: Array<string> = []

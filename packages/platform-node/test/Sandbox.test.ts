@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { basename, dirname, join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Corral } from "@corral/core"
@@ -23,6 +23,9 @@ const home = join(root, "home")
 const other = join(root, "other")
 const readable = join(root, "readable")
 const writable = join(root, "writable")
+// Escape targets on the host, named after this run's folder; no test writes them unsandboxed.
+const hostTmpMarker = join("/tmp", `${basename(root)}-pwned`)
+const usrMarker = join("/usr", `${basename(root)}-pwned`)
 let server: net.Server
 let port = 0
 let connections = 0
@@ -43,12 +46,18 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise((resolve) => server.close(resolve))
   rmSync(root, { recursive: true, force: true })
+  const left = [hostTmpMarker, usrMarker].filter((marker) => existsSync(marker))
+  for (const marker of left) rmSync(marker, { force: true })
+  assert.deepStrictEqual(left, [], "the escape targets outside the test's folder were never written")
 })
 
 const attempt = (name: string, command: string) =>
   `if ( ${command} ) >/dev/null 2>&1; then echo "${name}:ok"; else echo "${name}:blocked"; fi`
 
-const attempts = () =>
+const write = (path: string) => `echo x > ${path}`
+
+/** The escape attempts; `hostWrite` makes the attempts at the host's /tmp and /usr (the control only probes them). */
+const attempts = (hostWrite: (path: string) => string = write) =>
   [
     attempt("own-write", `echo mine > ${ws}/own.txt`),
     attempt("private-write", `echo tmp > ${priv}/scratch`),
@@ -56,8 +65,8 @@ const attempts = () =>
     attempt("list-other", `ls ${other}`),
     attempt("read-home", `cat ${home}/.ssh/id_ed25519`),
     attempt("write-root", `echo x > ${root}/pwned`),
-    attempt("write-tmp", "echo x > /tmp/corral-sandbox-pwned"),
-    attempt("write-usr", "echo x > /usr/pwned"),
+    attempt("write-tmp", hostWrite(hostTmpMarker)),
+    attempt("write-usr", hostWrite(usrMarker)),
     attempt("allowed-read", `cat ${readable}/notes.txt`),
     attempt("allowed-read-write", `echo x > ${readable}/pwned`),
     attempt("allowed-write", `echo x > ${writable}/out.txt`),
@@ -103,6 +112,8 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
       assert.strictEqual(readFileSync(join(ws, "own.txt"), "utf8"), "mine\n")
       assert.strictEqual(readFileSync(join(writable, "out.txt"), "utf8"), "x\n")
       assert.strictEqual(connections, before)
+      assert.isFalse(existsSync(hostTmpMarker))
+      assert.isFalse(existsSync(usrMarker))
     })
   )
 
@@ -121,8 +132,8 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
           attempt("dev-null", "echo x > /dev/null"),
           attempt("host-pid", `test -e /proc/${process.pid}`),
           attempt("read-host-tmp", `cat ${other}/secret.txt`),
-          attempt("write-tmp", "echo x > /tmp/corral-sandbox-pwned"),
-          attempt("write-usr", "echo x > /usr/pwned"),
+          attempt("write-tmp", write(hostTmpMarker)),
+          attempt("write-usr", write(usrMarker)),
           attempt("write-outside", `echo x > ${outside}/pwned`)
         ].join("\n"),
         shell: true,
@@ -143,6 +154,8 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
         "write-outside": "blocked"
       })
       assert.isFalse(existsSync(join(outside, "pwned")))
+      assert.isFalse(existsSync(hostTmpMarker))
+      assert.isFalse(existsSync(usrMarker))
     }).pipe(Effect.scoped)
   )
 
@@ -219,13 +232,16 @@ describe.skipIf(!enabled)("ProcessRunner sandbox (bubblewrap)", () => {
 
   it.live("the same attempts succeed without a sandbox (the test can fail)", () =>
     Effect.gen(function* () {
-      const result = yield* ProcessRunner.run({ command: attempts(), shell: true, cwd: ws }).pipe(
+      const probe = (path: string) => `test -w ${dirname(path)}`
+      const result = yield* ProcessRunner.run({ command: attempts(probe), shell: true, cwd: ws }).pipe(
         Effect.provide(NodeServices.layer)
       )
       const seen = verdicts(result.tail)
       assert.strictEqual(seen["read-other"], "ok")
       assert.strictEqual(seen["read-home"], "ok")
       assert.strictEqual(seen["write-root"], "ok")
+      assert.strictEqual(seen["write-tmp"], "ok")
+      assert.strictEqual(seen["write-usr"], process.getuid?.() === 0 ? "ok" : "blocked")
       assert.strictEqual(seen["host-pid"], "ok")
     })
   )

@@ -29,6 +29,26 @@ const failed = (item: CaseResult, name: string): Figure | undefined => {
 }
 
 /**
+ * A target judged per matching case on `approach`'s median: `judge` receives the case and that
+ * median; a case where `approach` failed is failed, one where it did not run is not evaluated.
+ */
+const medianPerCase = (
+  label: string,
+  cases: RegExp,
+  approach: string,
+  judge: (item: CaseResult, mineMs: number) => Figure | undefined
+): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const mineMs = approachIn(item, approach)?.medianMs
+        return mineMs === undefined ? failed(item, approach) : judge(item, mineMs)
+      })
+    )
+})
+
+/**
  * `value` as a multiple with two decimals, or three when two would round it onto the wrong side of
  * (or onto) `limit`: a verdict of "not met" beside "1.02×" for a target of 1.02× read as a contradiction.
  */
@@ -105,20 +125,13 @@ export const metricAtLeast = (
 })
 
 /** `approach`'s median is at most `factor` × `peer`'s median in every matching case. */
-export const noWorseThan = (label: string, cases: RegExp, approach: string, peer: string, factor = 1): Target => ({
-  label,
-  evaluate: (results) =>
-    combine(
-      casesMatching(results, cases).map((item) => {
-        const mine = approachIn(item, approach)?.medianMs
-        const theirs = approachIn(item, peer)?.medianMs
-        if (mine === undefined) return failed(item, approach)
-        if (theirs === undefined) return undefined
-        const ratio = mine / theirs
-        return { figure: `${multiple(ratio, factor)} ${peer}`, met: ratio <= factor }
-      })
-    )
-})
+export const noWorseThan = (label: string, cases: RegExp, approach: string, peer: string, factor = 1): Target =>
+  medianPerCase(label, cases, approach, (item, mineMs) => {
+    const theirs = approachIn(item, peer)?.medianMs
+    if (theirs === undefined) return undefined
+    const ratio = mineMs / theirs
+    return { figure: `${multiple(ratio, factor)} ${peer}`, met: ratio <= factor }
+  })
 
 const ratioRange = (ratios: ReadonlyArray<number>): string =>
   `${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}×`
@@ -188,23 +201,15 @@ export const overFloor = (
   floor: string,
   max: number | ((caseLabel: string) => number),
   names: { readonly floor: string; readonly bound: string } = { floor: "the floor", bound: "the bound" }
-): Target => ({
-  label,
-  evaluate: (results) =>
-    combine(
-      casesMatching(results, cases).map((item) => {
-        const mine = approachIn(item, approach)
-        const base = approachIn(item, floor)
-        if (mine?.medianMs === undefined) return failed(item, approach)
-        if (base?.medianMs === undefined) return failed(item, floor)
-        const ratio = mine.medianMs / base.medianMs
-        const floorRatio =
-          base.ratio === undefined ? "" : ` (${names.floor} is ${base.ratio.toFixed(2)}× ${names.bound})`
-        const limit = typeof max === "number" ? max : max(item.label)
-        return { figure: `${multiple(ratio, limit)} ${names.floor}${floorRatio}`, met: ratio <= limit }
-      })
-    )
-})
+): Target =>
+  medianPerCase(label, cases, approach, (item, mineMs) => {
+    const base = approachIn(item, floor)
+    if (base?.medianMs === undefined) return failed(item, floor)
+    const ratio = mineMs / base.medianMs
+    const floorRatio = base.ratio === undefined ? "" : ` (${names.floor} is ${base.ratio.toFixed(2)}× ${names.bound})`
+    const limit = typeof max === "number" ? max : max(item.label)
+    return { figure: `${multiple(ratio, limit)} ${names.floor}${floorRatio}`, met: ratio <= limit }
+  })
 
 /**
  * `approach`'s median against the fastest of `others` in the same run, at most `max`: the gap to
@@ -217,22 +222,20 @@ export const overFastest = (
   approach: string,
   others: ReadonlyArray<string>,
   max: number
-): Target => ({
-  label,
-  evaluate: (results) =>
-    combine(
-      casesMatching(results, cases).map((item) => {
-        const mine = approachIn(item, approach)
-        if (mine?.medianMs === undefined) return failed(item, approach)
-        let best: ApproachResult | undefined
-        for (const name of others) {
-          const other = approachIn(item, name)
-          if (other?.medianMs !== undefined && (best === undefined || other.medianMs < best.medianMs!)) best = other
-        }
-        if (best === undefined) return undefined
-        const ratio = mine.medianMs / best.medianMs!
-        const bestRatio = best.ratio === undefined ? "" : `, ${best.ratio.toFixed(2)}× the bound`
-        return { figure: `${multiple(ratio, max)} ${best.name} (the fastest${bestRatio})`, met: ratio <= max }
-      })
-    )
-})
+): Target =>
+  medianPerCase(label, cases, approach, (item, mineMs) => {
+    const best = fastest(item, others)
+    if (best?.medianMs === undefined) return undefined
+    const ratio = mineMs / best.medianMs
+    const bestRatio = best.ratio === undefined ? "" : `, ${best.ratio.toFixed(2)}× the bound`
+    return { figure: `${multiple(ratio, max)} ${best.name} (the fastest${bestRatio})`, met: ratio <= max }
+  })
+
+const fastest = (item: CaseResult, names: ReadonlyArray<string>): ApproachResult | undefined => {
+  let best: ApproachResult | undefined
+  for (const name of names) {
+    const other = approachIn(item, name)
+    if (other?.medianMs !== undefined && (best === undefined || other.medianMs < best.medianMs!)) best = other
+  }
+  return best
+}

@@ -1,6 +1,3 @@
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import * as ProcessAgent from "@corral/platform-node/ProcessAgent"
 import type * as ProcessRunner from "@corral/platform-node/ProcessRunner"
 import * as Sandbox from "@corral/platform-node/Sandbox"
@@ -10,6 +7,7 @@ import { perProcessColumns, timedPerProcess } from "../lib/cpu.ts"
 import { core } from "../lib/core.ts"
 import { freshPool } from "../lib/freshPool.ts"
 import { ratioAtMost } from "../lib/targets.ts"
+import { withTempDir } from "../lib/tempDir.ts"
 import type { Approach, CaseResult, Scenario, Target } from "../types.ts"
 import { makePlan } from "../../../../packages/platform-node/src/internal/processPlan.ts"
 
@@ -22,16 +20,17 @@ const agents = (name: string, sandbox: ProcessRunner.ProcessSpec["sandbox"]): Ap
   name,
   run: async (p) => {
     const { Corral } = await core()
-    const cwd = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-"))
-    return timedPerProcess(p.processes, async () => {
-      const list = Array.from({ length: p.processes }, (_, i) =>
-        ProcessAgent.make(`true-${i}`, { command: "true", cwd, ...(sandbox === undefined ? {} : { sandbox }) })
-      )
-      const result = await Effect.runPromise(
-        Corral.run(list, { concurrency: p.concurrency }).pipe(Effect.provide(NodeServices.layer))
-      )
-      if (!result.allSucceeded) throw new Error(`${result.failed.length} process agents failed`)
-    })
+    return withTempDir("corral-bench-sandbox-", (cwd) =>
+      timedPerProcess(p.processes, async () => {
+        const list = Array.from({ length: p.processes }, (_, i) =>
+          ProcessAgent.make(`true-${i}`, { command: "true", cwd, ...(sandbox === undefined ? {} : { sandbox }) })
+        )
+        const result = await Effect.runPromise(
+          Corral.run(list, { concurrency: p.concurrency }).pipe(Effect.provide(NodeServices.layer))
+        )
+        if (!result.allSucceeded) throw new Error(`${result.failed.length} process agents failed`)
+      })
+    )
   }
 })
 
@@ -40,24 +39,28 @@ const agents = (name: string, sandbox: ProcessRunner.ProcessSpec["sandbox"]): Ap
  * runs as process 1), from corral's own process plan: the protocol folder is bound as a private folder,
  * as a run does.
  */
-const sandboxedArgv = (cwd: string): ReadonlyArray<string> => {
-  const privateDir = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-protocol-"))
+const sandboxedArgv = (cwd: string, privateDir: string): ReadonlyArray<string> => {
   const planned = makePlan({ command: "true", cwd, sandbox: true, privateDirs: [privateDir] })
   if (planned._tag === "Invalid") throw new Error(planned.detail)
   return planned.plan.argv
 }
 
-/** A plain spawn pool of `argv` in a fresh Node.js process (`lib/freshPool.ts`). */
-const pool = (name: string, argv: (cwd: string) => ReadonlyArray<string>): Approach<Params> => ({
+/**
+ * A plain spawn pool of `argv` in a fresh Node.js process (`lib/freshPool.ts`); `argv` is given the
+ * pool's working folder and a protocol folder, both removed when the pool ends.
+ */
+const pool = (name: string, argv: (cwd: string, privateDir: string) => ReadonlyArray<string>): Approach<Params> => ({
   name,
-  run: async (p) => {
-    const cwd = mkdtempSync(join(tmpdir(), "corral-bench-sandbox-"))
-    const { ms, ownMs, childrenMs } = await freshPool(p.processes, p.concurrency, argv(cwd), cwd)
-    return {
-      ms,
-      metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
-    }
-  }
+  run: (p) =>
+    withTempDir("corral-bench-sandbox-", (cwd) =>
+      withTempDir("corral-bench-sandbox-protocol-", async (privateDir) => {
+        const { ms, ownMs, childrenMs } = await freshPool(p.processes, p.concurrency, argv(cwd, privateDir), cwd)
+        return {
+          ms,
+          metrics: { cpuMsPerProcess: ownMs / p.processes, treeCpuMsPerProcess: (ownMs + childrenMs) / p.processes }
+        }
+      })
+    )
 })
 
 const NO_SANDBOX = "ProcessAgent, no sandbox"

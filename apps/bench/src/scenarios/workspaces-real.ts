@@ -638,6 +638,7 @@ const corralDirectSpawn = corralWith("corral, no spawn helper", "plan.yaml", { C
 
 const prepare = (base: string, quick: boolean) => {
   const scratch = fs.mkdtempSync(path.join(base, "corral-bench-real-"))
+  process.once("exit", () => fs.rmSync(scratch, { recursive: true, force: true }))
   const source = path.join(scratch, "source")
   generate(source, quick ? 400 : 2000, quick ? 2_000 : 10_000)
   const tools = path.join(scratch, "tools")
@@ -657,7 +658,6 @@ const prepare = (base: string, quick: boolean) => {
   execFileSync("sh", ["-c", checkCommand(tools)], { cwd: reference })
   const expectedTree = treeOf(reference)
   fs.rmSync(reference, { recursive: true, force: true })
-  process.once("exit", () => fs.rmSync(scratch, { recursive: true, force: true }))
   return { source, scratch, expectedTree, shim: makeGitShim(scratch) }
 }
 

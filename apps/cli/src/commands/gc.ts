@@ -42,6 +42,22 @@ const reapCrashed = (repo: string, stateDir: string, dryRun: boolean) => {
 }
 
 /**
+ * When each run the ledger recorded ended, by run id (its last heartbeat while it has no end); none
+ * when the state folder has no ledger or it cannot be read.
+ */
+const endTimes = (stateDir: string) => {
+  const file = NodePath.join(stateDir, "ledger.db")
+  if (!NodeFs.existsSync(file)) return Effect.succeed(new Map<string, number>())
+  return Effect.gen(function* () {
+    const runs = yield* (yield* RunLedger.RunLedger).listRuns()
+    return new Map(runs.map((run) => [run.runId, run.endedAt ?? run.heartbeatAt]))
+  }).pipe(
+    Effect.provide(RunLedger.layerSqlite(file)),
+    Effect.orElseSucceed(() => new Map<string, number>())
+  )
+}
+
+/**
  * `corral gc`: removes what dead runs left behind.
  *
  * @since 0.1.0
@@ -77,7 +93,13 @@ export const gc = Command.make(
       for (const pid of stopped) yield* Console.log(`${stop} process group ${pid} of a crashed run`)
       const workspace = yield* Workspace
       const report = yield* workspace
-        .gc({ repo: paths.repo, stateDir: paths.stateDir, dryRun: flags.dryRun, olderThan })
+        .gc({
+          repo: paths.repo,
+          stateDir: paths.stateDir,
+          dryRun: flags.dryRun,
+          olderThan,
+          endedAt: yield* endTimes(paths.stateDir)
+        })
         .pipe(
           Effect.catchTag("NotAGitRepository", (error) =>
             invalidInput(

@@ -606,7 +606,7 @@ export const execute = (flags: ClusterFlags, requests: StopRequests.StopRequests
     )
     yield* ledger.startRun({
       runId,
-      planFile: plan.file,
+      planFile: NodePath.resolve(plan.file),
       planHash: plan.hash,
       options: {
         cluster: PostgresClient.redact(flags.cluster),

@@ -387,13 +387,23 @@ const collectOverlay = (stateDir: string, collector: Collector, runId: string) =
     if (!collector.dryRun) yield* Effect.promise(() => fs.rmdir(path.dirname(runDir)).catch(() => undefined))
   })
 
-/** From the lease's last heartbeat; without a lease, from the newest of the run's records and worktrees folder. */
-const runAge = (registry: string, stateDir: string, runId: string, lease: LeaseFile | undefined, now: number) =>
+/**
+ * From the lease's last heartbeat; without a lease, from the newest of the run's records, its worktrees
+ * folder and its end in `endedAt`.
+ */
+const runAge = (
+  registry: string,
+  stateDir: string,
+  runId: string,
+  lease: LeaseFile | undefined,
+  endedAt: number | undefined,
+  now: number
+) =>
   lease !== undefined
     ? Effect.succeed(now - lease.heartbeatAt)
     : Effect.map(
         Effect.forEach([recordsPath(registry, runId), path.join(stateDir, "worktrees", runId)], modifiedAt),
-        (times) => now - Math.max(...times)
+        (times) => now - Math.max(...times, endedAt ?? Number.NEGATIVE_INFINITY)
       )
 
 const modifiedAt = (file: string) =>
@@ -417,7 +427,8 @@ const deadRuns = (
   minAge: number,
   registry: string,
   stateDir: string,
-  candidates: ReadonlySet<string>
+  candidates: ReadonlySet<string>,
+  endedAt: ReadonlyMap<string, number>
 ) =>
   Effect.gen(function* () {
     const leases = yield* readLeases(registry)
@@ -426,7 +437,7 @@ const deadRuns = (
     for (const runId of new Set([...candidates, ...leases.keys()])) {
       const lease = leases.get(runId)
       if (isLeaseAlive(lease, now, config.staleAfter)) continue
-      const age = yield* runAge(registry, stateDir, runId, lease, now)
+      const age = yield* runAge(registry, stateDir, runId, lease, endedAt.get(runId), now)
       if (age >= minAge) dead.add(runId)
     }
     return { dead, leases }
@@ -463,7 +474,14 @@ export const collectGarbage = (
       ...(yield* listDir(path.join(stateDir, "overlay"))).map((entry) => entry.name)
     ]
     const candidates = new Set([...records.map((r) => r.runId), ...dirs])
-    const { dead, leases } = yield* deadRuns(config, minAge, registry, stateDir, candidates)
+    const { dead, leases } = yield* deadRuns(
+      config,
+      minAge,
+      registry,
+      stateDir,
+      candidates,
+      options.endedAt ?? new Map()
+    )
     const runOfWorktree = (entry: WorktreeEntry) => runOfPath.get(entry.path) ?? path.basename(path.dirname(entry.path))
     const disposable = new Set(records.filter((r) => r.disposable).map((r) => r.runId))
     for (const entry of worktrees.filter((entry) => dead.has(runOfWorktree(entry)))) {
