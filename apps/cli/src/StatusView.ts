@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import type { AgentRecord, RunRecord } from "@corral/platform-node/RunRecord"
+import * as ReportFormat from "./internal/reportFormat.ts"
 import * as OutcomeText from "./OutcomeText.ts"
 import * as RunnerNames from "./RunnerNames.ts"
 import * as TerminalText from "./TerminalText.ts"
@@ -22,10 +23,13 @@ const attemptText = (agent: AgentRecord): string =>
  */
 export const agentState = (run: RunRecord, agent: AgentRecord, now: number): string => {
   if (agent.outcome !== null) {
+    const crashed = agent.outcome === "Interrupted" && agent.detail === "crashed"
     const took =
       agent.startedAt === null || agent.endedAt === null
         ? ""
-        : ` in ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
+        : crashed
+          ? ` after at least ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
+          : ` in ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
     const detail = agent.detail.length > 0 ? ` — ${agent.detail}` : ""
     return `${OutcomeText.word(agent.outcome)}${took}${attemptText(agent)}${detail}`
   }
@@ -62,7 +66,10 @@ export const leftRunningLine = (left: NonNullable<RunRecord["leftRunning"]>): st
  * @category rendering
  */
 export const render = (run: RunRecord, now: number): string => {
-  const took = OutcomeText.seconds((run.endedAt ?? now) - run.startedAt)
+  const took =
+    run.status === "crashed"
+      ? `ran at least ${OutcomeText.seconds(ReportFormat.runEnd(run) - run.startedAt)} (its last sign of life)`
+      : OutcomeText.seconds((run.endedAt ?? now) - run.startedAt)
   const stopped = run.stopReason === undefined ? "" : ` (${run.stopReason})`
   const lines = [
     `run ${run.runId}: ${run.status}${stopped}, plan ${run.planFile}, started ${time(run.startedAt)}, ${took}`
