@@ -143,6 +143,38 @@ describe("corral run (end to end)", () => {
     expect(branches(repo)).toContain(`corral/${runId}/flaky`)
   })
 
+  it("status and logs name each attempt's folder and log; each attempt's log is kept", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; echo good > out.txt; else touch ${tried}; echo first try; echo partial > out.txt; exit 1; fi\n`
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    const worktrees = NodePath.join(repo, ".corral", "worktrees", runId)
+    const logs = NodePath.join(repo, ".corral", "runs", runId, "logs")
+    const status = await runCli(["status"], { cwd: repo })
+    expect(status.code, status.stderr).toBe(0)
+    expect(status.stdout).toContain(
+      `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky.attempt-1.log")}`
+    )
+    expect(status.stdout).toContain(
+      `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")}, log ${NodePath.join(logs, "flaky.log")}`
+    )
+    expect(NodeFs.readFileSync(NodePath.join(logs, "flaky.attempt-1.log"), "utf8")).toContain("[out] first try")
+    const shown = await runCli(["logs", "flaky"], { cwd: repo })
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toContain("[out] second try")
+    expect(shown.stdout).not.toContain("[out] first try")
+    expect(shown.stderr).toContain("agent flaky: the output of attempt 2; each attempt's folder and log:")
+    expect(shown.stderr).toContain(`attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log`)
+  })
+
   it("a retry's folder is not another agent's: beside an agent whose id is <agent>-attempt-2, the retry takes flaky-attempt-2.2", async () => {
     const repo = makeRepo()
     const tried = NodePath.join(tempDir("marker-"), "tried")

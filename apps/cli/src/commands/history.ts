@@ -196,9 +196,17 @@ export const status = Command.make(
   "status",
   { ...location, runId: Argument.String("run-id").pipe(Argument.optional) },
   (flags) =>
-    withLedger(flags, ({ ledger, liveness }) =>
+    withLedger(flags, ({ ledger, liveness, output }, stateDir) =>
       Effect.flatMap(findRun(ledger, flags.runId), (run) =>
-        Effect.flatMap(withLiveness(liveness, run), (shown) => print(StatusView.render(shown, Date.now())))
+        Effect.flatMap(withLiveness(liveness, run), (shown) =>
+          print(
+            StatusView.render(
+              shown,
+              Date.now(),
+              output === undefined ? NodePath.join(stateDir, "runs", run.runId, "logs") : undefined
+            )
+          )
+        )
       )
     )
 ).pipe(
@@ -389,6 +397,14 @@ export const logs = Command.make(
                 : `agent ${agentId} of run ${run.runId} has no output: the run ${run.status === "crashed" ? `crashed (${run.stopReason})` : `ended ${run.status}`} before it started`
           )
         }
+        const attempts = StatusView.attemptLines(agent, NodePath.dirname(file))
+        if (attempts.length > 0)
+          yield* Effect.sync(() =>
+            OutputGuard.write(
+              process.stderr,
+              `agent ${agent.agentId}: the output of attempt ${agent.attempts}; each attempt's folder and log:\n${attempts.map((line) => `  ${line}\n`).join("")}`
+            )
+          )
         const offset = copyFrom(file, 0)
         if (flags.follow) yield* followUntilDone(ledger, liveness, run.runId, agent.agentId, file, offset)
       })
