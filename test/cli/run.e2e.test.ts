@@ -143,6 +143,38 @@ describe("corral run (end to end)", () => {
     expect(branches(repo)).toContain(`corral/${runId}/flaky`)
   })
 
+  it("status and logs name each attempt's folder and log; each attempt's log is kept", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; echo good > out.txt; else touch ${tried}; echo first try; echo partial > out.txt; exit 1; fi\n`
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    const worktrees = NodePath.join(repo, ".corral", "worktrees", runId)
+    const logs = NodePath.join(repo, ".corral", "runs", runId, "logs")
+    const status = await runCli(["status"], { cwd: repo })
+    expect(status.code, status.stderr).toBe(0)
+    expect(status.stdout).toContain(
+      `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky.attempt-1.log")}`
+    )
+    expect(status.stdout).toContain(
+      `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")}, log ${NodePath.join(logs, "flaky.log")}`
+    )
+    expect(NodeFs.readFileSync(NodePath.join(logs, "flaky.attempt-1.log"), "utf8")).toContain("[out] first try")
+    const shown = await runCli(["logs", "flaky"], { cwd: repo })
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toContain("[out] second try")
+    expect(shown.stdout).not.toContain("[out] first try")
+    expect(shown.stderr).toContain("agent flaky: the output of attempt 2; each attempt's folder and log:")
+    expect(shown.stderr).toContain(`attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log`)
+  })
+
   it("a retry's folder is not another agent's: beside an agent whose id is <agent>-attempt-2, the retry takes flaky-attempt-2.2", async () => {
     const repo = makeRepo()
     const tried = NodePath.join(tempDir("marker-"), "tried")
@@ -183,6 +215,38 @@ describe("corral run (end to end)", () => {
     expect(branches(repo)).toEqual(["main"])
     expect(NodeFs.existsSync(worktrees)).toBe(false)
   })
+
+  it("a 60-character id's tenth attempt after kept ones takes a valid folder and branch of 64 characters", async () => {
+    const repo = makeRepo()
+    const id = `a${"b".repeat(58)}c`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: ${id}\n    retries: 9\n    run: echo partial > out.txt; exit 1\n`)
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stdout).toContain("attempt 10")
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    const worktrees = NodePath.join(repo, ".corral", "worktrees", runId)
+    const names = [
+      id,
+      ...Array.from({ length: 8 }, (_, i) => `${id.slice(0, 54)}-attempt-${i + 2}`),
+      `${id.slice(0, 53)}-attempt-10`
+    ]
+    expect(names.map((name) => name.length)).toEqual([60, ...Array(9).fill(64)])
+    expect(NodeFs.readdirSync(worktrees).sort()).toEqual([...names].sort())
+    for (const name of names) {
+      expect(NodeFs.readFileSync(NodePath.join(worktrees, name, "out.txt"), "utf8")).toBe("partial\n")
+      expect(git(repo, "check-ref-format", "--branch", `corral/${runId}/${name}`).trim()).toBe(
+        `corral/${runId}/${name}`
+      )
+    }
+    expect(branches(repo).sort()).toEqual(["main", ...names.map((name) => `corral/${runId}/${name}`)].sort())
+    const discarded = await runCli(["discard", runId, "--yes"], { cwd: repo })
+    expect(discarded.code, discarded.stdout + discarded.stderr).toBe(0)
+    expect(branches(repo)).toEqual(["main"])
+  }, 120_000)
 
   it("exits 2 for a missing plan file and for a folder that is not a git repository", async () => {
     const repo = makeRepo()

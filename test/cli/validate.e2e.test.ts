@@ -48,6 +48,40 @@ agents:
     expect(result.stdout).toContain(`${plan}: valid — 1 agent, concurrency`)
   })
 
+  it("a folder named like a resource is a path written ./a:b/, serializing the agents under it; a:b/ exits 2", async () => {
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: folder
+    run: echo folder
+    claims: { write: ["./a:b/"] }
+  - id: file
+    run: echo file
+    claims: { write: ["./a:b/c.txt"] }
+  - id: other
+    run: echo other
+    claims: { write: ["./a:bc/"] }
+`
+    )
+    const result = await runCli(["validate", plan], { cwd: root })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain("serialized by claims: folder and file (a:b/c.txt)")
+    expect(result.stdout).toContain("order: folder, file, other")
+    expect(result.stdout).not.toMatch(/serialized by claims: .*other/)
+    const ambiguous = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      'agents:\n  - id: folder\n    run: echo folder\n    claims: { write: ["a:b/"] }\n'
+    )
+    const refused = await runCli(["validate", ambiguous], { cwd: root })
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain(
+      `agents[0].claims.write[0]: expected a relative path or a named resource like "db:users", got "a:b/"; it is ambiguous`
+    )
+    expect(refused.stderr).toContain('write "./a:b/" for the path')
+  })
+
   it("exits 2 and names the file and the cycle for an invalid plan", async () => {
     const plan = writePlan(
       tempDir("plan-"),

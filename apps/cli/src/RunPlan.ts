@@ -32,6 +32,7 @@ import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as NodePath from "node:path"
 import * as AgentDatabase from "./AgentDatabase.ts"
 import * as AgentIsolation from "./AgentIsolation.ts"
+import * as AttemptLogs from "./AttemptLogs.ts"
 import * as CachedWork from "./CachedWork.ts"
 import * as KillPoint from "./internal/killPoint.ts"
 import * as Orphans from "./Orphans.ts"
@@ -579,8 +580,10 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
     const { options } = ctx
     const base = ctx.integration === undefined ? undefined : yield* ctx.integration.head()
     const me = yield* Agent.current
-    const postgres = postgresOf(agent, options.runId, me?.attempt ?? 1)
-    const folder = workspaceFolder(ctx, agent.id, me?.attempt ?? 1)
+    const attempt = me?.attempt ?? 1
+    if (attempt > 1) AttemptLogs.keep(ctx.logDir, agent.id, attempt - 1)
+    const postgres = postgresOf(agent, options.runId, attempt)
+    const folder = workspaceFolder(ctx, agent.id, attempt)
     const handle = yield* ctx.workspace
       .acquire({
         repo: options.repo,
@@ -603,12 +606,16 @@ const runAgent = (ctx: Context, agent: PlanAgent, deps: Readonly<Record<string, 
           )
       })
       .pipe(timed(ctx, agent.id, "setUpMs"))
+    yield* recordEvent(ctx, { _tag: attemptWorkspaceTag, at: Date.now(), agentId: agent.id, attempt, dir: handle.dir })
     yield* closePoolOnceSettled(ctx, agent.id)
     if (postgres !== undefined) yield* AgentDatabase.create(postgres.url, postgres.schema)
     return yield* inWorkspace(ctx, agent, handle, me, postgres, deps, started).pipe(
       Effect.ensuring(Effect.sync(() => ctx.committed.delete(handle)))
     )
   })
+
+/** The ledger event that records an attempt's workspace folder (`RunRecord.AgentRecord.workspaces`). */
+const attemptWorkspaceTag = "AttemptWorkspace"
 
 /**
  * The folder and branch name of an attempt's workspace: the agent's id, until an attempt's workspace
@@ -797,7 +804,7 @@ export const limitsOf = (agent: PlanAgent): ProcessRunner.ProcessLimits => ({
  * Records `event` in the run's ledger. A failure does not stop the run; the first one is told once,
  * as a `Notice`: the agents go on, and the ledger misses what follows.
  */
-const recordEvent = (ctx: Context, event: RunEvent) => {
+const recordEvent = (ctx: Context, event: RunEvent | RunLedger.OtherEvent) => {
   const ledger = ctx.options.ledger
   if (ledger === undefined) return Effect.void
   return ledger.record(ctx.options.runId, event as RunLedger.LedgerEvent).pipe(

@@ -5,6 +5,8 @@
  * @since 0.1.0
  */
 import type { AgentRecord, RunRecord } from "@corral/platform-node/RunRecord"
+import * as AttemptLogs from "./AttemptLogs.ts"
+import * as ReportFormat from "./internal/reportFormat.ts"
 import * as OutcomeText from "./OutcomeText.ts"
 import * as RunnerNames from "./RunnerNames.ts"
 import * as TerminalText from "./TerminalText.ts"
@@ -22,10 +24,13 @@ const attemptText = (agent: AgentRecord): string =>
  */
 export const agentState = (run: RunRecord, agent: AgentRecord, now: number): string => {
   if (agent.outcome !== null) {
+    const crashed = agent.outcome === "Interrupted" && agent.detail === "crashed"
     const took =
       agent.startedAt === null || agent.endedAt === null
         ? ""
-        : ` in ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
+        : crashed
+          ? ` after at least ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
+          : ` in ${OutcomeText.seconds(agent.endedAt - agent.startedAt)}`
     const detail = agent.detail.length > 0 ? ` — ${agent.detail}` : ""
     return `${OutcomeText.word(agent.outcome)}${took}${attemptText(agent)}${detail}`
   }
@@ -46,6 +51,20 @@ export const agentState = (run: RunRecord, agent: AgentRecord, now: number): str
 }
 
 /**
+ * Of an agent that ran more than one attempt, each attempt's folder and log:
+ * `attempt 1: folder …/worktrees/<run>/x, log …/logs/x.attempt-1.log`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const attemptLines = (agent: AgentRecord, logDir: string | undefined): ReadonlyArray<string> => {
+  if (agent.workspaces === undefined || agent.attempts < 2) return []
+  return AttemptLogs.ofAgent(logDir ?? "", agent.agentId, agent.attempts, agent.workspaces).map(
+    ({ attempt, dir, log }) => `attempt ${attempt}: folder ${dir}${logDir === undefined ? "" : `, log ${log}`}`
+  )
+}
+
+/**
  * The agents a cluster run's coordinator left running when it ended, by runner:
  * `left running when the run ended: s1, s2 on runner 10.0.0.5:4001`.
  *
@@ -61,8 +80,11 @@ export const leftRunningLine = (left: NonNullable<RunRecord["leftRunning"]>): st
  * @since 0.1.0
  * @category rendering
  */
-export const render = (run: RunRecord, now: number): string => {
-  const took = OutcomeText.seconds((run.endedAt ?? now) - run.startedAt)
+export const render = (run: RunRecord, now: number, logDir?: string): string => {
+  const took =
+    run.status === "crashed"
+      ? `ran at least ${OutcomeText.seconds(ReportFormat.runEnd(run) - run.startedAt)} (its last sign of life)`
+      : OutcomeText.seconds((run.endedAt ?? now) - run.startedAt)
   const stopped = run.stopReason === undefined ? "" : ` (${run.stopReason})`
   const lines = [
     `run ${run.runId}: ${run.status}${stopped}, plan ${run.planFile}, started ${time(run.startedAt)}, ${took}`
@@ -73,6 +95,7 @@ export const render = (run: RunRecord, now: number): string => {
     lines.push(`  ${TerminalText.pad(agent.agentId, idWidth)}  ${agentState(run, agent, now)}`)
     const result = (agent.value as { readonly process?: { readonly result?: unknown } } | undefined)?.process?.result
     if (result !== undefined) lines.push(`  ${" ".repeat(idWidth)}  result: ${JSON.stringify(result)}`)
+    for (const line of attemptLines(agent, logDir)) lines.push(`  ${" ".repeat(idWidth)}  ${line}`)
   }
   return lines.join("\n")
 }

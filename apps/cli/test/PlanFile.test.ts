@@ -3,7 +3,8 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem } from "effect"
+import { Claims } from "@corral/core"
+import { Effect, FileSystem, Result } from "effect"
 import * as PlanFile from "../src/PlanFile.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -238,6 +239,30 @@ describe("PlanFile errors", () => {
           agentsYaml('id: a\n    run: echo\n    claims: { write: ["db:users*", "app/[slug]/page.tsx"] }')
         )
         assert.deepStrictEqual(plan.agents[0]!.claims.write, ["db:users*", "app/[slug]/page.tsx"])
+      })
+  )
+
+  it.effect(
+    "a claim that reads as a named resource and holds / or \\ is an error naming both spellings; ./ makes it a path",
+    () =>
+      Effect.gen(function* () {
+        const error = yield* failure(
+          decodeYaml(agentsYaml('id: a\n    run: echo\n    claims: { write: ["a:b/"], read: ["db:users/orders"] }'))
+        )
+        assert.strictEqual(
+          issueAt(error, "agents[0].claims.write[0]").message,
+          'expected a relative path or a named resource like "db:users", got "a:b/"; it is ambiguous: a named resource holds no "/" or "\\" in a plan file, so write "./a:b/" for the path, or a resource name without them'
+        )
+        assert.include(issueAt(error, "agents[0].claims.read[0]").message, 'write "./db:users/orders" for the path')
+        const plan = yield* decodeYaml(
+          agentsYaml(
+            'id: a\n    run: echo\n    claims: { write: ["./a:b/", "db:users"], read: ["./db:x//y.ts", "src/a:b"] }'
+          )
+        )
+        assert.deepStrictEqual(plan.agents[0]!.claims.write, ["./a:b/", "db:users"])
+        assert.deepStrictEqual(plan.agents[0]!.claims.read, ["./db:x/y.ts", "src/a:b"])
+        const folder = Result.getOrThrow(Claims.normalizeKey(plan.agents[0]!.claims.write[0]!))
+        assert.deepStrictEqual(folder.segments, ["a:b"], "the library reads the plan's key as the folder a:b")
       })
   )
 

@@ -49,6 +49,11 @@ export interface AgentRecord {
   readonly logPath: string | null
   /** The value of a successful agent as recorded in the ledger (for `corral run`: its `AgentResult`). */
   readonly value?: unknown
+  /**
+   * The workspace folder of each attempt that got one, in order, as recorded by `AttemptWorkspace`
+   * events (`{ agentId, attempt, dir }`); absent when none were recorded.
+   */
+  readonly workspaces?: ReadonlyArray<{ readonly attempt: number; readonly dir: string }> | undefined
   /** Failed attempts (retries) with their time and message. */
   readonly failures: ReadonlyArray<{ readonly at: number; readonly attempt: number; readonly message: string }>
   readonly spans: ReadonlyArray<Span>

@@ -5,7 +5,7 @@ import { ConfigProvider, Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { collectUsage, streamed } from "./fixtures/models.ts"
-import { stallingServer } from "./fixtures/stallingServer.ts"
+import { keepAliveServer, stallingServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
   Anthropic.layer({
@@ -177,6 +177,31 @@ describe("Anthropic", () => {
   )
 
   it.live(
+    "keep-alive comments alone do not hold a stream open past idleTimeout",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* keepAliveServer("", 40)
+        const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.flip,
+          Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "300 millis" })),
+          Effect.timeoutOrElse({
+            duration: "10 seconds",
+            orElse: () => Effect.die(`the stream was still open after 10 s and ${server.pings()} pings`)
+          })
+        )
+        assert.strictEqual(error.reason._tag, "NetworkError")
+        assert.include(
+          error.message,
+          `claude-test at ${server.url}/v1/messages sent no event for 300 ms (idleTimeout; SSE comments do not count)`
+        )
+        assert.isAtLeast(server.pings(), 3)
+        yield* server.closed
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
     "a stream that stalls after its headers or after a ping fails past idleTimeout, its request aborted",
     () =>
       Effect.gen(function* () {
@@ -191,7 +216,7 @@ describe("Anthropic", () => {
           assert.isTrue(error.reason.isRetryable)
           assert.include(
             error.message,
-            `claude-test at ${server.url}/v1/messages sent no bytes of its event stream for 200 ms (idleTimeout)`
+            `claude-test at ${server.url}/v1/messages sent no event for 200 ms (idleTimeout; SSE comments do not count)`
           )
           yield* server.closed
         }

@@ -7,7 +7,7 @@ import { FetchHttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
 import { listening } from "./fixtures/httpServer.ts"
 import { collectUsage, streamed } from "./fixtures/models.ts"
-import { stallingServer, steppedServer } from "./fixtures/stallingServer.ts"
+import { keepAliveServer, stallingServer, steppedServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
   OpenAiCompat.layer({
@@ -339,8 +339,38 @@ describe("OpenAiCompat", () => {
           assert.isTrue(error.reason.isRetryable)
           assert.include(
             error.message,
-            `test-model at ${server.url}/v1/chat/completions sent no bytes of its event stream for 200 ms (idleTimeout)`
+            `test-model at ${server.url}/v1/chat/completions sent no event for 200 ms (idleTimeout; SSE comments do not count)`
           )
+          yield* server.closed
+        }
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "keep-alive comments alone do not hold a stream open past idleTimeout, before or after its first event",
+    () =>
+      Effect.gen(function* () {
+        for (const first of ["", deltaEvent("par")]) {
+          const server = yield* keepAliveServer(first, 40)
+          const seen: Array<string> = []
+          const error = yield* LanguageModel.streamText({ prompt: "x" }).pipe(
+            Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && seen.push(part.delta))),
+            Effect.flip,
+            Effect.provide(model(`${server.url}/v1`, { timeout: "1 minute", idleTimeout: "300 millis" })),
+            Effect.timeoutOrElse({
+              duration: "10 seconds",
+              orElse: () => Effect.die(`the stream was still open after 10 s and ${server.pings()} pings`)
+            })
+          )
+          assert.deepStrictEqual(seen, first === "" ? [] : ["par"])
+          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert.isTrue(error.reason.isRetryable)
+          assert.include(
+            error.message,
+            `test-model at ${server.url}/v1/chat/completions sent no event for 300 ms (idleTimeout; SSE comments do not count)`
+          )
+          assert.isAtLeast(server.pings(), 3)
           yield* server.closed
         }
       }).pipe(Effect.scoped),
@@ -358,7 +388,7 @@ describe("OpenAiCompat", () => {
           Effect.provide(model(`${server.url}/v1`, { timeout: "300 millis" }))
         )
         assert.strictEqual(error.reason._tag, "NetworkError")
-        assert.include(error.message, "sent no bytes of its event stream for 300 ms (idleTimeout)")
+        assert.include(error.message, "sent no event for 300 ms (idleTimeout; SSE comments do not count)")
       }).pipe(Effect.scoped),
     20_000
   )
@@ -434,7 +464,7 @@ describe("OpenAiCompat", () => {
           yield* Fiber.interrupt(stream)
         } else {
           assert.isDefined(exit)
-          assert.include(String(exit), "sent no bytes of its event stream for 200 ms (idleTimeout)")
+          assert.include(String(exit), "sent no event for 200 ms (idleTimeout; SSE comments do not count)")
         }
         yield* server.closed
       }

@@ -127,6 +127,13 @@ describe("RunLedger crash consistency", () => {
               assert.include(["succeeded", "failed", "crashed"], summary.status)
               const run = Option.getOrThrow(yield* ledger.getRun(summary.runId))
               assert.isTrue(run.agents.every((agent) => agent.outcome !== null))
+              if (run.status === "crashed")
+                for (const agent of run.agents)
+                  assert.isAtLeast(
+                    run.endedAt!,
+                    Math.max(agent.queuedAt ?? 0, agent.startedAt ?? 0),
+                    `a crashed run ends at its last sign of life, not before ${agent.agentId} started`
+                  )
             }
           }).pipe(Effect.provide(RunLedger.layerSqlite(filename), { local: true }))
         }),

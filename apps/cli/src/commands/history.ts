@@ -150,6 +150,15 @@ const duration = (from: number | null, to: number | null) =>
   from === null || to === null ? "-" : `${((to - from) / 1000).toFixed(1)}s`
 
 /**
+ * A run's duration for `corral runs`; a crashed run's is `≥` its last sign of life (the ledger's
+ * last heartbeat, every 5 s, or the end it recorded when marked crashed): it ran at least that long.
+ */
+const runDuration = (run: RunLedger.RunSummary, status: RunLedger.RunSummary["status"]) =>
+  status === "crashed"
+    ? `≥${duration(run.startedAt, run.endedAt ?? Math.max(run.heartbeatAt, run.startedAt))}`
+    : duration(run.startedAt, run.endedAt)
+
+/**
  * `corral runs`.
  *
  * @since 0.1.0
@@ -160,8 +169,9 @@ export const runs = Command.make("runs", location, (flags) =>
       const all = yield* ledger.listRuns()
       const alive = yield* liveness.alive(all.filter((run) => run.status === "running"))
       for (const run of all) {
+        const status = RunLiveness.statusOf(run, alive)
         yield* print(
-          `${run.runId}  ${RunLiveness.statusOf(run, alive).padEnd(11)} ${time(run.startedAt)}  ${duration(run.startedAt, run.endedAt).padStart(7)}  ${run.succeeded}/${run.total} succeeded  ${run.planFile}`
+          `${run.runId}  ${status.padEnd(11)} ${time(run.startedAt)}  ${runDuration(run, status).padStart(7)}  ${run.succeeded}/${run.total} succeeded  ${run.planFile}`
         )
       }
     })
@@ -169,7 +179,10 @@ export const runs = Command.make("runs", location, (flags) =>
 ).pipe(
   Command.withDescription("List recorded runs, newest first"),
   Command.withExamples([
-    { command: "corral runs", description: "the runs of this repository: id, status, start, duration, outcomes, plan" },
+    {
+      command: "corral runs",
+      description: "the runs of this repository: id, status, start, duration (≥ for a crashed run), outcomes, plan"
+    },
     { command: "corral runs --cluster postgres://corral@db:5432/corral", description: "the runs of a cluster" }
   ])
 )
@@ -183,9 +196,17 @@ export const status = Command.make(
   "status",
   { ...location, runId: Argument.String("run-id").pipe(Argument.optional) },
   (flags) =>
-    withLedger(flags, ({ ledger, liveness }) =>
+    withLedger(flags, ({ ledger, liveness, output }, stateDir) =>
       Effect.flatMap(findRun(ledger, flags.runId), (run) =>
-        Effect.flatMap(withLiveness(liveness, run), (shown) => print(StatusView.render(shown, Date.now())))
+        Effect.flatMap(withLiveness(liveness, run), (shown) =>
+          print(
+            StatusView.render(
+              shown,
+              Date.now(),
+              output === undefined ? NodePath.join(stateDir, "runs", run.runId, "logs") : undefined
+            )
+          )
+        )
       )
     )
 ).pipe(
@@ -376,6 +397,14 @@ export const logs = Command.make(
                 : `agent ${agentId} of run ${run.runId} has no output: the run ${run.status === "crashed" ? `crashed (${run.stopReason})` : `ended ${run.status}`} before it started`
           )
         }
+        const attempts = StatusView.attemptLines(agent, NodePath.dirname(file))
+        if (attempts.length > 0)
+          yield* Effect.sync(() =>
+            OutputGuard.write(
+              process.stderr,
+              `agent ${agent.agentId}: the output of attempt ${agent.attempts}; each attempt's folder and log:\n${attempts.map((line) => `  ${line}\n`).join("")}`
+            )
+          )
         const offset = copyFrom(file, 0)
         if (flags.follow) yield* followUntilDone(ledger, liveness, run.runId, agent.agentId, file, offset)
       })

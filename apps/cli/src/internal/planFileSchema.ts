@@ -94,6 +94,20 @@ const patternReason = (raw: string, key: string, segments: ReadonlyArray<string>
   return `a claim is a path, not a pattern: "*" and "?" are taken literally, so it would not cover the files the pattern matches; ${instead}`
 }
 
+/**
+ * Why a claim that reads as a named resource (`a:b/`, `db:users/orders`) is refused: a user may mean
+ * the folder or file, which the library would take as a resource; `./a:b/` is the path.
+ */
+const ambiguityReason = (raw: string): string | undefined => {
+  const trimmed = raw.trim()
+  if (!namedResource.test(trimmed) || !/[\\/]/.test(trimmed)) return undefined
+  return `it is ambiguous: a named resource holds no "/" or "\\" in a plan file, so write ${JSON.stringify(`./${trimmed}`)} for the path, or a resource name without them`
+}
+
+/** The key a path claim keeps: `./` before one that would read as a named resource (`./a:b/`), so it stays a path. */
+const pathKey = (raw: string, key: string): string =>
+  !namedResource.test(raw.trim()) && namedResource.test(key) ? `./${key}` : key
+
 const claimIssue = (raw: string, reason: string, options: SchemaAST.ParseOptions) =>
   new SchemaIssue.InvalidValue(
     { message: `expected a relative path or a named resource like "db:users", got ${JSON.stringify(raw)}; ${reason}` },
@@ -102,8 +116,10 @@ const claimIssue = (raw: string, reason: string, options: SchemaAST.ParseOptions
   )
 
 /**
- * A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`). A path holding `*`
- * or `?` is refused: a claim would take it literally.
+ * A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`; a path whose
+ * normalized form would read as a named resource keeps `./`: `./a:b//` becomes `./a:b/`). A path
+ * holding `*` or `?` is refused: a claim would take it literally. A claim that reads as a named
+ * resource (`name:…`) and holds `/` or `\` is refused as ambiguous.
  */
 export const ClaimKey = Schema.String.pipe(
   Schema.decodeTo(
@@ -112,8 +128,10 @@ export const ClaimKey = Schema.String.pipe(
       decode: (raw: string, options) =>
         Result.match(Claims.normalizeKey(raw), {
           onSuccess: ({ key, segments }) => {
-            const reason = patternReason(raw, key, segments)
-            return reason === undefined ? Effect.succeed(key) : Effect.fail(claimIssue(raw, reason, options))
+            const reason = ambiguityReason(raw) ?? patternReason(raw, key, segments)
+            return reason === undefined
+              ? Effect.succeed(pathKey(raw, key))
+              : Effect.fail(claimIssue(raw, reason, options))
           },
           onFailure: (error) => Effect.fail(claimIssue(raw, error.reason, options))
         }),

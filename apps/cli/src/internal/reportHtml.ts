@@ -22,7 +22,10 @@ const chip = (outcome: string, count: number): string =>
   `<span class="chip"><span class="swatch ${outcomeClass(outcome)}"></span>${count} ${escapeHtml(outcome)}</span>`
 
 const header = (run: RunRecord): string => {
-  const wall = formatMs(runEnd(run) - run.startedAt) + (run.endedAt === null ? " (so far)" : "")
+  const wall =
+    run.status === "crashed"
+      ? `at least ${formatMs(runEnd(run) - run.startedAt)} (crashed; its last sign of life)`
+      : formatMs(runEnd(run) - run.startedAt) + (run.endedAt === null ? " (so far)" : "")
   const meta = [
     field("plan", `<span class="mono">${escapeHtml(run.planFile)}</span>`),
     field("status", `<span class="status status-${escapeHtml(run.status)}">${escapeHtml(run.status)}</span>`),

@@ -83,6 +83,7 @@ export const traceOf = (run: RunRecord): TraceFile => ({
     hostname: run.hostname,
     startedAt: new Date(run.startedAt).toISOString(),
     wallMs: runEnd(run) - run.startedAt,
+    wallMsIs: run.status === "crashed" ? "at least" : run.endedAt === null ? "so far" : "exact",
     criticalPath: run.criticalPath.join(" → ")
   }
 })

@@ -62,8 +62,9 @@ export interface CommonOptions {
   /** Deadline for the response (for streams: for the response headers). Default 60 seconds. */
   readonly timeout?: Duration.Input | undefined
   /**
-   * For streams: the longest wait for the next bytes of the body, from the headers on and between
-   * chunks (SSE comments and pings count). Default: `timeout`.
+   * For streams: the longest wait for the next SSE event, from the headers on and between events
+   * (SSE comments such as `: ping` do not count; a provider's own ping events, e.g. Anthropic's
+   * `event: ping`, do). Default: `timeout`.
    */
   readonly idleTimeout?: Duration.Input | undefined
   /** Wait assumed after a 429/529 without `Retry-After`. Default 1 second. */
@@ -436,40 +437,37 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
 }
 
 /**
- * The body bytes of a streaming response. A pull that gets no bytes within the target's
- * `idleTimeoutMs` (the wait for the first bytes after the headers, then between chunks; not the
+ * `events` with a deadline on each pull: a pull that gets no SSE event within the target's
+ * `idleTimeoutMs` (the wait for the first event after the headers, then between events; not the
  * time the consumer takes between pulls) is interrupted and fails the stream with a retryable
  * `NetworkError` naming the model and endpoint; the response's body is then released, which aborts
- * the request. Each pull runs in a fiber of its own under the provider's `idleDeadlines` (one
- * timer per provider); `Stream.timeoutOrElse` (a merge with a watcher fiber per stream) cost about
- * 1 ms more CPU per 100-chunk stream. An infinite `idleTimeoutMs` leaves the stream as it is.
+ * the request. SSE comments (`: ping`) yield no event, so a server that sends only them does not
+ * hold the stream open. Each pull runs in a fiber of its own under the provider's `idleDeadlines`
+ * (one timer per provider); `Stream.timeoutOrElse` (a merge with a watcher fiber per stream) cost
+ * about 1 ms more CPU per 100-chunk stream. An infinite `idleTimeoutMs` leaves the stream as it is.
  */
-const streamBytes = (
+const withIdleDeadline = <A>(
   target: Target,
   request: HttpClientRequest.HttpClientRequest,
-  response: HttpClientResponse.HttpClientResponse
-): Stream.Stream<Uint8Array, AiError.AiError> =>
-  response.stream.pipe(
-    Stream.mapError((error) => transport(target, request, `the event stream was cut: ${error.message}`)),
-    (bytes) =>
-      target.idleTimeoutMs === Number.POSITIVE_INFINITY
-        ? bytes
-        : Stream.transformPull(bytes, (pull) =>
-            Effect.succeed(
-              target.idleDeadlines.within(pull, () =>
-                transport(
-                  target,
-                  request,
-                  `${target.model} at ${request.url} sent no bytes of its event stream for ${target.idleTimeoutMs} ms (idleTimeout)`
-                )
-              )
+  events: Stream.Stream<A, AiError.AiError>
+): Stream.Stream<A, AiError.AiError> =>
+  target.idleTimeoutMs === Number.POSITIVE_INFINITY
+    ? events
+    : Stream.transformPull(events, (pull) =>
+        Effect.succeed(
+          target.idleDeadlines.within(pull, () =>
+            transport(
+              target,
+              request,
+              `${target.model} at ${request.url} sent no event for ${target.idleTimeoutMs} ms (idleTimeout; SSE comments do not count)`
             )
           )
-  )
+        )
+      )
 
 /**
  * The SSE events of a streaming response. A body that ends before `isLast` saw its terminal event
- * fails with a retryable `NetworkError` saying the stream was cut; one that stalls, see `streamBytes`.
+ * fails with a retryable `NetworkError` saying the stream was cut; one that stalls, see `withIdleDeadline`.
  */
 export const events = (
   target: Target,
@@ -478,7 +476,8 @@ export const events = (
   terminal: string
 ): Stream.Stream<Sse.Event, AiError.AiError> => {
   let ended = false
-  const body: Stream.Stream<Sse.Event, AiError.AiError> = streamBytes(target, request, response).pipe(
+  const decoded: Stream.Stream<Sse.Event, AiError.AiError> = response.stream.pipe(
+    Stream.mapError((error) => transport(target, request, `the event stream was cut: ${error.message}`)),
     Stream.decodeText(),
     Stream.pipeThroughChannel(Sse.decode()),
     Stream.mapError((error): AiError.AiError => {
@@ -487,7 +486,9 @@ export const events = (
       if (error instanceof Sse.SseError)
         return fail(target, new AiError.InvalidResponseError({ description: `malformed SSE: ${error.message}` }))
       return error
-    }),
+    })
+  )
+  const body = withIdleDeadline(target, request, decoded).pipe(
     Stream.tap((event) =>
       Effect.sync(() => {
         if (event.data === terminal || event.event === terminal) ended = true

@@ -69,6 +69,17 @@ const failuresOf = (agent: AgentRow, rows: ReadonlyArray<TransitionRow>): Array<
   return failures
 }
 
+const workspacesOf = (rows: ReadonlyArray<TransitionRow>): Array<{ readonly attempt: number; readonly dir: string }> =>
+  rows.flatMap((row) => {
+    if (row.tag !== "AttemptWorkspace") return []
+    const attempt = dataField(row, "attempt")
+    const dir = dataField(row, "dir")
+    return typeof attempt === "number" && typeof dir === "string" ? [{ attempt, dir }] : []
+  })
+
+const workspacesField = (workspaces: RunRecord.AgentRecord["workspaces"]) =>
+  workspaces === undefined || workspaces.length === 0 ? {} : { workspaces }
+
 const depsDoneAt = (agent: AgentRow, byId: ReadonlyMap<string, AgentRow>): number | null => {
   const deps = JSON.parse(agent.dependsOn) as Array<string>
   let latest: number | null = null
@@ -107,6 +118,7 @@ const agentRecord = (
     logPath: agent.logPath,
     value: agent.valueJson === null ? undefined : decodeValue(agent.valueJson),
     failures: failuresOf(agent, rows),
+    ...workspacesField(workspacesOf(rows)),
     spans: spans.sort((a, b) => a.start - b.start)
   }
 }

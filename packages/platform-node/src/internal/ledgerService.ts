@@ -82,8 +82,15 @@ const putAgent = (batch: Batch, row: AgentRow): void => {
   batch.agents.set(key(row), row)
 }
 
+/** A crashed run's last sign of life: its last heartbeat or the latest time an agent row records. */
+const lastSignOfLife = (run: RunRow, agents: ReadonlyArray<AgentRow>): number =>
+  agents.reduce(
+    (latest, agent) => Math.max(latest, agent.queuedAt ?? 0, agent.startedAt ?? 0, agent.endedAt ?? 0),
+    run.heartbeatAt
+  )
+
 const crashedBatch = (run: RunRow, agents: ReadonlyArray<AgentRow>, batch: Batch): void => {
-  const at = run.heartbeatAt
+  const at = lastSignOfLife(run, agents)
   mergeRunUpdate(batch, { runId: run.runId, status: "crashed", endedAt: at })
   for (const agent of agents) {
     if (agent.state === "done") continue

@@ -1,0 +1,55 @@
+/**
+ * Where each attempt of an agent left its output: the last attempt writes `<id>.log` in the run's
+ * `logs` folder, and a retry first renames the log of the attempt before it to `<id>.attempt-<n>.log`.
+ *
+ * @since 0.1.0
+ */
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+
+/**
+ * The file name of an attempt's log: `<id>.log` for the agent's last attempt, `<id>.attempt-<n>.log`
+ * for an attempt a retry followed.
+ *
+ * @since 0.1.0
+ * @category logs
+ */
+export const fileName = (agentId: string, attempt: number, last: boolean): string =>
+  last ? `${agentId}.log` : `${agentId}.attempt-${attempt}.log`
+
+/**
+ * Renames the log of attempt `attempt` to its own name before the next attempt writes `<id>.log`
+ * afresh; an attempt that wrote no log (it failed before its process started) leaves nothing.
+ *
+ * @since 0.1.0
+ * @category logs
+ */
+export const keep = (logDir: string, agentId: string, attempt: number): void => {
+  try {
+    NodeFs.renameSync(
+      NodePath.join(logDir, fileName(agentId, attempt, true)),
+      NodePath.join(logDir, fileName(agentId, attempt, false))
+    )
+  } catch {
+    // no log to keep
+  }
+}
+
+/**
+ * Each recorded attempt's folder and log path; `attempts` is how many attempts the agent started (the
+ * log of the last one is `<id>.log`).
+ *
+ * @since 0.1.0
+ * @category logs
+ */
+export const ofAgent = (
+  logDir: string,
+  agentId: string,
+  attempts: number,
+  workspaces: ReadonlyArray<{ readonly attempt: number; readonly dir: string }>
+): ReadonlyArray<{ readonly attempt: number; readonly dir: string; readonly log: string }> =>
+  workspaces.map(({ attempt, dir }) => ({
+    attempt,
+    dir,
+    log: NodePath.join(logDir, fileName(agentId, attempt, attempt >= attempts))
+  }))
