@@ -7,6 +7,7 @@ import * as Claims from "../src/Claims.ts"
 import type * as ResourceLocks from "../src/ResourceLocks.ts"
 import { makeMemory } from "../src/ResourceLocks.ts"
 import { ClaimGate } from "../src/internal/claimGate.ts"
+import type { KeyTree } from "../src/internal/keyTree.ts"
 import { before, Node } from "../src/internal/node.ts"
 
 const KEYS = ["a", "a/b", "a/b/c", "a/d", "e", "e/f"]
@@ -79,6 +80,7 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
       const expected = [...(overtaken.get(node)?.values() ?? [])].some((count) => count >= maxBypass)
       assert.strictEqual(node.wait?.reserved ?? false, expected, `${node.id} reserved after ${after}`)
     }
+    checkTrees(gate, nodes, running, after)
   }
   for (const step of steps) {
     if (step % 2 === 0 && ready.length > 0) {
@@ -99,6 +101,34 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
     }
   }
   return nodes
+}
+
+/** The gate's key trees, read as the tree lists them (`KeyTree.entries`). */
+type Trees = Record<"held" | "intents" | "reserved", KeyTree<Node>>
+
+/**
+ * What each key tree of a gate lists, against the agents' states: holders of keys (the running
+ * agents), intents (agents whose wait has one) and reserved agents (with an intent), each under
+ * exactly its request's keys, once (`KeyTree.add` does not look for a holder already listed).
+ */
+const checkTrees = (gate: ClaimGate, nodes: ReadonlyArray<Node>, running: ReadonlyArray<Node>, after: string) => {
+  const trees = gate as unknown as Trees
+  const expected: Record<keyof Trees, ReadonlyArray<Node>> = {
+    held: running,
+    intents: nodes.filter((node) => node.wait?.intent === true),
+    reserved: nodes.filter((node) => node.wait?.intent === true && node.wait.reserved)
+  }
+  for (const name of ["held", "intents", "reserved"] as const) {
+    const listed = trees[name]
+      .entries()
+      .map((hit) => `${hit.holder.id} ${hit.key} ${hit.mode}`)
+      .sort()
+    const wanted = expected[name]
+      .flatMap((node) => node.request!.keys.map((claim) => `${node.id} ${claim.key} ${claim.mode}`))
+      .sort()
+    assert.deepStrictEqual(listed, wanted, `${name} after ${after}`)
+    assert.strictEqual(trees[name].size, wanted.length, `${name} size after ${after}`)
+  }
 }
 
 describe("ClaimGate", () => {

@@ -1,8 +1,8 @@
 import type { KeyClaim, Mode } from "../Claims.ts"
 
 /**
- * The holders of one key in one mode, in the order they came, each once: a `Set` without its
- * allocations. A `Set` reallocates its table whenever a delete leaves it under a quarter full, so
+ * The holders of one key in one mode, in the order they came, each once (`add` does not look for
+ * the holder: `KeyTree.add`'s callers add a holder once): a `Set` without its allocations. A `Set` reallocates its table whenever a delete leaves it under a quarter full, so
  * the last holder of a key leaving (every release of a key held by one agent, thousands a run)
  * allocated a new table; this list keeps its array and its `size`, and walks without an iterator.
  *
@@ -20,8 +20,8 @@ class Holders<H> {
   eventCount = 0
   private eventMark = 0
 
+  /** Appends `holder`, which is not in the list (see `KeyTree.add`). */
   add(holder: H): void {
-    if (this.indexOf(holder) >= 0) return
     this.since[this.size] = this.eventCount
     this.items[this.size++] = holder
   }
@@ -142,6 +142,12 @@ export class KeyTree<H> {
     return false
   }
 
+  /**
+   * Adds `holder` to each key of `claims` (distinct keys, as `Claims.normalize` gives them), where
+   * it is not yet: each add is counted (`size`), and a holder list is not searched for it (a park
+   * scanned the key's waiters: the bench's 2,000-agent `claims` run names each of its 50 keys 80
+   * times on average, its busiest 96).
+   */
   add(holder: H, claims: ReadonlyArray<KeyClaim>): void {
     if (this.nodes > this.sweepAt) {
       this.sweep(this.root)
