@@ -753,6 +753,35 @@ describe("workers", () => {
       assert.strictEqual(result.get("after")!.startedAt, result.get("slow")!.endedAt)
     })
   )
+
+  it.effect("idle workers end once the last pending agent starts, not after the agents still running", () =>
+    Effect.gen(function* () {
+      const workers = new Map<string, Fiber.Fiber<unknown, unknown>>()
+      const run = yield* Effect.forkChild(
+        Corral.run(
+          [
+            tracked(workers, "a", 10),
+            tracked(workers, "b", 10),
+            tracked(workers, "slow", 30),
+            tracked(workers, "after", 50, ["slow"])
+          ],
+          { concurrency: 3 }
+        ),
+        { startImmediately: true }
+      )
+      yield* TestClock.adjust(30)
+      yield* Effect.yieldNow
+      const running = workers.get("after")!
+      assert.isUndefined(running.pollUnsafe())
+      for (const id of ["a", "b", "slow"]) {
+        const worker = workers.get(id)!
+        if (worker !== running) assert.isDefined(worker.pollUnsafe(), `${id}'s worker is still idle`)
+      }
+      yield* TestClock.adjust(50)
+      const result = yield* Fiber.join(run)
+      assert.isTrue(result.allSucceeded)
+    })
+  )
 })
 
 describe("one worker runs agent after agent", () => {

@@ -302,22 +302,39 @@ const noNodes: Array<Node> = []
 
 /** Links the nodes of a run with dependencies to each other and orders them by critical path. */
 export const link = (nodes: ReadonlyArray<Node>): void => {
+  const counts = new Uint32Array(nodes.length)
   let backward = true
   for (const node of nodes) {
-    if (node.depIndices.length === 0) continue
-    const deps: Array<Node> = []
-    for (const dep of node.depIndices) {
+    const depIndices = node.depIndices
+    if (depIndices.length === 0) continue
+    const deps: Array<Node> = new Array(depIndices.length)
+    for (let i = 0; i < depIndices.length; i++) {
+      const dep = depIndices[i]!
       if (dep >= node.index) backward = false
-      const target = nodes[dep]!
-      if (target.dependents === noNodes) target.dependents = []
-      deps.push(target)
-      target.dependents.push(node)
+      deps[i] = nodes[dep]!
+      counts[dep]!++
     }
     node.deps = deps
     node.depsLeft = deps.length
   }
+  linkDependents(nodes, counts)
   if (backward) prioritizeBackward(nodes)
   else prioritize(nodes)
+}
+
+/**
+ * Gives every node with dependents its `dependents`, in node order, each array made at its final
+ * size from `counts` (pushing into an empty array reserves room for 17 first, for every node).
+ */
+const linkDependents = (nodes: ReadonlyArray<Node>, counts: Uint32Array): void => {
+  const filled = new Uint32Array(nodes.length)
+  for (const node of nodes) {
+    for (const dep of node.depIndices) {
+      const target = nodes[dep]!
+      if (target.dependents === noNodes) target.dependents = new Array(counts[dep]!)
+      target.dependents[filled[dep]!++] = node
+    }
+  }
 }
 
 /**

@@ -886,7 +886,7 @@ class Runner<A, E, R> implements ExecHost {
         this.runFiber!.currentDispatcher.scheduleTask(() => cell.runner?.topUp(), 0)
       }
     } else if (this.lifecycle.nonePending) {
-      for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
+      this.endIdle()
     } else if (this.ready.size > 0) {
       Deferred.doneUnsafe(this.idle.pop()!, Effect.void)
     }
@@ -971,11 +971,22 @@ class Runner<A, E, R> implements ExecHost {
 
   // execution of one agent
 
+  /**
+   * Marks a node running. When it was the last pending one, the idle workers are told to end now,
+   * while the last agents run: left idle until the next agent ended, their wake-ups and exits came
+   * between the run's last agent's end and its return.
+   */
   private start(node: Node, at = this.now()): void {
     this.lifecycle.start(node)
     node.startedAt = at
     const events = this.events
     if (events?.admit()) events.emit(events.started(node.id, at))
+    if (this.idle.length > 0 && this.lifecycle.nonePending) this.endIdle()
+  }
+
+  /** Wakes every idle worker: with nothing pending, each ends. */
+  private endIdle(): void {
+    for (const signal of this.idle.splice(0)) Deferred.doneUnsafe(signal, Effect.void)
   }
 
   /** Ends a running agent with its exit: releases its claims, records its outcome. */

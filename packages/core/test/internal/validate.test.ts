@@ -174,4 +174,28 @@ describe("validate", () => {
       )
     })
   )
+
+  it.effect(
+    "names a duplicate id in a run with dependencies above the pairwise size, and runs such a run once it is fixed",
+    () =>
+      Effect.gen(function* () {
+        const chain = (ids: ReadonlyArray<string>, order: Array<string>) =>
+          ids.map((id, i) =>
+            Agent.make(id, {
+              run: Effect.sync(() => order.push(id)),
+              dependsOn: i === 0 ? [] : [ids[i - 1]!, ids[0]!]
+            })
+          )
+        const ids = Array.from({ length: 20 }, (_, i) => `n${i}`)
+        const error = yield* Effect.flip(Corral.run(chain([...ids, "n5"], []), { concurrency: 4 }))
+        assert.deepStrictEqual(
+          error.issues.map((issue) => `${issue.agentId ?? "-"}|${issue.index ?? "-"}|${issue.field}|${issue.message}`),
+          ["n5|20|id|duplicate id: agents[5] already uses it"]
+        )
+        const order: Array<string> = []
+        const result = yield* Corral.run(chain([...ids].reverse(), order), { concurrency: 4 })
+        assert.isTrue(result.allSucceeded)
+        assert.deepStrictEqual(order, [...ids].reverse())
+      })
+  )
 })
