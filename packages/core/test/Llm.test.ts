@@ -183,6 +183,22 @@ describe("Llm", () => {
       )
   )
 
+  it.effect("a stream its consumer stops before the finish part keeps its token estimate", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter.RateLimiter
+      yield* Stream.runDrain(LanguageModel.streamText({ prompt: "summarize" }).pipe(Stream.take(2)))
+      assert.deepStrictEqual(yield* limiter.tryTake("tpm", 5000), { _tag: "Taken" })
+      assert.strictEqual((yield* limiter.tryTake("tpm", 1))._tag, "Wait")
+    }).pipe(
+      Effect.provide(
+        Llm.layer({ tokens: "tpm", estimateTokens: () => 5000 }).pipe(
+          Layer.provide(Llm.scripted([{ text: "summary", inputTokens: 1000, outputTokens: 200 }]))
+        )
+      ),
+      Effect.provide(RateLimiter.layer({ tpm: { limit: 10_000, interval: "1 minute" } }))
+    )
+  )
+
   it("maps a provider 429 to RateLimited", () => {
     const error = AiError.make({
       module: "OpenAI",
