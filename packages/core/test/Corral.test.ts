@@ -294,7 +294,7 @@ describe("Corral.run", () => {
       const error = yield* Effect.flip(
         Corral.run([
           Agent.make("db", { run, claims: { write: ["db:"], read: ["db:users", " cache: "] } }),
-          Agent.make("fine", { run, claims: { write: ["db:users"] } })
+          Agent.make("fine", { run, claims: { write: ["db:users", "./db:"] } })
         ])
       )
       assert.instanceOf(error, CorralError.InvalidRun)
