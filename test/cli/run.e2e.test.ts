@@ -105,6 +105,11 @@ describe("corral run (end to end)", () => {
       'got "src/*.ts"; a claim is a path, not a pattern'
     ],
     [
+      "a claim on a named resource with no name",
+      planOf('  - id: store\n    run: echo\n    claims: { write: ["db:"] }\n'),
+      'agents[0].claims.write[0]: expected a relative path or a named resource like "db:users", got "db:"; a named resource needs a name after ":", like "db:users" (agent "store", line 6)'
+    ],
+    [
       "an agent's invalid claim, named by its id",
       planOf("  - id: two\n    run: echo\n    claims: { write: [../x] }\n"),
       '(agent "two", line 6)'

@@ -35,10 +35,34 @@ agents:
       `${plan}: valid — 4 agents, concurrency 2, mode settle, isolation worktree`,
       "order: fetch, parse, lint, report",
       "critical path: fetch -> parse -> report (6s estimated)",
-      "most agents that can run at once: 2",
+      "peak of the estimated schedule: 2 agents at once (each starts as its dependencies end and runs for its estimate, 1ms without one; concurrency ignored)",
       "serialized by claims: parse and lint (data/parsed.json)"
     ])
     expect(lines.at(-1)).toMatch(/^sandbox: (available|not available) \(/)
+  })
+
+  it("without estimates, gives the peak of the schedule where every agent takes the same time, not every agent that could overlap", async () => {
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: a
+    run: echo a
+  - id: b
+    run: echo b
+    dependsOn: [a]
+  - id: c
+    run: echo c
+    dependsOn: [a]
+  - id: d
+    run: echo d
+`
+    )
+    const result = await runCli(["validate", plan], { cwd: root })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain(
+      "\npeak of the schedule if every agent took the same time: 2 agents at once (each starts as its dependencies end; concurrency ignored)\n"
+    )
   })
 
   it("counts one agent in the singular", async () => {

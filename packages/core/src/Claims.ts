@@ -3,7 +3,7 @@
  * and amounts from counted pools.
  *
  * Keys are relative paths (`src/parser.ts`, `src/` for a whole folder) or named resources
- * (`db:users`, `file:summary.md`). Path keys are hierarchical: a claim on `src/` covers everything
+ * (`db:users`, `file:summary.md`; `db:`, with no name, is refused). Path keys are hierarchical: a claim on `src/` covers everything
  * below it. Reads never conflict with reads.
  *
  * @since 0.1.0
@@ -87,6 +87,7 @@ export class InvalidClaim extends Data.TaggedError("InvalidClaim")<{
 }
 
 const namedResource = /^[A-Za-z][A-Za-z0-9+._-]*:\S/
+const unnamedResource = /^[A-Za-z][A-Za-z0-9+._-]*:$/
 const windowsAbsolute = /^[A-Za-z]:[\\/]/
 
 /**
@@ -112,6 +113,11 @@ export const normalizeKey = (
     )
   }
   if (namedResource.test(trimmed)) return Result.succeed({ key: trimmed, segments: [trimmed] })
+  if (unnamedResource.test(trimmed)) {
+    return Result.fail(
+      new InvalidClaim({ key: raw, reason: `a named resource needs a name after ":", like "${trimmed}users"` })
+    )
+  }
   const segments: Array<string> = []
   for (const part of trimmed.split(/[\\/]+/)) {
     if (part === "" || part === ".") continue

@@ -58,7 +58,7 @@ export interface Options {
   readonly onEvent?: ((event: CorralEvent) => Effect.Effect<void, unknown>) | undefined
   /** Most events waiting for `onEvent` before new ones are dropped (see `onEvent`). Default 10000. */
   readonly eventBuffer?: number | undefined
-  /** Names the run (holders of claims, events); generated when absent. */
+  /** Names the run (holders of claims, events); generated when absent. A blank one is an `InvalidRun` naming `runId`. */
   readonly runId?: string | undefined
   /**
    * Fairness bound, per key: an agent waiting for claims is overtaken on each of its keys by at most

@@ -190,8 +190,10 @@ const onStreamPart = (budget: Budget, options: Options, part: Response.StreamPar
 }
 
 /**
- * A stream under the budgets: a 429 before its first part is retried as a whole call's is; a
- * failure after it ends the stream (its parts are already out), keeping the estimate taken.
+ * A stream under the budgets: a 429 before its first part is retried as a whole call's is, and any
+ * other failure before it gives the estimate back. A stream that ends without its finish part after
+ * its first (cut, or stopped by its consumer) keeps the estimate and reports nothing: the provider
+ * counted the prompt and what it sent, and no part carries a count.
  */
 const guardedStream = <E, R>(
   prompt: Prompt.RawInput,
@@ -224,7 +226,8 @@ const guardedStream = <E, R>(
 /**
  * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. A streamed
  * call is settled and reported from its finish part, and retried after a 429 that comes before its
- * first part (a failure after it ends the stream). Options it cannot use throw
+ * first part (a failure after it ends the stream). A stream cut after its first part keeps its token
+ * estimate in the `tokens` bucket and reports no usage. Options it cannot use throw
  * {@link InvalidOption} (it is a constructor).
  *
  * @since 0.1.0

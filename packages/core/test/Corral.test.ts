@@ -279,6 +279,36 @@ describe("Corral.run", () => {
     })
   )
 
+  it.effect("rejects a blank runId and a claim on a named resource with no name", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const run = Effect.sync(() => ran++)
+      for (const runId of ["", "  ", "\t"]) {
+        const error = yield* Effect.flip(Corral.run([Agent.make("a", { run })], { runId }))
+        assert.instanceOf(error, CorralError.InvalidRun)
+        assert.deepStrictEqual(
+          error.issues.map((i) => `${i.agentId ?? "-"}|${i.field}|${i.message}`),
+          [`-|runId|must not be blank, got ${JSON.stringify(runId)}`]
+        )
+      }
+      const error = yield* Effect.flip(
+        Corral.run([
+          Agent.make("db", { run, claims: { write: ["db:"], read: ["db:users", " cache: "] } }),
+          Agent.make("fine", { run, claims: { write: ["db:users", "./db:"] } })
+        ])
+      )
+      assert.instanceOf(error, CorralError.InvalidRun)
+      assert.deepStrictEqual(
+        error.issues.map((i) => `${i.agentId ?? "-"}|${i.index}|${i.field}|${i.message}`),
+        [
+          'db|0|claims.write[0]|invalid claim "db:": a named resource needs a name after ":", like "db:users"',
+          'db|0|claims.read[1]|invalid claim " cache: ": a named resource needs a name after ":", like "cache:users"'
+        ]
+      )
+      assert.strictEqual(ran, 0)
+    })
+  )
+
   it.effect("rejects a budget that is not a positive number and a negative or fractional maxBypass", () =>
     Effect.gen(function* () {
       let ran = 0

@@ -7,6 +7,32 @@ import { AiError, LanguageModel } from "effect/ai"
 
 const price = { inputPer1k: 0.002, outputPer1k: 0.008 }
 
+const cut = AiError.make({
+  module: "Test",
+  method: "streamText",
+  reason: new AiError.NetworkError({
+    reason: "TransportError",
+    method: "POST",
+    url: "http://127.0.0.1/x",
+    description: "cut"
+  })
+})
+
+/** Its first stream sends a part and is then cut; every later one fails before its first part. */
+const cuttingModel = Layer.effect(
+  LanguageModel.LanguageModel,
+  Effect.suspend(() => {
+    let calls = 0
+    return LanguageModel.make({
+      generateText: () => Effect.fail(cut),
+      streamText: () =>
+        ++calls === 1
+          ? Stream.concat(Stream.make({ type: "text-start" as const, id: "0" }), Stream.fail(cut))
+          : Stream.fail(cut)
+    })
+  })
+)
+
 describe("Llm", () => {
   it.effect("a scripted model replies with text and usage after its latency under TestClock", () =>
     Effect.gen(function* () {
@@ -123,6 +149,46 @@ describe("Llm", () => {
       const limiter = yield* RateLimiter.RateLimiter
       yield* Stream.runDrain(LanguageModel.streamText({ prompt: "summarize" }))
       assert.deepStrictEqual(yield* limiter.tryTake("tpm", 8800), { _tag: "Taken" })
+    }).pipe(
+      Effect.provide(
+        Llm.layer({ tokens: "tpm", estimateTokens: () => 5000 }).pipe(
+          Layer.provide(Llm.scripted([{ text: "summary", inputTokens: 1000, outputTokens: 200 }]))
+        )
+      ),
+      Effect.provide(RateLimiter.layer({ tpm: { limit: 10_000, interval: "1 minute" } }))
+    )
+  )
+
+  it.effect(
+    "a stream cut after its first part keeps its token estimate in the bucket and reports no usage; one failing before it gives the estimate back",
+    () =>
+      Effect.gen(function* () {
+        const limiter = yield* RateLimiter.RateLimiter
+        const read = LanguageModel.streamText({ prompt: "cut" }).pipe(Stream.runDrain, Effect.flip)
+        const { result } = yield* Testing.runScripted([Agent.make("reader", { run: read })])
+        const outcome = result.get("reader")!
+        assert.strictEqual(outcome._tag, "Succeeded")
+        assert.strictEqual(outcome._tag === "Succeeded" && outcome.value.reason._tag, "NetworkError")
+        assert.deepStrictEqual(outcome.usage, { inputTokens: 0, outputTokens: 0, costUsd: 0 })
+        assert.deepStrictEqual(yield* limiter.tryTake("tpm", 5000), { _tag: "Taken" })
+        assert.strictEqual((yield* limiter.tryTake("tpm", 1))._tag, "Wait")
+        yield* TestClock.adjust("1 minute")
+        yield* Effect.flip(Stream.runDrain(LanguageModel.streamText({ prompt: "refused" })))
+        assert.deepStrictEqual(yield* limiter.tryTake("tpm", 10_000), { _tag: "Taken" })
+      }).pipe(
+        Effect.provide(
+          Llm.layer({ tokens: "tpm", estimateTokens: () => 5000, price }).pipe(Layer.provide(cuttingModel))
+        ),
+        Effect.provide(RateLimiter.layer({ tpm: { limit: 10_000, interval: "1 minute" } }))
+      )
+  )
+
+  it.effect("a stream its consumer stops before the finish part keeps its token estimate", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter.RateLimiter
+      yield* Stream.runDrain(LanguageModel.streamText({ prompt: "summarize" }).pipe(Stream.take(2)))
+      assert.deepStrictEqual(yield* limiter.tryTake("tpm", 5000), { _tag: "Taken" })
+      assert.strictEqual((yield* limiter.tryTake("tpm", 1))._tag, "Wait")
     }).pipe(
       Effect.provide(
         Llm.layer({ tokens: "tpm", estimateTokens: () => 5000 }).pipe(

@@ -267,7 +267,8 @@ describe("OpenAiCompat", () => {
       assert.strictEqual(seen.join(""), "a long a")
       assert.strictEqual(error.reason._tag, "NetworkError")
       assert.isTrue(error.isRetryable)
-      assert.include(error.message, "the event stream was cut")
+      assert.include(error.message, "the event stream was cut after HTTP 200: ")
+      assert.strictEqual(error.message.split(server.url).length - 1, 1, error.message)
     }).pipe(Effect.scoped)
   )
 

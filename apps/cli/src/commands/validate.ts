@@ -13,8 +13,15 @@ import { shapeOf } from "../RunPlan.ts"
 
 const seconds = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)}s` : `${ms}ms`)
 
+const peak = (agents: number, estimated: boolean): string =>
+  estimated
+    ? `peak of the estimated schedule: ${count(agents, "agent")} at once (each starts as its dependencies end and runs for its estimate, 1ms without one; concurrency ignored)`
+    : `peak of the schedule if every agent took the same time: ${count(agents, "agent")} at once (each starts as its dependencies end; concurrency ignored)`
+
 /**
- * The text `corral validate` prints for a valid plan.
+ * The text `corral validate` prints for a valid plan: `Plan.analyze`'s `maxParallelism` is the peak
+ * of the schedule the estimates give (1 ms without one), which can be fewer than the agents that
+ * could overlap.
  *
  * @since 0.1.0
  */
@@ -24,7 +31,7 @@ export const describe = (plan: PlanFile.Plan, analysis: Plan.Analysis): string =
     `${plan.file}: valid — ${count(plan.agents.length, "agent")}, concurrency ${plan.concurrency}, mode ${plan.mode}, isolation ${plan.isolation}`,
     `order: ${analysis.order.join(", ")}`,
     `critical path: ${analysis.criticalPath.ids.join(" -> ")}${estimated ? ` (${seconds(analysis.criticalPath.totalMs)} estimated)` : ""}`,
-    `most agents that can run at once: ${analysis.maxParallelism}`
+    peak(analysis.maxParallelism, estimated)
   ]
   if (analysis.conflicts.length === 0) lines.push("claims: no two agents that may run together conflict")
   for (const conflict of analysis.conflicts) {

@@ -327,6 +327,12 @@ const fromHttpError = (
   }
 }
 
+/** Why an event stream stopped, with the status it was answered with; the request is named once, by the caller. */
+const streamCut = (error: HttpClientError.HttpClientError): string => {
+  const status = error.response === undefined ? "" : ` after HTTP ${error.response.status}`
+  return `the event stream was cut${status}: ${String(error.reason.cause ?? error.reason.description ?? error.reason._tag)}`
+}
+
 /**
  * Reading a body as text fails only when its bytes stop coming (text decoding replaces bad bytes):
  * the connection dropped mid-body, a retryable `NetworkError` like a cut event stream.
@@ -477,7 +483,7 @@ export const events = (
 ): Stream.Stream<Sse.Event, AiError.AiError> => {
   let ended = false
   const decoded: Stream.Stream<Sse.Event, AiError.AiError> = response.stream.pipe(
-    Stream.mapError((error) => transport(target, request, `the event stream was cut: ${error.message}`)),
+    Stream.mapError((error) => transport(target, request, streamCut(error))),
     Stream.decodeText(),
     Stream.pipeThroughChannel(Sse.decode()),
     Stream.mapError((error): AiError.AiError => {

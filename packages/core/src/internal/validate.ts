@@ -14,6 +14,7 @@ export interface RunSettings {
   readonly concurrency: number
   readonly pools: Readonly<Record<string, number>>
   readonly claimTimeout: Duration.Input | undefined
+  /** `<runId>/` for a run with an id (given, or drawn for pools or tracing), else `""`. */
   readonly poolScope: string
   readonly rateLimits?: ReadonlyArray<string> | undefined
   readonly issues?: ReadonlyArray<Issue> | undefined
@@ -98,6 +99,10 @@ const plainNodes = (agents: ReadonlyArray<Agent.Any>, end: number): Array<Node> 
 }
 
 const checkSettings = (settings: RunSettings, issues: Array<Issue>): void => {
+  const scope = settings.poolScope
+  if (scope.length > 0 && isBlank(scope.slice(0, -1))) {
+    issues.push({ field: "runId", message: `must not be blank, got ${JSON.stringify(scope.slice(0, -1))}` })
+  }
   if (!Number.isInteger(settings.concurrency) || settings.concurrency < 1) {
     issues.push({ field: "concurrency", message: `must be an integer of at least 1, got ${settings.concurrency}` })
   }
