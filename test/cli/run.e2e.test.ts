@@ -175,6 +175,35 @@ describe("corral run (end to end)", () => {
     expect(shown.stderr).toContain(`attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log`)
   })
 
+  it("logs --follow goes on into the next attempt's log from its start", async () => {
+    const repo = makeRepo()
+    const marks = tempDir("marker-")
+    const tried = NodePath.join(marks, "tried")
+    const gate = NodePath.join(marks, "go")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; else touch ${tried}; echo first try ${"x".repeat(200)}; while [ ! -e ${gate} ]; do sleep 0.05; done; exit 1; fi\n`
+      )
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    const runs = NodePath.join(repo, ".corral", "runs")
+    const firstLog = () =>
+      (NodeFs.existsSync(runs) ? NodeFs.readdirSync(runs) : [])
+        .map((runId) => NodePath.join(runs, runId, "logs", "flaky.log"))
+        .find((file) => NodeFs.existsSync(file) && NodeFs.readFileSync(file, "utf8").includes("first try"))
+    await waitFor(() => firstLog() !== undefined, 30_000, "the first attempt's output")
+    const follow = startCli(["logs", "flaky", "--follow"], { cwd: repo })
+    await waitFor(() => follow.output().includes("first try"), 20_000, "the followed output")
+    NodeFs.writeFileSync(gate, "")
+    const followed = await follow.done
+    expect(followed.code, followed.stderr).toBe(0)
+    expect(followed.stdout).toMatch(/first try[\s\S]*second try/)
+    expect(followed.stderr).toContain("agent flaky: the next attempt's output follows")
+    expect((await cli.done).code).toBe(0)
+  })
+
   it("a retry's folder is not another agent's: beside an agent whose id is <agent>-attempt-2, the retry takes flaky-attempt-2.2", async () => {
     const repo = makeRepo()
     const tried = NodePath.join(tempDir("marker-"), "tried")
