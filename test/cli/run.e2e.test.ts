@@ -161,18 +161,39 @@ describe("corral run (end to end)", () => {
     const status = await runCli(["status"], { cwd: repo })
     expect(status.code, status.stderr).toBe(0)
     expect(status.stdout).toContain(
-      `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky.attempt-1.log")}`
+      `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky@attempt-1.log")}`
     )
     expect(status.stdout).toContain(
       `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")}, log ${NodePath.join(logs, "flaky.log")}`
     )
-    expect(NodeFs.readFileSync(NodePath.join(logs, "flaky.attempt-1.log"), "utf8")).toContain("[out] first try")
+    expect(NodeFs.readFileSync(NodePath.join(logs, "flaky@attempt-1.log"), "utf8")).toContain("[out] first try")
     const shown = await runCli(["logs", "flaky"], { cwd: repo })
     expect(shown.code, shown.stderr).toBe(0)
     expect(shown.stdout).toContain("[out] second try")
     expect(shown.stdout).not.toContain("[out] first try")
     expect(shown.stderr).toContain("agent flaky: the output of attempt 2; each attempt's folder and log:")
     expect(shown.stderr).toContain(`attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log`)
+  })
+
+  it("an attempt's kept log is not another agent's: beside an agent whose id is <agent>.attempt-1, both logs stay", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky.attempt-1\n    run: echo the other agent\n  - id: flaky\n    dependsOn: [flaky.attempt-1]\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; else touch ${tried}; echo first try; exit 1; fi\n`
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const other = await runCli(["logs", "flaky.attempt-1"], { cwd: repo })
+    expect(other.stdout).toContain("[out] the other agent")
+    expect(other.stdout).not.toContain("first try")
+    const status = await runCli(["status"], { cwd: repo })
+    const first = /attempt 1: folder \S+, log (\S+)/.exec(status.stdout)?.[1]
+    expect(first, status.stdout).toBeDefined()
+    expect(NodeFs.readFileSync(first!, "utf8")).toContain("[out] first try")
   })
 
   it("logs --follow goes on into the next attempt's log from its start", async () => {

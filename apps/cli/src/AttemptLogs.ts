@@ -1,6 +1,7 @@
 /**
  * Where each attempt of an agent left its output: the last attempt writes `<id>.log` in the run's
- * `logs` folder, and a retry first renames the log of the attempt before it to `<id>.attempt-<n>.log`.
+ * `logs` folder, and a retry first renames the log of the attempt before it to `<id>@attempt-<n>.log`
+ * (an agent id holds no `@`, so the name is never another agent's log).
  *
  * @since 0.1.0
  */
@@ -8,14 +9,14 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 
 /**
- * The file name of an attempt's log: `<id>.log` for the agent's last attempt, `<id>.attempt-<n>.log`
+ * The file name of an attempt's log: `<id>.log` for the agent's last attempt, `<id>@attempt-<n>.log`
  * for an attempt a retry followed.
  *
  * @since 0.1.0
  * @category logs
  */
 export const fileName = (agentId: string, attempt: number, last: boolean): string =>
-  last ? `${agentId}.log` : `${agentId}.attempt-${attempt}.log`
+  last ? `${agentId}.log` : `${agentId}@attempt-${attempt}.log`
 
 /**
  * Renames the log of attempt `attempt` to its own name before the next attempt writes `<id>.log`

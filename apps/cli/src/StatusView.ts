@@ -52,7 +52,7 @@ export const agentState = (run: RunRecord, agent: AgentRecord, now: number): str
 
 /**
  * Of an agent that ran more than one attempt, each attempt's folder and log:
- * `attempt 1: folder …/worktrees/<run>/x, log …/logs/x.attempt-1.log`.
+ * `attempt 1: folder …/worktrees/<run>/x, log …/logs/x@attempt-1.log`.
  *
  * @since 0.1.0
  * @category rendering

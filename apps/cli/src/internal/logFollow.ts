@@ -1,6 +1,6 @@
 /**
  * Following an agent's log by its path: a retry renames the log of the attempt before to
- * `<id>.attempt-<n>.log` and the next attempt writes the path afresh, so the follower keeps the file
+ * `<id>@attempt-<n>.log` and the next attempt writes the path afresh, so the follower keeps the file
  * it opened until the path names another, reads what is left of it, then reads the new one from its
  * start.
  */
