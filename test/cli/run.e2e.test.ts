@@ -164,7 +164,7 @@ describe("corral run (end to end)", () => {
       `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky@attempt-1.log")}`
     )
     expect(status.stdout).toContain(
-      `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")}, log ${NodePath.join(logs, "flaky.log")}`
+      `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")} (removed), log ${NodePath.join(logs, "flaky.log")}`
     )
     expect(NodeFs.readFileSync(NodePath.join(logs, "flaky@attempt-1.log"), "utf8")).toContain("[out] first try")
     const shown = await runCli(["logs", "flaky"], { cwd: repo })

@@ -37,8 +37,10 @@ export const keep = (logDir: string, agentId: string, attempt: number): void => 
 }
 
 /**
- * Each recorded attempt's folder and log path; `attempts` is how many attempts the agent started (the
- * log of the last one is `<id>.log`).
+ * Each recorded attempt's folder and log path, and whether each is still there (a workspace is
+ * removed once its work is merged or it had none; an attempt that failed before its process started
+ * wrote no log); `attempts` is how many attempts the agent started (the log of the last one is
+ * `<id>.log`).
  *
  * @since 0.1.0
  * @category logs
@@ -48,9 +50,14 @@ export const ofAgent = (
   agentId: string,
   attempts: number,
   workspaces: ReadonlyArray<{ readonly attempt: number; readonly dir: string }>
-): ReadonlyArray<{ readonly attempt: number; readonly dir: string; readonly log: string }> =>
-  workspaces.map(({ attempt, dir }) => ({
-    attempt,
-    dir,
-    log: NodePath.join(logDir, fileName(agentId, attempt, attempt >= attempts))
-  }))
+): ReadonlyArray<{
+  readonly attempt: number
+  readonly dir: string
+  readonly dirExists: boolean
+  readonly log: string
+  readonly logExists: boolean
+}> =>
+  workspaces.map(({ attempt, dir }) => {
+    const log = NodePath.join(logDir, fileName(agentId, attempt, attempt >= attempts))
+    return { attempt, dir, dirExists: NodeFs.existsSync(dir), log, logExists: NodeFs.existsSync(log) }
+  })
