@@ -196,6 +196,28 @@ describe("corral run (end to end)", () => {
     expect(NodeFs.readFileSync(first!, "utf8")).toContain("[out] first try")
   })
 
+  it("logs of an agent whose last attempt started no process prints the last attempt's log there is, saying so", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        "  - id: flaky\n    retries: 1\n    run: echo first try; echo partial > out.txt; mkdir -p ../flaky-attempt-2/x; exit 1\n"
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stdout).toContain("could not create worktree")
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    const first = NodePath.join(repo, ".corral", "runs", runId, "logs", "flaky@attempt-1.log")
+    const shown = await runCli(["logs", "flaky"], { cwd: repo })
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toContain("[out] first try")
+    expect(shown.stderr).toContain(
+      `agent flaky: attempt 2 ended failed without starting a process; the output of attempt 1 (${first}):`
+    )
+  })
+
   it("logs --follow goes on into the next attempt's log from its start", async () => {
     const repo = makeRepo()
     const marks = tempDir("marker-")

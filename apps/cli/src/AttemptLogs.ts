@@ -37,6 +37,25 @@ export const keep = (logDir: string, agentId: string, attempt: number): void => 
 }
 
 /**
+ * The log of the latest attempt before `attempts` that kept one, with its attempt number: what an
+ * agent whose last attempt started no process left.
+ *
+ * @since 0.1.0
+ * @category logs
+ */
+export const latestKept = (
+  logDir: string,
+  agentId: string,
+  attempts: number
+): { readonly attempt: number; readonly log: string } | undefined => {
+  for (let attempt = attempts - 1; attempt >= 1; attempt--) {
+    const log = NodePath.join(logDir, fileName(agentId, attempt, false))
+    if (NodeFs.existsSync(log)) return { attempt, log }
+  }
+  return undefined
+}
+
+/**
  * Each recorded attempt's folder and log path, and whether each is still there (a workspace is
  * removed once its work is merged or it had none; an attempt that failed before its process started
  * wrote no log); `attempts` is how many attempts the agent started (the log of the last one is

@@ -14,6 +14,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { type CliExit, invalidInput } from "../CliExit.ts"
 import * as Folder from "@corral/platform-node/Folder"
+import * as AttemptLogs from "../AttemptLogs.ts"
 import * as LogFollow from "../internal/logFollow.ts"
 import * as LedgerFile from "../LedgerFile.ts"
 import * as OutcomeText from "../OutcomeText.ts"
@@ -384,6 +385,19 @@ export const logs = Command.make(
           )
         const run = yield* withLiveness(liveness, found)
         const { agent, file } = yield* logFileOf(stateDir, run, agentId)
+        const earlier =
+          agent.outcome === null || NodeFs.existsSync(file)
+            ? undefined
+            : AttemptLogs.latestKept(NodePath.dirname(file), agent.agentId, agent.attempts)
+        if (earlier !== undefined) {
+          yield* Effect.sync(() =>
+            OutputGuard.write(
+              process.stderr,
+              `agent ${agent.agentId}: attempt ${agent.attempts} ended ${OutcomeText.word(agent.outcome!)} without starting a process; the output of attempt ${earlier.attempt} (${earlier.log}):\n`
+            )
+          )
+          return copyAll(earlier.log)
+        }
         if (!NodeFs.existsSync(file) && !(flags.follow && run.status === "running")) {
           return yield* invalidInput(
             agent.outcome !== null
