@@ -35,7 +35,7 @@ agents:
       `${plan}: valid — 4 agents, concurrency 2, mode settle, isolation worktree`,
       "order: fetch, parse, lint, report",
       "critical path: fetch -> parse -> report (6s estimated)",
-      "most agents that can run at once: 2",
+      "most agents running at once with unlimited concurrency, by the estimates: 2",
       "serialized by claims: parse and lint (data/parsed.json)"
     ])
     expect(lines.at(-1)).toMatch(/^sandbox: (available|not available) \(/)
@@ -46,6 +46,21 @@ agents:
     const result = await runCli(["validate", plan], { cwd: root })
     expect(result.code, result.stderr).toBe(0)
     expect(result.stdout).toContain(`${plan}: valid — 1 agent, concurrency`)
+  })
+
+  it("says what the parallelism figure assumes: equal times without estimates, 1 ms for an agent without one", async () => {
+    const agents = (estimate: string) =>
+      `agents:\n  - id: a\n    run: echo a\n  - id: b\n    run: echo b\n    dependsOn: [a]\n  - id: c\n    run: echo c\n    dependsOn: [a]\n  - id: d\n    run: echo d\n${estimate}`
+    const none = await runCli(["validate", writePlan(tempDir("plan-"), "plan.yaml", agents(""))], { cwd: root })
+    expect(none.code, none.stderr).toBe(0)
+    expect(none.stdout).toContain("\nmost agents running at once with unlimited concurrency, all taking equal time: 2\n")
+    const some = await runCli(["validate", writePlan(tempDir("plan-"), "plan.yaml", agents("    estimate: 5s\n"))], {
+      cwd: root
+    })
+    expect(some.code, some.stderr).toBe(0)
+    expect(some.stdout).toContain(
+      "\nmost agents running at once with unlimited concurrency, by the estimates (1 ms for an agent without one): 3\n"
+    )
   })
 
   it("a folder named like a resource is a path written ./a:b/, serializing the agents under it; a:b/ exits 2", async () => {

@@ -13,6 +13,13 @@ import { shapeOf } from "../RunPlan.ts"
 
 const seconds = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)}s` : `${ms}ms`)
 
+/** The durations `Plan.analyze`'s `maxParallelism` assumed: the estimates, 1 ms for an agent without one. */
+const assumedTimes = (plan: PlanFile.Plan): string => {
+  const estimated = plan.agents.filter((agent) => agent.estimateMs !== undefined).length
+  if (estimated === 0) return "all taking equal time"
+  return estimated === plan.agents.length ? "by the estimates" : "by the estimates (1 ms for an agent without one)"
+}
+
 /**
  * The text `corral validate` prints for a valid plan.
  *
@@ -24,7 +31,7 @@ export const describe = (plan: PlanFile.Plan, analysis: Plan.Analysis): string =
     `${plan.file}: valid — ${count(plan.agents.length, "agent")}, concurrency ${plan.concurrency}, mode ${plan.mode}, isolation ${plan.isolation}`,
     `order: ${analysis.order.join(", ")}`,
     `critical path: ${analysis.criticalPath.ids.join(" -> ")}${estimated ? ` (${seconds(analysis.criticalPath.totalMs)} estimated)` : ""}`,
-    `most agents that can run at once: ${analysis.maxParallelism}`
+    `most agents running at once with unlimited concurrency, ${assumedTimes(plan)}: ${analysis.maxParallelism}`
   ]
   if (analysis.conflicts.length === 0) lines.push("claims: no two agents that may run together conflict")
   for (const conflict of analysis.conflicts) {
