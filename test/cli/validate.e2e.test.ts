@@ -53,7 +53,9 @@ agents:
       `agents:\n  - id: a\n    run: echo a\n  - id: b\n    run: echo b\n    dependsOn: [a]\n  - id: c\n    run: echo c\n    dependsOn: [a]\n  - id: d\n    run: echo d\n${estimate}`
     const none = await runCli(["validate", writePlan(tempDir("plan-"), "plan.yaml", agents(""))], { cwd: root })
     expect(none.code, none.stderr).toBe(0)
-    expect(none.stdout).toContain("\nmost agents running at once with unlimited concurrency, all taking equal time: 2\n")
+    expect(none.stdout).toContain(
+      "\nmost agents running at once with unlimited concurrency, all taking equal time: 2\n"
+    )
     const some = await runCli(["validate", writePlan(tempDir("plan-"), "plan.yaml", agents("    estimate: 5s\n"))], {
       cwd: root
     })
