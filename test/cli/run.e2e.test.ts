@@ -191,7 +191,7 @@ describe("corral run (end to end)", () => {
     expect(other.stdout).toContain("[out] the other agent")
     expect(other.stdout).not.toContain("first try")
     const status = await runCli(["status"], { cwd: repo })
-    const first = /attempt 1: folder \S+, log (\S+)/.exec(status.stdout)?.[1]
+    const first = /attempt 1: folder \S+ \(removed\), log (\S+)/.exec(status.stdout)?.[1]
     expect(first, status.stdout).toBeDefined()
     expect(NodeFs.readFileSync(first!, "utf8")).toContain("[out] first try")
   })
