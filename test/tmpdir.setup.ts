@@ -6,17 +6,9 @@
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
+import { isAlive } from "../packages/platform-node/test/support/processes.ts"
 
 const PREFIX = "corral-tests-"
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 /**
  * Removes the folders in `tmp` of test runs whose process is gone; returns their paths. A folder it
