@@ -6,26 +6,31 @@
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
+import { isAlive } from "../packages/platform-node/test/support/processes.ts"
 
 const PREFIX = "corral-tests-"
 
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
-/** Removes the folders in `tmp` of test runs whose process is gone; returns their paths. */
-export const removeStale = (tmp: string): ReadonlyArray<string> => {
+/**
+ * Removes the folders in `tmp` of test runs whose process is gone; returns their paths. A folder it
+ * cannot remove is left, told through `warn`: another run's leftovers never stop this one.
+ */
+export const removeStale = (
+  tmp: string,
+  warn: (warning: string) => void = (warning) => process.stderr.write(`${warning}\n`)
+): ReadonlyArray<string> => {
   const stale = NodeFs.readdirSync(tmp)
     .map((name) => ({ name, pid: Number(new RegExp(`^${PREFIX}(\\d+)-`).exec(name)?.[1]) }))
     .filter(({ pid }) => Number.isInteger(pid) && pid > 0 && !isAlive(pid))
-    .map(({ name }) => NodePath.join(tmp, name))
-  for (const dir of stale) NodeFs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
-  return stale
+  return stale.flatMap(({ name, pid }) => {
+    const dir = NodePath.join(tmp, name)
+    try {
+      NodeFs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+      return [dir]
+    } catch (error) {
+      warn(`could not remove ${dir}, left by test run ${pid}: ${(error as Error).message}`)
+      return []
+    }
+  })
 }
 
 export default function setup(): () => void {

@@ -166,18 +166,90 @@ describe("corral run (end to end)", () => {
     const status = await runCli(["status"], { cwd: repo })
     expect(status.code, status.stderr).toBe(0)
     expect(status.stdout).toContain(
-      `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky.attempt-1.log")}`
+      `attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log ${NodePath.join(logs, "flaky@attempt-1.log")}`
     )
     expect(status.stdout).toContain(
-      `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")}, log ${NodePath.join(logs, "flaky.log")}`
+      `attempt 2: folder ${NodePath.join(worktrees, "flaky-attempt-2")} (removed), log ${NodePath.join(logs, "flaky.log")}`
     )
-    expect(NodeFs.readFileSync(NodePath.join(logs, "flaky.attempt-1.log"), "utf8")).toContain("[out] first try")
+    expect(NodeFs.readFileSync(NodePath.join(logs, "flaky@attempt-1.log"), "utf8")).toContain("[out] first try")
     const shown = await runCli(["logs", "flaky"], { cwd: repo })
     expect(shown.code, shown.stderr).toBe(0)
     expect(shown.stdout).toContain("[out] second try")
     expect(shown.stdout).not.toContain("[out] first try")
     expect(shown.stderr).toContain("agent flaky: the output of attempt 2; each attempt's folder and log:")
     expect(shown.stderr).toContain(`attempt 1: folder ${NodePath.join(worktrees, "flaky")}, log`)
+  })
+
+  it("an attempt's kept log is not another agent's: beside an agent whose id is <agent>.attempt-1, both logs stay", async () => {
+    const repo = makeRepo()
+    const tried = NodePath.join(tempDir("marker-"), "tried")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky.attempt-1\n    run: echo the other agent\n  - id: flaky\n    dependsOn: [flaky.attempt-1]\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; else touch ${tried}; echo first try; exit 1; fi\n`
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const other = await runCli(["logs", "flaky.attempt-1"], { cwd: repo })
+    expect(other.stdout).toContain("[out] the other agent")
+    expect(other.stdout).not.toContain("first try")
+    const status = await runCli(["status"], { cwd: repo })
+    const first = /attempt 1: folder \S+ \(removed\), log (\S+)/.exec(status.stdout)?.[1]
+    expect(first, status.stdout).toBeDefined()
+    expect(NodeFs.readFileSync(first!, "utf8")).toContain("[out] first try")
+  })
+
+  it("logs of an agent whose last attempt started no process prints the last attempt's log there is, saying so", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        "  - id: flaky\n    retries: 1\n    run: echo first try; echo partial > out.txt; mkdir -p ../flaky-attempt-2/x; exit 1\n"
+      )
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(1)
+    expect(result.stdout).toContain("could not create worktree")
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    const first = NodePath.join(repo, ".corral", "runs", runId, "logs", "flaky@attempt-1.log")
+    const shown = await runCli(["logs", "flaky"], { cwd: repo })
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toContain("[out] first try")
+    expect(shown.stderr).toContain(
+      `agent flaky: attempt 2 ended failed without starting a process; the output of attempt 1 (${first}):`
+    )
+  })
+
+  it("logs --follow goes on into the next attempt's log from its start", async () => {
+    const repo = makeRepo()
+    const marks = tempDir("marker-")
+    const tried = NodePath.join(marks, "tried")
+    const gate = NodePath.join(marks, "go")
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(
+        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; else touch ${tried}; echo first try ${"x".repeat(200)}; while [ ! -e ${gate} ]; do sleep 0.05; done; exit 1; fi\n`
+      )
+    )
+    const cli = startCli(["run", plan], { cwd: repo })
+    const runs = NodePath.join(repo, ".corral", "runs")
+    const firstLog = () =>
+      (NodeFs.existsSync(runs) ? NodeFs.readdirSync(runs) : [])
+        .map((runId) => NodePath.join(runs, runId, "logs", "flaky.log"))
+        .find((file) => NodeFs.existsSync(file) && NodeFs.readFileSync(file, "utf8").includes("first try"))
+    await waitFor(() => firstLog() !== undefined, 30_000, "the first attempt's output")
+    const follow = startCli(["logs", "flaky", "--follow"], { cwd: repo })
+    await waitFor(() => follow.output().includes("first try"), 20_000, "the followed output")
+    NodeFs.writeFileSync(gate, "")
+    const followed = await follow.done
+    expect(followed.code, followed.stderr).toBe(0)
+    expect(followed.stdout).toMatch(/first try[\s\S]*second try/)
+    expect(followed.stderr).toContain("agent flaky: the next attempt's output follows")
+    expect((await cli.done).code).toBe(0)
   })
 
   it("a retry's folder is not another agent's: beside an agent whose id is <agent>-attempt-2, the retry takes flaky-attempt-2.2", async () => {

@@ -72,6 +72,23 @@ agents:
     expect(result.stdout).toContain(`${plan}: valid — 1 agent, concurrency`)
   })
 
+  it("says what the parallelism figure assumes: equal times without estimates, 1 ms for an agent without one", async () => {
+    const agents = (estimate: string) =>
+      `agents:\n  - id: a\n    run: echo a\n  - id: b\n    run: echo b\n    dependsOn: [a]\n  - id: c\n    run: echo c\n    dependsOn: [a]\n  - id: d\n    run: echo d\n${estimate}`
+    const none = await runCli(["validate", writePlan(tempDir("plan-"), "plan.yaml", agents(""))], { cwd: root })
+    expect(none.code, none.stderr).toBe(0)
+    expect(none.stdout).toContain(
+      "\npeak of the schedule if every agent took the same time: 2 agents at once (each starts as its dependencies end; concurrency ignored)\n"
+    )
+    const some = await runCli(["validate", writePlan(tempDir("plan-"), "plan.yaml", agents("    estimate: 5s\n"))], {
+      cwd: root
+    })
+    expect(some.code, some.stderr).toBe(0)
+    expect(some.stdout).toContain(
+      "\npeak of the estimated schedule: 3 agents at once (each starts as its dependencies end and runs for its estimate, 1ms without one; concurrency ignored)\n"
+    )
+  })
+
   it("a folder named like a resource is a path written ./a:b/, serializing the agents under it; a:b/ exits 2", async () => {
     const plan = writePlan(
       tempDir("plan-"),

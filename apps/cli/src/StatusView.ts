@@ -51,8 +51,9 @@ export const agentState = (run: RunRecord, agent: AgentRecord, now: number): str
 }
 
 /**
- * Of an agent that ran more than one attempt, each attempt's folder and log:
- * `attempt 1: folder …/worktrees/<run>/x, log …/logs/x.attempt-1.log`.
+ * Of an agent that ran more than one attempt, each attempt's folder and log, each marked when it is
+ * no longer there: `attempt 1: folder …/worktrees/<run>/x, log …/logs/x@attempt-1.log`,
+ * `attempt 2: folder …/worktrees/<run>/x-attempt-2 (removed), log …/logs/x.log (none)`.
  *
  * @since 0.1.0
  * @category rendering
@@ -60,7 +61,8 @@ export const agentState = (run: RunRecord, agent: AgentRecord, now: number): str
 export const attemptLines = (agent: AgentRecord, logDir: string | undefined): ReadonlyArray<string> => {
   if (agent.workspaces === undefined || agent.attempts < 2) return []
   return AttemptLogs.ofAgent(logDir ?? "", agent.agentId, agent.attempts, agent.workspaces).map(
-    ({ attempt, dir, log }) => `attempt ${attempt}: folder ${dir}${logDir === undefined ? "" : `, log ${log}`}`
+    ({ attempt, dir, dirExists, log, logExists }) =>
+      `attempt ${attempt}: folder ${dir}${dirExists ? "" : " (removed)"}${logDir === undefined ? "" : `, log ${log}${logExists ? "" : " (none)"}`}`
   )
 }
 

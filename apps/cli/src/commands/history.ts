@@ -14,6 +14,8 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { type CliExit, invalidInput } from "../CliExit.ts"
 import * as Folder from "@corral/platform-node/Folder"
+import * as AttemptLogs from "../AttemptLogs.ts"
+import * as LogFollow from "../internal/logFollow.ts"
 import * as LedgerFile from "../LedgerFile.ts"
 import * as OutcomeText from "../OutcomeText.ts"
 import * as OutputGuard from "../OutputGuard.ts"
@@ -244,46 +246,41 @@ export const logFileOf = (stateDir: string, run: RunRecord, agentId: string) =>
   })
 
 /**
- * Copies `file` from `offset` until the agent has an outcome or the run is no longer running, judged
- * by its coordinator's liveness as `corral status` judges it: a killed run ends the follow (said on
- * stderr) rather than leaving it waiting for an outcome no one will record.
+ * Copies the agent's log at `file` from its start until the agent has an outcome or the run is no
+ * longer running, judged by its coordinator's liveness as `corral status` judges it: a killed run
+ * ends the follow (said on stderr) rather than leaving it waiting for an outcome no one will record.
+ * A retry's next attempt writes `file` afresh: the follow reads the rest of the attempt before, says
+ * so on stderr and goes on with the next one from its start.
  */
 const followUntilDone = (
   ledger: RunLedger.Service,
   liveness: RunLiveness.Service,
   runId: string,
   agentId: string,
-  file: string,
-  offset: number
+  file: string
 ): Effect.Effect<void, RunLedger.RunLedgerError> =>
-  Effect.gen(function* () {
-    let read = offset
-    while (true) {
-      const record = Option.getOrUndefined(yield* ledger.getRun(runId))
-      const now = record === undefined ? undefined : yield* withLiveness(liveness, record)
-      const agent = now?.agents.find((known) => known.agentId === agentId)
-      const finished = now === undefined || now.status !== "running" || agent?.outcome !== null
-      read = copyFrom(file, read)
-      if (now?.status === "crashed")
-        OutputGuard.write(process.stderr, `run ${runId} crashed (${now.stopReason}); not following any more\n`)
-      if (finished || OutputGuard.isClosed()) return
-      yield* Effect.sleep("200 millis")
-    }
-  })
+  LogFollow.following(
+    file,
+    (text) => OutputGuard.write(process.stdout, text),
+    () => OutputGuard.write(process.stderr, `agent ${agentId}: the next attempt's output follows\n`),
+    (copy) =>
+      Effect.gen(function* () {
+        while (true) {
+          const record = Option.getOrUndefined(yield* ledger.getRun(runId))
+          const now = record === undefined ? undefined : yield* withLiveness(liveness, record)
+          const agent = now?.agents.find((known) => known.agentId === agentId)
+          const finished = now === undefined || now.status !== "running" || agent?.outcome !== null
+          copy()
+          if (now?.status === "crashed")
+            OutputGuard.write(process.stderr, `run ${runId} crashed (${now.stopReason}); not following any more\n`)
+          if (finished || OutputGuard.isClosed()) return
+          yield* Effect.sleep("200 millis")
+        }
+      })
+  )
 
-const copyFrom = (file: string, offset: number): number => {
-  if (!NodeFs.existsSync(file)) return offset
-  const size = NodeFs.statSync(file).size
-  if (size <= offset) return offset
-  const fd = NodeFs.openSync(file, "r")
-  try {
-    const buffer = Buffer.alloc(size - offset)
-    NodeFs.readSync(fd, buffer, 0, buffer.length, offset)
-    OutputGuard.write(process.stdout, buffer.toString("utf8"))
-  } finally {
-    NodeFs.closeSync(fd)
-  }
-  return size
+const copyAll = (file: string): void => {
+  if (NodeFs.existsSync(file)) OutputGuard.write(process.stdout, NodeFs.readFileSync(file, "utf8"))
 }
 
 const lineageOf = (run: { readonly runId: string; readonly options: unknown }) =>
@@ -388,6 +385,19 @@ export const logs = Command.make(
           )
         const run = yield* withLiveness(liveness, found)
         const { agent, file } = yield* logFileOf(stateDir, run, agentId)
+        const earlier =
+          agent.outcome === null || NodeFs.existsSync(file)
+            ? undefined
+            : AttemptLogs.latestKept(NodePath.dirname(file), agent.agentId, agent.attempts)
+        if (earlier !== undefined) {
+          yield* Effect.sync(() =>
+            OutputGuard.write(
+              process.stderr,
+              `agent ${agent.agentId}: attempt ${agent.attempts} ended ${OutcomeText.word(agent.outcome!)} without starting a process; the output of attempt ${earlier.attempt} (${earlier.log}):\n`
+            )
+          )
+          return copyAll(earlier.log)
+        }
         if (!NodeFs.existsSync(file) && !(flags.follow && run.status === "running")) {
           return yield* invalidInput(
             agent.outcome !== null
@@ -405,8 +415,8 @@ export const logs = Command.make(
               `agent ${agent.agentId}: the output of attempt ${agent.attempts}; each attempt's folder and log:\n${attempts.map((line) => `  ${line}\n`).join("")}`
             )
           )
-        const offset = copyFrom(file, 0)
-        if (flags.follow) yield* followUntilDone(ledger, liveness, run.runId, agent.agentId, file, offset)
+        if (flags.follow) yield* followUntilDone(ledger, liveness, run.runId, agent.agentId, file)
+        else copyAll(file)
       })
     )
 ).pipe(
