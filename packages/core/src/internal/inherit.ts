@@ -9,9 +9,12 @@
  * covered (a write inside a held read, a folder around a held file) could only wait for the agent
  * itself, so the nested run rejects it before anything starts.
  */
+import * as Effect from "effect/Effect"
 import type * as Claims from "../Claims.ts"
-import type { Issue } from "../CorralError.ts"
+import { ClaimDeadlock, type Issue } from "../CorralError.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
+import { type LockTable, memoryTables } from "./lockTable.ts"
+import { type Wait, WaitGraph } from "./waitGraph.ts"
 
 /**
  * Claims held by one enclosing agent, and those of the agents around it. `holds()` turns `false`
@@ -23,6 +26,8 @@ export interface Held {
   readonly request: Claims.Request
   readonly outer: Held | undefined
   readonly holds: () => boolean
+  /** The agent's lease while it holds one. */
+  readonly lease: () => ResourceLocks.Lease | undefined
 }
 
 /** What a nested run starts from: the lock service to use and the claims it may reuse. */
@@ -57,16 +62,84 @@ export const strip = (request: Claims.Request, held: Held): Claims.Request => {
   return keys.length === request.keys.length ? request : { keys, pools: request.pools }
 }
 
-/** A lock service for a nested run: covered keys are stripped before they reach `locks`. */
+/** The request without the keys `held` or an agent around it covers. */
+const stripAll = (request: Claims.Request, held: Held): Claims.Request => {
+  let stripped = request
+  for (let level: Held | undefined = held; level !== undefined; level = level.outer) stripped = strip(stripped, level)
+  return stripped
+}
+
+/** The lock service under every nested run's wrapper, by wrapper. */
+const roots = new WeakMap<object, ResourceLocks.ResourceLocks["Service"]>()
+const graphs = new WeakMap<LockTable, WaitGraph>()
+
+const graphOf = (table: LockTable): WaitGraph => {
+  let graph = graphs.get(table)
+  if (graph === undefined) graphs.set(table, (graph = new WaitGraph()))
+  return graph
+}
+
+/**
+ * A lock service for a nested run: covered keys are stripped before they reach `locks`. On an
+ * in-memory lock service, a request about to wait is checked against the wait-for graph: one that
+ * would close a cycle dies with `ClaimDeadlock`; one that waits is kept in the graph until it is
+ * granted, asks again or its run ends.
+ */
 export const inheritLocks = (
   locks: ResourceLocks.ResourceLocks["Service"],
   held: Held
-): ResourceLocks.ResourceLocks["Service"] => ({
-  ...locks,
-  tryAcquire: (holder, request) => locks.tryAcquire(holder, strip(request, held)),
-  acquire: (holder, request) => locks.acquire(holder, strip(request, held)),
-  blockers: (request) => locks.blockers(strip(request, held))
-})
+): ResourceLocks.ResourceLocks["Service"] => {
+  const root = roots.get(locks) ?? locks
+  const table = memoryTables.get(root)
+  const service: ResourceLocks.ResourceLocks["Service"] = {
+    ...locks,
+    tryAcquire: (holder, request) => locks.tryAcquire(holder, strip(request, held)),
+    acquire: (holder, request) => locks.acquire(holder, strip(request, held)),
+    blockers: (request) => locks.blockers(strip(request, held))
+  }
+  roots.set(service, root)
+  if (table === undefined) return service
+  const graph = graphOf(table)
+  const waits = new Map<string, Wait>()
+  const forgetAll = (): void => {
+    for (const wait of waits.values()) graph.remove(wait)
+    waits.clear()
+  }
+  const forget = (agentId: string): void => {
+    const wait = waits.get(agentId)
+    if (wait === undefined) return
+    waits.delete(agentId)
+    graph.remove(wait)
+  }
+  const blocked = (holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<void> => {
+    const chain: Array<ResourceLocks.Lease> = []
+    for (let level: Held | undefined = held; level !== undefined; level = level.outer) {
+      const lease = level.lease()
+      if (lease !== undefined) chain.push(lease)
+    }
+    const wait: Wait = { holder, chain, blockers: table.keyBlockers(request) }
+    const cycle = graph.cycle(wait, (lease) => table.holds(lease))
+    if (cycle !== undefined) return Effect.die(new ClaimDeadlock({ agent: holder, cycle }))
+    waits.set(holder.agentId, wait)
+    graph.add(wait)
+    return Effect.void
+  }
+  return {
+    ...service,
+    tryAcquire: (holder, request) => {
+      const stripped = stripAll(request, held)
+      return Effect.flatMap(root.tryAcquire(holder, stripped), (attempt): Effect.Effect<ResourceLocks.Attempt> => {
+        forget(holder.agentId)
+        return attempt._tag === "Acquired" ? Effect.succeed(attempt) : Effect.as(blocked(holder, stripped), attempt)
+      })
+    },
+    onRelease: (listener) =>
+      Effect.andThen(
+        Effect.addFinalizer(() => Effect.sync(forgetAll)),
+        locks.onRelease(listener)
+      )
+  }
+}
 
 /** Nested claims that overlap an enclosing agent's claims without being covered by them. */
 export const checkNested = (

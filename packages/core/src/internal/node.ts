@@ -273,7 +273,8 @@ export class Node implements Agent.Frame {
       holder: { runId: host.runId, agentId: this.id },
       request: this.request,
       outer: host.held,
-      holds: () => this.lease !== undefined
+      holds: () => this.lease !== undefined,
+      lease: () => this.lease
     }
     return { locks: inheritLocks(host.locks, held), held }
   }
