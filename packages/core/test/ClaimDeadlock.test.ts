@@ -103,6 +103,68 @@ describe("ClaimDeadlock", () => {
     })
   )
 
+  it.effect("a nested agent that ended ClaimTimedOut no longer waits: no cycle through it", () =>
+    Effect.gen(function* () {
+      const a = Agent.make("a", {
+        claims: { write: ["x"] },
+        run: Effect.andThen(
+          Effect.sleep("1 second"),
+          Corral.run(
+            [
+              Agent.make("inner-y", { claims: { write: ["y"] }, claimTimeout: "1 second", run: Effect.void }),
+              Agent.make("busy", { run: Effect.sleep("10 seconds") })
+            ],
+            { concurrency: 2 }
+          )
+        )
+      })
+      const b = Agent.make("b", {
+        claims: { write: ["y"] },
+        run: Effect.andThen(Effect.sleep("3 seconds"), nestedRun(["x"]))
+      })
+      const result = yield* runFor([a, b], 11)
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => [outcome._tag, outcome.endedAt]),
+        [
+          ["Succeeded", 11000],
+          ["Succeeded", 11000]
+        ]
+      )
+      const inner = result.outcomes[0]!
+      assert.deepStrictEqual(
+        inner._tag === "Succeeded"
+          ? (inner.value as { outcomes: ReadonlyArray<Outcome.Outcome> }).outcomes.map((outcome) => outcome._tag)
+          : [],
+        ["ClaimTimedOut", "Succeeded"]
+      )
+    })
+  )
+
+  it.effect("a cycle through a run nested two levels deep is found", () =>
+    Effect.gen(function* () {
+      const deep = (keys: ReadonlyArray<string>) =>
+        Corral.run([Agent.make("middle", { claims: { write: [`m-${keys.join("+")}`] }, run: nestedRun(keys) })])
+      const result = yield* runFor(agents(deep, [1, 2], [[1], [0]]), 2)
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => outcome._tag),
+        ["Succeeded", "Succeeded"]
+      )
+      const outer = result.outcomes[1]!
+      const middle =
+        outer._tag === "Succeeded"
+          ? (outer.value as { outcomes: ReadonlyArray<Outcome.Outcome> }).outcomes[0]
+          : undefined
+      assert.strictEqual(middle?._tag, "Failed")
+      assert.deepStrictEqual(
+        deadlockOf(middle!)?.cycle.map((step) => [step.waiter.agentId, step.key, step.holder.agentId]),
+        [
+          ["a1", "k0", "a0"],
+          ["a0", "k1", "a1"]
+        ]
+      )
+    })
+  )
+
   it.effect("property: a nested request fails iff it closes a cycle of waits; every other agent completes", () =>
     Effect.gen(function* () {
       const caseArb = fc.integer({ min: 2, max: 5 }).chain((n) =>

@@ -72,6 +72,11 @@ const stripAll = (request: Claims.Request, held: Held): Claims.Request => {
 /** The lock service under every nested run's wrapper, by wrapper. */
 const roots = new WeakMap<object, ResourceLocks.ResourceLocks["Service"]>()
 const graphs = new WeakMap<LockTable, WaitGraph>()
+const forgetters = new WeakMap<object, (agentId: string) => void>()
+
+/** Drops the wait kept for agent `agentId` of the nested run whose lock service is `locks`, if any. */
+export const forgetWait = (locks: ResourceLocks.ResourceLocks["Service"], agentId: string): void =>
+  forgetters.get(locks)?.(agentId)
 
 const graphOf = (table: LockTable): WaitGraph => {
   let graph = graphs.get(table)
@@ -97,8 +102,10 @@ export const inheritLocks = (
     acquire: (holder, request) => locks.acquire(holder, strip(request, held)),
     blockers: (request) => locks.blockers(strip(request, held))
   }
-  roots.set(service, root)
-  if (table === undefined) return service
+  if (table === undefined) {
+    roots.set(service, root)
+    return service
+  }
   const graph = graphOf(table)
   const waits = new Map<string, Wait>()
   const forgetAll = (): void => {
@@ -124,7 +131,7 @@ export const inheritLocks = (
     graph.add(wait)
     return Effect.void
   }
-  return {
+  const detecting: ResourceLocks.ResourceLocks["Service"] = {
     ...service,
     tryAcquire: (holder, request) => {
       const stripped = stripAll(request, held)
@@ -139,6 +146,9 @@ export const inheritLocks = (
         locks.onRelease(listener)
       )
   }
+  roots.set(detecting, root)
+  forgetters.set(detecting, forget)
+  return detecting
 }
 
 /** Nested claims that overlap an enclosing agent's claims without being covered by them. */
