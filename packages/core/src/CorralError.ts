@@ -62,8 +62,9 @@ export class NotAnEffect extends Data.TaggedError("NotAnEffect")<{
  * request: the agents of `cycle` would wait for each other for ever. Found when the request is
  * about to wait; the nested run dies with this error (so the agent around it ends `Failed`,
  * `defect: true`, and releases its keys), and the other agents of the cycle go on waiting and
- * proceed once it has. Cycles through pools, through waits inside one run, or through a lock
- * layer other than the in-memory one are not detected.
+ * proceed once it has. Not detected: cycles through pools, through agents of one run waiting for
+ * each other, through `ResourceLocks.acquire` called by your own code, or on a lock layer other
+ * than the in-memory one.
  *
  * @since 0.1.0
  * @category errors

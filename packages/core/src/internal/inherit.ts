@@ -10,6 +10,7 @@
  * itself, so the nested run rejects it before anything starts.
  */
 import * as Effect from "effect/Effect"
+import type { Scope } from "effect/Scope"
 import type * as Claims from "../Claims.ts"
 import { ClaimDeadlock, type Issue } from "../CorralError.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
@@ -69,14 +70,7 @@ const stripAll = (request: Claims.Request, held: Held): Claims.Request => {
   return stripped
 }
 
-/** The lock service under every nested run's wrapper, by wrapper. */
-const roots = new WeakMap<object, ResourceLocks.ResourceLocks["Service"]>()
 const graphs = new WeakMap<LockTable, WaitGraph>()
-const forgetters = new WeakMap<object, (agentId: string) => void>()
-
-/** Drops the wait kept for agent `agentId` of the nested run whose lock service is `locks`, if any. */
-export const forgetWait = (locks: ResourceLocks.ResourceLocks["Service"], agentId: string): void =>
-  forgetters.get(locks)?.(agentId)
 
 const graphOf = (table: LockTable): WaitGraph => {
   let graph = graphs.get(table)
@@ -84,71 +78,104 @@ const graphOf = (table: LockTable): WaitGraph => {
   return graph
 }
 
+type Service = ResourceLocks.ResourceLocks["Service"]
+
 /**
- * A lock service for a nested run: covered keys are stripped before they reach `locks`. On an
- * in-memory lock service, a request about to wait is checked against the wait-for graph: one that
- * would close a cycle dies with `ClaimDeadlock`; one that waits is kept in the graph until it is
- * granted, asks again or its run ends.
+ * The lock service of a nested run: covered keys are stripped before they reach `locks`. On an
+ * in-memory lock service (`table`, of the service under every nested run), a request about to
+ * wait is checked against the wait-for graph: one that would close a cycle dies with
+ * `ClaimDeadlock`; one that waits is kept in the graph until it is granted, asks again, its agent
+ * ends (`forget`) or its run ends.
  */
-export const inheritLocks = (
-  locks: ResourceLocks.ResourceLocks["Service"],
-  held: Held
-): ResourceLocks.ResourceLocks["Service"] => {
-  const root = roots.get(locks) ?? locks
-  const table = memoryTables.get(root)
-  const service: ResourceLocks.ResourceLocks["Service"] = {
-    ...locks,
-    tryAcquire: (holder, request) => locks.tryAcquire(holder, strip(request, held)),
-    acquire: (holder, request) => locks.acquire(holder, strip(request, held)),
-    blockers: (request) => locks.blockers(strip(request, held))
+class NestedLocks implements Service {
+  readonly root: Service
+  private readonly locks: Service
+  private readonly held: Held
+  private readonly table: LockTable | undefined
+  private waits: Map<string, Wait> | undefined = undefined
+
+  constructor(locks: Service, held: Held) {
+    this.locks = locks
+    this.held = held
+    this.root = locks instanceof NestedLocks ? locks.root : locks
+    this.table = memoryTables.get(this.root)
   }
-  if (table === undefined) {
-    roots.set(service, root)
-    return service
+
+  tryAcquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Attempt> {
+    if (this.table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
+    const stripped = stripAll(request, this.held)
+    return Effect.flatMap(this.root.tryAcquire(holder, stripped), (attempt) => {
+      this.forget(holder.agentId)
+      return attempt._tag === "Acquired" ? Effect.succeed(attempt) : this.blocked(holder, stripped, attempt)
+    })
   }
-  const graph = graphOf(table)
-  const waits = new Map<string, Wait>()
-  const forgetAll = (): void => {
-    for (const wait of waits.values()) graph.remove(wait)
-    waits.clear()
+
+  acquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Lease, never, Scope> {
+    return this.locks.acquire(holder, strip(request, this.held))
   }
-  const forget = (agentId: string): void => {
-    const wait = waits.get(agentId)
+
+  release(lease: ResourceLocks.Lease): Effect.Effect<void> {
+    return this.locks.release(lease)
+  }
+
+  blockers(request: Claims.Request): Effect.Effect<ReadonlyArray<ResourceLocks.Blocker>> {
+    return this.locks.blockers(strip(request, this.held))
+  }
+
+  get snapshot(): Effect.Effect<ResourceLocks.Snapshot> {
+    return this.locks.snapshot
+  }
+
+  onRelease(listener: (lease: ResourceLocks.Lease) => void): Effect.Effect<void, never, Scope> {
+    if (this.table === undefined) return this.locks.onRelease(listener)
+    return Effect.andThen(
+      Effect.addFinalizer(() => Effect.sync(() => this.forgetAll())),
+      this.locks.onRelease(listener)
+    )
+  }
+
+  /** Drops the wait kept for the run's agent `agentId`, if any. */
+  forget(agentId: string): void {
+    const wait = this.waits?.get(agentId)
     if (wait === undefined) return
-    waits.delete(agentId)
-    graph.remove(wait)
+    this.waits!.delete(agentId)
+    graphOf(this.table!).remove(wait)
   }
-  const blocked = (holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<void> => {
+
+  private forgetAll(): void {
+    if (this.waits === undefined) return
+    const graph = graphOf(this.table!)
+    for (const wait of this.waits.values()) graph.remove(wait)
+    this.waits = undefined
+  }
+
+  private blocked(
+    holder: ResourceLocks.Holder,
+    request: Claims.Request,
+    attempt: ResourceLocks.Attempt
+  ): Effect.Effect<ResourceLocks.Attempt> {
+    const table = this.table!
     const chain: Array<ResourceLocks.Lease> = []
-    for (let level: Held | undefined = held; level !== undefined; level = level.outer) {
+    for (let level: Held | undefined = this.held; level !== undefined; level = level.outer) {
       const lease = level.lease()
       if (lease !== undefined) chain.push(lease)
     }
     const wait: Wait = { holder, chain, blockers: table.keyBlockers(request) }
+    const graph = graphOf(table)
     const cycle = graph.cycle(wait, (lease) => table.holds(lease))
     if (cycle !== undefined) return Effect.die(new ClaimDeadlock({ agent: holder, cycle }))
-    waits.set(holder.agentId, wait)
+    ;(this.waits ??= new Map()).set(holder.agentId, wait)
     graph.add(wait)
-    return Effect.void
+    return Effect.succeed(attempt)
   }
-  const detecting: ResourceLocks.ResourceLocks["Service"] = {
-    ...service,
-    tryAcquire: (holder, request) => {
-      const stripped = stripAll(request, held)
-      return Effect.flatMap(root.tryAcquire(holder, stripped), (attempt): Effect.Effect<ResourceLocks.Attempt> => {
-        forget(holder.agentId)
-        return attempt._tag === "Acquired" ? Effect.succeed(attempt) : Effect.as(blocked(holder, stripped), attempt)
-      })
-    },
-    onRelease: (listener) =>
-      Effect.andThen(
-        Effect.addFinalizer(() => Effect.sync(forgetAll)),
-        locks.onRelease(listener)
-      )
-  }
-  roots.set(detecting, root)
-  forgetters.set(detecting, forget)
-  return detecting
+}
+
+/** A lock service for a nested run inside the agent `held` describes (see `NestedLocks`). */
+export const inheritLocks = (locks: Service, held: Held): Service => new NestedLocks(locks, held)
+
+/** Drops the wait kept for agent `agentId` of the nested run whose lock service is `locks`, if any. */
+export const forgetWait = (locks: Service, agentId: string): void => {
+  if (locks instanceof NestedLocks) locks.forget(agentId)
 }
 
 /** Nested claims that overlap an enclosing agent's claims without being covered by them. */
