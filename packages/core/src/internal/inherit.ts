@@ -127,10 +127,17 @@ class NestedLocks implements Service {
   }
 
   onRelease(listener: (lease: ResourceLocks.Lease) => void): Effect.Effect<void, never, Scope> {
-    if (this.table === undefined) return this.locks.onRelease(listener)
-    return Effect.andThen(
-      Effect.addFinalizer(() => Effect.sync(() => this.forgetAll())),
-      this.locks.onRelease(listener)
+    const table = this.table
+    if (table === undefined) return this.locks.onRelease(listener)
+    return Effect.asVoid(
+      Effect.acquireRelease(
+        Effect.sync(() => table.subscribe(listener)),
+        (unsubscribe) =>
+          Effect.sync(() => {
+            unsubscribe()
+            this.forgetAll()
+          })
+      )
     )
   }
 
