@@ -102,9 +102,11 @@ class NestedLocks implements Service {
   }
 
   tryAcquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Attempt> {
-    if (this.table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
+    const table = this.table
+    if (table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
     const stripped = stripAll(request, this.held)
-    return Effect.flatMap(this.root.tryAcquire(holder, stripped), (attempt) => {
+    return Effect.suspend(() => {
+      const attempt = table.tryAcquire(holder, stripped)
       this.forget(holder.agentId)
       return attempt._tag === "Acquired" ? Effect.succeed(attempt) : this.blocked(holder, stripped, attempt)
     })
