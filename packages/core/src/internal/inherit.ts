@@ -102,11 +102,9 @@ class NestedLocks implements Service {
   }
 
   tryAcquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Attempt> {
-    const table = this.table
-    if (table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
+    if (this.table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
     const stripped = stripAll(request, this.held)
-    return Effect.suspend(() => {
-      const attempt = table.tryAcquire(holder, stripped)
+    return Effect.flatMap(this.root.tryAcquire(holder, stripped), (attempt) => {
       this.forget(holder.agentId)
       return attempt._tag === "Acquired" ? Effect.succeed(attempt) : this.blocked(holder, stripped, attempt)
     })
