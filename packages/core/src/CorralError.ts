@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
+import type { Holder } from "./ResourceLocks.ts"
 
 /**
  * One problem found while validating a run.
@@ -54,6 +55,37 @@ export class NotAnEffect extends Data.TaggedError("NotAnEffect")<{
     return `agent ${JSON.stringify(this.agentId)}: run ${this.returned ? "returned" : "is"} ${this.got}, not an effect${hint}`
   }
 }
+
+/**
+ * A run nested inside an agent (`Corral.run`, `ToolCalls.run`) asked the in-memory lock layer for
+ * a key whose holder waits, through runs nested inside it, for a key held by an agent around the
+ * request: the agents of `cycle` would wait for each other for ever. Found when the request is
+ * about to wait; the nested run dies with this error (so the agent around it ends `Failed`,
+ * `defect: true`, and releases its keys), and the other agents of the cycle go on waiting and
+ * proceed once it has. Not detected: cycles through pools, through agents of one run waiting for
+ * each other, through `ResourceLocks.acquire` called by your own code, or on a lock layer other
+ * than the in-memory one.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ClaimDeadlock extends Data.TaggedError("ClaimDeadlock")<{
+  /** The nested agent whose claim would have closed the cycle. */
+  readonly agent: Holder
+  /** Each agent of the cycle, the key it waits for and that key's holder, the next agent. */
+  readonly cycle: ReadonlyArray<{ readonly waiter: Holder; readonly key: string; readonly holder: Holder }>
+}> {
+  override get message() {
+    const steps = this.cycle.map((step, i) => {
+      const waits = `waits for ${JSON.stringify(step.key)} held by ${formatHolder(step.holder)}`
+      return i === 0 ? `${formatHolder(step.waiter)} ${waits}` : `which ${waits}`
+    })
+    return `claim deadlock: ${steps.join(", ")}; ${formatHolder(this.agent)} would close the cycle, so its run fails`
+  }
+}
+
+const formatHolder = (holder: Holder): string =>
+  `agent ${JSON.stringify(holder.agentId)}${holder.runId === "" ? "" : ` (run ${holder.runId})`}`
 
 /**
  * Renders an issue as `agent "id" (agents[i]): field: message`, `agents[i]: field: message` for an

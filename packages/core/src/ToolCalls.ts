@@ -31,8 +31,11 @@ export interface ToolCall<A, E, R> {
  * in order. Calls are named `<index>:<name>` so the same tool may be called twice.
  *
  * Inside an agent, calls on keys the agent holds run without waiting for it; calls on other keys
- * wait for their holders, with no bound of their own: two agents each calling a tool on a key the
- * other holds wait for each other until the agents' `timeout` ends one of them.
+ * wait for their holders, with no bound of their own. On the in-memory lock layer a call whose wait
+ * would close a cycle (two agents each calling a tool on a key the other holds) makes the run die
+ * with `CorralError.ClaimDeadlock` naming the cycle, and the other agents of the cycle go on; cycles
+ * the README's Claims section lists as not detected wait until the agents' `timeout` ends one of
+ * them.
  *
  * @example
  * ```ts

@@ -1,4 +1,4 @@
-import { Agent, Corral, ToolCalls } from "@corral/core"
+import { ToolCalls } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
@@ -78,49 +78,6 @@ describe("ToolCalls.run with input of the wrong shape", () => {
         ["0:write|claims.write|expected an array of keys, got string"]
       )
       assert.strictEqual(ran, 0)
-    })
-  )
-})
-
-describe("claims taken inside agents", () => {
-  const crossing = <A>(nestedRun: (key: string) => Effect.Effect<A, unknown>) =>
-    Corral.run(
-      [
-        Agent.make("A", { claims: { write: ["x"] }, run: Effect.andThen(Effect.sleep("1 second"), nestedRun("y")) }),
-        Agent.make("B", { claims: { write: ["y"] }, run: Effect.andThen(Effect.sleep("1 second"), nestedRun("x")) })
-      ],
-      { concurrency: 2 }
-    )
-
-  it.effect("two agents each taking the other's key inside wait for each other until something bounds the wait", () =>
-    Effect.gen(function* () {
-      const toolCall = (key: string) => ToolCalls.run([{ name: `write ${key}`, write: [key], run: Effect.void }])
-      const nested = (key: string) =>
-        Corral.run([Agent.make(`inner-${key}`, { claims: { write: [key] }, run: Effect.void })])
-      for (const nestedRun of [toolCall, nested] as const) {
-        const fiber = yield* Effect.forkChild(crossing<unknown>(nestedRun), { startImmediately: true })
-        yield* TestClock.adjust("1 hour")
-        assert.isUndefined(fiber.pollUnsafe())
-        yield* Fiber.interrupt(fiber)
-      }
-      const bounded = (key: string) =>
-        Corral.run([Agent.make(`inner-${key}`, { claims: { write: [key] }, run: Effect.void })], {
-          claimTimeout: "1 second"
-        })
-      const fiber = yield* Effect.forkChild(crossing(bounded), { startImmediately: true })
-      yield* TestClock.adjust("2 seconds")
-      const result = yield* Fiber.join(fiber)
-      const inner = result.outcomes.map((outcome) =>
-        outcome._tag === "Succeeded" ? outcome.value.outcomes.map((nestedOutcome) => nestedOutcome._tag) : []
-      )
-      assert.deepStrictEqual(inner.flat().sort(), ["ClaimTimedOut", "Succeeded"])
-      const timedOut = result.outcomes
-        .flatMap((outcome) => (outcome._tag === "Succeeded" ? outcome.value.outcomes : []))
-        .find((nestedOutcome) => nestedOutcome._tag === "ClaimTimedOut")
-      assert.deepStrictEqual(
-        timedOut?._tag === "ClaimTimedOut" ? timedOut.blockers : [],
-        timedOut?.agentId === "inner-y" ? [{ key: "y", holder: "B" }] : [{ key: "x", holder: "A" }]
-      )
     })
   )
 })

@@ -9,9 +9,13 @@
  * covered (a write inside a held read, a folder around a held file) could only wait for the agent
  * itself, so the nested run rejects it before anything starts.
  */
+import * as Effect from "effect/Effect"
+import type { Scope } from "effect/Scope"
 import type * as Claims from "../Claims.ts"
-import type { Issue } from "../CorralError.ts"
+import { ClaimDeadlock, type Issue } from "../CorralError.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
+import { type LockTable, memoryTables } from "./lockTable.ts"
+import { type Wait, WaitGraph } from "./waitGraph.ts"
 
 /**
  * Claims held by one enclosing agent, and those of the agents around it. `holds()` turns `false`
@@ -23,6 +27,8 @@ export interface Held {
   readonly request: Claims.Request
   readonly outer: Held | undefined
   readonly holds: () => boolean
+  /** The agent's lease while it holds one. */
+  readonly lease: () => ResourceLocks.Lease | undefined
 }
 
 /** What a nested run starts from: the lock service to use and the claims it may reuse. */
@@ -57,16 +63,127 @@ export const strip = (request: Claims.Request, held: Held): Claims.Request => {
   return keys.length === request.keys.length ? request : { keys, pools: request.pools }
 }
 
-/** A lock service for a nested run: covered keys are stripped before they reach `locks`. */
-export const inheritLocks = (
-  locks: ResourceLocks.ResourceLocks["Service"],
-  held: Held
-): ResourceLocks.ResourceLocks["Service"] => ({
-  ...locks,
-  tryAcquire: (holder, request) => locks.tryAcquire(holder, strip(request, held)),
-  acquire: (holder, request) => locks.acquire(holder, strip(request, held)),
-  blockers: (request) => locks.blockers(strip(request, held))
-})
+/** The request without the keys `held` or an agent around it covers. */
+const stripAll = (request: Claims.Request, held: Held): Claims.Request => {
+  let stripped = request
+  for (let level: Held | undefined = held; level !== undefined; level = level.outer) stripped = strip(stripped, level)
+  return stripped
+}
+
+const graphs = new WeakMap<LockTable, WaitGraph>()
+
+const graphOf = (table: LockTable): WaitGraph => {
+  let graph = graphs.get(table)
+  if (graph === undefined) graphs.set(table, (graph = new WaitGraph()))
+  return graph
+}
+
+type Service = ResourceLocks.ResourceLocks["Service"]
+
+/**
+ * The lock service of a nested run: covered keys are stripped before they reach `locks`. On an
+ * in-memory lock service (`table`, of the service under every nested run), a request about to
+ * wait is checked against the wait-for graph: one that would close a cycle dies with
+ * `ClaimDeadlock`; one that waits is kept in the graph until it is granted, asks again, its agent
+ * ends (`forget`) or its run ends.
+ */
+class NestedLocks implements Service {
+  readonly root: Service
+  private readonly locks: Service
+  private readonly held: Held
+  private readonly table: LockTable | undefined
+  private waits: Map<string, Wait> | undefined = undefined
+
+  constructor(locks: Service, held: Held) {
+    this.locks = locks
+    this.held = held
+    this.root = locks instanceof NestedLocks ? locks.root : locks
+    this.table = memoryTables.get(this.root)
+  }
+
+  tryAcquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Attempt> {
+    if (this.table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
+    const stripped = stripAll(request, this.held)
+    return Effect.flatMap(this.root.tryAcquire(holder, stripped), (attempt) => {
+      this.forget(holder.agentId)
+      return attempt._tag === "Acquired" ? Effect.succeed(attempt) : this.blocked(holder, stripped, attempt)
+    })
+  }
+
+  acquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Lease, never, Scope> {
+    return this.locks.acquire(holder, strip(request, this.held))
+  }
+
+  release(lease: ResourceLocks.Lease): Effect.Effect<void> {
+    return this.locks.release(lease)
+  }
+
+  blockers(request: Claims.Request): Effect.Effect<ReadonlyArray<ResourceLocks.Blocker>> {
+    return this.locks.blockers(strip(request, this.held))
+  }
+
+  get snapshot(): Effect.Effect<ResourceLocks.Snapshot> {
+    return this.locks.snapshot
+  }
+
+  onRelease(listener: (lease: ResourceLocks.Lease) => void): Effect.Effect<void, never, Scope> {
+    const table = this.table
+    if (table === undefined) return this.locks.onRelease(listener)
+    return Effect.asVoid(
+      Effect.acquireRelease(
+        Effect.sync(() => table.subscribe(listener)),
+        (unsubscribe) =>
+          Effect.sync(() => {
+            unsubscribe()
+            this.forgetAll()
+          })
+      )
+    )
+  }
+
+  /** Drops the wait kept for the run's agent `agentId`, if any. */
+  forget(agentId: string): void {
+    const wait = this.waits?.get(agentId)
+    if (wait === undefined) return
+    this.waits!.delete(agentId)
+    graphOf(this.table!).remove(wait)
+  }
+
+  private forgetAll(): void {
+    if (this.waits === undefined) return
+    const graph = graphOf(this.table!)
+    for (const wait of this.waits.values()) graph.remove(wait)
+    this.waits = undefined
+  }
+
+  private blocked(
+    holder: ResourceLocks.Holder,
+    request: Claims.Request,
+    attempt: ResourceLocks.Attempt
+  ): Effect.Effect<ResourceLocks.Attempt> {
+    const table = this.table!
+    const chain: Array<ResourceLocks.Lease> = []
+    for (let level: Held | undefined = this.held; level !== undefined; level = level.outer) {
+      const lease = level.lease()
+      if (lease !== undefined) chain.push(lease)
+    }
+    const wait: Wait = { holder, chain, blockers: table.keyBlockers(request) }
+    const graph = graphOf(table)
+    const cycle = graph.cycle(wait, (lease) => table.holds(lease))
+    if (cycle !== undefined) return Effect.die(new ClaimDeadlock({ agent: holder, cycle }))
+    ;(this.waits ??= new Map()).set(holder.agentId, wait)
+    graph.add(wait)
+    return Effect.succeed(attempt)
+  }
+}
+
+/** A lock service for a nested run inside the agent `held` describes (see `NestedLocks`). */
+export const inheritLocks = (locks: Service, held: Held): Service => new NestedLocks(locks, held)
+
+/** Drops the wait kept for agent `agentId` of the nested run whose lock service is `locks`, if any. */
+export const forgetWait = (locks: Service, agentId: string): void => {
+  if (locks instanceof NestedLocks) locks.forget(agentId)
+}
 
 /** Nested claims that overlap an enclosing agent's claims without being covered by them. */
 export const checkNested = (

@@ -60,6 +60,8 @@ export const isLegal = (from: NodeState, to: NodeState): boolean => {
 export interface Stateful {
   state: NodeState
   readonly id: string
+  /** Told that the node ended while it waited for claims (`parked` or `ready`), without running. */
+  readonly stoppedWaiting?: () => void
 }
 
 export class Lifecycle {
@@ -132,8 +134,10 @@ export class Lifecycle {
 
   /** Moves a node to `done` with its outcome's tag counted. */
   finish(node: Stateful, tag: Outcome.Tag): void {
+    const from = node.state
     this.move(node, "done")
     this.outcomes[tag]++
+    if (from === "parked" || from === "ready") node.stoppedWaiting?.()
   }
 
   get allDone(): boolean {

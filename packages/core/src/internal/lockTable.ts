@@ -62,6 +62,16 @@ export class LockTable {
     return blockers
   }
 
+  /** The leases whose keys block `request`, with the key each holds. */
+  keyBlockers(request: Claims.Request): Array<{ readonly key: string; readonly lease: Lease }> {
+    return this.keys.conflicts(request.keys).map((hit) => ({ key: hit.key, lease: hit.holder }))
+  }
+
+  /** Whether `lease` is granted and not yet released. */
+  holds(lease: Lease): boolean {
+    return this.leases.has(lease)
+  }
+
   release(lease: Lease): void {
     if (!this.leases.delete(lease)) return
     this.keys.remove(lease, lease.request.keys)

@@ -4,7 +4,7 @@ import type * as Outcome from "../Outcome.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import * as Usage from "../Usage.ts"
 import { succeededAt } from "./execute.ts"
-import { type Held, type Inherited, inheritLocks } from "./inherit.ts"
+import { forgetWait, type Held, type Inherited, inheritLocks } from "./inherit.ts"
 import type { NodeState } from "./lifecycle.ts"
 
 /** What a node needs from its run to serve as the agent's `Agent.Frame`. */
@@ -265,6 +265,11 @@ export class Node implements Agent.Frame {
     return this.host.releaseSlot(this)
   }
 
+  /** The agent ended while it waited for claims: a wait kept for it in a wait-for graph is dropped. */
+  stoppedWaiting(): void {
+    if (this.host.held !== undefined) forgetWait(this.host.locks, this.id)
+  }
+
   /** What a run nested inside this agent inherits: the agent's claims and its run's lock service. */
   inherited(): Inherited {
     const host = this.host
@@ -273,7 +278,8 @@ export class Node implements Agent.Frame {
       holder: { runId: host.runId, agentId: this.id },
       request: this.request,
       outer: host.held,
-      holds: () => this.lease !== undefined
+      holds: () => this.lease !== undefined,
+      lease: () => this.lease
     }
     return { locks: inheritLocks(host.locks, held), held }
   }
