@@ -240,3 +240,115 @@ const expectedFailures = (order: ReadonlyArray<number>, inside: ReadonlyArray<Re
   }
   return failed.sort((a, b) => a - b)
 }
+
+describe("ClaimDeadlock: waits that resolve are never reported", () => {
+  it.effect("two agents each reading the other's read key inside do not wait at all", () =>
+    Effect.gen(function* () {
+      const reader = (own: string, other: string) =>
+        Agent.make(`r-${own}`, {
+          claims: { read: [own] },
+          run: Effect.andThen(
+            Effect.sleep("1 second"),
+            ToolCalls.run([{ name: "read", read: [other], run: Effect.void }])
+          )
+        })
+      const result = yield* runFor([reader("x", "y"), reader("y", "x")], 1)
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => [outcome._tag, outcome.endedAt]),
+        [
+          ["Succeeded", 1000],
+          ["Succeeded", 1000]
+        ]
+      )
+    })
+  )
+
+  it.effect("an agent with two nested runs at once: another agent waiting for one of them is no cycle", () =>
+    Effect.gen(function* () {
+      const a = Agent.make("a", {
+        claims: { write: ["x"] },
+        run: Effect.andThen(
+          Effect.sleep("1 second"),
+          Effect.all(
+            [
+              nestedRun(["y"]),
+              Corral.run([Agent.make("holds-z", { claims: { write: ["z"] }, run: Effect.sleep("5 seconds") })])
+            ],
+            { concurrency: 2 }
+          )
+        )
+      })
+      const b = Agent.make("b", {
+        claims: { write: ["y"] },
+        run: Effect.andThen(Effect.sleep("2 seconds"), nestedRun(["z"]))
+      })
+      const result = yield* runFor([a, b], 6)
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => [outcome._tag, outcome.endedAt]),
+        [
+          ["Succeeded", 6000],
+          ["Succeeded", 6000]
+        ]
+      )
+    })
+  )
+
+  it.effect("runs with the same agent ids under different outer runs keep their waits apart", () =>
+    Effect.gen(function* () {
+      const outer = (runId: string, own: string, inside: string, seconds: number) =>
+        Effect.forkChild(
+          Corral.run(
+            [
+              Agent.make("a", {
+                claims: { write: [own] },
+                run: Effect.andThen(
+                  Effect.sleep(`${seconds} seconds`),
+                  Corral.run([Agent.make("inner", { claims: { write: [inside] }, run: Effect.void })])
+                )
+              })
+            ],
+            { runId }
+          ),
+          { startImmediately: true }
+        )
+      const one = yield* outer("r1", "x", "y", 1)
+      const two = yield* outer("r2", "y", "z", 2)
+      const three = yield* outer("r3", "z", "w", 5)
+      yield* TestClock.adjust("5 seconds")
+      const tags = []
+      for (const fiber of [one, two, three]) {
+        const exit = fiber.pollUnsafe()
+        assert.isDefined(exit)
+        const result = yield* Fiber.join(fiber)
+        tags.push(result.outcomes.map((outcome) => [outcome._tag, outcome.endedAt]))
+      }
+      assert.deepStrictEqual(tags, [[["Succeeded", 5000]], [["Succeeded", 5000]], [["Succeeded", 5000]]])
+    })
+  )
+})
+
+describe("ClaimDeadlock: a wait bounded by claimTimeout", () => {
+  it.effect("is not a wait for ever: the cycle ends when it times out, and nobody dies", () =>
+    Effect.gen(function* () {
+      const a = Agent.make("a", {
+        claims: { write: ["x"] },
+        run: Effect.andThen(
+          Effect.sleep("1 second"),
+          Corral.run([Agent.make("inner-y", { claims: { write: ["y"] }, claimTimeout: "2 seconds", run: Effect.void })])
+        )
+      })
+      const b = Agent.make("b", {
+        claims: { write: ["y"] },
+        run: Effect.andThen(Effect.sleep("2 seconds"), nestedRun(["x"]))
+      })
+      const result = yield* runFor([a, b], 3)
+      assert.deepStrictEqual(
+        result.outcomes.map((outcome) => [outcome._tag, outcome.endedAt]),
+        [
+          ["Succeeded", 3000],
+          ["Succeeded", 3000]
+        ]
+      )
+    })
+  )
+})
