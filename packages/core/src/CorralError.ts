@@ -62,7 +62,8 @@ export class NotAnEffect extends Data.TaggedError("NotAnEffect")<{
  * request: the agents of `cycle` would wait for each other for ever. Found when the request is
  * about to wait; the nested run dies with this error (so the agent around it ends `Failed`,
  * `defect: true`, and releases its keys), and the other agents of the cycle go on waiting and
- * proceed once it has. Not detected: cycles through pools, through agents of one run waiting for
+ * proceed once it has. A nested agent with a `claimTimeout` is neither checked nor followed: its
+ * wait ends by itself. Not detected: cycles through pools, through agents of one run waiting for
  * each other, through `ResourceLocks.acquire` called by your own code, or on a lock layer other
  * than the in-memory one.
  *

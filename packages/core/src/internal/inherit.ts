@@ -93,6 +93,7 @@ class NestedLocks implements Service {
   private readonly held: Held
   private readonly table: LockTable | undefined
   private waits: Map<string, Wait> | undefined = undefined
+  private bounded: Set<string> | undefined = undefined
 
   constructor(locks: Service, held: Held) {
     this.locks = locks
@@ -104,6 +105,7 @@ class NestedLocks implements Service {
   tryAcquire(holder: ResourceLocks.Holder, request: Claims.Request): Effect.Effect<ResourceLocks.Attempt> {
     if (this.table === undefined) return this.locks.tryAcquire(holder, strip(request, this.held))
     const stripped = stripAll(request, this.held)
+    if (this.bounded?.has(holder.agentId)) return this.root.tryAcquire(holder, stripped)
     return Effect.flatMap(this.root.tryAcquire(holder, stripped), (attempt) => {
       this.forget(holder.agentId)
       return attempt._tag === "Acquired" ? Effect.succeed(attempt) : this.blocked(holder, stripped, attempt)
@@ -139,6 +141,11 @@ class NestedLocks implements Service {
           })
       )
     )
+  }
+
+  /** Marks agents of the run whose waits `claimTimeout` bounds: they are neither checked nor kept. */
+  bound(agentIds: ReadonlyArray<string>): void {
+    if (agentIds.length > 0) this.bounded = new Set(agentIds)
   }
 
   /** Drops the wait kept for the run's agent `agentId`, if any. */
@@ -179,6 +186,15 @@ class NestedLocks implements Service {
 
 /** A lock service for a nested run inside the agent `held` describes (see `NestedLocks`). */
 export const inheritLocks = (locks: Service, held: Held): Service => new NestedLocks(locks, held)
+
+/**
+ * Marks the agents `agentIds` of the nested run whose lock service is `locks` as having a
+ * `claimTimeout`: a wait that ends by itself closes no cycle for ever, so their requests are
+ * neither checked nor kept in the wait-for graph.
+ */
+export const boundWaits = (locks: Service, agentIds: ReadonlyArray<string>): void => {
+  if (locks instanceof NestedLocks) locks.bound(agentIds)
+}
 
 /** Drops the wait kept for agent `agentId` of the nested run whose lock service is `locks`, if any. */
 export const forgetWait = (locks: Service, agentId: string): void => {

@@ -40,7 +40,7 @@ import { forkedSince, snapshot } from "./agentChildren.ts"
 import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
-import type { Held } from "./inherit.ts"
+import { boundWaits, type Held } from "./inherit.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
@@ -112,6 +112,12 @@ export const run = <A, E, R>(
       true
     )
     if (Result.isFailure(nodes)) return Effect.fail(nodes.failure)
+    if (inherited !== undefined && nodes.success !== undefined) {
+      boundWaits(
+        inherited.locks,
+        nodes.success.flatMap((node) => (node.claimTimeoutMs === undefined ? [] : [node.id]))
+      )
+    }
     const start = (queue: Queue.Queue<CorralEvent, Cause.Done> | undefined) => {
       const services: Services = {
         locks: inherited?.locks ?? caller.locks ?? fiber.getRef(ResourceLocks.DefaultLocks),
