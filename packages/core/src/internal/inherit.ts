@@ -196,6 +196,12 @@ export const boundWaits = (locks: Service, agentIds: ReadonlyArray<string>): voi
   if (locks instanceof NestedLocks) locks.bound(agentIds)
 }
 
+/** How many nested waits the wait-for graph of the in-memory lock service `locks` keeps. */
+export const waitCount = (locks: Service): number => {
+  const table = memoryTables.get(locks)
+  return table === undefined ? 0 : (graphs.get(table)?.size ?? 0)
+}
+
 /** Drops the wait kept for agent `agentId` of the nested run whose lock service is `locks`, if any. */
 export const forgetWait = (locks: Service, agentId: string): void => {
   if (locks instanceof NestedLocks) locks.forget(agentId)

@@ -32,6 +32,13 @@ export interface Step {
 export class WaitGraph {
   private readonly byLease = new Map<Lease, Set<Wait>>()
 
+  /** How many waits the graph keeps. */
+  get size(): number {
+    const waits = new Set<Wait>()
+    for (const set of this.byLease.values()) for (const wait of set) waits.add(wait)
+    return waits.size
+  }
+
   add(wait: Wait): void {
     for (const lease of wait.chain) {
       let set = this.byLease.get(lease)
