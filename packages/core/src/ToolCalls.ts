@@ -35,7 +35,8 @@ export interface ToolCall<A, E, R> {
  * would close a cycle (two agents each calling a tool on a key the other holds) makes the run die
  * with `CorralError.ClaimDeadlock` naming the cycle, and the other agents of the cycle go on; cycles
  * the README's Claims section lists as not detected wait until the agents' `timeout` ends one of
- * them.
+ * them. A call wrapped in `Effect.timeout` still counts as waiting: a cycle through it is reported
+ * although the timeout would have ended it.
  *
  * @example
  * ```ts
