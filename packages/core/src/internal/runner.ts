@@ -112,10 +112,10 @@ export const run = <A, E, R>(
       true
     )
     if (Result.isFailure(nodes)) return Effect.fail(nodes.failure)
-    if (inherited !== undefined && nodes.success !== undefined) {
+    if (inherited !== undefined && nodes.success?.some((node) => node.claimTimeoutMs !== undefined)) {
       boundWaits(
         inherited.locks,
-        nodes.success.flatMap((node) => (node.claimTimeoutMs === undefined ? [] : [node.id]))
+        nodes.success!.flatMap((node) => (node.claimTimeoutMs === undefined ? [] : [node.id]))
       )
     }
     const start = (queue: Queue.Queue<CorralEvent, Cause.Done> | undefined) => {
