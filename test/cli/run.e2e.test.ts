@@ -21,6 +21,12 @@ import {
 
 const planOf = (agents: string) => `version: 1\nconcurrency: 3\nagents:\n${agents}`
 
+/** A shell command that runs `first` and exits 1 on its first run, and `then` on every later run (a retried agent). */
+const failsOnce = (first: string, then: string): string => {
+  const tried = NodePath.join(tempDir("marker-"), "tried")
+  return `if [ -e ${tried} ]; then ${then}; else touch ${tried}; ${first}; exit 1; fi`
+}
+
 describe("corral run (end to end)", () => {
   it("exits 0 when every agent succeeded and merged; the user's checkout is untouched", async () => {
     const repo = makeRepo({ "README.md": "# test\n", "src/a.ts": "a\n" })
@@ -129,13 +135,10 @@ describe("corral run (end to end)", () => {
 
   it("a retry runs after an attempt that failed with changed files: that attempt's workspace is kept, the retry gets its own", async () => {
     const repo = makeRepo()
-    const tried = NodePath.join(tempDir("marker-"), "tried")
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
-      planOf(
-        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo good > out.txt; else touch ${tried}; echo partial > out.txt; exit 1; fi\n`
-      )
+      planOf(`  - id: flaky\n    retries: 1\n    run: ${failsOnce("echo partial > out.txt", "echo good > out.txt")}\n`)
     )
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code, result.stdout + result.stderr).toBe(0)
@@ -150,12 +153,11 @@ describe("corral run (end to end)", () => {
 
   it("status and logs name each attempt's folder and log; each attempt's log is kept", async () => {
     const repo = makeRepo()
-    const tried = NodePath.join(tempDir("marker-"), "tried")
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
       planOf(
-        `  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; echo good > out.txt; else touch ${tried}; echo first try; echo partial > out.txt; exit 1; fi\n`
+        `  - id: flaky\n    retries: 1\n    run: ${failsOnce("echo first try; echo partial > out.txt", "echo second try; echo good > out.txt")}\n`
       )
     )
     const result = await runCli(["run", plan], { cwd: repo })
@@ -182,12 +184,11 @@ describe("corral run (end to end)", () => {
 
   it("an attempt's kept log is not another agent's: beside an agent whose id is <agent>.attempt-1, both logs stay", async () => {
     const repo = makeRepo()
-    const tried = NodePath.join(tempDir("marker-"), "tried")
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
       planOf(
-        `  - id: flaky.attempt-1\n    run: echo the other agent\n  - id: flaky\n    dependsOn: [flaky.attempt-1]\n    retries: 1\n    run: if [ -e ${tried} ]; then echo second try; else touch ${tried}; echo first try; exit 1; fi\n`
+        `  - id: flaky.attempt-1\n    run: echo the other agent\n  - id: flaky\n    dependsOn: [flaky.attempt-1]\n    retries: 1\n    run: ${failsOnce("echo first try", "echo second try")}\n`
       )
     )
     const result = await runCli(["run", plan], { cwd: repo })
@@ -254,11 +255,10 @@ describe("corral run (end to end)", () => {
 
   it("a retry's folder is not another agent's: beside an agent whose id is <agent>-attempt-2, the retry takes flaky-attempt-2.2", async () => {
     const repo = makeRepo()
-    const tried = NodePath.join(tempDir("marker-"), "tried")
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
-      `version: 1\nconcurrency: 1\nagents:\n  - id: flaky-attempt-2\n    run: echo other > other.txt; exit 1\n  - id: flaky\n    retries: 1\n    run: if [ -e ${tried} ]; then echo good > out.txt; else touch ${tried}; echo partial > out.txt; exit 1; fi\n`
+      `version: 1\nconcurrency: 1\nagents:\n  - id: flaky-attempt-2\n    run: echo other > other.txt; exit 1\n  - id: flaky\n    retries: 1\n    run: ${failsOnce("echo partial > out.txt", "echo good > out.txt")}\n`
     )
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code, result.stdout + result.stderr).toBe(1)
