@@ -1,5 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
-import { multiple, overFastest, overFloor, pairedNoWorseThan, ratioAtMost, verdicts } from "../src/lib/targets.ts"
+import {
+  floorHolds,
+  multiple,
+  overFastest,
+  overFloor,
+  pairedNoWorseThan,
+  ratioAtMost,
+  verdicts
+} from "../src/lib/targets.ts"
 import { median } from "../src/stats.ts"
 import type { ApproachResult, CaseResult } from "../src/types.ts"
 
@@ -125,6 +133,25 @@ describe("ratioAtMost against the same run's floor", () => {
     expect(verdicts([target], [over, over])[0]).toMatchObject({ met: false, outOfReach: true })
   })
 
+  it("does not mark out of reach when another approach's median is under the floor's fastest repetition", () => {
+    const beaten = caseOf("case", [
+      approach("floor", [101.2, 101.3, 101.4]),
+      approach("peer", [101.1, 101.1, 101.1]),
+      approach("corral", [101.5, 101.5, 101.5])
+    ])
+    expect(verdicts([target], [beaten])[0]).toEqual({
+      target: "≤ 1.01×",
+      figure: "1.015× (the floor is 1.013×)",
+      met: false
+    })
+    const held = caseOf("case", [
+      approach("floor", [101.2, 101.3, 101.4]),
+      approach("peer", [101.2, 101.2, 101.2]),
+      approach("corral", [101.5, 101.5, 101.5])
+    ])
+    expect(verdicts([target], [held])[0]).toMatchObject({ met: false, outOfReach: true })
+  })
+
   it("reads as before when the floor did not run", () => {
     const alone = caseOf("case", [approach("corral", [101.5])])
     expect(verdicts([target], [alone])[0]).toEqual({ target: "≤ 1.01×", figure: "1.015×", met: false })
@@ -215,5 +242,45 @@ describe("overFloor", () => {
     expect(verdicts([gap], [noFloor])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
     const noMine = caseOf("case", [approach("floor", [100])])
     expect(verdicts([gap], [noMine])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
+  })
+})
+
+describe("floorHolds", () => {
+  const check = floorHolds("no median under the floor", /case/, "floor")
+
+  it("is met when every other approach's median is at or over the floor's fastest repetition, and names the closest", () => {
+    const item = caseOf("case", [
+      approach("floor", [200, 203, 206]),
+      approach("peer", [204, 205, 210]),
+      approach("corral", [220, 230, 240])
+    ])
+    expect(verdicts([check], [item])[0]).toEqual({
+      target: "no median under the floor",
+      figure: "the fastest median, peer 205.0 ms, is 1.025× the floor's fastest repetition (200.0 ms)",
+      met: true
+    })
+  })
+
+  it("is not met when an approach's median is under the floor's fastest repetition", () => {
+    const item = caseOf("case", [
+      approach("floor", [200, 203, 206]),
+      approach("peer", [198, 199, 201]),
+      approach("corral", [220, 230, 240])
+    ])
+    expect(verdicts([check], [item])[0]).toEqual({
+      target: "no median under the floor",
+      figure: "the fastest median, peer 199.0 ms, is 0.995× the floor's fastest repetition (200.0 ms)",
+      met: false
+    })
+  })
+
+  it("is failed when the floor failed and not evaluated when nothing else ran", () => {
+    const failedFloor = caseOf("case", [
+      { ...approach("floor", [200]), medianMs: undefined, minMs: undefined, error: "down" },
+      approach("corral", [220])
+    ])
+    expect(verdicts([check], [failedFloor])[0]).toMatchObject({ figure: "failed: down", met: false })
+    const alone = caseOf("case", [approach("floor", [200])])
+    expect(verdicts([check], [alone])[0]).toMatchObject({ figure: "not measured in this run", met: undefined })
   })
 })

@@ -1,3 +1,4 @@
+import { duration } from "../format.ts"
 import { median } from "../stats.ts"
 import type { ApproachResult, CaseResult, Target, Verdict } from "../types.ts"
 
@@ -57,12 +58,24 @@ export const multiple = (value: number, limit: number): string => {
   return Number(two) === limit && value !== limit ? `${value.toFixed(3)}×` : `${two}×`
 }
 
+/** Another approach of the case has a median under `floor`'s fastest repetition: the floor did not hold. */
+const beaten = (item: CaseResult, floor: ApproachResult): boolean =>
+  item.approaches.some(
+    (other) =>
+      other.name !== floor.name &&
+      other.error === undefined &&
+      other.medianMs !== undefined &&
+      floor.minMs !== undefined &&
+      other.medianMs < floor.minMs
+  )
+
 /**
  * `approach`'s ratio to the case's bound or floor is at most `max`, in every case whose label matches.
- * With `floor` (a zero-scheduler-cost approach measured in the same repetitions), the figure also
- * gives the floor's ratio, and a miss is marked out of reach when the floor itself is at or over the
- * target in that run (no scheduler in this process could have met it then) and `approach` is within
- * `max` of the floor; a miss by more than that over the floor is a plain miss whatever the floor.
+ * With `floor` (an approach measured in the same repetitions that no scheduler can beat), the figure
+ * also gives the floor's ratio, and a miss is marked out of reach when the floor itself is at or over
+ * the target in that run (no scheduler in this process could have met it then), `approach` is within
+ * `max` of the floor, and no approach's median in the case is under the floor's fastest repetition
+ * (else the floor was beaten, so it was no floor); any other miss is a plain miss.
  */
 export const ratioAtMost = (label: string, cases: RegExp, approach: string, max: number, floor?: string): Target => ({
   label,
@@ -72,9 +85,10 @@ export const ratioAtMost = (label: string, cases: RegExp, approach: string, max:
         const found = approachIn(item, approach)
         if (found?.ratio === undefined) return failed(item, approach)
         const met = found.ratio <= max
-        const base = floor === undefined ? undefined : approachIn(item, floor)?.ratio
-        if (base === undefined) return { figure: multiple(found.ratio, max), met }
-        const reach = base >= max && found.ratio <= base * max
+        const floorResult = floor === undefined ? undefined : approachIn(item, floor)
+        const base = floorResult?.ratio
+        if (floorResult === undefined || base === undefined) return { figure: multiple(found.ratio, max), met }
+        const reach = base >= max && found.ratio <= base * max && !beaten(item, floorResult)
         return {
           figure: `${multiple(found.ratio, max)} (the floor is ${multiple(base, max)})`,
           met,
@@ -239,3 +253,29 @@ const fastest = (item: CaseResult, names: ReadonlyArray<string>): ApproachResult
   }
   return best
 }
+
+/**
+ * The floor measured in the same run held: in every matching case, no other approach's median is
+ * under `floor`'s fastest repetition. The figure names the fastest other approach and its median
+ * as a multiple of that repetition.
+ */
+export const floorHolds = (label: string, cases: RegExp, floor: string): Target => ({
+  label,
+  evaluate: (results) =>
+    combine(
+      casesMatching(results, cases).map((item) => {
+        const base = approachIn(item, floor)
+        if (base?.minMs === undefined) return failed(item, floor)
+        const others = item.approaches.map((a) => a.name).filter((name) => name !== floor)
+        const best = fastest(item, others)
+        if (best?.medianMs === undefined) return undefined
+        const ratio = best.medianMs / base.minMs
+        return {
+          figure:
+            `the fastest median, ${best.name} ${duration(best.medianMs)}, is ${ratio.toFixed(3)}× ` +
+            `the floor's fastest repetition (${duration(base.minMs)})`,
+          met: best.medianMs >= base.minMs
+        }
+      })
+    )
+})
