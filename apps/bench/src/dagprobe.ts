@@ -6,9 +6,12 @@
  * policies on `graphs` other random DAGs at concurrency 4, 16 and 64. `node src/dagprobe.ts cpu
  * [runs] [warm-up] [estimates|none]`: corral on the bench graph in real time, median
  * `process.cpuUsage()` per run. `node src/dagprobe.ts virtual [runs] [estimates|none]`: `runs` runs under
- * `TestClock` (deterministic, for callgrind). `node --expose-gc src/dagprobe.ts split [reps] [name]`: the
+ * `TestClock` (deterministic, for callgrind). `node --expose-gc src/dagprobe.ts split [reps] [name] [warm]`: the
  * scenario's approaches (those whose name includes `name`) in rotated order, each after a
- * young-generation GC, and the medians of their makespan and its split. `node --expose-gc
+ * young-generation GC, and the medians of their makespan and its split; with `warm` (0 unless
+ * given), each approach first runs `warm` untimed times, as the bench's steady samples follow the
+ * after-GC samples and two untimed runs of each approach (a process's first runs execute code not
+ * yet optimised: their tail after the last node is longer than a warm run's). `node --expose-gc
  * src/dagprobe.ts startup [reps]`: a run's start-up phases (see there). `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
  * (A/B in alternating processes).
  */
@@ -236,6 +239,8 @@ if (mode === "offline") {
   const item = (await dag.cases({ quick: false, reps: undefined }))[0]!
   const signal = new AbortController().signal
   const approaches = dag.approaches.filter((approach) => b === undefined || approach.name.includes(b))
+  for (const approach of approaches)
+    for (let i = 0; i < Number(c ?? 0); i++) await approach.run(item.params, { signal })
   const metrics = new Map<string, Array<Record<string, number>>>()
   for (let rep = 0; rep < reps; rep++) {
     for (let k = 0; k < approaches.length; k++) {

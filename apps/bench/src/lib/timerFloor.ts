@@ -10,7 +10,8 @@ import type { Sample } from "../types.ts"
 import { type Recorder, recordedWork, recorder } from "./schedule.ts"
 
 const positiveInteger = (name: string, value: number): void => {
-  if (!Number.isInteger(value) || value < 1) throw new RangeError(`timer floor: ${name} must be a positive integer, got ${value}`)
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`timer floor: ${name} must be a positive integer, got ${value}`)
 }
 
 /** Wall time of `links` tasks of `ms`, each started as soon as the previous one ended. */

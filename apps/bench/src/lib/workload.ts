@@ -58,9 +58,3 @@ export const levels = (nodes: ReadonlyArray<DagNode>): ReadonlyArray<ReadonlyArr
   }
   return out
 }
-
-export const measureSleep = async (ms: number, times: number): Promise<number> => {
-  const start = performance.now()
-  for (let i = 0; i < times; i++) await new Promise((resolve) => setTimeout(resolve, ms))
-  return (performance.now() - start) / times
-}
