@@ -41,8 +41,9 @@ export interface Verdict {
   /** Not met, but the repetitions' spread covers the target (see `pairedNoWorseThan`). */
   readonly withinNoise?: boolean
   /**
-   * Not met, but the zero-scheduler-cost floor measured in the same run is itself at or over the
-   * target and the approach is within the target of that floor (see `ratioAtMost`).
+   * Not met, but the floor measured in the same run is itself at or over the target, the approach
+   * is within the target of that floor and no approach's median is under the floor's fastest
+   * repetition (see `ratioAtMost`).
    */
   readonly outOfReach?: boolean
 }
