@@ -183,8 +183,8 @@ const planOf = perCase((p: Params) => ({
 }))
 
 /**
- * The floor: the greedy policy's schedule, decided in virtual time once per case (when the case is
- * made), replayed with plain timers (see `replay.ts`).
+ * A reference, not a floor: the greedy policy's schedule, decided in virtual time once per case
+ * (when the case is made), replayed with plain timers (see `replay.ts`).
  */
 const replayed: Approach<Params> = {
   name: replayName,
@@ -230,7 +230,7 @@ const contended = async (): Promise<Case<Params>> => {
     notes: [
       `bound = max(total work / 32 = ${spread} ms, busiest key ${busiest / params.workMs} tasks × 2 ms = ${busiest} ms)`,
       `"${floorName}" measures both terms with real timers in every repetition: the busiest key's ${busiest / params.workMs} tasks one after another with nothing else on the event loop (chain alone), then the ${jobs.length.toLocaleString("en-US")} tasks on ${params.concurrency} chains with no keys (spread alone); its sample is the larger. Every valid schedule runs that key's holders in sequence; the "floor held" target checks that no approach's median is under the floor's fastest repetition`,
-      `the greedy policy in virtual time (exact 2 ms, no CPU) takes ${plan.makespanMs} ms = ${(plan.makespanMs / bound).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions: what a fixed plan costs on this machine's timers, not a floor: a scheduler deciding in real time can beat it (the "remaining gap" row measures corral against the fastest approach of the same run instead)`,
+      `the greedy policy in virtual time (exact 2 ms, no CPU) takes ${plan.makespanMs} ms = ${(plan.makespanMs / bound).toFixed(2)}× the bound; "${replayName}" replays that schedule with plain timers and no decisions: what a fixed plan costs on this machine's timers, not a floor: a scheduler deciding in real time can beat it (the "remaining gap" rows measure corral against the timer floor and against the fastest approach of the same run)`,
       `the same greedy policy deciding after each end rather than once all the tasks ending at an instant have ended (what the greedy peer does in real time, where its event loop delivers ends one at a time) takes ${eachEnd.makespanMs} ms = ${(eachEnd.makespanMs / bound).toFixed(2)}× the bound`,
       `corral's own policy in virtual time (the same run under a clock that fires every timer due at an instant before the scheduler's tasks run, as Node.js does: its decisions without their CPU) takes ${policy} ms = ${(policy / bound).toFixed(2)}× the bound`,
       "every approach's schedule is checked from the tasks' own timestamps: two holders of a key overlapping fails it",
