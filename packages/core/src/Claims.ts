@@ -172,7 +172,10 @@ export const toRequest = (
   return pools instanceof InvalidClaim ? pools : { keys, pools }
 }
 
-/** The claims of the keys written, then read, in a list made at its final length, each key once. */
+/**
+ * The claims of the keys written, then read, in a list made at its final length, each key once. A
+ * hole in a list is skipped, as a run's check of the claims' shape skips it.
+ */
 const keyClaims = (
   write: ReadonlyArray<string> | undefined,
   read: ReadonlyArray<string> | undefined
@@ -181,16 +184,15 @@ const keyClaims = (
   const total = writes + (read === undefined ? 0 : read.length)
   if (total === 0) return noKeys
   const keys: Array<KeyClaim> = new Array(total)
-  for (let i = 0; i < writes; i++) {
-    const claim = keyClaim(write![i]!, "write")
+  let count = 0
+  for (let i = 0; i < total; i++) {
+    const raw = i < writes ? write![i] : read![i - writes]
+    if (raw === undefined) continue
+    const claim = keyClaim(raw, i < writes ? "write" : "read")
     if (claim instanceof InvalidClaim) return claim
-    keys[i] = claim
+    keys[count++] = claim
   }
-  for (let i = writes; i < total; i++) {
-    const claim = keyClaim(read![i - writes]!, "read")
-    if (claim instanceof InvalidClaim) return claim
-    keys[i] = claim
-  }
+  if (count < total) keys.length = count
   return dedupe(keys)
 }
 
