@@ -151,46 +151,82 @@ export const normalize = (
   capacities: Readonly<Record<string, number>>,
   scope = ""
 ): Result.Result<Request, InvalidClaim> => {
-  const keys: Array<KeyClaim> = []
-  for (const mode of modes) {
-    const raws = claims[mode]
-    if (raws === undefined) continue
-    for (const raw of raws) {
-      const claim = keyClaim(raw, mode)
-      if (claim instanceof InvalidClaim) return Result.fail(claim)
-      keys.push(claim)
-    }
+  const request = toRequest(claims, capacities, scope)
+  return request instanceof InvalidClaim ? Result.fail(request) : Result.succeed(request)
+}
+
+/**
+ * `normalize`'s answer without its `Result`, for a run that normalizes the claims of every agent.
+ *
+ * @internal
+ */
+export const toRequest = (
+  claims: Claims,
+  capacities: Readonly<Record<string, number>>,
+  scope = ""
+): Request | InvalidClaim => {
+  const keys = keyClaims(claims.write, claims.read)
+  if (keys instanceof InvalidClaim) return keys
+  if (claims.pools === undefined) return { keys, pools: noPools }
+  const pools = poolClaims(claims.pools, capacities, scope)
+  return pools instanceof InvalidClaim ? pools : { keys, pools }
+}
+
+/**
+ * The claims of the keys written, then read, in a list made at its final length, each key once. A
+ * hole in a list is skipped, as a run's check of the claims' shape skips it.
+ */
+const keyClaims = (
+  write: ReadonlyArray<string> | undefined,
+  read: ReadonlyArray<string> | undefined
+): ReadonlyArray<KeyClaim> | InvalidClaim => {
+  const writes = write === undefined ? 0 : write.length
+  const total = writes + (read === undefined ? 0 : read.length)
+  if (total === 0) return noKeys
+  const keys: Array<KeyClaim> = new Array(total)
+  let count = 0
+  for (let i = 0; i < total; i++) {
+    const raw = i < writes ? write![i] : read![i - writes]
+    if (raw === undefined) continue
+    const claim = keyClaim(raw, i < writes ? "write" : "read")
+    if (claim instanceof InvalidClaim) return claim
+    keys[count++] = claim
   }
-  if (claims.pools === undefined) return Result.succeed({ keys: dedupe(keys), pools: noPools })
+  if (count < total) keys.length = count
+  return dedupe(keys)
+}
+
+const poolClaims = (
+  given: Readonly<Record<string, number>>,
+  capacities: Readonly<Record<string, number>>,
+  scope: string
+): ReadonlyArray<PoolClaim> | InvalidClaim => {
   const pools: Array<PoolClaim> = []
-  for (const [pool, amount] of Object.entries(claims.pools)) {
+  for (const [pool, amount] of Object.entries(given)) {
     const capacity = capacities[pool]
     if (capacity === undefined) {
       const known = Object.keys(capacities)
-      return Result.fail(
-        new InvalidClaim({
-          key: pool,
-          reason: `unknown pool; the run configures ${known.length ? known.map((k) => `"${k}"`).join(", ") : "no pools"}`
-        })
-      )
+      return new InvalidClaim({
+        key: pool,
+        reason: `unknown pool; the run configures ${known.length ? known.map((k) => `"${k}"`).join(", ") : "no pools"}`
+      })
     }
     if (!Number.isInteger(amount) || amount < 1) {
-      return Result.fail(
-        new InvalidClaim({ key: pool, reason: `pool amounts must be positive integers, got ${amount}` })
-      )
+      return new InvalidClaim({ key: pool, reason: `pool amounts must be positive integers, got ${amount}` })
     }
     if (amount > capacity) {
-      return Result.fail(new InvalidClaim({ key: pool, reason: `asks for ${amount} but the pool holds ${capacity}` }))
+      return new InvalidClaim({ key: pool, reason: `asks for ${amount} but the pool holds ${capacity}` })
     }
     pools.push({ pool: scope + pool, amount, capacity })
   }
-  return Result.succeed({ keys: dedupe(keys), pools })
+  return pools
 }
-
-const modes = ["write", "read"] as const
 
 /** The pools of a request that claims none: one shared list, never written. */
 const noPools: ReadonlyArray<PoolClaim> = []
+
+/** The keys of a request that claims none: one shared list, never written. */
+const noKeys: ReadonlyArray<KeyClaim> = []
 
 /**
  * The claim of `raw` in `mode`, with `normalizeKey`'s successes kept (at most `keyCacheSize` keys,
@@ -223,14 +259,13 @@ const keyCache = new Map<string, CachedKey>()
 const keyCacheSize = 4096
 
 /**
- * One claim per key (a write wins over a read), in the order each key was first named, in a list of
- * its own length: a list grown by `push` keeps room for 16 or more, which would live as long as the
- * request (a run's requests live until it returns).
+ * One claim per key (a write wins over a read), in the order each key was first named: `keys` itself
+ * when every key is named once (the usual request), else a new list.
  */
 const dedupe = (keys: Array<KeyClaim>): ReadonlyArray<KeyClaim> => {
-  if (keys.length <= 1) return keys.slice()
+  if (keys.length <= 1) return keys
   if (keys.length <= 16) {
-    if (distinct(keys)) return keys.slice()
+    if (distinct(keys)) return keys
     const out: Array<KeyClaim> = []
     for (const claim of keys) {
       let i = 0

@@ -21,6 +21,15 @@ const known: ReadonlySet<string> = new Set(fields)
 const noMillis: Result.Result<number | undefined, string> = Result.succeed(undefined)
 
 /**
+ * A whole number of milliseconds (at least 0) as `millis` reads it, else `undefined`: the answer of
+ * `millis` without its `Result`, for a caller that checks many durations.
+ *
+ * @internal
+ */
+export const wholeMillis = (input: unknown): number | undefined =>
+  typeof input === "number" && Number.isSafeInteger(input) && input >= 0 ? (input === 0 ? 0 : input) : undefined
+
+/**
  * A duration input in milliseconds (at least 0, `Infinity` for an infinite duration), or why it
  * cannot be read as the caller meant it; `undefined` (an option not given) is its own answer. A
  * whole number of milliseconds (what most timeouts and estimates are) is its own answer, without
@@ -44,8 +53,8 @@ export function millis(input: Duration.Input): Result.Result<number, string>
 export function millis(input: Duration.Input | undefined): Result.Result<number | undefined, string>
 export function millis(input: Duration.Input | undefined): Result.Result<number | undefined, string> {
   if (input === undefined) return noMillis
-  if (typeof input === "number" && Number.isSafeInteger(input) && input >= 0)
-    return Result.succeed(input === 0 ? 0 : input)
+  const whole = wholeMillis(input)
+  if (whole !== undefined) return Result.succeed(whole)
   if (typeof input === "number" && !Number.isFinite(input) && input > 0) return Result.succeed(Number.POSITIVE_INFINITY)
   const ms = read(input)
   if (Result.isFailure(ms) || ms.success >= 0) return ms

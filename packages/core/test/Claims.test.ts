@@ -25,6 +25,18 @@ const referenceKeys = (write: ReadonlyArray<string>, read: ReadonlyArray<string>
 const RAW_KEYS = ["src", "src/", "./src", "src/a.ts", "src//a.ts", "src/b/../a.ts", "lib/x", "db:main", "k1", "k2"]
 
 describe("Claims", () => {
+  it("skips a hole in a list of keys, as a run's check of the claims' shape does", () => {
+    const write: Array<string> = new Array(3)
+    write[0] = "a"
+    write[2] = "b"
+    const read: Array<string> = new Array(2)
+    read[1] = "c"
+    assert.deepStrictEqual(
+      request({ write, read }).keys.map((claim) => `${claim.mode} ${claim.key}`),
+      ["write a", "write b", "read c"]
+    )
+  })
+
   it("property: normalize keeps one claim per key, a write over a read, in first-named order, on every call", () => {
     const keysArb = fc.array(fc.constantFrom(...RAW_KEYS), { maxLength: 20 })
     fc.assert(

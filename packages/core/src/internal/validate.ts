@@ -6,7 +6,7 @@ import * as Agent from "../Agent.ts"
 import * as Claims from "../Claims.ts"
 import { InvalidRun, type Issue } from "../CorralError.ts"
 import { describe } from "./describe.ts"
-import { millis } from "../DurationOption.ts"
+import { millis, wholeMillis } from "../DurationOption.ts"
 import { checkNested, type Held } from "./inherit.ts"
 import { Node, plainNode } from "./node.ts"
 
@@ -57,6 +57,8 @@ export function validate(
   checkSettings(settings, issues)
   const ids = checkIds(agents, issues)
   let nodes: Array<Node> | undefined
+  let reporter: Reporter | undefined
+  const claimTimeoutMs = runMillis(settings.claimTimeout)
   let graph = false
   // Every dependency listed before its dependent: no cycle is possible, so none is looked for.
   let backward = true
@@ -69,7 +71,10 @@ export function validate(
       continue
     }
     if (nodes === undefined) nodes = plainNodes(agents, index)
-    const node = checkAgent(agents, agent, index, ids, settings, issues)
+    reporter ??= new Reporter(issues)
+    reporter.agent = agent
+    reporter.index = index
+    const node = checkAgent(agents, reporter, ids, settings, claimTimeoutMs)
     if (node === undefined) continue
     nodes.push(node)
     if (node.depIndices.length > 0) {
@@ -272,44 +277,58 @@ const isPlain = (agent: Agent.Any): boolean =>
 const isBlank = (id: string): boolean =>
   id.length === 0 || ((id.charCodeAt(0) <= 32 || id.charCodeAt(id.length - 1) <= 32) && id.trim().length === 0)
 
+/**
+ * Where the issues of the agent being checked go: one per run, moved from agent to agent, so that
+ * checking a valid agent allocates nothing to report with.
+ */
+class Reporter {
+  agent: Agent.Any | undefined = undefined
+  index = 0
+  readonly issues: Array<Issue>
+
+  constructor(issues: Array<Issue>) {
+    this.issues = issues
+  }
+
+  report(field: string, message: string): void {
+    this.issues.push({ agentId: this.agent!.id, index: this.index, field, message })
+  }
+}
+
 const checkAgent = (
   agents: ReadonlyArray<Agent.Any>,
-  agent: Agent.Any,
-  index: number,
+  reporter: Reporter,
   ids: Ids,
   settings: RunSettings,
-  issues: Array<Issue>
+  runClaimTimeoutMs: number | undefined
 ): Node | undefined => {
+  const agent = reporter.agent!
+  const issues = reporter.issues
   const before = issues.length
-  const report = (field: string, message: string) => issues.push({ agentId: agent.id, index, field, message })
-  const timeoutMs = duration("timeout", agent.timeout, report)
+  const timeoutMs = duration("timeout", agent.timeout, reporter)
   const claimTimeoutMs =
-    agent.claimTimeout === undefined
-      ? runMillis(settings.claimTimeout)
-      : duration("claimTimeout", agent.claimTimeout, report)
-  const estimateMs = duration("estimate", agent.estimate, report)
+    agent.claimTimeout === undefined ? runClaimTimeoutMs : duration("claimTimeout", agent.claimTimeout, reporter)
+  const estimateMs = duration("estimate", agent.estimate, reporter)
   let request: Claims.Request | undefined
-  if (agent.claims !== undefined && claimsHaveShape(agent.claims, report)) {
-    const normalized = Claims.normalize(agent.claims, settings.pools, settings.poolScope)
-    if (Result.isFailure(normalized)) reportClaims(agent.claims, settings, report)
-    else if (!Claims.isEmpty(normalized.success)) request = normalized.success
+  if (agent.claims !== undefined && claimsHaveShape(agent.claims, reporter)) {
+    const normalized = Claims.toRequest(agent.claims, settings.pools, settings.poolScope)
+    if (normalized instanceof Claims.InvalidClaim) reportClaims(agent.claims, settings, reporter)
+    else if (!Claims.isEmpty(normalized)) request = normalized
     if (request !== undefined && settings.held !== undefined) checkNested(agent.id, request, settings.held, issues)
   }
-  const deps = depIndices(agents, agent, ids, report)
-  if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, report)
+  const deps = depIndices(agents, agent, ids, reporter)
+  if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, reporter)
   if (issues.length > before) return undefined
-  return new Node(index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
+  return new Node(reporter.index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
 }
 
 /** An agent's duration in milliseconds, `undefined` when not given, or reported when invalid. */
-const duration = (
-  field: string,
-  input: Duration.Input | undefined,
-  report: (field: string, message: string) => void
-): number | undefined => {
+const duration = (field: string, input: Duration.Input | undefined, reporter: Reporter): number | undefined => {
   if (input === undefined) return undefined
+  const whole = wholeMillis(input)
+  if (whole !== undefined) return whole
   const result = millis(input)
-  if (Result.isFailure(result)) return void report(field, result.failure)
+  if (Result.isFailure(result)) return void reporter.report(field, result.failure)
   return result.success
 }
 
@@ -327,11 +346,11 @@ const depIndices = (
   agents: ReadonlyArray<Agent.Any>,
   agent: Agent.Any,
   ids: Ids,
-  report: (field: string, message: string) => void
+  reporter: Reporter
 ): ReadonlyArray<number> => {
   const dependsOn = agent.dependsOn
   if (!Array.isArray(dependsOn)) {
-    report("dependsOn", `expected an array of agent ids, got ${describe(dependsOn)}`)
+    reporter.report("dependsOn", `expected an array of agent ids, got ${describe(dependsOn)}`)
     return noDeps
   }
   if (dependsOn.length === 0) return noDeps
@@ -343,8 +362,8 @@ const depIndices = (
     const dep = distinct[i]!
     if (distinct === dependsOn && dependsOn.indexOf(dep) < i) continue
     const target = index.get(dep)
-    if (dep === agent.id) report("dependsOn", "an agent cannot depend on itself")
-    else if (target === undefined) report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
+    if (dep === agent.id) reporter.report("dependsOn", "an agent cannot depend on itself")
+    else if (target === undefined) reporter.report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
     else deps[count++] = target
   }
   if (count < deps.length) deps.length = count
@@ -354,69 +373,60 @@ const depIndices = (
 const noDeps: ReadonlyArray<number> = []
 
 /** Whether a claim set given by an untyped caller has the documented shape; reports each part that does not. */
-const claimsHaveShape = (claims: Claims.Claims, report: (field: string, message: string) => void): boolean => {
+const claimsHaveShape = (claims: Claims.Claims, reporter: Reporter): boolean => {
   if (typeof claims !== "object" || claims === null || Array.isArray(claims)) {
-    report("claims", `expected an object, got ${describe(claims)}`)
+    reporter.report("claims", `expected an object, got ${describe(claims)}`)
     return false
   }
-  const write = keysHaveShape(claims.write, "write", report)
-  const read = keysHaveShape(claims.read, "read", report)
+  const write = keysHaveShape(claims.write, "write", reporter)
+  const read = keysHaveShape(claims.read, "read", reporter)
   const pools: unknown = claims.pools
   if (pools !== undefined && (typeof pools !== "object" || pools === null || Array.isArray(pools))) {
-    report("claims.pools", `expected an object of pool amounts, got ${describe(pools)}`)
+    reporter.report("claims.pools", `expected an object of pool amounts, got ${describe(pools)}`)
     return false
   }
   return write && read
 }
 
 /** One mode's keys: an array of strings (a hole is skipped, as `forEach` skips it), or reports what is not. */
-const keysHaveShape = (
-  keys: unknown,
-  mode: "write" | "read",
-  report: (field: string, message: string) => void
-): boolean => {
+const keysHaveShape = (keys: unknown, mode: "write" | "read", reporter: Reporter): boolean => {
   if (keys === undefined) return true
   if (!Array.isArray(keys)) {
-    report(`claims.${mode}`, `expected an array of keys, got ${describe(keys)}`)
+    reporter.report(`claims.${mode}`, `expected an array of keys, got ${describe(keys)}`)
     return false
   }
   let shaped = true
   for (let i = 0; i < keys.length; i++) {
     const key: unknown = keys[i]
     if (typeof key === "string" || !(i in keys)) continue
-    report(`claims.${mode}[${i}]`, `expected a string key, got ${describe(key)}`)
+    reporter.report(`claims.${mode}[${i}]`, `expected a string key, got ${describe(key)}`)
     shaped = false
   }
   return shaped
 }
 
 /** Every invalid key and pool of a claim set, each with its path (`claims.write[1]`, `claims.pools.gpu`). */
-const reportClaims = (
-  claims: Claims.Claims,
-  settings: RunSettings,
-  report: (field: string, message: string) => void
-) => {
+const reportClaims = (claims: Claims.Claims, settings: RunSettings, reporter: Reporter) => {
   for (const mode of ["write", "read"] as const) {
     ;(claims[mode] ?? []).forEach((key, i) => {
       const normalized = Claims.normalizeKey(key)
-      if (Result.isFailure(normalized)) report(`claims.${mode}[${i}]`, normalized.failure.message)
+      if (Result.isFailure(normalized)) reporter.report(`claims.${mode}[${i}]`, normalized.failure.message)
     })
   }
   for (const [pool, amount] of Object.entries(claims.pools ?? {})) {
     const normalized = Claims.normalize({ pools: { [pool]: amount } }, settings.pools, settings.poolScope)
-    if (Result.isFailure(normalized)) report(`claims.pools.${pool}`, normalized.failure.message)
+    if (Result.isFailure(normalized)) reporter.report(`claims.pools.${pool}`, normalized.failure.message)
   }
 }
 
-const checkRateLimit = (
-  key: string,
-  known: ReadonlyArray<string> | undefined,
-  report: (field: string, message: string) => void
-) => {
+const checkRateLimit = (key: string, known: ReadonlyArray<string> | undefined, reporter: Reporter) => {
   if (known === undefined) {
-    report("rateLimit", `no rate limits are configured: set the run's rateLimits option or provide a RateLimiter`)
+    reporter.report(
+      "rateLimit",
+      `no rate limits are configured: set the run's rateLimits option or provide a RateLimiter`
+    )
   } else if (!known.includes(key)) {
-    report(
+    reporter.report(
       "rateLimit",
       `unknown rate limit ${JSON.stringify(key)}${known.length === 0 ? "" : ` (known: ${known.join(", ")})`}`
     )
