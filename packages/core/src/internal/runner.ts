@@ -41,7 +41,7 @@ import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import { boundWaits, type Held } from "./inherit.ts"
-import { type Handlers, isExitFast, unaryHandlers } from "./continuation.ts"
+import { type Handlers, isExitFast } from "./continuation.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
@@ -1297,10 +1297,10 @@ class Stint {
   }
 
   private makeHandlers(): Handlers {
-    return unaryHandlers({
+    return {
       onSuccess: (value) => this.end(undefined, value),
       onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
-    })
+    }
   }
 
   private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {

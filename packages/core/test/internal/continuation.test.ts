@@ -1,9 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
-import { isExitFast, unaryHandlers } from "../../src/internal/continuation.ts"
+import { isExitFast } from "../../src/internal/continuation.ts"
 
-// continuation.ts relies on effect's `Exit` type id and on `matchCauseEffect` calling a handler of
-// `length` 1 as it is. These fail when an effect upgrade changes either.
+// continuation.ts relies on effect's `Exit` type id. This fails when an effect upgrade changes it.
 const effects: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
   ["Exit.void", Exit.void],
   ["Exit.fail", Exit.fail("e")],
@@ -26,19 +25,4 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
     assert.isTrue(isExitFast(Exit.void))
     assert.isFalse(isExitFast(Effect.sync(() => 1)))
   })
-
-  it.effect("matchCauseEffect runs the unary handlers with the value or the cause", () =>
-    Effect.gen(function* () {
-      const calls: Array<string> = []
-      const handlers = unaryHandlers({
-        onSuccess: (value) => Effect.sync(() => calls.push(`success ${String(value)}`)),
-        onFailure: (cause) => Effect.sync(() => calls.push(`failure ${String(Cause.squash(cause))}`))
-      })
-      assert.strictEqual(handlers.onSuccess.length, 1)
-      assert.isTrue(Object.hasOwn(handlers.onFailure, "length"))
-      yield* Effect.matchCauseEffect(Effect.succeed(7), handlers)
-      yield* Effect.matchCauseEffect(Effect.fail("boom"), handlers)
-      assert.deepStrictEqual(calls, ["success 7", "failure boom"])
-    })
-  )
 })
