@@ -41,6 +41,7 @@ import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import { boundWaits, type Held } from "./inherit.ts"
+import { type Handlers, isExitFast } from "./continuation.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
@@ -1255,12 +1256,7 @@ class Stint {
   slotEnded = false
   /** The worker fiber's children when the running agent started (`agentChildren.ts`). */
   private childrenBefore: ReadonlySet<Fiber.Fiber<unknown, unknown>> | undefined = undefined
-  private handlers:
-    | {
-        readonly onSuccess: (value: unknown) => Effect.Effect<unknown>
-        readonly onFailure: (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
-      }
-    | undefined = undefined
+  private handlers: Handlers | undefined = undefined
 
   constructor(host: StintHost, fiber: Fiber.Fiber<unknown, unknown>, context: Context.Context<never>) {
     this.host = host
@@ -1300,7 +1296,7 @@ class Stint {
     }
   }
 
-  private makeHandlers(): NonNullable<Stint["handlers"]> {
+  private makeHandlers(): Handlers {
     return {
       onSuccess: (value) => this.end(undefined, value),
       onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
@@ -1321,20 +1317,6 @@ class Stint {
     const after = this.host.agentEnded(this, node, exit, value)
     return after instanceof Node ? this.run(after) : after
   }
-}
-
-const successProto: unknown = Object.getPrototypeOf(Exit.void)
-const failureProto: unknown = Object.getPrototypeOf(Exit.fail(undefined))
-
-/**
- * `Exit.isExit` by prototype: `effect` makes every `Exit` from one of two prototypes, and an
- * agent's effect usually is not one, where `isExit`'s property check on an object of any shape
- * costs a megamorphic lookup per agent. An `Exit` it does not recognise (`false`) still runs, under
- * the stint's continuation.
- */
-const isExitFast = (effect: Effect.Effect<unknown, unknown>): effect is Exit.Exit<unknown, unknown> => {
-  const proto: unknown = Object.getPrototypeOf(effect)
-  return (proto === successProto || proto === failureProto) && Exit.isExit(effect)
 }
 
 const noDeps: Record<string, unknown> = Object.freeze({})
