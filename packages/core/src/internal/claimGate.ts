@@ -130,11 +130,16 @@ export class ClaimGate {
     return this.poolTokens(request, tokens)
   }
 
-  /** The leases (or reserved tokens) in this run that hold a pool `request` does not fit in, added to `tokens`. */
-  private poolTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
+  /**
+   * The leases (or reserved tokens) in this run that hold a pool `request` does not fit in, added to
+   * `tokens`; with none given, or `noTokens`, a list is made only for the first token found: a check
+   * or re-park that finds none (nearly all of them) allocates nothing.
+   */
+  private poolTokens(request: Claims.Request, tokens: Array<number> = noTokens): Array<number> {
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
       if (use !== undefined && use.used + claim.amount > claim.capacity) {
+        if (tokens === noTokens) tokens = []
         for (const holder of use.holders) addToken(tokens, holderToken(holder))
       }
     }
@@ -641,6 +646,12 @@ export class ClaimGate {
 }
 
 const reservedToken = (node: Node): number => -1 - node.index
+
+/**
+ * The token list of a parked agent that waits for no token: shared, never added to (`poolTokens`
+ * makes a list of its own for a token, and a hand-over adds only where it deleted).
+ */
+const noTokens: Array<number> = []
 
 /**
  * Whether this is the first time one walk over a token's waiters (`visit`) meets `node`: a list
