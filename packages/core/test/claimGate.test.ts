@@ -153,10 +153,10 @@ const checkTrees = (gate: ClaimGate, nodes: ReadonlyArray<Node>, running: Readon
   }
 }
 
-/** The gate's lists of the agents parked on each lease (by its id) and on each agent's reserved token (by its index; a lone follower without a list). */
+/** The gate's lists of the agents parked on each lease (by its id) and on each agent's reserved token (by its index). */
 interface Waiters {
   readonly parkedOn: Map<number, ReadonlyArray<Node>>
-  readonly followers: ReadonlyArray<Node | ReadonlyArray<Node> | undefined>
+  readonly followers: ReadonlyArray<ReadonlyArray<Node> | undefined>
 }
 
 /**
@@ -169,8 +169,7 @@ const checkTokens = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string)
     if (node.state !== "parked") continue
     for (const token of node.wait?.blockingTokens ?? []) {
       const waiters = token >= 0 ? parkedOn.get(token) : followers[-1 - token]
-      const listed = waiters instanceof Node ? waiters === node : (waiters?.includes(node) ?? false)
-      assert.isTrue(listed, `${node.id} waits for token ${token} after ${after}`)
+      assert.isTrue(waiters?.includes(node) ?? false, `${node.id} waits for token ${token} after ${after}`)
     }
   }
 }

@@ -3,7 +3,7 @@ import * as Claims from "../Claims.ts"
 import type * as ResourceLocks from "../ResourceLocks.ts"
 import { type HolderList, type Hit, KeyTree } from "./keyTree.ts"
 import { type LockTable, memoryTables } from "./lockTable.ts"
-import { before, Node, waitOf } from "./node.ts"
+import { before, type Node, waitOf } from "./node.ts"
 
 export interface GateHost {
   readonly runId: string
@@ -39,13 +39,11 @@ export class ClaimGate {
   /**
    * The agents parked on each lease (`parkedOn`) and on each agent's reserved token (`followers`,
    * by the agent's index: a run parks ≈ 5 agents per agent on reserved tokens, and a `Map` entry
-   * each came and went with a rehash now and then; a token with one follower, ≈ 7 in 8 of them,
-   * holds the agent itself, not a list); an agent may be listed more than once (see `visit`).
+   * each came and went with a rehash now and then); an agent may be listed more than once (see
+   * `visit`).
    */
   private readonly parkedOn = new Map<number, Array<Node>>()
-  private readonly followers: Array<Node | Array<Node> | undefined> = []
-  /** `takeWaiters`' answer for a token with one follower: read before the next `takeWaiters`, never kept. */
-  private readonly one: Array<Node> = []
+  private readonly followers: Array<Array<Node> | undefined> = []
   /**
    * In a run nobody observes, by agent index: how many conflicting claim pairs agents holding keys
    * in the run's view have with a parked agent, kept by key as they take and let go of them (see
@@ -132,16 +130,11 @@ export class ClaimGate {
     return this.poolTokens(request, tokens)
   }
 
-  /**
-   * The leases (or reserved tokens) in this run that hold a pool `request` does not fit in, added to
-   * `tokens`; with none given, or `noTokens`, a list is made only for the first token found: a check
-   * or re-park that finds none (nearly all of them) allocates nothing.
-   */
-  private poolTokens(request: Claims.Request, tokens: Array<number> = noTokens): Array<number> {
+  /** The leases (or reserved tokens) in this run that hold a pool `request` does not fit in, added to `tokens`. */
+  private poolTokens(request: Claims.Request, tokens: Array<number> = []): Array<number> {
     for (const claim of request.pools) {
       const use = this.pools.get(claim.pool)
       if (use !== undefined && use.used + claim.amount > claim.capacity) {
-        if (tokens === noTokens) tokens = []
         for (const holder of use.holders) addToken(tokens, holderToken(holder))
       }
     }
@@ -419,7 +412,7 @@ export class ClaimGate {
       if (blocking !== undefined && deleteToken(blocking, from)) addToken(blocking, lease.id)
     }
     const existing = this.parkedOn.get(lease.id)
-    if (existing === undefined) this.parkedOn.set(lease.id, set === this.one ? [set[0]!] : set)
+    if (existing === undefined) this.parkedOn.set(lease.id, set)
     else for (let i = 0; i < set.length; i++) existing.push(set[i]!)
   }
 
@@ -570,7 +563,7 @@ export class ClaimGate {
     return !(this.counts[node.index]! > 0)
   }
 
-  /** Parks `node` on `token`. A new list starts with room for one (most hold one or two); a first follower is kept without one. */
+  /** Parks `node` on `token`. A new list starts with room for one (most hold one or two). */
   private addWaiter(token: number, node: Node): void {
     if (token >= 0) {
       const list = this.parkedOn.get(token)
@@ -582,15 +575,11 @@ export class ClaimGate {
     const followers = this.followers
     while (followers.length <= index) followers.push(undefined)
     const list = followers[index]
-    if (list === undefined) followers[index] = node
-    else if (list instanceof Node) followers[index] = [list, node]
+    if (list === undefined) followers[index] = [node]
     else list.push(node)
   }
 
-  /**
-   * The agents parked on `token`, which no longer lists them; a lone follower comes in `one`, which
-   * the caller reads before it takes the waiters of another token.
-   */
+  /** The agents parked on `token`, which no longer lists them. */
   private takeWaiters(token: number): Array<Node> | undefined {
     if (token >= 0) {
       const list = this.parkedOn.get(token)
@@ -599,11 +588,8 @@ export class ClaimGate {
     }
     const index = -1 - token
     const list = this.followers[index]
-    if (list === undefined) return undefined
-    this.followers[index] = undefined
-    if (!(list instanceof Node)) return list
-    this.one[0] = list
-    return this.one
+    if (list !== undefined) this.followers[index] = undefined
+    return list
   }
 
   private reservedBy(node: Node, other: Node): ReadonlyArray<ResourceLocks.Blocker> {
@@ -655,12 +641,6 @@ export class ClaimGate {
 }
 
 const reservedToken = (node: Node): number => -1 - node.index
-
-/**
- * The token list of a parked agent that waits for no token: shared, never added to (`poolTokens`
- * makes a list of its own for a token, and a hand-over adds only where it deleted).
- */
-const noTokens: Array<number> = []
 
 /**
  * Whether this is the first time one walk over a token's waiters (`visit`) meets `node`: a list
