@@ -17,6 +17,12 @@ const claimsArb = fc.record({
   read: fc.uniqueArray(fc.constantFrom(...KEYS), { maxLength: 2 })
 })
 
+const poolClaimsArb = fc.record({
+  write: fc.uniqueArray(fc.constantFrom(...KEYS), { maxLength: 2 }),
+  read: fc.uniqueArray(fc.constantFrom(...KEYS), { maxLength: 1 }),
+  pools: fc.option(fc.record({ p: fc.integer({ min: 1, max: 2 }) }), { nil: undefined })
+})
+
 const conflict = (x: Claims.KeyClaim, y: Claims.KeyClaim): boolean => {
   if (x.mode === "read" && y.mode === "read") return false
   const n = Math.min(x.segments.length, y.segments.length)
@@ -27,9 +33,15 @@ const conflict = (x: Claims.KeyClaim, y: Claims.KeyClaim): boolean => {
 /**
  * Drives a gate of a run nobody observes on an in-memory lock service as the runner does (check,
  * then take the lease; end: detach, release), in an order fast-check picks, and checks after each
- * step which agents the fairness bound reserved against a count kept per waiter and key.
+ * step which agents the fairness bound reserved against a count kept per waiter and key. With
+ * `drain`, it then runs the agents left, one at a time, until none is ready or running.
  */
-const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<number>, maxBypass: number) => {
+const drive = (
+  requests: ReadonlyArray<Claims.Request>,
+  steps: ReadonlyArray<number>,
+  maxBypass: number,
+  drain = false
+) => {
   const nodes = requests.map(
     (request, index) =>
       new Node(index, Agent.make(`agent${index}`, { run: Effect.void }), request, undefined, undefined, 1, [])
@@ -37,6 +49,11 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
   const ready: Array<Node> = []
   const running: Array<Node> = []
   const leases = new Map<Node, ResourceLocks.Lease>()
+  const end = (node: Node) => {
+    gate.detach(node)
+    node.state = "done"
+    gate.releaseNow(node, leases.get(node)!)
+  }
   const gate = new ClaimGate({
     runId: "run",
     locks: makeMemory(),
@@ -81,6 +98,7 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
       assert.strictEqual(node.wait?.reserved ?? false, expected, `${node.id} reserved after ${after}`)
     }
     checkTrees(gate, nodes, running, after)
+    checkTokens(gate, nodes, after)
   }
   for (const step of steps) {
     if (step % 2 === 0 && ready.length > 0) {
@@ -93,11 +111,15 @@ const drive = (requests: ReadonlyArray<Claims.Request>, steps: ReadonlyArray<num
       checkReserved(`check ${node.id}`)
     } else if (running.length > 0) {
       const node = running.splice(Math.floor(step / 2) % running.length, 1)[0]!
-      const lease = leases.get(node)!
-      gate.detach(node)
-      node.state = "done"
-      gate.releaseNow(node, lease)
+      end(node)
       checkReserved(`end ${node.id}`)
+    }
+  }
+  if (drain) {
+    while (ready.length > 0 || running.length > 0) {
+      const node = ready.shift() ?? running.shift()!
+      if (node.state === "running") end(node)
+      else if (node.state === "ready" && gate.check(node)) gate.acquireNow(node)
     }
   }
   return nodes
@@ -131,6 +153,27 @@ const checkTrees = (gate: ClaimGate, nodes: ReadonlyArray<Node>, running: Readon
   }
 }
 
+/** The gate's lists of the agents parked on each lease (by its id) and on each agent's reserved token (by its index). */
+interface Waiters {
+  readonly parkedOn: Map<number, ReadonlyArray<Node>>
+  readonly followers: ReadonlyArray<ReadonlyArray<Node> | undefined>
+}
+
+/**
+ * Each token a parked agent waits for lists it among its waiters, so the token's release visits it:
+ * an agent whose list names a token it is not parked on would wait for nothing.
+ */
+const checkTokens = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string) => {
+  const { followers, parkedOn } = gate as unknown as Waiters
+  for (const node of nodes) {
+    if (node.state !== "parked") continue
+    for (const token of node.wait?.blockingTokens ?? []) {
+      const waiters = token >= 0 ? parkedOn.get(token) : followers[-1 - token]
+      assert.isTrue(waiters?.includes(node) ?? false, `${node.id} waits for token ${token} after ${after}`)
+    }
+  }
+}
+
 describe("ClaimGate", () => {
   it("property: an agent is reserved once agents after it have taken one of its keys maxBypass times while it waited", () => {
     fc.assert(
@@ -144,6 +187,22 @@ describe("ClaimGate", () => {
         }
       ),
       { numRuns: 300 }
+    )
+  })
+
+  it("property: with keys and a pool, every agent runs once those before it end (no agent left waiting for nothing)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(poolClaimsArb, { minLength: 2, maxLength: 10 }),
+        fc.array(fc.nat({ max: 40 }), { minLength: 10, maxLength: 120 }),
+        fc.integer({ min: 1, max: 4 }),
+        (claims, steps, maxBypass) => {
+          const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, { p: 2 })))
+          const nodes = drive(requests, steps, maxBypass, true)
+          for (const node of nodes) assert.strictEqual(node.state, "done", `${node.id} after the drain`)
+        }
+      ),
+      { numRuns: 1000 }
     )
   })
 })
