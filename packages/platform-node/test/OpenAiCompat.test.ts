@@ -1,12 +1,12 @@
 import { Agent, Corral, Llm, OpenAiCompat, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
+import { ConfigProvider, Effect, Fiber, Latch, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
-import { FetchHttpClient } from "effect/http"
+import { FetchHttpClient, type HttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
 import { listening } from "./fixtures/httpServer.ts"
-import { collectUsage, streamed } from "./fixtures/models.ts"
+import { collectUsage, redirectedClient, streamed } from "./fixtures/models.ts"
 import { keepAliveServer, stallingServer, steppedServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
@@ -493,6 +493,61 @@ describe("OpenAiCompat", () => {
       assert.strictEqual(outcome.attempts, 2)
       assert.deepStrictEqual(outcome.usage, { inputTokens: 3, outputTokens: 2, costUsd: 0.007 })
       assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped)
+  )
+  it.effect(
+    "layerConfig takes an empty or blank OPENAI_BASE_URL as unset and trims a set one, as OpenAI's SDK does",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+        const fromEnv = (value: string, client: Layer.Layer<HttpClient.HttpClient>) =>
+          OpenAiCompat.layerConfig({ model: "test-model" }).pipe(
+            Layer.provide(client),
+            Layer.provide(
+              ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: value, OPENAI_API_KEY: "sk-env" }))
+            )
+          )
+        const sent: Array<string> = []
+        for (const value of ["", "  "]) {
+          const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+            Effect.provide(fromEnv(value, redirectedClient(server.url, sent)))
+          )
+          assert.strictEqual(response.text, "hi")
+        }
+        assert.deepStrictEqual(sent, [
+          "https://api.openai.com/v1/chat/completions",
+          "https://api.openai.com/v1/chat/completions"
+        ])
+        const trimmed = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(fromEnv(` ${server.url}/v1 `, FetchHttpClient.layer))
+        )
+        assert.strictEqual(trimmed.text, "hi")
+        assert.strictEqual(server.requests.at(-1)!.path, "/v1/chat/completions")
+      }).pipe(Effect.scoped)
+  )
+  it.effect("layerConfig refuses an OPENAI_BASE_URL that is not an http(s) URL, naming the variable", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+      for (const value of ["not a url", "ftp://127.0.0.1/v1", "localhost:11434/v1", "127.0.0.1:11434/v1", "http://"]) {
+        const env = ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: value, OPENAI_API_KEY: "sk-env" })
+        const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(
+            OpenAiCompat.layerConfig({ model: "test-model" }).pipe(
+              Layer.provide(redirectedClient(server.url, [])),
+              Layer.provide(ConfigProvider.layer(env))
+            )
+          ),
+          Effect.flip
+        )
+        assert.instanceOf(error, OpenAiCompat.InvalidBaseUrl)
+        assert.strictEqual(error.variable, "OPENAI_BASE_URL")
+        assert.strictEqual(error.value, value)
+        assert.strictEqual(
+          error.message,
+          `OPENAI_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.openai.com/v1 (unset or empty for that default)`
+        )
+      }
+      assert.strictEqual(server.requests.length, 0)
     }).pipe(Effect.scoped)
   )
 })
