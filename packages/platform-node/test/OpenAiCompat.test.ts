@@ -272,6 +272,69 @@ describe("OpenAiCompat", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.effect("a stream cut mid-way reports what it received, counted at 4 characters a token, priced", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "a long answer that will be cut", outputTokens: 9 }, 3)
+      )
+      const prompt = Prompt.make("x")
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt }).pipe(Stream.runDrain, Effect.flip, Effect.provide(model(server.url)))
+      )
+      const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+      assert.deepStrictEqual(reported, [
+        { inputTokens, outputTokens: 2, costUsd: (inputTokens * 1000 + 2 * 2000) / 1_000_000 }
+      ])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a stream its consumer stops after its first part reports what it received; a whole one once", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "abcdefgh", inputTokens: 5, outputTokens: 9 })
+      )
+      const stopped = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.filter((part) => part.type === "text-delta"),
+          Stream.take(1),
+          Stream.runCollect,
+          Effect.provide(model(server.url))
+        )
+      )
+      assert.strictEqual(stopped.reported.length, 1)
+      assert.isAbove(stopped.reported[0]!.inputTokens!, 0)
+      assert.isAbove(stopped.reported[0]!.outputTokens!, 0)
+      const whole = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "x" }).pipe(Stream.runDrain, Effect.provide(model(server.url)))
+      )
+      assert.deepStrictEqual(
+        whole.reported.map((usage) => [usage.inputTokens, usage.outputTokens]),
+        [[5, 9]]
+      )
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a stream cut mid-way counts towards the run's budget", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "a long answer that will be cut", outputTokens: 9 }, 3)
+      )
+      const agent = Agent.make("streams", {
+        run: LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.ignore,
+          Effect.provide(model(server.url))
+        )
+      })
+      const result = yield* Corral.run([agent], { budget: { tokens: 2 } })
+      const outcome = result.outcomes[0]!
+      assert.strictEqual(outcome._tag, "Interrupted")
+      assert.isTrue(outcome._tag === "Interrupted" && outcome.crossedBudget)
+      assert.isAbove(outcome.usage.outputTokens, 0)
+      assert.strictEqual(result.stopped?._tag, "BudgetExceeded")
+    }).pipe(Effect.scoped)
+  )
+
   it.effect(
     "a stream that ends cleanly without [DONE] is truncated: a retryable NetworkError names the missing event",
     () =>

@@ -219,8 +219,52 @@ export const makeModel = <O extends CommonOptions>(
     }
     return yield* LanguageModel.make({
       generateText: (request) => provider.generateText(setup, request),
-      streamText: (request) => provider.streamText(setup, request)
+      streamText: (request) => reportingCut(setup, request, provider.streamText(setup, request))
     })
+  })
+
+/** Characters per token of the estimate a stream cut short reports. */
+const charactersPerToken = 4
+
+const deltaLength = (part: Response.StreamPartEncoded): number =>
+  part.type === "text-delta" || part.type === "reasoning-delta" || part.type === "tool-params-delta"
+    ? part.delta.length
+    : 0
+
+/**
+ * A stream that ends after its first part without its finish part (cut, failed, or stopped by its
+ * consumer) reports usage estimated at 4 characters a token: the prompt's JSON as input, the text,
+ * reasoning and tool arguments received as output, priced as a finished call's. The provider has
+ * counted them, and no part carries its count.
+ */
+const reportingCut = <O extends CommonOptions, E, R>(
+  setup: Setup<O>,
+  request: LanguageModel.ProviderOptions,
+  stream: Stream.Stream<Response.StreamPartEncoded, E, R>
+): Stream.Stream<Response.StreamPartEncoded, E, R> =>
+  Stream.suspend(() => {
+    let started = false
+    let finished = false
+    let received = 0
+    return stream.pipe(
+      Stream.tap((part) =>
+        Effect.sync(() => {
+          started = true
+          if (part.type === "finish") finished = true
+          received += deltaLength(part)
+        })
+      ),
+      Stream.onExit(() =>
+        started && !finished
+          ? Usage.report(
+              Pricing.usage(setup.prices, setup.options.model, {
+                inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / charactersPerToken),
+                outputTokens: Math.ceil(received / charactersPerToken)
+              })
+            )
+          : Effect.void
+      )
+    )
   })
 
 /** What a provider module exports: `make`, `layer`, and `layerConfig` reading its environment variables. */
