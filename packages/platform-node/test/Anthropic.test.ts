@@ -272,6 +272,28 @@ describe("Anthropic", () => {
       assert.strictEqual(server.requests.at(-1)!.headers["x-api-key"], "sk-ant-env")
     }).pipe(Effect.scoped)
   )
+  it.effect("a stream cut mid-way reports what it received, counted at 4 characters a token, priced", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.anthropicStream({ text: "partial answer here", outputTokens: 9 }, 4)
+      )
+      const prompt = Prompt.make("x")
+      let text = ""
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt }).pipe(
+          Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && (text += part.delta))),
+          Effect.flip,
+          Effect.provide(model(server.url))
+        )
+      )
+      assert.isAbove(text.length, 0)
+      const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+      const outputTokens = Math.ceil(text.length / 4)
+      assert.deepStrictEqual(reported, [
+        { inputTokens, outputTokens, costUsd: (inputTokens * 1000 + outputTokens * 5000) / 1_000_000 }
+      ])
+    }).pipe(Effect.scoped)
+  )
   it.effect("layerConfig takes an empty or blank ANTHROPIC_BASE_URL as unset, as Anthropic's SDK does", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
