@@ -140,7 +140,10 @@ describe("a closed output (end to end)", () => {
       },
       30_000,
       "the first attempt's output"
-    )
+    ).catch((error) => {
+      for (const gate of [retry, more]) NodeFs.writeFileSync(gate, "")
+      throw error
+    })
     const pipeline = spawn(
       "bash",
       ["-c", `"$0" logs flaky --follow | stdbuf -oL head -n 5; echo "logs exited \${PIPESTATUS[0]}" >&2`, corralBin],
@@ -151,23 +154,23 @@ describe("a closed output (end to end)", () => {
     pipeline.stdout.on("data", (chunk) => (stdout += chunk))
     pipeline.stderr.on("data", (chunk) => (stderr += chunk))
     const ended = new Promise<number | null>((resolve) => pipeline.on("exit", resolve))
-    await waitFor(() => /^\[out\] first try$/m.test(stdout), 20_000, "the followed output").catch((error) => {
-      throw new Error(`${error}: ${JSON.stringify({ stdout, stderr })}`)
-    })
-    NodeFs.writeFileSync(retry, "")
-    await waitFor(
-      () => /^\[out\] second try$/m.test(stdout),
-      30_000,
-      "the next attempt's first line through head"
-    ).catch((error) => {
-      throw new Error(`${error}: ${JSON.stringify({ stdout, stderr })}`)
-    })
-    NodeFs.writeFileSync(more, "")
-    const code = await Promise.race([
-      ended,
-      new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))
-    ])
-    if (code === "still running") pipeline.kill("SIGKILL")
+    const seen = (line: RegExp, what: string) =>
+      waitFor(() => line.test(stdout), 30_000, what).catch((error) => {
+        throw new Error(`${error}: ${JSON.stringify({ stdout, stderr })}`)
+      })
+    let code: number | null | string
+    try {
+      await seen(/^\[out\] first try$/m, "the followed output")
+      NodeFs.writeFileSync(retry, "")
+      await seen(/^\[out\] second try$/m, "the next attempt's first line through head")
+    } finally {
+      for (const gate of [retry, more]) NodeFs.writeFileSync(gate, "")
+      code = await Promise.race([
+        ended,
+        new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))
+      ])
+      if (code === "still running") pipeline.kill("SIGKILL")
+    }
     expect(code, stderr).toBe(0)
     expect(stdout.split("\n").filter((line) => line.startsWith("[out] "))).toEqual([
       "[out] first try",
