@@ -9,6 +9,7 @@ import {
   makeRepo,
   pidsIn,
   runCli,
+  startCli,
   tempDir,
   waitFor,
   worktrees,
@@ -102,6 +103,82 @@ describe("a closed output (end to end)", () => {
     const code = await new Promise((resolve) => child.on("close", resolve))
     expect(code).toBe(0)
     expect(read).toBe(Buffer.byteLength(eager.stdout))
+  })
+
+  it("corral logs --follow | head across a retry: ends with head's lines, quietly, once the agent writes again", async () => {
+    const repo = makeRepo()
+    const marks = tempDir("marker-")
+    const tried = NodePath.join(marks, "tried")
+    const retry = NodePath.join(marks, "retry")
+    const more = NodePath.join(marks, "more")
+    const waitFile = (file: string) => `while [ ! -e ${file} ]; do sleep 0.05; done`
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: flaky
+    retries: 1
+    run: if [ -e ${tried} ]; then echo second try; ${waitFile(more)}; for i in $(seq 1 50); do echo more $i; done; else touch ${tried}; echo first try; ${waitFile(retry)}; exit 1; fi
+`
+    )
+    const run = startCli(["run", plan], { cwd: repo })
+    const firstLog = () =>
+      NodeFs.readdirSync(NodePath.join(repo, ".corral", "runs"), { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .some((entry) =>
+          NodeFs.readFileSync(NodePath.join(repo, ".corral", "runs", entry.name, "logs", "flaky.log"), "utf8").includes(
+            "first try"
+          )
+        )
+    await waitFor(
+      () => {
+        try {
+          return firstLog()
+        } catch {
+          return false
+        }
+      },
+      30_000,
+      "the first attempt's output"
+    ).catch((error) => {
+      for (const gate of [retry, more]) NodeFs.writeFileSync(gate, "")
+      throw error
+    })
+    const pipeline = spawn(
+      "bash",
+      ["-c", `"$0" logs flaky --follow | stdbuf -oL head -n 5; echo "logs exited \${PIPESTATUS[0]}" >&2`, corralBin],
+      { cwd: repo, stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let stdout = ""
+    let stderr = ""
+    pipeline.stdout.on("data", (chunk) => (stdout += chunk))
+    pipeline.stderr.on("data", (chunk) => (stderr += chunk))
+    const ended = new Promise<number | null>((resolve) => pipeline.on("exit", resolve))
+    const seen = (line: RegExp, what: string) =>
+      waitFor(() => line.test(stdout), 30_000, what).catch((error) => {
+        throw new Error(`${error}: ${JSON.stringify({ stdout, stderr })}`)
+      })
+    let code: number | null | string
+    try {
+      await seen(/^\[out\] first try$/m, "the followed output")
+      NodeFs.writeFileSync(retry, "")
+      await seen(/^\[out\] second try$/m, "the next attempt's first line through head")
+    } finally {
+      for (const gate of [retry, more]) NodeFs.writeFileSync(gate, "")
+      code = await Promise.race([
+        ended,
+        new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))
+      ])
+      if (code === "still running") pipeline.kill("SIGKILL")
+    }
+    expect(code, stderr).toBe(0)
+    expect(stdout.split("\n").filter((line) => line.startsWith("[out] "))).toEqual([
+      "[out] first try",
+      "[out] second try"
+    ])
+    expect(stderr).toMatch(/logs exited (0|141)\n/)
+    expect(stderr).not.toMatch(/EPIPE|\n\s+at |Error/)
+    expect((await run.done).code).toBe(0)
   })
 
   it("read-only commands exit quietly when their reader is gone", async () => {

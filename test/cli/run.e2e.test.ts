@@ -116,6 +116,11 @@ describe("corral run (end to end)", () => {
       'agents[0].claims.write[0]: expected a relative path or a named resource like "db:users", got "db:"; a named resource needs a name after ":", like "db:users" (agent "store", line 6)'
     ],
     [
+      "a named resource written with a space after its colon",
+      planOf('  - id: store\n    run: echo\n    claims: { write: ["db: users"] }\n'),
+      'agents[0].claims.write[0]: expected a relative path or a named resource like "db:users", got "db: users"; a named resource has no space after ":", so write "db:users" for the resource, or "./db: users" for the path (agent "store", line 6)'
+    ],
+    [
       "an agent's invalid claim, named by its id",
       planOf("  - id: two\n    run: echo\n    claims: { write: [../x] }\n"),
       '(agent "two", line 6)'
@@ -131,6 +136,19 @@ describe("corral run (end to end)", () => {
     expect(NodeFs.existsSync(marker)).toBe(false)
     expect(NodeFs.existsSync(NodePath.join(repo, ".corral"))).toBe(false)
     expect(branches(repo)).toEqual(["main"])
+  })
+
+  it("a file named db: at the repository's root is claimed as ./db: and merged", async () => {
+    const repo = makeRepo()
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      planOf(`  - id: store\n    run: echo stored > 'db:'\n    claims: { write: ["./db:"] }\n`)
+    )
+    const result = await runCli(["run", plan], { cwd: repo })
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const runId = /run (\S+):/.exec(result.stdout)![1]!
+    expect(git(repo, "show", `corral/${runId}/integration:db:`)).toBe("stored\n")
   })
 
   it("a retry runs after an attempt that failed with changed files: that attempt's workspace is kept, the retry gets its own", async () => {

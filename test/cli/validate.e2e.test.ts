@@ -123,6 +123,38 @@ agents:
     expect(refused.stderr).toContain('write "./a:b/" for the path')
   })
 
+  it('a file named db: is claimed as ./db:, conflicting with ./db:; "db: x" exits 2 naming both spellings', async () => {
+    const plan = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      `agents:
+  - id: writer
+    run: echo writer
+    claims: { write: ["./db:"] }
+  - id: reader
+    run: echo reader
+    claims: { read: ["./db:"] }
+  - id: resource
+    run: echo resource
+    claims: { write: ["db:x"] }
+`
+    )
+    const result = await runCli(["validate", plan], { cwd: root })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain("serialized by claims: writer and reader (db:)")
+    expect(result.stdout).not.toMatch(/serialized by claims: .*resource/)
+    const spaced = writePlan(
+      tempDir("plan-"),
+      "plan.yaml",
+      'agents:\n  - id: spaced\n    run: echo spaced\n    claims: { write: ["db: x"] }\n'
+    )
+    const refused = await runCli(["validate", spaced], { cwd: root })
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain(
+      `agents[0].claims.write[0]: expected a relative path or a named resource like "db:users", got "db: x"; a named resource has no space after ":", so write "db:x" for the resource, or "./db: x" for the path`
+    )
+  })
+
   it("exits 2 and names the file and the cycle for an invalid plan", async () => {
     const plan = writePlan(
       tempDir("plan-"),

@@ -266,6 +266,26 @@ describe("PlanFile errors", () => {
       })
   )
 
+  it.effect("a file named db: is ./db:, kept a path; db: x is an error naming both spellings", () =>
+    Effect.gen(function* () {
+      const plan = yield* decodeYaml(
+        agentsYaml('id: a\n    run: echo\n    claims: { write: ["./db:", "./db: x"], read: [" ./cache:/"] }')
+      )
+      assert.deepStrictEqual(plan.agents[0]!.claims.write, ["./db:", "./db: x"])
+      assert.deepStrictEqual(plan.agents[0]!.claims.read, ["./cache:/"])
+      const file = Result.getOrThrow(Claims.normalizeKey(plan.agents[0]!.claims.write[0]!))
+      assert.deepStrictEqual(file.segments, ["db:"], "the library reads the plan's key as the file db:")
+      const error = yield* failure(
+        decodeYaml(agentsYaml('id: a\n    run: echo\n    claims: { write: ["db: x"], read: ["cache:\\tusers"] }'))
+      )
+      assert.strictEqual(
+        issueAt(error, "agents[0].claims.write[0]").message,
+        'expected a relative path or a named resource like "db:users", got "db: x"; a named resource has no space after ":", so write "db:x" for the resource, or "./db: x" for the path'
+      )
+      assert.include(issueAt(error, "agents[0].claims.read[0]").message, 'write "cache:users" for the resource')
+    })
+  )
+
   it.effect("an unknown field is an error naming the field and its line", () =>
     Effect.gen(function* () {
       const error = yield* failure(decodeYaml("agents:\n  - id: a\n    run: echo a\n    tmeout: 5m\n"))

@@ -373,6 +373,7 @@ const constructors = ModelHttp.constructors<Options>({
   defaultBaseUrl: "https://api.anthropic.com/v1",
   path: "/messages",
   apiKeyVariable: "ANTHROPIC_API_KEY",
+  baseUrlVariableDefault: "https://api.anthropic.com",
   baseUrlVariable: "ANTHROPIC_BASE_URL",
   baseUrlOfVariable: (value) => {
     const base = value.replace(/\/+$/, "")
@@ -401,6 +402,22 @@ export const InvalidOption = ModelHttp.InvalidOption
  * @category errors
  */
 export type InvalidOption = ModelHttp.InvalidOption
+
+/**
+ * `ANTHROPIC_BASE_URL` set to something other than an http(s) URL (`localhost:8080`, `api.example.com`, a
+ * path): building `layerConfig` fails with it, naming the variable and its value, before any request is
+ * sent. One class for both providers.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidBaseUrl = ModelHttp.InvalidBaseUrl
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidBaseUrl = ModelHttp.InvalidBaseUrl
 
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context; the fibers serving
@@ -434,7 +451,9 @@ export const layer = constructors.layer
  * they are set (values given in `options` win). `ANTHROPIC_BASE_URL` is read as Anthropic's SDK and
  * Claude Code read it, the URL without the API version (`https://api.anthropic.com`, a gateway's
  * `https://gateway.example.com`): requests go to `${ANTHROPIC_BASE_URL}/v1/messages`. A value that
- * already ends in `/v1` is taken as it is.
+ * already ends in `/v1` is taken as it is. As in Anthropic's SDK, the value is trimmed and an empty
+ * one means unset (`https://api.anthropic.com`); a value that is not an http(s) URL fails building
+ * the layer with `InvalidBaseUrl`.
  *
  * @since 0.1.0
  * @category layers

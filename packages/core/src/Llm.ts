@@ -227,7 +227,8 @@ const guardedStream = <E, R>(
  * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. A streamed
  * call is settled and reported from its finish part, and retried after a 429 that comes before its
  * first part (a failure after it ends the stream). A stream cut after its first part keeps its token
- * estimate in the `tokens` bucket and reports no usage. Options it cannot use throw
+ * estimate in the `tokens` bucket and reports no usage itself (`OpenAiCompat` and `Anthropic` report
+ * its usage estimated from the characters sent and received). Options it cannot use throw
  * {@link InvalidOption} (it is a constructor).
  *
  * @since 0.1.0

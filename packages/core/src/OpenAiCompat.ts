@@ -346,6 +346,7 @@ const constructors = ModelHttp.constructors<Options>({
   defaultBaseUrl: "https://api.openai.com/v1",
   path: "/chat/completions",
   apiKeyVariable: "OPENAI_API_KEY",
+  baseUrlVariableDefault: "https://api.openai.com/v1",
   baseUrlVariable: "OPENAI_BASE_URL",
   generateText,
   streamText
@@ -366,6 +367,22 @@ export const InvalidOption = ModelHttp.InvalidOption
  * @category errors
  */
 export type InvalidOption = ModelHttp.InvalidOption
+
+/**
+ * `OPENAI_BASE_URL` set to something other than an http(s) URL (`localhost:8080`, `api.example.com`, a
+ * path): building `layerConfig` fails with it, naming the variable and its value, before any request is
+ * sent. One class for both providers.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidBaseUrl = ModelHttp.InvalidBaseUrl
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidBaseUrl = ModelHttp.InvalidBaseUrl
 
 /**
  * The provider as a `LanguageModel` service, using the `HttpClient` in context; the fibers serving
@@ -400,7 +417,9 @@ export const layer = constructors.layer
 
 /**
  * Like `layer`, with `apiKey` from `OPENAI_API_KEY` and `baseUrl` from `OPENAI_BASE_URL` when they
- * are set (values given in `options` win).
+ * are set (values given in `options` win). As in OpenAI's SDK, `OPENAI_BASE_URL` is trimmed and an
+ * empty value means unset (`https://api.openai.com/v1`); a value that is not an http(s) URL fails
+ * building the layer with `InvalidBaseUrl`.
  *
  * @since 0.1.0
  * @category layers

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Agent from "./Agent.ts"
 import type * as Claims from "./Claims.ts"
@@ -31,12 +32,14 @@ export interface ToolCall<A, E, R> {
  * in order. Calls are named `<index>:<name>` so the same tool may be called twice.
  *
  * Inside an agent, calls on keys the agent holds run without waiting for it; calls on other keys
- * wait for their holders, with no bound of their own. On the in-memory lock layer a call whose wait
- * would close a cycle (two agents each calling a tool on a key the other holds) makes the run die
- * with `CorralError.ClaimDeadlock` naming the cycle, and the other agents of the cycle go on; cycles
- * the README's Claims section lists as not detected wait until the agents' `timeout` ends one of
- * them. A call wrapped in `Effect.timeout` still counts as waiting: a cycle through it is reported
- * although the timeout would have ended it.
+ * wait for their holders, for at most `claimTimeout` when it is given (then the call ends
+ * `ClaimTimedOut` naming the holders, and the other calls go on). On the in-memory lock layer a call
+ * without `claimTimeout` whose wait would close a cycle (two agents each calling a tool on a key the
+ * other holds) makes the run die with `CorralError.ClaimDeadlock` naming the cycle, and the other
+ * agents of the cycle go on; cycles the README's Claims section lists as not detected wait until the
+ * agents' `timeout` ends one of them. Calls with a `claimTimeout` are neither checked nor counted as
+ * waiting, since their wait ends by itself; a call wrapped in `Effect.timeout` instead still counts
+ * as waiting: a cycle through it is reported although the timeout would have ended it.
  *
  * @example
  * ```ts
@@ -61,17 +64,34 @@ export interface ToolCall<A, E, R> {
  */
 export const run = <A, E, R>(
   calls: ReadonlyArray<ToolCall<A, E, R>>,
-  options: { readonly concurrency?: number | undefined } = {}
+  options: RunOptions = {}
 ): Effect.Effect<ReadonlyArray<Outcome.Outcome<A, E>>, InvalidRun, R> => {
   const issues = shapeIssues(calls)
   if (issues !== undefined) return Effect.fail(new InvalidRun({ issues }))
   return Effect.map(
     Corral.run(
       calls.map((call, i) => Agent.make(`${i}:${call.name}`, { run: call.run, claims: claimsOf(call) })),
-      { concurrency: options.concurrency ?? 8 }
+      { concurrency: options.concurrency ?? 8, claimTimeout: options.claimTimeout }
     ),
     (result) => result.outcomes
   )
+}
+
+/**
+ * Options of `run`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunOptions {
+  /** Most calls running at once. Default 8. */
+  readonly concurrency?: number | undefined
+  /**
+   * Longest wait of a call for its keys; a call that waits longer does not run and ends
+   * `ClaimTimedOut`, naming the keys and their holders. Default: no bound. A value the run refuses
+   * (not a duration, negative) is an `InvalidRun` naming `claimTimeout`.
+   */
+  readonly claimTimeout?: Duration.Input | undefined
 }
 
 /** What an untyped caller got wrong in the list itself (each call's fields are checked by the run). */

@@ -351,4 +351,33 @@ describe("ClaimDeadlock: a wait bounded by claimTimeout", () => {
       )
     })
   )
+  it.effect(
+    "through ToolCalls.run's claimTimeout: the call ends ClaimTimedOut naming the holder, and nobody dies",
+    () =>
+      Effect.gen(function* () {
+        const a = Agent.make("a", {
+          claims: { write: ["x"] },
+          run: Effect.andThen(
+            Effect.sleep("1 second"),
+            ToolCalls.run([{ name: "write", write: ["y"], run: Effect.void }], { claimTimeout: "2 seconds" })
+          )
+        })
+        const b = Agent.make("b", {
+          claims: { write: ["y"] },
+          run: Effect.andThen(Effect.sleep("2 seconds"), toolCall(["x"]))
+        })
+        const result = yield* runFor([a, b], 3)
+        assert.deepStrictEqual(
+          result.outcomes.map((outcome) => [outcome._tag, outcome.endedAt]),
+          [
+            ["Succeeded", 3000],
+            ["Succeeded", 3000]
+          ]
+        )
+        const [call] = result.outcomes[0]!._tag === "Succeeded" ? (result.outcomes[0]!.value as any) : []
+        assert.strictEqual(call._tag, "ClaimTimedOut")
+        assert.strictEqual(call.afterMs, 2000)
+        assert.deepStrictEqual(call.blockers, [{ key: "y", holder: "b" }])
+      })
+  )
 })

@@ -1,4 +1,4 @@
-import { ToolCalls } from "@corral/core"
+import { Agent, Corral, ToolCalls } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
@@ -36,6 +36,57 @@ describe("ToolCalls.run", () => {
         "start write_a_again @3000",
         "start write_notes @0"
       ])
+    })
+  )
+
+  it.effect("a call that waits for its keys longer than claimTimeout ends ClaimTimedOut naming the holder", () =>
+    Effect.gen(function* () {
+      const holder = yield* Effect.forkChild(
+        Corral.run([Agent.make("editor", { claims: { write: ["src/a.ts"] }, run: Effect.sleep("5 seconds") })]),
+        { startImmediately: true }
+      )
+      const calls = yield* Effect.forkChild(
+        ToolCalls.run(
+          [
+            { name: "write_a", write: ["src/a.ts"], run: Effect.succeed("written") },
+            { name: "read_b", read: ["src/b.ts"], run: Effect.succeed("read") }
+          ],
+          { claimTimeout: "1 second" }
+        ),
+        { startImmediately: true }
+      )
+      yield* TestClock.adjust("1 second")
+      if (calls.pollUnsafe() === undefined) {
+        yield* Fiber.interrupt(calls)
+        yield* Fiber.interrupt(holder)
+        return assert.fail("the calls still wait after 1 virtual second")
+      }
+      const outcomes = yield* Fiber.join(calls)
+      const [write, read] = outcomes
+      assert.strictEqual(write!._tag, "ClaimTimedOut")
+      assert.strictEqual(write!.endedAt, 1000)
+      assert.deepStrictEqual(write!._tag === "ClaimTimedOut" && write!.blockers, [
+        { key: "src/a.ts", holder: "editor" }
+      ])
+      assert.strictEqual(read!._tag === "Succeeded" && read!.value, "read")
+      yield* TestClock.adjust("4 seconds")
+      yield* Fiber.join(holder)
+    })
+  )
+
+  it.effect("a claimTimeout the run refuses is an InvalidRun naming it, and no call runs", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const error = yield* Effect.flip(
+        ToolCalls.run([{ name: "write", write: ["a.txt"], run: Effect.sync(() => ran++) }], {
+          claimTimeout: "-1 seconds"
+        })
+      )
+      assert.deepStrictEqual(
+        error.issues.map((issue) => issue.field),
+        ["claimTimeout"]
+      )
+      assert.strictEqual(ran, 0)
     })
   )
 

@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
-import { collectUsage, streamed } from "./fixtures/models.ts"
+import { collectUsage, redirectedClient, streamed } from "./fixtures/models.ts"
 import { keepAliveServer, stallingServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
@@ -270,6 +270,68 @@ describe("Anthropic", () => {
       }
       assert.deepStrictEqual(paths, ["/v1/messages", "/v1/messages", "/v1/messages", "/v1/messages"])
       assert.strictEqual(server.requests.at(-1)!.headers["x-api-key"], "sk-ant-env")
+    }).pipe(Effect.scoped)
+  )
+  it.effect("a stream cut mid-way reports what it received, counted at 4 characters a token, priced", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.anthropicStream({ text: "partial answer here", outputTokens: 9 }, 4)
+      )
+      const prompt = Prompt.make("x")
+      let text = ""
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt }).pipe(
+          Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && (text += part.delta))),
+          Effect.flip,
+          Effect.provide(model(server.url))
+        )
+      )
+      assert.isAbove(text.length, 0)
+      const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+      const outputTokens = Math.ceil(text.length / 4)
+      assert.deepStrictEqual(reported, [
+        { inputTokens, outputTokens, costUsd: (inputTokens * 1000 + outputTokens * 5000) / 1_000_000 }
+      ])
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layerConfig takes an empty or blank ANTHROPIC_BASE_URL as unset, as Anthropic's SDK does", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
+      const sent: Array<string> = []
+      for (const value of ["", "  "]) {
+        const env = ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: value, ANTHROPIC_API_KEY: "sk-ant-env" })
+        const model = Anthropic.layerConfig({ model: "claude-test" }).pipe(
+          Layer.provide(redirectedClient(server.url, sent)),
+          Layer.provide(ConfigProvider.layer(env))
+        )
+        const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(model))
+        assert.strictEqual(response.text, "hi")
+      }
+      assert.deepStrictEqual(sent, ["https://api.anthropic.com/v1/messages", "https://api.anthropic.com/v1/messages"])
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layerConfig refuses an ANTHROPIC_BASE_URL that is not an http(s) URL, naming the variable", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
+      for (const value of ["/v1", "api.anthropic.com", "file:///tmp/x"]) {
+        const env = ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: value, ANTHROPIC_API_KEY: "sk-ant-env" })
+        const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(
+            Anthropic.layerConfig({ model: "claude-test" }).pipe(
+              Layer.provide(redirectedClient(server.url, [])),
+              Layer.provide(ConfigProvider.layer(env))
+            )
+          ),
+          Effect.flip
+        )
+        assert.instanceOf(error, Anthropic.InvalidBaseUrl)
+        assert.strictEqual(error.variable, "ANTHROPIC_BASE_URL")
+        assert.strictEqual(
+          error.message,
+          `ANTHROPIC_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.anthropic.com (unset or empty for that default)`
+        )
+      }
+      assert.strictEqual(server.requests.length, 0)
     }).pipe(Effect.scoped)
   )
 })

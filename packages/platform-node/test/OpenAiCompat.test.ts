@@ -1,12 +1,12 @@
 import { Agent, Corral, Llm, OpenAiCompat, RateLimiter } from "@corral/core"
 import * as FakeModelServer from "@corral/platform-node/FakeModelServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
+import { ConfigProvider, Effect, Fiber, Latch, Layer, Queue, Redacted, Schedule, Schema, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
-import { FetchHttpClient } from "effect/http"
+import { FetchHttpClient, type HttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
 import { listening } from "./fixtures/httpServer.ts"
-import { collectUsage, streamed } from "./fixtures/models.ts"
+import { collectUsage, redirectedClient, streamed } from "./fixtures/models.ts"
 import { keepAliveServer, stallingServer, steppedServer } from "./fixtures/stallingServer.ts"
 
 const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
@@ -272,6 +272,69 @@ describe("OpenAiCompat", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.effect("a stream cut mid-way reports what it received, counted at 4 characters a token, priced", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "a long answer that will be cut", outputTokens: 9 }, 3)
+      )
+      const prompt = Prompt.make("x")
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt }).pipe(Stream.runDrain, Effect.flip, Effect.provide(model(server.url)))
+      )
+      const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+      assert.deepStrictEqual(reported, [
+        { inputTokens, outputTokens: 2, costUsd: (inputTokens * 1000 + 2 * 2000) / 1_000_000 }
+      ])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a stream its consumer stops after its first part reports what it received; a whole one once", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "abcdefgh", inputTokens: 5, outputTokens: 9 })
+      )
+      const stopped = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.filter((part) => part.type === "text-delta"),
+          Stream.take(1),
+          Stream.runCollect,
+          Effect.provide(model(server.url))
+        )
+      )
+      assert.strictEqual(stopped.reported.length, 1)
+      assert.isAbove(stopped.reported[0]!.inputTokens!, 0)
+      assert.isAbove(stopped.reported[0]!.outputTokens!, 0)
+      const whole = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "x" }).pipe(Stream.runDrain, Effect.provide(model(server.url)))
+      )
+      assert.deepStrictEqual(
+        whole.reported.map((usage) => [usage.inputTokens, usage.outputTokens]),
+        [[5, 9]]
+      )
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a stream cut mid-way counts towards the run's budget", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "a long answer that will be cut", outputTokens: 9 }, 3)
+      )
+      const agent = Agent.make("streams", {
+        run: LanguageModel.streamText({ prompt: "x" }).pipe(
+          Stream.runDrain,
+          Effect.ignore,
+          Effect.provide(model(server.url))
+        )
+      })
+      const result = yield* Corral.run([agent], { budget: { tokens: 2 } })
+      const outcome = result.outcomes[0]!
+      assert.strictEqual(outcome._tag, "Interrupted")
+      assert.isTrue(outcome._tag === "Interrupted" && outcome.crossedBudget)
+      assert.isAbove(outcome.usage.outputTokens, 0)
+      assert.strictEqual(result.stopped?._tag, "BudgetExceeded")
+    }).pipe(Effect.scoped)
+  )
+
   it.effect(
     "a stream that ends cleanly without [DONE] is truncated: a retryable NetworkError names the missing event",
     () =>
@@ -493,6 +556,61 @@ describe("OpenAiCompat", () => {
       assert.strictEqual(outcome.attempts, 2)
       assert.deepStrictEqual(outcome.usage, { inputTokens: 3, outputTokens: 2, costUsd: 0.007 })
       assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped)
+  )
+  it.effect(
+    "layerConfig takes an empty or blank OPENAI_BASE_URL as unset and trims a set one, as OpenAI's SDK does",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+        const fromEnv = (value: string, client: Layer.Layer<HttpClient.HttpClient>) =>
+          OpenAiCompat.layerConfig({ model: "test-model" }).pipe(
+            Layer.provide(client),
+            Layer.provide(
+              ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: value, OPENAI_API_KEY: "sk-env" }))
+            )
+          )
+        const sent: Array<string> = []
+        for (const value of ["", "  "]) {
+          const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+            Effect.provide(fromEnv(value, redirectedClient(server.url, sent)))
+          )
+          assert.strictEqual(response.text, "hi")
+        }
+        assert.deepStrictEqual(sent, [
+          "https://api.openai.com/v1/chat/completions",
+          "https://api.openai.com/v1/chat/completions"
+        ])
+        const trimmed = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(fromEnv(` ${server.url}/v1 `, FetchHttpClient.layer))
+        )
+        assert.strictEqual(trimmed.text, "hi")
+        assert.strictEqual(server.requests.at(-1)!.path, "/v1/chat/completions")
+      }).pipe(Effect.scoped)
+  )
+  it.effect("layerConfig refuses an OPENAI_BASE_URL that is not an http(s) URL, naming the variable", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+      for (const value of ["not a url", "ftp://127.0.0.1/v1", "localhost:11434/v1", "127.0.0.1:11434/v1", "http://"]) {
+        const env = ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: value, OPENAI_API_KEY: "sk-env" })
+        const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(
+            OpenAiCompat.layerConfig({ model: "test-model" }).pipe(
+              Layer.provide(redirectedClient(server.url, [])),
+              Layer.provide(ConfigProvider.layer(env))
+            )
+          ),
+          Effect.flip
+        )
+        assert.instanceOf(error, OpenAiCompat.InvalidBaseUrl)
+        assert.strictEqual(error.variable, "OPENAI_BASE_URL")
+        assert.strictEqual(error.value, value)
+        assert.strictEqual(
+          error.message,
+          `OPENAI_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.openai.com/v1 (unset or empty for that default)`
+        )
+      }
+      assert.strictEqual(server.requests.length, 0)
     }).pipe(Effect.scoped)
   )
 })

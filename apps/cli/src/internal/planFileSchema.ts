@@ -104,9 +104,28 @@ const ambiguityReason = (raw: string): string | undefined => {
   return `it is ambiguous: a named resource holds no "/" or "\\" in a plan file, so write ${JSON.stringify(`./${trimmed}`)} for the path, or a resource name without them`
 }
 
-/** The key a path claim keeps: `./` before one that would read as a named resource (`./a:b/`), so it stays a path. */
+/**
+ * Why a claim written like a named resource with a space after `:` (`db: x`) is refused: a path
+ * rarely starts so, and the library would take it as the path `db: x`, not the resource `db:x`.
+ */
+const spacedReason = (raw: string): string | undefined => {
+  const spaced = spacedResource.exec(raw.trim())
+  if (spaced === null) return undefined
+  const [, scheme, name] = spaced
+  return `a named resource has no space after ":", so write ${JSON.stringify(`${scheme}:${name}`)} for the resource, or ${JSON.stringify(`./${raw.trim()}`)} for the path`
+}
+
+const spacedResource = /^([A-Za-z][A-Za-z0-9+._-]*):\s+(\S.*)$/
+
+/** A key starting `name:`, which the library would read as a named resource, or refuse as one without a name. */
+const resourcePrefix = /^[A-Za-z][A-Za-z0-9+._-]*:/
+
+/**
+ * The key a path claim keeps: `./` before one that starts like a named resource (`./a:b/`, `./db:`),
+ * so it stays a path.
+ */
 const pathKey = (raw: string, key: string): string =>
-  !namedResource.test(raw.trim()) && namedResource.test(key) ? `./${key}` : key
+  !namedResource.test(raw.trim()) && resourcePrefix.test(key) ? `./${key}` : key
 
 const claimIssue = (raw: string, reason: string, options: SchemaAST.ParseOptions) =>
   new SchemaIssue.InvalidValue(
@@ -119,7 +138,8 @@ const claimIssue = (raw: string, reason: string, options: SchemaAST.ParseOptions
  * A claim key, decoded to its normalized form (`./src//a.ts` becomes `src/a.ts`; a path whose
  * normalized form would read as a named resource keeps `./`: `./a:b//` becomes `./a:b/`). A path
  * holding `*` or `?` is refused: a claim would take it literally. A claim that reads as a named
- * resource (`name:…`) and holds `/` or `\` is refused as ambiguous.
+ * resource (`name:…`) and holds `/` or `\` is refused as ambiguous, as is one with a space after its
+ * `:` (`db: x`); `./db:` is the file `db:`.
  */
 export const ClaimKey = Schema.String.pipe(
   Schema.decodeTo(
@@ -128,7 +148,7 @@ export const ClaimKey = Schema.String.pipe(
       decode: (raw: string, options) =>
         Result.match(Claims.normalizeKey(raw), {
           onSuccess: ({ key, segments }) => {
-            const reason = ambiguityReason(raw) ?? patternReason(raw, key, segments)
+            const reason = spacedReason(raw) ?? ambiguityReason(raw) ?? patternReason(raw, key, segments)
             return reason === undefined
               ? Effect.succeed(pathKey(raw, key))
               : Effect.fail(claimIssue(raw, reason, options))

@@ -88,6 +88,8 @@ export interface Provider<O extends CommonOptions> {
   /** Read by `layerConfig` for `apiKey` and `baseUrl` when the options leave them out. */
   readonly apiKeyVariable: string
   readonly baseUrlVariable: string
+  /** What `baseUrlVariable` stands for when unset, said when its value is refused. */
+  readonly baseUrlVariableDefault: string
   /** The `baseUrl` a value of `baseUrlVariable` stands for, when the variable means something else. */
   readonly baseUrlOfVariable?: ((value: string) => string) | undefined
   /** The provider's own option that it cannot use, if any (the common ones are checked for it). */
@@ -116,6 +118,51 @@ export class InvalidOption extends Data.TaggedError("InvalidOption")<{
     return `${this.module}.layer ${this.option}: ${this.reason}`
   }
 }
+
+/**
+ * A provider's base URL variable (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`) set to something other
+ * than an http(s) URL: `layerConfig` fails with it when built, before any request is sent.
+ */
+export class InvalidBaseUrl extends Data.TaggedError("InvalidBaseUrl")<{
+  readonly module: string
+  readonly variable: string
+  readonly value: string
+  /** The URL the variable stands for when unset or empty. */
+  readonly defaultUrl: string
+}> {
+  override get message() {
+    return `${this.variable} is ${JSON.stringify(this.value)}: expected an http(s) URL such as ${this.defaultUrl} (unset or empty for that default)`
+  }
+}
+
+const isHttpUrl = (value: string): boolean => {
+  if (!URL.canParse(value)) return false
+  const url = new URL(value)
+  return (url.protocol === "http:" || url.protocol === "https:") && url.host !== ""
+}
+
+/**
+ * The base URL variable's value as the official OpenAI and Anthropic SDKs read theirs: trimmed,
+ * empty taken as unset; anything else must be an http(s) URL.
+ */
+const baseUrlFromEnv = <O extends CommonOptions>(
+  provider: Provider<O>
+): Effect.Effect<string | undefined, Config.ConfigError | InvalidBaseUrl> =>
+  Effect.flatMap(Config.option(Config.String(provider.baseUrlVariable)), (read) => {
+    const value = Option.getOrUndefined(read)?.trim()
+    if (value === undefined || value === "") return Effect.succeed(undefined)
+    if (!isHttpUrl(value)) {
+      return Effect.fail(
+        new InvalidBaseUrl({
+          module: provider.module,
+          variable: provider.baseUrlVariable,
+          value: Option.getOrThrow(read),
+          defaultUrl: provider.baseUrlVariableDefault
+        })
+      )
+    }
+    return Effect.succeed((provider.baseUrlOfVariable ?? identity)(value))
+  })
 
 const durationMs = (
   module: string,
@@ -172,8 +219,52 @@ export const makeModel = <O extends CommonOptions>(
     }
     return yield* LanguageModel.make({
       generateText: (request) => provider.generateText(setup, request),
-      streamText: (request) => provider.streamText(setup, request)
+      streamText: (request) => reportingCut(setup, request, provider.streamText(setup, request))
     })
+  })
+
+/** Characters per token of the estimate a stream cut short reports. */
+const charactersPerToken = 4
+
+const deltaLength = (part: Response.StreamPartEncoded): number =>
+  part.type === "text-delta" || part.type === "reasoning-delta" || part.type === "tool-params-delta"
+    ? part.delta.length
+    : 0
+
+/**
+ * A stream that ends after its first part without its finish part (cut, failed, or stopped by its
+ * consumer) reports usage estimated at 4 characters a token: the prompt's JSON as input, the text,
+ * reasoning and tool arguments received as output, priced as a finished call's. The provider has
+ * counted them, and no part carries its count.
+ */
+const reportingCut = <O extends CommonOptions, E, R>(
+  setup: Setup<O>,
+  request: LanguageModel.ProviderOptions,
+  stream: Stream.Stream<Response.StreamPartEncoded, E, R>
+): Stream.Stream<Response.StreamPartEncoded, E, R> =>
+  Stream.suspend(() => {
+    let started = false
+    let finished = false
+    let received = 0
+    return stream.pipe(
+      Stream.tap((part) =>
+        Effect.sync(() => {
+          started = true
+          if (part.type === "finish") finished = true
+          received += deltaLength(part)
+        })
+      ),
+      Stream.onExit(() =>
+        started && !finished
+          ? Usage.report(
+              Pricing.usage(setup.prices, setup.options.model, {
+                inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / charactersPerToken),
+                outputTokens: Math.ceil(received / charactersPerToken)
+              })
+            )
+          : Effect.void
+      )
+    )
   })
 
 /** What a provider module exports: `make`, `layer`, and `layerConfig` reading its environment variables. */
@@ -182,16 +273,18 @@ export const constructors = <O extends CommonOptions>(provider: Provider<O>) => 
     makeModel(provider, options),
   layer: (options: O): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
     Layer.effect(LanguageModel.LanguageModel, makeModel(provider, options)),
-  layerConfig: (options: O): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient> =>
+  layerConfig: (
+    options: O
+  ): Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError | InvalidBaseUrl, HttpClient.HttpClient> =>
     Layer.effect(
       LanguageModel.LanguageModel,
       Effect.gen(function* () {
         const apiKey = yield* Config.option(Config.Redacted(provider.apiKeyVariable))
-        const baseUrl = yield* Config.option(Config.String(provider.baseUrlVariable))
+        const baseUrl = options.baseUrl ?? (yield* baseUrlFromEnv(provider))
         return yield* makeModel(provider, {
           ...options,
           apiKey: options.apiKey ?? Option.getOrUndefined(apiKey),
-          baseUrl: options.baseUrl ?? Option.getOrUndefined(Option.map(baseUrl, provider.baseUrlOfVariable ?? identity))
+          baseUrl
         })
       })
     )
