@@ -2,19 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { claimsPlan, dagPlan, perCase, replay } from "../src/lib/replay.ts"
 import { checkDependencies, checkExclusive, recorder } from "../src/lib/schedule.ts"
 import { claimJobs, randomDag, remainingPath } from "../src/lib/workload.ts"
-
-/** The most tasks running at one instant, from the recorded intervals. */
-const mostAtOnce = (recorded: { readonly starts: Float64Array; readonly ends: Float64Array }): number => {
-  const points = [...recorded.starts].flatMap((start, i) => [
-    { at: start, delta: 1 },
-    { at: recorded.ends[i]!, delta: -1 }
-  ])
-  points.sort((a, b) => a.at - b.at || a.delta - b.delta)
-  let now = 0
-  let most = 0
-  for (const point of points) most = Math.max(most, (now += point.delta))
-  return most
-}
+import { mostAtOnce } from "./support/mostAtOnce.ts"
 
 describe("zero-cost replay", () => {
   it("plans the greedy claims schedule in virtual time: holders of a key follow each other", () => {

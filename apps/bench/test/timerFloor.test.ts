@@ -1,18 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { recorder } from "../src/lib/schedule.ts"
 import { chainMs, spreadMs, timerFloor } from "../src/lib/timerFloor.ts"
-
-const mostAtOnce = (recorded: { readonly starts: Float64Array; readonly ends: Float64Array }): number => {
-  const points = [...recorded.starts].flatMap((start, i) => [
-    { at: start, delta: 1 },
-    { at: recorded.ends[i]!, delta: -1 }
-  ])
-  points.sort((a, b) => a.at - b.at || a.delta - b.delta)
-  let now = 0
-  let most = 0
-  for (const point of points) most = Math.max(most, (now += point.delta))
-  return most
-}
+import { mostAtOnce } from "./support/mostAtOnce.ts"
 
 describe("timer floor", () => {
   it("runs a chain's timers one after another, each started once the previous has ended", async () => {
