@@ -260,7 +260,7 @@ interface OpenBlock {
   json: string
 }
 
-const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
+const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counted: ModelHttp.Counted) => {
   const target = setup.streamText
   const request = requestOf(setup, options, true)
   return Stream.unwrap(
@@ -271,7 +271,11 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
       const onEvent = (event: typeof Event.Type): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.AiError> => {
         switch (event.type) {
           case "message_start": {
-            if (event.message !== undefined) usage = event.message.usage
+            if (event.message !== undefined) {
+              usage = event.message.usage
+              const { outputTokens: _, ...input } = tokensOf(usage)
+              counted.input = input
+            }
             return Effect.succeed([{ type: "response-metadata", id: event.message?.id, modelId: event.message?.model }])
           }
           case "content_block_start": {
@@ -334,7 +338,10 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
           }
           case "message_delta": {
             if (event.delta?.stop_reason != null) reason = finishReason(event.delta.stop_reason)
-            if (event.usage !== undefined) usage = { ...usage, output_tokens: event.usage.output_tokens }
+            if (event.usage !== undefined) {
+              usage = { ...usage, output_tokens: event.usage.output_tokens }
+              counted.outputTokens = event.usage.output_tokens
+            }
             return Effect.succeed([])
           }
           case "message_stop":

@@ -21,6 +21,7 @@ import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import { millis } from "./DurationOption.ts"
+import * as SelfReporting from "./internal/selfReporting.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 import * as Usage from "./Usage.ts"
 
@@ -111,13 +112,14 @@ export const toRateLimited = (
   return new RateLimiter.RateLimited({ key, retryAfter })
 }
 
-const usageOf = (usage: Response.Usage, options: Options): Usage.Usage => {
-  const inputTokens = usage.inputTokens.total ?? 0
-  const outputTokens = usage.outputTokens.total ?? 0
+const priced = (inputTokens: number, outputTokens: number, options: Options): Usage.Usage => {
   const price = options.price
   const costUsd = price === undefined ? 0 : (inputTokens * price.inputPer1k + outputTokens * price.outputPer1k) / 1000
   return { inputTokens, outputTokens, costUsd }
 }
+
+const usageOf = (usage: Response.Usage, options: Options): Usage.Usage =>
+  priced(usage.inputTokens.total ?? 0, usage.outputTokens.total ?? 0, options)
 
 const reportedByProvider = (response: unknown): boolean => {
   const content = (response as { readonly content?: ReadonlyArray<Response.AnyPart> }).content
@@ -192,22 +194,26 @@ const onStreamPart = (budget: Budget, options: Options, part: Response.StreamPar
 /**
  * A stream under the budgets: a 429 before its first part is retried as a whole call's is, and any
  * other failure before it gives the estimate back. A stream that ends without its finish part after
- * its first (cut, or stopped by its consumer) keeps the estimate and reports nothing: the provider
- * counted the prompt and what it sent, and no part carries a count.
+ * its first (cut, failed, or stopped by its consumer) keeps the estimate in the bucket: the provider
+ * counted the prompt and what it sent, and no part carries a count. Unless the model reports such a
+ * stream itself (`selfReporting`), the estimate is reported as its input tokens, priced.
  */
 const guardedStream = <E, R>(
   prompt: Prompt.RawInput,
   stream: Stream.Stream<Response.StreamPart<any>, E, R>,
-  options: Options
+  options: Options,
+  selfReporting: boolean
 ): Stream.Stream<Response.StreamPart<any>, E, R> => {
   const maxAttempts = options.maxAttempts ?? 5
   const attempt = (n: number): Stream.Stream<Response.StreamPart<any>, E, R> =>
     Stream.unwrap(
       Effect.map(takeBudget(prompt, options), (budget) => {
         let started = false
-        return stream.pipe(
+        let finished = false
+        const guarded = stream.pipe(
           Stream.tap((part) => {
             started = true
+            if (part.type === "finish") finished = true
             return onStreamPart(budget, options, part)
           }),
           Stream.catch((error) => {
@@ -218,6 +224,11 @@ const guardedStream = <E, R>(
             return Stream.unwrap(Effect.as(pauseAll(budget, options, limited), attempt(n + 1)))
           })
         )
+        return selfReporting
+          ? guarded
+          : Stream.onExit(guarded, () =>
+              started && !finished ? Usage.report(priced(budget.estimate, 0, options)) : Effect.void
+            )
       })
     )
   return attempt(1)
@@ -226,10 +237,13 @@ const guardedStream = <E, R>(
 /**
  * Wraps a `LanguageModel` service with rate limits, usage reporting and 429 retries. A streamed
  * call is settled and reported from its finish part, and retried after a 429 that comes before its
- * first part (a failure after it ends the stream). A stream cut after its first part keeps its token
- * estimate in the `tokens` bucket and reports no usage itself (`OpenAiCompat` and `Anthropic` report
- * its usage estimated from the characters sent and received). Options it cannot use throw
- * {@link InvalidOption} (it is a constructor).
+ * first part (a failure after it ends the stream). A stream that ends without its finish part after
+ * its first (cut, failed, or stopped by its consumer) keeps its token estimate in the `tokens`
+ * bucket, and that estimate is reported as its usage: as input tokens, priced with `price`, so a
+ * `budget` sees it. Over `OpenAiCompat` and `Anthropic`, which report such a stream themselves
+ * (the counts the server gave before the cut, else an estimate from the characters sent and
+ * received), it reports nothing more. Options it cannot use throw {@link InvalidOption} (it is a
+ * constructor).
  *
  * @since 0.1.0
  * @category constructors
@@ -240,27 +254,31 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
   return wrapChecked(model, options)
 }
 
-const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => ({
-  ...model,
-  generateText: ((request: LanguageModel.GenerateTextOptions<any>) =>
-    guarded(
-      request.prompt,
-      model.generateText(request as never),
-      options
-    )) as unknown as LanguageModel.LanguageModel["generateText"],
-  generateObject: ((request: LanguageModel.GenerateObjectOptions<any, any>) =>
-    guarded(
-      request.prompt,
-      model.generateObject(request as never),
-      options
-    )) as unknown as LanguageModel.LanguageModel["generateObject"],
-  streamText: ((request: LanguageModel.GenerateTextOptions<any>) =>
-    guardedStream(
-      request.prompt,
-      model.streamText(request as never),
-      options
-    )) as unknown as LanguageModel.LanguageModel["streamText"]
-})
+const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => {
+  const selfReporting = SelfReporting.isMarked(model)
+  return {
+    ...model,
+    generateText: ((request: LanguageModel.GenerateTextOptions<any>) =>
+      guarded(
+        request.prompt,
+        model.generateText(request as never),
+        options
+      )) as unknown as LanguageModel.LanguageModel["generateText"],
+    generateObject: ((request: LanguageModel.GenerateObjectOptions<any, any>) =>
+      guarded(
+        request.prompt,
+        model.generateObject(request as never),
+        options
+      )) as unknown as LanguageModel.LanguageModel["generateObject"],
+    streamText: ((request: LanguageModel.GenerateTextOptions<any>) =>
+      guardedStream(
+        request.prompt,
+        model.streamText(request as never),
+        options,
+        selfReporting
+      )) as unknown as LanguageModel.LanguageModel["streamText"]
+  }
+}
 
 /**
  * A layer replacing the `LanguageModel` in context with one under the run's limits. Options it

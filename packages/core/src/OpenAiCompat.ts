@@ -277,7 +277,7 @@ interface PendingCall {
   args: string
 }
 
-const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
+const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counted: ModelHttp.Counted) => {
   const target = setup.streamText
   const request = requestOf(setup, options, true)
   return Stream.unwrap(
@@ -293,7 +293,12 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
           started = true
           parts.push({ type: "response-metadata", id: chunk.id, modelId: chunk.model })
         }
-        if (chunk.usage != null) usage = chunk.usage
+        if (chunk.usage != null) {
+          usage = chunk.usage
+          const { outputTokens, ...input } = tokensOf(usage)
+          counted.input = input
+          counted.outputTokens = outputTokens
+        }
         for (const choice of chunk.choices) {
           const delta = choice.delta
           if (delta?.content != null && delta.content !== "") {

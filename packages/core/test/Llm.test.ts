@@ -1,4 +1,4 @@
-import { Agent, Llm, RateLimiter } from "@corral/core"
+import { Agent, Llm, RateLimiter, Usage } from "@corral/core"
 import * as Testing from "@corral/core/Testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Stream } from "effect"
@@ -160,7 +160,7 @@ describe("Llm", () => {
   )
 
   it.effect(
-    "a stream cut after its first part keeps its token estimate in the bucket and reports no usage; one failing before it gives the estimate back",
+    "a stream cut after its first part keeps its token estimate in the bucket and reports it as input; one failing before it gives the estimate back",
     () =>
       Effect.gen(function* () {
         const limiter = yield* RateLimiter.RateLimiter
@@ -169,7 +169,7 @@ describe("Llm", () => {
         const outcome = result.get("reader")!
         assert.strictEqual(outcome._tag, "Succeeded")
         assert.strictEqual(outcome._tag === "Succeeded" && outcome.value.reason._tag, "NetworkError")
-        assert.deepStrictEqual(outcome.usage, { inputTokens: 0, outputTokens: 0, costUsd: 0 })
+        assert.deepStrictEqual(outcome.usage, { inputTokens: 5000, outputTokens: 0, costUsd: 0.01 })
         assert.deepStrictEqual(yield* limiter.tryTake("tpm", 5000), { _tag: "Taken" })
         assert.strictEqual((yield* limiter.tryTake("tpm", 1))._tag, "Wait")
         yield* TestClock.adjust("1 minute")
@@ -183,10 +183,14 @@ describe("Llm", () => {
       )
   )
 
-  it.effect("a stream its consumer stops before the finish part keeps its token estimate", () =>
+  it.effect("a stream its consumer stops before the finish part keeps its token estimate and reports it once", () =>
     Effect.gen(function* () {
       const limiter = yield* RateLimiter.RateLimiter
-      yield* Stream.runDrain(LanguageModel.streamText({ prompt: "summarize" }).pipe(Stream.take(2)))
+      const reported: Array<Partial<Usage.Usage>> = []
+      yield* Stream.runDrain(LanguageModel.streamText({ prompt: "summarize" }).pipe(Stream.take(2))).pipe(
+        Effect.provideService(Usage.Reporter, (usage) => reported.push(usage))
+      )
+      assert.deepStrictEqual(reported, [{ inputTokens: 5000, outputTokens: 0, costUsd: 0 }])
       assert.deepStrictEqual(yield* limiter.tryTake("tpm", 5000), { _tag: "Taken" })
       assert.strictEqual((yield* limiter.tryTake("tpm", 1))._tag, "Wait")
     }).pipe(
@@ -197,6 +201,26 @@ describe("Llm", () => {
       ),
       Effect.provide(RateLimiter.layer({ tpm: { limit: 10_000, interval: "1 minute" } }))
     )
+  )
+
+  it.effect(
+    "a stream cut after its first part, from a model that reports nothing itself, counts against the budget",
+    () =>
+      Effect.gen(function* () {
+        const read = LanguageModel.streamText({ prompt: "cut" }).pipe(
+          Stream.runDrain,
+          Effect.ignore,
+          Effect.andThen(Effect.sleep("1 second"))
+        )
+        const { result } = yield* Testing.runScripted([Agent.make("reader", { run: read })], {
+          budget: { tokens: 1000 }
+        })
+        const outcome = result.get("reader")!
+        assert.deepStrictEqual(outcome.usage, { inputTokens: 5000, outputTokens: 0, costUsd: 0.01 })
+        assert.strictEqual(result.stopped?._tag, "BudgetExceeded")
+        assert.strictEqual(outcome._tag, "Interrupted")
+        assert.isTrue(outcome._tag === "Interrupted" && outcome.crossedBudget)
+      }).pipe(Effect.provide(Llm.layer({ estimateTokens: () => 5000, price }).pipe(Layer.provide(cuttingModel))))
   )
 
   it("maps a provider 429 to RateLimited", () => {

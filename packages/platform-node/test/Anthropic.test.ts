@@ -21,7 +21,7 @@ const model = (url: string, options: Partial<Anthropic.Options> = {}) =>
       }
     },
     ...options
-  }).pipe(Layer.provide(FetchHttpClient.layer))
+  }).pipe(Layer.orDie, Layer.provide(FetchHttpClient.layer))
 
 const Lookup = Tool.make("lookup", {
   description: "Look a word up",
@@ -272,27 +272,31 @@ describe("Anthropic", () => {
       assert.strictEqual(server.requests.at(-1)!.headers["x-api-key"], "sk-ant-env")
     }).pipe(Effect.scoped)
   )
-  it.effect("a stream cut mid-way reports what it received, counted at 4 characters a token, priced", () =>
-    Effect.gen(function* () {
-      const server = yield* FakeModelServer.make(() =>
-        FakeModelServer.anthropicStream({ text: "partial answer here", outputTokens: 9 }, 4)
-      )
-      const prompt = Prompt.make("x")
-      let text = ""
-      const { reported } = yield* collectUsage(
-        LanguageModel.streamText({ prompt }).pipe(
-          Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && (text += part.delta))),
-          Effect.flip,
-          Effect.provide(model(server.url))
+  it.effect(
+    "a stream cut mid-way reports message_start's exact input and its output at 4 characters a token, priced",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeModelServer.make(() =>
+          FakeModelServer.anthropicStream(
+            { text: "partial answer here", inputTokens: 1000, cachedInputTokens: 600, outputTokens: 9 },
+            4
+          )
         )
-      )
-      assert.isAbove(text.length, 0)
-      const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
-      const outputTokens = Math.ceil(text.length / 4)
-      assert.deepStrictEqual(reported, [
-        { inputTokens, outputTokens, costUsd: (inputTokens * 1000 + outputTokens * 5000) / 1_000_000 }
-      ])
-    }).pipe(Effect.scoped)
+        const prompt = Prompt.make("x")
+        let text = ""
+        const { reported } = yield* collectUsage(
+          LanguageModel.streamText({ prompt }).pipe(
+            Stream.runForEach((part) => Effect.sync(() => part.type === "text-delta" && (text += part.delta))),
+            Effect.flip,
+            Effect.provide(model(server.url))
+          )
+        )
+        assert.isAbove(text.length, 0)
+        const outputTokens = Math.ceil(text.length / 4)
+        assert.deepStrictEqual(reported, [
+          { inputTokens: 1000, outputTokens, costUsd: (400 * 1000 + 600 * 100 + outputTokens * 5000) / 1_000_000 }
+        ])
+      }).pipe(Effect.scoped)
   )
   it.effect("layerConfig takes an empty or blank ANTHROPIC_BASE_URL as unset, as Anthropic's SDK does", () =>
     Effect.gen(function* () {
@@ -332,6 +336,45 @@ describe("Anthropic", () => {
         )
       }
       assert.strictEqual(server.requests.length, 0)
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layer and layerConfig refuse a baseUrl option that is not an http(s) URL, naming the option", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
+      const env = ConfigProvider.layer(ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: server.url }))
+      for (const value of ["api.anthropic.com", "/v1", "file:///tmp/x", " "]) {
+        for (const layer of [
+          Anthropic.layer({ model: "claude-test", baseUrl: value }),
+          Anthropic.layerConfig({ model: "claude-test", baseUrl: value }).pipe(Layer.provide(env))
+        ]) {
+          const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+            Effect.provide(layer.pipe(Layer.provide(FetchHttpClient.layer))),
+            Effect.flip
+          )
+          assert.instanceOf(error, Anthropic.InvalidBaseUrl)
+          assert.strictEqual(error.option, "baseUrl")
+          assert.strictEqual(
+            error.message,
+            `Anthropic option baseUrl is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.anthropic.com/v1 (left out for that default)`
+          )
+        }
+      }
+      assert.strictEqual(server.requests.length, 0)
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layer takes a baseUrl with a gateway's path prefix, with or without a trailing slash", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
+      for (const baseUrl of [`${server.url}/anthropic/v1`, `${server.url}/anthropic/v1/`]) {
+        const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(Anthropic.layer({ model: "claude-test", baseUrl }).pipe(Layer.provide(FetchHttpClient.layer)))
+        )
+        assert.strictEqual(response.text, "hi")
+      }
+      assert.deepStrictEqual(
+        server.requests.map((request) => request.path),
+        ["/anthropic/v1/messages", "/anthropic/v1/messages"]
+      )
     }).pipe(Effect.scoped)
   )
 })

@@ -16,7 +16,7 @@ const model = (url: string, options: Partial<OpenAiCompat.Options> = {}) =>
     apiKey: Redacted.make("sk-secret-123"),
     prices: { "test-model": { inputPerMillion: 1000, outputPerMillion: 2000, cachedInputPerMillion: 100 } },
     ...options
-  }).pipe(Layer.provide(FetchHttpClient.layer))
+  }).pipe(Layer.orDie, Layer.provide(FetchHttpClient.layer))
 
 const deltaEvent = (content: string) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\n\n`
 
@@ -311,6 +311,40 @@ describe("OpenAiCompat", () => {
         whole.reported.map((usage) => [usage.inputTokens, usage.outputTokens]),
         [[5, 9]]
       )
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a stream cut after its usage chunk reports the server's exact counts, priced", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "abcd", inputTokens: 50, outputTokens: 9, cachedInputTokens: 10 }, 4)
+      )
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "x" }).pipe(Stream.runDrain, Effect.flip, Effect.provide(model(server.url)))
+      )
+      assert.deepStrictEqual(reported, [
+        { inputTokens: 50, outputTokens: 9, costUsd: (40 * 1000 + 10 * 100 + 9 * 2000) / 1_000_000 }
+      ])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("under Llm.layer a cut stream is reported once, by the provider", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.openAiStream({ text: "a long answer that will be cut", outputTokens: 9 }, 3)
+      )
+      const prompt = Prompt.make("x")
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt }).pipe(
+          Stream.runDrain,
+          Effect.flip,
+          Effect.provide(Llm.layer({ estimateTokens: () => 5000 }).pipe(Layer.provide(model(server.url))))
+        )
+      )
+      const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+      assert.deepStrictEqual(reported, [
+        { inputTokens, outputTokens: 2, costUsd: (inputTokens * 1000 + 2 * 2000) / 1_000_000 }
+      ])
     }).pipe(Effect.scoped)
   )
 
@@ -611,6 +645,53 @@ describe("OpenAiCompat", () => {
         )
       }
       assert.strictEqual(server.requests.length, 0)
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layer and layerConfig refuse a baseUrl option that is not an http(s) URL, naming the option", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+      const env = ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: `${server.url}/v1` }))
+      for (const value of ["localhost:8080/v1", "127.0.0.1:11434/v1", "not a url", "ftp://127.0.0.1/v1", "/v1", ""]) {
+        for (const layer of [
+          OpenAiCompat.layer({ model: "test-model", baseUrl: value }),
+          OpenAiCompat.layerConfig({ model: "test-model", baseUrl: value }).pipe(Layer.provide(env))
+        ]) {
+          const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+            Effect.provide(layer.pipe(Layer.provide(FetchHttpClient.layer))),
+            Effect.flip
+          )
+          assert.instanceOf(error, OpenAiCompat.InvalidBaseUrl)
+          assert.strictEqual(error.option, "baseUrl")
+          assert.isUndefined(error.variable)
+          assert.strictEqual(error.value, value)
+          assert.strictEqual(
+            error.message,
+            `OpenAiCompat option baseUrl is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.openai.com/v1 (left out for that default)`
+          )
+        }
+      }
+      assert.strictEqual(server.requests.length, 0)
+    }).pipe(Effect.scoped)
+  )
+  it.effect("layer and layerConfig take a baseUrl with a proxy's path prefix, with or without a trailing slash", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+      const env = ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: "https://api.example.com/v1" }))
+      for (const baseUrl of [`${server.url}/openai/v1`, `${server.url}/openai/v1/`]) {
+        for (const layer of [
+          OpenAiCompat.layer({ model: "test-model", baseUrl }),
+          OpenAiCompat.layerConfig({ model: "test-model", baseUrl }).pipe(Layer.provide(env))
+        ]) {
+          const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+            Effect.provide(layer.pipe(Layer.provide(FetchHttpClient.layer)))
+          )
+          assert.strictEqual(response.text, "hi")
+        }
+      }
+      assert.deepStrictEqual(
+        server.requests.map((request) => request.path),
+        Array.from({ length: 4 }, () => "/openai/v1/chat/completions")
+      )
     }).pipe(Effect.scoped)
   )
 })

@@ -159,7 +159,12 @@ const corralUndiciName = "corral OpenAiCompat generateText (NodeHttpClient.layer
 const corralProvider = (name: string, transport: Layer.Layer<HttpClient.HttpClient>): Approach<Params> => ({
   name,
   run: (p, { signal }) =>
-    timed(p, signal, reply, OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(Layer.provide(transport)))
+    timed(
+      p,
+      signal,
+      reply,
+      OpenAiCompat.layer({ model: "bench-model", baseUrl: p.url }).pipe(Layer.orDie, Layer.provide(transport))
+    )
 })
 
 /**

@@ -32,6 +32,7 @@ import * as Pricing from "../Pricing.ts"
 import * as Usage from "../Usage.ts"
 import { millis } from "../DurationOption.ts"
 import * as Deadlines from "./deadlines.ts"
+import * as SelfReporting from "./selfReporting.ts"
 
 export interface Target {
   readonly module: string
@@ -100,8 +101,20 @@ export interface Provider<O extends CommonOptions> {
   ) => Effect.Effect<Array<Response.PartEncoded>, AiError.AiError>
   readonly streamText: (
     setup: Setup<O>,
-    options: LanguageModel.ProviderOptions
+    options: LanguageModel.ProviderOptions,
+    counted: Counted
   ) => Stream.Stream<Response.StreamPartEncoded, AiError.AiError>
+}
+
+/**
+ * The exact counts a stream's events gave before its finish part, set by the provider as they
+ * arrive; a stream cut short reports them instead of its estimate.
+ */
+export interface Counted {
+  /** Prompt tokens (cache reads and writes included and split out), once the server said them. */
+  input: Omit<Pricing.Tokens, "outputTokens"> | undefined
+  /** Output tokens so far, once the server said them. */
+  outputTokens: number | undefined
 }
 
 /**
@@ -120,18 +133,26 @@ export class InvalidOption extends Data.TaggedError("InvalidOption")<{
 }
 
 /**
- * A provider's base URL variable (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`) set to something other
- * than an http(s) URL: `layerConfig` fails with it when built, before any request is sent.
+ * A base URL that is not an http(s) URL with a host: the `baseUrl` option (`option` set; `make`,
+ * `layer` and `layerConfig` fail with it) or the provider's variable (`OPENAI_BASE_URL`,
+ * `ANTHROPIC_BASE_URL`; `variable` set; `layerConfig` fails with it), when built, before any request
+ * is sent.
  */
 export class InvalidBaseUrl extends Data.TaggedError("InvalidBaseUrl")<{
   readonly module: string
-  readonly variable: string
+  /** The variable the value came from, when it came from one. */
+  readonly variable?: string | undefined
+  /** The option the value came from, when it came from one. */
+  readonly option?: "baseUrl" | undefined
   readonly value: string
-  /** The URL the variable stands for when unset or empty. */
+  /** The URL that stands for the variable or option when it is left out (or, for a variable, empty). */
   readonly defaultUrl: string
 }> {
   override get message() {
-    return `${this.variable} is ${JSON.stringify(this.value)}: expected an http(s) URL such as ${this.defaultUrl} (unset or empty for that default)`
+    const value = JSON.stringify(this.value)
+    return this.variable === undefined
+      ? `${this.module} option ${this.option} is ${value}: expected an http(s) URL such as ${this.defaultUrl} (left out for that default)`
+      : `${this.variable} is ${value}: expected an http(s) URL such as ${this.defaultUrl} (unset or empty for that default)`
   }
 }
 
@@ -164,6 +185,22 @@ const baseUrlFromEnv = <O extends CommonOptions>(
     return Effect.succeed((provider.baseUrlOfVariable ?? identity)(value))
   })
 
+/** The `baseUrl` option trimmed, without trailing slashes; the provider's default when left out. */
+const baseOf = <O extends CommonOptions>(provider: Provider<O>, options: O): Effect.Effect<string, InvalidBaseUrl> => {
+  if (options.baseUrl === undefined) return Effect.succeed(provider.defaultBaseUrl)
+  const value = options.baseUrl.trim()
+  return isHttpUrl(value)
+    ? Effect.succeed(value.replace(/\/+$/, ""))
+    : Effect.fail(
+        new InvalidBaseUrl({
+          module: provider.module,
+          option: "baseUrl",
+          value: options.baseUrl,
+          defaultUrl: provider.defaultBaseUrl
+        })
+      )
+}
+
 const durationMs = (
   module: string,
   option: string,
@@ -177,16 +214,18 @@ const durationMs = (
 }
 
 /**
- * The provider as a `LanguageModel` service over the `HttpClient` in context; the fibers serving its
- * calls' deadlines and its streams' idle deadlines run in the scope.
+ * The provider as a `LanguageModel` service over the `HttpClient` in context, marked as reporting
+ * its streams' usage; the fibers serving its calls' deadlines and its streams' idle deadlines run in
+ * the scope. A `baseUrl` that is not an http(s) URL fails with `InvalidBaseUrl`.
  */
 export const makeModel = <O extends CommonOptions>(
   provider: Provider<O>,
   options: O
-): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient | Scope.Scope> =>
+): Effect.Effect<LanguageModel.LanguageModel, InvalidBaseUrl, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
     const invalid = provider.invalid?.(options)
     if (invalid !== undefined) return yield* Effect.die(new InvalidOption({ module: provider.module, ...invalid }))
+    const base = yield* baseOf(provider, options)
     const timeoutMs = yield* durationMs(provider.module, "timeout", options.timeout, 60_000)
     const idleTimeoutMs = yield* durationMs(provider.module, "idleTimeout", options.idleTimeout, timeoutMs)
     const defaultRetryAfterMs = yield* durationMs(
@@ -198,7 +237,6 @@ export const makeModel = <O extends CommonOptions>(
     const client = yield* HttpClient.HttpClient
     const deadlines = yield* Deadlines.make(timeoutMs)
     const idleDeadlines = yield* Deadlines.make(idleTimeoutMs)
-    const base = (options.baseUrl ?? provider.defaultBaseUrl).replace(/\/+$/, "")
     const target = (method: string): Target => ({
       module: provider.module,
       method,
@@ -217,10 +255,11 @@ export const makeModel = <O extends CommonOptions>(
       generateText: target("generateText"),
       streamText: target("streamText")
     }
-    return yield* LanguageModel.make({
+    const model = yield* LanguageModel.make({
       generateText: (request) => provider.generateText(setup, request),
-      streamText: (request) => reportingCut(setup, request, provider.streamText(setup, request))
+      streamText: (request) => reportingCut(setup, request, (counted) => provider.streamText(setup, request, counted))
     })
+    return SelfReporting.mark(model)
   })
 
 /** Characters per token of the estimate a stream cut short reports. */
@@ -233,20 +272,22 @@ const deltaLength = (part: Response.StreamPartEncoded): number =>
 
 /**
  * A stream that ends after its first part without its finish part (cut, failed, or stopped by its
- * consumer) reports usage estimated at 4 characters a token: the prompt's JSON as input, the text,
- * reasoning and tool arguments received as output, priced as a finished call's. The provider has
- * counted them, and no part carries its count.
+ * consumer) reports its usage, priced as a finished call's: the exact counts its events gave before
+ * the cut (`Counted`), else an estimate at 4 characters a token, the prompt's JSON as input, the
+ * text, reasoning and tool arguments received as output. The provider has counted them, and no part
+ * carries its count.
  */
 const reportingCut = <O extends CommonOptions, E, R>(
   setup: Setup<O>,
   request: LanguageModel.ProviderOptions,
-  stream: Stream.Stream<Response.StreamPartEncoded, E, R>
+  stream: (counted: Counted) => Stream.Stream<Response.StreamPartEncoded, E, R>
 ): Stream.Stream<Response.StreamPartEncoded, E, R> =>
   Stream.suspend(() => {
+    const counted: Counted = { input: undefined, outputTokens: undefined }
     let started = false
     let finished = false
     let received = 0
-    return stream.pipe(
+    return stream(counted).pipe(
       Stream.tap((part) =>
         Effect.sync(() => {
           started = true
@@ -258,8 +299,10 @@ const reportingCut = <O extends CommonOptions, E, R>(
         started && !finished
           ? Usage.report(
               Pricing.usage(setup.prices, setup.options.model, {
-                inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / charactersPerToken),
-                outputTokens: Math.ceil(received / charactersPerToken)
+                ...(counted.input ?? {
+                  inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / charactersPerToken)
+                }),
+                outputTokens: counted.outputTokens ?? Math.ceil(received / charactersPerToken)
               })
             )
           : Effect.void
@@ -269,9 +312,9 @@ const reportingCut = <O extends CommonOptions, E, R>(
 
 /** What a provider module exports: `make`, `layer`, and `layerConfig` reading its environment variables. */
 export const constructors = <O extends CommonOptions>(provider: Provider<O>) => ({
-  make: (options: O): Effect.Effect<LanguageModel.LanguageModel, never, HttpClient.HttpClient | Scope.Scope> =>
+  make: (options: O): Effect.Effect<LanguageModel.LanguageModel, InvalidBaseUrl, HttpClient.HttpClient | Scope.Scope> =>
     makeModel(provider, options),
-  layer: (options: O): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  layer: (options: O): Layer.Layer<LanguageModel.LanguageModel, InvalidBaseUrl, HttpClient.HttpClient> =>
     Layer.effect(LanguageModel.LanguageModel, makeModel(provider, options)),
   layerConfig: (
     options: O
