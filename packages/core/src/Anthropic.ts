@@ -18,7 +18,11 @@ import type * as Pricing from "./Pricing.ts"
  * @category models
  */
 export interface Options extends ModelHttp.CommonOptions {
-  /** Default `https://api.anthropic.com/v1`; requests go to `${baseUrl}/messages`. */
+  /**
+   * Default `https://api.anthropic.com/v1`; requests go to `${baseUrl}/messages` (the value trimmed,
+   * trailing slashes dropped, a path prefix kept). One that is not an http(s) URL with a host fails
+   * building the provider with `InvalidBaseUrl`.
+   */
   readonly baseUrl?: string | undefined
   /** Sent as `x-api-key`. */
   readonly apiKey?: Redacted.Redacted<string> | undefined
@@ -411,9 +415,10 @@ export const InvalidOption = ModelHttp.InvalidOption
 export type InvalidOption = ModelHttp.InvalidOption
 
 /**
- * `ANTHROPIC_BASE_URL` set to something other than an http(s) URL (`localhost:8080`, `api.example.com`, a
- * path): building `layerConfig` fails with it, naming the variable and its value, before any request is
- * sent. One class for both providers.
+ * A base URL that is not an http(s) URL with a host (`localhost:8080`, `api.example.com`, a path):
+ * the `baseUrl` option (`option: "baseUrl"`; `make`, `layer` and `layerConfig` fail with it) or
+ * `ANTHROPIC_BASE_URL` (`variable`; `layerConfig` fails with it), naming it and its value, before any
+ * request is sent. One class for both providers.
  *
  * @since 0.1.0
  * @category errors
@@ -436,7 +441,10 @@ export type InvalidBaseUrl = ModelHttp.InvalidBaseUrl
 export const make = constructors.make
 
 /**
- * A `LanguageModel` layer for Anthropic's Messages API.
+ * A `LanguageModel` layer for Anthropic's Messages API. A `baseUrl` that is not an http(s) URL fails
+ * building it with {@link InvalidBaseUrl}. A stream that ends after its first part without its
+ * finish part reports its usage: the input tokens `message_start` gave and the output tokens of a
+ * `message_delta`, else an estimate at 4 characters a token.
  *
  * @example
  * ```ts

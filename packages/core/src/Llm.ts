@@ -4,8 +4,10 @@
  * when it has `rateLimits`), settles the estimate with the real count, reports usage and cost with
  * `Usage.report`, and after a 429 pauses the buckets for every caller and retries honouring
  * `Retry-After`. Providers that report usage themselves (`OpenAiCompat`, `Anthropic`, which mark
- * their finish part with `metadata.corral.reported`) are not reported twice; their own price table
- * gives the cost. `Llm.scripted` is a deterministic `LanguageModel` for tests under `TestClock`.
+ * their finish part with `metadata.corral.reported`, and report a stream cut short too) are not
+ * reported twice; their own price table gives the cost. Over a model that reports nothing itself, a
+ * stream cut short is reported at its token estimate. `Llm.scripted` is a deterministic
+ * `LanguageModel` for tests under `TestClock`.
  *
  * @since 0.1.0
  */
@@ -34,7 +36,10 @@ export interface Options {
   readonly requests?: string | undefined
   /** Bucket taking the call's estimated tokens up front, settled with the real count after. */
   readonly tokens?: string | undefined
-  /** Estimated tokens of a call. Default: a quarter of the prompt's JSON length plus 256. */
+  /**
+   * Estimated tokens of a call, also the input tokens reported for a stream cut short of a model that
+   * reports nothing itself. Default: a quarter of the prompt's JSON length plus 256.
+   */
   readonly estimateTokens?: ((prompt: Prompt.RawInput) => number) | undefined
   /** Prices in USD per 1,000 tokens, for the reported `costUsd`. */
   readonly price?: { readonly inputPer1k: number; readonly outputPer1k: number } | undefined

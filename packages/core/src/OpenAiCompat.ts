@@ -16,7 +16,11 @@ import type * as Pricing from "./Pricing.ts"
  * @category models
  */
 export interface Options extends ModelHttp.CommonOptions {
-  /** Default `https://api.openai.com/v1`; requests go to `${baseUrl}/chat/completions`. */
+  /**
+   * Default `https://api.openai.com/v1`; requests go to `${baseUrl}/chat/completions` (the value
+   * trimmed, trailing slashes dropped, a path prefix kept). One that is not an http(s) URL with a host
+   * fails building the provider with `InvalidBaseUrl`.
+   */
   readonly baseUrl?: string | undefined
   /** Sent as `Authorization: Bearer …`; omit for local servers that need no key. */
   readonly apiKey?: Redacted.Redacted<string> | undefined
@@ -374,9 +378,10 @@ export const InvalidOption = ModelHttp.InvalidOption
 export type InvalidOption = ModelHttp.InvalidOption
 
 /**
- * `OPENAI_BASE_URL` set to something other than an http(s) URL (`localhost:8080`, `api.example.com`, a
- * path): building `layerConfig` fails with it, naming the variable and its value, before any request is
- * sent. One class for both providers.
+ * A base URL that is not an http(s) URL with a host (`localhost:8080`, `api.example.com`, a path):
+ * the `baseUrl` option (`option: "baseUrl"`; `make`, `layer` and `layerConfig` fail with it) or
+ * `OPENAI_BASE_URL` (`variable`; `layerConfig` fails with it), naming it and its value, before any
+ * request is sent. One class for both providers.
  *
  * @since 0.1.0
  * @category errors
@@ -399,7 +404,10 @@ export type InvalidBaseUrl = ModelHttp.InvalidBaseUrl
 export const make = constructors.make
 
 /**
- * A `LanguageModel` layer for an OpenAI-compatible server.
+ * A `LanguageModel` layer for an OpenAI-compatible server. A `baseUrl` that is not an http(s) URL
+ * fails building it with {@link InvalidBaseUrl}. A stream that ends after its first part without its
+ * finish part reports its usage: the server's usage chunk when it came before the end, else an
+ * estimate at 4 characters a token.
  *
  * @example
  * ```ts

@@ -298,6 +298,19 @@ describe("Anthropic", () => {
         ])
       }).pipe(Effect.scoped)
   )
+  it.effect("a stream cut after its message_delta reports the exact input and output counts, priced", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() =>
+        FakeModelServer.anthropicStream({ text: "abcd", inputTokens: 1000, cachedInputTokens: 600, outputTokens: 9 }, 5)
+      )
+      const { reported } = yield* collectUsage(
+        LanguageModel.streamText({ prompt: "x" }).pipe(Stream.runDrain, Effect.flip, Effect.provide(model(server.url)))
+      )
+      assert.deepStrictEqual(reported, [
+        { inputTokens: 1000, outputTokens: 9, costUsd: (400 * 1000 + 600 * 100 + 9 * 5000) / 1_000_000 }
+      ])
+    }).pipe(Effect.scoped)
+  )
   it.effect("layerConfig takes an empty or blank ANTHROPIC_BASE_URL as unset, as Anthropic's SDK does", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
