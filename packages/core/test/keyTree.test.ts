@@ -70,8 +70,7 @@ describe("KeyTree", () => {
         tree.eachConflict([asked], (holder, at) => each.push(`${holder} ${(at as { path: string }).path}`))
         const bySet: Array<string> = []
         tree.eachConflictSet([asked], (holders, at) => {
-          for (let i = 0; i < holders.size; i++)
-            bySet.push(`${holders.items[holders.head + i]} ${(at as { path: string }).path}`)
+          for (let i = 0; i < holders.size; i++) bySet.push(`${holders.items[i]} ${(at as { path: string }).path}`)
         })
         assert.deepStrictEqual(bySet, each)
         assert.strictEqual(each.length, tree.conflicts([asked]).length)
@@ -118,11 +117,11 @@ describe("KeyTree", () => {
         const list = lists[0]
         if (reference.length === 0) return assert.isTrue(list === undefined || list.size === 0)
         assert.deepStrictEqual(
-          list!.items.slice(list!.head, list!.head + list!.size),
+          list!.items.slice(0, list!.size),
           reference.map((entry) => entry.holder)
         )
         for (let i = 0; i < list!.size; i++) {
-          const at = list!.head + i
+          const at = i
           assert.deepStrictEqual(list!.events.slice(list!.since[at], list!.eventCount), reference[i]!.events)
         }
       }),
@@ -171,7 +170,7 @@ describe("KeyTree", () => {
             if (met.has(list)) return
             met.add(list)
             const holders = logs.get((at as { path: string }).path)!
-            for (let i = 0; i < list.size; i++) holders.get(list.items[list.head + i]!)!.events.push(event)
+            for (let i = 0; i < list.size; i++) holders.get(list.items[i]!)!.events.push(event)
           })
         }
         for (const [key, holders] of logs) {
@@ -180,8 +179,8 @@ describe("KeyTree", () => {
             if ((at as { path: string }).path === key) lists.push(list)
           })
           for (const [holder, { events }] of holders) {
-            const list = lists.find((list) => list.items.slice(list.head, list.head + list.size).includes(holder))!
-            const at = list.items.indexOf(holder, list.head)
+            const list = lists.find((list) => list.items.slice(0, list.size).includes(holder))!
+            const at = list.items.indexOf(holder)
             assert.deepStrictEqual(list.events.slice(list.since[at], list.eventCount), events, `${key}: ${holder}`)
           }
         }

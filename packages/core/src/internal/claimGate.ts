@@ -255,8 +255,7 @@ export class ClaimGate {
   private readonly uncountAll = (waiters: HolderList<Node>): void => {
     const items = waiters.items
     const node = this.subject
-    const end = waiters.head + waiters.size
-    for (let i = waiters.head; i < end; i++) {
+    for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
       if (other !== node) this.uncount(other)
     }
@@ -531,16 +530,15 @@ export class ClaimGate {
     const items = waiters.items
     const node = this.subject!
     const counts = this.counts
-    const end = waiters.head + waiters.size
-    for (let i = waiters.head; i < end; i++) {
+    for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
       const count = counts[other.index]!
       if (count >= 0 && other !== node && other.state === "parked") counts[other.index] = count + 1
     }
     if (!waiters.log(node, this.takeMark)) return
     // `since` grows along the list: no waiter can have been overtaken more often than the first.
-    if (waiters.eventCount - waiters.since[waiters.head]! < this.host.maxBypass) return
-    for (let i = waiters.head; i < end; i++) {
+    if (waiters.eventCount - waiters.since[0]! < this.host.maxBypass) return
+    for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
       if (other !== node && !other.wait!.reserved && before(other, node)) this.overtaken(other, waiters, i)
     }

@@ -16,49 +16,29 @@ class Holders<H> {
   readonly items: Array<H | undefined> = []
   readonly since: Array<number> = []
   readonly events: Array<H | undefined> = []
-  head = 0
   size = 0
   eventCount = 0
   private eventMark = 0
 
   /** Appends `holder`, which is not in the list (see `KeyTree.add`). */
   add(holder: H): void {
-    if (this.head >= compactAbove && this.head >= this.size) this.compact()
-    const at = this.head + this.size++
-    this.since[at] = this.eventCount
-    this.items[at] = holder
+    this.since[this.size] = this.eventCount
+    this.items[this.size++] = holder
   }
 
-  /**
-   * Removes `holder`, keeping the others' order; whether it was there. The shorter side moves: the
-   * holders before it one place back (the list then starts one later, `head`), or those after it
-   * one place forward. Most leave from the front (the oldest waiter or holder of a key), in O(1).
-   */
+  /** Removes `holder`, keeping the others' order; whether it was there. */
   delete(holder: H): boolean {
     const at = this.indexOf(holder)
     if (at < 0) return false
     const items = this.items
     const since = this.since
-    const head = this.head
-    const last = head + --this.size
-    if (at - head <= last - at) {
-      for (let i = at; i > head; i--) {
-        items[i] = items[i - 1]
-        since[i] = since[i - 1]!
-      }
-      items[head] = undefined
-      this.head = head + 1
-    } else {
-      for (let i = at; i < last; i++) {
-        items[i] = items[i + 1]
-        since[i] = since[i + 1]!
-      }
-      items[last] = undefined
+    const last = --this.size
+    for (let i = at; i < last; i++) {
+      items[i] = items[i + 1]
+      since[i] = since[i + 1]!
     }
-    if (this.size === 0) {
-      this.head = 0
-      this.eventCount = 0
-    }
+    items[last] = undefined
+    if (last === 0) this.eventCount = 0
     return true
   }
 
@@ -72,22 +52,8 @@ class Holders<H> {
 
   private indexOf(holder: H): number {
     const items = this.items
-    const end = this.head + this.size
-    for (let i = this.head; i < end; i++) if (items[i] === holder) return i
+    for (let i = 0; i < this.size; i++) if (items[i] === holder) return i
     return -1
-  }
-
-  /** Moves the list to the start of its arrays (the front it left behind is at least as long as the list). */
-  private compact(): void {
-    const items = this.items
-    const since = this.since
-    const head = this.head
-    for (let i = 0; i < this.size; i++) {
-      items[i] = items[head + i]
-      since[i] = since[head + i]!
-      items[head + i] = undefined
-    }
-    this.head = 0
   }
 }
 
@@ -117,15 +83,14 @@ export interface Hit<H> {
 }
 
 /**
- * The holders of one key in one mode, to read: `size` of `items` from `head`, in the order they
- * came, with the key's event log (`events`' first `eventCount`, appended to by `log`) and where it
- * stood when each holder came (`since`, by the holder's index in `items`).
+ * The holders of one key in one mode, to read: `items`' first `size`, in the order they came, with
+ * the key's event log (`events`' first `eventCount`, appended to by `log`) and where it stood when
+ * each holder came (`since`, by the holder's index in `items`).
  */
 export interface HolderList<H> {
   readonly items: ReadonlyArray<H | undefined>
   readonly since: ReadonlyArray<number>
   readonly events: ReadonlyArray<H | undefined>
-  readonly head: number
   readonly size: number
   readonly eventCount: number
   log(event: H, mark: number): boolean
@@ -170,8 +135,7 @@ export class KeyTree<H> {
     const items = holders.items
     const exclude = this.exclude
     const f = this.visitor
-    const end = holders.head + holders.size
-    for (let i = holders.head; i < end; i++) {
+    for (let i = 0; i < holders.size; i++) {
       const holder = items[i]!
       if (holder !== exclude && f(holder, at, mode) === true) return true
     }
@@ -305,9 +269,9 @@ export class KeyTree<H> {
     const out: Array<Hit<H>> = []
     const walk = (node: Node<H>): void => {
       for (let i = 0; i < node.writers.size; i++)
-        out.push({ holder: node.writers.items[node.writers.head + i]!, key: node.path, mode: "write" })
+        out.push({ holder: node.writers.items[i]!, key: node.path, mode: "write" })
       for (let i = 0; i < node.readers.size; i++)
-        out.push({ holder: node.readers.items[node.readers.head + i]!, key: node.path, mode: "read" })
+        out.push({ holder: node.readers.items[i]!, key: node.path, mode: "read" })
       for (const child of node.children.values()) walk(child)
     }
     walk(this.root)
@@ -316,6 +280,3 @@ export class KeyTree<H> {
 }
 
 const sweepAbove = 256
-
-/** How far a holder list's front may move before an `add` moves it back to the start (see `Holders.compact`). */
-const compactAbove = 32
