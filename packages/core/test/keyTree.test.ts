@@ -82,6 +82,53 @@ describe("KeyTree", () => {
       { numRuns: 500 }
     )
   })
+  it("property: a long holder list keeps its order and each holder's log position through removals at either end", () => {
+    const stepArb = fc.oneof(
+      { arbitrary: fc.integer({ min: 0, max: 79 }).map((holder) => ({ _tag: "add" as const, holder })), weight: 3 },
+      { arbitrary: fc.nat({ max: 100 }).map((at) => ({ _tag: "remove" as const, at })), weight: 2 },
+      { arbitrary: fc.constant({ _tag: "event" as const }), weight: 1 }
+    )
+    fc.assert(
+      fc.property(fc.array(stepArb, { minLength: 200, maxLength: 800 }), (steps) => {
+        const tree = new KeyTree<number>()
+        const claim = claimOf(1, "write")
+        // Reference: the holders in the order they came, each with the events since it came.
+        const reference: Array<{ readonly holder: number; readonly events: Array<number> }> = []
+        let mark = 0
+        for (const step of steps) {
+          if (step._tag === "add") {
+            if (reference.some((entry) => entry.holder === step.holder)) continue
+            tree.add(step.holder, [claim])
+            reference.push({ holder: step.holder, events: [] })
+          } else if (step._tag === "remove") {
+            if (reference.length === 0) continue
+            // Mostly the front or the back, as a key's holders and waiters leave.
+            const at = step.at < 40 ? 0 : step.at < 70 ? reference.length - 1 : step.at % reference.length
+            tree.remove(reference[at]!.holder, [claim])
+            reference.splice(at, 1)
+          } else {
+            const event = ++mark
+            tree.eachConflictSet([claim], (list) => list.log(event, event))
+            for (const entry of reference) entry.events.push(event)
+          }
+        }
+        const lists: Array<HolderList<number>> = []
+        tree.eachConflictSet([claim], (list) => lists.push(list))
+        const list = lists[0]
+        if (reference.length === 0) return assert.isTrue(list === undefined || list.size === 0)
+        assert.deepStrictEqual(
+          list!.items.slice(0, list!.size),
+          reference.map((entry) => entry.holder)
+        )
+        for (let i = 0; i < list!.size; i++) {
+          const at = i
+          assert.deepStrictEqual(list!.events.slice(list!.since[at], list!.eventCount), reference[i]!.events)
+        }
+      }),
+      { numRuns: 300 }
+    )
+  })
+
   it("property: a holder list's log, counted from where each holder came, is what happened while it held the key", () => {
     const stepArb = fc.oneof(
       opArb.map((op) => ({ _tag: "op" as const, op })),
