@@ -43,13 +43,18 @@ describe("validate's id check", () => {
     )
   })
 
-  it("tells numbered ids apart by their text, not their value", () => {
+  it("tells ids ending in one number apart by their text", () => {
     const numbered = Array.from({ length: 20 }, (_, i) => `job${i}`)
     assert.deepStrictEqual(issuesOf([...numbered, "job07", "job7x", "job"], false), [])
     assert.deepStrictEqual(issuesOf([...numbered, "job007", "job07"], false), [])
     assert.deepStrictEqual(issuesOf([...numbered, "job99999999", "job099999999"], false), [])
-    assert.deepStrictEqual(issuesOf([...numbered, "job7"], false), ["job7|20|id|duplicate id: agents[7] already uses it"])
-    assert.deepStrictEqual(issuesOf(["job5", ...numbered], false), ["job5|6|id|duplicate id: agents[0] already uses it"])
+    assert.deepStrictEqual(issuesOf([...numbered, "task7", "7", "x1e3"], false), [])
+    assert.deepStrictEqual(issuesOf([...numbered, "job7"], false), [
+      "job7|20|id|duplicate id: agents[7] already uses it"
+    ])
+    assert.deepStrictEqual(issuesOf(["job5", ...numbered], false), [
+      "job5|6|id|duplicate id: agents[0] already uses it"
+    ])
     assert.deepStrictEqual(issuesOf([...numbered, "job1000", "job1000"], false), [
       "job1000|21|id|duplicate id: agents[20] already uses it"
     ])
