@@ -161,13 +161,11 @@ interface Ids {
 }
 
 /**
- * Checks every entry is an agent with a usable, unique id. The usual valid run is confirmed without
- * hashing every id: ids ending in distinct numbers (`job0`, `job1`, ...) by marking the numbers in
- * a table (`trailingNumber`), other ids on a sorted copy (at 100k+ agents, inserting every id into a
- * `Set` cost several times the sort: hash-table growth and cache misses). A run with dependencies
- * needs the index of its ids anyway (`indexOf`): it is confirmed on that index instead, built here,
- * with no sort. Only when these find a fault does the exact pass run, which names every fault in
- * input order.
+ * Checks every entry is an agent with a usable, unique id. The usual valid run is confirmed on a
+ * sorted copy of the ids: at 100k+ agents, inserting every id into a `Set` cost several times the
+ * sort (hash-table growth and cache misses). A run with dependencies needs the index of its ids
+ * anyway (`indexOf`): it is confirmed on that index instead, built here, with no sort. Only when
+ * either finds a fault does the exact pass run, which names every fault in input order.
  */
 const checkIds = (agents: ReadonlyArray<Agent.Any>, issues: Array<Issue>): Ids => {
   const ids: Ids = { index: undefined }
@@ -180,54 +178,17 @@ const pairwiseMax = 16
 
 const idsAreValid = (agents: ReadonlyArray<Agent.Any>, ids: Ids): boolean => {
   if (agents.length <= pairwiseMax) return smallIdsAreValid(agents)
-  const numbers = new Uint8Array(4 * agents.length + 64)
-  let keys: Array<string> | undefined
+  const keys: Array<string> = new Array(agents.length)
   let graph = false
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) return false
     const id = agent.id
     if (typeof id !== "string" || isBlank(id)) return false
-    if (keys !== undefined) keys[index] = id
-    else if (!graph && !mark(numbers, trailingNumber(id))) keys = copyIds(agents, index + 1)
+    keys[index] = id
     if (!graph && agent.dependsOn.length > 0) graph = true
   }
-  if (graph) return indexIsUnique(agents, ids)
-  return keys === undefined || sortedAreUnique(keys)
-}
-
-/** Marks `number` in `numbers`; `false` when it is -1, beyond the table or marked already. */
-const mark = (numbers: Uint8Array, number: number): boolean => {
-  if (number < 0 || number >= numbers.length || numbers[number] === 1) return false
-  numbers[number] = 1
-  return true
-}
-
-/** The ids of the first `end` agents, in a list of the length of `agents` (the rest is filled by the caller). */
-const copyIds = (agents: ReadonlyArray<Agent.Any>, end: number): Array<string> => {
-  const keys: Array<string> = new Array(agents.length)
-  for (let i = 0; i < end; i++) keys[i] = agents[i]!.id
-  return keys
-}
-
-/**
- * The number `id` ends with (`job17` → 17), or -1 when it ends in no digit. Ids ending in different
- * numbers are different ids, so marking each id's number in a table proves a run's ids distinct
- * unless two ids end in the same number (`job7` and `task7`, `job07` and `job7`), one ends in none,
- * or one is beyond the table: then they are checked another way.
- */
-const trailingNumber = (id: string): number => {
-  let value = 0
-  let scale = 1
-  let i = id.length
-  while (i > 0) {
-    const digit = id.charCodeAt(i - 1) - 48
-    if (digit < 0 || digit > 9) break
-    value += digit * scale
-    scale *= 10
-    i--
-  }
-  return i === id.length ? -1 : value
+  return graph ? indexIsUnique(keys, ids) : sortedAreUnique(keys)
 }
 
 const sortedAreUnique = (keys: Array<string>): boolean => {
@@ -237,10 +198,10 @@ const sortedAreUnique = (keys: Array<string>): boolean => {
 }
 
 /** Whether the ids are distinct, by indexing them as `indexOf` does; keeps the index when they are. */
-const indexIsUnique = (agents: ReadonlyArray<Agent.Any>, ids: Ids): boolean => {
+const indexIsUnique = (keys: ReadonlyArray<string>, ids: Ids): boolean => {
   const index = new Map<string, number>()
-  for (let i = agents.length - 1; i >= 0; i--) index.set(agents[i]!.id, i)
-  if (index.size !== agents.length) return false
+  for (let i = keys.length - 1; i >= 0; i--) index.set(keys[i]!, i)
+  if (index.size !== keys.length) return false
   ids.index = index
   return true
 }
