@@ -42,9 +42,11 @@ export class WaitState {
 
 export const waitOf = (node: Node): WaitState => (node.wait ??= new WaitState())
 
-/** What validation settled about an agent and the run never changes: one shared object for plain agents. */
+/**
+ * What validation settled about an agent besides its claims and the run never changes: one shared
+ * object for agents without timeouts, an estimate or dependencies (with or without claims).
+ */
 interface Spec {
-  readonly request: Claims.Request | undefined
   readonly timeoutMs: number | undefined
   readonly claimTimeoutMs: number | undefined
   readonly estimateMs: number
@@ -54,7 +56,6 @@ interface Spec {
 const noIndices: ReadonlyArray<number> = []
 
 const plainSpec: Spec = {
-  request: undefined,
   timeoutMs: undefined,
   claimTimeoutMs: undefined,
   estimateMs: 1,
@@ -84,14 +85,17 @@ class Extra {
  * One agent of a run. It is also the agent's `Agent.Frame`: the run binds the node itself to the
  * agent's context, so binding costs no allocation. A node lives until the run returns (except in
  * a compact run, see `Compact`), and at 100k+ agents the young-generation collector's copying of
- * them is a large share of a run's CPU, so a node keeps only what every agent uses in its own fields: the settings few agents have are
- * in one `spec` object (shared by plain agents), the state few agents have in an `Extra` created on
+ * them is a large share of a run's CPU, so a node keeps only what every agent uses in its own fields,
+ * and its claims (every agent of a claims run has its own): the settings few agents have are in one
+ * `spec` object (shared by agents without them), the state few agents have in an `Extra` created on
  * demand (read through accessors), a dependency's value is read from its outcome and the queue time
  * of an agent queued at the run's start is the run's.
  */
 export class Node implements Agent.Frame {
   readonly index: number
   readonly agent: Agent.Any
+  /** The agent's claims, resolved. */
+  readonly request: Claims.Request | undefined
   private readonly spec: Spec
   priority: number
   state: NodeState = "waiting-deps"
@@ -112,24 +116,16 @@ export class Node implements Agent.Frame {
   ) {
     this.index = index
     this.agent = agent
+    this.request = request
     this.priority = estimateMs
     this.spec =
-      request === undefined &&
-      timeoutMs === undefined &&
-      claimTimeoutMs === undefined &&
-      estimateMs === 1 &&
-      depIndices.length === 0
+      timeoutMs === undefined && claimTimeoutMs === undefined && estimateMs === 1 && depIndices.length === 0
         ? plainSpec
-        : { request, timeoutMs, claimTimeoutMs, estimateMs, depIndices }
+        : { timeoutMs, claimTimeoutMs, estimateMs, depIndices }
   }
 
   get id(): string {
     return this.agent.id
-  }
-
-  /** The agent's claims, resolved. */
-  get request(): Claims.Request | undefined {
-    return this.spec.request
   }
 
   get timeoutMs(): number | undefined {

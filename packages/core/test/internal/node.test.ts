@@ -88,3 +88,32 @@ describe("link", () => {
     if (Result.isFailure(nodes)) assert.include(nodes.failure.issues[0]!.message, "dependency cycle")
   })
 })
+
+describe("Node", () => {
+  it("keeps an agent's claims in the node and shares one settings object among agents with no other settings", () => {
+    const agents = [
+      Agent.make("a", { run: Effect.void, claims: { write: ["x"] } }),
+      Agent.make("b", { run: Effect.void, claims: { read: ["y"] } }),
+      Agent.make("c", { run: Effect.void }),
+      Agent.make("d", { run: Effect.void, claims: { write: ["x"] }, timeout: "1 second" })
+    ]
+    const nodes = Result.getOrThrow(validate(agents, settings))
+    const spec = (index: number) => (nodes[index] as unknown as { readonly spec: object }).spec
+    assert.deepStrictEqual(
+      nodes.map((node) => node.request?.keys.map((key) => [key.key, key.mode])),
+      [[["x", "write"]], [["y", "read"]], undefined, [["x", "write"]]]
+    )
+    assert.strictEqual(spec(0), spec(2))
+    assert.strictEqual(spec(1), spec(2))
+    assert.notStrictEqual(spec(3), spec(2))
+    assert.deepStrictEqual(
+      nodes.map((node) => [node.timeoutMs, node.claimTimeoutMs, node.estimateMs, node.depIndices.length]),
+      [
+        [undefined, undefined, 1, 0],
+        [undefined, undefined, 1, 0],
+        [undefined, undefined, 1, 0],
+        [1000, undefined, 1, 0]
+      ]
+    )
+  })
+})
