@@ -1,12 +1,14 @@
 /**
- * A worker's agent continuation (`Stint` in `runner.ts`): its handlers, and `isExitFast`, which
+ * A worker's agent continuation (`Stint` in `runner.ts`): its handlers; `isExitFast`, which
  * tells an agent's effect that is already an `Exit` (run without a continuation) by one read of the
  * `Exit` type id, as effect's own run loop does (`effectIsExit`): `Exit.isExit` tests it with `in`,
- * and `Object.getPrototypeOf` of an effect of any shape calls into V8's runtime.
- * `test/internal/continuation.test.ts` pins it against effect.
+ * and `Object.getPrototypeOf` of an effect of any shape calls into V8's runtime; and `continuation`,
+ * the frame `Effect.matchCauseEffect` makes, built without reading each handler's `length` (an
+ * accessor V8 answers through a call into its runtime, twice per agent) or `dual`'s argument count.
+ * `test/internal/continuation.test.ts` pins both against effect.
  */
 import type * as Cause from "effect/Cause"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 
 const exitTypeId = "~effect/Exit"
@@ -20,3 +22,35 @@ export interface Handlers {
   readonly onSuccess: (value: unknown) => Effect.Effect<unknown>
   readonly onFailure: (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
 }
+
+const argsKey = "~effect/Effect/args"
+const successKey = "~effect/Effect/successCont"
+const failureKey = "~effect/Effect/failureCont"
+
+/**
+ * `Effect.matchCauseEffect(effect, handlers)` for handlers of one parameter each (which effect keeps
+ * as they are): the same prototype and the same own fields in the same order, set directly.
+ */
+function Continuation(
+  this: Record<string, unknown>,
+  effect: Effect.Effect<unknown, unknown>,
+  onSuccess: Handlers["onSuccess"],
+  onFailure: Handlers["onFailure"]
+) {
+  this[argsKey] = effect
+  this[successKey] = onSuccess
+  this[failureKey] = onFailure
+}
+Continuation.prototype = Object.getPrototypeOf(
+  Effect.matchCauseEffect(Effect.void, { onSuccess: (value) => Effect.succeed(value), onFailure: Effect.failCause })
+)
+
+type Continuation = new (
+  effect: Effect.Effect<unknown, unknown>,
+  onSuccess: Handlers["onSuccess"],
+  onFailure: Handlers["onFailure"]
+) => Effect.Effect<unknown>
+
+/** Runs `effect`, then the handler of its exit; `handlers` take one parameter each. */
+export const continuation = (effect: Effect.Effect<unknown, unknown>, handlers: Handlers): Effect.Effect<unknown> =>
+  new (Continuation as unknown as Continuation)(effect, handlers.onSuccess, handlers.onFailure)

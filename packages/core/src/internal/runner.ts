@@ -41,7 +41,7 @@ import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import { boundWaits, type Held } from "./inherit.ts"
-import { type Handlers, isExitFast } from "./continuation.ts"
+import { continuation, type Handlers, isExitFast } from "./continuation.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
@@ -1237,11 +1237,11 @@ class RunnerGateHost implements GateHost {
 
 /**
  * A worker's agents between two steps of its loop. `run` binds an agent to the worker's fiber and
- * runs it under one continuation (`Effect.matchCauseEffect`, handlers made once per worker) that
- * restores the worker's context and has the runner end the agent (`Runner.agentEnded`); an agent
- * whose effect is already an `Exit` is ended in `run`'s own loop. When the next agent needs nothing
- * from the worker loop, the stint starts it at once: per agent, no `Exit` for a success and no step
- * of the loop's generator.
+ * runs it under one continuation (`continuation`, effect's `Effect.matchCauseEffect` frame, handlers
+ * made once per worker) that restores the worker's context and has the runner end the agent
+ * (`Runner.agentEnded`); an agent whose effect is already an `Exit` is ended in `run`'s own loop.
+ * When the next agent needs nothing from the worker loop, the stint starts it at once: per agent, no
+ * `Exit` for a success and no step of the loop's generator.
  */
 class Stint {
   readonly host: StintHost
@@ -1285,7 +1285,7 @@ class Stint {
       if (!isExitFast(effect)) {
         this.node = current
         this.childrenBefore = snapshot(this.fiber)
-        return Effect.matchCauseEffect(effect, (this.handlers ??= this.makeHandlers()))
+        return continuation(effect, (this.handlers ??= this.makeHandlers()))
       }
       this.fiber.setContext(this.context)
       const after = Exit.isSuccess(effect)
@@ -1402,6 +1402,6 @@ export const shapes: ReadonlyArray<unknown> = (() => {
     new Stint(runner, fiber, Context.empty()),
     new Compact([agent]),
     plainNode(0, agent),
-    Effect.matchCauseEffect(Effect.void, { onSuccess: () => Effect.void, onFailure: () => Effect.void })
+    continuation(Effect.void, { onSuccess: () => Effect.void, onFailure: () => Effect.void })
   ]
 })()

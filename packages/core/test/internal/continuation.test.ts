@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
-import { isExitFast } from "../../src/internal/continuation.ts"
+import { continuation, isExitFast } from "../../src/internal/continuation.ts"
 
 // continuation.ts relies on effect's `Exit` type id. This fails when an effect upgrade changes it.
 const effects: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
@@ -25,4 +25,33 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
     assert.isTrue(isExitFast(Exit.void))
     assert.isFalse(isExitFast(Effect.sync(() => 1)))
   })
+
+  it("continuation builds the frame Effect.matchCauseEffect builds", () => {
+    const handlers = {
+      onSuccess: (value: unknown) => Effect.succeed(value),
+      onFailure: (cause: Cause.Cause<unknown>) => Effect.exit(Effect.failCause(cause))
+    }
+    const effect = Effect.sync(() => 1)
+    const ours = continuation(effect, handlers) as unknown as Record<string, unknown>
+    const theirs = Effect.matchCauseEffect(effect, handlers) as unknown as Record<string, unknown>
+    assert.strictEqual(Object.getPrototypeOf(ours), Object.getPrototypeOf(theirs))
+    assert.deepStrictEqual(Object.getOwnPropertyNames(ours), Object.getOwnPropertyNames(theirs))
+    assert.deepStrictEqual(Object.getOwnPropertySymbols(ours), Object.getOwnPropertySymbols(theirs))
+    for (const key of Object.getOwnPropertyNames(theirs)) assert.strictEqual(ours[key], theirs[key], key)
+  })
+
+  it.effect("continuation runs the handler of the effect's exit", () =>
+    Effect.gen(function* () {
+      const handlers = {
+        onSuccess: (value: unknown) => Effect.succeed(`ok ${String(value)}`),
+        onFailure: (cause: Cause.Cause<unknown>) =>
+          Effect.succeed(Cause.hasInterruptsOnly(cause) ? "interrupted" : `failed ${String(Cause.squash(cause))}`)
+      }
+      const one = Effect.sync(() => 1)
+      assert.strictEqual(yield* continuation(one, handlers), "ok 1")
+      assert.strictEqual(yield* continuation(Effect.fail("e"), handlers), "failed e")
+      assert.strictEqual(yield* continuation(Effect.die("d"), handlers), "failed d")
+      assert.strictEqual(yield* continuation(Effect.interrupt, handlers), "interrupted")
+    })
+  )
 })
