@@ -41,9 +41,6 @@ function Continuation(
   this[successKey] = onSuccess
   this[failureKey] = onFailure
 }
-Continuation.prototype = Object.getPrototypeOf(
-  Effect.matchCauseEffect(Effect.void, { onSuccess: (value) => Effect.succeed(value), onFailure: Effect.failCause })
-)
 
 type Continuation = new (
   effect: Effect.Effect<unknown, unknown>,
@@ -51,6 +48,39 @@ type Continuation = new (
   onFailure: Handlers["onFailure"]
 ) => Effect.Effect<unknown>
 
+/**
+ * Whether `frame`, what `Effect.matchCauseEffect(effect, handlers)` made, holds exactly the own
+ * fields `Continuation` sets, in its order: core accepts any effect `^4.1.0`, and under a version
+ * that lays the frame out otherwise `continuation` is `Effect.matchCauseEffect` itself.
+ */
+export const laidOutAsContinuation = (frame: object, effect: unknown, handlers: Handlers): boolean => {
+  const names = Object.getOwnPropertyNames(frame)
+  const own = frame as Record<string, unknown>
+  return (
+    names.length === 3 &&
+    names[0] === argsKey &&
+    names[1] === successKey &&
+    names[2] === failureKey &&
+    Object.getOwnPropertySymbols(frame).length === 0 &&
+    own[argsKey] === effect &&
+    own[successKey] === handlers.onSuccess &&
+    own[failureKey] === handlers.onFailure
+  )
+}
+
+const probeHandlers: Handlers = {
+  onSuccess: (value) => Effect.succeed(value),
+  onFailure: (cause) => Effect.exit(Effect.failCause(cause))
+}
+const probeFrame = Effect.matchCauseEffect(Effect.void, probeHandlers)
+Continuation.prototype = Object.getPrototypeOf(probeFrame)
+
+/** Whether this effect's frame is laid out as `Continuation` builds one (pinned by the tests). */
+export const direct: boolean = laidOutAsContinuation(probeFrame, Effect.void, probeHandlers)
+
 /** Runs `effect`, then the handler of its exit; `handlers` take one parameter each. */
-export const continuation = (effect: Effect.Effect<unknown, unknown>, handlers: Handlers): Effect.Effect<unknown> =>
-  new (Continuation as unknown as Continuation)(effect, handlers.onSuccess, handlers.onFailure)
+export const continuation: (effect: Effect.Effect<unknown, unknown>, handlers: Handlers) => Effect.Effect<unknown> =
+  direct
+    ? (effect, handlers) =>
+        new (Continuation as unknown as Continuation)(effect, handlers.onSuccess, handlers.onFailure)
+    : (effect, handlers) => Effect.matchCauseEffect(effect, handlers)

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
-import { continuation, isExitFast } from "../../src/internal/continuation.ts"
+import { continuation, direct, isExitFast, laidOutAsContinuation } from "../../src/internal/continuation.ts"
 
 // continuation.ts relies on effect's `Exit` type id. This fails when an effect upgrade changes it.
 const effects: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
@@ -54,4 +54,72 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
       assert.strictEqual(yield* continuation(Effect.interrupt, handlers), "interrupted")
     })
   )
+
+  it("continuation is built directly only over a frame laid out as it builds one", () => {
+    const handlers = {
+      onSuccess: (value: unknown) => Effect.succeed(value),
+      onFailure: (cause: Cause.Cause<unknown>) => Effect.exit(Effect.failCause(cause))
+    }
+    const effect = Effect.sync(() => 1)
+    const frame = Effect.matchCauseEffect(effect, handlers)
+    assert.isTrue(laidOutAsContinuation(frame, effect, handlers), "effect's own frame")
+    assert.isTrue(direct, "the installed effect's frame: continuation is the direct build")
+    const [args = "", success = "", failure = ""] = Object.getOwnPropertyNames(frame)
+    const fields = (entries: ReadonlyArray<readonly [PropertyKey, unknown]>) =>
+      Object.assign(Object.create(Object.getPrototypeOf(frame)), Object.fromEntries(entries))
+    const variants: ReadonlyArray<readonly [string, object]> = [
+      [
+        "reordered",
+        fields([
+          [success, handlers.onSuccess],
+          [args, effect],
+          [failure, handlers.onFailure]
+        ])
+      ],
+      [
+        "renamed",
+        fields([
+          ["~effect/Effect/arg", effect],
+          [success, handlers.onSuccess],
+          [failure, handlers.onFailure]
+        ])
+      ],
+      [
+        "an extra field",
+        fields([
+          [args, effect],
+          [success, handlers.onSuccess],
+          [failure, handlers.onFailure],
+          ["x", 1]
+        ])
+      ],
+      [
+        "a field missing",
+        fields([
+          [args, effect],
+          [success, handlers.onSuccess]
+        ])
+      ],
+      [
+        "handlers wrapped",
+        fields([
+          [args, effect],
+          [success, (value: unknown) => handlers.onSuccess(value)],
+          [failure, handlers.onFailure]
+        ])
+      ],
+      [
+        "a symbol field",
+        Object.assign(
+          fields([
+            [args, effect],
+            [success, handlers.onSuccess],
+            [failure, handlers.onFailure]
+          ]),
+          { [Symbol.for("x")]: 1 }
+        )
+      ]
+    ]
+    for (const [name, variant] of variants) assert.isFalse(laidOutAsContinuation(variant, effect, handlers), name)
+  })
 })
