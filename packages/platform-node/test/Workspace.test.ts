@@ -1252,6 +1252,7 @@ describe("Workspace", () => {
           const at = `interrupted after ${delay} ms (${sparse === undefined ? "full" : "sparse"} checkout)`
           assert.strictEqual(worktreeCount(repo), 1, at)
           assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "", at)
+          assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "int")), at)
         }
         for (const report of reports) {
           assert.notStrictEqual(report.dir, repo)

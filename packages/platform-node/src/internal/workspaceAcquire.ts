@@ -399,6 +399,7 @@ const incompleteWorktree = (dir: string) =>
 const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
   Effect.gen(function* () {
     yield* removePath(dir)
+    yield* removeEmptyParent(path.dirname(dir))
     yield* git(["worktree", "prune"], { cwd: repo.root })
     if (yield* branchExists(repo.root, branch)) yield* git(["branch", "-D", "--quiet", branch], { cwd: repo.root })
   }).pipe(Effect.ignore)
