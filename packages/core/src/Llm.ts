@@ -3,10 +3,11 @@
  * takes a request token and its estimated tokens from the `RateLimiter` in context (the run's own
  * when it has `rateLimits`), settles the estimate with the real count, reports usage and cost with
  * `Usage.report`, and after a 429 pauses the buckets for every caller and retries honouring
- * `Retry-After`. Providers that report usage themselves (`OpenAiCompat`, `Anthropic`, which mark
- * their finish part with `metadata.corral.reported`, and report a stream cut short too) are not
- * reported twice; their own price table gives the cost. Over a model that reports nothing itself, a
- * stream cut short is reported at its token estimate. `Llm.scripted` is a deterministic
+ * `Retry-After`. Models that report usage themselves (`OpenAiCompat`, `Anthropic`, which mark
+ * their finish part with `metadata.corral.reported` and report a stream cut short too, and a model
+ * `Llm.layer` or `Llm.wrap` already wrapped) are not reported twice; the innermost reporter's price
+ * gives the cost. Over a model that reports nothing itself, a stream cut short is reported at its
+ * token estimate, and so is a total its finish part leaves out. `Llm.scripted` is a deterministic
  * `LanguageModel` for tests under `TestClock`.
  *
  * @since 0.1.0
@@ -37,8 +38,9 @@ export interface Options {
   /** Bucket taking the call's estimated tokens up front, settled with the real count after. */
   readonly tokens?: string | undefined
   /**
-   * Estimated tokens of a call, also the input tokens reported for a stream cut short of a model that
-   * reports nothing itself. Default: a quarter of the prompt's JSON length plus 256.
+   * Estimated tokens of a call, also the input tokens reported, over a model that reports nothing
+   * itself, for a stream cut short and for a finish part without an input total. Default: a quarter
+   * of the prompt's JSON length plus 256.
    */
   readonly estimateTokens?: ((prompt: Prompt.RawInput) => number) | undefined
   /** Prices in USD per 1,000 tokens, for the reported `costUsd`. */
@@ -123,8 +125,12 @@ const priced = (inputTokens: number, outputTokens: number, options: Options): Us
   return { inputTokens, outputTokens, costUsd }
 }
 
-const usageOf = (usage: Response.Usage, options: Options): Usage.Usage =>
-  priced(usage.inputTokens.total ?? 0, usage.outputTokens.total ?? 0, options)
+/**
+ * A response's usage: its totals, and for a total it leaves out what a stream cut short reports,
+ * the call's token estimate as input and 0 as output.
+ */
+const usageOf = (usage: Response.Usage, options: Options, estimate: number): Usage.Usage =>
+  priced(usage.inputTokens.total ?? estimate, usage.outputTokens.total ?? 0, options)
 
 const reportedByProvider = (response: unknown): boolean => {
   const content = (response as { readonly content?: ReadonlyArray<Response.AnyPart> }).content
@@ -166,16 +172,17 @@ const pauseAll = (budget: Budget, options: Options, limited: RateLimiter.RateLim
 const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
   prompt: Prompt.RawInput,
   call: Effect.Effect<A, E, R>,
-  options: Options
+  options: Options,
+  selfReporting: boolean
 ): Effect.Effect<A, E, R> => {
   const maxAttempts = options.maxAttempts ?? 5
   const attempt = (n: number): Effect.Effect<A, E, R> =>
     Effect.flatMap(takeBudget(prompt, options), (budget) =>
       call.pipe(
         Effect.tap((response) => {
-          const usage = usageOf(response.usage, options)
+          const usage = usageOf(response.usage, options, budget.estimate)
           const settled = settle(budget, options, Usage.tokens(usage))
-          return reportedByProvider(response) ? settled : Effect.andThen(settled, Usage.report(usage))
+          return selfReporting || reportedByProvider(response) ? settled : Effect.andThen(settled, Usage.report(usage))
         }),
         Effect.catch((error) => {
           const limited = toRateLimited(error, options.requests ?? options.tokens ?? "llm", options.defaultRetryAfter)
@@ -188,20 +195,27 @@ const guarded = <A extends { readonly usage: Response.Usage }, E, R>(
   return attempt(1)
 }
 
-/** The part a stream ends with, carrying its usage, settled and reported as a whole response's. */
-const onStreamPart = (budget: Budget, options: Options, part: Response.StreamPart<any>): Effect.Effect<void> => {
+/** The part a stream ends with, carrying its usage, settled (and reported) as a whole response's. */
+const onStreamPart = (
+  budget: Budget,
+  options: Options,
+  selfReporting: boolean,
+  part: Response.StreamPart<any>
+): Effect.Effect<void> => {
   if (part.type !== "finish") return Effect.void
-  const usage = usageOf(part.usage, options)
+  const usage = usageOf(part.usage, options, budget.estimate)
   const settled = settle(budget, options, Usage.tokens(usage))
-  return reportedByProvider({ content: [part] }) ? settled : Effect.andThen(settled, Usage.report(usage))
+  return selfReporting || reportedByProvider({ content: [part] })
+    ? settled
+    : Effect.andThen(settled, Usage.report(usage))
 }
 
 /**
  * A stream under the budgets: a 429 before its first part is retried as a whole call's is, and any
  * other failure before it gives the estimate back. A stream that ends without its finish part after
  * its first (cut, failed, or stopped by its consumer) keeps the estimate in the bucket: the provider
- * counted the prompt and what it sent, and no part carries a count. Unless the model reports such a
- * stream itself (`selfReporting`), the estimate is reported as its input tokens, priced.
+ * counted the prompt and what it sent, and no part carries a count. Unless the model reports its
+ * usage itself (`selfReporting`), the estimate is reported as its input tokens, priced.
  */
 const guardedStream = <E, R>(
   prompt: Prompt.RawInput,
@@ -219,7 +233,7 @@ const guardedStream = <E, R>(
           Stream.tap((part) => {
             started = true
             if (part.type === "finish") finished = true
-            return onStreamPart(budget, options, part)
+            return onStreamPart(budget, options, selfReporting, part)
           }),
           Stream.catch((error) => {
             if (started) return Stream.fail(error)
@@ -245,10 +259,13 @@ const guardedStream = <E, R>(
  * first part (a failure after it ends the stream). A stream that ends without its finish part after
  * its first (cut, failed, or stopped by its consumer) keeps its token estimate in the `tokens`
  * bucket, and that estimate is reported as its usage: as input tokens, priced with `price`, so a
- * `budget` sees it. Over `OpenAiCompat` and `Anthropic`, which report such a stream themselves
- * (the counts the server gave before the cut, else an estimate from the characters sent and
- * received), it reports nothing more. Options it cannot use throw {@link InvalidOption} (it is a
- * constructor).
+ * `budget` sees it. A response or finish part that leaves a total out is settled and reported the
+ * same way for that total: its input as the token estimate, its output as 0. Over `OpenAiCompat`
+ * and `Anthropic`, which report every call themselves (the counts the server gave, else an estimate
+ * from the characters sent and received), and over a model `wrap` or {@link layer} returned, it
+ * reports nothing more, only settles: the model it returns is marked as reporting its own usage, so
+ * a nested `Llm.layer` counts each call once. Options it cannot use throw {@link InvalidOption} (it
+ * is a constructor).
  *
  * @since 0.1.0
  * @category constructors
@@ -261,19 +278,21 @@ export const wrap = (model: LanguageModel.LanguageModel, options: Options): Lang
 
 const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): LanguageModel.LanguageModel => {
   const selfReporting = SelfReporting.isMarked(model)
-  return {
+  return SelfReporting.mark({
     ...model,
     generateText: ((request: LanguageModel.GenerateTextOptions<any>) =>
       guarded(
         request.prompt,
         model.generateText(request as never),
-        options
+        options,
+        selfReporting
       )) as unknown as LanguageModel.LanguageModel["generateText"],
     generateObject: ((request: LanguageModel.GenerateObjectOptions<any, any>) =>
       guarded(
         request.prompt,
         model.generateObject(request as never),
-        options
+        options,
+        selfReporting
       )) as unknown as LanguageModel.LanguageModel["generateObject"],
     streamText: ((request: LanguageModel.GenerateTextOptions<any>) =>
       guardedStream(
@@ -282,7 +301,7 @@ const wrapChecked = (model: LanguageModel.LanguageModel, options: Options): Lang
         options,
         selfReporting
       )) as unknown as LanguageModel.LanguageModel["streamText"]
-  }
+  })
 }
 
 /**

@@ -33,6 +33,47 @@ const cuttingModel = Layer.effect(
   })
 )
 
+/** A finish part with the given totals; a total left out is one the model did not send. */
+const finishWith = (input: number | undefined, output: number | undefined) => ({
+  type: "finish" as const,
+  reason: "stop" as const,
+  usage: {
+    inputTokens: input === undefined ? {} : { total: input },
+    outputTokens: output === undefined ? {} : { total: output }
+  }
+})
+
+/** Its finish parts carry the given totals (or none), whole or streamed after some text. */
+const totalsModel = (input: number | undefined, output: number | undefined) =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    LanguageModel.make({
+      generateText: () => Effect.succeed([{ type: "text" as const, text: "ok" }, finishWith(input, output)]),
+      streamText: () =>
+        Stream.make(
+          { type: "text-start" as const, id: "0" },
+          { type: "text-delta" as const, id: "0", delta: "ok" },
+          { type: "text-end" as const, id: "0" },
+          finishWith(input, output)
+        )
+    })
+  )
+
+/** Its first stream finishes with 1000 input and 200 output tokens, its second is cut after its first part; a whole call reports 300 and 100. */
+const finishingThenCutModel = Layer.effect(
+  LanguageModel.LanguageModel,
+  Effect.suspend(() => {
+    let calls = 0
+    return LanguageModel.make({
+      generateText: () => Effect.succeed([{ type: "text" as const, text: "ok" }, finishWith(300, 100)]),
+      streamText: () =>
+        ++calls === 1
+          ? Stream.make({ type: "text-start" as const, id: "0" }, finishWith(1000, 200))
+          : Stream.concat(Stream.make({ type: "text-start" as const, id: "0" }), Stream.fail(cut))
+    })
+  })
+)
+
 describe("Llm", () => {
   it.effect("a scripted model replies with text and usage after its latency under TestClock", () =>
     Effect.gen(function* () {
@@ -221,6 +262,72 @@ describe("Llm", () => {
         assert.strictEqual(outcome._tag, "Interrupted")
         assert.isTrue(outcome._tag === "Interrupted" && outcome.crossedBudget)
       }).pipe(Effect.provide(Llm.layer({ estimateTokens: () => 5000, price }).pipe(Layer.provide(cuttingModel))))
+  )
+
+  it.effect("a finish part without totals reports and settles the token estimate for each count it leaves out", () =>
+    Effect.gen(function* () {
+      const reports = (input: number | undefined, output: number | undefined) =>
+        Effect.gen(function* () {
+          const reported: Array<Partial<Usage.Usage>> = []
+          const limiter = yield* RateLimiter.RateLimiter
+          yield* Effect.gen(function* () {
+            yield* LanguageModel.generateText({ prompt: "x" })
+            yield* Stream.runDrain(LanguageModel.streamText({ prompt: "x" }))
+          }).pipe(
+            Effect.provide(
+              Llm.layer({ tokens: "tpm", estimateTokens: () => 5000, price }).pipe(
+                Layer.provide(totalsModel(input, output))
+              )
+            ),
+            Effect.provideService(Usage.Reporter, (usage) => reported.push(usage))
+          )
+          const kept = 2 * ((input ?? 5000) + (output ?? 0))
+          assert.deepStrictEqual(yield* limiter.tryTake("tpm", 100_000 - kept), { _tag: "Taken" })
+          assert.strictEqual((yield* limiter.tryTake("tpm", 1))._tag, "Wait")
+          yield* TestClock.adjust("1 minute")
+          return reported
+        })
+      assert.deepStrictEqual(yield* reports(undefined, undefined), [
+        { inputTokens: 5000, outputTokens: 0, costUsd: 0.01 },
+        { inputTokens: 5000, outputTokens: 0, costUsd: 0.01 }
+      ])
+      assert.deepStrictEqual(yield* reports(undefined, 200), [
+        { inputTokens: 5000, outputTokens: 200, costUsd: 0.0116 },
+        { inputTokens: 5000, outputTokens: 200, costUsd: 0.0116 }
+      ])
+      assert.deepStrictEqual(yield* reports(1000, undefined), [
+        { inputTokens: 1000, outputTokens: 0, costUsd: 0.002 },
+        { inputTokens: 1000, outputTokens: 0, costUsd: 0.002 }
+      ])
+      assert.deepStrictEqual(yield* reports(0, 0), [
+        { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+        { inputTokens: 0, outputTokens: 0, costUsd: 0 }
+      ])
+    }).pipe(Effect.provide(RateLimiter.layer({ tpm: { limit: 100_000, interval: "1 minute" } })))
+  )
+
+  it.effect("Llm.layer over Llm.layer counts a finished stream, a cut one and a whole call once under the budget", () =>
+    Effect.gen(function* () {
+      const run = Effect.gen(function* () {
+        yield* Stream.runDrain(LanguageModel.streamText({ prompt: "finished" }))
+        yield* Effect.ignore(Stream.runDrain(LanguageModel.streamText({ prompt: "cut" })))
+        yield* LanguageModel.generateText({ prompt: "whole" })
+        return "done"
+      })
+      const { result } = yield* Testing.runScripted([Agent.make("reader", { run })], { budget: { tokens: 7000 } })
+      const outcome = result.get("reader")!
+      assert.strictEqual(outcome._tag, "Succeeded")
+      assert.isUndefined(result.stopped)
+      assert.strictEqual(outcome.usage.inputTokens, 1000 + 5000 + 300)
+      assert.strictEqual(outcome.usage.outputTokens, 200 + 100)
+      assert.closeTo(outcome.usage.costUsd, (6300 * 0.002 + 300 * 0.008) / 1000, 1e-12)
+    }).pipe(
+      Effect.provide(
+        Llm.layer({ estimateTokens: () => 5000, price }).pipe(
+          Layer.provide(Llm.layer({ estimateTokens: () => 5000, price }).pipe(Layer.provide(finishingThenCutModel)))
+        )
+      )
+    )
   )
 
   it("maps a provider 429 to RateLimited", () => {
