@@ -57,14 +57,18 @@ const Message = Schema.Struct({
   model: Schema.optional(Schema.String),
   content: Schema.Array(Block),
   stop_reason: Schema.optional(Schema.NullOr(Schema.String)),
-  usage: RawUsage
+  usage: Schema.optional(RawUsage)
 })
 
 const Event = Schema.Struct({
   type: Schema.String,
   index: Schema.optional(Schema.Number),
   message: Schema.optional(
-    Schema.Struct({ id: Schema.optional(Schema.String), model: Schema.optional(Schema.String), usage: RawUsage })
+    Schema.Struct({
+      id: Schema.optional(Schema.String),
+      model: Schema.optional(Schema.String),
+      usage: Schema.optional(RawUsage)
+    })
   ),
   content_block: Schema.optional(Block),
   delta: Schema.optional(
@@ -191,19 +195,12 @@ const finishReason = (reason: string | null | undefined): Response.FinishReason 
   }
 }
 
-const tokensOf = (raw: RawUsage): Pricing.Tokens => {
+/** The input tokens of Anthropic's usage: cache reads and writes are counted apart, and priced apart. */
+const inputOf = (raw: RawUsage): Omit<Pricing.Tokens, "outputTokens"> => {
   const cachedInputTokens = raw.cache_read_input_tokens ?? 0
   const cacheWriteTokens = raw.cache_creation_input_tokens ?? 0
-  return {
-    inputTokens: raw.input_tokens + cachedInputTokens + cacheWriteTokens,
-    outputTokens: raw.output_tokens,
-    cachedInputTokens,
-    cacheWriteTokens
-  }
+  return { inputTokens: raw.input_tokens + cachedInputTokens + cacheWriteTokens, cachedInputTokens, cacheWriteTokens }
 }
-
-const finish = (setup: Setup, reason: Response.FinishReason, raw: RawUsage) =>
-  ModelHttp.finish(setup, reason, tokensOf(raw))
 
 type Setup = ModelHttp.Setup<Options>
 
@@ -242,17 +239,26 @@ const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
   const request = requestOf(setup, options, false)
   return Effect.gen(function* () {
     const message = yield* ModelHttp.sendJson(target, request, Message)
+    const counted = ModelHttp.counted()
+    if (message.usage !== undefined) {
+      counted.input = inputOf(message.usage)
+      counted.outputTokens = message.usage.output_tokens
+    }
     const parts: Array<Response.PartEncoded> = [{ type: "response-metadata", id: message.id, modelId: message.model }]
     for (const block of message.content) {
-      if (block.type === "text" && block.text !== undefined) parts.push({ type: "text", text: block.text })
+      if (block.type === "text" && block.text !== undefined) {
+        counted.received += block.text.length
+        parts.push({ type: "text", text: block.text })
+      }
       if (block.type !== "tool_use") continue
+      counted.received += JSON.stringify(block.input ?? {}).length
       const object = objectText(options, block.name, block.input)
       if (object !== undefined) parts.push({ type: "text", text: object })
       else if (block.id === undefined || block.name === undefined)
         return yield* ModelHttp.invalidResponse(target, "a tool_use block has no id or name")
       else parts.push({ type: "tool-call", id: block.id, name: block.name, params: block.input ?? {} })
     }
-    parts.push(yield* finish(setup, finishReason(message.stop_reason), message.usage))
+    parts.push(yield* ModelHttp.finish(setup, options, finishReason(message.stop_reason), counted))
     return parts
   })
 }
@@ -269,17 +275,12 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
   const request = requestOf(setup, options, true)
   return Stream.unwrap(
     Effect.map(ModelHttp.send(target, request), (response) => {
-      let usage: RawUsage = { input_tokens: 0, output_tokens: 0 }
       let reason: Response.FinishReason = "unknown"
       const blocks = new Map<number, OpenBlock>()
       const onEvent = (event: typeof Event.Type): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.AiError> => {
         switch (event.type) {
           case "message_start": {
-            if (event.message !== undefined) {
-              usage = event.message.usage
-              const { outputTokens: _, ...input } = tokensOf(usage)
-              counted.input = input
-            }
+            if (event.message?.usage !== undefined) counted.input = inputOf(event.message.usage)
             return Effect.succeed([{ type: "response-metadata", id: event.message?.id, modelId: event.message?.model }])
           }
           case "content_block_start": {
@@ -288,6 +289,7 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
             if (block?.type === "text") {
               blocks.set(index, { kind: "text", id: `text-${index}`, name: "", json: "" })
               const first = block.text ?? ""
+              counted.received += first.length
               return Effect.succeed([
                 { type: "text-start", id: `text-${index}` },
                 ...(first === "" ? [] : [{ type: "text-delta" as const, id: `text-${index}`, delta: first }])
@@ -310,10 +312,13 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
                 ModelHttp.invalidResponse(target, `a delta for block ${event.index} that was never started`)
               )
             const delta = event.delta
-            if (open.kind === "text" && delta?.text !== undefined)
+            if (open.kind === "text" && delta?.text !== undefined) {
+              counted.received += delta.text.length
               return Effect.succeed([{ type: "text-delta", id: open.id, delta: delta.text }])
+            }
             if ((open.kind === "tool" || open.kind === "object") && delta?.partial_json !== undefined) {
               open.json += delta.partial_json
+              counted.received += delta.partial_json.length
               return Effect.succeed([
                 open.kind === "tool"
                   ? { type: "tool-params-delta", id: open.id, delta: delta.partial_json }
@@ -342,14 +347,11 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
           }
           case "message_delta": {
             if (event.delta?.stop_reason != null) reason = finishReason(event.delta.stop_reason)
-            if (event.usage !== undefined) {
-              usage = { ...usage, output_tokens: event.usage.output_tokens }
-              counted.outputTokens = event.usage.output_tokens
-            }
+            if (event.usage !== undefined) counted.outputTokens = event.usage.output_tokens
             return Effect.succeed([])
           }
           case "message_stop":
-            return Effect.map(finish(setup, reason, usage), (part) => [part])
+            return Effect.map(ModelHttp.finish(setup, options, reason, counted), (part) => [part])
           case "error": {
             const error = event.error
             const overloaded = error?.type === "overloaded_error" || error?.type === "rate_limit_error"
@@ -442,9 +444,12 @@ export const make = constructors.make
 
 /**
  * A `LanguageModel` layer for Anthropic's Messages API. A `baseUrl` that is not an http(s) URL fails
- * building it with {@link InvalidBaseUrl}. A stream that ends after its first part without its
- * finish part reports its usage: the input tokens `message_start` gave and the output tokens of a
- * `message_delta`, else an estimate at 4 characters a token.
+ * building it with {@link InvalidBaseUrl}. Every call reports its usage: the server's counts (a
+ * body's `usage`; for a stream, the input tokens `message_start` gave and the output tokens of a
+ * `message_delta`), else an estimate at 4 characters a token (the prompt's JSON as input, the text and
+ * tool input received as output) — for a count the server did not send, and for a stream that ends
+ * after its first part without its finish part. A finish part's `usage` carries the server's counts
+ * only; `metadata.corral.costUsd` the reported cost.
  *
  * @example
  * ```ts

@@ -9,7 +9,6 @@ import * as Tool from "effect/ai/Tool"
 import * as Base64 from "effect/encoding/Base64"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ModelHttp from "./internal/modelHttp.ts"
-import type * as Pricing from "./Pricing.ts"
 
 /**
  * @since 0.1.0
@@ -214,15 +213,14 @@ const finishReason = (reason: string | null | undefined): Response.FinishReason 
   }
 }
 
-const tokensOf = (raw: typeof Usage_.Type | undefined): Pricing.Tokens => ({
-  inputTokens: raw?.prompt_tokens ?? 0,
-  outputTokens: raw?.completion_tokens ?? 0,
-  cachedInputTokens: raw?.prompt_tokens_details?.cached_tokens ?? 0
-})
-
-/** The finish part; usage is reported only when the server sent it. */
-const finish = (setup: Setup, reason: Response.FinishReason, raw: typeof Usage_.Type | undefined) =>
-  ModelHttp.finish(setup, reason, tokensOf(raw), raw != null)
+/** Counts the server's usage (of a whole response or a usage chunk) in `counted`. */
+const countUsage = (counted: ModelHttp.Counted, raw: NonNullable<typeof Usage_.Type>): void => {
+  counted.input = {
+    inputTokens: raw.prompt_tokens,
+    cachedInputTokens: raw.prompt_tokens_details?.cached_tokens ?? 0
+  }
+  counted.outputTokens = raw.completion_tokens
+}
 
 const parseArguments = (target: ModelHttp.Target, name: string, id: string, text: string) =>
   ModelHttp.decodeJson(
@@ -261,16 +259,21 @@ const generateText = (setup: Setup, options: LanguageModel.ProviderOptions) => {
     const completion = yield* ModelHttp.sendJson(target, request, Completion)
     const choice = completion.choices[0]
     if (choice === undefined) return yield* ModelHttp.invalidResponse(target, "the response has no choices")
+    const counted = ModelHttp.counted()
+    if (completion.usage != null) countUsage(counted, completion.usage)
     const parts: Array<Response.PartEncoded> = [
       { type: "response-metadata", id: completion.id, modelId: completion.model }
     ]
-    if (choice.message.content != null && choice.message.content !== "")
+    if (choice.message.content != null && choice.message.content !== "") {
+      counted.received += choice.message.content.length
       parts.push({ type: "text", text: choice.message.content })
+    }
     for (const call of choice.message.tool_calls ?? []) {
+      counted.received += call.function.arguments.length
       const params = yield* parseArguments(target, call.function.name, call.id, call.function.arguments)
       parts.push({ type: "tool-call", id: call.id, name: call.function.name, params })
     }
-    parts.push(yield* finish(setup, finishReason(choice.finish_reason), completion.usage))
+    parts.push(yield* ModelHttp.finish(setup, options, finishReason(choice.finish_reason), counted))
     return parts
   })
 }
@@ -289,7 +292,6 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
       let started = false
       let textOpen = false
       let reason: Response.FinishReason = "unknown"
-      let usage: typeof Usage_.Type | undefined
       const calls = new Map<number, PendingCall>()
       const onChunk = (chunk: typeof Chunk.Type): Array<Response.StreamPartEncoded> => {
         const parts: Array<Response.StreamPartEncoded> = []
@@ -297,17 +299,13 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
           started = true
           parts.push({ type: "response-metadata", id: chunk.id, modelId: chunk.model })
         }
-        if (chunk.usage != null) {
-          usage = chunk.usage
-          const { outputTokens, ...input } = tokensOf(usage)
-          counted.input = input
-          counted.outputTokens = outputTokens
-        }
+        if (chunk.usage != null) countUsage(counted, chunk.usage)
         for (const choice of chunk.choices) {
           const delta = choice.delta
           if (delta?.content != null && delta.content !== "") {
             if (!textOpen) parts.push({ type: "text-start", id: "text" })
             textOpen = true
+            counted.received += delta.content.length
             parts.push({ type: "text-delta", id: "text", delta: delta.content })
           }
           for (const call of delta?.tool_calls ?? []) {
@@ -320,6 +318,7 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
             const args = call.function?.arguments
             if (args != null && args !== "") {
               pending.args += args
+              counted.received += args.length
               parts.push({ type: "tool-params-delta", id: pending.id, delta: args })
             }
           }
@@ -335,7 +334,7 @@ const streamText = (setup: Setup, options: LanguageModel.ProviderOptions, counte
           const params = yield* parseArguments(target, call.name, call.id, call.args)
           parts.push({ type: "tool-call", id: call.id, name: call.name, params })
         }
-        parts.push(yield* finish(setup, reason, usage))
+        parts.push(yield* ModelHttp.finish(setup, options, reason, counted))
         return parts
       })
       return ModelHttp.events(target, request, response, "[DONE]").pipe(
@@ -405,9 +404,12 @@ export const make = constructors.make
 
 /**
  * A `LanguageModel` layer for an OpenAI-compatible server. A `baseUrl` that is not an http(s) URL
- * fails building it with {@link InvalidBaseUrl}. A stream that ends after its first part without its
- * finish part reports its usage: the server's usage chunk when it came before the end, else an
- * estimate at 4 characters a token.
+ * fails building it with {@link InvalidBaseUrl}. Every call reports its usage: the server's counts
+ * (a body's `usage`, a stream's usage chunk), else an estimate at 4 characters a token (the prompt's
+ * JSON as input, the text and tool arguments received as output) — for a server that sends no usage,
+ * and for a stream that ends after its first part without its finish part before its usage chunk.
+ * A finish part's `usage` carries the server's counts only; `metadata.corral.costUsd` the reported
+ * cost.
  *
  * @example
  * ```ts

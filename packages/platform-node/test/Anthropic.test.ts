@@ -311,6 +311,83 @@ describe("Anthropic", () => {
       ])
     }).pipe(Effect.scoped)
   )
+  it.effect(
+    "a stream whose message_delta has no usage reports message_start's input and its output at 4 characters a token",
+    () =>
+      Effect.gen(function* () {
+        const text = "an answer without output usage"
+        const stream = FakeModelServer.anthropicStream({
+          text,
+          inputTokens: 1000,
+          cachedInputTokens: 600,
+          outputTokens: 9
+        })
+        const server = yield* FakeModelServer.make(() =>
+          stream._tag === "Sse"
+            ? {
+                ...stream,
+                events: stream.events.map((event) =>
+                  event.event === "message_delta"
+                    ? { ...event, data: JSON.stringify({ type: "message_delta", delta: { stop_reason: "end_turn" } }) }
+                    : event
+                )
+              }
+            : stream
+        )
+        for (const layer of [
+          model(server.url),
+          Llm.layer({ estimateTokens: () => 5000 }).pipe(Layer.provide(model(server.url)))
+        ]) {
+          const { value: parts, reported } = yield* collectUsage(
+            LanguageModel.streamText({ prompt: "x" }).pipe(Stream.runCollect, Effect.provide(layer))
+          )
+          assert.strictEqual(streamed(parts).text, text)
+          const finish = parts.find((part) => part.type === "finish")
+          assert.strictEqual(finish?.type === "finish" && finish.usage.inputTokens.total, 1000)
+          assert.strictEqual(finish?.type === "finish" && finish.usage.outputTokens.total, undefined)
+          const outputTokens = Math.ceil(text.length / 4)
+          assert.deepStrictEqual(reported, [
+            { inputTokens: 1000, outputTokens, costUsd: (400 * 1000 + 600 * 100 + outputTokens * 5000) / 1_000_000 }
+          ])
+        }
+      }).pipe(Effect.scoped)
+  )
+  it.effect(
+    "a server that sends no usage at all: a stream or a whole answer reports the estimate at 4 characters a token",
+    () =>
+      Effect.gen(function* () {
+        const text = "an answer without usage"
+        const stream = FakeModelServer.anthropicStream({ text })
+        const server = yield* FakeModelServer.make((_, call) =>
+          call === 1 && stream._tag === "Sse"
+            ? {
+                ...stream,
+                events: stream.events.map((event) => {
+                  const data = JSON.parse(event.data)
+                  delete data.usage
+                  delete data.message?.usage
+                  return { ...event, data: JSON.stringify(data) }
+                })
+              }
+            : FakeModelServer.json({ id: "msg", content: [{ type: "text", text }], stop_reason: "end_turn" })
+        )
+        const prompt = Prompt.make("x")
+        const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+        const outputTokens = Math.ceil(text.length / 4)
+        const estimate = { inputTokens, outputTokens, costUsd: (inputTokens * 1000 + outputTokens * 5000) / 1_000_000 }
+        const streamedCall = yield* collectUsage(
+          LanguageModel.streamText({ prompt }).pipe(Stream.runCollect, Effect.provide(model(server.url)))
+        )
+        assert.strictEqual(streamed(streamedCall.value).text, text)
+        assert.deepStrictEqual(streamedCall.reported, [estimate])
+        const whole = yield* collectUsage(
+          LanguageModel.generateText({ prompt }).pipe(Effect.provide(model(server.url)))
+        )
+        assert.strictEqual(whole.value.text, text)
+        assert.isUndefined(whole.value.usage.outputTokens.total)
+        assert.deepStrictEqual(whole.reported, [estimate])
+      }).pipe(Effect.scoped)
+  )
   it.effect("layerConfig takes an empty or blank ANTHROPIC_BASE_URL as unset, as Anthropic's SDK does", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))

@@ -328,6 +328,40 @@ describe("OpenAiCompat", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.effect(
+    "a server that sends no usage: a stream or a whole answer reports the estimate at 4 characters a token, once under Llm.layer",
+    () =>
+      Effect.gen(function* () {
+        const text = "an answer without usage"
+        const stream = FakeModelServer.openAiStream({ text, inputTokens: 50, outputTokens: 9 })
+        const server = yield* FakeModelServer.make((_, call) =>
+          call % 2 === 1 && stream._tag === "Sse"
+            ? { ...stream, events: stream.events.filter((event) => !event.data.includes('"usage"')) }
+            : FakeModelServer.json({ id: "x", choices: [{ message: { content: text }, finish_reason: "stop" }] })
+        )
+        const prompt = Prompt.make("x")
+        const inputTokens = Math.ceil(JSON.stringify(prompt.content).length / 4)
+        const outputTokens = Math.ceil(text.length / 4)
+        const estimate = { inputTokens, outputTokens, costUsd: (inputTokens * 1000 + outputTokens * 2000) / 1_000_000 }
+        for (const layer of [
+          model(server.url),
+          Llm.layer({ estimateTokens: () => 5000 }).pipe(Layer.provide(model(server.url)))
+        ]) {
+          const { value: parts, reported } = yield* collectUsage(
+            LanguageModel.streamText({ prompt }).pipe(Stream.runCollect, Effect.provide(layer))
+          )
+          const finish = parts.find((part) => part.type === "finish")
+          assert.strictEqual(finish?.type === "finish" && finish.usage.inputTokens.total, undefined)
+          assert.strictEqual(finish?.type === "finish" && finish.usage.outputTokens.total, undefined)
+          assert.deepStrictEqual(reported, [estimate])
+          const whole = yield* collectUsage(LanguageModel.generateText({ prompt }).pipe(Effect.provide(layer)))
+          assert.strictEqual(whole.value.text, text)
+          assert.isUndefined(whole.value.usage.inputTokens.total)
+          assert.deepStrictEqual(whole.reported, [estimate])
+        }
+      }).pipe(Effect.scoped)
+  )
+
   it.effect("under Llm.layer a cut stream is reported once, by the provider", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() =>

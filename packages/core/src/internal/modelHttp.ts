@@ -107,15 +107,34 @@ export interface Provider<O extends CommonOptions> {
 }
 
 /**
- * The exact counts a stream's events gave before its finish part, set by the provider as they
- * arrive; a stream cut short reports them instead of its estimate.
+ * What a response said of its usage, set by the provider as its events arrive: the exact counts the
+ * server gave and the characters received. Its finish part, or the end of a stream cut short,
+ * reports them, with an estimate for a count the server did not give.
  */
 export interface Counted {
   /** Prompt tokens (cache reads and writes included and split out), once the server said them. */
   input: Omit<Pricing.Tokens, "outputTokens"> | undefined
   /** Output tokens so far, once the server said them. */
   outputTokens: number | undefined
+  /** Characters of text, reasoning and tool arguments received so far. */
+  received: number
 }
+
+/** Nothing counted yet. */
+export const counted = (): Counted => ({ input: undefined, outputTokens: undefined, received: 0 })
+
+/** Characters per token of the estimate reported for a count the server did not give. */
+const charactersPerToken = 4
+
+/**
+ * The tokens a response is reported at: the counts the server gave, else an estimate at 4
+ * characters a token, the prompt's JSON as input, the text, reasoning and tool arguments received
+ * as output.
+ */
+const tokensOf = (request: LanguageModel.ProviderOptions, counted: Counted): Pricing.Tokens => ({
+  ...(counted.input ?? { inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / charactersPerToken) }),
+  outputTokens: counted.outputTokens ?? Math.ceil(counted.received / charactersPerToken)
+})
 
 /**
  * An option a provider cannot use (a duration effect would refuse or misread, a `maxTokens` that is
@@ -257,54 +276,36 @@ export const makeModel = <O extends CommonOptions>(
     }
     const model = yield* LanguageModel.make({
       generateText: (request) => provider.generateText(setup, request),
-      streamText: (request) => reportingCut(setup, request, (counted) => provider.streamText(setup, request, counted))
+      streamText: (request) => reportingCut(setup, request, (count) => provider.streamText(setup, request, count))
     })
     return SelfReporting.mark(model)
   })
 
-/** Characters per token of the estimate a stream cut short reports. */
-const charactersPerToken = 4
-
-const deltaLength = (part: Response.StreamPartEncoded): number =>
-  part.type === "text-delta" || part.type === "reasoning-delta" || part.type === "tool-params-delta"
-    ? part.delta.length
-    : 0
-
 /**
  * A stream that ends after its first part without its finish part (cut, failed, or stopped by its
  * consumer) reports its usage, priced as a finished call's: the exact counts its events gave before
- * the cut (`Counted`), else an estimate at 4 characters a token, the prompt's JSON as input, the
- * text, reasoning and tool arguments received as output. The provider has counted them, and no part
+ * the cut (`Counted`), else the estimate (`tokensOf`). The provider has counted them, and no part
  * carries its count.
  */
 const reportingCut = <O extends CommonOptions, E, R>(
   setup: Setup<O>,
   request: LanguageModel.ProviderOptions,
-  stream: (counted: Counted) => Stream.Stream<Response.StreamPartEncoded, E, R>
+  stream: (count: Counted) => Stream.Stream<Response.StreamPartEncoded, E, R>
 ): Stream.Stream<Response.StreamPartEncoded, E, R> =>
   Stream.suspend(() => {
-    const counted: Counted = { input: undefined, outputTokens: undefined }
+    const count = counted()
     let started = false
     let finished = false
-    let received = 0
-    return stream(counted).pipe(
+    return stream(count).pipe(
       Stream.tap((part) =>
         Effect.sync(() => {
           started = true
           if (part.type === "finish") finished = true
-          received += deltaLength(part)
         })
       ),
       Stream.onExit(() =>
         started && !finished
-          ? Usage.report(
-              Pricing.usage(setup.prices, setup.options.model, {
-                ...(counted.input ?? {
-                  inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / charactersPerToken)
-                }),
-                outputTokens: counted.outputTokens ?? Math.ceil(received / charactersPerToken)
-              })
-            )
+          ? Usage.report(Pricing.usage(setup.prices, setup.options.model, tokensOf(request, count)))
           : Effect.void
       )
     )
@@ -346,31 +347,41 @@ export const offeredTools = (options: LanguageModel.ProviderOptions): ReadonlyAr
 export const resultText = (result: unknown): string =>
   typeof result === "string" ? result : JSON.stringify(result ?? null)
 
+/** The counts the server gave, as a finish part's usage; a count it did not give is left out. */
+const usageEncoded = (counted: Counted): Response.FinishPartEncoded["usage"] => {
+  const input = counted.input
+  const cacheRead = input?.cachedInputTokens ?? 0
+  const cacheWrite = input?.cacheWriteTokens
+  return {
+    inputTokens:
+      input === undefined
+        ? {}
+        : {
+            total: input.inputTokens,
+            uncached: input.inputTokens - cacheRead - (cacheWrite ?? 0),
+            cacheRead,
+            ...(cacheWrite !== undefined && { cacheWrite })
+          },
+    outputTokens: counted.outputTokens === undefined ? {} : { total: counted.outputTokens }
+  }
+}
+
 /**
- * Prices `tokens` of the setup's model, reports them with `Usage.report` (unless `report` is false:
- * the server sent no usage) and returns the finish part carrying the same figures and cost.
+ * Reports the response's usage with `Usage.report`, priced for the setup's model: the counts the
+ * server gave, else the estimate at 4 characters a token (`tokensOf`). Returns the finish part: its
+ * `usage` carries the server's counts only, its `metadata.corral.costUsd` the reported cost.
  */
 export const finish = (
   setup: Setup<CommonOptions>,
+  request: LanguageModel.ProviderOptions,
   reason: Response.FinishReason,
-  tokens: Pricing.Tokens,
-  report = true
+  counted: Counted
 ): Effect.Effect<Response.FinishPartEncoded> => {
-  const usage = Pricing.usage(setup.prices, setup.options.model, tokens)
-  const cacheRead = tokens.cachedInputTokens ?? 0
-  const cacheWrite = tokens.cacheWriteTokens
-  return Effect.as(report ? Usage.report(usage) : Effect.void, {
+  const usage = Pricing.usage(setup.prices, setup.options.model, tokensOf(request, counted))
+  return Effect.as(Usage.report(usage), {
     type: "finish",
     reason,
-    usage: {
-      inputTokens: {
-        total: tokens.inputTokens,
-        uncached: tokens.inputTokens - cacheRead - (cacheWrite ?? 0),
-        cacheRead,
-        ...(cacheWrite !== undefined && { cacheWrite })
-      },
-      outputTokens: { total: tokens.outputTokens }
-    },
+    usage: usageEncoded(counted),
     metadata: { corral: { costUsd: usage.costUsd, reported: true } }
   })
 }

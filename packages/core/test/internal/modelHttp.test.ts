@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schema, Stream } from "effect"
-import { LanguageModel, Tool, Toolkit } from "effect/ai"
+import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { HttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
 import * as Anthropic from "../../src/Anthropic.ts"
@@ -32,10 +32,20 @@ const providers = [
   ["Anthropic", Anthropic.layer]
 ] as const
 
-const finishWith = (tokens: Pricing.Tokens, report?: boolean) =>
+const request = { prompt: Prompt.make("Say hello") } as LanguageModel.ProviderOptions
+
+/** The finish part of a response the server counted as `tokens` (none: it sent no usage) after `received` characters. */
+const finishWith = (tokens: Pricing.Tokens | undefined, received = 0) =>
   Effect.gen(function* () {
     const reported: Array<Partial<Usage.Usage>> = []
-    const part = yield* ModelHttp.finish(setup("gpt-4o-mini"), "stop", tokens, report).pipe(
+    const counted = ModelHttp.counted()
+    if (tokens !== undefined) {
+      const { outputTokens, ...input } = tokens
+      counted.input = input
+      counted.outputTokens = outputTokens
+    }
+    counted.received = received
+    const part = yield* ModelHttp.finish(setup("gpt-4o-mini"), request, "stop", counted).pipe(
       Effect.provideService(Usage.Reporter, (usage) => reported.push(usage))
     )
     return { part, reported }
@@ -64,12 +74,18 @@ describe("internal/modelHttp", () => {
     })
   )
 
-  it.effect("finish without a reported usage (the server sent none) reports nothing", () =>
-    Effect.gen(function* () {
-      const { part, reported } = yield* finishWith({ inputTokens: 0, outputTokens: 0 }, false)
-      assert.deepStrictEqual(reported, [])
-      assert.deepStrictEqual(part.metadata, { corral: { costUsd: 0, reported: true } })
-    })
+  it.effect(
+    "finish without the server's counts reports the estimate at 4 characters a token and leaves them out of the part",
+    () =>
+      Effect.gen(function* () {
+        const { part, reported } = yield* finishWith(undefined, 41)
+        const tokens = { inputTokens: Math.ceil(JSON.stringify(request.prompt.content).length / 4), outputTokens: 11 }
+        const priced = Pricing.usage(Pricing.defaults, "gpt-4o-mini", tokens)
+        assert.isAbove(tokens.inputTokens, 0)
+        assert.deepStrictEqual(reported, [priced])
+        assert.deepStrictEqual(part.usage, { inputTokens: {}, outputTokens: {} })
+        assert.deepStrictEqual(part.metadata, { corral: { costUsd: priced.costUsd, reported: true } })
+      })
   )
 
   it.effect("offeredTools keeps user-defined tools, narrowed to oneOf", () =>
