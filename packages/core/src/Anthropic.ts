@@ -20,8 +20,9 @@ import type * as Pricing from "./Pricing.ts"
 export interface Options extends ModelHttp.CommonOptions {
   /**
    * Default `https://api.anthropic.com/v1`; requests go to `${baseUrl}/messages` (the value trimmed,
-   * trailing slashes dropped, a path prefix kept). One that is not an http(s) URL with a host fails
-   * building the provider with `InvalidBaseUrl`.
+   * trailing slashes dropped, a path prefix kept, a query kept after the path: `…/v1?team=a` sends to
+   * `…/v1/messages?team=a`). One that is not an http(s) URL with a host, or that has a fragment (`#…`),
+   * fails building the provider with `InvalidBaseUrl`.
    */
   readonly baseUrl?: string | undefined
   /** Sent as `x-api-key`. */
@@ -417,7 +418,8 @@ export const InvalidOption = ModelHttp.InvalidOption
 export type InvalidOption = ModelHttp.InvalidOption
 
 /**
- * A base URL that is not an http(s) URL with a host (`localhost:8080`, `api.example.com`, a path):
+ * A base URL that is not an http(s) URL with a host (`localhost:8080`, `api.example.com`, a path) or
+ * that has a fragment (`https://api.example.com/v1#x`: no server sees it, and the path would go after it):
  * the `baseUrl` option (`option: "baseUrl"`; `make`, `layer` and `layerConfig` fail with it) or
  * `ANTHROPIC_BASE_URL` (`variable`; `layerConfig` fails with it), naming it and its value, before any
  * request is sent. One class for both providers.
@@ -443,13 +445,14 @@ export type InvalidBaseUrl = ModelHttp.InvalidBaseUrl
 export const make = constructors.make
 
 /**
- * A `LanguageModel` layer for Anthropic's Messages API. A `baseUrl` that is not an http(s) URL fails
- * building it with {@link InvalidBaseUrl}. Every call reports its usage: the server's counts (a
- * body's `usage`; for a stream, the input tokens `message_start` gave and the output tokens of a
- * `message_delta`), else an estimate at 4 characters a token (the prompt's JSON as input, the text and
- * tool input received as output) — for a count the server did not send, and for a stream that ends
- * after its first part without its finish part. A finish part's `usage` carries the server's counts
- * only; `metadata.corral.costUsd` the reported cost.
+ * A `LanguageModel` layer for Anthropic's Messages API. A `baseUrl` that is not an http(s) URL, or
+ * has a fragment, fails building it with {@link InvalidBaseUrl}. Every call reports its usage: the
+ * server's counts (a body's `usage`; for a stream, the input tokens `message_start` gave and the
+ * output tokens of a `message_delta`), else, per count, an estimate at 4 characters a token (the
+ * prompt's JSON as input, the text and tool input received as output) — when the server did not send
+ * it, and when a stream ends after its first part without its finish part (cut, failed, or stopped
+ * by its consumer) before it came. A finish part's `usage` carries the server's counts only (a count
+ * it did not send is left out); its `metadata.corral.costUsd`, the reported cost.
  *
  * @example
  * ```ts
@@ -472,8 +475,9 @@ export const layer = constructors.layer
  * Claude Code read it, the URL without the API version (`https://api.anthropic.com`, a gateway's
  * `https://gateway.example.com`): requests go to `${ANTHROPIC_BASE_URL}/v1/messages`. A value that
  * already ends in `/v1` is taken as it is. As in Anthropic's SDK, the value is trimmed and an empty
- * one means unset (`https://api.anthropic.com`); a value that is not an http(s) URL fails building
- * the layer with `InvalidBaseUrl`.
+ * one means unset (`https://api.anthropic.com`). A query is kept after the path
+ * (`https://gateway.example.com?team=a` sends to `…/v1/messages?team=a`); a value that is not an
+ * http(s) URL, or has a fragment, fails building the layer with `InvalidBaseUrl`.
  *
  * @since 0.1.0
  * @category layers

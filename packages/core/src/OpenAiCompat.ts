@@ -17,8 +17,10 @@ import * as ModelHttp from "./internal/modelHttp.ts"
 export interface Options extends ModelHttp.CommonOptions {
   /**
    * Default `https://api.openai.com/v1`; requests go to `${baseUrl}/chat/completions` (the value
-   * trimmed, trailing slashes dropped, a path prefix kept). One that is not an http(s) URL with a host
-   * fails building the provider with `InvalidBaseUrl`.
+   * trimmed, trailing slashes dropped, a path prefix kept). A query is kept after the path, as Azure
+   * OpenAI's deployments need: `https://x.openai.azure.com/openai/deployments/gpt?api-version=2024-06-01`
+   * sends to `…/deployments/gpt/chat/completions?api-version=2024-06-01`. One that is not an http(s)
+   * URL with a host, or that has a fragment (`#…`), fails building the provider with `InvalidBaseUrl`.
    */
   readonly baseUrl?: string | undefined
   /** Sent as `Authorization: Bearer …`; omit for local servers that need no key. */
@@ -377,7 +379,8 @@ export const InvalidOption = ModelHttp.InvalidOption
 export type InvalidOption = ModelHttp.InvalidOption
 
 /**
- * A base URL that is not an http(s) URL with a host (`localhost:8080`, `api.example.com`, a path):
+ * A base URL that is not an http(s) URL with a host (`localhost:8080`, `api.example.com`, a path) or
+ * that has a fragment (`https://api.example.com/v1#x`: no server sees it, and the path would go after it):
  * the `baseUrl` option (`option: "baseUrl"`; `make`, `layer` and `layerConfig` fail with it) or
  * `OPENAI_BASE_URL` (`variable`; `layerConfig` fails with it), naming it and its value, before any
  * request is sent. One class for both providers.
@@ -403,13 +406,13 @@ export type InvalidBaseUrl = ModelHttp.InvalidBaseUrl
 export const make = constructors.make
 
 /**
- * A `LanguageModel` layer for an OpenAI-compatible server. A `baseUrl` that is not an http(s) URL
- * fails building it with {@link InvalidBaseUrl}. Every call reports its usage: the server's counts
- * (a body's `usage`, a stream's usage chunk), else an estimate at 4 characters a token (the prompt's
- * JSON as input, the text and tool arguments received as output) — for a server that sends no usage,
- * and for a stream that ends after its first part without its finish part before its usage chunk.
- * A finish part's `usage` carries the server's counts only; `metadata.corral.costUsd` the reported
- * cost.
+ * A `LanguageModel` layer for an OpenAI-compatible server. A `baseUrl` that is not an http(s) URL,
+ * or has a fragment, fails building it with {@link InvalidBaseUrl}. Every call reports its usage:
+ * the server's counts (a body's `usage`, a stream's usage chunk), else an estimate at 4 characters a
+ * token (the prompt's JSON as input, the text and tool arguments received as output) — when the
+ * server sends no usage, and when a stream ends after its first part without its finish part before
+ * its usage chunk came (cut, failed, or stopped by its consumer). A finish part's `usage` carries the
+ * server's counts only (left out when it sent none); its `metadata.corral.costUsd`, the reported cost.
  *
  * @example
  * ```ts
@@ -433,8 +436,9 @@ export const layer = constructors.layer
 /**
  * Like `layer`, with `apiKey` from `OPENAI_API_KEY` and `baseUrl` from `OPENAI_BASE_URL` when they
  * are set (values given in `options` win). As in OpenAI's SDK, `OPENAI_BASE_URL` is trimmed and an
- * empty value means unset (`https://api.openai.com/v1`); a value that is not an http(s) URL fails
- * building the layer with `InvalidBaseUrl`.
+ * empty value means unset (`https://api.openai.com/v1`); a query is kept after the path, as for the
+ * option; a value that is not an http(s) URL, or has a fragment, fails building the layer with
+ * `InvalidBaseUrl`.
  *
  * @since 0.1.0
  * @category layers

@@ -407,7 +407,7 @@ describe("Anthropic", () => {
   it.effect("layerConfig refuses an ANTHROPIC_BASE_URL that is not an http(s) URL, naming the variable", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
-      for (const value of ["/v1", "api.anthropic.com", "file:///tmp/x"]) {
+      for (const value of ["/v1", "api.anthropic.com", "file:///tmp/x", `${server.url}#v1`, `${server.url}/v1/#`]) {
         const env = ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: value, ANTHROPIC_API_KEY: "sk-ant-env" })
         const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
           Effect.provide(
@@ -422,7 +422,7 @@ describe("Anthropic", () => {
         assert.strictEqual(error.variable, "ANTHROPIC_BASE_URL")
         assert.strictEqual(
           error.message,
-          `ANTHROPIC_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.anthropic.com (unset or empty for that default)`
+          `ANTHROPIC_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL without a fragment, such as https://api.anthropic.com (unset or empty for that default)`
         )
       }
       assert.strictEqual(server.requests.length, 0)
@@ -432,7 +432,7 @@ describe("Anthropic", () => {
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
       const env = ConfigProvider.layer(ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: server.url }))
-      for (const value of ["api.anthropic.com", "/v1", "file:///tmp/x", " "]) {
+      for (const value of ["api.anthropic.com", "/v1", "file:///tmp/x", " ", `${server.url}/v1#messages`]) {
         for (const layer of [
           Anthropic.layer({ model: "claude-test", baseUrl: value }),
           Anthropic.layerConfig({ model: "claude-test", baseUrl: value }).pipe(Layer.provide(env))
@@ -445,7 +445,7 @@ describe("Anthropic", () => {
           assert.strictEqual(error.option, "baseUrl")
           assert.strictEqual(
             error.message,
-            `Anthropic option baseUrl is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.anthropic.com/v1 (left out for that default)`
+            `Anthropic option baseUrl is ${JSON.stringify(value)}: expected an http(s) URL without a fragment, such as https://api.anthropic.com/v1 (left out for that default)`
           )
         }
       }
@@ -464,6 +464,31 @@ describe("Anthropic", () => {
       assert.deepStrictEqual(
         server.requests.map((request) => request.path),
         ["/anthropic/v1/messages", "/anthropic/v1/messages"]
+      )
+    }).pipe(Effect.scoped)
+  )
+  it.effect("a baseUrl option or ANTHROPIC_BASE_URL with a query keeps it, the path going before it", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.anthropic({ text: "hi" }))
+      const fromEnv = (value: string) =>
+        Anthropic.layerConfig({ model: "claude-test" }).pipe(
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ ANTHROPIC_BASE_URL: value })))
+        )
+      for (const layer of [
+        Anthropic.layer({ model: "claude-test", baseUrl: `${server.url}/gateway/v1?team=a` }),
+        Anthropic.layer({ model: "claude-test", baseUrl: `${server.url}/gateway/v1/?team=a` }),
+        fromEnv(`${server.url}/gateway?team=a`),
+        fromEnv(`${server.url}/gateway/?team=a`),
+        fromEnv(`${server.url}/gateway/v1?team=a`)
+      ]) {
+        const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+          Effect.provide(layer.pipe(Layer.provide(FetchHttpClient.layer)))
+        )
+        assert.strictEqual(response.text, "hi")
+      }
+      assert.deepStrictEqual(
+        server.requests.map((request) => request.path),
+        Array.from({ length: 5 }, () => "/gateway/v1/messages?team=a")
       )
     }).pipe(Effect.scoped)
   )

@@ -659,7 +659,15 @@ describe("OpenAiCompat", () => {
   it.effect("layerConfig refuses an OPENAI_BASE_URL that is not an http(s) URL, naming the variable", () =>
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
-      for (const value of ["not a url", "ftp://127.0.0.1/v1", "localhost:11434/v1", "127.0.0.1:11434/v1", "http://"]) {
+      for (const value of [
+        "not a url",
+        "ftp://127.0.0.1/v1",
+        "localhost:11434/v1",
+        "127.0.0.1:11434/v1",
+        "http://",
+        `${server.url}/v1#section`,
+        "https://api.openai.com/v1#"
+      ]) {
         const env = ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: value, OPENAI_API_KEY: "sk-env" })
         const error = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
           Effect.provide(
@@ -675,7 +683,7 @@ describe("OpenAiCompat", () => {
         assert.strictEqual(error.value, value)
         assert.strictEqual(
           error.message,
-          `OPENAI_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.openai.com/v1 (unset or empty for that default)`
+          `OPENAI_BASE_URL is ${JSON.stringify(value)}: expected an http(s) URL without a fragment, such as https://api.openai.com/v1 (unset or empty for that default)`
         )
       }
       assert.strictEqual(server.requests.length, 0)
@@ -685,7 +693,16 @@ describe("OpenAiCompat", () => {
     Effect.gen(function* () {
       const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
       const env = ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: `${server.url}/v1` }))
-      for (const value of ["localhost:8080/v1", "127.0.0.1:11434/v1", "not a url", "ftp://127.0.0.1/v1", "/v1", ""]) {
+      for (const value of [
+        "localhost:8080/v1",
+        "127.0.0.1:11434/v1",
+        "not a url",
+        "ftp://127.0.0.1/v1",
+        "/v1",
+        "",
+        `${server.url}/v1#section`,
+        `${server.url}/v1?api-version=1#`
+      ]) {
         for (const layer of [
           OpenAiCompat.layer({ model: "test-model", baseUrl: value }),
           OpenAiCompat.layerConfig({ model: "test-model", baseUrl: value }).pipe(Layer.provide(env))
@@ -700,7 +717,7 @@ describe("OpenAiCompat", () => {
           assert.strictEqual(error.value, value)
           assert.strictEqual(
             error.message,
-            `OpenAiCompat option baseUrl is ${JSON.stringify(value)}: expected an http(s) URL such as https://api.openai.com/v1 (left out for that default)`
+            `OpenAiCompat option baseUrl is ${JSON.stringify(value)}: expected an http(s) URL without a fragment, such as https://api.openai.com/v1 (left out for that default)`
           )
         }
       }
@@ -725,6 +742,31 @@ describe("OpenAiCompat", () => {
       assert.deepStrictEqual(
         server.requests.map((request) => request.path),
         Array.from({ length: 4 }, () => "/openai/v1/chat/completions")
+      )
+    }).pipe(Effect.scoped)
+  )
+  it.effect("a baseUrl option or OPENAI_BASE_URL with a query keeps it, the path going before it", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeModelServer.make(() => FakeModelServer.openAi({ text: "hi" }))
+      const deployment = `${server.url}/openai/deployments/gpt`
+      const env = (value: string) => ConfigProvider.layer(ConfigProvider.fromEnvRecord({ OPENAI_BASE_URL: value }))
+      for (const baseUrl of [`${deployment}?api-version=2024-06-01`, ` ${deployment}/?api-version=2024-06-01 `]) {
+        for (const layer of [
+          OpenAiCompat.layer({ model: "test-model", baseUrl }),
+          OpenAiCompat.layerConfig({ model: "test-model", baseUrl }).pipe(
+            Layer.provide(env("https://api.example.com"))
+          ),
+          OpenAiCompat.layerConfig({ model: "test-model" }).pipe(Layer.provide(env(baseUrl)))
+        ]) {
+          const response = yield* LanguageModel.generateText({ prompt: "x" }).pipe(
+            Effect.provide(layer.pipe(Layer.provide(FetchHttpClient.layer)))
+          )
+          assert.strictEqual(response.text, "hi")
+        }
+      }
+      assert.deepStrictEqual(
+        server.requests.map((request) => request.path),
+        Array.from({ length: 6 }, () => "/openai/deployments/gpt/chat/completions?api-version=2024-06-01")
       )
     }).pipe(Effect.scoped)
   )

@@ -91,7 +91,10 @@ export interface Provider<O extends CommonOptions> {
   readonly baseUrlVariable: string
   /** What `baseUrlVariable` stands for when unset, said when its value is refused. */
   readonly baseUrlVariableDefault: string
-  /** The `baseUrl` a value of `baseUrlVariable` stands for, when the variable means something else. */
+  /**
+   * The `baseUrl` a value of `baseUrlVariable` stands for, when the variable means something else;
+   * given the value without its query, which is kept after what it returns.
+   */
   readonly baseUrlOfVariable?: ((value: string) => string) | undefined
   /** The provider's own option that it cannot use, if any (the common ones are checked for it). */
   readonly invalid?: ((options: O) => { readonly option: string; readonly reason: string } | undefined) | undefined
@@ -152,7 +155,8 @@ export class InvalidOption extends Data.TaggedError("InvalidOption")<{
 }
 
 /**
- * A base URL that is not an http(s) URL with a host: the `baseUrl` option (`option` set; `make`,
+ * A base URL that is not an http(s) URL with a host, or has a fragment (`#…`, which no server sees:
+ * the path appended to the URL would be lost with it): the `baseUrl` option (`option` set; `make`,
  * `layer` and `layerConfig` fail with it) or the provider's variable (`OPENAI_BASE_URL`,
  * `ANTHROPIC_BASE_URL`; `variable` set; `layerConfig` fails with it), when built, before any request
  * is sent.
@@ -170,15 +174,28 @@ export class InvalidBaseUrl extends Data.TaggedError("InvalidBaseUrl")<{
   override get message() {
     const value = JSON.stringify(this.value)
     return this.variable === undefined
-      ? `${this.module} option ${this.option} is ${value}: expected an http(s) URL such as ${this.defaultUrl} (left out for that default)`
-      : `${this.variable} is ${value}: expected an http(s) URL such as ${this.defaultUrl} (unset or empty for that default)`
+      ? `${this.module} option ${this.option} is ${value}: expected an http(s) URL without a fragment, such as ${this.defaultUrl} (left out for that default)`
+      : `${this.variable} is ${value}: expected an http(s) URL without a fragment, such as ${this.defaultUrl} (unset or empty for that default)`
   }
 }
 
-const isHttpUrl = (value: string): boolean => {
-  if (!URL.canParse(value)) return false
+/** Whether `value` can be a base URL: an http(s) URL with a host and no fragment. */
+const isBaseUrl = (value: string): boolean => {
+  if (!URL.canParse(value) || value.includes("#")) return false
   const url = new URL(value)
   return (url.protocol === "http:" || url.protocol === "https:") && url.host !== ""
+}
+
+/** `url` split before its query (`?…`): the part a path is appended to, and the query, kept as it is. */
+const splitQuery = (url: string): readonly [string, string] => {
+  const at = url.indexOf("?")
+  return at === -1 ? [url, ""] : [url.slice(0, at), url.slice(at)]
+}
+
+/** `base` with `path` appended before its query. */
+const withPath = (base: string, path: string): string => {
+  const [before, query] = splitQuery(base)
+  return `${before}${path}${query}`
 }
 
 /**
@@ -191,7 +208,7 @@ const baseUrlFromEnv = <O extends CommonOptions>(
   Effect.flatMap(Config.option(Config.String(provider.baseUrlVariable)), (read) => {
     const value = Option.getOrUndefined(read)?.trim()
     if (value === undefined || value === "") return Effect.succeed(undefined)
-    if (!isHttpUrl(value)) {
+    if (!isBaseUrl(value)) {
       return Effect.fail(
         new InvalidBaseUrl({
           module: provider.module,
@@ -201,15 +218,20 @@ const baseUrlFromEnv = <O extends CommonOptions>(
         })
       )
     }
-    return Effect.succeed((provider.baseUrlOfVariable ?? identity)(value))
+    const [before, query] = splitQuery(value)
+    return Effect.succeed(`${(provider.baseUrlOfVariable ?? identity)(before)}${query}`)
   })
 
-/** The `baseUrl` option trimmed, without trailing slashes; the provider's default when left out. */
+/**
+ * The `baseUrl` option trimmed, without trailing slashes before its query (kept); the provider's
+ * default when left out.
+ */
 const baseOf = <O extends CommonOptions>(provider: Provider<O>, options: O): Effect.Effect<string, InvalidBaseUrl> => {
   if (options.baseUrl === undefined) return Effect.succeed(provider.defaultBaseUrl)
   const value = options.baseUrl.trim()
-  return isHttpUrl(value)
-    ? Effect.succeed(value.replace(/\/+$/, ""))
+  const [before, query] = splitQuery(value)
+  return isBaseUrl(value)
+    ? Effect.succeed(`${before.replace(/\/+$/, "")}${query}`)
     : Effect.fail(
         new InvalidBaseUrl({
           module: provider.module,
@@ -270,7 +292,7 @@ export const makeModel = <O extends CommonOptions>(
     const setup: Setup<O> = {
       options,
       prices: { ...Pricing.defaults, ...options.prices },
-      url: `${base}${provider.path}`,
+      url: withPath(base, provider.path),
       generateText: target("generateText"),
       streamText: target("streamText")
     }
