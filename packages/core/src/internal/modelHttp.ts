@@ -119,7 +119,7 @@ export interface Counted {
   input: Omit<Pricing.Tokens, "outputTokens"> | undefined
   /** Output tokens so far, once the server said them. */
   outputTokens: number | undefined
-  /** Characters of text, reasoning and tool arguments received so far. */
+  /** Characters of text and tool arguments received so far. */
   received: number
 }
 
@@ -131,7 +131,7 @@ const charactersPerToken = 4
 
 /**
  * The tokens a response is reported at: the counts the server gave, else an estimate at 4
- * characters a token, the prompt's JSON as input, the text, reasoning and tool arguments received
+ * characters a token, the prompt's JSON as input, the text and tool arguments received
  * as output.
  */
 const tokensOf = (request: LanguageModel.ProviderOptions, counted: Counted): Pricing.Tokens => ({
