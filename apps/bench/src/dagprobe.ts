@@ -12,7 +12,8 @@
  * given), each approach first runs `warm` untimed times, as the bench's steady samples follow the
  * after-GC samples and two untimed runs of each approach (a process's first runs execute code not
  * yet optimised: their tail after the last node is longer than a warm run's). `node --expose-gc
- * src/dagprobe.ts startup [reps]`: a run's start-up phases (see there). `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
+ * src/dagprobe.ts startup [reps]`: a run's start-up phases (see there). `node src/dagprobe.ts setup [reps]`: `reps`
+ * runs of the bench's agents with `run` ending at once (deterministic, for callgrind). `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
  * (A/B in alternating processes).
  */
 import * as path from "node:path"
@@ -232,6 +233,20 @@ if (mode === "offline") {
   }
   const medians = Object.entries(phases).map(([key, values]) => [key, Number(median(values).toFixed(3))])
   console.log(JSON.stringify({ ...Object.fromEntries(medians), runToFirstStartMs: Number(median(firsts).toFixed(3)) }))
+} else if (mode === "setup") {
+  // Deterministic work for instruction counts (callgrind): `reps` times, the bench's 500 agents (with
+  // estimates, `run` an effect that ends at once) made and run through `Corral.run` at concurrency 16:
+  // the run's set-up, each agent's start and end, and the run's result. `reps` minus 0 excludes start-up.
+  const nodes = randomDag(11, 500)
+  let succeeded = 0
+  for (let rep = 0; rep < Number(a ?? 20); rep++) {
+    const agents = nodes.map((node) =>
+      Agent.make(node.id, { run: Effect.void, dependsOn: node.deps.map((dep) => nodes[dep]!.id), estimate: node.ms })
+    )
+    const result = await Effect.runPromise(Corral.run(agents, { concurrency: 16 }))
+    if (result.allSucceeded) succeeded++
+  }
+  console.log(JSON.stringify({ succeeded }))
 } else if (mode === "split") {
   // The bench case's approaches in rotated order, each run after a young-generation GC as the harness's
   // steady-state samples: medians of each approach's makespan and its split (see the scenario's notes).
