@@ -160,7 +160,7 @@ const extraOf = (options: Options<unknown, unknown, unknown>): Extra | undefined
         retry: options.retry,
         claims: options.claims,
         claimTimeout: options.claimTimeout,
-        dependsOn: options.dependsOn ?? noDependencies,
+        dependsOn: options.dependsOn,
         estimate: options.estimate,
         rateLimit: options.rateLimit,
         idempotencyKey: options.idempotencyKey,
@@ -168,32 +168,6 @@ const extraOf = (options: Options<unknown, unknown, unknown>): Extra | undefined
         inputs: options.inputs,
         labels: options.labels
       }
-
-/**
- * The options a run checks before its first agent starts, read in one call rather than a getter
- * each.
- *
- * @internal
- */
-export interface Checked {
-  readonly timeout: Duration.Input | undefined
-  readonly retry: Schedule.Schedule<unknown, any, never, any> | undefined
-  readonly claims: Claims.Claims | undefined
-  readonly claimTimeout: Duration.Input | undefined
-  readonly dependsOn: ReadonlyArray<string>
-  readonly estimate: Duration.Input | undefined
-  readonly rateLimit: string | undefined
-}
-
-const noneChecked: Checked = Object.freeze({
-  timeout: undefined,
-  retry: undefined,
-  claims: undefined,
-  claimTimeout: undefined,
-  dependsOn: noDependencies,
-  estimate: undefined,
-  rateLimit: undefined
-})
 
 /**
  * An agent keeps its id, its `run` as given and the other options only when one is set, and reads
@@ -213,10 +187,6 @@ class AgentImpl<A, E, R, Id extends string> extends PipeableClass implements Age
     this.extra = extraOf(options as Options<unknown, unknown, unknown>)
   }
 
-  /** The agent's options a run checks: its copy of them, or one shared object when none is set. */
-  checked(): Checked {
-    return (this.extra as Checked | undefined) ?? noneChecked
-  }
   get run(): (deps: Deps) => Effect.Effect<A, E, R> {
     const given = this.given
     return Effect.isEffect(given) ? () => given : (deps) => this.effect(deps)
@@ -301,15 +271,6 @@ const checked = <A, E, R>(agentId: string, returned: Effect.Effect<A, E, R>): Ef
  */
 export const runProblem = (agent: Any): string | undefined =>
   agent instanceof AgentImpl ? agent.runProblem() : undefined
-
-/**
- * The options of `agent` a run checks (`timeout`, `retry`, `claims`, `claimTimeout`, `dependsOn`,
- * `estimate`, `rateLimit`) in one object: for an agent made with `make`, the copy of its options it
- * keeps (one frozen object shared by agents without any), else the agent itself.
- *
- * @internal
- */
-export const checkedOf = (agent: Any): Checked => (agent instanceof AgentImpl ? agent.checked() : agent)
 
 /**
  * The effect of one attempt of `agent` (`agent.run(deps)`).

@@ -65,9 +65,8 @@ export function validate(
   for (let index = 0; index < agents.length; index++) {
     const agent = agents[index]!
     if (!Agent.isAgent(agent)) continue
-    const options = Agent.checkedOf(agent)
-    checkWork(agent, options, index, issues)
-    if (isPlain(options)) {
+    checkWork(agent, index, issues)
+    if (isPlain(agent)) {
       if (nodes !== undefined || !deferPlain) (nodes ??= []).push(plainNode(index, agent))
       continue
     }
@@ -75,7 +74,7 @@ export function validate(
     reporter ??= new Reporter(issues)
     reporter.agent = agent
     reporter.index = index
-    const node = checkAgent(agents, options, reporter, ids, settings, claimTimeoutMs)
+    const node = checkAgent(agents, reporter, ids, settings, claimTimeoutMs)
     if (node === undefined) continue
     nodes.push(node)
     if (node.depIndices.length > 0) {
@@ -255,25 +254,25 @@ const indexOf = (agents: ReadonlyArray<Agent.Any>, ids: Ids): Map<string, number
 }
 
 /** `run` and `retry`, which plain agents have too: of the wrong kind, they would fail only once running. */
-const checkWork = (agent: Agent.Any, options: Agent.Checked, index: number, issues: Array<Issue>): void => {
+const checkWork = (agent: Agent.Any, index: number, issues: Array<Issue>): void => {
   const run = Agent.runProblem(agent)
   if (run !== undefined) {
     const message = `expected an effect or a function returning one, got ${run}`
     issues.push({ agentId: agent.id, index, field: "run", message })
   }
-  const retry = options.retry
+  const retry = agent.retry
   if (retry !== undefined && !Schedule.isSchedule(retry)) {
     issues.push({ agentId: agent.id, index, field: "retry", message: `expected a Schedule, got ${describe(retry)}` })
   }
 }
 
-const isPlain = (options: Agent.Checked): boolean =>
-  options.timeout === undefined &&
-  options.claimTimeout === undefined &&
-  options.estimate === undefined &&
-  options.claims === undefined &&
-  options.dependsOn.length === 0 &&
-  options.rateLimit === undefined
+const isPlain = (agent: Agent.Any): boolean =>
+  agent.timeout === undefined &&
+  agent.claimTimeout === undefined &&
+  agent.estimate === undefined &&
+  agent.claims === undefined &&
+  agent.dependsOn.length === 0 &&
+  agent.rateLimit === undefined
 
 const isBlank = (id: string): boolean =>
   id.length === 0 || ((id.charCodeAt(0) <= 32 || id.charCodeAt(id.length - 1) <= 32) && id.trim().length === 0)
@@ -298,7 +297,6 @@ class Reporter {
 
 const checkAgent = (
   agents: ReadonlyArray<Agent.Any>,
-  options: Agent.Checked,
   reporter: Reporter,
   ids: Ids,
   settings: RunSettings,
@@ -307,22 +305,19 @@ const checkAgent = (
   const agent = reporter.agent!
   const issues = reporter.issues
   const before = issues.length
-  const timeoutMs = duration("timeout", options.timeout, reporter)
-  const claimTimeout = options.claimTimeout
+  const timeoutMs = duration("timeout", agent.timeout, reporter)
   const claimTimeoutMs =
-    claimTimeout === undefined ? runClaimTimeoutMs : duration("claimTimeout", claimTimeout, reporter)
-  const estimateMs = duration("estimate", options.estimate, reporter)
+    agent.claimTimeout === undefined ? runClaimTimeoutMs : duration("claimTimeout", agent.claimTimeout, reporter)
+  const estimateMs = duration("estimate", agent.estimate, reporter)
   let request: Claims.Request | undefined
-  const claims = options.claims
-  if (claims !== undefined && claimsHaveShape(claims, reporter)) {
-    const normalized = Claims.toRequest(claims, settings.pools, settings.poolScope)
-    if (normalized instanceof Claims.InvalidClaim) reportClaims(claims, settings, reporter)
+  if (agent.claims !== undefined && claimsHaveShape(agent.claims, reporter)) {
+    const normalized = Claims.toRequest(agent.claims, settings.pools, settings.poolScope)
+    if (normalized instanceof Claims.InvalidClaim) reportClaims(agent.claims, settings, reporter)
     else if (!Claims.isEmpty(normalized)) request = normalized
     if (request !== undefined && settings.held !== undefined) checkNested(agent.id, request, settings.held, issues)
   }
-  const deps = depIndices(agents, agent.id, options.dependsOn, ids, reporter)
-  const rateLimit = options.rateLimit
-  if (rateLimit !== undefined) checkRateLimit(rateLimit, settings.rateLimits, reporter)
+  const deps = depIndices(agents, agent, ids, reporter)
+  if (agent.rateLimit !== undefined) checkRateLimit(agent.rateLimit, settings.rateLimits, reporter)
   if (issues.length > before) return undefined
   return new Node(reporter.index, agent, request, timeoutMs, claimTimeoutMs, estimateMs ?? 1, deps)
 }
@@ -349,11 +344,11 @@ const pairwiseDeps = 8
 /** The indices of an agent's dependencies, each once, in the order first named. */
 const depIndices = (
   agents: ReadonlyArray<Agent.Any>,
-  id: string,
-  dependsOn: ReadonlyArray<string>,
+  agent: Agent.Any,
   ids: Ids,
   reporter: Reporter
 ): ReadonlyArray<number> => {
+  const dependsOn = agent.dependsOn
   if (!Array.isArray(dependsOn)) {
     reporter.report("dependsOn", `expected an array of agent ids, got ${describe(dependsOn)}`)
     return noDeps
@@ -367,7 +362,7 @@ const depIndices = (
     const dep = distinct[i]!
     if (distinct === dependsOn && dependsOn.indexOf(dep) < i) continue
     const target = index.get(dep)
-    if (dep === id) reporter.report("dependsOn", "an agent cannot depend on itself")
+    if (dep === agent.id) reporter.report("dependsOn", "an agent cannot depend on itself")
     else if (target === undefined) reporter.report("dependsOn", `unknown agent ${JSON.stringify(dep)}`)
     else deps[count++] = target
   }
