@@ -12,7 +12,10 @@
  * given), each approach first runs `warm` untimed times, as the bench's steady samples follow the
  * after-GC samples and two untimed runs of each approach (a process's first runs execute code not
  * yet optimised: their tail after the last node is longer than a warm run's). `node --expose-gc
- * src/dagprobe.ts startup [reps]`: a run's start-up phases (see there). `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
+ * src/dagprobe.ts startup [reps]`: a run's start-up phases (see there). `node src/dagprobe.ts setup [reps] [make|validate|run]`:
+ * `reps` runs of the bench's agents with `run` ending at once, or only their making (and checking and
+ * linking as a run does) (deterministic, for callgrind). `node --expose-gc src/dagprobe.ts tail [reps]
+ * [warm]`: the bench's `1st start` and `after last` split (see there). `CORRAL_CORE` names another copy of `packages/core/src/index.ts`
  * (A/B in alternating processes).
  */
 import * as path from "node:path"
@@ -232,6 +235,77 @@ if (mode === "offline") {
   }
   const medians = Object.entries(phases).map(([key, values]) => [key, Number(median(values).toFixed(3))])
   console.log(JSON.stringify({ ...Object.fromEntries(medians), runToFirstStartMs: Number(median(firsts).toFixed(3)) }))
+} else if (mode === "setup") {
+  // Deterministic work for instruction counts (callgrind): `reps` times, the bench's 500 agents (with
+  // estimates, `run` an effect that ends at once) made and run through `Corral.run` at concurrency 16:
+  // the run's set-up, each agent's start and end, and the run's result. `reps` minus 0 excludes start-up.
+  // With `make` only the agents are made; with `validate` they are also checked and linked as a run does.
+  const phase = b ?? "run"
+  const source = path.dirname(process.env.CORRAL_CORE ?? fileURLToPath(import.meta.resolve("@corral/core")))
+  const { validate } = await import(path.join(source, "internal/validate.ts"))
+  const { link } = await import(path.join(source, "internal/node.ts"))
+  const settings = { concurrency: 16, pools: {}, claimTimeout: undefined, poolScope: "" }
+  const nodes = randomDag(11, 500)
+  let succeeded = 0
+  for (let rep = 0; rep < Number(a ?? 20); rep++) {
+    const agents = nodes.map((node) =>
+      Agent.make(node.id, { run: Effect.void, dependsOn: node.deps.map((dep) => nodes[dep]!.id), estimate: node.ms })
+    )
+    if (phase === "make") succeeded += agents.length === nodes.length ? 1 : 0
+    else if (phase === "validate") {
+      const made = validate(agents, settings, true)
+      link(made.success)
+      succeeded += made.success.length === nodes.length ? 1 : 0
+    } else if ((await Effect.runPromise(Corral.run(agents, { concurrency: 16 }))).allSucceeded) succeeded++
+  }
+  console.log(JSON.stringify({ succeeded }))
+} else if (mode === "tail") {
+  // Where the bench's `1st start` and `after last` go, each run after a young-generation GC as the
+  // harness's steady samples (medians of `reps` after `warm` untimed runs): making the agents, from
+  // the `Corral.run` call to the first start, from the last node's end to the run's result (corral's
+  // own end), and from the result to the `await` of `Effect.runPromise` resuming (effect's and the
+  // promise's part).
+  const nodes = randomDag(11, 500)
+  const warm = Number(b ?? 3)
+  const rows = { makeUs: [] as Array<number>, toFirstUs: [] as Array<number>, endToResultUs: [] as Array<number> }
+  const awaited: Array<number> = []
+  for (let rep = 0; rep < warm + Number(a ?? 9); rep++) {
+    await settleYoung()
+    let first = 0
+    let last = 0
+    let result = 0
+    const t0 = performance.now()
+    const agents = nodes.map((node) =>
+      Agent.make(node.id, {
+        run: Effect.suspend(() => {
+          if (first === 0) first = performance.now()
+          return Effect.sleep(node.ms)
+        }).pipe(
+          Effect.tap(() =>
+            Effect.sync(() => {
+              last = performance.now()
+            })
+          )
+        ),
+        dependsOn: node.deps.map((dep) => nodes[dep]!.id),
+        estimate: node.ms
+      })
+    )
+    const t1 = performance.now()
+    const run = Effect.map(Corral.run(agents, { concurrency: 16 }), (done) => {
+      result = performance.now()
+      return done.allSucceeded
+    })
+    if (!(await Effect.runPromise(run, { signal: new AbortController().signal }))) throw new Error("a run failed")
+    const t2 = performance.now()
+    if (rep < warm) continue
+    rows.makeUs.push((t1 - t0) * 1000)
+    rows.toFirstUs.push((first - t1) * 1000)
+    rows.endToResultUs.push((result - last) * 1000)
+    awaited.push((t2 - result) * 1000)
+  }
+  const medians = Object.entries(rows).map(([key, values]) => [key, Math.round(median(values))])
+  console.log(JSON.stringify({ ...Object.fromEntries(medians), resultToAwaitUs: Math.round(median(awaited)) }))
 } else if (mode === "split") {
   // The bench case's approaches in rotated order, each run after a young-generation GC as the harness's
   // steady-state samples: medians of each approach's makespan and its split (see the scenario's notes).

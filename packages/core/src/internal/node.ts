@@ -306,7 +306,8 @@ const noNodes: Array<Node> = []
 export const link = (nodes: ReadonlyArray<Node>): void => {
   const counts = new Uint32Array(nodes.length)
   let backward = true
-  for (const node of nodes) {
+  for (let n = 0; n < nodes.length; n++) {
+    const node = nodes[n]!
     const depIndices = node.depIndices
     if (depIndices.length === 0) continue
     const deps: Array<Node> = new Array(depIndices.length)
@@ -330,8 +331,11 @@ export const link = (nodes: ReadonlyArray<Node>): void => {
  */
 const linkDependents = (nodes: ReadonlyArray<Node>, counts: Uint32Array): void => {
   const filled = new Uint32Array(nodes.length)
-  for (const node of nodes) {
-    for (const dep of node.depIndices) {
+  for (let n = 0; n < nodes.length; n++) {
+    const node = nodes[n]!
+    const depIndices = node.depIndices
+    for (let i = 0; i < depIndices.length; i++) {
+      const dep = depIndices[i]!
       const target = nodes[dep]!
       if (target.dependents === noNodes) target.dependents = new Array(counts[dep]!)
       target.dependents[filled[dep]!++] = node
@@ -367,7 +371,8 @@ const prioritizeBackward = (nodes: ReadonlyArray<Node>): void => {
   for (let i = nodes.length - 1; i >= 0; i--) {
     const node = nodes[i]!
     let longest = 0
-    for (const dependent of node.dependents) if (dependent.priority > longest) longest = dependent.priority
+    const dependents = node.dependents
+    for (let d = 0; d < dependents.length; d++) if (dependents[d]!.priority > longest) longest = dependents[d]!.priority
     node.priority = node.estimateMs + longest
   }
 }

@@ -89,7 +89,8 @@ export function validate(
 }
 
 const dependsBackward = (node: Node): boolean => {
-  for (const dep of node.depIndices) if (dep >= node.index) return false
+  const deps = node.depIndices
+  for (let i = 0; i < deps.length; i++) if (deps[i]! >= node.index) return false
   return true
 }
 
