@@ -58,8 +58,11 @@ export class RunResult<A = unknown, E = unknown> extends PipeableClass {
     return this.outcomes.filter(Outcome.isFailure)
   }
 
+  /** Whether every outcome is `Succeeded` (`true` for a run of no agents). */
   get allSucceeded(): boolean {
-    return this.outcomes.every(Outcome.isSucceeded)
+    const outcomes = this.outcomes
+    for (let index = 0; index < outcomes.length; index++) if (outcomes[index]!._tag !== "Succeeded") return false
+    return true
   }
 
   get wallMs(): number {
