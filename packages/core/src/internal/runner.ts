@@ -1296,23 +1296,11 @@ class Stint {
     }
   }
 
-  /**
-   * The continuation's handlers: the stint's own methods, bound, not arrows made per stint. V8 keeps
-   * a function's optimised code only while a closure that runs it lives (its feedback vector holds
-   * the code weakly): arrows made per stint die with their run, each full GC dropped their code, and
-   * in io-scaling's sequence (full GCs before every repetition) the handler that ends every agent was
-   * compiled to Maglev again and again and never reached TurboFan. A method lives as long as the class.
-   */
   private makeHandlers(): Handlers {
-    return { onSuccess: this.succeededWith.bind(this), onFailure: this.failedWith.bind(this) }
-  }
-
-  private succeededWith(value: unknown): Effect.Effect<unknown> {
-    return this.end(undefined, value)
-  }
-
-  private failedWith(cause: Cause.Cause<unknown>): Effect.Effect<unknown> {
-    return this.end(Exit.failCause(cause), undefined)
+    return {
+      onSuccess: (value) => this.end(undefined, value),
+      onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
+    }
   }
 
   private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
