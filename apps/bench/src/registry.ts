@@ -21,6 +21,12 @@ const ready = (scenario: Scenario): Entry => ({ name: scenario.name, load: async
 
 const optional = (name: string): Entry => ({ name, load: (options) => optionalScenario(name, options) })
 
+/**
+ * The order `pnpm bench` runs them in: the in-process, CPU-bound scenarios first, then those that
+ * spend most of their time in other processes (git, bubblewrap) and on the disk, led by the
+ * longest (`workspaces-real`, most of a full run). A full run on a shared machine then measures the
+ * scenarios that load moves most before whatever is started beside its long tail.
+ */
 export const registry: ReadonlyArray<Entry> = [
   ready(scheduling),
   ready(ioScaling),
@@ -31,10 +37,10 @@ export const registry: ReadonlyArray<Entry> = [
   ready(events),
   ready(providers),
   ready(sharedLimiter),
+  ready(ledger),
+  optional("spawn"),
+  optional("cluster"),
   optional("workspaces"),
   ready(workspacesReal),
-  optional("spawn"),
-  ready(ledger),
-  optional("cluster"),
   optional("sandbox")
 ]
