@@ -28,9 +28,9 @@ interface ContextImpl {
 
 /** An overlay entry: the fields and order of effect's literal `{ key, value, parent }`. */
 class Entry {
-  readonly key: string
-  readonly value: unknown
-  readonly parent: unknown
+  declare readonly key: string
+  declare readonly value: unknown
+  declare readonly parent: unknown
 
   constructor(key: string, value: unknown, parent: unknown) {
     this.key = key
