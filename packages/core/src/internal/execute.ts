@@ -4,7 +4,7 @@
  */
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as AgentModule from "../Agent.ts"
