@@ -8,7 +8,7 @@
  * mark-compact in the middle of a large run is enough: every running agent's entry is alive then.
  * From then on each agent's entry is born old and refers to the agent's young node, so every
  * scavenge keeps the node alive (through the old-to-new remembered set) until the next
- * mark-compact, and copies and promotes it: at 1M yielding agents ≈ 10 MB promoted and 150–210 ms
+ * mark-compact, and copies and promotes it: at 1M yielding agents ≈ 10 MB promoted and 136–212 ms
  * of single-threaded scavenging per 100k agents (docs/development.md, session 25). An object made by
  * `new` of a function has no allocation site, so the entry made here is always born young and dies
  * young with the node.
