@@ -4,7 +4,7 @@
  */
 import * as Cause from "effect/Cause"
 import type * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as AgentModule from "../Agent.ts"
@@ -12,6 +12,7 @@ import * as Outcome from "../Outcome.ts"
 import * as RateLimiter from "../RateLimiter.ts"
 import * as Usage from "../Usage.ts"
 import type { EventSink } from "./events.ts"
+import { addEntry } from "./frameContext.ts"
 import type { Node } from "./node.ts"
 import type { Stopping } from "./stopping.ts"
 
@@ -39,11 +40,12 @@ const currentKey = AgentModule.CurrentRef.key
 
 /**
  * The agent's own context: the node as its `Agent.Frame`. Fibers the agent forks inherit it, so
- * they read and report as this agent for as long as they live. `addUnsafe` by the reference's key
- * is `Context.add` without its `dual` dispatch (an `arguments` object per agent).
+ * they read and report as this agent for as long as they live. `addEntry` is `Context.addUnsafe`
+ * by the reference's key (`Context.add` without its `dual` dispatch) with an entry V8 never
+ * allocates in the old generation (`frameContext.ts`).
  */
 export const bind = (context: Context.Context<never>, node: Node): Context.Context<never> =>
-  Context.addUnsafe<never, never, Node>(context, currentKey, node)
+  addEntry<never, Node>(context, currentKey, node) as Context.Context<never>
 
 /** Every attempt of the agent, within its timeout and (when tracing) its span. */
 export const attempts = (
