@@ -99,6 +99,7 @@ const drive = (
     }
     checkTrees(gate, nodes, running, after)
     checkTokens(gate, nodes, after)
+    checkCounts(gate, nodes, after)
   }
   for (const step of steps) {
     if (step % 2 === 0 && ready.length > 0) {
@@ -171,6 +172,28 @@ const checkTokens = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string)
       const waiters = token >= 0 ? parkedOn.get(token) : followers[-1 - token]
       assert.isTrue(waiters?.includes(node) ?? false, `${node.id} waits for token ${token} after ${after}`)
     }
+  }
+}
+
+/**
+ * Each parked agent counted by key (`counts` ≥ 0) has as many conflicting claim pairs with the
+ * agents holding keys in the run's view (`held`) as its count says: a release that missed one of
+ * its waiters, or a take that counted one twice, would wake it too early or never.
+ */
+const checkCounts = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string) => {
+  const { counts, held } = gate as unknown as { counts: ReadonlyArray<number>; held: KeyTree<Node> }
+  const holding = held.entries()
+  for (const node of nodes) {
+    const count = counts[node.index] ?? -1
+    if (node.state !== "parked" || count < 0) continue
+    let pairs = 0
+    for (const hit of holding) {
+      if (hit.holder === node) continue
+      for (const claim of node.request!.keys) {
+        if (conflict(claim, { key: hit.key, segments: hit.key.split("/"), mode: hit.mode })) pairs++
+      }
+    }
+    assert.strictEqual(count, pairs, `${node.id}'s count of conflicts with holders after ${after}`)
   }
 }
 
