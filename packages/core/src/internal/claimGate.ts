@@ -353,7 +353,11 @@ export class ClaimGate {
     if (wake) this.host.wake()
   }
 
-  /** Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in priority order. */
+  /**
+   * Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in
+   * priority order, unless this batch freed them already (by key): `freed` after `at` is in priority
+   * order, so such an agent stands just before where it would go, or was examined.
+   */
   private freeFollowers(node: Node, at: number): void {
     const freed = this.freed
     const token = reservedToken(node)
@@ -366,11 +370,10 @@ export class ClaimGate {
       const blocking = other.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
       if (other.state !== "parked" || (blocking?.length ?? 0) > 0 || !this.heldFree(other)) continue
-      let j = this.freedCount++
-      while (j > at + 1 && before(other, freed[j - 1]!)) {
-        freed[j] = freed[j - 1]!
-        j--
-      }
+      let j = this.freedCount
+      while (j > at + 1 && before(other, freed[j - 1]!)) j--
+      if (freed[j - 1] === other || other.wait!.batchMark === this.batches) continue
+      for (let k = this.freedCount++; k > j; k--) freed[k] = freed[k - 1]!
       freed[j] = other
     }
   }
