@@ -255,18 +255,15 @@ export class ClaimGate {
   private readonly uncountAll = (waiters: HolderList<Node>): void => {
     const items = waiters.items
     const node = this.subject
+    const counts = this.counts
     for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
-      if (other !== node) this.uncount(other)
+      const count = counts[other.index]!
+      if (count > 0 && other !== node && other.state === "parked") {
+        counts[other.index] = count - 1
+        if (count === 1 && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
+      }
     }
-  }
-
-  private uncount(other: Node): void {
-    const counts = this.counts
-    const count = counts[other.index]!
-    if (!(count > 0) || other.state !== "parked") return
-    counts[other.index] = count - 1
-    if (count === 1 && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
   }
 
   onRelease(token: number): void {
