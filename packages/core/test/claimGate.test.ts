@@ -23,6 +23,11 @@ const poolClaimsArb = fc.record({
   pools: fc.option(fc.record({ p: fc.integer({ min: 1, max: 2 }) }), { nil: undefined })
 })
 
+const queueClaimsArb = fc.record({
+  write: fc.uniqueArray(fc.constantFrom("a", "e", "e/f"), { minLength: 1, maxLength: 2 }),
+  pools: fc.option(fc.record({ p: fc.integer({ min: 1, max: 3 }) }), { nil: undefined })
+})
+
 const conflict = (x: Claims.KeyClaim, y: Claims.KeyClaim): boolean => {
   if (x.mode === "read" && y.mode === "read") return false
   const n = Math.min(x.segments.length, y.segments.length)
@@ -99,6 +104,7 @@ const drive = (
     }
     checkTrees(gate, nodes, running, after)
     checkTokens(gate, nodes, after)
+    checkCounts(gate, nodes, after)
   }
   for (const step of steps) {
     if (step % 2 === 0 && ready.length > 0) {
@@ -161,16 +167,41 @@ interface Waiters {
 
 /**
  * Each token a parked agent waits for lists it among its waiters, so the token's release visits it:
- * an agent whose list names a token it is not parked on would wait for nothing.
+ * an agent whose list names a token it is not parked on would wait for nothing. A parked agent no
+ * token lists has conflicts with holders of its keys left (`counts`), whose release wakes it.
  */
 const checkTokens = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string) => {
-  const { followers, parkedOn } = gate as unknown as Waiters
+  const { counts, followers, parkedOn } = gate as unknown as Waiters & { counts: ReadonlyArray<number> }
+  const listed = new Set([...parkedOn.values(), ...followers].flatMap((waiters) => waiters ?? []))
   for (const node of nodes) {
     if (node.state !== "parked") continue
     for (const token of node.wait?.blockingTokens ?? []) {
       const waiters = token >= 0 ? parkedOn.get(token) : followers[-1 - token]
       assert.isTrue(waiters?.includes(node) ?? false, `${node.id} waits for token ${token} after ${after}`)
     }
+    if (!listed.has(node)) assert.isAbove(counts[node.index] ?? -1, 0, `${node.id} waits for nothing after ${after}`)
+  }
+}
+
+/**
+ * Each parked agent counted by key (`counts` ≥ 0) has as many conflicting claim pairs with the
+ * agents holding keys in the run's view (`held`) as its count says: a release that missed one of
+ * its waiters, or a take that counted one twice, would wake it too early or never.
+ */
+const checkCounts = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string) => {
+  const { counts, held } = gate as unknown as { counts: ReadonlyArray<number>; held: KeyTree<Node> }
+  const holding = held.entries()
+  for (const node of nodes) {
+    const count = counts[node.index] ?? -1
+    if (node.state !== "parked" || count < 0) continue
+    let pairs = 0
+    for (const hit of holding) {
+      if (hit.holder === node) continue
+      for (const claim of node.request!.keys) {
+        if (conflict(claim, { key: hit.key, segments: hit.key.split("/"), mode: hit.mode })) pairs++
+      }
+    }
+    assert.strictEqual(count, pairs, `${node.id}'s count of conflicts with holders after ${after}`)
   }
 }
 
@@ -184,6 +215,22 @@ describe("ClaimGate", () => {
         (claims, steps, maxBypass) => {
           const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, {})))
           drive(requests, steps, maxBypass)
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  it("property: with queues behind woken agents on a few hot keys, every agent runs once those before it end", () => {
+    fc.assert(
+      fc.property(
+        fc.array(queueClaimsArb, { minLength: 4, maxLength: 30 }),
+        fc.array(fc.nat({ max: 60 }), { minLength: 20, maxLength: 200 }),
+        fc.integer({ min: 1, max: 8 }),
+        (claims, steps, maxBypass) => {
+          const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, { p: 3 })))
+          const nodes = drive(requests, steps, maxBypass, true)
+          for (const node of nodes) assert.strictEqual(node.state, "done", `${node.id} after the drain`)
         }
       ),
       { numRuns: 300 }

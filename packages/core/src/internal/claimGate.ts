@@ -255,18 +255,15 @@ export class ClaimGate {
   private readonly uncountAll = (waiters: HolderList<Node>): void => {
     const items = waiters.items
     const node = this.subject
+    const counts = this.counts
     for (let i = 0; i < waiters.size; i++) {
       const other = items[i]!
-      if (other !== node) this.uncount(other)
+      const count = counts[other.index]!
+      if (count > 0 && other !== node && other.state === "parked") {
+        counts[other.index] = count - 1
+        if (count === 1 && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
+      }
     }
-  }
-
-  private uncount(other: Node): void {
-    const counts = this.counts
-    const count = counts[other.index]!
-    if (!(count > 0) || other.state !== "parked") return
-    counts[other.index] = count - 1
-    if (count === 1 && (other.wait!.blockingTokens?.length ?? 0) === 0) this.freed[this.freedCount++] = other
   }
 
   onRelease(token: number): void {
@@ -356,7 +353,11 @@ export class ClaimGate {
     if (wake) this.host.wake()
   }
 
-  /** Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in priority order. */
+  /**
+   * Adds the agents that followed `node` and wait for nothing else to `freed`, after index `at`, in
+   * priority order, unless this batch freed them already (by key): `freed` after `at` is in priority
+   * order, so such an agent stands just before where it would go, or was examined.
+   */
   private freeFollowers(node: Node, at: number): void {
     const freed = this.freed
     const token = reservedToken(node)
@@ -369,11 +370,10 @@ export class ClaimGate {
       const blocking = other.wait?.blockingTokens
       if (blocking !== undefined && blocking.length > 0) deleteToken(blocking, token)
       if (other.state !== "parked" || (blocking?.length ?? 0) > 0 || !this.heldFree(other)) continue
-      let j = this.freedCount++
-      while (j > at + 1 && before(other, freed[j - 1]!)) {
-        freed[j] = freed[j - 1]!
-        j--
-      }
+      let j = this.freedCount
+      while (j > at + 1 && before(other, freed[j - 1]!)) j--
+      if (freed[j - 1] === other || other.wait!.batchMark === this.batches) continue
+      for (let k = this.freedCount++; k > j; k--) freed[k] = freed[k - 1]!
       freed[j] = other
     }
   }
