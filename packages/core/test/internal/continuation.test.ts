@@ -74,11 +74,23 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
     Effect.gen(function* () {
       const { owner, calls } = describing()
       const frame = agentFrame(owner)
-      assert.strictEqual(yield* under(frame, Effect.sync(() => 1)), "ok 1")
+      assert.strictEqual(
+        yield* under(
+          frame,
+          Effect.sync(() => 1)
+        ),
+        "ok 1"
+      )
       assert.strictEqual(yield* under(frame, Effect.fail("e")), "failed e")
       assert.strictEqual(yield* under(frame, Effect.die("d")), "failed d")
       assert.strictEqual(yield* under(frame, Effect.interrupt), "interrupted")
-      assert.strictEqual(yield* under(frame, Effect.promise(() => Promise.resolve(2))), "ok 2")
+      assert.strictEqual(
+        yield* under(
+          frame,
+          Effect.promise(() => Promise.resolve(2))
+        ),
+        "ok 2"
+      )
       assert.deepStrictEqual(calls, { succeeded: 2, failed: 3 })
     })
   )
@@ -86,7 +98,12 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
   it.effect("a handler may run the next effect under the same frame (a worker's next agent)", () =>
     Effect.gen(function* () {
       const seen: Array<unknown> = []
-      const effects = [Effect.succeed(1), Effect.yieldNow.pipe(Effect.as(2)), Effect.fail("e"), Effect.promise(() => Promise.resolve(3))]
+      const effects = [
+        Effect.succeed(1),
+        Effect.yieldNow.pipe(Effect.as(2)),
+        Effect.fail("e"),
+        Effect.promise(() => Promise.resolve(3))
+      ]
       let index = 0
       const next = (): Effect.Effect<unknown> =>
         index < effects.length ? under(frame, effects[index++]!) : Effect.succeed(seen)
