@@ -86,6 +86,30 @@ Frame.prototype = Object.getPrototypeOf(probeFrame)
 /** Whether this effect's frame is laid out as `Frame` builds one (pinned by the tests). */
 export const direct: boolean = laidOutAsContinuation(probeFrame, Effect.void, probeHandlers)
 
+const evaluateKey = "~effect/Effect/evaluate"
+
+interface Stacked {
+  readonly _stack: Array<unknown>
+}
+
+/**
+ * Whether the frame's evaluation is to push itself on the fiber's stack (`FiberImpl._stack`) and
+ * answer its effect, as effect's `evaluateCont` does: then `enter` does it without the run loop's
+ * step on the frame (a megamorphic `current[evaluate]` load and a call, per agent).
+ */
+export const entering: boolean = (() => {
+  if (!direct) return false
+  const fiber: Stacked = { _stack: [] }
+  const frame = Effect.matchCauseEffect(Effect.void, probeHandlers) as unknown as Record<string, unknown>
+  const evaluate = frame[evaluateKey]
+  if (typeof evaluate !== "function") return false
+  const answer = evaluate.call(frame, fiber)
+  const running = Effect.runFork(Effect.void) as unknown as Partial<Stacked>
+  return (
+    answer === Effect.void && fiber._stack.length === 1 && fiber._stack[0] === frame && Array.isArray(running._stack)
+  )
+})()
+
 /** Under an effect whose frame is laid out otherwise: the handlers, for a frame per agent. */
 class HandlersFrame implements AgentFrame, Handlers {
   readonly owner: Owner
@@ -99,6 +123,22 @@ class HandlersFrame implements AgentFrame, Handlers {
 /** A frame for `owner`'s agents, one at a time. */
 export const agentFrame = (owner: Owner): AgentFrame =>
   direct ? new (Frame as unknown as new (owner: Owner) => AgentFrame)(owner) : new HandlersFrame(owner)
+
+/**
+ * `under(frame, effect)` for a handler of the frame to answer (effect's run loop took the frame off
+ * `fiber`'s stack before calling it, and evaluates the answer next): the frame's own evaluation,
+ * done here, so the frame on the stack takes `effect`'s failure as it would under `under`.
+ */
+export const enter = (
+  frame: AgentFrame,
+  fiber: unknown,
+  effect: Effect.Effect<unknown, unknown>
+): Effect.Effect<unknown> => {
+  if (!entering) return under(frame, effect)
+  ;(frame as unknown as Record<string, unknown>)[argsKey] = effect
+  ;(fiber as Stacked)._stack.push(frame)
+  return effect as Effect.Effect<unknown>
+}
 
 /**
  * Runs `effect`, then the owner's handler of its exit. The frame is effect's until that handler

@@ -41,7 +41,7 @@ import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import { boundWaits, type Held } from "./inherit.ts"
-import { type AgentFrame, agentFrame, isExitFast, type Owner, under } from "./continuation.ts"
+import { type AgentFrame, agentFrame, enter, isExitFast, type Owner, under } from "./continuation.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
@@ -1278,7 +1278,7 @@ class Stint implements Owner {
    * `Effect.succeed`) in this loop, without an effect step, the first other one under the
    * worker's frame.
    */
-  run(node: Node): Effect.Effect<unknown> {
+  run(node: Node, handling = false): Effect.Effect<unknown> {
     let current = node
     while (true) {
       this.fiber.setContext(bind(this.context, current))
@@ -1286,7 +1286,8 @@ class Stint implements Owner {
       if (!isExitFast(effect)) {
         this.node = current
         this.childrenBefore = snapshot(this.fiber)
-        return under((this.frame ??= agentFrame(this)), effect)
+        const frame = (this.frame ??= agentFrame(this))
+        return handling ? enter(frame, this.fiber, effect) : under(frame, effect)
       }
       this.fiber.setContext(this.context)
       const after = Exit.isSuccess(effect)
@@ -1310,16 +1311,20 @@ class Stint implements Owner {
   private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
     const forked = forkedSince(this.fiber, this.childrenBefore)
     this.childrenBefore = undefined
-    if (forked !== undefined) return Effect.andThen(Fiber.interruptAll(forked), () => this.finish(exit, value))
-    return this.finish(exit, value)
+    if (forked !== undefined) return Effect.andThen(Fiber.interruptAll(forked), () => this.finish(exit, value, false))
+    return this.finish(exit, value, true)
   }
 
-  private finish(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
+  private finish(
+    exit: Exit.Exit<unknown, unknown> | undefined,
+    value: unknown,
+    handling: boolean
+  ): Effect.Effect<unknown> {
     const node = this.node!
     this.node = undefined
     this.fiber.setContext(this.context)
     const after = this.host.agentEnded(this, node, exit, value)
-    return after instanceof Node ? this.run(after) : after
+    return after instanceof Node ? this.run(after, handling) : after
   }
 }
 

@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Fiber } from "effect"
 import {
   agentFrame,
   direct,
+  enter,
+  entering,
   isExitFast,
   laidOutAsContinuation,
   type Owner,
@@ -119,6 +121,35 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
       }
       const frame = agentFrame(owner)
       assert.deepStrictEqual(yield* next(), [1, 2, "failed e", 3])
+    })
+  )
+
+  it.effect("a handler may enter the next effect under the frame itself: the frame takes its exit", () =>
+    Effect.gen(function* () {
+      assert.isTrue(entering, "the installed effect's frame evaluation: push itself, answer its effect")
+      const seen: Array<unknown> = []
+      const effects = [
+        Effect.succeed(1),
+        Effect.fail("e"),
+        Effect.yieldNow.pipe(Effect.as(2)),
+        Effect.die("d"),
+        Effect.promise(() => Promise.resolve(3))
+      ]
+      let index = 0
+      const next = (): Effect.Effect<unknown> =>
+        index < effects.length ? enter(frame, Fiber.getCurrent(), effects[index++]!) : Effect.succeed(seen)
+      const owner: Owner = {
+        succeeded: (value) => {
+          seen.push(value)
+          return next()
+        },
+        failed: (cause) => {
+          seen.push(`failed ${String(Cause.squash(cause))}`)
+          return next()
+        }
+      }
+      const frame = agentFrame(owner)
+      assert.deepStrictEqual(yield* under(frame, Effect.succeed(0)), [0, 1, "failed e", 2, "failed d", 3])
     })
   )
 
