@@ -1,11 +1,11 @@
 /**
- * A worker's agent continuation (`Stint` in `runner.ts`): its handlers; `isExitFast`, which
- * tells an agent's effect that is already an `Exit` (run without a continuation) by one read of the
- * `Exit` type id, as effect's own run loop does (`effectIsExit`): `Exit.isExit` tests it with `in`,
- * and `Object.getPrototypeOf` of an effect of any shape calls into V8's runtime; and `continuation`,
- * the frame `Effect.matchCauseEffect` makes, built without reading each handler's `length` (an
- * accessor V8 answers through a call into its runtime, twice per agent) or `dual`'s argument count.
- * `test/internal/continuation.test.ts` pins both against effect.
+ * A worker's agent frame (`Stint` in `runner.ts`): `isExitFast`, which tells an agent's effect that
+ * is already an `Exit` (run without a frame) by one read of the `Exit` type id, as effect's own run
+ * loop does (`effectIsExit`): `Exit.isExit` tests it with `in`, and `Object.getPrototypeOf` of an
+ * effect of any shape calls into V8's runtime; and `agentFrame`, one `Effect.matchCauseEffect` frame
+ * per worker that runs each of its agents in turn (`under`). Its handlers are functions of this
+ * module that read the frame's owner, as effect's own `ContImpl` reads its payload: no frame is
+ * made per agent, no closure per worker, and the handlers' optimised code outlives every run. `test/internal/continuation.test.ts` pins both against effect.
  */
 import type * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -28,30 +28,10 @@ const successKey = "~effect/Effect/successCont"
 const failureKey = "~effect/Effect/failureCont"
 
 /**
- * `Effect.matchCauseEffect(effect, handlers)` for handlers of one parameter each (which effect keeps
- * as they are): the same prototype and the same own fields in the same order, set directly.
- */
-function Continuation(
-  this: Record<string, unknown>,
-  effect: Effect.Effect<unknown, unknown>,
-  onSuccess: Handlers["onSuccess"],
-  onFailure: Handlers["onFailure"]
-) {
-  this[argsKey] = effect
-  this[successKey] = onSuccess
-  this[failureKey] = onFailure
-}
-
-type Continuation = new (
-  effect: Effect.Effect<unknown, unknown>,
-  onSuccess: Handlers["onSuccess"],
-  onFailure: Handlers["onFailure"]
-) => Effect.Effect<unknown>
-
-/**
  * Whether `frame`, what `Effect.matchCauseEffect(effect, handlers)` made, holds exactly the own
- * fields `Continuation` sets, in its order: core accepts any effect `^4.1.0`, and under a version
- * that lays the frame out otherwise `continuation` is `Effect.matchCauseEffect` itself.
+ * fields `Frame` sets before its owner, in its order: core accepts any effect `^4.1.0`, and under a
+ * version that lays the frame out otherwise `under` makes a frame per agent with
+ * `Effect.matchCauseEffect` itself.
  */
 export const laidOutAsContinuation = (frame: object, effect: unknown, handlers: Handlers): boolean => {
   const names = Object.getOwnPropertyNames(frame)
@@ -68,19 +48,104 @@ export const laidOutAsContinuation = (frame: object, effect: unknown, handlers: 
   )
 }
 
-const probeHandlers: Handlers = {
-  onSuccess: (value) => Effect.succeed(value),
-  onFailure: (cause) => Effect.exit(Effect.failCause(cause))
+/** What a worker's frame ends its agents with: the effect each returns runs next on the worker. */
+export interface Owner {
+  readonly succeeded: (value: unknown) => Effect.Effect<unknown>
+  readonly failed: (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
 }
-const probeFrame = Effect.matchCauseEffect(Effect.void, probeHandlers)
-Continuation.prototype = Object.getPrototypeOf(probeFrame)
 
-/** Whether this effect's frame is laid out as `Continuation` builds one (pinned by the tests). */
+/** A worker's frame: `under` runs one agent's effect under it at a time. */
+export interface AgentFrame {
+  readonly owner: Owner
+}
+
+function frameSucceeded(this: AgentFrame, value: unknown): Effect.Effect<unknown> {
+  return this.owner.succeeded(value)
+}
+
+function frameFailed(this: AgentFrame, cause: Cause.Cause<unknown>): Effect.Effect<unknown> {
+  return this.owner.failed(cause)
+}
+
+/**
+ * The frame `Effect.matchCauseEffect(effect, { onSuccess: frameSucceeded, onFailure: frameFailed })`
+ * makes, with `owner` after effect's own fields (effect's run loop calls a handler as the frame's
+ * method). Its effect is set by `under`, for each agent.
+ */
+function Frame(this: Record<string, unknown>, owner: Owner) {
+  this[argsKey] = undefined
+  this[successKey] = frameSucceeded
+  this[failureKey] = frameFailed
+  this.owner = owner
+}
+
+const probeHandlers: Handlers = { onSuccess: frameSucceeded, onFailure: frameFailed }
+const probeFrame = Effect.matchCauseEffect(Effect.void, probeHandlers)
+Frame.prototype = Object.getPrototypeOf(probeFrame)
+
+/** Whether this effect's frame is laid out as `Frame` builds one (pinned by the tests). */
 export const direct: boolean = laidOutAsContinuation(probeFrame, Effect.void, probeHandlers)
 
-/** Runs `effect`, then the handler of its exit; `handlers` take one parameter each. */
-export const continuation: (effect: Effect.Effect<unknown, unknown>, handlers: Handlers) => Effect.Effect<unknown> =
-  direct
-    ? (effect, handlers) =>
-        new (Continuation as unknown as Continuation)(effect, handlers.onSuccess, handlers.onFailure)
-    : (effect, handlers) => Effect.matchCauseEffect(effect, handlers)
+const evaluateKey = "~effect/Effect/evaluate"
+
+interface Stacked {
+  readonly _stack: Array<unknown>
+}
+
+/**
+ * Whether the frame's evaluation is to push itself on the fiber's stack (`FiberImpl._stack`) and
+ * answer its effect, as effect's `evaluateCont` does: then `enter` does it without the run loop's
+ * step on the frame (a megamorphic `current[evaluate]` load and a call, per agent).
+ */
+export const entering: boolean = (() => {
+  if (!direct) return false
+  const fiber: Stacked = { _stack: [] }
+  const frame = Effect.matchCauseEffect(Effect.void, probeHandlers) as unknown as Record<string, unknown>
+  const evaluate = frame[evaluateKey]
+  if (typeof evaluate !== "function") return false
+  const answer = evaluate.call(frame, fiber)
+  const running = Effect.runFork(Effect.void) as unknown as Partial<Stacked>
+  return (
+    answer === Effect.void && fiber._stack.length === 1 && fiber._stack[0] === frame && Array.isArray(running._stack)
+  )
+})()
+
+/** Under an effect whose frame is laid out otherwise: the handlers, for a frame per agent. */
+class HandlersFrame implements AgentFrame, Handlers {
+  readonly owner: Owner
+  constructor(owner: Owner) {
+    this.owner = owner
+  }
+  readonly onSuccess = (value: unknown) => this.owner.succeeded(value)
+  readonly onFailure = (cause: Cause.Cause<unknown>) => this.owner.failed(cause)
+}
+
+/** A frame for `owner`'s agents, one at a time. */
+export const agentFrame = (owner: Owner): AgentFrame =>
+  direct ? new (Frame as unknown as new (owner: Owner) => AgentFrame)(owner) : new HandlersFrame(owner)
+
+/**
+ * `under(frame, effect)` for a handler of the frame to answer (effect's run loop took the frame off
+ * `fiber`'s stack before calling it, and evaluates the answer next): the frame's own evaluation,
+ * done here, so the frame on the stack takes `effect`'s failure as it would under `under`.
+ */
+export const enter = (
+  frame: AgentFrame,
+  fiber: unknown,
+  effect: Effect.Effect<unknown, unknown>
+): Effect.Effect<unknown> => {
+  if (!entering) return under(frame, effect)
+  ;(frame as unknown as Record<string, unknown>)[argsKey] = effect
+  ;(fiber as Stacked)._stack.push(frame)
+  return effect as Effect.Effect<unknown>
+}
+
+/**
+ * Runs `effect`, then the owner's handler of its exit. The frame is effect's until that handler
+ * runs (effect's run loop takes it off the fiber's stack before calling it): one agent at a time.
+ */
+export const under = (frame: AgentFrame, effect: Effect.Effect<unknown, unknown>): Effect.Effect<unknown> => {
+  if (!direct) return Effect.matchCauseEffect(effect, frame as HandlersFrame)
+  ;(frame as unknown as Record<string, unknown>)[argsKey] = effect
+  return frame as unknown as Effect.Effect<unknown>
+}

@@ -41,7 +41,7 @@ import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
 import { boundWaits, type Held } from "./inherit.ts"
-import { continuation, type Handlers, isExitFast } from "./continuation.ts"
+import { type AgentFrame, agentFrame, enter, isExitFast, type Owner, under } from "./continuation.ts"
 import { Lifecycle } from "./lifecycle.ts"
 import { Compact, link, Node, plainNode, Times, waitOf } from "./node.ts"
 import { RateWaits, ReadyQueue } from "./readiness.ts"
@@ -1237,13 +1237,14 @@ class RunnerGateHost implements GateHost {
 
 /**
  * A worker's agents between two steps of its loop. `run` binds an agent to the worker's fiber and
- * runs it under one continuation (`continuation`, effect's `Effect.matchCauseEffect` frame, handlers
- * made once per worker) that restores the worker's context and has the runner end the agent
- * (`Runner.agentEnded`); an agent whose effect is already an `Exit` is ended in `run`'s own loop.
+ * runs it under the worker's frame (`agentFrame`, effect's `Effect.matchCauseEffect` frame, made
+ * once per worker and pointed at each agent's effect in turn), whose handlers restore the worker's
+ * context and have the runner end the agent (`Runner.agentEnded`); an agent whose effect is already
+ * an `Exit` is ended in `run`'s own loop.
  * When the next agent needs nothing from the worker loop, the stint starts it at once: per agent, no
  * `Exit` for a success and no step of the loop's generator.
  */
-class Stint {
+class Stint implements Owner {
   readonly host: StintHost
   readonly fiber: Fiber.Fiber<unknown, unknown>
   readonly context: Context.Context<never>
@@ -1256,7 +1257,7 @@ class Stint {
   slotEnded = false
   /** The worker fiber's children when the running agent started (`agentChildren.ts`). */
   private childrenBefore: ReadonlySet<Fiber.Fiber<unknown, unknown>> | undefined = undefined
-  private handlers: Handlers | undefined = undefined
+  private frame: AgentFrame | undefined = undefined
 
   constructor(host: StintHost, fiber: Fiber.Fiber<unknown, unknown>, context: Context.Context<never>) {
     this.host = host
@@ -1275,9 +1276,9 @@ class Stint {
   /**
    * Runs `node` and the agents after it: those whose effect is already an `Exit` (`Effect.void`,
    * `Effect.succeed`) in this loop, without an effect step, the first other one under the
-   * continuation.
+   * worker's frame.
    */
-  run(node: Node): Effect.Effect<unknown> {
+  run(node: Node, handling = false): Effect.Effect<unknown> {
     let current = node
     while (true) {
       this.fiber.setContext(bind(this.context, current))
@@ -1285,7 +1286,8 @@ class Stint {
       if (!isExitFast(effect)) {
         this.node = current
         this.childrenBefore = snapshot(this.fiber)
-        return continuation(effect, (this.handlers ??= this.makeHandlers()))
+        const frame = (this.frame ??= agentFrame(this))
+        return handling ? enter(frame, this.fiber, effect) : under(frame, effect)
       }
       this.fiber.setContext(this.context)
       const after = Exit.isSuccess(effect)
@@ -1296,26 +1298,33 @@ class Stint {
     }
   }
 
-  private makeHandlers(): Handlers {
-    return {
-      onSuccess: (value) => this.end(undefined, value),
-      onFailure: (cause) => this.end(Exit.failCause(cause), undefined)
-    }
+  /** Ends the running agent with its value (the frame's success handler). */
+  succeeded(value: unknown): Effect.Effect<unknown> {
+    return this.end(undefined, value)
+  }
+
+  /** Ends the running agent with its failure, defect or interruption (the frame's failure handler). */
+  failed(cause: Cause.Cause<unknown>): Effect.Effect<unknown> {
+    return this.end(Exit.failCause(cause), undefined)
   }
 
   private end(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
     const forked = forkedSince(this.fiber, this.childrenBefore)
     this.childrenBefore = undefined
-    if (forked !== undefined) return Effect.andThen(Fiber.interruptAll(forked), () => this.finish(exit, value))
-    return this.finish(exit, value)
+    if (forked !== undefined) return Effect.andThen(Fiber.interruptAll(forked), () => this.finish(exit, value, false))
+    return this.finish(exit, value, true)
   }
 
-  private finish(exit: Exit.Exit<unknown, unknown> | undefined, value: unknown): Effect.Effect<unknown> {
+  private finish(
+    exit: Exit.Exit<unknown, unknown> | undefined,
+    value: unknown,
+    handling: boolean
+  ): Effect.Effect<unknown> {
     const node = this.node!
     this.node = undefined
     this.fiber.setContext(this.context)
     const after = this.host.agentEnded(this, node, exit, value)
-    return after instanceof Node ? this.run(after) : after
+    return after instanceof Node ? this.run(after, handling) : after
   }
 }
 
@@ -1394,14 +1403,15 @@ export const shapes: ReadonlyArray<unknown> = (() => {
   waitOf(waiting)
   const gate = new ClaimGate(new RunnerGateHost(runner, "", ResourceLocks.makeMemory(), 0, false))
   const resultOptions = { runId: "", outcomes: [], startedAt: Number.NaN, endedAt: Number.NaN, stopped: undefined }
+  const stint = new Stint(runner, fiber, Context.empty())
   return [
     resultOptions,
     new RunResult(resultOptions),
     waiting,
     gate,
-    new Stint(runner, fiber, Context.empty()),
+    stint,
+    agentFrame(stint),
     new Compact([agent]),
-    plainNode(0, agent),
-    continuation(Effect.void, { onSuccess: () => Effect.void, onFailure: () => Effect.void })
+    plainNode(0, agent)
   ]
 })()

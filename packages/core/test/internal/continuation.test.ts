@@ -1,6 +1,31 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit } from "effect"
-import { continuation, direct, isExitFast, laidOutAsContinuation } from "../../src/internal/continuation.ts"
+import { Cause, Effect, Exit, Fiber } from "effect"
+import {
+  agentFrame,
+  direct,
+  enter,
+  entering,
+  isExitFast,
+  laidOutAsContinuation,
+  type Owner,
+  under
+} from "../../src/internal/continuation.ts"
+
+/** An owner that answers each exit with a description of it, and counts the calls. */
+const describing = () => {
+  const calls = { succeeded: 0, failed: 0 }
+  const owner: Owner = {
+    succeeded: (value) => {
+      calls.succeeded++
+      return Effect.succeed(`ok ${String(value)}`)
+    },
+    failed: (cause) => {
+      calls.failed++
+      return Effect.succeed(Cause.hasInterruptsOnly(cause) ? "interrupted" : `failed ${String(Cause.squash(cause))}`)
+    }
+  }
+  return { owner, calls }
+}
 
 // continuation.ts relies on effect's `Exit` type id. This fails when an effect upgrade changes it.
 const effects: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
@@ -26,32 +51,105 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
     assert.isFalse(isExitFast(Effect.sync(() => 1)))
   })
 
-  it("continuation builds the frame Effect.matchCauseEffect builds", () => {
-    const handlers = {
-      onSuccess: (value: unknown) => Effect.succeed(value),
-      onFailure: (cause: Cause.Cause<unknown>) => Effect.exit(Effect.failCause(cause))
-    }
+  it("under builds the frame Effect.matchCauseEffect builds, with the owner after effect's fields", () => {
+    const { owner } = describing()
+    const frame = agentFrame(owner)
     const effect = Effect.sync(() => 1)
-    const ours = continuation(effect, handlers) as unknown as Record<string, unknown>
+    const ours = under(frame, effect) as unknown as Record<string, unknown>
+    const [args = "", success = "", failure = ""] = Object.getOwnPropertyNames(ours)
+    const handlers = {
+      onSuccess: ours[success] as (value: unknown) => Effect.Effect<unknown>,
+      onFailure: ours[failure] as (cause: Cause.Cause<unknown>) => Effect.Effect<unknown>
+    }
     const theirs = Effect.matchCauseEffect(effect, handlers) as unknown as Record<string, unknown>
+    assert.strictEqual(ours, frame as unknown, "one frame, pointed at the effect")
     assert.strictEqual(Object.getPrototypeOf(ours), Object.getPrototypeOf(theirs))
-    assert.deepStrictEqual(Object.getOwnPropertyNames(ours), Object.getOwnPropertyNames(theirs))
+    assert.deepStrictEqual(Object.getOwnPropertyNames(ours), [...Object.getOwnPropertyNames(theirs), "owner"])
     assert.deepStrictEqual(Object.getOwnPropertySymbols(ours), Object.getOwnPropertySymbols(theirs))
     for (const key of Object.getOwnPropertyNames(theirs)) assert.strictEqual(ours[key], theirs[key], key)
+    assert.strictEqual(ours[args], effect)
+    assert.strictEqual(ours.owner, owner)
+    assert.isTrue(laidOutAsContinuation(theirs, effect, handlers))
   })
 
-  it.effect("continuation runs the handler of the effect's exit", () =>
+  it.effect("one frame runs the owner's handler of each exit in turn", () =>
     Effect.gen(function* () {
-      const handlers = {
-        onSuccess: (value: unknown) => Effect.succeed(`ok ${String(value)}`),
-        onFailure: (cause: Cause.Cause<unknown>) =>
-          Effect.succeed(Cause.hasInterruptsOnly(cause) ? "interrupted" : `failed ${String(Cause.squash(cause))}`)
+      const { owner, calls } = describing()
+      const frame = agentFrame(owner)
+      assert.strictEqual(
+        yield* under(
+          frame,
+          Effect.sync(() => 1)
+        ),
+        "ok 1"
+      )
+      assert.strictEqual(yield* under(frame, Effect.fail("e")), "failed e")
+      assert.strictEqual(yield* under(frame, Effect.die("d")), "failed d")
+      assert.strictEqual(yield* under(frame, Effect.interrupt), "interrupted")
+      assert.strictEqual(
+        yield* under(
+          frame,
+          Effect.promise(() => Promise.resolve(2))
+        ),
+        "ok 2"
+      )
+      assert.deepStrictEqual(calls, { succeeded: 2, failed: 3 })
+    })
+  )
+
+  it.effect("a handler may run the next effect under the same frame (a worker's next agent)", () =>
+    Effect.gen(function* () {
+      const seen: Array<unknown> = []
+      const effects = [
+        Effect.succeed(1),
+        Effect.yieldNow.pipe(Effect.as(2)),
+        Effect.fail("e"),
+        Effect.promise(() => Promise.resolve(3))
+      ]
+      let index = 0
+      const next = (): Effect.Effect<unknown> =>
+        index < effects.length ? under(frame, effects[index++]!) : Effect.succeed(seen)
+      const owner: Owner = {
+        succeeded: (value) => {
+          seen.push(value)
+          return next()
+        },
+        failed: (cause) => {
+          seen.push(`failed ${String(Cause.squash(cause))}`)
+          return next()
+        }
       }
-      const one = Effect.sync(() => 1)
-      assert.strictEqual(yield* continuation(one, handlers), "ok 1")
-      assert.strictEqual(yield* continuation(Effect.fail("e"), handlers), "failed e")
-      assert.strictEqual(yield* continuation(Effect.die("d"), handlers), "failed d")
-      assert.strictEqual(yield* continuation(Effect.interrupt, handlers), "interrupted")
+      const frame = agentFrame(owner)
+      assert.deepStrictEqual(yield* next(), [1, 2, "failed e", 3])
+    })
+  )
+
+  it.effect("a handler may enter the next effect under the frame itself: the frame takes its exit", () =>
+    Effect.gen(function* () {
+      assert.isTrue(entering, "the installed effect's frame evaluation: push itself, answer its effect")
+      const seen: Array<unknown> = []
+      const effects = [
+        Effect.succeed(1),
+        Effect.fail("e"),
+        Effect.yieldNow.pipe(Effect.as(2)),
+        Effect.die("d"),
+        Effect.promise(() => Promise.resolve(3))
+      ]
+      let index = 0
+      const next = (): Effect.Effect<unknown> =>
+        index < effects.length ? enter(frame, Fiber.getCurrent(), effects[index++]!) : Effect.succeed(seen)
+      const owner: Owner = {
+        succeeded: (value) => {
+          seen.push(value)
+          return next()
+        },
+        failed: (cause) => {
+          seen.push(`failed ${String(Cause.squash(cause))}`)
+          return next()
+        }
+      }
+      const frame = agentFrame(owner)
+      assert.deepStrictEqual(yield* under(frame, Effect.succeed(0)), [0, 1, "failed e", 2, "failed d", 3])
     })
   )
 
