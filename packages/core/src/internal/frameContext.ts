@@ -41,6 +41,30 @@ class Entry {
 
 const contextProto: object = Object.getPrototypeOf(Context.empty())
 
+const contextFields = ["cacheRoot", "base", "overlay", "depth", "_flat", "baseHits", "maxDepth"]
+const entryFields = ["key", "value", "parent"]
+
+const sameNames = (value: unknown, names: ReadonlyArray<string>): boolean =>
+  typeof value === "object" && value !== null && Object.getOwnPropertyNames(value).join() === names.join()
+
+/**
+ * Whether this effect's `Context.addUnsafe` lays a context and its overlay entry out as `build`
+ * does: core accepts any effect `^4.1.0`, and under a version that does otherwise `addEntry` is
+ * `Context.addUnsafe` itself (pinned by `test/internal/frameContext.test.ts`).
+ */
+export const laidOutAsEntry: boolean = (() => {
+  const probe = Context.addUnsafe(Context.empty(), "@corral/core/frameContext/probe", 0) as unknown as Record<
+    string,
+    unknown
+  >
+  return (
+    Object.getPrototypeOf(probe) === contextProto &&
+    sameNames(probe, contextFields) &&
+    sameNames(probe.overlay, entryFields) &&
+    probe.depth === 1
+  )
+})()
+
 /**
  * `Context.addUnsafe(context, key, value)` for a `key` that is not fiber-cached (an added service of
  * such a key keeps the context's cache root), with the entry made by `Entry`. A context that already
@@ -52,7 +76,9 @@ export const addEntry = <Services, S>(
   value: S
 ): Context.Context<Services | S> => {
   const impl = context as unknown as ContextImpl
-  if (impl.depth >= impl.maxDepth) return Context.addUnsafe<Services, never, S>(context, key, value) as never
+  if (!laidOutAsEntry || impl.depth >= impl.maxDepth) {
+    return Context.addUnsafe<Services, never, S>(context, key, value) as never
+  }
   const self = Object.create(contextProto) as ContextImpl
   self.cacheRoot = impl.cacheRoot
   self.base = impl.base

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import * as Agent from "../../src/Agent.ts"
-import { addEntry } from "../../src/internal/frameContext.ts"
+import { addEntry, laidOutAsEntry } from "../../src/internal/frameContext.ts"
 
 const A = Context.Service<{ readonly a: number }>("test/frameContext/A")
 const B = Context.Service<{ readonly b: string }>("test/frameContext/B")
@@ -26,6 +26,10 @@ const fields = (context: object): Array<[string, unknown]> =>
   Object.keys(context).map((name) => [name, (context as Record<string, unknown>)[name]])
 
 describe("addEntry", () => {
+  it("finds this effect's context laid out as it builds one (else it would fall back to Context.addUnsafe)", () => {
+    expect(laidOutAsEntry).toBe(true)
+  })
+
   it("builds what Context.addUnsafe builds: prototype, own fields in order, cache root, lookups", () => {
     fc.assert(
       fc.property(fc.nat(20), fc.option(fc.nat(10), { nil: undefined }), (adds, maxDepth) => {
