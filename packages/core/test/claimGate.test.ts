@@ -205,6 +205,31 @@ const checkCounts = (gate: ClaimGate, nodes: ReadonlyArray<Node>, after: string)
   }
 }
 
+interface DrainSizes {
+  readonly agents: readonly [number, number]
+  readonly steps: readonly [number, number]
+  readonly step: number
+  readonly bypass: number
+  readonly pool: number
+  readonly runs: number
+}
+
+/** Property: agents of `claimsArb` (pool `p` of `pool` slots), driven in any order and drained, all end done. */
+const drainsEveryAgent = (claimsArb: fc.Arbitrary<Claims.Claims>, sizes: DrainSizes) =>
+  fc.assert(
+    fc.property(
+      fc.array(claimsArb, { minLength: sizes.agents[0], maxLength: sizes.agents[1] }),
+      fc.array(fc.nat({ max: sizes.step }), { minLength: sizes.steps[0], maxLength: sizes.steps[1] }),
+      fc.integer({ min: 1, max: sizes.bypass }),
+      (claims, steps, maxBypass) => {
+        const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, { p: sizes.pool })))
+        const nodes = drive(requests, steps, maxBypass, true)
+        for (const node of nodes) assert.strictEqual(node.state, "done", `${node.id} after the drain`)
+      }
+    ),
+    { numRuns: sizes.runs }
+  )
+
 describe("ClaimGate", () => {
   it("property: an agent is reserved once agents after it have taken one of its keys maxBypass times while it waited", () => {
     fc.assert(
@@ -222,34 +247,10 @@ describe("ClaimGate", () => {
   })
 
   it("property: with queues behind woken agents on a few hot keys, every agent runs once those before it end", () => {
-    fc.assert(
-      fc.property(
-        fc.array(queueClaimsArb, { minLength: 4, maxLength: 30 }),
-        fc.array(fc.nat({ max: 60 }), { minLength: 20, maxLength: 200 }),
-        fc.integer({ min: 1, max: 8 }),
-        (claims, steps, maxBypass) => {
-          const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, { p: 3 })))
-          const nodes = drive(requests, steps, maxBypass, true)
-          for (const node of nodes) assert.strictEqual(node.state, "done", `${node.id} after the drain`)
-        }
-      ),
-      { numRuns: 300 }
-    )
+    drainsEveryAgent(queueClaimsArb, { agents: [4, 30], steps: [20, 200], step: 60, bypass: 8, pool: 3, runs: 300 })
   })
 
   it("property: with keys and a pool, every agent runs once those before it end (no agent left waiting for nothing)", () => {
-    fc.assert(
-      fc.property(
-        fc.array(poolClaimsArb, { minLength: 2, maxLength: 10 }),
-        fc.array(fc.nat({ max: 40 }), { minLength: 10, maxLength: 120 }),
-        fc.integer({ min: 1, max: 4 }),
-        (claims, steps, maxBypass) => {
-          const requests = claims.map((claim) => Result.getOrThrow(Claims.normalize(claim, { p: 2 })))
-          const nodes = drive(requests, steps, maxBypass, true)
-          for (const node of nodes) assert.strictEqual(node.state, "done", `${node.id} after the drain`)
-        }
-      ),
-      { numRuns: 1000 }
-    )
+    drainsEveryAgent(poolClaimsArb, { agents: [2, 10], steps: [10, 120], step: 40, bypass: 4, pool: 2, runs: 1000 })
   })
 })

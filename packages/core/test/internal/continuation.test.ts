@@ -27,6 +27,18 @@ const describing = () => {
   return { owner, calls }
 }
 
+/** An owner that records each agent's value or failure in `seen`, then answers `next()`. */
+const recording = (seen: Array<unknown>, next: () => Effect.Effect<unknown>): Owner => ({
+  succeeded: (value) => {
+    seen.push(value)
+    return next()
+  },
+  failed: (cause) => {
+    seen.push(`failed ${String(Cause.squash(cause))}`)
+    return next()
+  }
+})
+
 // continuation.ts relies on effect's `Exit` type id. This fails when an effect upgrade changes it.
 const effects: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
   ["Exit.void", Exit.void],
@@ -109,17 +121,7 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
       let index = 0
       const next = (): Effect.Effect<unknown> =>
         index < effects.length ? under(frame, effects[index++]!) : Effect.succeed(seen)
-      const owner: Owner = {
-        succeeded: (value) => {
-          seen.push(value)
-          return next()
-        },
-        failed: (cause) => {
-          seen.push(`failed ${String(Cause.squash(cause))}`)
-          return next()
-        }
-      }
-      const frame = agentFrame(owner)
+      const frame = agentFrame(recording(seen, next))
       assert.deepStrictEqual(yield* next(), [1, 2, "failed e", 3])
     })
   )
@@ -138,17 +140,7 @@ describe("continuation (what an agent's continuation relies on in effect)", () =
       let index = 0
       const next = (): Effect.Effect<unknown> =>
         index < effects.length ? enter(frame, Fiber.getCurrent(), effects[index++]!) : Effect.succeed(seen)
-      const owner: Owner = {
-        succeeded: (value) => {
-          seen.push(value)
-          return next()
-        },
-        failed: (cause) => {
-          seen.push(`failed ${String(Cause.squash(cause))}`)
-          return next()
-        }
-      }
-      const frame = agentFrame(owner)
+      const frame = agentFrame(recording(seen, next))
       assert.deepStrictEqual(yield* under(frame, Effect.succeed(0)), [0, 1, "failed e", 2, "failed d", 3])
     })
   )
