@@ -5,7 +5,8 @@
  * or `Effect.sleep(sleepMs)` when `sleepMs` > 0, each after a young GC, and prints CPU µs per agent
  * (`process.cpuUsage()`) of every run and the median of the second half. `mode`: `corral`
  * (`Agent.make` included), `forEach` (`Effect.forEach` of the same effects), `forEachAgents`
- * (`Effect.forEach` over the `Agent.make` agents). `root` is a checkout whose `packages/core` to
+ * (`Effect.forEach` over the `Agent.make` agents), `nested<d>` (`corral`'s run nested in `d` enclosing
+ * agents, each the only agent of its own run, as a run of tool calls inside an agent is). `root` is a checkout whose `packages/core` to
  * load (default: this one), so an old and a new core can alternate in separate processes. Under
  * `valgrind --tool=callgrind` (with node's `--predictable` and `--perf-basic-prof`) the difference
  * between two run counts gives the instructions per agent; see docs/development.md.
@@ -23,8 +24,16 @@ const core =
 const Agent: typeof import("@corral/core/Agent") = await import(`${core}Agent.ts`)
 const Corral: typeof import("@corral/core/Corral") = await import(`${core}Corral.ts`)
 
+const nesting = mode.startsWith("nested") ? Number(mode.slice("nested".length)) : 0
+if (!Number.isInteger(nesting) || nesting < 0) throw new Error(`yieldprobe: unknown mode ${mode}`)
+
 const resolved = Promise.resolve()
 const work = (i: number) => (sleepMs > 0 ? Effect.sleep(sleepMs) : Effect.promise(() => resolved.then(() => i)))
+
+const succeeded = (agents: ReadonlyArray<Agent.Any>, concurrency: number): Effect.Effect<void> =>
+  Effect.flatMap(Effect.orDie(Corral.run(agents, { concurrency })), (result) =>
+    result.allSucceeded ? Effect.void : Effect.die(new Error("an agent did not succeed"))
+  )
 
 const once = async (): Promise<void> => {
   const items = Array.from({ length: n }, (_, i) => i)
@@ -37,8 +46,9 @@ const once = async (): Promise<void> => {
     await Effect.runPromise(Effect.forEach(agents, (agent) => agent.run({}), { concurrency }))
     return
   }
-  const result = await Effect.runPromise(Corral.run(agents, { concurrency }))
-  if (!result.allSucceeded) throw new Error("an agent did not succeed")
+  let run = succeeded(agents, concurrency)
+  for (let level = 0; level < nesting; level++) run = succeeded([Agent.make(`level${level}`, { run })], 1)
+  await Effect.runPromise(run)
 }
 
 const gc = (globalThis as { gc?: (options: { type: "minor" }) => void }).gc
