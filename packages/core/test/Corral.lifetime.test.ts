@@ -1,6 +1,6 @@
 import { Agent, Corral, type CorralEvent, type Outcome, ToolCalls, Usage } from "@corral/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, type Duration, Effect, Fiber, Logger, Random, References } from "effect"
+import { Context, Deferred, type Duration, Effect, Fiber, Logger, Random, References } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
 import { isLegal, Lifecycle } from "../src/internal/lifecycle.ts"
@@ -61,6 +61,8 @@ const checkStopper = (c: StopperCase) =>
       else assert.oneOf(tag, ["Succeeded", "Interrupted", "Cancelled"], JSON.stringify(c))
     })
   })
+
+class Caller extends Context.Service<Caller, { readonly name: string }>()("test/lifetime/Caller") {}
 
 const tags = (result: { outcomes: ReadonlyArray<Outcome.Outcome<unknown, unknown>> }) =>
   Object.fromEntries(result.outcomes.map((o) => [o.agentId, o._tag]))
@@ -378,6 +380,39 @@ describe("a run nested inside an agent", () => {
       })
       const result = yield* finishWithin(Corral.run([outer]))
       assert.strictEqual((result.get("outer") as Outcome.Succeeded).value, "Succeeded")
+    })
+  )
+
+  it.effect("runs nested ten deep: each agent sees the caller's service, itself, its run and its claims; no agent copies the services", () =>
+    Effect.gen(function* () {
+      const seen: Array<{ level: number; agentId: string; runId: string; service: string; base: unknown }> = []
+      const record = (level: number) =>
+        Effect.gen(function* () {
+          const me = (yield* Agent.current)!
+          const base = (Fiber.getCurrent()!.context as unknown as { readonly base: unknown }).base
+          seen.push({ level, agentId: me.agentId, runId: me.runId, service: (yield* Caller).name, base })
+        })
+      const levelRun = (level: number): Effect.Effect<string, unknown, Caller> => {
+        const path = `src/${"d/".repeat(level)}`
+        const leaf = Agent.make(`leaf${level}`, { claims: { write: [`${path}leaf`] }, run: record(level) })
+        const enclosing = Agent.make(`enclosing${level}`, {
+          claims: { write: [`${path}d/`] },
+          run: Effect.andThen(record(level), level === 9 ? Effect.void : levelRun(level + 1))
+        })
+        return Effect.map(Corral.run([leaf, enclosing], { concurrency: 2 }), (result) =>
+          Object.values(tags(result)).join()
+        )
+      }
+      const outcome = yield* finishWithin(Effect.provideService(levelRun(0), Caller, { name: "caller" }))
+      assert.strictEqual(outcome, "Succeeded,Succeeded")
+      assert.strictEqual(seen.length, 20)
+      for (let level = 0; level < 10; level++) {
+        const [leaf, enclosing] = [`leaf${level}`, `enclosing${level}`].map((id) => seen.find((s) => s.agentId === id)!)
+        assert.deepStrictEqual([leaf!.level, enclosing!.level, leaf!.service, enclosing!.service], [level, level, "caller", "caller"])
+        assert.strictEqual(leaf!.runId, enclosing!.runId)
+        assert.isTrue(leaf!.base === enclosing!.base, `the agents of the run at level ${level} copied the services`)
+      }
+      assert.strictEqual(new Set(seen.map((s) => s.runId)).size, 10)
     })
   )
 

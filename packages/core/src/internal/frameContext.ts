@@ -89,3 +89,23 @@ export const addEntry = <Services, S>(
   self.maxDepth = impl.maxDepth
   return self as unknown as Context.Context<Services | S>
 }
+
+/**
+ * `context` with its overlays applied to one map, when it already holds `maxDepth` of them: a run's
+ * worker context that deep (a run nested in agents, each level adding two) would have every agent's
+ * `addEntry` copy the whole map, so the run copies it once. The result keeps `context`'s cache root
+ * (it holds the same services); any other context is returned as it is.
+ */
+export const rebased = <Services>(context: Context.Context<Services>): Context.Context<Services> => {
+  const impl = context as unknown as ContextImpl
+  if (!laidOutAsEntry || impl.depth < impl.maxDepth) return context
+  const self = Object.create(contextProto) as ContextImpl
+  self.cacheRoot = impl.cacheRoot
+  self.base = context.mapUnsafe
+  self.overlay = undefined
+  self.depth = 0
+  self._flat = undefined
+  self.baseHits = 0
+  self.maxDepth = impl.maxDepth
+  return self as unknown as Context.Context<Services>
+}

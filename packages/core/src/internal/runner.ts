@@ -40,6 +40,7 @@ import { forkedSince, snapshot } from "./agentChildren.ts"
 import { annotate } from "./annotations.ts"
 import { callerOf } from "./caller.ts"
 import { attempts, bind, classify, common, type ExecHost, succeeded } from "./execute.ts"
+import { rebased } from "./frameContext.ts"
 import { boundWaits, type Held } from "./inherit.ts"
 import { type AgentFrame, agentFrame, enter, isExitFast, type Owner, under } from "./continuation.ts"
 import { Lifecycle } from "./lifecycle.ts"
@@ -515,7 +516,7 @@ class Runner<A, E, R> implements ExecHost {
     const workers = Math.min(this.concurrency, this.total)
     if (workers === 0 || this.stopping.reason !== undefined) return false
     this.maxWorkers = workers
-    this.workerContext = annotate(fiber.context, this.services.annotations, this, this.logAnnotations)
+    this.workerContext = rebased(annotate(fiber.context, this.services.annotations, this, this.logAnnotations))
     this.runFiber = fiber
     this.fork = Effect.runForkWith(this.workerContext)
     this.topUp()

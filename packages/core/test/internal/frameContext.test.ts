@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import * as Agent from "../../src/Agent.ts"
-import { addEntry, laidOutAsEntry } from "../../src/internal/frameContext.ts"
+import { addEntry, laidOutAsEntry, rebased } from "../../src/internal/frameContext.ts"
 
 const A = Context.Service<{ readonly a: number }>("test/frameContext/A")
 const B = Context.Service<{ readonly b: string }>("test/frameContext/B")
@@ -67,5 +67,38 @@ describe("addEntry", () => {
     const context = addEntry(contextOf(1), key, frame) as Context.Context<never>
     const read = Effect.runSync(Effect.provideContext(Effect.service(Agent.CurrentRef), context))
     expect(read).toBe(frame)
+  })
+})
+
+describe("rebased", () => {
+  it("flattens a context holding maxDepth overlays as Context.addUnsafe would, keeping its cache root; any other is kept", () => {
+    fc.assert(
+      fc.property(fc.nat(20), fc.option(fc.nat(10), { nil: undefined }), (adds, maxDepth) => {
+        const context = contextOf(adds, maxDepth)
+        const impl = context as unknown as Record<string, unknown>
+        const flat = rebased(context)
+        const ours = flat as unknown as Record<string, unknown>
+        if ((impl.depth as number) < (impl.maxDepth as number)) {
+          expect(flat).toBe(context)
+          return
+        }
+        expect(Object.getPrototypeOf(ours)).toBe(Object.getPrototypeOf(impl))
+        expect(Object.keys(ours)).toEqual(Object.keys(impl))
+        expect([ours.cacheRoot, ours.depth, ours.overlay, ours.maxDepth]).toEqual([
+          impl.cacheRoot,
+          0,
+          undefined,
+          impl.maxDepth
+        ])
+        expect([...flat.mapUnsafe]).toEqual([...context.mapUnsafe])
+        const value = { frame: adds }
+        const bound = addEntry(flat, key, value) as unknown as Record<string, unknown>
+        if ((impl.maxDepth as number) > 0) expect([bound.depth, bound.base === ours.base]).toEqual([1, true])
+        expect([...(bound as unknown as Context.Context<never>).mapUnsafe]).toEqual([
+          ...Context.addUnsafe(context, key, value).mapUnsafe
+        ])
+      }),
+      { numRuns: 200 }
+    )
   })
 })
