@@ -30,7 +30,10 @@ if (!Number.isInteger(nesting) || nesting < 0) throw new Error(`yieldprobe: unkn
 const resolved = Promise.resolve()
 const work = (i: number) => (sleepMs > 0 ? Effect.sleep(sleepMs) : Effect.promise(() => resolved.then(() => i)))
 
-const succeeded = (agents: ReadonlyArray<Agent.Any>, concurrency: number): Effect.Effect<void> =>
+const succeeded = (
+  agents: ReadonlyArray<import("@corral/core/Agent").Agent<unknown>>,
+  concurrency: number
+): Effect.Effect<void> =>
   Effect.flatMap(Effect.orDie(Corral.run(agents, { concurrency })), (result) =>
     result.allSucceeded ? Effect.void : Effect.die(new Error("an agent did not succeed"))
   )

@@ -383,37 +383,44 @@ describe("a run nested inside an agent", () => {
     })
   )
 
-  it.effect("runs nested ten deep: each agent sees the caller's service, itself, its run and its claims; no agent copies the services", () =>
-    Effect.gen(function* () {
-      const seen: Array<{ level: number; agentId: string; runId: string; service: string; base: unknown }> = []
-      const record = (level: number) =>
-        Effect.gen(function* () {
-          const me = (yield* Agent.current)!
-          const base = (Fiber.getCurrent()!.context as unknown as { readonly base: unknown }).base
-          seen.push({ level, agentId: me.agentId, runId: me.runId, service: (yield* Caller).name, base })
-        })
-      const levelRun = (level: number): Effect.Effect<string, unknown, Caller> => {
-        const path = `src/${"d/".repeat(level)}`
-        const leaf = Agent.make(`leaf${level}`, { claims: { write: [`${path}leaf`] }, run: record(level) })
-        const enclosing = Agent.make(`enclosing${level}`, {
-          claims: { write: [`${path}d/`] },
-          run: Effect.andThen(record(level), level === 9 ? Effect.void : levelRun(level + 1))
-        })
-        return Effect.map(Corral.run([leaf, enclosing], { concurrency: 2 }), (result) =>
-          Object.values(tags(result)).join()
-        )
-      }
-      const outcome = yield* finishWithin(Effect.provideService(levelRun(0), Caller, { name: "caller" }))
-      assert.strictEqual(outcome, "Succeeded,Succeeded")
-      assert.strictEqual(seen.length, 20)
-      for (let level = 0; level < 10; level++) {
-        const [leaf, enclosing] = [`leaf${level}`, `enclosing${level}`].map((id) => seen.find((s) => s.agentId === id)!)
-        assert.deepStrictEqual([leaf!.level, enclosing!.level, leaf!.service, enclosing!.service], [level, level, "caller", "caller"])
-        assert.strictEqual(leaf!.runId, enclosing!.runId)
-        assert.isTrue(leaf!.base === enclosing!.base, `the agents of the run at level ${level} copied the services`)
-      }
-      assert.strictEqual(new Set(seen.map((s) => s.runId)).size, 10)
-    })
+  it.effect(
+    "runs nested ten deep: each agent sees the caller's service, itself, its run and its claims; no agent copies the services",
+    () =>
+      Effect.gen(function* () {
+        const seen: Array<{ level: number; agentId: string; runId: string; service: string; base: unknown }> = []
+        const record = (level: number) =>
+          Effect.gen(function* () {
+            const me = (yield* Agent.current)!
+            const base = (Fiber.getCurrent()!.context as unknown as { readonly base: unknown }).base
+            seen.push({ level, agentId: me.agentId, runId: me.runId, service: (yield* Caller).name, base })
+          })
+        const levelRun = (level: number): Effect.Effect<string, unknown, Caller> => {
+          const path = `src/${"d/".repeat(level)}`
+          const leaf = Agent.make(`leaf${level}`, { claims: { write: [`${path}leaf`] }, run: record(level) })
+          const enclosing = Agent.make(`enclosing${level}`, {
+            claims: { write: [`${path}d/`] },
+            run: Effect.andThen(record(level), level === 9 ? Effect.void : levelRun(level + 1))
+          })
+          return Effect.map(Corral.run([leaf, enclosing], { concurrency: 2 }), (result) =>
+            Object.values(tags(result)).join()
+          )
+        }
+        const outcome = yield* finishWithin(Effect.provideService(levelRun(0), Caller, { name: "caller" }))
+        assert.strictEqual(outcome, "Succeeded,Succeeded")
+        assert.strictEqual(seen.length, 20)
+        for (let level = 0; level < 10; level++) {
+          const [leaf, enclosing] = [`leaf${level}`, `enclosing${level}`].map(
+            (id) => seen.find((s) => s.agentId === id)!
+          )
+          assert.deepStrictEqual(
+            [leaf!.level, enclosing!.level, leaf!.service, enclosing!.service],
+            [level, level, "caller", "caller"]
+          )
+          assert.strictEqual(leaf!.runId, enclosing!.runId)
+          assert.isTrue(leaf!.base === enclosing!.base, `the agents of the run at level ${level} copied the services`)
+        }
+        assert.strictEqual(new Set(seen.map((s) => s.runId)).size, 10)
+      })
   )
 
   it.effect("a nested claim on a key held by another agent still waits for it", () =>
