@@ -37,7 +37,6 @@ import * as AgentEntity from "./AgentEntity.ts"
 import * as ExecutionLeases from "./internal/executionLeases.ts"
 import { checkLabels } from "./internal/runnerLabels.ts"
 import { Placement, type Ticket } from "./internal/placement.ts"
-import { shardingConfig, type Timing } from "./internal/shardingConfig.ts"
 import * as RunnerRegistry from "./RunnerRegistry.ts"
 
 /**
@@ -59,11 +58,7 @@ export interface ClusterOptions {
    * @default "10 seconds"
    */
   readonly shardLockExpiration?: Duration.Input | undefined
-  /**
-   * How often runners and coordinators look for new runners and shard owners, and how often a runner
-   * reads its shards' messages that missed their notification (and retries taking shards another
-   * runner still locks). @default "1 second"
-   */
+  /** How often runners and coordinators look for new runners and shard owners. @default "1 second" */
   readonly refreshEvery?: Duration.Input | undefined
 }
 
@@ -106,6 +101,12 @@ export const defaults = {
   capacity: 8
 } as const
 
+/** {@link ClusterOptions}' durations in milliseconds, defaults filled in. */
+interface Timing {
+  readonly expirationMs: number
+  readonly refreshMs: number
+}
+
 const checkTiming = (options: ClusterOptions): Effect.Effect<Timing> =>
   Effect.all({
     expirationMs: PostgresOptions.duration(
@@ -116,6 +117,24 @@ const checkTiming = (options: ClusterOptions): Effect.Effect<Timing> =>
     ),
     refreshMs: PostgresOptions.duration("Cluster", "refreshEvery", options.refreshEvery ?? defaults.refreshEvery, true)
   })
+
+/**
+ * The `effect/cluster` settings corral passes (the rest are `ShardingConfig.defaults`). Requests
+ * reach their runner by a direct notification after they are persisted; the polls below only cover
+ * what a notification missed.
+ */
+const shardingConfig = (timing: Timing) => {
+  const refresh = Duration.millis(timing.refreshMs)
+  return {
+    shardLockExpiration: Duration.millis(timing.expirationMs),
+    shardLockRefreshInterval: Duration.millis(timing.expirationMs / 3),
+    refreshAssignmentsInterval: refresh,
+    runnerHealthCheckInterval: refresh,
+    entityMessagePollInterval: "100 millis",
+    entityReplyPollInterval: "100 millis",
+    sendRetryInterval: "100 millis"
+  } as const
+}
 
 /**
  * Execution leases (`corral_executions` on the cluster's database), with a TTL of
