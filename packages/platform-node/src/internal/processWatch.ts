@@ -392,6 +392,9 @@ const tokensOf = (entry: ProcEntry): ReadonlyArray<string> => {
   return tokens
 }
 
+/** Forgets the environments read so far: each process's is read again (for tests). */
+export const forgetEnvironments = (): void => tokenCache.clear()
+
 /** Signals a stray and, when it leads a process group of its own, that group. */
 export const signalStray = (entry: ProcEntry, signal: NodeJS.Signals): void => {
   try {
