@@ -419,9 +419,10 @@ const PF_KTHREAD = 0x200000
  * The environment of process `pid`; `undefined` when it cannot be read (gone, or another user's);
  * `EXEC` when it read empty while an `exec` replaced it. From the kernel's `exec` replacing the
  * memory until the new program's environment is set up, `/proc/<pid>/environ` reads empty (0 bytes),
- * as it does for a process whose environment is empty (`env -i`) or a kernel thread; the `stat` read
- * after it tells which: a program is set up once its end of code is known, which the kernel records
- * after its environment (an exec under way shows 0 for both).
+ * as it does for a process whose environment is empty (`env -i`); the `stat` read after it tells
+ * which: the kernel records the program's end of code after its environment, so `stat` shows 0 for
+ * the end of code while an exec is under way (and 0 for the environment's end until it is set up).
+ * A kernel thread (flag `PF_KTHREAD`) has no environment.
  */
 const environmentOf = (pid: number): string | undefined | typeof EXEC => {
   const file = `/proc/${pid}/environ`
