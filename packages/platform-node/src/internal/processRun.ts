@@ -32,6 +32,7 @@ import {
   type GroupSample,
   isGroupAlive,
   launchedLeader,
+  type ProcEntry,
   procAvailable,
   sampleGroup,
   signalGroup,
@@ -375,9 +376,24 @@ const reapGroup = (pgid: number, graceMs: number, watch: Watch): Effect.Effect<v
     )
   })
 
-const waitStraysGone = (strays: Strays, ms: number) =>
+/**
+ * Sends `signal` to the strays `found`, then, every 20 ms for up to `ms`, to those a new scan finds
+ * (once each), until none is left and none is unsettled (`Strays.unsettled`: one caught in an `exec`
+ * is found once the exec is done).
+ */
+const signalStrays = (strays: Strays, found: ReadonlyArray<ProcEntry>, signal: NodeJS.Signals, ms: number) =>
   Effect.gen(function* () {
-    for (let waited = 0; waited < ms && strays.collect().length > 0; waited += 20) yield* Effect.sleep(POLL_INTERVAL)
+    const signalled = new Set<number>()
+    for (let waited = 0; found.length > 0 || strays.unsettled > 0; waited += 20) {
+      for (const entry of found) {
+        if (signalled.has(entry.pid)) continue
+        signalled.add(entry.pid)
+        signalStray(entry, signal)
+      }
+      if (waited >= ms) return
+      yield* Effect.sleep(POLL_INTERVAL)
+      found = strays.collect()
+    }
   })
 
 /** Terminates the processes of the tree that left its group: SIGTERM, SIGKILL after `graceMs`. */
@@ -386,15 +402,13 @@ const reapStrays = (graceMs: number, watch: Watch): Effect.Effect<void> =>
     const strays = watch.strays
     if (strays === undefined || watch.treeGone) return Effect.void
     const found = strays.collect()
-    if (found.length === 0) {
+    if (found.length === 0 && strays.unsettled === 0) {
       watch.treeGone = watch.gone
       return Effect.void
     }
     return Effect.gen(function* () {
-      for (const entry of found) signalStray(entry, "SIGTERM")
-      yield* waitStraysGone(strays, graceMs)
-      for (const entry of strays.collect()) signalStray(entry, "SIGKILL")
-      yield* waitStraysGone(strays, 1000)
+      yield* signalStrays(strays, found, "SIGTERM", graceMs)
+      yield* signalStrays(strays, strays.collect(), "SIGKILL", 1000)
     })
   })
 
@@ -410,7 +424,7 @@ const reapTree = (pgid: number, graceMs: number, watch: Watch, leaderReaped = fa
       const found = strays.collect(leaderReaped)
       if (!strays.groupAlive) {
         watch.gone = true
-        if (found.length === 0) {
+        if (found.length === 0 && strays.unsettled === 0) {
           watch.treeGone = true
           return Effect.void
         }

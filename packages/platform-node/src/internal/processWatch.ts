@@ -75,17 +75,24 @@ const readProc = (file: string, whole = false): string | undefined => {
 
 /**
  * The fields of the last `stat` read by `readStat`, numbered after the command name as in proc(5)
- * minus 3: `[0]` the state letter's code, `[1]` ppid, `[2]` pgrp, `[3]` session, `[11]`–`[14]` utime,
- * stime, cutime, cstime (ticks), `[19]` start time (ticks since boot), `[21]` rss (pages).
+ * minus 3: `[0]` the state letter's code, `[1]` ppid, `[2]` pgrp, `[3]` session, `[6]` flags,
+ * `[11]`–`[14]` utime, stime, cutime, cstime (ticks), `[19]` start time (ticks since boot), `[21]`
+ * rss (pages); read up to `ENV_END` on request: `[24]` end of the program's code, `[47]`–`[48]` start
+ * and end of its environment (addresses).
  */
 const STAT_FIELDS = 22
-const stat = new Float64Array(STAT_FIELDS)
+const FLAGS = 6
+const END_CODE = 24
+const ENV_START = 47
+const ENV_END = 48
+const stat = new Float64Array(ENV_END + 1)
 
 /**
- * Reads `/proc/<pid>/stat` into `stat`, parsing the bytes in place: a scan reads one per process of
- * the machine every 100 ms, and a string split into its 52 fields was most of what it allocated per process.
+ * Reads `/proc/<pid>/stat` into `stat`, its first `fields` fields, parsing the bytes in place: a scan
+ * reads one per process of the machine every 100 ms, and a string split into its 52 fields was most
+ * of what it allocated per process.
  */
-const readStat = (pid: string): boolean => {
+const readStat = (pid: string, fields = STAT_FIELDS): boolean => {
   const length = readProcBytes(`/proc/${pid}/stat`)
   if (length === undefined || length === 0) return false
   // The command name is in parentheses and may contain anything, so fields start after the last ")".
@@ -93,7 +100,7 @@ const readStat = (pid: string): boolean => {
   if (at < 2 || at >= length) return false
   stat[0] = procBuffer[at]!
   at += 1
-  for (let field = 1; field < STAT_FIELDS; field++) {
+  for (let field = 1; field < fields; field++) {
     if (at >= length || procBuffer[at] !== 0x20) return false
     at += 1
     const negative = procBuffer[at] === 0x2d
@@ -187,7 +194,8 @@ export const sampleGroup = (pgid: number, maxAgeMs = SNAPSHOT_MAX_AGE_MS): Group
  *   (its exit was seen), it does not read the leader's pid within `YOUNG_MS` of the start.
  *
  * A process that left the session before the first sample reached it and cleared its environment is
- * not found.
+ * not found. One whose environment reads empty because an `exec` is replacing it is counted in
+ * `unsettled` until a later scan reads the new program's.
  */
 const YOUNG_MS = 2000
 const DIRECT_PIDS_MAX = 16
@@ -207,6 +215,11 @@ export class Strays {
   private readonly startedAt = performance.now()
   /** Whether the last `collect` saw a live member of the group (true until the first one). */
   groupAlive = true
+  /**
+   * How many processes the last `collect` could not tell apart: their environment read empty while an
+   * `exec` replaced it (`environmentOf`). A later `collect` tells.
+   */
+  unsettled = 0
 
   constructor(pgid: number, token: string) {
     this.pgid = pgid
@@ -232,6 +245,7 @@ export class Strays {
     const entries = scanSince(this.pgid, young ? lastPid() : undefined, young && leaderReaped)
     this.walk(entries)
     this.groupAlive = false
+    this.unsettled = 0
     const own = ownSession()
     const helperPid = sharedHelper().pid ?? -1
     for (const entry of entries) {
@@ -246,7 +260,11 @@ export class Strays {
       else if (entry.ppid === ownPid || entry.ppid === helperPid || entry.sid === own) continue
       // In another agent's session: a process cannot join a session it did not make, so it is not ours.
       else if (isLaunchedLeader(entry.sid)) continue
-      else if (tokensOf(entry).includes(this.token)) this.known.set(entry.pid, entry.start)
+      else {
+        const tokens = tokensOf(entry)
+        if (tokens === undefined) this.unsettled += 1
+        else if (tokens.includes(this.token)) this.known.set(entry.pid, entry.start)
+      }
     }
     this.walk(entries)
     return entries.filter((entry) => entry.alive && this.known.get(entry.pid) === entry.start)
@@ -375,10 +393,12 @@ const TOKEN_CACHE_MAX = 4096
  */
 const tokenCache = new Map<number, { readonly start: number; readonly tokens: ReadonlyArray<string> }>()
 
-const tokensOf = (entry: ProcEntry): ReadonlyArray<string> => {
+/** `undefined`: the environment read empty while an `exec` replaced it (`environmentOf`), not known yet. */
+const tokensOf = (entry: ProcEntry): ReadonlyArray<string> | undefined => {
   const cached = tokenCache.get(entry.pid)
   if (cached !== undefined && cached.start === entry.start) return cached.tokens
-  const environ = readProc(`/proc/${entry.pid}/environ`, true)
+  const environ = environmentOf(entry.pid)
+  if (environ === EXEC) return undefined
   const tokens: Array<string> = []
   for (let at = environ?.indexOf(TOKEN_NAME) ?? -1; at !== -1; at = environ!.indexOf(TOKEN_NAME, at + 1)) {
     if (at > 0 && environ!.charCodeAt(at - 1) !== 0) continue
@@ -391,6 +411,35 @@ const tokensOf = (entry: ProcEntry): ReadonlyArray<string> => {
   tokenCache.set(entry.pid, { start: entry.start, tokens })
   return tokens
 }
+
+const EXEC = Symbol("exec")
+const PF_KTHREAD = 0x200000
+
+/**
+ * The environment of process `pid`; `undefined` when it cannot be read (gone, or another user's);
+ * `EXEC` when it read empty while an `exec` replaced it. From the kernel's `exec` replacing the
+ * memory until the new program's environment is set up, `/proc/<pid>/environ` reads empty (0 bytes),
+ * as it does for a process whose environment is empty (`env -i`); the `stat` read after it tells
+ * which: the kernel records the program's end of code after its environment, so `stat` shows 0 for
+ * the end of code while an exec is under way (and 0 for the environment's end until it is set up).
+ * A kernel thread (flag `PF_KTHREAD`) has no environment.
+ */
+const environmentOf = (pid: number): string | undefined | typeof EXEC => {
+  const file = `/proc/${pid}/environ`
+  let length = readProcBytes(file, true)
+  if (length === 0) {
+    if (!readStat(String(pid), ENV_END + 1) || stat[0] === ZOMBIE || stat[0] === DEAD) return undefined
+    if ((stat[FLAGS]! & PF_KTHREAD) !== 0) return ""
+    if (stat[END_CODE] === 0 || stat[ENV_END] === 0) return EXEC
+    // The exec ended between the two reads: its environment is set up now.
+    if (stat[ENV_END]! > stat[ENV_START]!) length = readProcBytes(file, true)
+    if (length === 0 && stat[ENV_END]! > stat[ENV_START]!) return EXEC
+  }
+  return length === undefined ? undefined : procBuffer.toString("latin1", 0, length)
+}
+
+/** Forgets the environments read so far: each process's is read again (for tests). */
+export const forgetEnvironments = (): void => tokenCache.clear()
 
 /** Signals a stray and, when it leads a process group of its own, that group. */
 export const signalStray = (entry: ProcEntry, signal: NodeJS.Signals): void => {
