@@ -748,8 +748,8 @@ class Runner<A, E, R> implements ExecHost {
 
   /**
    * Ends the stint's agent, synchronously. Answers the next agent, already started, when it needs
-   * nothing from the worker loop (no ledger, rate limit or events, no claims but on an in-memory lock
-   * service without a claim timeout, taken here by `claimNow`, and the run goes on); else what the loop runs: the release of the ended agent's claims (released here, on an in-memory
+   * nothing from the worker loop (no ledger, rate limit, claims or events, and the run goes on);
+   * else what the loop runs: the release of the ended agent's claims (released here, on an in-memory
    * lock service), or nothing.
    */
   agentEnded(
@@ -784,30 +784,13 @@ class Runner<A, E, R> implements ExecHost {
     }
     const next = this.ready.next()
     if (next === undefined) return noRelease
-    if (next.agent.rateLimit !== undefined) {
+    if (next.agent.rateLimit !== undefined || next.request !== undefined) {
       stint.pending = next
       return noRelease
     }
-    if (next.request === undefined) this.start(next, endedAt)
-    else if (!this.claimNow(stint, next)) return noRelease
+    this.start(next, endedAt)
     if (this.ready.size > 0) this.wake()
     return next
-  }
-
-  /**
-   * The loop's claim step for the stint's next agent on an in-memory lock service: whether it holds
-   * its claims and started. One that parked waits as the loop would leave it (it has no claim timer
-   * to arm); one with a claim timeout, or on another lock service, is left to the loop.
-   */
-  private claimNow(stint: Stint, node: Node): boolean {
-    const gate = this.gate!
-    if (gate.table === undefined || node.claimTimeoutMs !== undefined) {
-      stint.pending = node
-      return false
-    }
-    if (gate.check(node) && gate.acquireNow(node)) return true
-    stint.endedAt = undefined
-    return false
   }
 
   // released slots
