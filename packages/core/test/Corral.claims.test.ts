@@ -195,6 +195,32 @@ describe("Corral.run with claims", () => {
     })
   )
 
+  it.effect("claimTimeout holds for an agent a worker takes as the one before it ends, in a run without events", () =>
+    Effect.gen(function* () {
+      const agents = [
+        Agent.make("holder", { run: Effect.sleep("100 millis"), claims: { write: ["k"] } }),
+        Agent.make("short", { run: Effect.sleep("1 millis"), claims: { write: ["x"] } }),
+        Agent.make("blocked", { run: Effect.sleep("1 millis"), claims: { write: ["k"] }, claimTimeout: "10 millis" }),
+        Agent.make("after", { run: Effect.sleep("1 millis"), claims: { write: ["y"] } })
+      ]
+      const fiber = yield* Effect.forkChild(Corral.run(agents, { concurrency: 2 }))
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      const outcome = result.get("blocked") as Outcome.ClaimTimedOut
+      assert.strictEqual(outcome._tag, "ClaimTimedOut")
+      assert.strictEqual(outcome.endedAt, 11)
+      assert.deepStrictEqual(outcome.blockers, [{ key: "k", holder: "holder" }])
+      assert.deepStrictEqual(
+        (["holder", "short", "after"] as const).map((id) => [result.get(id)!._tag, result.get(id)!.startedAt]),
+        [
+          ["Succeeded", 0],
+          ["Succeeded", 0],
+          ["Succeeded", 1]
+        ]
+      )
+    })
+  )
+
   it.effect("two runs in one process serialize on a shared key and never release each other's claims", () =>
     Effect.gen(function* () {
       const locks = ResourceLocks.makeMemory()
