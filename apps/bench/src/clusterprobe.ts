@@ -22,32 +22,11 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { balanced, runnerProcess } from "../../../packages/cluster/test/support/runnerProcess.ts"
 import { Sleep } from "./lib/clusterKinds.ts"
+import { childrenOf, processCpuMs } from "./lib/cpu.ts"
 
 const n = Number(process.argv[2] ?? 1000)
 const rounds = Number(process.argv[3] ?? 3)
 const runnerScript = new URL("./lib/clusterRunner.ts", import.meta.url).pathname
-
-const cpuOf = (pid: number): number => {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
-  } catch {
-    return 0
-  }
-}
-
-const childrenOf = (pid: number): Array<number> =>
-  fs
-    .readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .map(Number)
-    .filter((child) => {
-      try {
-        return Number(fs.readFileSync(`/proc/${child}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === pid
-      } catch {
-        return false
-      }
-    })
 
 const run = (count: number, prefix: string) =>
   Effect.gen(function* () {
@@ -75,11 +54,11 @@ const program = Effect.gen(function* () {
   yield* Effect.provideService(run(64, "warm"), Executor.Executor, executor)
   if (process.env.IDLE !== undefined) {
     const seconds = Number(process.env.IDLE)
-    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + cpuOf(pid), 0)
+    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + processCpuMs(pid), 0)
     yield* Effect.orDie(sql`SELECT pg_stat_statements_reset()`)
     const self0 = process.cpuUsage()
     const pg0 = backends()
-    const runner0 = cpuOf(runner.child.pid!)
+    const runner0 = processCpuMs(runner.child.pid!)
     yield* Effect.sleep(`${seconds} seconds`)
     const used = process.cpuUsage(self0)
     const stats = yield* Effect.orDie(sql<{ query: string; calls: string }>`SELECT query, calls FROM pg_stat_statements
@@ -88,7 +67,7 @@ const program = Effect.gen(function* () {
       JSON.stringify({
         idleMsPerSecond: {
           coordinator: +((used.user + used.system) / 1000 / seconds).toFixed(2),
-          runner: +((cpuOf(runner.child.pid!) - runner0) / seconds).toFixed(2),
+          runner: +((processCpuMs(runner.child.pid!) - runner0) / seconds).toFixed(2),
           postgres: +((backends() - pg0) / seconds).toFixed(2)
         },
         statementsPerSecond: +(stats.reduce((sum, row) => sum + Number(row.calls), 0) / seconds).toFixed(1)
@@ -99,10 +78,10 @@ const program = Effect.gen(function* () {
   }
   for (let round = 0; round < rounds; round++) {
     yield* Effect.orDie(sql`SELECT pg_stat_statements_reset()`)
-    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + cpuOf(pid), 0)
+    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + processCpuMs(pid), 0)
     const self0 = process.cpuUsage()
     const pg0 = backends()
-    const runner0 = cpuOf(runner.child.pid!)
+    const runner0 = processCpuMs(runner.child.pid!)
     const tracers =
       process.env.STRACE !== undefined && round === 1
         ? [
@@ -154,7 +133,7 @@ const program = Effect.gen(function* () {
     const wall = performance.now() - start
     const used = process.cpuUsage(self0)
     const self = (used.user + used.system) / 1000 / n
-    const runnerCpu = (cpuOf(runner.child.pid!) - runner0) / n
+    const runnerCpu = (processCpuMs(runner.child.pid!) - runner0) / n
     const pg = (backends() - pg0) / n
     const stats = yield* Effect.orDie(sql<{ query: string; calls: string }>`SELECT query, calls FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY calls DESC`)

@@ -100,3 +100,32 @@ export const withCpu = <P>(approach: Approach<P>): Approach<P> => ({
 
 /** The column for `withCpu`'s metric. */
 export const cpuColumn = { key: "cpuMs", label: "CPU", format: (v: number) => `${v.toFixed(1)} ms` }
+
+/** User + system CPU time of process `pid` so far, in ms (`/proc/<pid>/stat`, ticks of 10 ms); 0 once it is gone. */
+export const processCpuMs = (pid: number): number => {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+  } catch {
+    return 0
+  }
+}
+
+/** The pids of the live processes whose parent is `pid` (e.g. a Postgres server's backends). */
+export const childrenOf = (pid: number): Array<number> => {
+  try {
+    return fs
+      .readdirSync("/proc")
+      .filter((entry) => /^\d+$/.test(entry))
+      .map(Number)
+      .filter((child) => {
+        try {
+          return Number(fs.readFileSync(`/proc/${child}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === pid
+        } catch {
+          return false
+        }
+      })
+  } catch {
+    return []
+  }
+}

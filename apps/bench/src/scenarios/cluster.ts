@@ -24,6 +24,7 @@ import { PostgresClient, PostgresLocks, TestServer } from "@corral/postgres"
 import { Context, Duration, Effect, Fiber, Layer, Result, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import { recordsTable } from "../format.ts"
+import { childrenOf, processCpuMs } from "../lib/cpu.ts"
 import { balanced, type RunnerProcess, runnerProcess } from "../../../../packages/cluster/test/support/runnerProcess.ts"
 import { Mark, Sleep } from "../lib/clusterKinds.ts"
 import type { Verdict } from "../types.ts"
@@ -75,33 +76,6 @@ const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** di
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 /** CPU milliseconds (user + system) a process has used, from /proc; 0 where /proc is missing. */
-const cpuOf = (pid: number): number => {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
-  } catch {
-    return 0
-  }
-}
-
-const childrenOf = (pid: number): Array<number> => {
-  try {
-    return fs
-      .readdirSync("/proc")
-      .filter((entry) => /^\d+$/.test(entry))
-      .map(Number)
-      .filter((child) => {
-        try {
-          return Number(fs.readFileSync(`/proc/${child}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === pid
-        } catch {
-          return false
-        }
-      })
-  } catch {
-    return []
-  }
-}
-
 /** CPU time per process group over `effect`: this process, the runners, and the Postgres backends. */
 const withCpu = <A, E, R>(
   server: TestServer.TestServer,
@@ -109,8 +83,8 @@ const withCpu = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function* () {
-    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + cpuOf(pid), 0)
-    const runnersCpu = () => runners.reduce((sum, pid) => sum + cpuOf(pid), 0)
+    const backends = () => childrenOf(server.pid).reduce((sum, pid) => sum + processCpuMs(pid), 0)
+    const runnersCpu = () => runners.reduce((sum, pid) => sum + processCpuMs(pid), 0)
     const self = process.cpuUsage()
     const pg = backends()
     const run = runnersCpu()
