@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
@@ -122,6 +122,31 @@ describe("parent watchdog", () => {
       )
       yield* until(() => !isAlive(second), 30_000, "the group to be killed")
       assert.isTrue(isAlive(other))
+    })
+  )
+
+  it.live("kills a process with the token that it catches in the middle of an exec", () =>
+    Effect.gen(function* () {
+      // The process execs itself without end: its environment reads empty while an exec replaces it,
+      // about one read in six here, so a watchdog that took that for "no token" would miss it.
+      const loop = join(dir, "exec-loop")
+      writeFileSync(loop, '#!/bin/sh\nexec "$0"\n', { mode: 0o755 })
+      for (let trial = 0; trial < 20; trial++) {
+        const name = `exec-${trial}`
+        const child = spawn(loop, [], {
+          detached: true,
+          stdio: "ignore",
+          env: { ...process.env, CORRAL_PROCESS_TOKEN: `watchdog-test-${name}-${process.pid}` }
+        })
+        child.unref()
+        groups.push(child.pid!)
+        const gone = group()
+        // A parent whose start time differs: gone from the first look, so the watchdog goes at once.
+        ParentWatchdog.start({ pid: gone, start: ParentWatchdog.watched(gone).start! - 1 }, token(name)).spawned(
+          undefined
+        )
+        yield* until(() => !isAlive(child.pid!), 10_000, `trial ${trial}: the process caught in an exec to be killed`)
+      }
     })
   )
 
