@@ -8,8 +8,11 @@
  * process group to the watchdog's stdin and closes it (or just closes it when the spawn failed).
  * Once the watched process is gone the watchdog kills that group, if it was told it, and every
  * process whose environment carries the run's `CORRAL_PROCESS_TOKEN` entry (the processes that
- * left the group included; processes in a bubblewrap sandbox are visible in /proc too), a few
- * rounds until none is left, then exits. While the watched process lives, the spawner stops the
+ * left the group included; processes in a bubblewrap sandbox are visible in /proc too), in rounds
+ * 0.1 s apart, at least `MIN_ROUNDS` and until one finds none left (at most 10), then exits. A
+ * process that an `exec` is replacing reads as having no environment at that instant (the kernel sets
+ * up the new program's after replacing its memory), so one round can miss it; the next one, after
+ * the exec is done, does not. While the watched process lives, the spawner stops the
  * watchdog when the command's run ends (`stop`).
  *
  * A shell loop rather than Node: a watchdog costs one small process per command instead of a
@@ -35,6 +38,9 @@ export const watched = (pid: number): Watched => ({ pid, start: startOf(pid) })
 /** How often the watchdog looks at the watched process, in seconds. */
 export const INTERVAL_SECONDS = 0.5
 
+/** The fewest rounds the watchdog makes once the watched process is gone (see the module comment). */
+export const MIN_ROUNDS = 5
+
 /** The watchdog's shell script; `token` is the run's `CORRAL_PROCESS_TOKEN=<id>` environment entry. */
 export const script = (parent: Watched, token: string): string => {
   const alive =
@@ -48,7 +54,7 @@ export const script = (parent: Watched, token: string): string => {
     `while ${alive}; do sleep ${INTERVAL_SECONDS}; done`,
     `read -r g || :`,
     `n=0`,
-    `while [ $n -lt 10 ]; do found=; case "$g" in ''|*[!0-9]*) ;; *) kill -KILL -$g 2>/dev/null && found=1;; esac; ${tokens}[ -z "$found" ] && exit 0; n=$((n+1)); sleep 0.1; done`
+    `while [ $n -lt 10 ]; do found=; case "$g" in ''|*[!0-9]*) ;; *) kill -KILL -$g 2>/dev/null && found=1;; esac; ${tokens}n=$((n+1)); [ -z "$found" ] && [ $n -ge ${MIN_ROUNDS} ] && exit 0; sleep 0.1; done`
   ].join("\n")
 }
 
