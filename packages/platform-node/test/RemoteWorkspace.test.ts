@@ -1,11 +1,13 @@
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
+import * as Git from "../src/Git.ts"
 import * as RemoteWorkspace from "../src/RemoteWorkspace.ts"
 import { Workspace, type WorkspaceHandle } from "../src/Workspace.ts"
 
@@ -72,6 +74,43 @@ const workOnRunner = (
     })
   )
 
+/**
+ * The state `git worktree add` leaves between writing a new worktree's administrative folder and
+ * setting its HEAD in a child process: HEAD holds the null object id. Killed there (kill -9), git
+ * leaves it so.
+ */
+const halfAddedWorktree = (repo: string, dir: string) => {
+  sh(repo, "worktree", "add", "--quiet", "--detach", dir, "HEAD")
+  const head = path.join(repo, ".git", "worktrees", path.basename(dir), "HEAD")
+  const commit = fs.readFileSync(head, "utf8")
+  fs.writeFileSync(head, `${"0".repeat(40)}\n`)
+  return { finish: () => fs.writeFileSync(head, commit) }
+}
+
+/** A new commit on the coordinator's side, published as the base of `runId`: the runner lacks its objects. */
+const newBase = (origin: string, remote: string, runId: string, n: number) =>
+  Effect.gen(function* () {
+    const base = sh(
+      origin,
+      "-c",
+      "user.name=t",
+      "-c",
+      "user.email=t@t",
+      "commit-tree",
+      "-p",
+      "HEAD",
+      "-m",
+      `base ${n}`,
+      "HEAD^{tree}"
+    )
+    yield* RemoteWorkspace.publish(origin, remote, runId, base)
+    return base
+  })
+
+/** Resolves once `condition` holds, checking every millisecond. */
+const until = (condition: () => boolean): Effect.Effect<void> =>
+  Effect.suspend(() => (condition() ? Effect.void : Effect.andThen(Effect.sleep("1 millis"), until(condition))))
+
 describe("RemoteWorkspace", () => {
   it.live("work done in a runner's clone is fetched back, predicted and merged like a local workspace's", () =>
     Effect.gen(function* () {
@@ -136,6 +175,70 @@ describe("RemoteWorkspace", () => {
       const nowhere = path.join(path.dirname(origin), "nowhere.git")
       const unreachable = yield* Effect.flip(RemoteWorkspace.fetchBase(clone, nowhere, "r2", head))
       assert.include(unreachable.message, nowhere)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "the base is fetched while another process's `git worktree add` is half done in the runner's repository",
+    () =>
+      Effect.gen(function* () {
+        const { origin, clone } = yield* makeRepos
+        const remote = yield* RemoteWorkspace.defaultRemote(origin)
+        const base = yield* newBase(origin, remote, "r3", 1)
+        const adding = halfAddedWorktree(clone, path.join(path.dirname(clone), "being-added"))
+        const tally = Git.makeTally()
+        const fetching = yield* RemoteWorkspace.fetchBase(clone, remote, "r3", base).pipe(
+          Effect.provideService(Git.CurrentTally, tally),
+          Effect.forkChild
+        )
+        yield* until(() => tally.millis > 0)
+        adding.finish()
+        yield* Fiber.join(fetching)
+        assert.isAtLeast(tally.commands, 3)
+        assert.strictEqual(sh(clone, "cat-file", "-t", base), "commit")
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("a worktree left half added (git killed in `worktree add`) fails the fetch naming its folder", () =>
+    Effect.gen(function* () {
+      const { origin, clone } = yield* makeRepos
+      const remote = yield* RemoteWorkspace.defaultRemote(origin)
+      const base = yield* newBase(origin, remote, "r4", 1)
+      const stuck = path.join(path.dirname(clone), "stuck")
+      halfAddedWorktree(clone, stuck)
+      const error = yield* Effect.flip(RemoteWorkspace.fetchBase(clone, remote, "r4", base))
+      assert.strictEqual(error._tag, "RemoteError")
+      assert.include(error.message, `cannot fetch the base of run r4 from ${remote}`)
+      assert.include(error.message, `the worktree ${stuck} has no commit in its HEAD`)
+      assert.include(error.message, `git worktree remove --force ${stuck}`)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("every fetch of a base succeeds while another process adds and removes worktrees in the repository", () =>
+    Effect.gen(function* () {
+      const { origin, clone } = yield* makeRepos
+      const remote = yield* RemoteWorkspace.defaultRemote(origin)
+      const scratch = path.dirname(clone)
+      const adder = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          spawn(
+            "bash",
+            [
+              "-c",
+              'while :; do git worktree add -q --no-checkout --detach "$1/w" HEAD && git worktree remove --force "$1/w"; done',
+              "adder",
+              scratch
+            ],
+            { cwd: clone, stdio: "ignore" }
+          )
+        ),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      for (let n = 1; n <= 60; n++) {
+        const base = yield* newBase(origin, remote, "r5", n)
+        yield* RemoteWorkspace.fetchBase(clone, remote, "r5", base)
+      }
+      assert.isNull(adder.exitCode)
     }).pipe(Effect.scoped)
   )
 
