@@ -19,7 +19,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { git, gitOutput, gitTest, lines } from "./internal/git.ts"
+import { GitError, git, gitOutput, gitTest, lines } from "./internal/git.ts"
 import { appendRecord } from "./internal/runRegistry.ts"
 import { makeDir } from "./internal/workspaceFs.ts"
 import { commitWork } from "./internal/workspaceIntegration.ts"
@@ -49,7 +49,11 @@ const failing =
     Effect.mapError(effect, (error) =>
       error instanceof RemoteError
         ? error
-        : new RemoteError({ remote, operation, detail: "stderr" in error ? String(error.stderr) : error.message })
+        : new RemoteError({
+            remote,
+            operation,
+            detail: error instanceof GitError ? error.detail : "stderr" in error ? String(error.stderr) : error.message
+          })
     )
 
 /**

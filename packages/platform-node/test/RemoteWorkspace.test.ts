@@ -218,27 +218,46 @@ describe("RemoteWorkspace", () => {
     Effect.gen(function* () {
       const { origin, clone } = yield* makeRepos
       const remote = yield* RemoteWorkspace.defaultRemote(origin)
+      const bases = Array.from({ length: 30 }, (_, n) =>
+        sh(
+          origin,
+          "-c",
+          "user.name=t",
+          "-c",
+          "user.email=t@t",
+          "commit-tree",
+          "-p",
+          "HEAD",
+          "-m",
+          `base ${n}`,
+          "HEAD^{tree}"
+        )
+      )
+      sh(origin, "push", "--quiet", remote, ...bases.map((base, n) => `${base}:refs/heads/corral/r5-${n}/integration`))
       const scratch = path.dirname(clone)
+      const stop = path.join(scratch, "stop")
       const adder = yield* Effect.acquireRelease(
         Effect.sync(() =>
           spawn(
             "bash",
             [
               "-c",
-              'while :; do git worktree add -q --no-checkout --detach "$1/w" HEAD && git worktree remove --force "$1/w"; done',
+              'while [ ! -e "$1/stop" ]; do git worktree add -q --no-checkout --detach "$1/w" HEAD && echo >> "$1/added" && git worktree remove --force "$1/w"; done',
               "adder",
               scratch
             ],
             { cwd: clone, stdio: "ignore" }
           )
         ),
-        (child) => Effect.sync(() => child.kill("SIGKILL"))
+        (child) =>
+          Effect.callback<void>((resume) => {
+            child.once("exit", () => resume(Effect.void))
+            fs.writeFileSync(stop, "")
+          })
       )
-      for (let n = 1; n <= 60; n++) {
-        const base = yield* newBase(origin, remote, "r5", n)
-        yield* RemoteWorkspace.fetchBase(clone, remote, "r5", base)
-      }
+      for (const [n, base] of bases.entries()) yield* RemoteWorkspace.fetchBase(clone, remote, `r5-${n}`, base)
       assert.isNull(adder.exitCode)
+      assert.isAtLeast(fs.readFileSync(path.join(scratch, "added"), "utf8").length, 10)
     }).pipe(Effect.scoped)
   )
 

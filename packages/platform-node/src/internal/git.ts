@@ -1,4 +1,5 @@
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
+import * as NodePath from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -10,13 +11,36 @@ export class GitError extends Data.TaggedError("GitError")<{
   readonly cwd: string
   readonly exitCode: number
   readonly stderr: string
+  /** What corral found out about the failure beyond git's own words. */
+  readonly hint?: string | undefined
 }> {
   override get message() {
-    const detail = this.stderr.trim() || "no output"
-    return `git ${this.args.join(" ")} failed in ${this.cwd} (exit ${this.exitCode}): ${detail}`
+    return `git ${this.args.join(" ")} failed in ${this.cwd} (exit ${this.exitCode}): ${this.detail}`
+  }
+  /** git's standard error, then corral's {@link hint}. */
+  get detail(): string {
+    const said = this.stderr.trim() || "no output"
+    return this.hint === undefined ? said : `${said}\n${this.hint}`
   }
   get isLockContention(): boolean {
     return lockPattern.test(this.stderr) && !this.stderr.includes("but expected")
+  }
+  /**
+   * The administrative name (`.git/worktrees/<name>`) of a worktree whose HEAD still holds the
+   * placeholder that `git worktree add` writes before it sets the real HEAD in a child process, when
+   * that is what made the command fail: every command that walks the HEADs of all worktrees (`fetch`'s
+   * connectivity check, `rev-list --all`, `gc`) dies on it meanwhile.
+   */
+  get halfAddedWorktree(): string | undefined {
+    return halfAddedPattern.exec(this.stderr)?.[1]
+  }
+  /**
+   * Whether the command failed because another process was adding or removing a worktree of the
+   * repository meanwhile: a placeholder HEAD ({@link halfAddedWorktree}), or an administrative folder
+   * `.git/worktrees/<name>` that `git worktree remove` deleted while the command read it.
+   */
+  get isWorktreeInFlux(): boolean {
+    return this.halfAddedWorktree !== undefined || vanishedWorktreePattern.test(this.stderr)
   }
 }
 
@@ -70,6 +94,8 @@ export const CurrentGitTally = Context.Reference<GitTally | undefined>("@corral/
 
 const lockPattern =
   /\.lock'?: File exists|Unable to create '.*\.lock'|cannot lock ref|could not lock config file|is locked/i
+const halfAddedPattern = /bad object worktrees\/([^/\s]+)\/HEAD/
+const vanishedWorktreePattern = /Invalid path '[^']*\/worktrees\/[^'/]+': No such file or directory/
 const diskFullPattern = /No space left on device|ENOSPC|disk quota exceeded/i
 
 const redirectingVariables = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR"]
@@ -157,14 +183,60 @@ const classify = (
 
 const lockRetry = Schedule.exponential("25 millis", 1.6).pipe(Schedule.jittered, Schedule.upTo({ times: 12 }))
 
-/** Runs git and returns its full output; fails unless the exit code is 0 or listed in `okExitCodes`. */
+/** A placeholder HEAD lasts one child process of `git worktree add`, a vanishing folder one `remove`: ≈ 2.5 s of retries in all. */
+const worktreeFluxRetry = Schedule.exponential("10 millis", 2).pipe(Schedule.jittered, Schedule.upTo({ times: 8 }))
+
+const isWorktreeInFlux = (error: GitFailure): error is GitError => error._tag === "GitError" && error.isWorktreeInFlux
+
+const isHalfAdded = (error: GitFailure): error is GitError =>
+  error._tag === "GitError" && error.halfAddedWorktree !== undefined
+
+/**
+ * The worktree folder behind `.git/worktrees/<name>` (its `gitdir` file names the worktree's `.git`),
+ * or that administrative folder when git cannot tell.
+ */
+const worktreeFolder = (cwd: string, name: string) =>
+  spawnGit(["rev-parse", "--path-format=absolute", "--git-common-dir"], { cwd }).pipe(
+    Effect.map((out) => {
+      const admin = NodePath.join(out.stdout.trim(), "worktrees", name)
+      try {
+        return NodePath.dirname(readFileSync(NodePath.join(admin, "gitdir"), "utf8").trim())
+      } catch {
+        return admin
+      }
+    })
+  )
+
+/** Names the worktree that still holds `git worktree add`'s placeholder HEAD once the retries gave up. */
+const explainHalfAdded = (options: GitOptions) => (error: GitError) =>
+  worktreeFolder(options.cwd, error.halfAddedWorktree!).pipe(
+    Effect.flatMap((folder) =>
+      Effect.fail(
+        new GitError({
+          ...error,
+          hint:
+            `the worktree ${folder} has no commit in its HEAD: a \`git worktree add\` there is still running or ` +
+            `was killed midway; once no git process works there, remove it with \`git worktree remove --force ${folder}\``
+        })
+      )
+    ),
+    Effect.catchTag("GitNotFound", () => Effect.fail(error))
+  )
+
+/**
+ * Runs git and returns its full output; fails unless the exit code is 0 or listed in `okExitCodes`.
+ * Retries while another git process holds a lock (unless `retryOnLock` is `false`) and while another
+ * process adds or removes a worktree of the repository (see {@link GitError.isWorktreeInFlux}).
+ */
 export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Effect.Effect<GitOutput, GitFailure> =>
   spawnGit(args, options).pipe(
     Effect.flatMap((out) => classify(args, options, out)),
     Effect.retry({
       schedule: lockRetry,
       while: (e) => options.retryOnLock !== false && e._tag === "GitError" && e.isLockContention
-    })
+    }),
+    Effect.retry({ schedule: worktreeFluxRetry, while: isWorktreeInFlux }),
+    Effect.catchIf(isHalfAdded, explainHalfAdded(options))
   )
 
 /**
