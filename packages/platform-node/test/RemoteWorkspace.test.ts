@@ -87,22 +87,14 @@ const halfAddedWorktree = (repo: string, dir: string) => {
   return { finish: () => fs.writeFileSync(head, commit) }
 }
 
-/** A new commit on the coordinator's side, published as the base of `runId`: the runner lacks its objects. */
+/** A new commit on top of the coordinator's HEAD (same tree): a runner's clone lacks its objects. */
+const newCommit = (origin: string, n: number) =>
+  sh(origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit-tree", "-p", "HEAD", "-m", `base ${n}`, "HEAD^{tree}")
+
+/** A {@link newCommit}, published as the base of `runId`. */
 const newBase = (origin: string, remote: string, runId: string, n: number) =>
   Effect.gen(function* () {
-    const base = sh(
-      origin,
-      "-c",
-      "user.name=t",
-      "-c",
-      "user.email=t@t",
-      "commit-tree",
-      "-p",
-      "HEAD",
-      "-m",
-      `base ${n}`,
-      "HEAD^{tree}"
-    )
+    const base = newCommit(origin, n)
     yield* RemoteWorkspace.publish(origin, remote, runId, base)
     return base
   })
@@ -218,21 +210,7 @@ describe("RemoteWorkspace", () => {
     Effect.gen(function* () {
       const { origin, clone } = yield* makeRepos
       const remote = yield* RemoteWorkspace.defaultRemote(origin)
-      const bases = Array.from({ length: 30 }, (_, n) =>
-        sh(
-          origin,
-          "-c",
-          "user.name=t",
-          "-c",
-          "user.email=t@t",
-          "commit-tree",
-          "-p",
-          "HEAD",
-          "-m",
-          `base ${n}`,
-          "HEAD^{tree}"
-        )
-      )
+      const bases = Array.from({ length: 30 }, (_, n) => newCommit(origin, n))
       sh(origin, "push", "--quiet", remote, ...bases.map((base, n) => `${base}:refs/heads/corral/r5-${n}/integration`))
       const scratch = path.dirname(clone)
       const stop = path.join(scratch, "stop")
