@@ -24,7 +24,8 @@ const [nArg = "100000", namesArg = "all", repsArg = "5"] = process.argv.slice(2)
 const n = Number(nArg)
 const reps = Number(repsArg)
 if (!Number.isInteger(n) || n < 1) throw new Error(`schedgcprobe: n must be a positive integer, got ${nArg}`)
-if (!Number.isInteger(reps) || reps < 1) throw new Error(`schedgcprobe: reps must be a positive integer, got ${repsArg}`)
+if (!Number.isInteger(reps) || reps < 1)
+  throw new Error(`schedgcprobe: reps must be a positive integer, got ${repsArg}`)
 const names = namesArg === "all" ? scheduling.approaches.map((a) => a.name) : namesArg.split(",")
 const unknown = names.filter((name) => !scheduling.approaches.some((a) => a.name === name))
 if (unknown.length > 0) throw new Error(`schedgcprobe: unknown approach ${unknown.join(", ")}`)
@@ -46,7 +47,9 @@ const summary = (stats: Stat) => {
   return {
     scavenges: scavenges.length,
     scavengeMs: ms(scavenges),
-    promotedMB: mb(scavenges.reduce((s, e) => s + used(e, "afterGC", "old_space") - used(e, "beforeGC", "old_space"), 0)),
+    promotedMB: mb(
+      scavenges.reduce((s, e) => s + used(e, "afterGC", "old_space") - used(e, "beforeGC", "old_space"), 0)
+    ),
     survivedMB: mb(scavenges.reduce((s, e) => s + used(e, "afterGC", "new_space"), 0)),
     markingSteps: of("IncrementalMarking").length,
     markingMs: ms(of("IncrementalMarking")),
@@ -70,7 +73,10 @@ const traced = (approach: Approach<Params>): Approach<Params> => ({
     const phase = params.profile ? "profile" : (phases[index] ?? "extra")
     index++
     const spaces = getHeapSpaceStatistics()
-    const start = { newSpaceMB: mb(space(spaces, "new_space").space_size), oldUsedMB: mb(space(spaces, "old_space").space_used_size) }
+    const start = {
+      newSpaceMB: mb(space(spaces, "new_space").space_size),
+      oldUsedMB: mb(space(spaces, "old_space").space_used_size)
+    }
     const profiler = new GCProfiler()
     profiler.start()
     const all = process.cpuUsage()
@@ -97,7 +103,9 @@ const traced = (approach: Approach<Params>): Approach<Params> => ({
   }
 })
 
-const base = (await scheduling.cases({ quick: false })).find((c) => c.params.yielding && c.params.n === 100_000)!
+const base = (await scheduling.cases({ quick: false, reps: undefined })).find(
+  (c) => c.params.yielding && c.params.n === 100_000
+)!
 const item: Case<Params> = {
   label: `N = ${n.toLocaleString("en-US")}, concurrency 64, yielding agents (schedgcprobe)`,
   params: { ...base.params, n },

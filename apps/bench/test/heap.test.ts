@@ -13,7 +13,11 @@ const inChild = (body: string): string => {
 import { getHeapSpaceStatistics } from "node:v8"
 const newSpaceUsed = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_used_size
 ${body}`
-  const child = spawnSync(process.execPath, ["--expose-gc", "--min-semi-space-size=16", "--max-semi-space-size=16", "--input-type=module", "-e", script], { encoding: "utf8" })
+  const child = spawnSync(
+    process.execPath,
+    ["--expose-gc", "--min-semi-space-size=16", "--max-semi-space-size=16", "--input-type=module", "-e", script],
+    { encoding: "utf8" }
+  )
   if (child.status !== 0) throw new Error(`child failed (${child.status}): ${child.stderr}`)
   return child.stdout.trim()
 }
