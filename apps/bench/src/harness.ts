@@ -90,9 +90,9 @@ const measure = async <P>(
  * embeds one (V8's "embedded weak objects cleared"), and re-optimising takes several thousand more
  * calls. A sample taken right after the forced GC's run was still re-tiering (a 10-agent run cost
  * 2–3× its steady CPU). So each approach runs the scenario's `rewarm` (2 unless set) untimed times,
- * then the samples follow with only a young-generation collection before each (old-generation
- * garbage is collected as it would be in a running program, by whichever run triggers it; the
- * order is rotated).
+ * then the samples follow with only two young-generation collections before each (`settleYoung`:
+ * the run starts with an empty young generation; old-generation garbage is collected as it would be
+ * in a running program, by whichever run triggers it; the order is rotated).
  */
 const steady = async <P>(
   scenario: Scenario<P>,

@@ -67,7 +67,7 @@ export interface Scenario<P = any> {
   /**
    * Measure every repetition twice: once right after two forced full GCs (reported as "after GC"),
    * and once, after every after-GC sample and `rewarm` untimed runs of each approach, with only a
-   * young-generation GC before it (the steady-state sample the ratio uses; see `harness.ts`).
+   * young-generation GCs (two) before it (the steady-state sample the ratio uses; see `harness.ts`).
    */
   readonly steadyState?: boolean
   /** With `steadyState`: the untimed runs of each approach before the steady samples (2 unless set). */

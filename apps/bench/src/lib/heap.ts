@@ -18,14 +18,20 @@ export const settle = async (): Promise<void> => {
 }
 
 /**
- * The event-loop turn of `settle`, then one young-generation collection: garbage an earlier run
- * left in the young generation is not collected inside the next timed run, while the old
- * generation (and the hidden classes there, which optimised code depends on) is left alone.
+ * The event-loop turn of `settle`, then two young-generation collections, so the next timed run
+ * starts with an empty young generation while the old generation (and the hidden classes there,
+ * which optimised code depends on) is left alone. One is not enough: a young object that a dead
+ * object in the old generation refers to (an earlier run's result, held by its fiber, which the
+ * run's own scavenges promoted) survives every young collection; the first copies it, the second
+ * promotes it, where it waits, as other old garbage does, for a mark-compact.
  */
 export const settleYoung = async (): Promise<void> => {
   await new Promise<void>((resolve) => setImmediate(resolve))
   const gc = (globalThis as { gc?: (options?: { type: "minor" | "major"; execution?: "sync" }) => void }).gc
-  if (gc) gc({ type: "minor", execution: "sync" })
+  if (gc) {
+    gc({ type: "minor", execution: "sync" })
+    gc({ type: "minor", execution: "sync" })
+  }
 }
 
 const liveHeap = (): number => {

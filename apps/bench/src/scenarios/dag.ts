@@ -176,7 +176,7 @@ export const dag: Scenario<Params> = {
   floor:
     "lower bound = max(critical path, total work / concurrency); ratio = median / bound. Steady state: every " +
     "repetition runs once right after two full GCs (the 'after GC' column) and once, after all of those and two " +
-    "untimed runs, with only a young-generation GC before it (the median the ratio uses).",
+    "untimed runs, with only two young-generation GCs before it (the median the ratio uses).",
   targets: [
     ratioAtMost("corral with estimates ≤ 1.02× the bound", anyCase, "corral (estimates)", 1.02, replayName),
     overFloor(

@@ -122,7 +122,7 @@ export const ioScaling: Scenario<Params> = {
   floor:
     "ideal makespan = ceil(tasks / concurrency) × sleep; ratio = median makespan / ideal. Steady state: every " +
     "repetition runs once right after two full GCs (the 'after GC' column) and once, after all of those and two " +
-    "untimed runs, with only a young-generation GC before it (the median the ratio uses).",
+    "untimed runs, with only two young-generation GCs before it (the median the ratio uses).",
   targets: [
     ratioAtMost("corral ≤ 1.05× at 1,000 × 10 ms / 100", /^1,000 ×/, "corral", 1.05, replayName),
     ratioAtMost("corral ≤ 1.01× at 3 × 100 ms / 3", /^3 ×/, "corral", 1.01, replayName),

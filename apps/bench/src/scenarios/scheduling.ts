@@ -148,7 +148,7 @@ export const scheduling: Scenario<Params> = {
     "full GC then heapUsed at 10 points during the run and once after it (result still referenced); " +
     "B/task = (peak live heap - post-GC baseline with inputs built) / N. Steady state: every repetition runs " +
     "once right after two full GCs (the 'after GC' column) and once, after all of those and two untimed runs, " +
-    "with only a young-generation GC before it (the median and µs/task columns).",
+    "with only two young-generation GCs before it (the median and µs/task columns).",
   targets: [
     metricAtMost("corral ≤ 1.5 µs per agent at 100k and 1M (both agent kinds)", large, "corral", "usPerTask", 1.5, us),
     metricAtMost("corral ≤ 1 KB per agent at 100k and 1M", large, "corral", "bytesPerTask", 1024, bytes),
