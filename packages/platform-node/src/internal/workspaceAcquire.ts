@@ -175,7 +175,7 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
         retryOnLock: false
       }
     )
-    const undo = undoPartialAdd(repo, placement.dir, branch)
+    const undo = undoFailedAdd(repo, placement.dir, branch)
     const verified = Effect.flatMap(add, () =>
       Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
         ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
@@ -403,6 +403,18 @@ const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
     yield* git(["worktree", "prune"], { cwd: repo.root })
     if (yield* branchExists(repo.root, branch)) yield* git(["branch", "-D", "--quiet", branch], { cwd: repo.root })
   }).pipe(Effect.ignore)
+
+/**
+ * Undoes a `worktree add` that failed. An add killed (SIGKILL) after it wrote the worktree's
+ * administrative folder leaves it locked ("initializing", which `worktree prune` respects) with a
+ * placeholder `HEAD` that makes `rev-list --all` and `fetch` fail in the whole repository: a double
+ * `--force` removes a locked worktree (it fails, ignored, where git registered none).
+ */
+const undoFailedAdd = (repo: RepoInfo, dir: string, branch: string) =>
+  git(["worktree", "remove", "--force", "--force", "--", dir], { cwd: repo.root }).pipe(
+    Effect.ignore,
+    Effect.andThen(undoPartialAdd(repo, dir, branch))
+  )
 
 /**
  * Fills a worktree that `worktree add --no-checkout` created, outside the repository lock: the
