@@ -27,6 +27,13 @@ const [scenario = "", ...rest] = process.argv.slice(2)
 const trials = Number(rest.at(-1))
 const command = rest.length > 1 ? rest[0]! : undefined
 
+const scenarioNames = ["beside-add", "prune", "kill", "gc-auto", "gc-now"]
+if (!scenarioNames.includes(scenario) || !Number.isInteger(trials) || trials < 1) {
+  throw new Error(
+    `usage: gitRaces.ts <${scenarioNames.join("|")}> [command] <trials: a positive integer>; got ${process.argv.slice(2)}`
+  )
+}
+
 const dir = mkdtempSync(join(tmpdir(), "corral-git-races-"))
 const repo = join(dir, "repo")
 const env = { ...process.env, LC_ALL: "C", GIT_CONFIG_NOSYSTEM: "1" }
@@ -46,7 +53,8 @@ const must = (cwd: string, args: ReadonlyArray<string>, input?: string) => {
 
 /** Starts `script` in a background shell (`$repo`, `$dir` and `$base` set) until the file `stop` exists. */
 const background = (script: string, base: string) => {
-  const child = spawn("sh", ["-c", `while [ ! -e "$dir/stop" ]; do ${script}; done`], {
+  const loop = `while [ ! -e "$dir/stop" ] && kill -0 ${process.pid} 2>/dev/null; do ${script}; done`
+  const child = spawn("sh", ["-c", loop], {
     env: { ...env, repo, dir, base },
     stdio: "ignore"
   })
@@ -138,7 +146,9 @@ const pruneScenario = (base: string) =>
     const add = run(repo, ["worktree", "add", "--quiet", "--no-checkout", "-b", `a${i}`, "--", at, base])
     if (!add.ok) return add.stderr
     const known = run(at, ["rev-parse", "--git-dir"])
-    return known.ok ? undefined : `lost: ${known.stderr}`
+    if (!known.ok) return `lost: ${known.stderr}`
+    const removed = run(repo, ["worktree", "remove", "--force", at])
+    return removed.ok ? undefined : removed.stderr
   })
 
 const killScenario = async (base: string) => {
@@ -197,14 +207,8 @@ const scenarios: Record<string, (base: string) => Promise<Array<string>>> = {
   "gc-now": (base) => gcScenario(base, "now")
 }
 
-const chosen = scenarios[scenario]
-if (chosen === undefined || !Number.isInteger(trials) || trials < 1) {
-  throw new Error(
-    `usage: gitRaces.ts <${Object.keys(scenarios).join("|")}> [command] <trials: a positive integer>; got ${process.argv.slice(2)}`
-  )
-}
 try {
-  const errors = await chosen(setUp())
+  const errors = await scenarios[scenario]!(setUp())
   const messages: Record<string, number> = {}
   for (const error of errors) messages[error] = (messages[error] ?? 0) + 1
   console.log(

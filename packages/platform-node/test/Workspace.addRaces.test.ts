@@ -64,18 +64,52 @@ const killingBin = Effect.acquireRelease(
   (bin) => Effect.sync(() => fs.rmSync(bin, { recursive: true, force: true }))
 )
 
+/**
+ * A folder holding a `git` for the PATH that runs `worktree add` with the exec path `exec/`, whose
+ * `git`, when the add runs `symbolic-ref`, deletes the add's administrative folder `$CORRAL_TEST_ADMIN`
+ * the first `times` times, as another process's `git worktree prune` does when it lands between the
+ * add's `mkdir` and its writing the folder's `locked` or `gitdir` file; then the real git runs.
+ */
+const pruningBin = (times: number) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-pruned-add-bin-"))
+      fs.mkdirSync(path.join(bin, "exec"))
+      fs.writeFileSync(
+        path.join(bin, "git"),
+        `#!/bin/sh\ncase " $* " in *" worktree add "*) export GIT_EXEC_PATH="${bin}/exec";; esac\nexec "${realGit}" "$@"\n`,
+        { mode: 0o755 }
+      )
+      fs.writeFileSync(
+        path.join(bin, "exec", "git"),
+        `#!/bin/sh\nif [ "$1" = symbolic-ref ] && [ "$(ls "${bin}/pruned" 2>/dev/null | wc -l)" -lt ${times} ]; then\n` +
+          `  mkdir -p "${bin}/pruned" && mktemp -p "${bin}/pruned" >/dev/null && rm -rf "$CORRAL_TEST_ADMIN"\nfi\n` +
+          `GIT_EXEC_PATH="${realExecPath}" exec "${realGit}" "$@"\n`,
+        { mode: 0o755 }
+      )
+      return bin
+    }),
+    (bin) => Effect.sync(() => fs.rmSync(bin, { recursive: true, force: true }))
+  )
+
+/** How many times {@link pruningBin}'s `bin` deleted an add's administrative folder. */
+const prunedCount = (bin: string) =>
+  fs.existsSync(path.join(bin, "pruned")) ? fs.readdirSync(path.join(bin, "pruned")).length : 0
+
 /** Runs `effect` with `bin` first on the PATH of the git commands it starts. */
-const withPath = <A, E, R>(bin: string, effect: Effect.Effect<A, E, R>) =>
+const withPath = <A, E, R>(bin: string, effect: Effect.Effect<A, E, R>, admin = "") =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
       const before = process.env.PATH
       process.env.PATH = `${bin}${path.delimiter}${before}`
+      process.env.CORRAL_TEST_ADMIN = admin
       return before
     }),
     () => effect,
     (before) =>
       Effect.sync(() => {
         process.env.PATH = before
+        delete process.env.CORRAL_TEST_ADMIN
       })
   )
 
@@ -160,6 +194,56 @@ describe("a git worktree add killed after its placeholder HEAD", () => {
       assertAllRefsReadable(repo)
       assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
       assert.isFalse(fs.existsSync(path.join(repo, ".corral", "worktrees", "survived", "agent")))
+    }).pipe(Effect.provide(Workspace.layer))
+  )
+})
+
+describe("a git worktree add whose administrative folder another process prunes meanwhile", () => {
+  it.live("the acquire adds the worktree again and succeeds", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const bin = yield* pruningBin(2)
+      const ws = yield* Workspace
+      yield* ws.registerRun(repo, "pruned")
+      const admin = path.join(repo, ".git", "worktrees", "agent")
+      const dir = yield* withPath(
+        bin,
+        Effect.scoped(
+          Effect.map(ws.acquire({ repo, runId: "pruned", agentId: "agent", recycle: false }), (handle) => {
+            assert.strictEqual(fs.readFileSync(path.join(handle.dir, "a.txt"), "utf8"), "a\n")
+            assert.strictEqual(sh(handle.dir, "symbolic-ref", "HEAD"), "refs/heads/corral/pruned/agent")
+            return handle.dir
+          })
+        ),
+        admin
+      )
+      assert.strictEqual(prunedCount(bin), 2)
+      assert.isFalse(fs.existsSync(dir))
+      assert.deepStrictEqual(adminFolders(repo), [])
+      assertAllRefsReadable(repo)
+    }).pipe(Effect.provide(Workspace.layer))
+  )
+
+  it.live("an acquire whose every add loses its folder fails naming the worktree and the prune", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const bin = yield* pruningBin(1000)
+      const ws = yield* Workspace
+      yield* ws.registerRun(repo, "pruned")
+      const admin = path.join(repo, ".git", "worktrees", "agent")
+      const acquired = yield* withPath(
+        bin,
+        Effect.exit(Effect.scoped(ws.acquire({ repo, runId: "pruned", agentId: "agent" }))),
+        admin
+      )
+      assert.isTrue(Exit.isFailure(acquired), "the acquire succeeded although every add lost its folder")
+      const message = Exit.isFailure(acquired) ? String(acquired.cause) : ""
+      assert.include(message, path.join(repo, ".corral", "worktrees", "pruned", "agent"))
+      assert.include(message, "worktree prune")
+      assert.strictEqual(prunedCount(bin), 4, "the add ran once and was retried three times")
+      assert.deepStrictEqual(adminFolders(repo), [])
+      assertAllRefsReadable(repo)
+      assert.strictEqual(sh(repo, "branch", "--list", "corral/*"), "")
     }).pipe(Effect.provide(Workspace.layer))
   )
 })
