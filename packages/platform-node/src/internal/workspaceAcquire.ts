@@ -183,6 +183,7 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
     )
     const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
     yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
+      Effect.mapError((error) => (isPrunedMidAdd(error) ? prunedMidAdd(placement.dir, error) : error)),
       Effect.onInterrupt(() => undo),
       Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
       Effect.catchTag(
@@ -196,6 +197,27 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
   })
 
 const branchTakenPattern = /a branch named .* already exists/
+
+/**
+ * What `worktree add` prints when another process's `git worktree prune` deleted the new worktree's
+ * administrative folder before git wrote its `locked` file (or between prune's two checks, before
+ * the `gitdir` file): a later write, or the child that sets `HEAD`, finds the folder gone. 26 of
+ * 1,000 adds beside a prune without end (`test/stress/gitRaces.ts prune 1000`).
+ */
+const prunedMidAddPattern =
+  /could not open '[^']*worktrees\/[^'/]+\/[^']+' for writing: No such file or directory|not a git repository: \S*\/worktrees\//
+
+const isPrunedMidAdd = (error: unknown): error is GitError =>
+  error instanceof GitError && prunedMidAddPattern.test(error.stderr)
+
+const prunedMidAdd = (dir: string, error: GitError) =>
+  new IncompleteWorktree({
+    path: dir,
+    operation: "create worktree at",
+    cause: new Error(
+      `another process's git worktree prune deleted its administrative folder while git created it: ${error.stderr.trim()}`
+    )
+  })
 
 const recyclable = (options: AcquireOptions) =>
   options.recycle === true && options.disposable !== true && options.overlay !== true
