@@ -183,7 +183,9 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
     )
     const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
     yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
-      Effect.mapError((error) => (isPrunedMidAdd(error) ? prunedMidAdd(placement.dir, error) : error)),
+      Effect.mapError((error) =>
+        error instanceof GitError && prunedMidAddPattern.test(error.stderr) ? prunedMidAdd(placement.dir, error) : error
+      ),
       Effect.onInterrupt(() => undo),
       Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
       Effect.catchTag(
@@ -206,9 +208,6 @@ const branchTakenPattern = /a branch named .* already exists/
  */
 const prunedMidAddPattern =
   /could not open '[^']*worktrees\/[^'/]+\/[^']+' for writing: No such file or directory|not a git repository: \S*\/worktrees\//
-
-const isPrunedMidAdd = (error: unknown): error is GitError =>
-  error instanceof GitError && prunedMidAddPattern.test(error.stderr)
 
 const prunedMidAdd = (dir: string, error: GitError) =>
   new IncompleteWorktree({
