@@ -12,9 +12,11 @@
  *   whose worktree git no longer knows afterwards.
  * - `kill`: `worktree add` killed (SIGKILL, its process group) 0–5 ms after its start; a failure is
  *   a kill that left a worktree with the placeholder `HEAD` (`rev-list --all` fails from then on).
- * - `gc-auto`, `gc-now`: the user's `git gc --auto` (gc.auto=1) or `git gc --prune=now` without end
+ * - `gc-default`, `gc-now`: the user's `git gc` (what `gc --auto` runs: loose objects pruned after
+ *   `gc.pruneExpire`, 2 weeks by default) or `git gc --prune=now` without end
  *   beside an agent's commit written the way corral writes one (objects, then `commit-tree`, then
- *   `update-ref`, 20 ms apart); a failure is a commit that lost an object before its ref held it.
+ *   `update-ref`, 20 ms apart); a failure is a write that failed or a commit that lost an object
+ *   before its ref held it.
  *
  * Run from the package folder: `node test/stress/gitRaces.ts <scenario> [command] <trials>` (Node 24).
  */
@@ -27,7 +29,7 @@ const [scenario = "", ...rest] = process.argv.slice(2)
 const trials = Number(rest.at(-1))
 const command = rest.length > 1 ? rest[0]! : undefined
 
-const scenarioNames = ["beside-add", "prune", "kill", "gc-auto", "gc-now"]
+const scenarioNames = ["beside-add", "prune", "kill", "gc-default", "gc-now"]
 if (!scenarioNames.includes(scenario) || !Number.isInteger(trials) || trials < 1) {
   throw new Error(
     `usage: gitRaces.ts <${scenarioNames.join("|")}> [command] <trials: a positive integer>; got ${process.argv.slice(2)}`
@@ -179,22 +181,23 @@ const killScenario = async (base: string) => {
   return errors
 }
 
-const gcScenario = (base: string, prune: "auto" | "now") => {
+const gcScenario = (base: string, prune: "default" | "now") => {
   const gc =
-    prune === "auto"
-      ? 'git -C "$repo" -c gc.auto=1 -c gc.autoDetach=false gc --auto --quiet 2>/dev/null'
-      : 'git -C "$repo" gc --quiet --prune=now 2>/dev/null'
+    prune === "default" ? 'git -C "$repo" gc --quiet 2>/dev/null' : 'git -C "$repo" gc --quiet --prune=now 2>/dev/null'
   const pause = () => execFileSync("sleep", ["0.02"])
   return beside(gc, base, (i) => {
-    const blob = must(repo, ["hash-object", "-w", "--stdin"], `work ${i} ${Math.random()}\n`)
-    const tree = must(repo, ["mktree"], `100644 blob ${blob}\tf${i}\n`)
+    const blob = run(repo, ["hash-object", "-w", "--stdin"], `work ${i} ${Math.random()}\n`)
+    if (!blob.ok) return blob.stderr
+    const made = run(repo, ["mktree"], `100644 blob ${blob.stdout}\tf${i}\n`)
+    if (!made.ok) return made.stderr
+    const tree = made.stdout
     pause()
     const commit = run(repo, ["commit-tree", "-p", "HEAD", "-m", `agent ${i}`, tree])
     if (!commit.ok) return commit.stderr
     pause()
     const ref = run(repo, ["update-ref", "refs/heads/agent", commit.stdout])
     if (!ref.ok) return ref.stderr
-    const whole = run(repo, ["cat-file", "-e", blob]).ok && run(repo, ["cat-file", "-e", tree]).ok
+    const whole = run(repo, ["cat-file", "-e", blob.stdout]).ok && run(repo, ["cat-file", "-e", tree]).ok
     return whole ? undefined : "an object of the commit is gone"
   })
 }
@@ -203,7 +206,7 @@ const scenarios: Record<string, (base: string) => Promise<Array<string>>> = {
   "beside-add": besideAddScenario,
   prune: pruneScenario,
   kill: killScenario,
-  "gc-auto": (base) => gcScenario(base, "auto"),
+  "gc-default": (base) => gcScenario(base, "default"),
   "gc-now": (base) => gcScenario(base, "now")
 }
 
