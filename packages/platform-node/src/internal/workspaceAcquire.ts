@@ -175,7 +175,7 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
         retryOnLock: false
       }
     )
-    const undo = undoPartialAdd(repo, placement.dir, branch)
+    const undo = undoFailedAdd(repo, placement.dir, branch)
     const verified = Effect.flatMap(add, () =>
       Effect.flatMap(exists(path.join(placement.dir, ".git")), (ok) =>
         ok ? Effect.void : Effect.andThen(undo, Effect.fail(incompleteWorktree(placement.dir)))
@@ -183,6 +183,9 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
     )
     const branchTaken = (error: unknown) => error instanceof GitError && branchTakenPattern.test(error.stderr)
     yield* retryLockedWith(verified, undo, (error) => !branchTaken(error)).pipe(
+      Effect.mapError((error) =>
+        error instanceof GitError && prunedMidAddPattern.test(error.stderr) ? prunedMidAdd(placement.dir, error) : error
+      ),
       Effect.onInterrupt(() => undo),
       Effect.retry({ times: 3, while: (error) => error instanceof IncompleteWorktree }),
       Effect.catchTag(
@@ -196,6 +199,24 @@ const addWorktree = (repo: RepoInfo, options: AcquireOptions, placement: Placeme
   })
 
 const branchTakenPattern = /a branch named .* already exists/
+
+/**
+ * What `worktree add` prints when another process's `git worktree prune` deleted the new worktree's
+ * administrative folder before git wrote its `locked` file (or between prune's two checks, before
+ * the `gitdir` file): a later write, or the child that sets `HEAD`, finds the folder gone. 26 of
+ * 1,000 adds beside a prune without end (`test/stress/gitRaces.ts prune 1000`).
+ */
+const prunedMidAddPattern =
+  /could not open '[^']*worktrees\/[^'/]+\/[^']+' for writing: No such file or directory|not a git repository: \S*\/worktrees\//
+
+const prunedMidAdd = (dir: string, error: GitError) =>
+  new IncompleteWorktree({
+    path: dir,
+    operation: "create worktree at",
+    cause: new Error(
+      `another process's git worktree prune deleted its administrative folder while git created it: ${error.stderr.trim()}`
+    )
+  })
 
 const recyclable = (options: AcquireOptions) =>
   options.recycle === true && options.disposable !== true && options.overlay !== true
@@ -403,6 +424,18 @@ const undoPartialAdd = (repo: RepoInfo, dir: string, branch: string) =>
     yield* git(["worktree", "prune"], { cwd: repo.root })
     if (yield* branchExists(repo.root, branch)) yield* git(["branch", "-D", "--quiet", branch], { cwd: repo.root })
   }).pipe(Effect.ignore)
+
+/**
+ * Undoes a `worktree add` that failed. An add killed (SIGKILL) after it wrote the worktree's
+ * administrative folder leaves it locked ("initializing", which `worktree prune` respects) with a
+ * placeholder `HEAD` that makes `rev-list --all` and `fetch` fail in the whole repository: a double
+ * `--force` removes a locked worktree (it fails, ignored, where git registered none).
+ */
+const undoFailedAdd = (repo: RepoInfo, dir: string, branch: string) =>
+  git(["worktree", "remove", "--force", "--force", "--", dir], { cwd: repo.root }).pipe(
+    Effect.ignore,
+    Effect.andThen(undoPartialAdd(repo, dir, branch))
+  )
 
 /**
  * Fills a worktree that `worktree add --no-checkout` created, outside the repository lock: the

@@ -35,6 +35,11 @@ import {
 interface WorktreeEntry {
   readonly path: string
   readonly branch: string | undefined
+  /**
+   * Locked by a `worktree add` that never finished: git locks the new worktree ("initializing") and
+   * writes a placeholder `HEAD` until the add is over, so an add killed meanwhile leaves both for good.
+   */
+  readonly addKilled: boolean
 }
 
 interface Collector {
@@ -59,7 +64,13 @@ const listWorktrees = (root: string) =>
         const branch = fields.find((line) => line.startsWith("branch refs/heads/"))
         return worktree === undefined
           ? []
-          : [{ path: worktree.slice(9), branch: branch?.slice("branch refs/heads/".length) }]
+          : [
+              {
+                path: worktree.slice(9),
+                branch: branch?.slice("branch refs/heads/".length),
+                addKilled: fields.includes("locked initializing")
+              }
+            ]
       })
     )
   )
@@ -222,6 +233,14 @@ const keepReason = (collector: Collector, dir: string, gitFile: boolean, overlay
         )
       )
 
+/**
+ * Removes a worktree whose `worktree add` was killed: `worktree prune` skips it and `worktree remove
+ * --force` refuses it (it is locked), and its placeholder `HEAD` makes every command that reads all
+ * worktrees' refs (`rev-list --all`, `fetch`) fail until it is gone.
+ */
+const removeLocked = (repo: RepoInfo, entry: WorktreeEntry) =>
+  git(["worktree", "remove", "--force", "--force", "--", entry.path], { cwd: repo.root })
+
 const collectWorktree = (
   repo: RepoInfo,
   locks: RepoLocks,
@@ -234,6 +253,7 @@ const collectWorktree = (
     const item: GcItem = { kind: "worktree", target: entry.path }
     const overlay = yield* overlayOf(collector, stateDir, entry.path)
     const present = yield* exists(entry.path)
+    if (entry.addKilled) return yield* act(collector, item, locks(repo.commonDir).withPermit(removeLocked(repo, entry)))
     if (!present && overlay === undefined) return yield* act(collector, item, Effect.void)
     const gitFile = present && (yield* exists(path.join(entry.path, ".git")))
     const unfinished = (gitFile || overlay === undefined) && (yield* unfinishedSetUp(entry.path))
