@@ -75,16 +75,16 @@ const workOnRunner = (
   )
 
 /**
- * The state `git worktree add` leaves between writing a new worktree's administrative folder and
- * setting its HEAD in a child process: HEAD holds the null object id. Killed there (kill -9), git
- * leaves it so.
+ * A state `git worktree add` leaves while it writes a new worktree's administrative folder: `HEAD`
+ * holding the null object id until a child process sets it, or `commondir` created empty and filled
+ * afterwards. Killed there (kill -9), git leaves the placeholder HEAD so.
  */
-const halfAddedWorktree = (repo: string, dir: string) => {
+const halfAddedWorktree = (repo: string, dir: string, file: "HEAD" | "commondir" = "HEAD") => {
   sh(repo, "worktree", "add", "--quiet", "--detach", dir, "HEAD")
-  const head = path.join(repo, ".git", "worktrees", path.basename(dir), "HEAD")
-  const commit = fs.readFileSync(head, "utf8")
-  fs.writeFileSync(head, `${"0".repeat(40)}\n`)
-  return { finish: () => fs.writeFileSync(head, commit) }
+  const written = path.join(repo, ".git", "worktrees", path.basename(dir), file)
+  const content = fs.readFileSync(written, "utf8")
+  fs.writeFileSync(written, file === "HEAD" ? `${"0".repeat(40)}\n` : "")
+  return { finish: () => fs.writeFileSync(written, content) }
 }
 
 /** A new commit on top of the coordinator's HEAD (same tree): a runner's clone lacks its objects. */
@@ -170,14 +170,14 @@ describe("RemoteWorkspace", () => {
     }).pipe(Effect.scoped)
   )
 
-  it.live(
-    "the base is fetched while another process's `git worktree add` is half done in the runner's repository",
-    () =>
+  it.live.each(["HEAD", "commondir"] as const)(
+    "the base is fetched while another process's `git worktree add` has not yet written the new worktree's %s",
+    (file) =>
       Effect.gen(function* () {
         const { origin, clone } = yield* makeRepos
         const remote = yield* RemoteWorkspace.defaultRemote(origin)
         const base = yield* newBase(origin, remote, "r3", 1)
-        const adding = halfAddedWorktree(clone, path.join(path.dirname(clone), "being-added"))
+        const adding = halfAddedWorktree(clone, path.join(path.dirname(clone), "being-added"), file)
         const tally = Git.makeTally()
         const fetching = yield* RemoteWorkspace.fetchBase(clone, remote, "r3", base).pipe(
           Effect.provideService(Git.CurrentTally, tally),

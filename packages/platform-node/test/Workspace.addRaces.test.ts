@@ -247,3 +247,66 @@ describe("a git worktree add whose administrative folder another process prunes 
     }).pipe(Effect.provide(Workspace.layer))
   )
 })
+
+/**
+ * A folder holding a `git` for the PATH that runs the real git and, the first time a `worktree add`
+ * fails, copies `$CORRAL_TEST_FIX_FROM` over `$CORRAL_TEST_FIX_TO` and leaves a mark `fixed`: another
+ * process's `git worktree add` finishing its new worktree right after corral's command read it
+ * half written.
+ */
+const finishingBin = Effect.acquireRelease(
+  Effect.sync(() => {
+    const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-finishing-add-bin-"))
+    fs.writeFileSync(
+      path.join(bin, "git"),
+      `#!/bin/sh\n"${realGit}" "$@"\nstatus=$?\n` +
+        `case " $* " in *" worktree add "*) ;; *) exit $status;; esac\n` +
+        `if [ $status -ne 0 ] && [ ! -e "${bin}/fixed" ]; then cp "$CORRAL_TEST_FIX_FROM" "$CORRAL_TEST_FIX_TO"; : > "${bin}/fixed"; fi\n` +
+        `exit $status\n`,
+      { mode: 0o755 }
+    )
+    return bin
+  }),
+  (bin) => Effect.sync(() => fs.rmSync(bin, { recursive: true, force: true }))
+)
+
+describe("a git worktree add of another process, half done while corral adds a worktree", () => {
+  it.live("the acquire adds its worktree once the other add has written the new worktree's commondir", () =>
+    Effect.gen(function* () {
+      const repo = yield* makeRepo
+      const other = path.join(path.dirname(repo), `${path.basename(repo)}-other`)
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(other, { recursive: true, force: true })))
+      sh(repo, "worktree", "add", "--quiet", "--detach", other, "HEAD")
+      const commondir = path.join(repo, ".git", "worktrees", path.basename(other), "commondir")
+      const written = path.join(path.dirname(repo), `${path.basename(repo)}-commondir`)
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(written, { force: true })))
+      fs.copyFileSync(commondir, written)
+      fs.writeFileSync(commondir, "")
+      const bin = yield* finishingBin
+      const ws = yield* Workspace
+      yield* ws.registerRun(repo, "beside")
+      process.env.CORRAL_TEST_FIX_FROM = written
+      process.env.CORRAL_TEST_FIX_TO = commondir
+      const dir = yield* withPath(
+        bin,
+        Effect.scoped(
+          Effect.map(ws.acquire({ repo, runId: "beside", agentId: "agent", recycle: false }), (handle) => {
+            assert.strictEqual(fs.readFileSync(path.join(handle.dir, "a.txt"), "utf8"), "a\n")
+            return handle.dir
+          })
+        )
+      ).pipe(
+        Effect.ensuring(
+          Effect.sync(() => {
+            delete process.env.CORRAL_TEST_FIX_FROM
+            delete process.env.CORRAL_TEST_FIX_TO
+          })
+        )
+      )
+      assert.isTrue(fs.existsSync(path.join(bin, "fixed")), "no git command met the half-written worktree")
+      assert.isFalse(fs.existsSync(dir))
+      assert.deepStrictEqual(adminFolders(repo), [path.basename(other)])
+      assertAllRefsReadable(repo)
+    }).pipe(Effect.provide(Workspace.layer), Effect.scoped)
+  )
+})
