@@ -202,7 +202,7 @@ describe("RemoteWorkspace", () => {
       assert.strictEqual(error._tag, "RemoteError")
       assert.include(error.message, `cannot fetch the base of run r4 from ${remote}`)
       assert.include(error.message, `the worktree ${stuck} has no commit in its HEAD`)
-      assert.include(error.message, `git worktree remove --force ${stuck}`)
+      assert.include(error.message, `git worktree remove --force --force ${stuck}`)
     }).pipe(Effect.scoped)
   )
 

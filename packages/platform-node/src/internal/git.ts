@@ -36,11 +36,12 @@ export class GitError extends Data.TaggedError("GitError")<{
   }
   /**
    * Whether the command failed because another process was adding or removing a worktree of the
-   * repository meanwhile: a placeholder HEAD ({@link halfAddedWorktree}), or an administrative folder
-   * `.git/worktrees/<name>` that `git worktree remove` deleted while the command read it.
+   * repository meanwhile: a placeholder HEAD ({@link halfAddedWorktree}), a `commondir` or `locked`
+   * file of `.git/worktrees/<name>` that `git worktree add` created and had not filled yet, or that
+   * folder deleted by `git worktree remove` while the command read it.
    */
   get isWorktreeInFlux(): boolean {
-    return this.halfAddedWorktree !== undefined || vanishedWorktreePattern.test(this.stderr)
+    return this.halfAddedWorktree !== undefined || worktreeInFluxPattern.test(this.stderr)
   }
 }
 
@@ -65,7 +66,11 @@ export interface GitOptions {
   readonly cwd: string
   readonly env?: Readonly<Record<string, string>> | undefined
   readonly okExitCodes?: ReadonlyArray<number> | undefined
-  /** Retry when another git process holds a lock. @default true */
+  /**
+   * Retry while another git process holds a lock or adds or removes a worktree (see
+   * {@link GitError.isWorktreeInFlux}); `false` where the caller retries with {@link retryLockedWith}.
+   * @default true
+   */
   readonly retryOnLock?: boolean | undefined
   /** Written to git's standard input (for `--stdin` commands). */
   readonly input?: string | undefined
@@ -95,7 +100,8 @@ export const CurrentGitTally = Context.Reference<GitTally | undefined>("@corral/
 const lockPattern =
   /\.lock'?: File exists|Unable to create '.*\.lock'|cannot lock ref|could not lock config file|is locked/i
 const halfAddedPattern = /bad object worktrees\/([^/\s]+)\/HEAD/
-const vanishedWorktreePattern = /Invalid path '[^']*\/worktrees\/[^'/]+': No such file or directory/
+const worktreeInFluxPattern =
+  /Invalid path '[^']*\/worktrees\/[^'/]+'|failed to read '?[^'\s]*\/worktrees\/[^'/\s]+\/(?:commondir|locked|gitdir)/
 const diskFullPattern = /No space left on device|ENOSPC|disk quota exceeded/i
 
 const redirectingVariables = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR"]
@@ -216,7 +222,7 @@ const explainHalfAdded = (options: GitOptions) => (error: GitError) =>
           ...error,
           hint:
             `the worktree ${folder} has no commit in its HEAD: a \`git worktree add\` there is still running or ` +
-            `was killed midway; once no git process works there, remove it with \`git worktree remove --force ${folder}\``
+            `was killed midway; once no git process works there, remove it with \`git worktree remove --force --force ${folder}\``
         })
       )
     ),
@@ -225,8 +231,8 @@ const explainHalfAdded = (options: GitOptions) => (error: GitError) =>
 
 /**
  * Runs git and returns its full output; fails unless the exit code is 0 or listed in `okExitCodes`.
- * Retries while another git process holds a lock (unless `retryOnLock` is `false`) and while another
- * process adds or removes a worktree of the repository (see {@link GitError.isWorktreeInFlux}).
+ * Retries while another git process holds a lock or adds or removes a worktree of the repository (see
+ * {@link GitError.isWorktreeInFlux}), unless `retryOnLock` is `false`.
  */
 export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Effect.Effect<GitOutput, GitFailure> =>
   spawnGit(args, options).pipe(
@@ -235,13 +241,14 @@ export const gitOutput = (args: ReadonlyArray<string>, options: GitOptions): Eff
       schedule: lockRetry,
       while: (e) => options.retryOnLock !== false && e._tag === "GitError" && e.isLockContention
     }),
-    Effect.retry({ schedule: worktreeFluxRetry, while: isWorktreeInFlux }),
+    Effect.retry({ schedule: worktreeFluxRetry, while: (e) => options.retryOnLock !== false && isWorktreeInFlux(e) }),
     Effect.catchIf(isHalfAdded, explainHalfAdded(options))
   )
 
 /**
- * Retries `effect` while it fails because another git process holds a lock, running `cleanup` after
- * each failure for which `shouldClean` holds (every failure by default).
+ * Retries `effect` while it fails because another git process holds a lock or adds or removes a
+ * worktree, running `cleanup` after each failure for which `shouldClean` holds (every failure by
+ * default).
  */
 export const retryLockedWith = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
@@ -250,7 +257,10 @@ export const retryLockedWith = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   effect.pipe(
     Effect.tapError((error) => (shouldClean(error) ? cleanup : Effect.void)),
-    Effect.retry({ schedule: lockRetry, while: (e) => e instanceof GitError && e.isLockContention })
+    Effect.retry({
+      schedule: lockRetry,
+      while: (e) => e instanceof GitError && (e.isLockContention || e.isWorktreeInFlux)
+    })
   )
 
 /** Runs git and returns stdout without the trailing newline. */
