@@ -40,40 +40,14 @@ const makeRepo = Effect.acquireRelease(
 )
 
 /**
- * A folder holding a `git` for the PATH that runs `worktree add` with the exec path `exec/`, whose
- * `git` kills the add (its parent) and the pids in `$CORRAL_TEST_KILL_PID` when the add runs
- * `symbolic-ref`; every other command is the real git.
+ * A temporary folder holding a `git` for the PATH that runs `worktree add` with the exec path
+ * `exec/`, whose `git` runs `before` (a shell snippet; `$1` is the git command the add starts, `bin`
+ * the folder) and then the real git; every other command is the real git.
  */
-const killingBin = Effect.acquireRelease(
-  Effect.sync(() => {
-    const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-killed-add-bin-"))
-    fs.mkdirSync(path.join(bin, "exec"))
-    fs.writeFileSync(
-      path.join(bin, "git"),
-      `#!/bin/sh\ncase " $* " in *" worktree add "*) export GIT_EXEC_PATH="${bin}/exec";; esac\nexec "${realGit}" "$@"\n`,
-      { mode: 0o755 }
-    )
-    fs.writeFileSync(
-      path.join(bin, "exec", "git"),
-      `#!/bin/sh\nif [ "$1" = symbolic-ref ]; then kill -9 $CORRAL_TEST_KILL_PID "$PPID"; exit 1; fi\n` +
-        `GIT_EXEC_PATH="${realExecPath}" exec "${realGit}" "$@"\n`,
-      { mode: 0o755 }
-    )
-    return bin
-  }),
-  (bin) => Effect.sync(() => fs.rmSync(bin, { recursive: true, force: true }))
-)
-
-/**
- * A folder holding a `git` for the PATH that runs `worktree add` with the exec path `exec/`, whose
- * `git`, when the add runs `symbolic-ref`, deletes the add's administrative folder `$CORRAL_TEST_ADMIN`
- * the first `times` times, as another process's `git worktree prune` does when it lands between the
- * add's `mkdir` and its writing the folder's `locked` or `gitdir` file; then the real git runs.
- */
-const pruningBin = (times: number) =>
+const addHookBin = (prefix: string, before: (bin: string) => string) =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const bin = fs.mkdtempSync(path.join(os.tmpdir(), "corral-pruned-add-bin-"))
+      const bin = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
       fs.mkdirSync(path.join(bin, "exec"))
       fs.writeFileSync(
         path.join(bin, "git"),
@@ -82,14 +56,34 @@ const pruningBin = (times: number) =>
       )
       fs.writeFileSync(
         path.join(bin, "exec", "git"),
-        `#!/bin/sh\nif [ "$1" = symbolic-ref ] && [ "$(ls "${bin}/pruned" 2>/dev/null | wc -l)" -lt ${times} ]; then\n` +
-          `  mkdir -p "${bin}/pruned" && mktemp -p "${bin}/pruned" >/dev/null && rm -rf "$CORRAL_TEST_ADMIN"\nfi\n` +
-          `GIT_EXEC_PATH="${realExecPath}" exec "${realGit}" "$@"\n`,
+        `#!/bin/sh\n${before(bin)}GIT_EXEC_PATH="${realExecPath}" exec "${realGit}" "$@"\n`,
         { mode: 0o755 }
       )
       return bin
     }),
     (bin) => Effect.sync(() => fs.rmSync(bin, { recursive: true, force: true }))
+  )
+
+/**
+ * An {@link addHookBin} that kills the add (its parent) and the pids in `$CORRAL_TEST_KILL_PID` when
+ * the add runs `symbolic-ref`.
+ */
+const killingBin = addHookBin(
+  "corral-killed-add-bin-",
+  () => `if [ "$1" = symbolic-ref ]; then kill -9 $CORRAL_TEST_KILL_PID "$PPID"; exit 1; fi\n`
+)
+
+/**
+ * An {@link addHookBin} that, when the add runs `symbolic-ref`, deletes the add's administrative
+ * folder `$CORRAL_TEST_ADMIN` the first `times` times, as another process's `git worktree prune` does
+ * when it lands between the add's `mkdir` and its writing the folder's `locked` or `gitdir` file.
+ */
+const pruningBin = (times: number) =>
+  addHookBin(
+    "corral-pruned-add-bin-",
+    (bin) =>
+      `if [ "$1" = symbolic-ref ] && [ "$(ls "${bin}/pruned" 2>/dev/null | wc -l)" -lt ${times} ]; then\n` +
+      `  mkdir -p "${bin}/pruned" && mktemp -p "${bin}/pruned" >/dev/null && rm -rf "$CORRAL_TEST_ADMIN"\nfi\n`
   )
 
 /** How many times {@link pruningBin}'s `bin` deleted an add's administrative folder. */
