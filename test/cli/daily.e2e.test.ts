@@ -178,20 +178,23 @@ agents:
 
   it("a timed-out agent: one wording everywhere and a trailer in its log", async () => {
     const repo = makeRepo()
+    // 3 s: the worktree and the agent's process start well before it at any load (a 1 s timeout could
+    // end the agent before its process, and its log, existed)
     const plan = writePlan(
       tempDir("plan-"),
       "plan.yaml",
-      "agents:\n  - id: slow\n    run: echo begun; sleep 30\n    timeout: 1s\n"
+      "agents:\n  - id: slow\n    run: echo begun; sleep 30\n    timeout: 3s\n"
     )
     const result = await runCli(["run", plan], { cwd: repo })
     expect(result.code).toBe(1)
-    expect(result.stdout).toMatch(/slow: timed out after 1\.0s/)
-    expect(result.stdout).toMatch(/│ slow\s+│ timed out\s+│.*after 1\.0s/)
-    expect(result.stdout + result.stderr).not.toMatch(/timedout|TimedOut|1000ms/)
+    expect(result.stdout).toMatch(/slow: timed out after 3\.0s/)
+    expect(result.stdout).toMatch(/│ slow\s+│ timed out\s+│.*after 3\.0s/)
+    expect(result.stdout + result.stderr).not.toMatch(/timedout|TimedOut|3000ms/)
     const log = await runCli(["logs", "slow"], { cwd: repo })
-    expect(log.stdout.trim().split("\n").at(-1)).toBe("[corral] timed out after 1.0s")
+    expect(log.stdout, "the agent's process started before the timeout").toContain("begun")
+    expect(log.stdout.trim().split("\n").at(-1)).toBe("[corral] timed out after 3.0s")
     const status = await runCli(["status"], { cwd: repo })
-    expect(status.stdout).toMatch(/slow\s+timed out in \d+\.\ds, attempt 1 — after 1\.0s/)
+    expect(status.stdout).toMatch(/slow\s+timed out in \d+\.\ds, attempt 1 — after 3\.0s/)
   })
 })
 
