@@ -38,7 +38,10 @@ const spawnTree = (spec: Partial<ProcessRunner.ProcessSpec> & { readonly timeout
       }).pipe(Effect.timeout(spec.timeout ?? "1 minute")),
       { startImmediately: true }
     )
-    yield* Deferred.await(started)
+    yield* Effect.raceFirst(
+      Deferred.await(started),
+      Effect.andThen(Fiber.await(fiber), Effect.die(new Error(`the tree ended before it printed its pids: ${pids}`)))
+    )
     return { fiber, pids }
   })
 
@@ -157,7 +160,9 @@ describe("ProcessRunner", () => {
       yield* Effect.gen(function* () {
         for (const killGrace of [Number.POSITIVE_INFINITY, "30 days"] as const) {
           for (let i = 0; i < 3; i++) {
-            const result = yield* sh("sh -c 'sleep 0.4; echo late' & echo early", { killGrace })
+            // the group's SIGTERM once the shell has exited ends the sleeper long before 5 s at any load
+            // (a 0.4 s sleeper printed "late" once at load 8)
+            const result = yield* sh("sh -c 'sleep 5; echo late' & echo early", { killGrace })
             assert.deepStrictEqual(result.tail, ["early"])
           }
         }
@@ -186,7 +191,8 @@ describe("ProcessRunner", () => {
 
   it.live("a timeout terminates the whole tree", () =>
     Effect.gen(function* () {
-      const { fiber, pids } = yield* spawnTree({ timeout: "300 millis" })
+      // 3 s: the tree is up well before it at any load (its pids came 400 ms after the fork at load 8)
+      const { fiber, pids } = yield* spawnTree({ timeout: "3 seconds" })
       assert.isTrue(pids.every(isAlive))
       const exit = yield* Fiber.await(fiber)
       assert.isTrue(Exit.isFailure(exit) && Option.exists(Cause.findErrorOption(exit.cause), Cause.isTimeoutError))
