@@ -30,7 +30,8 @@ describe("ProcessAgent", () => {
         ProcessAgent.make("slow", {
           command: "sleep 1000 & echo $!; wait",
           shell: true,
-          timeout: "500 millis",
+          // 5 s: its pid is printed well before it at any load (1.2 s after the run began at load 8)
+          timeout: "5 seconds",
           onLine: ({ text }) => pids.push(Number(text))
         })
       ])
@@ -42,7 +43,7 @@ describe("ProcessAgent", () => {
         crash?._tag === "Failed" && crash.error instanceof ProcessRunner.ProcessFailed && crash.error.crashed
       )
       assert.strictEqual(slow?._tag, "TimedOut")
-      assert.lengthOf(pids, 1)
+      assert.lengthOf(pids, 1, "the slow agent printed its pid before its timeout")
       assert.isFalse(isAlive(pids[0]!))
     }).pipe(Effect.provide(NodeServices.layer))
   )
