@@ -20,10 +20,12 @@ describe("timer floor", () => {
   })
 
   it("reports both terms and takes the larger as the floor", async () => {
-    const sample = await timerFloor(6, 4, 2, 4)
+    // 20 ms tasks: one term is 6 times the other, so only a stall of 100 ms in the shorter one could
+    // reverse them (2 ms tasks: 2 runs in 200 reversed at load 8)
+    const sample = await timerFloor(6, 4, 20, 4)
     expect(sample.metrics.chainMs).toBeGreaterThan(sample.metrics.spreadMs)
     expect(sample.ms).toBe(sample.metrics.chainMs)
-    const spread = await timerFloor(1, 12, 2, 2)
+    const spread = await timerFloor(1, 12, 20, 2)
     expect(spread.metrics.spreadMs).toBeGreaterThan(spread.metrics.chainMs)
     expect(spread.ms).toBe(spread.metrics.spreadMs)
   })
