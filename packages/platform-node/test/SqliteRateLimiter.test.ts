@@ -11,10 +11,21 @@ import * as RateLimitWorker from "./support/rateLimitWorker.ts"
 
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "corral-limits-")), "locks.db")
 
-/** A process taking `calls` tokens from a 50/s burst-10 bucket shared through `db`. */
-const runWorker = (db: string, calls: number) =>
+/**
+ * A process taking `calls` tokens from a 50/s burst-10 bucket shared through `db`, from when `parties`
+ * workers on `barrier` are ready (a loaded machine can start one process seconds after the other).
+ */
+const runWorker = (db: string, calls: number, barrier: string, parties: number) =>
   Effect.tryPromise({
-    try: () => RateLimitWorker.runWorker({ mode: "sqlite", db, calls, perSecond: 50, burst: 10 }),
+    try: () =>
+      RateLimitWorker.runWorker({
+        mode: "sqlite",
+        db,
+        calls,
+        perSecond: 50,
+        burst: 10,
+        barrier: { dir: barrier, parties }
+      }),
     catch: (error) => error as Error
   })
 
@@ -22,7 +33,10 @@ describe("SqliteRateLimiter", () => {
   it.live("two processes × 100 calls through one 50/s burst-10 bucket never exceed 60 calls in any second", () =>
     Effect.gen(function* () {
       const db = tempDb()
-      const [a, b] = yield* Effect.all([runWorker(db, 100), runWorker(db, 100)], { concurrency: 2 })
+      const barrier = fs.mkdtempSync(path.join(path.dirname(db), "barrier-"))
+      const [a, b] = yield* Effect.all([runWorker(db, 100, barrier, 2), runWorker(db, 100, barrier, 2)], {
+        concurrency: 2
+      })
       const all = [...a!, ...b!]
       assert.strictEqual(all.length, 200)
       // Judged by the span each token was due in (asked … granted), not by when a loaded machine

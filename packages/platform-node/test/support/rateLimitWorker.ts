@@ -16,6 +16,8 @@ export interface WorkerOptions {
   readonly calls: number
   readonly perSecond: number
   readonly burst: number
+  /** A folder the workers mark: each takes its first token once `parties` of them have. */
+  readonly barrier?: { readonly dir: string; readonly parties: number }
 }
 
 /** One call of a worker: when it asked for a token and when `take` returned (ms since the epoch). */
@@ -29,7 +31,15 @@ export const runWorker = (options: WorkerOptions): Promise<ReadonlyArray<Call>> 
   new Promise((resolve, reject) =>
     execFile(
       process.execPath,
-      [worker, options.mode, options.db, String(options.calls), String(options.perSecond), String(options.burst)],
+      [
+        worker,
+        options.mode,
+        options.db,
+        String(options.calls),
+        String(options.perSecond),
+        String(options.burst),
+        ...(options.barrier === undefined ? [] : [options.barrier.dir, String(options.barrier.parties)])
+      ],
       (error, stdout, stderr) =>
         error === null
           ? resolve((JSON.parse(stdout) as Array<[number, number]>).map(([asked, granted]) => ({ asked, granted })))
