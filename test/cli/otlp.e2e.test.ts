@@ -1,9 +1,8 @@
-import * as NodeFs from "node:fs"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
-import * as NodePath from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { makeRepo, runCli, tempDir, writePlan } from "../helpers.ts"
+import { connectCounter, connectsIn } from "./support/stalls.ts"
 
 interface Received {
   readonly path: string
@@ -31,34 +30,6 @@ const servers: Array<NodeHttp.Server> = []
 afterEach(() => {
   for (const server of servers.splice(0)) server.close()
 })
-
-/**
- * Writes `connects.mjs` into `dir`, a module for `NODE_OPTIONS=--import <it>` that appends a line to
- * `<dir>/connects` at each TCP connection the process starts to `port`; answers its path.
- */
-const connectCounter = (dir: string, port: number): string => {
-  const file = NodePath.join(dir, "connects.mjs")
-  NodeFs.writeFileSync(
-    file,
-    `import fs from "node:fs"
-import net from "node:net"
-const connect = net.Socket.prototype.connect
-net.Socket.prototype.connect = function (...args) {
-  const first = Array.isArray(args[0]) ? args[0][0] : args[0]
-  const port = typeof first === "object" && first !== null ? first.port : first
-  if (Number(port) === ${port}) fs.appendFileSync(${JSON.stringify(NodePath.join(dir, "connects"))}, "connect\\n")
-  return Reflect.apply(connect, this, args)
-}
-`
-  )
-  return file
-}
-
-/** The connections a process under {@link connectCounter}`(dir, …)` started. */
-const connectsIn = (dir: string): number => {
-  const file = NodePath.join(dir, "connects")
-  return NodeFs.existsSync(file) ? NodeFs.readFileSync(file, "utf8").split("\n").length - 1 : 0
-}
 
 const startReceiver = async (): Promise<{ readonly url: string; readonly received: Array<Received> }> => {
   const received: Array<Received> = []

@@ -1,7 +1,8 @@
 /**
  * Tools the end-to-end tests put in corral's way: a preload that refuses the machine-wide port-block
- * socket, and a `git` that hangs on one command, for the tests of the port-block fallback and of an
- * agent's timeout against the stop grace (locally and on a cluster runner).
+ * socket, a preload that counts the connections to a port, and a `git` that hangs on one command, for
+ * the tests of the port-block fallback, of an unreachable collector and of an agent's timeout against
+ * the stop grace (locally and on a cluster runner).
  */
 import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
@@ -12,10 +13,10 @@ import * as NodePath from "node:path"
  * `listen` on a `@corral-ports-…` abstract socket fails with EACCES (the fallback to a private block);
  * answers its path.
  */
-export const refusePortsPreload = (dir: string): string => {
-  const file = NodePath.join(dir, "refuse.mjs")
-  NodeFs.writeFileSync(
-    file,
+export const refusePortsPreload = (dir: string): string =>
+  writePreload(
+    dir,
+    "refuse.mjs",
     `import net from "node:net"
 const listen = net.Server.prototype.listen
 net.Server.prototype.listen = function (...args) {
@@ -25,7 +26,38 @@ net.Server.prototype.listen = function (...args) {
 }
 `
   )
+
+/** Writes the module `source` as `<dir>/<name>` and answers its path, for `NODE_OPTIONS=--import <it>`. */
+const writePreload = (dir: string, name: string, source: string): string => {
+  const file = NodePath.join(dir, name)
+  NodeFs.writeFileSync(file, source)
   return file
+}
+
+/**
+ * Writes `connects.mjs` into `dir`, a module for `NODE_OPTIONS=--import <it>` that appends a line to
+ * `<dir>/connects` at each TCP connection the process starts to `port`; answers its path.
+ */
+export const connectCounter = (dir: string, port: number): string =>
+  writePreload(
+    dir,
+    "connects.mjs",
+    `import fs from "node:fs"
+import net from "node:net"
+const connect = net.Socket.prototype.connect
+net.Socket.prototype.connect = function (...args) {
+  const first = Array.isArray(args[0]) ? args[0][0] : args[0]
+  const port = typeof first === "object" && first !== null ? first.port : first
+  if (Number(port) === ${port}) fs.appendFileSync(${JSON.stringify(NodePath.join(dir, "connects"))}, "connect\\n")
+  return Reflect.apply(connect, this, args)
+}
+`
+  )
+
+/** The connections a process under {@link connectCounter}`(dir, …)` started. */
+export const connectsIn = (dir: string): number => {
+  const file = NodePath.join(dir, "connects")
+  return NodeFs.existsSync(file) ? NodeFs.readFileSync(file, "utf8").split("\n").length - 1 : 0
 }
 
 /** The warning a run shows for the block starting at `first` under `refusePortsPreload`. */
